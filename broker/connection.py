@@ -1,0 +1,236 @@
+"""One client connection: framing, request hand-off, ordered responses, backpressure, sendfile.
+
+Theory of operation
+1. Check, then parse: bytes accumulate until a whole frame (4-byte size + body) is present. The
+   declared size is checked against ``socket.request.max.bytes`` (and for being negative) before
+   anything is allocated for it; a bad size closes this connection only, as Kafka does.
+2. Each complete frame takes a *slot* in the connection's response queue, in arrival order, and
+   goes to the shared request queue (broker/request_channel.py). Handlers may finish out of order
+   (a long-poll fetch behind a quick metadata call); the queue releases responses strictly in
+   request order, which Kafka guarantees to clients.
+3. Backpressure: reading pauses while more than ``MAX_IN_FLIGHT`` requests of this connection
+   await their responses, while the transport's write buffer is above its high-water mark
+   (``pause_writing``), or while the shared request queue is full; it resumes when all of those
+   clear.
+4. Zero-copy fetch: a response may contain file regions (segment bytes). They are written with
+   ``os.sendfile`` straight from the segment file to the socket, but only once the transport's
+   own buffer is empty so bytes stay in order. If the kernel buffer fills mid-region, the
+   remainder is read with ``os.pread`` and queued on the transport (uvloop gives no writability
+   callback for a transport's socket).
+5. All methods run on the connection's network loop. ``complete`` may be called from another
+   thread only through ``loop.call_soon_threadsafe`` (the request channel does that).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from protocol import primitives as P
+
+if TYPE_CHECKING:
+    from broker.request_channel import RequestChannel
+
+log = logging.getLogger(__name__)
+
+# Kafka itself mutes a channel while one request is being processed; clients pipeline up to
+# max.in.flight.requests.per.connection (5 by default), so a small bound keeps them all flowing.
+MAX_IN_FLIGHT = 32
+# Compact the receive buffer once this much of its front has been consumed.
+COMPACT_AT = 1 << 20
+
+
+class FileRegion:
+    """Bytes ``[position, position + size)`` of an open file, sent with os.sendfile."""
+
+    __slots__ = ("fd", "position", "size")
+
+    def __init__(self, fd: int, position: int, size: int) -> None:
+        self.fd = fd
+        self.position = position
+        self.size = size
+
+
+class _Slot:
+    __slots__ = ("chunks", "done")
+
+    def __init__(self) -> None:
+        self.chunks: list[Any] | None = None
+        self.done = False
+
+
+class Connection(asyncio.Protocol):
+    """asyncio protocol for one client socket (see the module docstring)."""
+
+    def __init__(self, channel: RequestChannel, max_request_size: int, listener: str = "PLAINTEXT") -> None:
+        self.channel = channel
+        self.max_request_size = max_request_size
+        self.listener = listener
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.transport: asyncio.Transport | None = None
+        self.peer: str = "?"
+        self.buf = bytearray()
+        self.pos = 0
+        self.slots: deque[_Slot] = deque()
+        self.out_queue: deque[Any] = deque()
+        self.closed = False
+        self.read_paused = False
+        self.write_paused = False
+        self.last_active = time.monotonic()
+        self.sock_fd = -1
+        self.on_close: Callable[[Connection], None] | None = None
+
+    # -- asyncio callbacks ------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.loop = asyncio.get_running_loop()
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        sock = transport.get_extra_info("socket")
+        self.sock_fd = sock.fileno() if sock is not None else -1
+        # Zero water marks: the transport calls pause_writing as soon as the kernel refuses bytes
+        # (uvloop writes immediately and buffers only the rest) and resume_writing when its
+        # buffer is empty again, which is exactly when a file region may be sendfile'd without
+        # reordering bytes, and when reading more requests makes sense again.
+        self.transport.set_write_buffer_limits(high=0, low=0)  # type: ignore[union-attr]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.slots.clear()
+        self.out_queue.clear()
+        if self.on_close is not None:
+            self.on_close(self)
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self._pump()
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        buf = self.buf
+        buf += data
+        pos = self.pos
+        end = len(buf)
+        limit = self.max_request_size
+        while end - pos >= 4:
+            size = P.INT32.unpack_from(buf, pos)[0]
+            if size < 0 or size > limit:
+                # Kafka's InvalidReceiveException: the connection is closed, nothing allocated.
+                log.warning(
+                    "closing %s: request size %d outside [0, %d] (socket.request.max.bytes)",
+                    self.peer,
+                    size,
+                    limit,
+                )
+                self.close()
+                return
+            if end - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+            slot = _Slot()
+            self.slots.append(slot)
+            if not self.channel.submit(self, slot, frame):
+                return
+        if pos == end:
+            buf.clear()
+            pos = 0
+        elif pos >= COMPACT_AT:
+            del buf[:pos]
+            pos = 0
+        self.pos = pos
+        self._update_reading()
+
+    # -- responses --------------------------------------------------------------------------
+
+    def complete(self, slot: _Slot, chunks: list[Any] | None) -> None:
+        """Record a response (``None``: the request gets no response, e.g. acks=0)."""
+        if self.closed:
+            return
+        slot.chunks = chunks
+        slot.done = True
+        slots = self.slots
+        while slots and slots[0].done:
+            head = slots.popleft()
+            if head.chunks:
+                self.out_queue.extend(head.chunks)
+        self._pump()
+        self._update_reading()
+
+    def _pump(self) -> None:
+        transport = self.transport
+        q = self.out_queue
+        if transport is None or self.closed:
+            return
+        while q:
+            chunk = q[0]
+            if not isinstance(chunk, FileRegion):
+                q.popleft()
+                transport.write(chunk)
+                continue
+            if transport.get_write_buffer_size() > 0:
+                # Earlier bytes are still queued in the transport, so the protocol is paused;
+                # resume_writing pumps again once the buffer is empty.
+                return
+            q.popleft()
+            self._send_region(chunk)
+
+    def _send_region(self, region: FileRegion) -> None:
+        sent = 0
+        if self.sock_fd >= 0:
+            try:
+                while sent < region.size:
+                    n = os.sendfile(self.sock_fd, region.fd, region.position + sent, region.size - sent)
+                    if n == 0:
+                        break
+                    sent += n
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                log.debug("sendfile to %s failed: %s", self.peer, exc)
+                self.close()
+                return
+        if sent < region.size:
+            # The kernel buffer is full: copy the rest through the transport, which queues it
+            # and writes it when the socket drains.
+            rest = os.pread(region.fd, region.size - sent, region.position + sent)
+            if len(rest) < region.size - sent:
+                log.error("segment file shorter than the fetch region; closing %s", self.peer)
+                self.close()
+                return
+            self.transport.write(rest)  # type: ignore[union-attr]
+
+    # -- flow control -----------------------------------------------------------------------
+
+    def _update_reading(self) -> None:
+        if self.closed or self.transport is None:
+            return
+        should_pause = self.write_paused or len(self.slots) >= MAX_IN_FLIGHT or self.channel.is_full()
+        if should_pause and not self.read_paused:
+            self.read_paused = True
+            self.transport.pause_reading()
+            if self.channel.is_full():
+                self.channel.wait_for_space(self)
+        elif not should_pause and self.read_paused:
+            self.read_paused = False
+            self.transport.resume_reading()
+
+    def on_queue_space(self) -> None:
+        self._update_reading()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            if self.transport is not None:
+                self.transport.abort()

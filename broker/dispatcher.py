@@ -1,0 +1,194 @@
+"""The request dispatcher (Kafka's KafkaApis): header → handler → response bytes.
+
+Runs on the handler loop, which owns all broker state. For each framed request it
+1. reads api key and version; an unknown key, or an unsupported version of anything but
+   ApiVersions, closes the connection, as Kafka does (the client cannot parse a reply to a
+   version it did not expect);
+2. decodes header and body with the schema-compiled codecs (protocol/codec.py); a malformed body
+   closes that connection only;
+3. calls the handler; a coroutine result is awaited as a task so other requests keep flowing;
+4. encodes the response (header v0/v1 by flexibility, always v0 for ApiVersions) and hands the
+   chunks back to the connection, which releases responses in request order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from broker.handlers import api_versions
+from broker.handlers.registry import HandlerSpec
+from protocol import primitives as P
+from protocol.codec import codec, is_flexible
+from protocol.errors import ErrorCode
+from protocol.headers import API_VERSIONS_KEY, decode_request_header, peek_api, response_header
+from protocol.primitives import DecodeError
+
+if TYPE_CHECKING:
+    from broker.connection import Connection
+    from broker.request_channel import RequestChannel
+
+log = logging.getLogger(__name__)
+
+
+class Request:
+    """One decoded request and where its response goes."""
+
+    __slots__ = (
+        "broker",
+        "conn",
+        "slot",
+        "api_key",
+        "api_version",
+        "correlation_id",
+        "client_id",
+        "body",
+        "spec",
+        "received_at",
+    )
+
+    def __init__(self, broker: Any, conn: Connection, slot: Any, spec: HandlerSpec, header: Any, body: dict):
+        self.broker = broker
+        self.conn = conn
+        self.slot = slot
+        self.spec = spec
+        self.api_key = header.api_key
+        self.api_version = header.api_version
+        self.correlation_id = header.correlation_id
+        self.client_id = header.client_id
+        self.body = body
+        self.received_at = time.monotonic()
+
+
+def encode_response(
+    schema: str, version: int, correlation_id: int, body: dict, header_flexible: bool
+) -> list[Any]:
+    """Size-prefixed response frame as chunks: bytes, and file regions where records are sendfile'd."""
+    out = bytearray(b"\x00\x00\x00\x00")
+    out += response_header(correlation_id, header_flexible)
+    regions: list[tuple[int, Any]] = []
+    codec(schema, version).encode_into(body, out, regions)
+    if not regions:
+        P.INT32.pack_into(out, 0, len(out) - 4)
+        return [out]
+    P.INT32.pack_into(out, 0, len(out) - 4 + sum(region.size for _, region in regions))
+    chunks: list[Any] = []
+    start = 0
+    view = memoryview(out)
+    for at, region in regions:
+        if at > start:
+            chunks.append(view[start:at])
+        if region.size:
+            chunks.append(region)
+        start = at
+    if start < len(out):
+        chunks.append(view[start:])
+    return chunks
+
+
+class Dispatcher:
+    def __init__(self, broker: Any, handlers: dict[int, HandlerSpec], channel: RequestChannel | None = None):
+        self.broker = broker
+        self.handlers = handlers
+        self.channel = channel
+        self.tasks: set[asyncio.Task] = set()
+
+    def process(self, conn: Connection, slot: Any, frame: bytes) -> None:
+        try:
+            api_key, api_version, correlation_id = peek_api(frame)
+        except DecodeError:
+            log.warning("closing %s: frame of %d bytes is too short for a request header", conn.peer, len(frame))
+            conn.close()
+            return
+        spec = self.handlers.get(api_key)
+        if spec is None:
+            log.warning("closing %s: unknown or unsupported api key %d", conn.peer, api_key)
+            conn.close()
+            return
+        if not spec.supports(api_version):
+            if api_key == API_VERSIONS_KEY:
+                self._unsupported_api_versions(conn, slot, correlation_id)
+                return
+            log.warning(
+                "closing %s: %s v%d not supported (%d-%d)",
+                conn.peer,
+                spec.name,
+                api_version,
+                spec.min_version,
+                spec.max_version,
+            )
+            conn.close()
+            return
+        view = memoryview(frame)
+        try:
+            header = decode_request_header(view, is_flexible(spec.request_schema, api_version))
+            body, _ = codec(spec.request_schema, api_version).decode(view, header.body_offset)
+        except DecodeError as exc:
+            log.warning("closing %s: malformed %s v%d request: %s", conn.peer, spec.name, api_version, exc)
+            conn.close()
+            return
+        request = Request(self.broker, conn, slot, spec, header, body)
+        try:
+            result = spec.handle(request)
+        except Exception:
+            log.exception("%s v%d handler failed", spec.name, api_version)
+            self._fail(request)
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            self.tasks.add(task)
+            task.add_done_callback(lambda t, r=request: self._finish_async(r, t))
+        else:
+            self.respond(request, result)
+
+    def _finish_async(self, request: Request, task: asyncio.Task) -> None:
+        self.tasks.discard(task)
+        if task.cancelled():
+            request.conn.close()
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("%s v%d handler failed", request.spec.name, request.api_version, exc_info=exc)
+            self._fail(request)
+            return
+        self.respond(request, task.result())
+
+    def _fail(self, request: Request) -> None:
+        """An unexpected handler error: Kafka answers UNKNOWN_SERVER_ERROR where the API allows."""
+        spec = request.spec
+        if spec.error_response is not None:
+            try:
+                self.respond(request, spec.error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR))
+                return
+            except Exception:
+                log.exception("building the error response failed")
+        request.conn.close()
+
+    def respond(self, request: Request, body: dict | None) -> None:
+        if body is None:
+            chunks = None
+        else:
+            spec = request.spec
+            header_flexible = spec.api_key != API_VERSIONS_KEY and is_flexible(
+                spec.response_schema, request.api_version
+            )
+            chunks = encode_response(
+                spec.response_schema, request.api_version, request.correlation_id, body, header_flexible
+            )
+        self._send(request.conn, request.slot, chunks)
+
+    def _unsupported_api_versions(self, conn: Connection, slot: Any, correlation_id: int) -> None:
+        class _Ctx:
+            broker = self.broker
+
+        body = api_versions.unsupported_version_response(_Ctx)
+        self._send(conn, slot, encode_response("ApiVersionsResponse", 0, correlation_id, body, False))
+
+    def _send(self, conn: Connection, slot: Any, chunks: list[Any] | None) -> None:
+        if self.channel is not None:
+            self.channel.send(conn, slot, chunks)
+        else:
+            conn.complete(slot, chunks)

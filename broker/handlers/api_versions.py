@@ -1,0 +1,55 @@
+"""ApiVersions (api key 18): which APIs and versions this broker serves.
+
+Versions 0-4.
+- v0: api_keys list.
+- v1: throttle_time_ms.
+- v2: same as v1.
+- v3: flexible; client_software_name/version in the request (KIP-511); supported/finalized
+  features as tagged fields.
+- v4: same as v3 (the client may receive UNSUPPORTED_VERSION with the v0 body, KIP-896 era).
+
+The answer comes from the handler registry, so only implemented APIs are advertised. A request
+for a version we do not serve is answered by the dispatcher with UNSUPPORTED_VERSION in the v0
+body shape and the full list, so the client can retry with a version we know. The response
+header is always v0.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from protocol.errors import ErrorCode
+
+API_KEY = 18
+NAME = "ApiVersions"
+VERSIONS = (0, 4)
+
+
+def api_keys(request: Any) -> list[dict]:
+    return [
+        {"api_key": spec.api_key, "min_version": spec.min_version, "max_version": spec.max_version}
+        for spec in request.broker.handlers.values()
+    ]
+
+
+# KIP-511: client software name and version must match this pattern (ApiVersionsRequest.isValid).
+_SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def handle(request: Any) -> dict:
+    if request.api_version >= 3:
+        body = request.body
+        for field in ("client_software_name", "client_software_version"):
+            if not _SOFTWARE_PATTERN.fullmatch(body[field] or ""):
+                return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
+    return {
+        "error_code": ErrorCode.NONE,
+        "api_keys": api_keys(request),
+        "throttle_time_ms": 0,
+        "finalized_features_epoch": -1,
+    }
+
+
+def unsupported_version_response(request: Any) -> dict:
+    return {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": api_keys(request)}

@@ -1,0 +1,46 @@
+"""CreatePartitions (api key 37): add partitions to existing topics through the controller.
+
+Versions 0-3.
+- v1: same as v0 (throttling behaviour, KIP-219).
+- v2: flexible.
+- v3: same as v2.
+
+Errors, per topic, with Kafka's messages: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (the new
+count is not larger than the current one), INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST (a topic
+twice). Every requested topic gets a result — an empty results array is a bug other brokers had.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.requests import CreatePartitionsTopic
+
+API_KEY = 37
+NAME = "CreatePartitions"
+VERSIONS = (0, 3)
+
+
+async def handle(request: Any) -> dict:
+    body = request.body
+    topics = [
+        CreatePartitionsTopic(
+            name=t["name"],
+            count=t["count"],
+            assignments=None if t["assignments"] is None else [list(a["broker_ids"]) for a in t["assignments"]],
+        )
+        for t in body["topics"]
+    ]
+    controller = request.broker.metadata.controller
+    results = await controller.create_partitions(topics, validate_only=bool(body["validate_only"]))
+    return {
+        "throttle_time_ms": 0,
+        "results": [{"name": r.name, "error_code": r.error_code, "error_message": r.error_message} for r in results],
+    }
+
+
+def error_response(request: Any, code: int) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "results": [{"name": t["name"], "error_code": code, "error_message": None} for t in request.body["topics"]],
+    }

@@ -1,0 +1,77 @@
+"""CreateTopics (api key 19): create topics through the controller, with Kafka's validation.
+
+Versions 0-7.
+- v1: validate_only; error_message.
+- v2: throttle_time_ms.
+- v4: num_partitions / replication_factor may be -1 for the broker defaults (KIP-464).
+- v5: flexible; the response carries num_partitions, replication_factor and every effective
+  topic config with its source (KIP-525).
+- v6: same as v5.
+- v7: topic_id in the response (KIP-516).
+
+Per-topic errors (the controller decides them, messages are Kafka's): INVALID_TOPIC_EXCEPTION,
+TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT,
+INVALID_CONFIG, INVALID_REQUEST (a name twice in one request). validate_only changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.topic_config_view import topic_config_entries
+from controller.requests import CreatableTopic, ReplicaAssignment
+from protocol.errors import ErrorCode
+
+API_KEY = 19
+NAME = "CreateTopics"
+VERSIONS = (0, 7)
+
+
+async def handle(request: Any) -> dict:
+    body = request.body
+    version = request.api_version
+    topics = []
+    for t in body["topics"]:
+        num_partitions = t["num_partitions"]
+        replication_factor = t["replication_factor"]
+        topics.append(
+            CreatableTopic(
+                name=t["name"],
+                num_partitions=num_partitions,
+                replication_factor=replication_factor,
+                assignments=[ReplicaAssignment(a["partition_index"], tuple(a["broker_ids"])) for a in t["assignments"]],
+                configs={c["name"]: c["value"] for c in t["configs"]},
+            )
+        )
+    controller = request.broker.metadata.controller
+    results = await controller.create_topics(topics, validate_only=bool(body["validate_only"]))
+    config = request.broker.config
+    out = []
+    for r in results:
+        entry: dict[str, Any] = {
+            "name": r.name,
+            "topic_id": r.topic_id,
+            "error_code": r.error_code,
+            "error_message": r.error_message,
+        }
+        if version >= 5:
+            if r.error_code == ErrorCode.NONE:
+                entry["num_partitions"] = r.num_partitions
+                entry["replication_factor"] = r.replication_factor
+                entry["configs"] = [
+                    {"name": e.name, "value": e.value, "read_only": e.read_only, "config_source": e.source,
+                     "is_sensitive": e.is_sensitive}
+                    for e in topic_config_entries(config, r.configs)
+                ]
+            else:
+                entry["configs"] = None
+        out.append(entry)
+    return {"throttle_time_ms": 0, "topics": out}
+
+
+def error_response(request: Any, code: int) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "topics": [{"name": t["name"], "error_code": code, "error_message": None, "configs": None}
+                   for t in request.body["topics"]],
+    }

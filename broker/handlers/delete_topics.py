@@ -1,0 +1,68 @@
+"""DeleteTopics (api key 20): delete topics by name (and by id from v6) through the controller.
+
+Versions 0-6.
+- v1: throttle_time_ms.
+- v4: flexible.
+- v5: error_message in the response.
+- v6: topics by name or topic id (KIP-516).
+
+Errors: UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID, INVALID_REQUEST when both name and id are
+given, TOPIC_DELETION_DISABLED when delete.topic.enable=false (INVALID_REQUEST below v3, which
+predates that code — Kafka does the same).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from protocol.errors import ErrorCode, KafkaApiError
+
+API_KEY = 20
+NAME = "DeleteTopics"
+VERSIONS = (0, 6)
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _requested(request: Any) -> tuple[list[str], list[uuid.UUID]]:
+    body = request.body
+    if request.api_version < 6:
+        return list(body["topic_names"]), []
+    names, ids = [], []
+    for t in body["topics"]:
+        if t["name"] is not None:
+            names.append(t["name"])
+        else:
+            ids.append(t["topic_id"])
+    return names, ids
+
+
+async def handle(request: Any) -> dict:
+    names, ids = _requested(request)
+    controller = request.broker.metadata.controller
+    try:
+        results = await controller.delete_topics(names=names, topic_ids=ids)
+    except KafkaApiError as exc:
+        code = exc.code
+        if code == ErrorCode.TOPIC_DELETION_DISABLED and request.api_version < 3:
+            code = ErrorCode.INVALID_REQUEST
+        return _all_failed(request, code, exc.message)
+    return {
+        "throttle_time_ms": 0,
+        "responses": [
+            {"name": r.name, "topic_id": r.topic_id, "error_code": r.error_code, "error_message": r.error_message}
+            for r in results
+        ],
+    }
+
+
+def _all_failed(request: Any, code: int, message: str | None) -> dict:
+    names, ids = _requested(request)
+    responses = [{"name": n, "topic_id": ZERO_UUID, "error_code": code, "error_message": message} for n in names]
+    responses += [{"name": None, "topic_id": i, "error_code": code, "error_message": message} for i in ids]
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+def error_response(request: Any, code: int) -> dict:
+    return _all_failed(request, code, None)

@@ -1,0 +1,157 @@
+"""Metadata (api key 3): brokers, cluster id, controller, topics, partitions, leaders, epochs.
+
+Versions 0-12.
+- v0: topics array; an empty array means "all topics".
+- v1: null topics = all topics, empty = none; controller_id; is_internal; rack.
+- v2: cluster_id.
+- v3: throttle_time_ms.
+- v4: allow_auto_topic_creation (before v4 auto-creation is always requested).
+- v5: offline_replicas.
+- v7: leader_epoch (KIP-320).
+- v8: authorized operations (KIP-430), v8-10 for the cluster.
+- v9: flexible.
+- v10: topic ids (KIP-516).
+- v11: cluster authorized operations removed.
+- v12: topics may be requested by id (name null).
+
+Unknown topics get UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id) unless auto-creation is
+enabled (auto.create.topics.enable) and allowed by the request; then the topic is created with
+num.partitions/default.replication.factor and returned with its partitions. Illegal names get
+INVALID_TOPIC_EXCEPTION and are never created. Internal topics are not auto-created here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from controller.requests import CreatableTopic
+from controller.topic_names import invalid_topic_reason
+from protocol.errors import ErrorCode
+
+API_KEY = 3
+NAME = "Metadata"
+VERSIONS = (0, 12)
+
+ZERO_UUID = uuid.UUID(int=0)
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# "Not requested" marker for authorized operations (Integer.MIN_VALUE in Kafka).
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# Without an authorizer every operation is allowed; Kafka reports the bitfield of the operations
+# supported by the resource type (AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7,
+# DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12).
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+def _partitions(topic: Any, live: set[int]) -> list[dict]:
+    out = []
+    for p in sorted(topic.partitions.values(), key=lambda p: p.partition):
+        leader = p.leader if p.leader in live else -1
+        out.append(
+            {
+                "error_code": ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                "partition_index": p.partition,
+                "leader_id": leader,
+                "leader_epoch": p.leader_epoch,
+                "replica_nodes": list(p.replicas),
+                "isr_nodes": list(p.isr),
+                "offline_replicas": [r for r in p.replicas if r not in live],
+            }
+        )
+    return out
+
+
+def topic_metadata(topic: Any, live: set[int], include_ops: bool) -> dict:
+    return {
+        "error_code": ErrorCode.NONE,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.is_internal,
+        "partitions": _partitions(topic, live),
+        "topic_authorized_operations": TOPIC_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+def _error_topic(code: ErrorCode, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> dict:
+    return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False, "partitions": [],
+            "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+
+
+def handle(request: Any) -> Any:
+    broker = request.broker
+    body = request.body
+    version = request.api_version
+    image = broker.metadata.image
+    requested = body["topics"]
+    if version == 0 and not requested:
+        requested = None  # v0: empty means all
+    allow_auto = body["allow_auto_topic_creation"] if version >= 4 else True
+    auto_create = allow_auto and broker.config["auto.create.topics.enable"]
+    to_create = []
+    if requested is not None:
+        for t in requested:
+            name = t["name"]
+            if name is None:
+                continue
+            if name not in image.topics and not invalid_topic_reason(name) and name not in INTERNAL_TOPICS:
+                if auto_create and name not in to_create:
+                    to_create.append(name)
+    if to_create:
+        return _create_then_answer(request, to_create)
+    return build_response(request)
+
+
+async def _create_then_answer(request: Any, names: list[str]) -> dict:
+    controller = request.broker.metadata.controller
+    await controller.create_topics([CreatableTopic(name) for name in names])
+    return build_response(request)
+
+
+def build_response(request: Any) -> dict:
+    broker = request.broker
+    body = request.body
+    version = request.api_version
+    image = broker.metadata.image
+    live = set(image.live_broker_ids())
+    include_topic_ops = bool(body["include_topic_authorized_operations"])
+    requested = body["topics"]
+    if version == 0 and not requested:
+        requested = None
+    topics = []
+    if requested is None:
+        for topic in image.topics.values():
+            topics.append(topic_metadata(topic, live, include_topic_ops))
+    else:
+        for t in requested:
+            name = t["name"]
+            if name is None:
+                topic_id = t["topic_id"]
+                topic = image.topics_by_id.get(topic_id)
+                if topic is None:
+                    topics.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
+                else:
+                    topics.append(topic_metadata(topic, live, include_topic_ops))
+                continue
+            topic = image.topics.get(name)
+            if topic is not None:
+                topics.append(topic_metadata(topic, live, include_topic_ops))
+            elif invalid_topic_reason(name):
+                topics.append(_error_topic(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
+            else:
+                topics.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
+    brokers = [
+        {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+        for b in image.brokers.values()
+        if not b.fenced
+    ]
+    return {
+        "throttle_time_ms": 0,
+        "brokers": brokers,
+        "cluster_id": image.cluster_id,
+        "controller_id": image.controller_id,
+        "topics": topics,
+        "cluster_authorized_operations": CLUSTER_OPERATIONS
+        if body["include_cluster_authorized_operations"]
+        else AUTHORIZED_OPERATIONS_OMITTED,
+    }

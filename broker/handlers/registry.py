@@ -1,0 +1,70 @@
+"""The handler registry: one module per Kafka API, and the ApiVersions answer built from it.
+
+A handler module declares, in a docstring header, the versions it serves and what changed per
+version, and at module level::
+
+    API_KEY = 3            # Kafka's api key
+    NAME = "Metadata"      # Kafka's API name; the codec uses "<NAME>Request"/"<NAME>Response"
+    VERSIONS = (0, 12)     # inclusive range served
+    def handle(request) -> dict | Awaitable[dict] | None
+
+``handle`` returns the response body (a dict in the newest shape; the codec writes the fields the
+request's version has), an awaitable of it for operations that wait (purgatory), or None when the
+request gets no response at all (Produce with acks=0). Only registered modules are advertised by
+ApiVersions, so nothing unimplemented is ever offered to a client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from protocol.codec import valid_versions
+
+
+@dataclass(frozen=True)
+class HandlerSpec:
+    api_key: int
+    name: str
+    min_version: int
+    max_version: int
+    handle: Callable[[Any], Any]
+    request_schema: str
+    response_schema: str
+    error_response: Callable[[Any, int], dict] | None
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+def spec_from_module(module: ModuleType) -> HandlerSpec:
+    lo, hi = module.VERSIONS
+    request_schema = f"{module.NAME}Request"
+    response_schema = f"{module.NAME}Response"
+    # A handler may not claim versions Kafka's schema does not define.
+    for schema in (request_schema, response_schema):
+        s_lo, s_hi = valid_versions(schema)
+        if lo < s_lo or hi > s_hi:
+            raise ValueError(f"{module.__name__}: versions {lo}-{hi} outside {schema} {s_lo}-{s_hi}")
+    return HandlerSpec(
+        api_key=module.API_KEY,
+        name=module.NAME,
+        min_version=lo,
+        max_version=hi,
+        handle=module.handle,
+        request_schema=request_schema,
+        response_schema=response_schema,
+        error_response=getattr(module, "error_response", None),
+    )
+
+
+def build_registry(modules: list[ModuleType]) -> dict[int, HandlerSpec]:
+    registry: dict[int, HandlerSpec] = {}
+    for module in modules:
+        spec = spec_from_module(module)
+        if spec.api_key in registry:
+            raise ValueError(f"two handlers for api key {spec.api_key}")
+        registry[spec.api_key] = spec
+    return dict(sorted(registry.items()))

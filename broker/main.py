@@ -1,0 +1,87 @@
+"""``odradek [server.properties] [--override key=value ...]`` — start one broker, like kafka-server-start.
+
+Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT), 1 when the configuration is invalid
+(the message names the key and the accepted values) or start-up fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from broker.config import ConfigError, load_config
+
+log = logging.getLogger("odradek")
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
+    )
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="odradek", description="Odradek: a Kafka-compatible message broker (one node)."
+    )
+    parser.add_argument("config", nargs="?", help="server.properties file (Kafka's keys)")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="key=value",
+        help="override a property (repeatable), like kafka-server-start",
+    )
+    parser.add_argument("--log-level", default=os.environ.get("ODRADEK_LOG_LEVEL", "INFO"))
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    setup_logging(args.log_level)
+    try:
+        config = load_config(args.config, args.override)
+    except ConfigError as exc:
+        log.error("Invalid configuration: %s", exc)
+        return 1
+
+    from broker.server import Broker
+
+    if config["odradek.event.loop"] == "uvloop":
+        import uvloop
+
+        runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
+    else:
+        runner = asyncio.Runner()
+    with runner:
+        return runner.run(_serve(config))
+
+
+async def _serve(config) -> int:
+    from broker.server import Broker
+
+    broker = Broker(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await broker.start()
+    except Exception:
+        log.exception("Odradek failed to start")
+        await broker.shutdown()
+        return 1
+    await stop.wait()
+    log.info("Shutting down (signal received)")
+    await broker.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

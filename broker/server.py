@@ -1,0 +1,97 @@
+"""The broker: wires configuration, controller, storage, the Reactor and the handlers together.
+
+Start-up order (each step only needs the ones before it):
+1. log dirs and the clean-shutdown marker check (storage.LogManager);
+2. the embedded controller: takes its epoch-fenced lease, replays the metadata log, registers
+   this broker with its advertised endpoint;
+3. local logs for every partition the image says this broker hosts;
+4. the socket server (acceptor + network loops) — only now do clients get in.
+
+Shutdown reverses it: stop accepting, let in-flight requests finish (bounded), close connections,
+flush and close logs (writing the clean-shutdown marker), release the controller lease.
+
+All broker state is owned by the handler loop (the loop ``start`` runs on); blocking file work
+goes to ``io_pool`` (``num.io.threads`` threads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from broker.config import BrokerConfig
+from broker.dispatcher import Dispatcher
+from broker.handlers import all_handlers
+from broker.network import Endpoint, SocketServer
+from broker.request_channel import RequestChannel
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_DRAIN_SECONDS = 5.0
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.handlers = all_handlers()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.io_pool = ThreadPoolExecutor(max_workers=config["num.io.threads"], thread_name_prefix="odradek-io")
+        self.socket_server: SocketServer | None = None
+        self.dispatcher: Dispatcher | None = None
+        self.metadata: Any = None  # broker.metadata.BrokerMetadata, set in start()
+        self.started = False
+        self._background: list[asyncio.Task] = []
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        t0 = time.monotonic()
+        self.loop = asyncio.get_running_loop()
+        from broker.metadata import BrokerMetadata
+
+        self.metadata = BrokerMetadata(self)
+        await self.metadata.start()
+        channel = RequestChannel(self.loop, self.config["queued.max.requests"], self._process)
+        self.dispatcher = Dispatcher(self, self.handlers, channel)
+        endpoints = [Endpoint(lst.name, lst.host, lst.port) for lst in self.config.listeners]
+        self.socket_server = SocketServer(
+            self.loop,
+            channel,
+            endpoints,
+            num_network_threads=self.config["num.network.threads"],
+            max_request_size=self.config["socket.request.max.bytes"],
+            idle_ms=self.config["connections.max.idle.ms"],
+            loop_kind=self.config["odradek.event.loop"],
+        )
+        await self.socket_server.start()
+        await self.metadata.on_listening(self.socket_server.bound_ports)
+        self.started = True
+        log.info(
+            "Odradek broker %d started in %.0f ms, listening on %s",
+            self.node_id,
+            (time.monotonic() - t0) * 1000,
+            ", ".join(f"{e.name}://{e.host}:{self.socket_server.bound_ports[e.name]}" for e in endpoints),
+        )
+
+    def _process(self, conn: Any, slot: Any, frame: bytes) -> None:
+        self.dispatcher.process(conn, slot, frame)  # type: ignore[union-attr]
+
+    async def shutdown(self) -> None:
+        if self.socket_server is not None:
+            self.socket_server.stop_accepting()
+            await self.socket_server.drain(SHUTDOWN_DRAIN_SECONDS)
+            await self.socket_server.close_all()
+        for task in self._background:
+            task.cancel()
+        if self.metadata is not None:
+            await self.metadata.shutdown()
+        self.io_pool.shutdown(wait=True)
+        log.info("Odradek broker %d shut down cleanly", self.node_id)
