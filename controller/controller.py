@@ -1,0 +1,861 @@
+"""The controller: the single owner of cluster metadata (topics, partitions, leaders, configs, brokers).
+
+Theory of operation (the KRaft QuorumController pattern, with one node):
+1. ``start`` acquires the controller lease; the lease epoch becomes the controller epoch. It reads
+   (or creates) the cluster id in ``meta.properties``, replays the metadata log into the image,
+   appends a LeaderChangeRecord with the new epoch (fencing any older controller), and registers
+   this broker.
+2. Every operation validates its input against the current image exactly as Kafka's
+   ReplicationControlManager / ConfigurationControlManager / ControllerApis do, producing per-item
+   results (Kafka error codes and messages) and a list of records.
+3. Unless ``validate_only``, the records of one operation are appended to the metadata log as one
+   atomic, fsynced batch stamped with the controller epoch, and only then applied to the image and
+   announced to subscribers. A crash before the fsync loses the change and the client saw no
+   success; after it, replay restores it.
+4. Operations are serialised by an asyncio lock, so validation always sees the image the records
+   will be applied to. The blocking append runs in a worker thread; the image is never touched
+   off the loop thread.
+
+Fencing: if the lease is lost (``LeaseLostError``) or the log holds a newer controller epoch
+(``StaleControllerEpochError``), this controller stops: later operations raise ``KafkaApiError``
+with NOT_CONTROLLER.
+
+Leader election (``elect_leaders``) picks the first live (registered, unfenced) replica that is in
+the ISR; on one node that is always this broker. A leader change bumps the leader epoch (see
+``controller.image``), which is how a later multi-broker cluster will fence stale leaders too.
+
+Ownership: a ``Controller`` and its ``image`` belong to the asyncio event loop thread that called
+``start``. Handlers on that loop read ``controller.image`` directly (cheap; do not mutate it).
+Subscribers are called on that loop, synchronously, after each committed change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from controller.image import MetadataDelta, MetadataImage, PartitionState, TopicImage, apply
+from controller.lease import Lease, LeaseLostError, LeaseStore
+from controller.meta_properties import load_or_create_cluster_id, new_kafka_uuid
+from controller.metadata_log import MetadataBatch, MetadataLog, StaleControllerEpochError
+from controller.placement import PlacementError, place_replicas
+from controller.records import (
+    NO_LEADER,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    ConfigResourceType,
+    LeaderChangeRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from controller.requests import (
+    ZERO_UUID,
+    AlterableConfig,
+    AlterConfigOp,
+    AlterConfigsResource,
+    AlterConfigsResult,
+    CreatableTopic,
+    CreatePartitionsResult,
+    CreatePartitionsTopic,
+    CreateTopicResult,
+    DeleteTopicResult,
+    ElectionResult,
+)
+from controller.topic_configs import TopicConfigError, is_list_config, list_default, validate_topic_configs
+from controller.topic_names import has_collision_chars, invalid_topic_reason, unify_collision_chars
+from protocol.errors import ErrorCode, KafkaApiError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEASE_TTL_MS = 30_000
+UNKNOWN_TOPIC_OR_PARTITION_MESSAGE = "This server does not host this topic-partition."
+UNKNOWN_TOPIC_ID_MESSAGE = "This server does not host this topic ID."
+
+MetadataListener = Callable[[MetadataDelta], None]
+
+
+class _ApiError(Exception):
+    """Internal: one item's failure, turned into a per-item result."""
+
+    def __init__(self, code: ErrorCode, message: str | None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(slots=True)
+class _NewPartition:
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Controller:
+    def __init__(
+        self,
+        node_id: int,
+        metadata_dir: Path,
+        lease_store: LeaseStore,
+        *,
+        default_num_partitions: int = 1,
+        default_replication_factor: int = 1,
+        lease_ttl_ms: int = DEFAULT_LEASE_TTL_MS,
+        delete_topic_enable: bool = True,
+        clock: Callable[[], int] = _now_ms,
+    ) -> None:
+        if default_num_partitions <= 0 or default_replication_factor <= 0:
+            raise ValueError("default_num_partitions and default_replication_factor must be positive")
+        self.node_id = node_id
+        self.metadata_dir = Path(metadata_dir)
+        self._lease_store = lease_store
+        self.default_num_partitions = default_num_partitions
+        self.default_replication_factor = default_replication_factor
+        self._lease_ttl_ms = lease_ttl_ms
+        self.delete_topic_enable = delete_topic_enable
+        self._clock = clock
+        self._image = MetadataImage()
+        self._log: MetadataLog | None = None
+        self._lease: Lease | None = None
+        self._active = False
+        self._listeners: list[MetadataListener] = []
+        self._write_lock = asyncio.Lock()
+        # unify_collision_chars(name) -> names of existing topics with '.' or '_' (Kafka's
+        # topicsWithCollisionChars), maintained from applied records.
+        self._collisions: dict[str, set[str]] = {}
+
+    # ----------------------------------------------------------------------------------------
+    # Life cycle
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._image
+
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    @property
+    def controller_epoch(self) -> int:
+        return -1 if self._lease is None else self._lease.epoch
+
+    @property
+    def lease(self) -> Lease | None:
+        return self._lease
+
+    async def start(
+        self,
+        now_ms: int | None = None,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        rack: str | None = None,
+        listener_name: str = "PLAINTEXT",
+    ) -> None:
+        """Become the controller: lease, cluster id, replay, LeaderChangeRecord, register this broker.
+
+        Raises ``KafkaApiError(NOT_CONTROLLER)`` if another holder has the lease.
+        """
+        now = self._clock() if now_ms is None else now_ms
+        lease = self._lease_store.try_acquire(self.node_id, self._lease_ttl_ms, now)
+        if lease is None:
+            raise KafkaApiError(ErrorCode.NOT_CONTROLLER, "Another controller holds the controller lease.")
+        self._lease = lease
+        try:
+            self._image.cluster_id = load_or_create_cluster_id(self.metadata_dir, self.node_id)
+            metadata_log, batches = MetadataLog.open(self.metadata_dir)
+            self._log = metadata_log
+            for batch in batches:
+                self._apply_batch(batch.records, notify=False)
+            if lease.epoch <= metadata_log.newest_epoch:
+                # The lease state was lost or rolled back; writing would be refused anyway.
+                raise StaleControllerEpochError(lease.epoch, metadata_log.newest_epoch)
+            self._active = True
+            async with self._write_lock:
+                await self._commit([LeaderChangeRecord(self.node_id, lease.epoch)])
+        except BaseException:
+            self._active = False
+            self._lease_store.release(lease)
+            self._lease = None
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+            raise
+        log.info("controller %d active with epoch %d, cluster id %s", self.node_id, lease.epoch,
+                 self._image.cluster_id)
+        if host is not None and port is not None:
+            await self.register_broker(self.node_id, host, port, rack, listener_name=listener_name)
+
+    async def stop(self) -> None:
+        """Give up the lease and close the log. The image stays readable."""
+        async with self._write_lock:
+            self._active = False
+            if self._lease is not None:
+                self._lease_store.release(self._lease)
+                self._lease = None
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+
+    def renew_lease(self, now_ms: int | None = None) -> None:
+        """Extend the lease; call periodically (well within the TTL). Loses control on failure."""
+        if self._lease is None or not self._active:
+            raise KafkaApiError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller.")
+        now = self._clock() if now_ms is None else now_ms
+        try:
+            self._lease = self._lease_store.renew(self._lease, now)
+        except LeaseLostError:
+            self._active = False
+            raise
+
+    def subscribe(self, listener: MetadataListener) -> Callable[[], None]:
+        """Call ``listener(delta)`` after every committed change; returns an unsubscribe function."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    # ----------------------------------------------------------------------------------------
+    # Commit path
+
+    def _check_active(self) -> None:
+        if not self._active or self._lease is None or self._log is None:
+            raise KafkaApiError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller.")
+        now = self._clock()
+        if now + self._lease_ttl_ms // 2 >= self._lease.expires_at_ms:
+            self.renew_lease(now)
+
+    async def _commit(self, records: Sequence[MetadataRecord]) -> MetadataDelta:
+        """Append ``records`` as one batch, then apply and announce them. Caller holds the write lock."""
+        assert self._log is not None and self._lease is not None
+        self._check_active()
+        metadata_log, epoch = self._log, self._lease.epoch
+        try:
+            await asyncio.to_thread(metadata_log.append, records, epoch)
+        except StaleControllerEpochError:
+            self._active = False
+            raise
+        delta = MetadataDelta()
+        for batch in metadata_log.take_caught_up():
+            # Written by another writer before our append (only possible at take-over).
+            delta.merge(self._apply_batch(batch.records, notify=False))
+        delta.merge(self._apply_batch(records, notify=False))
+        self._notify(delta)
+        return delta
+
+    def _apply_batch(self, records: Iterable[MetadataRecord], *, notify: bool) -> MetadataDelta:
+        delta = MetadataDelta()
+        for record in records:
+            if isinstance(record, TopicRecord) and has_collision_chars(record.name):
+                self._collisions.setdefault(unify_collision_chars(record.name), set()).add(record.name)
+            elif isinstance(record, RemoveTopicRecord):
+                topic = self._image.topics_by_id.get(record.topic_id)
+                if topic is not None and has_collision_chars(topic.name):
+                    names = self._collisions.get(unify_collision_chars(topic.name))
+                    if names is not None:
+                        names.discard(topic.name)
+                        if not names:
+                            del self._collisions[unify_collision_chars(topic.name)]
+            apply(self._image, record, delta)
+        if notify:
+            self._notify(delta)
+        return delta
+
+    def _notify(self, delta: MetadataDelta) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(delta)
+            except Exception:  # the change is committed; one bad listener must not hide it from others
+                log.exception("metadata listener %r failed", listener)
+
+    # ----------------------------------------------------------------------------------------
+    # Brokers
+
+    async def register_broker(
+        self,
+        node_id: int,
+        host: str,
+        port: int,
+        rack: str | None = None,
+        *,
+        listener_name: str = "PLAINTEXT",
+        fenced: bool = False,
+    ) -> int:
+        """Register (or re-register) a broker; returns its broker epoch (the record's log offset)."""
+        if not 0 < port <= 65535:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Invalid port {port}.")
+        async with self._write_lock:
+            self._check_active()
+            assert self._log is not None
+            broker_epoch = self._log.next_offset
+            record = RegisterBrokerRecord(
+                broker_id=node_id,
+                broker_epoch=broker_epoch,
+                incarnation_id=uuid.uuid4(),
+                host=host,
+                port=port,
+                listener_name=listener_name,
+                rack=rack,
+                fenced=fenced,
+            )
+            changes: list[MetadataRecord] = [record]
+            await self._commit(changes)
+            if not fenced:
+                # A broker coming back may lead partitions that had no leader.
+                elections = self._election_records(self._all_partitions())
+                if elections:
+                    await self._commit(elections)
+            return broker_epoch
+
+    async def fence_broker(self, node_id: int) -> None:
+        """Fence a broker: drop it from ISRs (never emptying one) and move its leaderships."""
+        await self._set_fenced(node_id, True)
+
+    async def unfence_broker(self, node_id: int) -> None:
+        await self._set_fenced(node_id, False)
+
+    async def _set_fenced(self, node_id: int, fenced: bool) -> None:
+        async with self._write_lock:
+            self._check_active()
+            broker = self._image.brokers.get(node_id)
+            if broker is None:
+                raise KafkaApiError(ErrorCode.BROKER_ID_NOT_REGISTERED, f"No node with id {node_id} found.")
+            if broker.fenced == fenced:
+                return
+            await self._commit([BrokerRegistrationChangeRecord(node_id, broker.broker_epoch, fenced)])
+            records: list[MetadataRecord] = []
+            if fenced:
+                for topic in self._image.topics.values():
+                    for p in topic.partitions.values():
+                        if node_id == p.leader or node_id in p.isr:
+                            # Kafka keeps the last ISR member even when it is fenced (no data loss
+                            # by shrinking below it); the leader then becomes NO_LEADER.
+                            isr = tuple(b for b in p.isr if b != node_id) or p.isr
+                            leader = self._choose_leader(p.replicas, isr)
+                            records.append(PartitionChangeRecord(p.partition, topic.topic_id, leader=leader,
+                                                                 isr=isr if isr != p.isr else None))
+            else:
+                records = self._election_records(self._all_partitions())
+            if records:
+                await self._commit(records)
+
+    # ----------------------------------------------------------------------------------------
+    # Leader election
+
+    def _is_live(self, node_id: int) -> bool:
+        broker = self._image.brokers.get(node_id)
+        return broker is not None and not broker.fenced
+
+    def _choose_leader(self, replicas: Sequence[int], isr: Sequence[int]) -> int:
+        """First replica (preferred order) that is in the ISR and live; NO_LEADER if none."""
+        in_sync = set(isr)
+        for replica in replicas:
+            if replica in in_sync and self._is_live(replica):
+                return replica
+        return NO_LEADER
+
+    def _all_partitions(self) -> list[tuple[TopicImage, PartitionState]]:
+        return [(t, p) for t in self._image.topics.values() for p in t.partitions.values()]
+
+    def _election_records(self, partitions: Iterable[tuple[TopicImage, PartitionState]]) -> list[MetadataRecord]:
+        records: list[MetadataRecord] = []
+        for topic, p in partitions:
+            if p.leader != NO_LEADER and self._is_live(p.leader):
+                continue
+            leader = self._choose_leader(p.replicas, p.isr)
+            if leader != p.leader:
+                records.append(PartitionChangeRecord(p.partition, topic.topic_id, leader=leader))
+        return records
+
+    async def elect_leaders(self, partitions: Iterable[tuple[str, int]] | None = None) -> list[ElectionResult]:
+        """Elect a leader for partitions whose leader is missing or not live (clean election only).
+
+        ``partitions`` of None means all. Results carry ELECTION_NOT_NEEDED when the leader is
+        already live, ELIGIBLE_LEADERS_NOT_AVAILABLE when no ISR member is live, and
+        UNKNOWN_TOPIC_OR_PARTITION for unknown partitions (Kafka's ElectLeaders codes).
+        """
+        async with self._write_lock:
+            self._check_active()
+            wanted = (
+                [(t.name, p.partition) for t, p in self._all_partitions()] if partitions is None else list(partitions)
+            )
+            results: list[ElectionResult] = []
+            records: list[MetadataRecord] = []
+            for name, index in wanted:
+                topic = self._image.topics.get(name)
+                p = None if topic is None else topic.partitions.get(index)
+                if topic is None or p is None:
+                    results.append(ElectionResult(name, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                  UNKNOWN_TOPIC_OR_PARTITION_MESSAGE))
+                    continue
+                if p.leader != NO_LEADER and self._is_live(p.leader):
+                    results.append(ElectionResult(name, index, ErrorCode.ELECTION_NOT_NEEDED, None))
+                    continue
+                leader = self._choose_leader(p.replicas, p.isr)
+                if leader == NO_LEADER:
+                    results.append(ElectionResult(name, index, ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, None))
+                    continue
+                records.append(PartitionChangeRecord(index, topic.topic_id, leader=leader))
+                results.append(ElectionResult(name, index))
+            if records:
+                await self._commit(records)
+            return results
+
+    # ----------------------------------------------------------------------------------------
+    # CreateTopics
+
+    async def create_topics(
+        self, topics: Sequence[CreatableTopic], validate_only: bool = False
+    ) -> list[CreateTopicResult]:
+        """Create topics; one result per distinct name, in request order (Kafka's codes/messages)."""
+        return await self._create_topics(topics, validate_only, internal=False)
+
+    async def create_internal_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str] | None = None
+    ) -> CreateTopicResult:
+        """Create an internal topic (e.g. __consumer_offsets); TOPIC_ALREADY_EXISTS if it exists."""
+        request = CreatableTopic(name, num_partitions, replication_factor, (), dict(configs or {}))
+        (result,) = await self._create_topics([request], False, internal=True)
+        return result
+
+    async def _create_topics(
+        self, topics: Sequence[CreatableTopic], validate_only: bool, *, internal: bool
+    ) -> list[CreateTopicResult]:
+        async with self._write_lock:
+            self._check_active()
+            order: list[str] = []
+            by_name: dict[str, CreatableTopic] = {}
+            duplicates: set[str] = set()
+            for t in topics:
+                if t.name in by_name:
+                    duplicates.add(t.name)
+                else:
+                    by_name[t.name] = t
+                    order.append(t.name)
+            results: dict[str, CreateTopicResult] = {}
+            records: list[MetadataRecord] = []
+            for name in order:
+                if name in duplicates:
+                    results[name] = CreateTopicResult(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+                    continue
+                try:
+                    result, topic_records = self._create_topic(by_name[name], internal)
+                except _ApiError as e:
+                    results[name] = CreateTopicResult(name, e.code, e.message)
+                    continue
+                results[name] = result
+                records.extend(topic_records)
+            if records and not validate_only:
+                await self._commit(records)
+            return [results[name] for name in order]
+
+    def _create_topic(
+        self, topic: CreatableTopic, internal: bool
+    ) -> tuple[CreateTopicResult, list[MetadataRecord]]:
+        name = topic.name
+        reason = invalid_topic_reason(name)
+        if reason is not None:
+            raise _ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        if has_collision_chars(name):
+            colliding = self._collisions.get(unify_collision_chars(name))
+            if colliding and name not in colliding:
+                raise _ApiError(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    f"Topic '{name}' collides with existing topic: {sorted(colliding)[0]}",
+                )
+        if name in self._image.topics:
+            raise _ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        null_keys = [k for k, v in topic.configs.items() if v is None]
+        if null_keys:
+            raise _ApiError(ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs: " + ",".join(null_keys))
+        configs: dict[str, str] = {k: v for k, v in topic.configs.items() if v is not None}
+        try:
+            validate_topic_configs(configs)
+        except TopicConfigError as e:
+            raise _ApiError(ErrorCode.INVALID_CONFIG, str(e)) from None
+
+        new_parts: dict[int, _NewPartition] = {}
+        if topic.assignments:
+            if topic.replication_factor != -1:
+                raise _ApiError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, but "
+                                "replication factor was not set to -1.")
+            if topic.num_partitions != -1:
+                raise _ApiError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, but "
+                                "numPartitions was not set to -1.")
+            replication_factor: int | None = None
+            for assignment in topic.assignments:
+                if assignment.partition_index in new_parts:
+                    raise _ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Found multiple manual partition "
+                                    f"assignments for partition {assignment.partition_index}")
+                replicas = tuple(assignment.broker_ids)
+                self._validate_manual_assignment(replicas, replication_factor)
+                replication_factor = len(replicas)
+                isr = tuple(b for b in replicas if self._is_live(b))
+                if not isr:
+                    raise _ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "All brokers specified in the manual "
+                                    f"partition assignment for partition {assignment.partition_index} are fenced "
+                                    "or in controlled shutdown.")
+                new_parts[assignment.partition_index] = _NewPartition(replicas, isr)
+            for i in range(len(new_parts)):
+                if i not in new_parts:
+                    raise _ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                    "partitions should be a consecutive 0-based integer sequence")
+        elif topic.replication_factor < -1 or topic.replication_factor == 0:
+            raise _ApiError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                            "Replication factor must be larger than 0, or -1 to use the default value.")
+        elif topic.num_partitions < -1 or topic.num_partitions == 0:
+            raise _ApiError(ErrorCode.INVALID_PARTITIONS,
+                            "Number of partitions was set to an invalid non-positive value.")
+        else:
+            num_partitions = self.default_num_partitions if topic.num_partitions == -1 else topic.num_partitions
+            rf = self.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
+            for index, replicas in enumerate(self._place(0, num_partitions, rf)):
+                new_parts[index] = _NewPartition(replicas, tuple(b for b in replicas if self._is_live(b)))
+
+        topic_id = new_kafka_uuid()
+        records: list[MetadataRecord] = [TopicRecord(name, topic_id, is_internal=internal)]
+        # Kafka writes ConfigRecords after the TopicRecord and before the PartitionRecords.
+        for key in sorted(configs):
+            records.append(ConfigRecord(ConfigResourceType.TOPIC, name, key, configs[key]))
+        for index in sorted(new_parts):
+            part = new_parts[index]
+            records.append(PartitionRecord(
+                partition_id=index, topic_id=topic_id, replicas=part.replicas, isr=part.isr,
+                leader=part.isr[0], leader_epoch=0, partition_epoch=0,
+            ))
+        result = CreateTopicResult(
+            name=name,
+            topic_id=topic_id,
+            num_partitions=len(new_parts),
+            replication_factor=len(next(iter(new_parts.values())).replicas),
+            configs=configs,
+        )
+        return result, records
+
+    def _place(self, start: int, count: int, replication_factor: int) -> list[tuple[int, ...]]:
+        brokers = self._image.brokers.values()
+        try:
+            placed = place_replicas(start, count, replication_factor,
+                                    [b.node_id for b in brokers if not b.fenced],
+                                    [b.node_id for b in brokers if b.fenced])
+        except PlacementError as e:
+            raise _ApiError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                            f"Unable to replicate the partition {replication_factor} time(s): {e}") from None
+        for replicas in placed:
+            if not any(self._is_live(b) for b in replicas):
+                raise _ApiError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                f"Unable to replicate the partition {replication_factor} time(s): All brokers "
+                                "are currently fenced or in controlled shutdown.")
+        return placed
+
+    def _validate_manual_assignment(self, replicas: Sequence[int], replication_factor: int | None) -> None:
+        if not replicas:
+            raise _ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                            "The manual partition assignment includes an empty replica list.")
+        previous: int | None = None
+        for broker_id in sorted(replicas):
+            if broker_id not in self._image.brokers:
+                raise _ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes "
+                                f"broker {broker_id}, but no such broker is registered.")
+            if broker_id == previous:
+                raise _ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes "
+                                f"the broker {previous} more than once.")
+            previous = broker_id
+        if replication_factor is not None and len(replicas) != replication_factor:
+            raise _ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes a "
+                            f"partition with {len(replicas)} replica(s), but this is not consistent with previous "
+                            f"partitions, which have {replication_factor} replica(s).")
+
+    # ----------------------------------------------------------------------------------------
+    # DeleteTopics
+
+    async def delete_topics(
+        self, names: Sequence[str] = (), topic_ids: Sequence[uuid.UUID] = ()
+    ) -> list[DeleteTopicResult]:
+        """Delete topics by name and/or id (ControllerApis.deleteTopics rules).
+
+        Raises ``KafkaApiError(TOPIC_DELETION_DISABLED)`` when delete.topic.enable is false (the
+        DeleteTopics handler answers INVALID_REQUEST instead for versions below 3, as Kafka does).
+        Internal topics may be deleted, as in KRaft.
+        """
+        if not self.delete_topic_enable:
+            raise KafkaApiError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+        async with self._write_lock:
+            self._check_active()
+            results: list[DeleteTopicResult] = []
+            name_counts: dict[str, int] = {}
+            for n in names:
+                name_counts[n] = name_counts.get(n, 0) + 1
+            id_counts: dict[uuid.UUID, int] = {}
+            for i in topic_ids:
+                if i == ZERO_UUID:
+                    results.append(DeleteTopicResult(None, ZERO_UUID, ErrorCode.INVALID_REQUEST,
+                                                     "Neither topic name nor id were specified."))
+                else:
+                    id_counts[i] = id_counts.get(i, 0) + 1
+            for n, c in name_counts.items():
+                if c > 1:
+                    results.append(DeleteTopicResult(n, ZERO_UUID, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+            for i, c in id_counts.items():
+                if c > 1:
+                    results.append(DeleteTopicResult(None, i, ErrorCode.INVALID_REQUEST, "Duplicate topic id."))
+            to_delete: dict[uuid.UUID, str] = {}
+            for i, c in id_counts.items():
+                if c > 1:
+                    continue
+                topic = self._image.topics_by_id.get(i)
+                if topic is None:
+                    results.append(DeleteTopicResult(None, i, ErrorCode.UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_ID_MESSAGE))
+                else:
+                    to_delete[i] = topic.name
+            for n, c in name_counts.items():
+                if c > 1:
+                    continue
+                topic = self._image.topics.get(n)
+                if topic is None:
+                    results.append(DeleteTopicResult(n, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                     UNKNOWN_TOPIC_OR_PARTITION_MESSAGE))
+                elif topic.topic_id in to_delete:
+                    del to_delete[topic.topic_id]
+                    results.append(DeleteTopicResult(n, topic.topic_id, ErrorCode.INVALID_REQUEST,
+                                                     "The provided topic name maps to an ID that was already supplied."))
+                else:
+                    to_delete[topic.topic_id] = n
+            if to_delete:
+                await self._commit([RemoveTopicRecord(i) for i in to_delete])
+            results.extend(DeleteTopicResult(n, i) for i, n in to_delete.items())
+            return results
+
+    # ----------------------------------------------------------------------------------------
+    # CreatePartitions
+
+    async def create_partitions(
+        self, topics: Sequence[CreatePartitionsTopic], validate_only: bool = False
+    ) -> list[CreatePartitionsResult]:
+        """Add partitions to existing topics; one result per distinct name, in request order."""
+        async with self._write_lock:
+            self._check_active()
+            counts: dict[str, int] = {}
+            for t in topics:
+                counts[t.name] = counts.get(t.name, 0) + 1
+            results: list[CreatePartitionsResult] = []
+            records: list[MetadataRecord] = []
+            seen: set[str] = set()
+            for t in topics:
+                if t.name in seen:
+                    continue
+                seen.add(t.name)
+                if counts[t.name] > 1:
+                    results.append(CreatePartitionsResult(t.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+                    continue
+                try:
+                    records.extend(self._create_partitions(t))
+                except _ApiError as e:
+                    results.append(CreatePartitionsResult(t.name, e.code, e.message))
+                    continue
+                results.append(CreatePartitionsResult(t.name))
+            if records and not validate_only:
+                await self._commit(records)
+            return results
+
+    def _create_partitions(self, request: CreatePartitionsTopic) -> list[MetadataRecord]:
+        topic = self._image.topics.get(request.name)
+        if topic is None:
+            raise _ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION_MESSAGE)
+        current = len(topic.partitions)
+        if request.count == current:
+            raise _ApiError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+        if request.count < current:
+            raise _ApiError(ErrorCode.INVALID_PARTITIONS, f"The topic {request.name} currently has {current} "
+                            f"partition(s); {request.count} would not be an increase.")
+        additional = request.count - current
+        if request.assignments is not None and len(request.assignments) != additional:
+            raise _ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Attempted to add {additional} additional "
+                            f"partition(s), but only {len(request.assignments)} assignment(s) were specified.")
+        replication_factor = len(next(iter(topic.partitions.values())).replicas)
+        placed: list[tuple[int, ...]]
+        if request.assignments is not None:
+            placed = []
+            for i, broker_ids in enumerate(request.assignments):
+                replicas = tuple(broker_ids)
+                self._validate_manual_assignment(replicas, replication_factor)
+                if not any(self._is_live(b) for b in replicas):
+                    raise _ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "All brokers specified in the manual "
+                                    f"partition assignment for partition {current + i} are fenced or in "
+                                    "controlled shutdown.")
+                placed.append(replicas)
+        else:
+            placed = self._place(current, additional, replication_factor)
+        records: list[MetadataRecord] = []
+        for i, replicas in enumerate(placed):
+            isr = tuple(b for b in replicas if self._is_live(b))
+            records.append(PartitionRecord(partition_id=current + i, topic_id=topic.topic_id, replicas=replicas,
+                                           isr=isr, leader=isr[0], leader_epoch=0, partition_epoch=0))
+        return records
+
+    # ----------------------------------------------------------------------------------------
+    # Configs
+
+    def describe_topic_configs(self, name: str) -> dict[str, str]:
+        """The topic's config overrides (a copy)."""
+        topic = self._image.topics.get(name)
+        if topic is None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        return dict(topic.configs)
+
+    def describe_broker_configs(self, name: str) -> dict[str, str]:
+        """Dynamic broker config overrides for broker ``name`` ("" = cluster-wide default)."""
+        return dict(self._image.broker_configs.get(name, {}))
+
+    async def incremental_alter_configs(
+        self, resources: Sequence[AlterConfigsResource], validate_only: bool = False
+    ) -> list[AlterConfigsResult]:
+        """IncrementalAlterConfigs: SET/DELETE/APPEND/SUBTRACT per key, for topic and broker resources."""
+        return await self._alter_configs(resources, validate_only, incremental=True)
+
+    async def alter_configs(
+        self, resources: Sequence[AlterConfigsResource], validate_only: bool = False
+    ) -> list[AlterConfigsResult]:
+        """Legacy AlterConfigs: each resource's overrides are replaced by exactly the given map."""
+        return await self._alter_configs(resources, validate_only, incremental=False)
+
+    async def _alter_configs(
+        self, resources: Sequence[AlterConfigsResource], validate_only: bool, *, incremental: bool
+    ) -> list[AlterConfigsResult]:
+        async with self._write_lock:
+            self._check_active()
+            counts: dict[tuple[int, str], int] = {}
+            for r in resources:
+                key = (r.resource_type, r.resource_name)
+                counts[key] = counts.get(key, 0) + 1
+            results: list[AlterConfigsResult] = []
+            records: list[MetadataRecord] = []
+            seen: set[tuple[int, str]] = set()
+            for r in resources:
+                key = (r.resource_type, r.resource_name)
+                if key in seen:
+                    continue
+                seen.add(key)
+                if counts[key] > 1:
+                    results.append(AlterConfigsResult(*key, ErrorCode.INVALID_REQUEST,
+                                                      "Each resource must appear at most once."))
+                    continue
+                try:
+                    if incremental:
+                        records.extend(self._incremental_config_records(r))
+                    else:
+                        records.extend(self._legacy_config_records(r))
+                except _ApiError as e:
+                    results.append(AlterConfigsResult(*key, e.code, e.message))
+                    continue
+                results.append(AlterConfigsResult(*key))
+            if records and not validate_only:
+                await self._commit(records)
+            return results
+
+    def _current_configs(self, resource_type: int, name: str) -> dict[str, str]:
+        if resource_type == ConfigResourceType.TOPIC:
+            topic = self._image.topics.get(name)
+            if topic is None:
+                raise _ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            return topic.configs
+        if resource_type == ConfigResourceType.BROKER:
+            if name != "":
+                try:
+                    node_id = int(name)
+                except ValueError:
+                    raise _ApiError(ErrorCode.INVALID_REQUEST, f"Invalid broker name {name}") from None
+                if node_id not in self._image.brokers:
+                    raise _ApiError(ErrorCode.BROKER_ID_NOT_REGISTERED, f"No node with id {node_id} found.")
+            return self._image.broker_configs.get(name, {})
+        raise _ApiError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
+
+    def _incremental_config_records(self, resource: AlterConfigsResource) -> list[MetadataRecord]:
+        ops = resource.configs
+        if isinstance(ops, dict):
+            raise _ApiError(ErrorCode.INVALID_REQUEST, "IncrementalAlterConfigs needs per-key operations")
+        names = [op.name for op in ops]
+        if len(set(names)) != len(names):
+            raise _ApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+        current = self._current_configs(resource.resource_type, resource.resource_name)
+        new_values: dict[str, str | None] = {}
+        for op in ops:
+            new_values[op.name] = self._apply_op(resource.resource_type, op, current.get(op.name))
+        return self._config_records(resource, current, new_values)
+
+    def _apply_op(self, resource_type: int, op: AlterableConfig, current: str | None) -> str | None:
+        try:
+            kind = AlterConfigOp(op.op)
+        except ValueError:
+            raise _ApiError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op.op}") from None
+        if kind != AlterConfigOp.DELETE and op.value is None:
+            raise _ApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {op.name}")
+        if kind == AlterConfigOp.SET:
+            return op.value
+        if kind == AlterConfigOp.DELETE:
+            return None
+        if resource_type != ConfigResourceType.TOPIC or not is_list_config(op.name):
+            raise _ApiError(ErrorCode.INVALID_CONFIG,
+                            f"Can't {kind.name} to key {op.name} because its type is not LIST.")
+        base = current if current is not None else list_default(op.name)
+        parts = [p for p in (base or "").split(",") if p]
+        assert op.value is not None
+        for item in op.value.split(","):
+            if kind == AlterConfigOp.APPEND:
+                if item not in parts:
+                    parts.append(item)
+            elif item in parts:
+                parts.remove(item)
+        return ",".join(parts)
+
+    def _legacy_config_records(self, resource: AlterConfigsResource) -> list[MetadataRecord]:
+        new_configs = resource.configs
+        if not isinstance(new_configs, dict):
+            raise _ApiError(ErrorCode.INVALID_REQUEST, "AlterConfigs needs a map of config values")
+        current = self._current_configs(resource.resource_type, resource.resource_name)
+        null_keys = [k for k, v in new_configs.items() if v is None]
+        if null_keys:
+            raise _ApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(null_keys)}")
+        new_values: dict[str, str | None] = dict(new_configs)
+        for key in current:
+            if key not in new_configs:
+                new_values[key] = None  # legacy AlterConfigs replaces the whole set
+        return self._config_records(resource, current, new_values)
+
+    def _config_records(
+        self, resource: AlterConfigsResource, current: dict[str, str], new_values: dict[str, str | None]
+    ) -> list[MetadataRecord]:
+        merged = dict(current)
+        records: list[MetadataRecord] = []
+        for key, value in new_values.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+            # Kafka writes broker records even when unchanged, to trigger reloads (KAFKA-14136).
+            if current.get(key) != value or resource.resource_type == ConfigResourceType.BROKER:
+                records.append(ConfigRecord(resource.resource_type, resource.resource_name, key, value))
+        if resource.resource_type == ConfigResourceType.TOPIC:
+            try:
+                validate_topic_configs(merged)
+            except TopicConfigError as e:
+                raise _ApiError(ErrorCode.INVALID_CONFIG, str(e)) from None
+        # TODO(broker configs): validate dynamic broker configs once broker/config.py defines them.
+        return records
+
+
+def replay_batches(image: MetadataImage, batches: Iterable[MetadataBatch]) -> MetadataImage:
+    """Apply ``batches`` to ``image`` (used by tools and tests to inspect a log without a controller)."""
+    for batch in batches:
+        for record in batch.records:
+            apply(image, record)
+    return image

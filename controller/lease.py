@@ -1,0 +1,205 @@
+"""Epoch-fenced controller lease: who may write cluster metadata, and with which epoch.
+
+The controller writes metadata only while it holds the lease; the lease's ``epoch`` becomes the
+controller epoch stamped on every metadata-log append, so a deposed controller's late writes are
+refused (see ``controller.metadata_log``). ``LeaseStore`` is the interface; ``LocalLeaseStore`` is
+the single-node implementation. A replicated cluster will provide a distributed ``LeaseStore`` with
+the same contract:
+
+1. ``try_acquire`` returns a lease with an epoch strictly greater than every epoch ever handed out
+   by this store, or ``None`` while another holder's lease is live.
+2. ``renew`` extends a lease only if it is still the current one (same holder, same epoch, not
+   expired); otherwise it raises ``LeaseLostError`` and the holder must stop writing.
+3. ``release`` gives the lease up early; the epoch is never reused.
+
+``LocalLeaseStore`` on-disk format: a JSON file (by default ``<metadata dir>/controller.lease``)::
+
+    {"epoch": <int>, "holder_id": <int, -1 when free>, "expires_at_ms": <int>}
+
+written by write-temp + fsync + rename + fsync(dir), so after a crash the file holds either the old
+or the new state, never a mix; the epoch therefore never goes backwards across restarts. Mutual
+exclusion between processes uses ``fcntl.flock`` on ``<lease file>.lock``: the holder keeps an
+exclusive lock from acquisition until ``release`` (or process death, when the kernel drops it). A
+second process on the same data directory, or a second store object in the same process (flock
+locks belong to the open file), cannot acquire while the lock is held, even if the first holder's
+TTL has lapsed - on one machine the lock, not the clock, is what fences. TTL expiry still matters
+locally: an expired lease cannot be renewed, so a holder that stalled past its TTL must re-acquire
+and get a new epoch.
+
+Not thread-safe: a store object is used by the controller on its event-loop thread. Calls do
+blocking file I/O (a few small writes and an fsync); they are rare (start-up, renewal).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from protocol.errors import ErrorCode, KafkaApiError
+
+NO_HOLDER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    holder_id: int
+    epoch: int
+    expires_at_ms: int
+
+    def is_live(self, now_ms: int) -> bool:
+        return now_ms < self.expires_at_ms
+
+
+class LeaseLostError(KafkaApiError):
+    """The lease was taken over (newer epoch or other holder) or expired; stop acting as controller."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.NOT_CONTROLLER, message)
+
+
+class LeaseStore(Protocol):
+    def try_acquire(self, holder_id: int, ttl_ms: int, now_ms: int) -> Lease | None: ...
+
+    def renew(self, lease: Lease, now_ms: int) -> Lease: ...
+
+    def current(self, now_ms: int) -> Lease | None: ...
+
+    def release(self, lease: Lease) -> None: ...
+
+
+@dataclass(slots=True)
+class _LeaseState:
+    epoch: int
+    holder_id: int
+    expires_at_ms: int
+    ttl_ms: int
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_file_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new content."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+class LocalLeaseStore:
+    """Single-node ``LeaseStore``: a JSON state file plus an flock'd lock file in the data dir."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = Path(path)
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock_path = self._path.with_name(self._path.name + ".lock")
+        self._lock_fd: int | None = None
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def _read(self) -> _LeaseState:
+        try:
+            raw = self._path.read_bytes()
+        except FileNotFoundError:
+            return _LeaseState(epoch=0, holder_id=NO_HOLDER, expires_at_ms=0, ttl_ms=0)
+        data = json.loads(raw)
+        return _LeaseState(
+            epoch=int(data["epoch"]),
+            holder_id=int(data["holder_id"]),
+            expires_at_ms=int(data["expires_at_ms"]),
+            ttl_ms=int(data.get("ttl_ms", 0)),
+        )
+
+    def _write(self, state: _LeaseState) -> None:
+        payload = {
+            "epoch": state.epoch,
+            "holder_id": state.holder_id,
+            "expires_at_ms": state.expires_at_ms,
+            "ttl_ms": state.ttl_ms,
+        }
+        write_file_atomically(self._path, json.dumps(payload).encode())
+
+    def _lock(self) -> bool:
+        if self._lock_fd is not None:
+            return True
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._lock_fd = fd
+        return True
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def try_acquire(self, holder_id: int, ttl_ms: int, now_ms: int) -> Lease | None:
+        if ttl_ms <= 0:
+            raise ValueError(f"ttl_ms must be positive, got {ttl_ms}")
+        if not self._lock():
+            return None  # another process (or store object) holds the lock
+        state = self._read()
+        # If the file names another holder with a live lease, that holder died without releasing
+        # (nobody holds the lock). On one machine the lock is authoritative, so we take over; the new
+        # epoch fences anything the dead holder might still have in flight.
+        new_state = _LeaseState(
+            epoch=state.epoch + 1, holder_id=holder_id, expires_at_ms=now_ms + ttl_ms, ttl_ms=ttl_ms
+        )
+        try:
+            self._write(new_state)
+        except BaseException:
+            self._unlock()
+            raise
+        return Lease(holder_id, new_state.epoch, new_state.expires_at_ms)
+
+    def renew(self, lease: Lease, now_ms: int) -> Lease:
+        if self._lock_fd is None:
+            raise LeaseLostError(f"lease epoch {lease.epoch} is not held by this store")
+        state = self._read()
+        if state.epoch != lease.epoch or state.holder_id != lease.holder_id:
+            raise LeaseLostError(
+                f"lease epoch {lease.epoch} of holder {lease.holder_id} was superseded by epoch "
+                f"{state.epoch} of holder {state.holder_id}"
+            )
+        if now_ms >= state.expires_at_ms:
+            raise LeaseLostError(f"lease epoch {lease.epoch} expired at {state.expires_at_ms} ms")
+        state.expires_at_ms = now_ms + state.ttl_ms
+        self._write(state)
+        return Lease(lease.holder_id, lease.epoch, state.expires_at_ms)
+
+    def current(self, now_ms: int) -> Lease | None:
+        state = self._read()
+        if state.holder_id == NO_HOLDER or now_ms >= state.expires_at_ms:
+            return None
+        return Lease(state.holder_id, state.epoch, state.expires_at_ms)
+
+    def release(self, lease: Lease) -> None:
+        if self._lock_fd is None:
+            return
+        state = self._read()
+        if state.epoch == lease.epoch and state.holder_id == lease.holder_id:
+            # Keep the epoch: the next acquisition must still get a larger one.
+            self._write(_LeaseState(epoch=state.epoch, holder_id=NO_HOLDER, expires_at_ms=0, ttl_ms=0))
+        self._unlock()
+
+    def close(self) -> None:
+        """Drop the lock without touching the file (what process death does)."""
+        self._unlock()
