@@ -1,0 +1,177 @@
+"""protocol.compression: every codec round-trips, writes the Java client's framing, and turns
+malformed input into CompressionError / UnknownCodecError (CORRUPT_MESSAGE)."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+
+import cramjam
+import lz4.frame
+import pytest
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.batch_header import InvalidBatchError
+from protocol.compression import (
+    XERIAL_BLOCK_SIZE,
+    CompressionError,
+    CompressionType,
+    UnknownCodecError,
+    compress,
+    decompress,
+)
+from protocol.errors import ErrorCode
+
+ALL_CODECS = list(CompressionType)
+SAMPLE = b"".join(b"record %d with some repetitive payload; " % i for i in range(3000))
+
+
+@pytest.mark.parametrize("codec", ALL_CODECS)
+@pytest.mark.parametrize("data", [b"", b"x", SAMPLE], ids=["empty", "one-byte", "large"])
+def test_round_trip(codec: CompressionType, data: bytes) -> None:
+    assert decompress(codec, compress(codec, data)) == data
+
+
+@settings(max_examples=60, deadline=None)
+@given(codec=st.sampled_from(ALL_CODECS), data=st.binary(max_size=5000))
+def test_round_trip_any_bytes(codec: CompressionType, data: bytes) -> None:
+    assert decompress(codec, compress(codec, data)) == data
+
+
+def test_none_is_identity() -> None:
+    assert compress(0, b"abc") == b"abc"
+    assert decompress(0, memoryview(b"abc")) == b"abc"
+
+
+def test_large_data_actually_shrinks() -> None:
+    for codec in ALL_CODECS[1:]:
+        assert len(compress(codec, SAMPLE)) < len(SAMPLE) // 4, codec
+
+
+# --- snappy: xerial framing like snappy-java's SnappyOutputStream ----------------------------
+
+
+def test_snappy_writes_xerial_framing_in_32k_blocks() -> None:
+    out = compress(CompressionType.SNAPPY, SAMPLE)
+    assert out[:8] == b"\x82SNAPPY\x00"
+    assert struct.unpack(">ii", out[8:16]) == (1, 1)
+    # Walk the blocks by hand: each is an int32 length and a raw snappy block of <= 32 KiB.
+    pos, pieces = 16, []
+    while pos < len(out):
+        (size,) = struct.unpack_from(">i", out, pos)
+        piece = bytes(cramjam.snappy.decompress_raw(out[pos + 4 : pos + 4 + size]))
+        assert len(piece) <= XERIAL_BLOCK_SIZE
+        pieces.append(piece)
+        pos += 4 + size
+    assert pos == len(out)
+    assert len(pieces) == -(-len(SAMPLE) // XERIAL_BLOCK_SIZE)
+    assert b"".join(pieces) == SAMPLE
+
+
+def test_snappy_reads_raw_block_without_framing() -> None:
+    raw = bytes(cramjam.snappy.compress_raw(SAMPLE))
+    assert decompress(CompressionType.SNAPPY, raw) == SAMPLE
+
+
+def test_snappy_reads_xerial_with_uneven_blocks() -> None:
+    # Other writers choose other block sizes; the reader must not assume 32 KiB.
+    framed = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+    for chunk in (SAMPLE[:10], SAMPLE[10:70000], SAMPLE[70000:]):
+        block = bytes(cramjam.snappy.compress_raw(chunk))
+        framed += struct.pack(">i", len(block)) + block
+    assert decompress(CompressionType.SNAPPY, framed) == SAMPLE
+
+
+# --- lz4: standard frame, independent 64 KiB blocks ---------------------------------------------
+
+
+def test_lz4_frame_descriptor_matches_kafka() -> None:
+    out = compress(CompressionType.LZ4, SAMPLE)
+    assert out[:4] == b"\x04\x22\x4d\x18"  # LZ4 frame magic
+    assert out[4] == 0x60  # FLG: version 01, independent blocks, no checksums, no content size
+    assert out[5] == 0x40  # BD: 64 KiB max block
+    assert lz4.frame.decompress(out) == SAMPLE
+
+
+def test_lz4_reads_frames_with_content_size_and_checksum() -> None:
+    other = lz4.frame.compress(SAMPLE, store_size=True, content_checksum=True)
+    assert decompress(CompressionType.LZ4, other) == SAMPLE
+
+
+# --- gzip / zstd ------------------------------------------------------------------------------
+
+
+def test_gzip_reads_concatenated_members() -> None:
+    data = gzip.compress(b"abc") + gzip.compress(b"def")
+    assert decompress(CompressionType.GZIP, data) == b"abcdef"
+
+
+def test_zstd_reads_frame_without_content_size() -> None:
+    # zstd-jni's ZstdOutputStream (the Java client) does not write the content size.
+    frame = zstandard.ZstdCompressor(write_content_size=False).compress(SAMPLE)
+    assert decompress(CompressionType.ZSTD, frame) == SAMPLE
+
+
+def test_zstd_reads_concatenated_frames() -> None:
+    one = zstandard.ZstdCompressor(write_content_size=False).compress(b"abc")
+    assert decompress(CompressionType.ZSTD, one + one) == b"abcabc"
+
+
+# --- hostile input ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", [5, 6, 7, -1, 8])
+def test_unknown_codec_is_rejected_both_ways(codec: int) -> None:
+    with pytest.raises(UnknownCodecError, match=f"codec id {codec}") as info:
+        decompress(codec, b"whatever")
+    assert info.value.code is ErrorCode.CORRUPT_MESSAGE
+    assert isinstance(info.value, InvalidBatchError)
+    with pytest.raises(UnknownCodecError):
+        compress(codec, b"whatever")
+
+
+@pytest.mark.parametrize("codec", ALL_CODECS[1:])
+def test_garbage_raises_compression_error(codec: CompressionType) -> None:
+    with pytest.raises(CompressionError) as info:
+        decompress(codec, b"\xff\xfe this is not compressed data at all \x00\x01" * 3)
+    assert info.value.code is ErrorCode.CORRUPT_MESSAGE
+
+
+@pytest.mark.parametrize("codec", ALL_CODECS[1:])
+def test_truncated_raises_compression_error(codec: CompressionType) -> None:
+    whole = compress(codec, SAMPLE)
+    for cut in (len(whole) // 2, len(whole) - 1):
+        with pytest.raises(CompressionError):
+            decompress(codec, whole[:cut])
+
+
+@pytest.mark.parametrize("codec", ALL_CODECS[1:])
+def test_empty_input_raises_compression_error(codec: CompressionType) -> None:
+    with pytest.raises(CompressionError, match="empty"):
+        decompress(codec, b"")
+
+
+def test_xerial_block_length_beyond_data() -> None:
+    framed = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + struct.pack(">i", 1000) + b"abc"
+    with pytest.raises(CompressionError, match="beyond"):
+        decompress(CompressionType.SNAPPY, framed)
+
+
+def test_xerial_negative_block_length() -> None:
+    framed = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + struct.pack(">i", -5) + b"abc"
+    with pytest.raises(CompressionError, match="beyond"):
+        decompress(CompressionType.SNAPPY, framed)
+
+
+def test_xerial_truncated_block_length() -> None:
+    framed = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + b"\x00\x00"
+    with pytest.raises(CompressionError, match="truncated"):
+        decompress(CompressionType.SNAPPY, framed)
+
+
+def test_xerial_corrupt_block() -> None:
+    framed = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + struct.pack(">i", 6) + b"\xff\xff\xff\xff\x0fa"
+    with pytest.raises(CompressionError):
+        decompress(CompressionType.SNAPPY, framed)
