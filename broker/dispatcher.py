@@ -101,12 +101,12 @@ class Dispatcher:
             api_key, api_version, correlation_id = peek_api(frame)
         except DecodeError:
             log.warning("closing %s: frame of %d bytes is too short for a request header", conn.peer, len(frame))
-            conn.close()
+            self._close(conn)
             return
         spec = self.handlers.get(api_key)
         if spec is None:
             log.warning("closing %s: unknown or unsupported api key %d", conn.peer, api_key)
-            conn.close()
+            self._close(conn)
             return
         if not spec.supports(api_version):
             if api_key == API_VERSIONS_KEY:
@@ -120,7 +120,7 @@ class Dispatcher:
                 spec.min_version,
                 spec.max_version,
             )
-            conn.close()
+            self._close(conn)
             return
         view = memoryview(frame)
         try:
@@ -128,7 +128,7 @@ class Dispatcher:
             body, _ = codec(spec.request_schema, api_version).decode(view, header.body_offset)
         except DecodeError as exc:
             log.warning("closing %s: malformed %s v%d request: %s", conn.peer, spec.name, api_version, exc)
-            conn.close()
+            self._close(conn)
             return
         request = Request(self.broker, conn, slot, spec, header, body)
         try:
@@ -147,7 +147,7 @@ class Dispatcher:
     def _finish_async(self, request: Request, task: asyncio.Task) -> None:
         self.tasks.discard(task)
         if task.cancelled():
-            request.conn.close()
+            self._close(request.conn)
             return
         exc = task.exception()
         if exc is not None:
@@ -165,7 +165,7 @@ class Dispatcher:
                 return
             except Exception:
                 log.exception("building the error response failed")
-        request.conn.close()
+        self._close(request.conn)
 
     def respond(self, request: Request, body: dict | None) -> None:
         if body is None:
@@ -186,6 +186,12 @@ class Dispatcher:
 
         body = api_versions.unsupported_version_response(_Ctx)
         self._send(conn, slot, encode_response("ApiVersionsResponse", 0, correlation_id, body, False))
+
+    def _close(self, conn: Connection) -> None:
+        if self.channel is not None:
+            self.channel.close(conn)
+        else:
+            conn.close()
 
     def _send(self, conn: Connection, slot: Any, chunks: list[Any] | None) -> None:
         if self.channel is not None:

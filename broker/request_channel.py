@@ -73,6 +73,13 @@ class RequestChannel:
                 elif conn.loop is not None:
                     conn.loop.call_soon_threadsafe(conn.on_queue_space)
 
+    def close(self, conn: Connection) -> None:
+        """Close a connection from the handler loop; transports may only be touched on their own loop."""
+        if conn.loop is self.handler_loop:
+            conn.close()
+        elif conn.loop is not None and not conn.closed:
+            conn.loop.call_soon_threadsafe(conn.close)
+
     def send(self, conn: Connection, slot: _Slot, chunks: list[Any] | None) -> None:
         """Hand a finished response back to the connection's own loop."""
         if conn.loop is self.handler_loop:
