@@ -1,0 +1,75 @@
+"""Storage exceptions, each carrying the Kafka error code a handler should answer with.
+
+Raised by :mod:`storage.log`, :mod:`storage.log_manager` and :mod:`storage.log_config`; any thread
+may catch them. All subclass :class:`protocol.errors.KafkaApiError`, so a handler can turn any of
+them into a response with ``exc.code`` without knowing the storage layer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from protocol.errors import ErrorCode, KafkaApiError
+
+
+class StorageError(KafkaApiError):
+    """Base class; ``code`` is the Kafka error code for the response."""
+
+    default_code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(self.default_code, message)
+
+
+class CorruptRecordError(StorageError):
+    """A produced batch is malformed, short, not magic v2, or fails its CRC32C check."""
+
+    default_code = ErrorCode.CORRUPT_MESSAGE
+
+
+class RecordTooLargeError(StorageError):
+    """A produced batch is larger than the topic's max.message.bytes."""
+
+    default_code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class OffsetOutOfRangeError(StorageError):
+    """A fetch or lookup offset outside [log_start_offset, log_end_offset]."""
+
+    default_code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class KafkaStorageError(StorageError):
+    """The partition's log directory is offline (an earlier disk error) or the log is closed."""
+
+    default_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class LogDirOfflineError(KafkaStorageError):
+    """A disk operation failed (ENOSPC, EIO, ...); the log dir ``log_dir`` must be taken offline."""
+
+    def __init__(self, log_dir: Path | str, message: str | None = None) -> None:
+        super().__init__(message or f"log directory {log_dir} is offline")
+        self.log_dir = Path(log_dir)
+
+
+class InvalidConfigError(StorageError):
+    """A topic config key is unknown or its value is invalid."""
+
+    default_code = ErrorCode.INVALID_CONFIG
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"Invalid value for configuration {key}: {message}")
+        self.key = key
+
+
+class InvalidRecordError(StorageError):
+    """A batch is well-formed but breaks a rule (offset range vs record count, control batch from a client)."""
+
+    default_code = ErrorCode.INVALID_RECORD
+
+
+class InvalidTimestampError(StorageError):
+    """A CreateTime batch's timestamps are outside message.timestamp.before/after.max.ms."""
+
+    default_code = ErrorCode.INVALID_TIMESTAMP

@@ -1,0 +1,144 @@
+"""Shared machinery of the memory-mapped sparse indexes (.index, .timeindex): Kafka's AbstractIndex.
+
+An index file is a flat array of fixed-size big-endian entries. While its segment is active the
+file is preallocated (sparse, via ftruncate) to ``segment.index.bytes`` rounded down to a whole
+entry and memory-mapped; ``entries`` counts the valid ones. When the segment rolls, and on close,
+the file is truncated to ``entries * entry_size`` so a later open knows how many entries exist.
+
+Crash story: after a crash the file may still have its preallocated length, with zero entries
+after the valid ones, or a torn last entry. Opening counts ``file_size // entry_size`` entries;
+:meth:`sanity_check` (run by the segment on every open) rejects a size that is not a multiple of
+the entry size, entries that are not strictly increasing, or entries beyond the segment, and the
+segment then rebuilds the index from its .log. Indexes are never fsynced except by an explicit
+flush; they are always rebuildable.
+
+Threading: one writer (the log's append path). Readers on other threads may look entries up
+concurrently: ``entries`` is published after the entry bytes are written, and the mapping is only
+replaced by :meth:`resize`, which the log calls with readers excluded (truncation/reopen). Trimming
+shrinks the file but keeps the mapping, so a concurrent reader never touches an unmapped page
+(only entries below ``entries`` are read, and those lie within the file).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+
+class CorruptIndexError(Exception):
+    """The index file is inconsistent; rebuild it from the segment's log."""
+
+
+class IndexFile:
+    entry_size = 8
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        length = os.fstat(self._fd).st_size
+        self.entries = length // self.entry_size
+        self._length_is_multiple = length % self.entry_size == 0
+        self._mmap: mmap.mmap | None = None
+        self._map_len = 0
+        if writable:
+            self.resize(max(self._round(max_index_size), self.entries * self.entry_size))
+        else:
+            self._remap(length)
+
+    # -- sizing ---------------------------------------------------------------------------------
+    def _round(self, size: int) -> int:
+        return size - size % self.entry_size
+
+    def _remap(self, length: int) -> None:
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        self._map_len = length
+        if length > 0:
+            self._mmap = mmap.mmap(self._fd, length)
+
+    @property
+    def max_entries(self) -> int:
+        return self._round(self.max_index_size) // self.entry_size
+
+    @property
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.entries * self.entry_size
+
+    def resize(self, new_size: int) -> None:
+        """Grow/shrink the file to ``new_size`` (whole entries) and remap. Readers must be excluded."""
+        new_size = max(self._round(new_size), self.entries * self.entry_size)
+        os.ftruncate(self._fd, new_size)
+        self._remap(new_size)
+        self._length_is_multiple = True
+
+    def ensure_preallocated(self) -> None:
+        """Make the file and mapping full size again (the segment became active after truncation)."""
+        if self._map_len < self._round(self.max_index_size):
+            self.resize(self.max_index_size)
+
+    def trim_to_valid_size(self) -> None:
+        """Shrink the file to the valid entries; the mapping stays (see module docstring)."""
+        os.ftruncate(self._fd, self.entries * self.entry_size)
+
+    def flush(self) -> None:
+        if self._mmap is not None:
+            self._mmap.flush()
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        self.trim_to_valid_size()
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        os.close(self._fd)
+        self._fd = -1
+
+    def rename(self, new_path: Path) -> None:
+        os.rename(self.path, new_path)
+        self.path = new_path
+
+    def reset(self) -> None:
+        """Forget every entry (before a rebuild)."""
+        self.entries = 0
+
+    # -- entries --------------------------------------------------------------------------------
+    def _ensure_room(self) -> None:
+        if (self.entries + 1) * self.entry_size > self._map_len:
+            # The file was opened read-only sized (inactive) and is written again: remap larger.
+            self.resize(max(self._round(self.max_index_size), (self.entries + 1) * self.entry_size))
+
+    def _key_at(self, i: int) -> int:
+        raise NotImplementedError
+
+    def _largest_at_most(self, key: int, count: int) -> int:
+        """Index of the last entry whose key <= ``key`` among the first ``count``; -1 if none."""
+        lo, hi = 0, count - 1
+        found = -1
+        while lo <= hi:
+            mid = (lo + hi) >> 1
+            if self._key_at(mid) <= key:
+                found = mid
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        return found
+
+    def _check_size_and_order(self, key_and_offset) -> None:
+        if not self._length_is_multiple:
+            raise CorruptIndexError(f"{self.path}: size is not a multiple of {self.entry_size}")
+        count = self.entries
+        if count == 0:
+            return
+        keys = [key_and_offset(i) for i in range(count)]
+        # sorted()/set() run in C, which keeps this check fast for ~10^5 entries.
+        if keys != sorted(keys) or len(set(keys)) != count:
+            raise CorruptIndexError(f"{self.path}: entries are not strictly increasing")

@@ -1,0 +1,791 @@
+"""A partition's log: the directory ``<topic>-<partition>`` and its segments (Kafka's UnifiedLog/LocalLog).
+
+Directory contents::
+
+    00000000000000000000.log / .index / .timeindex   segments (storage.segment), by base offset
+    00000000000000368769.log / ...                     the last one is the active segment
+    leader-epoch-checkpoint                            storage.leader_epoch_cache
+    partition.metadata                                 topic id (storage.partition_metadata)
+    *.deleted                                          segments awaiting file.delete.delay.ms
+
+Offsets are dense and assigned here: an append rewrites each batch's base_offset to the next
+offset (and partition_leader_epoch to the leader's epoch), never decoding records. The log start
+offset is the first offset a reader may fetch; the log end offset (LEO) the next one to assign.
+
+Crash story (:meth:`Log.open`): after a clean shutdown every segment is opened without scanning
+(indexes are still sanity-checked and rebuilt if broken). Otherwise every segment from the one
+holding the recovery point onward is rescanned (storage.segment.LogSegment.recover): the first
+invalid or partial batch and everything after it, including later segments, is dropped; indexes,
+the leader epoch cache and (through the hook) producer state are rebuilt from the surviving
+batches. The recovery point is the offset below which data is known to be fsynced.
+
+Durability: by default (flush.messages and flush.ms at Long.MAX) nothing is fsynced on append,
+like Kafka; a segment is fsynced when it rolls and on close, and :meth:`flush` fsyncs up to an
+offset and advances the recovery point.
+
+Disk errors: an OSError while writing, rolling, flushing or deleting leaves no partial batch
+behind (the segment cuts its file back), marks the log offline, calls ``on_dir_failure(log_dir)``
+(the LogManager takes the whole log dir offline) and raises LogDirOfflineError; later calls raise
+KafkaStorageError.
+
+Threading: every mutating method (append, roll, flush, truncate_*, delete_*, close) takes the
+log's lock, so they may be called from any IO-pool thread but are serialized per partition.
+:meth:`read`, :meth:`offset_for_timestamp` and :meth:`max_timestamp_and_offset` take no lock and may
+run concurrently with appends: they snapshot the segment list (replaced copy-on-write) and the LEO,
+and a segment publishes its size only after the bytes are written. Reads racing with truncation or
+deletion are the caller's business (replication will fence them per partition); deleted segments
+keep their fd open for file.delete.delay.ms so a slice already handed out stays valid.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
+
+from crc32c import crc32c
+
+from protocol.batch_header import (
+    CONTROL_BIT,
+    CRC_START,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_BIT,
+    BatchHeader,
+    InvalidBatchError,
+    parse_header,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+from storage.checkpoint_file import fsync_dir
+from storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    KafkaStorageError,
+    LogDirOfflineError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from storage.leader_epoch_cache import LeaderEpochCache
+from storage.log_config import LONG_MAX, LogConfig
+from storage.partition_metadata import read_partition_metadata, write_partition_metadata
+from storage.results import EMPTY_SLICE, AppendInfo, FetchSlice
+from storage.segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from storage.time_index import NO_TIMESTAMP
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class DuplicateBatch(NamedTuple):
+    """What ``producer_state.check_append`` returns for a retried batch already in the log."""
+
+    first_offset: int
+    last_offset: int
+    log_append_time: int
+
+
+class ProducerStateHook(Protocol):
+    """The minimal interface the log needs from storage.producer_state (written separately).
+
+    ``check_append(header)`` runs for each batch with producer_id >= 0 before anything is written
+    (header as sent: client base offset); it returns None, or a DuplicateBatch-like object with
+    ``first_offset``, ``last_offset``, ``log_append_time`` (then nothing is appended and the
+    append returns the original offsets with ``duplicate=True``), or raises its own KafkaApiError
+    (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, ...). ``on_append(header, now_ms)`` runs
+    after the write for each such batch with its assigned offsets, and during recovery for every
+    replayed batch with a producer id.
+    """
+
+    def check_append(self, header: BatchHeader) -> Any: ...
+
+    def on_append(self, header: BatchHeader, now_ms: int) -> None: ...
+
+
+class _Segments(NamedTuple):
+    """Copy-on-write snapshot: segments sorted by base offset and their base offsets."""
+
+    segments: tuple[LogSegment, ...]
+    bases: tuple[int, ...]
+
+
+def _snapshot(segments: list[LogSegment] | tuple[LogSegment, ...]) -> _Segments:
+    segs = tuple(segments)
+    return _Segments(segs, tuple(s.base_offset for s in segs))
+
+
+class Log:
+    """One partition's log. Construct with :meth:`open`."""
+
+    def __init__(self, dir: Path, config: LogConfig) -> None:
+        self.dir = dir
+        self.config = config
+        self._lock = threading.RLock()
+        self._state = _Segments((), ())
+        self._log_start_offset = 0
+        self._log_end_offset = 0
+        self.recovery_point = 0
+        self.epoch_cache = LeaderEpochCache(dir)
+        self.producer_state: ProducerStateHook | None = None
+        self.on_dir_failure: Callable[[Path], None] | None = None
+        self.offline = False
+        self.closed = False
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._unflushed_messages = 0
+        self.last_flush_ms = _now_ms()
+        self.topic_id: str | None = None
+
+    # ------------------------------------------------------------------------------------------
+    # opening and recovery
+
+    @classmethod
+    def open(cls, dir: Path, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int = 0,
+             clean_shutdown: bool = False, producer_state: ProducerStateHook | None = None,
+             now_ms: int | None = None, topic_id: str | None = None,
+             on_dir_failure: Callable[[Path], None] | None = None) -> Log:
+        """Open (creating if needed) the log in ``dir``; recover it unless ``clean_shutdown``.
+
+        ``topic_id`` (Kafka's base64 Uuid string) is written to partition.metadata if the file is
+        absent; the stored one is exposed as ``log.topic_id``.
+        """
+        now = _now_ms() if now_ms is None else now_ms
+        dir = Path(dir)
+        dir.mkdir(parents=True, exist_ok=True)
+        log = cls(dir, config)
+        log.producer_state = producer_state
+        log.on_dir_failure = on_dir_failure
+        try:
+            log._load(recovery_point, log_start_offset, clean_shutdown, now)
+            stored = read_partition_metadata(dir)
+            if stored is None and topic_id is not None:
+                write_partition_metadata(dir, topic_id)
+                stored = topic_id
+            log.topic_id = stored
+        except OSError as exc:
+            log.close_quietly()
+            raise LogDirOfflineError(dir.parent, f"cannot open log {dir}: {exc}") from exc
+        return log
+
+    def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool, now: int) -> None:
+        bases: list[int] = []
+        for entry in os.scandir(self.dir):
+            name = entry.name
+            if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
+                os.unlink(entry.path)  # leftovers of a deletion/checkpoint interrupted by a crash
+            elif name.endswith(LOG_SUFFIX) and name[:-len(LOG_SUFFIX)].isdigit():
+                bases.append(int(name[:-len(LOG_SUFFIX)]))
+        bases.sort()
+        present = set(bases)
+        for entry in os.scandir(self.dir):
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                stem = entry.name[:-len(suffix)]
+                if entry.name.endswith(suffix) and stem.isdigit() and int(stem) not in present:
+                    os.unlink(entry.path)  # an index whose .log is gone: orphan
+        segments: list[LogSegment] = []
+        if not bases:
+            segments.append(LogSegment.create(self.dir, log_start_offset, self.config, now))
+            self._state = _snapshot(segments)
+            self._log_start_offset = self._log_end_offset = log_start_offset
+            self.recovery_point = log_start_offset
+            self.epoch_cache.truncate_from_end(log_start_offset)
+            return
+
+        # The segment holding the recovery point and everything after it must be rescanned.
+        first_unflushed = len(bases) if clean_shutdown else max(bisect.bisect_right(bases, recovery_point) - 1, 0)
+        corrupted = False
+        for i, base in enumerate(bases):
+            active = i == len(bases) - 1
+            if corrupted:
+                # Everything after a torn segment is unreachable: Kafka deletes it.
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    (self.dir / f"{base:020d}{suffix}").unlink(missing_ok=True)
+                continue
+            next_base = bases[i + 1] if not active else None
+            if i < first_unflushed:
+                seg = LogSegment.load(self.dir, base, self.config, active=active, next_segment_base=next_base,
+                                      now_ms=now)
+            else:
+                seg = LogSegment(self.dir, base, self.config, created_ms=now, active=True, create=False)
+                truncated = seg.recover(self._replay_batch_hook(now))
+                if next_base is not None and seg.next_offset > next_base:
+                    truncated = 1  # overlapping segments: treat as corruption from here on
+                if truncated:
+                    corrupted = True
+                if seg.size == 0 and next_base is not None:
+                    # We never leave an empty segment before another one (roll of an empty
+                    # segment is a no-op), so its data was lost: nothing after it is reachable.
+                    corrupted = True
+                    seg.delete_files()
+                    continue
+                seg.flush()
+            segments.append(seg)
+        if not segments:
+            segments.append(LogSegment.create(self.dir, max(log_start_offset, bases[0]), self.config, now))
+        # The last surviving segment is the active one: its indexes need room to grow.
+        active_seg = segments[-1]
+        active_seg.offset_index.ensure_preallocated()
+        active_seg.time_index.ensure_preallocated()
+        for seg in segments[:-1]:
+            seg.offset_index.trim_to_valid_size()
+            seg.time_index.trim_to_valid_size()
+        self._state = _snapshot(segments)
+        self._log_end_offset = active_seg.next_offset
+        self._log_start_offset = max(log_start_offset, segments[0].base_offset)
+        # Clean shutdown flushed everything; after recovery the rescanned segments were fsynced.
+        self.recovery_point = self._log_end_offset
+        self.epoch_cache.truncate_from_end(self._log_end_offset)
+        if self._log_start_offset > self._log_end_offset:
+            # DeleteRecords/retention moved the start beyond what survived: start over there.
+            self._truncate_fully_and_start_at(self._log_start_offset, now)
+        else:
+            self.epoch_cache.truncate_from_start(self._log_start_offset)
+
+    def _replay_batch_hook(self, now: int) -> Callable[[BatchHeader], None]:
+        cache = self.epoch_cache
+        producer_state = self.producer_state
+
+        def on_batch(header: BatchHeader) -> None:
+            if header.partition_leader_epoch > cache.latest_epoch:
+                cache.assign(header.partition_leader_epoch, header.base_offset)
+            if producer_state is not None and header.producer_id >= 0:
+                producer_state.on_append(header, now)
+
+        return on_batch
+
+    # ------------------------------------------------------------------------------------------
+    # properties
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._state.segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._state.segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._state.segments)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch; (-1, -1) if the epoch is unknown."""
+        return self.epoch_cache.end_offset_for_epoch(epoch, self._log_end_offset)
+
+    def update_config(self, config: LogConfig) -> None:
+        """New settings apply to later appends/rolls; existing index files keep their size."""
+        self.config = config
+        for seg in self._state.segments:
+            seg.config = config
+
+    # ------------------------------------------------------------------------------------------
+    # append
+
+    def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int, assign_offsets: bool = True,
+               now_ms: int | None = None) -> AppendInfo:
+        """Validate every batch, then assign offsets and write them all with one pwrite.
+
+        Raises CorruptRecordError / RecordTooLargeError / InvalidRecordError /
+        InvalidTimestampError before anything is written; LogDirOfflineError on a disk error.
+        ``assign_offsets=False`` (replication) keeps the batches' offsets and epochs; they must
+        start at or after the LEO.
+        """
+        now = _now_ms() if now_ms is None else now_ms
+        view = memoryview(records)
+        batches = self._validate(view, assign_offsets, now)
+        with self._lock:
+            self._check_online()
+            producer_state = self.producer_state
+            if producer_state is not None:
+                for _, header in batches:
+                    if header.producer_id >= 0:
+                        dup = producer_state.check_append(header)
+                        if dup is not None:
+                            return self._duplicate_info(dup, len(batches), len(view))
+            buf = bytearray(view)  # the one copy
+            leo = self._log_end_offset
+            if not assign_offsets and batches[0][1].base_offset < leo:
+                raise InvalidRecordError(f"batch offset {batches[0][1].base_offset} below log end offset {leo}")
+            log_append = self.config.log_append_time
+            next_offset = leo
+            assigned: list[tuple[int, BatchHeader]] = []
+            max_ts, offset_of_max = NO_TIMESTAMP, -1
+            for pos, header in batches:
+                if assign_offsets:
+                    set_base_offset(buf, next_offset, pos)
+                    set_partition_leader_epoch(buf, leader_epoch, pos)
+                    changes: dict[str, int] = {"base_offset": next_offset, "partition_leader_epoch": leader_epoch}
+                    if log_append:
+                        set_log_append_time(buf, now, pos)
+                        changes["max_timestamp"] = now
+                        changes["attributes"] = header.attributes | TIMESTAMP_TYPE_BIT
+                    header = header._replace(**changes)
+                if header.base_offset < next_offset and not assign_offsets:
+                    raise InvalidRecordError("batch offsets are not increasing")
+                next_offset = header.next_offset
+                if header.max_timestamp > max_ts:
+                    max_ts, offset_of_max = header.max_timestamp, header.last_offset
+                assigned.append((pos, header))
+            first_offset = assigned[0][1].base_offset
+            last_offset = assigned[-1][1].last_offset
+            try:
+                seg = self.active_segment
+                if seg.should_roll(len(buf), max_ts, last_offset, now):
+                    seg = self._roll(first_offset, now)
+                seg.append(buf, assigned)
+            except OSError as exc:
+                self._fail(exc)
+            self._log_end_offset = next_offset
+            for _, header in assigned:
+                epoch = header.partition_leader_epoch
+                if epoch > self.epoch_cache.latest_epoch:
+                    self._io(self.epoch_cache.assign, epoch, header.base_offset)
+                if producer_state is not None and header.producer_id >= 0:
+                    producer_state.on_append(header, now)
+            self._unflushed_messages += sum(h.records_count for _, h in assigned)
+            if self._unflushed_messages >= self.config.flush_messages:
+                self._flush(next_offset, now)
+            return AppendInfo(
+                first_offset=first_offset, last_offset=last_offset, max_timestamp=max_ts,
+                offset_of_max_timestamp=offset_of_max, log_append_time=now if log_append else -1,
+                log_start_offset=self._log_start_offset, num_batches=len(assigned), size=len(buf),
+            )
+
+    def _validate(self, view: memoryview, assign_offsets: bool, now: int) -> list[tuple[int, BatchHeader]]:
+        total = len(view)
+        if total == 0:
+            raise CorruptRecordError("empty record set")
+        max_size = self.config.max_message_bytes
+        check_before = self.config.message_timestamp_before_max_ms != LONG_MAX and not self.config.log_append_time
+        check_after = self.config.message_timestamp_after_max_ms != LONG_MAX and not self.config.log_append_time
+        batches: list[tuple[int, BatchHeader]] = []
+        pos = 0
+        while pos < total:
+            if total - pos < LOG_OVERHEAD:
+                raise CorruptRecordError(f"{total - pos} trailing bytes are not a record batch")
+            try:
+                header = parse_header(view, pos)
+            except InvalidBatchError as exc:
+                raise CorruptRecordError(str(exc)) from None
+            if header.size > max_size:
+                raise RecordTooLargeError(
+                    f"batch of {header.size} bytes exceeds max.message.bytes {max_size}")
+            if total - pos < header.size:
+                raise CorruptRecordError(f"batch of {header.size} bytes truncated at {total - pos}")
+            if crc32c(view[pos + CRC_START: pos + header.size]) != header.crc:
+                raise CorruptRecordError("record batch CRC32C mismatch")
+            if header.records_count <= 0 and assign_offsets or header.last_offset_delta < 0:
+                raise InvalidRecordError("batch has an invalid record count or offset range")
+            if assign_offsets:
+                if header.records_count != header.last_offset_delta + 1:
+                    raise InvalidRecordError(
+                        f"batch has {header.records_count} records but offset delta {header.last_offset_delta}")
+                if header.attributes & CONTROL_BIT:
+                    raise InvalidRecordError("clients may not produce control batches")
+            if check_before and header.base_timestamp < now - self.config.message_timestamp_before_max_ms:
+                raise InvalidTimestampError(f"timestamp {header.base_timestamp} is too far in the past")
+            if check_after and header.max_timestamp > now + self.config.message_timestamp_after_max_ms:
+                raise InvalidTimestampError(f"timestamp {header.max_timestamp} is too far in the future")
+            batches.append((pos, header))
+            pos += header.size
+        if pos > self.config.segment_bytes:
+            raise RecordTooLargeError(f"record set of {pos} bytes exceeds segment.bytes")
+        return batches
+
+    def _duplicate_info(self, dup: Any, num_batches: int, size: int) -> AppendInfo:
+        return AppendInfo(
+            first_offset=dup.first_offset, last_offset=dup.last_offset, max_timestamp=NO_TIMESTAMP,
+            offset_of_max_timestamp=-1, log_append_time=dup.log_append_time,
+            log_start_offset=self._log_start_offset, num_batches=num_batches, size=size, duplicate=True,
+        )
+
+    # ------------------------------------------------------------------------------------------
+    # read
+
+    def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> FetchSlice:
+        """Whole batches of one segment from the batch holding ``start_offset`` (see FetchSlice).
+
+        Stops before ``max_bytes`` would be exceeded (but returns one batch regardless when
+        ``min_one_batch``, KIP-74) and before any batch reaching ``max_offset`` (exclusive: high
+        watermark or last stable offset). Raises OffsetOutOfRangeError outside
+        [log_start_offset, log_end_offset]; returns an empty slice at the end.
+        """
+        self._check_online()
+        leo = self._log_end_offset
+        state = self._state
+        if start_offset < self._log_start_offset or start_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} outside [{self._log_start_offset}, {leo}] of {self.dir.name}")
+        limit = leo if max_offset is None else min(max_offset, leo)
+        if start_offset >= limit:
+            return EMPTY_SLICE
+        i = max(bisect.bisect_right(state.bases, start_offset) - 1, 0)
+        for seg in state.segments[i:]:
+            seg_size = seg.size
+            found = seg.translate_offset(start_offset)
+            if found is None:
+                continue  # the offset lies in a gap (compaction) after this segment's last batch
+            position, first = found
+            end = position
+            next_offset = first.base_offset
+            for pos, header in seg.iter_headers(position, seg_size):
+                if header.last_offset >= limit:
+                    break
+                if end - position + header.size > max_bytes and not (min_one_batch and end == position):
+                    break
+                end = pos + header.size
+                next_offset = header.next_offset
+            if end == position:
+                return EMPTY_SLICE
+            return FetchSlice(seg.fd, position, end - position, first.base_offset, next_offset)
+        return EMPTY_SLICE
+
+    # ------------------------------------------------------------------------------------------
+    # timestamp lookups
+
+    def offset_for_timestamp(self, timestamp: int, *, max_offset: int | None = None) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp``, or None.
+
+        Only offsets in [log_start_offset, max_offset) count (max_offset defaults to the LEO).
+        """
+        self._check_online()
+        limit = self._log_end_offset if max_offset is None else max_offset
+        start = self._log_start_offset
+        for seg in self._state.segments:
+            if seg.max_timestamp < timestamp or seg.next_offset <= start:
+                continue
+            entry = seg.time_index.lookup_before(timestamp)
+            from_offset = max(entry[1] if entry else seg.base_offset, start)
+            found = seg.translate_offset(from_offset)
+            if found is None:
+                continue
+            for pos, header in seg.iter_headers(found[0]):
+                if header.base_offset >= limit:
+                    return None
+                if header.max_timestamp < timestamp or header.last_offset < start:
+                    continue
+                hit = self._find_record(seg, pos, header, lambda ts: ts >= timestamp, start, limit)
+                if hit is not None:
+                    return hit
+        return None
+
+    def max_timestamp_and_offset(self) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record holding the log's max timestamp (ListOffsets -3).
+
+        None when the log has no record with a timestamp.
+        """
+        self._check_online()
+        best: LogSegment | None = None
+        for seg in self._state.segments:
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp) \
+                    and seg.next_offset > self._log_start_offset:
+                best = seg
+        if best is None:
+            return None
+        max_ts = best.max_timestamp
+        found = best.translate_offset(max(best.offset_of_max_timestamp, self._log_start_offset))
+        if found is not None:
+            hit = self._find_record(best, found[0], found[1], lambda ts: ts == max_ts, self._log_start_offset,
+                                    self._log_end_offset)
+            if hit is not None:
+                return hit[1], hit[0]
+        return None
+
+    @staticmethod
+    def _find_record(seg: LogSegment, position: int, header: BatchHeader, match: Callable[[int], bool],
+                     start: int, limit: int) -> tuple[int, int] | None:
+        """Decode one batch and return (offset, timestamp) of its first matching record."""
+        if header.is_log_append_time:
+            # Every record of a LogAppendTime batch carries the batch's max_timestamp.
+            offset = max(header.base_offset, start)
+            if match(header.max_timestamp) and offset < limit and offset <= header.last_offset:
+                return offset, header.max_timestamp
+            return None
+        from protocol.records import decode_batch  # records decoding is off the hot path
+
+        batch = decode_batch(seg.read_batch(position, header.size), verify_crc=False)
+        for record in batch.records:
+            if record.offset is not None and start <= record.offset < limit and match(record.timestamp):
+                return record.offset, record.timestamp
+        return None
+
+    # ------------------------------------------------------------------------------------------
+    # roll and flush
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the LEO (no-op if the active segment is empty)."""
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            self._check_online()
+            try:
+                return self._roll(self._log_end_offset, now)
+            except OSError as exc:
+                self._fail(exc)
+                raise  # unreachable
+
+    def _roll(self, new_base: int, now: int) -> LogSegment:
+        old = self.active_segment
+        if old.size == 0:
+            return old
+        old.on_become_inactive()
+        new = LogSegment.create(self.dir, new_base, self.config, now)
+        self._state = _snapshot(self._state.segments + (new,))
+        # Kafka flushes the rolled segment (asynchronously); we fsync it here, off the event loop.
+        self._flush(new_base, now)
+        fsync_dir(self.dir)
+        return new
+
+    def flush(self, up_to: int | None = None, now_ms: int | None = None) -> None:
+        """fsync segments holding offsets below ``up_to`` (default: LEO); advance the recovery point."""
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            self._check_online()
+            try:
+                self._flush(self._log_end_offset if up_to is None else min(up_to, self._log_end_offset), now)
+            except OSError as exc:
+                self._fail(exc)
+
+    def _flush(self, up_to: int, now: int) -> None:
+        if up_to > self.recovery_point or self._unflushed_messages:
+            for seg in self._state.segments:
+                if seg.base_offset < up_to and seg.next_offset > self.recovery_point:
+                    seg.flush()
+            self.recovery_point = max(self.recovery_point, up_to)
+        if up_to >= self._log_end_offset:
+            self._unflushed_messages = 0
+        self.last_flush_ms = now
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """Flush if flush.ms has passed since the last flush and there is unflushed data."""
+        if self.config.flush_ms == LONG_MAX or self.recovery_point >= self._log_end_offset:
+            return False
+        if now_ms - self.last_flush_ms < self.config.flush_ms:
+            return False
+        self.flush(now_ms=now_ms)
+        return True
+
+    # ------------------------------------------------------------------------------------------
+    # retention, DeleteRecords, truncation
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Apply retention.ms / retention.bytes (cleanup.policy delete) and the log start offset.
+
+        Never deletes the active segment. Deleted segments are renamed ``*.deleted`` and removed
+        by :meth:`remove_deleted_files` after file.delete.delay.ms. Returns segments deleted.
+        """
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            self._check_online()
+            segs = list(self._state.segments[:-1])
+            doomed: list[LogSegment] = []
+            cfg = self.config
+            if cfg.delete and cfg.retention_ms >= 0:
+                while segs and now - segs[0].largest_timestamp > cfg.retention_ms:
+                    doomed.append(segs.pop(0))
+            if cfg.delete and cfg.retention_bytes >= 0:
+                excess = self.size_in_bytes - sum(s.size for s in doomed) - cfg.retention_bytes
+                while segs and excess - segs[0].size >= 0:
+                    excess -= segs[0].size
+                    doomed.append(segs.pop(0))
+            # Segments wholly below the log start offset (DeleteRecords) go whatever the policy.
+            all_segs = self._state.segments
+            while segs:
+                idx = all_segs.index(segs[0])
+                if all_segs[idx + 1].base_offset <= self._log_start_offset:
+                    doomed.append(segs.pop(0))
+                else:
+                    break
+            if doomed:
+                self._delete_segments(doomed, now)
+            return len(doomed)
+
+    def _delete_segments(self, doomed: list[LogSegment], now: int) -> None:
+        try:
+            remaining = tuple(s for s in self._state.segments if s not in doomed)
+            self._state = _snapshot(remaining)
+            if remaining and remaining[0].base_offset > self._log_start_offset:
+                self._log_start_offset = remaining[0].base_offset
+                self.epoch_cache.truncate_from_start(self._log_start_offset)
+            due = now + self.config.file_delete_delay_ms
+            for seg in doomed:
+                seg.mark_deleted()
+                self._pending_deletes.append((due, seg))
+        except OSError as exc:
+            self._fail(exc)
+
+    def remove_deleted_files(self, now_ms: int | None = None) -> int:
+        """Physically remove ``*.deleted`` segments whose file.delete.delay.ms has passed."""
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            due = [(t, s) for t, s in self._pending_deletes if t <= now]
+            self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now]
+            for _, seg in due:
+                try:
+                    seg.delete_files()
+                except OSError as exc:
+                    self._fail(exc)
+            return len(due)
+
+    def delete_records_before(self, offset: int, now_ms: int | None = None) -> int:
+        """DeleteRecords: make ``offset`` the log start offset; whole segments below it go.
+
+        Returns the new log start offset. Raises OffsetOutOfRangeError beyond the LEO.
+        """
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            self._check_online()
+            if offset > self._log_end_offset or offset < 0:
+                raise OffsetOutOfRangeError(f"cannot delete records before {offset}: log end is "
+                                            f"{self._log_end_offset}")
+            if offset > self._log_start_offset:
+                self._log_start_offset = offset
+                try:
+                    self.epoch_cache.truncate_from_start(offset)
+                except OSError as exc:
+                    self._fail(exc)
+                segs = self._state.segments
+                doomed = [s for i, s in enumerate(segs[:-1]) if segs[i + 1].base_offset <= offset]
+                if doomed:
+                    self._delete_segments(doomed, now)
+            return self._log_start_offset
+
+    def truncate_to(self, offset: int, now_ms: int | None = None) -> bool:
+        """Remove everything at or after ``offset`` (the whole batch holding it). True if anything went.
+
+        For replication (follower truncation). Producer state must be rebuilt by the caller.
+        """
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            self._check_online()
+            if offset >= self._log_end_offset:
+                return False
+            if offset < self._log_start_offset:
+                self._truncate_fully_and_start_at(offset, now)
+                return True
+            try:
+                segs = self._state.segments
+                doomed = [s for s in segs if s.base_offset > offset]
+                keep = [s for s in segs if s.base_offset <= offset]
+                if doomed:
+                    self._state = _snapshot(keep)
+                    due = now + self.config.file_delete_delay_ms
+                    for seg in doomed:
+                        seg.mark_deleted()
+                        self._pending_deletes.append((due, seg))
+                active = keep[-1]
+                active.truncate_to(offset)
+                self._log_end_offset = active.next_offset
+                self.recovery_point = min(self.recovery_point, self._log_end_offset)
+                self.epoch_cache.truncate_from_end(self._log_end_offset)
+            except OSError as exc:
+                self._fail(exc)
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
+        """Drop every segment and start an empty log at ``offset`` (log start = LEO = offset)."""
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            self._check_online()
+            try:
+                self._truncate_fully_and_start_at(offset, now)
+            except OSError as exc:
+                self._fail(exc)
+
+    def _truncate_fully_and_start_at(self, offset: int, now: int) -> None:
+        due = now + self.config.file_delete_delay_ms
+        old = self._state.segments
+        for seg in old:
+            seg.mark_deleted()
+            self._pending_deletes.append((due, seg))
+        new = LogSegment.create(self.dir, offset, self.config, now)
+        self._state = _snapshot([new])
+        self._log_start_offset = self._log_end_offset = self.recovery_point = offset
+        self.epoch_cache.clear()
+
+    # ------------------------------------------------------------------------------------------
+    # lifecycle and failure
+
+    def close(self) -> None:
+        """Flush, write final time index entries, trim indexes and close every file."""
+        with self._lock:
+            if self.closed:
+                return
+            try:
+                if not self.offline:
+                    self._flush(self._log_end_offset, _now_ms())
+                    self.epoch_cache.flush()
+            except OSError as exc:
+                self.close_quietly()
+                self._fail(exc)
+            self.close_quietly()
+
+    def close_quietly(self) -> None:
+        """Close files without flushing (offline dirs, failed opens)."""
+        self.closed = True
+        for seg in list(self._state.segments) + [s for _, s in self._pending_deletes]:
+            try:
+                seg.close()
+            except OSError:
+                pass
+
+    def delete(self) -> None:
+        """Close the log and remove its directory and everything in it."""
+        with self._lock:
+            self.close_quietly()
+            self._pending_deletes = []
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def rename_dir(self, new_dir: Path) -> None:
+        """Move the partition directory (LogManager's ``-delete`` rename); files stay open."""
+        with self._lock:
+            os.rename(self.dir, new_dir)
+            self.dir = new_dir
+            self.epoch_cache.path = new_dir / self.epoch_cache.path.name
+            for seg in list(self._state.segments) + [s for _, s in self._pending_deletes]:
+                seg.dir = new_dir
+                seg.log_path = new_dir / seg.log_path.name
+                for index in (seg.offset_index, seg.time_index):
+                    index.path = new_dir / index.path.name
+
+    def _check_online(self) -> None:
+        if self.offline:
+            raise KafkaStorageError(f"log {self.dir.name} is in an offline log directory")
+        if self.closed:
+            raise KafkaStorageError(f"log {self.dir.name} is closed")
+
+    def _io(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except OSError as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: OSError) -> None:
+        """A disk error: take the log (and via the callback its log dir) offline and raise."""
+        self.offline = True
+        log_dir = self.dir.parent
+        if self.on_dir_failure is not None:
+            self.on_dir_failure(log_dir)
+        raise LogDirOfflineError(log_dir, f"I/O error on {self.dir}: {exc}") from exc
+
+    def __repr__(self) -> str:
+        return (f"Log({self.dir.name}, start={self._log_start_offset}, end={self._log_end_offset}, "
+                f"segments={len(self._state.segments)})")

@@ -1,0 +1,308 @@
+"""All partition logs of a broker across its log dirs (Kafka's LogManager).
+
+Each log dir (``log.dirs``) holds::
+
+    <topic>-<partition>/                  one Log per partition (storage.log)
+    <topic>-<partition>.<uuid>-delete/    a deleted partition awaiting removal
+    recovery-point-offset-checkpoint      "0\\n<count>\\n<topic> <partition> <offset>\\n..."
+    log-start-offset-checkpoint           same format
+    meta.properties                       node.id, cluster.id, directory.id, version=1
+    .kafka_cleanshutdown                  present only between a clean shutdown and the next start
+
+A new partition goes to the online dir with the fewest partitions.
+
+Crash story: :meth:`startup` opens every partition; in a dir without the clean-shutdown marker
+each log is recovered from its checkpointed recovery point (storage.log). The marker is removed
+once loading is done, so a crash from then on is seen as unclean. :meth:`shutdown` flushes and
+closes every log, writes both checkpoints, then the marker. Checkpoints are written atomically.
+
+Disk errors: a Log that hits an OSError calls back :meth:`_on_dir_failure`, which takes its whole
+log dir offline: that dir's logs are flagged offline (closed without flushing at shutdown) and any later access to them raises
+KafkaStorageError; other dirs keep working. (Kafka would also tell the controller; the broker
+does that by watching :attr:`offline_dirs`.)
+
+Threading: every method does blocking file work and belongs on the IO pool, never the event loop.
+The registry of logs is guarded by a lock, so methods may be called from several pool threads;
+per-partition ordering (appends serialized per partition) is the caller's job, the Log's own lock
+enforces it anyway. ``get_log`` is cheap and safe from any thread.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from storage.checkpoint_file import (
+    CheckpointFormatError,
+    fsync_dir,
+    read_checkpoint,
+    write_atomically,
+    write_checkpoint,
+)
+from storage.errors import KafkaStorageError, LogDirOfflineError
+from storage.log import Log, ProducerStateHook
+from storage.log_config import LogConfig
+from storage.partition_metadata import topic_id_to_str
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+META_PROPERTIES = "meta.properties"
+DELETE_DIR_SUFFIX = "-delete"
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+
+TopicPartition = tuple[str, int]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogManager:
+    def __init__(self, log_dirs: list[Path], default_config: LogConfig, *, node_id: int | None = None,
+                 cluster_id: str | None = None,
+                 producer_state_factory: Callable[[str, int, Path], ProducerStateHook] | None = None) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is required")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.producer_state_factory = producer_state_factory
+        self._logs: dict[TopicPartition, Log] = {}
+        self._log_dir_of: dict[TopicPartition, Path] = {}
+        self._topic_configs: dict[str, LogConfig] = {}
+        self.offline_dirs: set[Path] = set()
+        self._lock = threading.RLock()
+        self._offline_lock = threading.Lock()
+
+    # ------------------------------------------------------------------------------------------
+    # startup and shutdown
+
+    def startup(self, topic_configs: Mapping[str, LogConfig] | None = None, now_ms: int | None = None) -> None:
+        """Load every partition in every log dir, recovering those of uncleanly stopped dirs."""
+        now = _now_ms() if now_ms is None else now_ms
+        self._topic_configs.update(topic_configs or {})
+        for log_dir in self.log_dirs:
+            try:
+                self._load_dir(log_dir, now)
+            except (OSError, CheckpointFormatError, KafkaStorageError) as exc:
+                # Kafka refuses to start on a foreign meta.properties; we keep the other dirs.
+                self._mark_offline(log_dir, exc)
+
+    def _load_dir(self, log_dir: Path, now: int) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self._check_meta_properties(log_dir)
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery_points = self._read_offsets(log_dir / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = self._read_offsets(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        for entry in sorted(os.scandir(log_dir), key=lambda e: e.name):
+            if not entry.is_dir():
+                continue
+            if entry.name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(entry.path, ignore_errors=True)  # deletion interrupted by a crash
+                continue
+            match = _PARTITION_DIR.match(entry.name)
+            if match is None:
+                continue
+            tp = (match["topic"], int(match["partition"]))
+            log = Log.open(
+                Path(entry.path), self._topic_configs.get(tp[0], self.default_config),
+                recovery_point=recovery_points.get(tp, 0), log_start_offset=start_offsets.get(tp, 0),
+                clean_shutdown=clean, producer_state=self._producer_state(tp, Path(entry.path)), now_ms=now,
+                on_dir_failure=self._on_dir_failure,
+            )
+            with self._lock:
+                self._logs[tp] = log
+                self._log_dir_of[tp] = log_dir
+        if clean:
+            marker.unlink()
+            fsync_dir(log_dir)
+
+    def _producer_state(self, tp: TopicPartition, dir: Path) -> ProducerStateHook | None:
+        return self.producer_state_factory(tp[0], tp[1], dir) if self.producer_state_factory else None
+
+    def _check_meta_properties(self, log_dir: Path) -> None:
+        path = log_dir / META_PROPERTIES
+        if path.exists():
+            props = dict(line.split("=", 1) for line in path.read_text().splitlines()
+                         if "=" in line and not line.startswith("#"))
+            if self.cluster_id is not None and props.get("cluster.id", self.cluster_id) != self.cluster_id:
+                raise KafkaStorageError(f"{path}: cluster.id {props.get('cluster.id')} != {self.cluster_id}")
+            if self.node_id is not None and props.get("node.id", str(self.node_id)) != str(self.node_id):
+                raise KafkaStorageError(f"{path}: node.id {props.get('node.id')} != {self.node_id}")
+            return
+        lines = ["#", f"#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}"]
+        if self.cluster_id is not None:
+            lines.append(f"cluster.id={self.cluster_id}")
+        lines.append(f"directory.id={topic_id_to_str(uuid.uuid4())}")
+        if self.node_id is not None:
+            lines.append(f"node.id={self.node_id}")
+        lines.append("version=1")
+        write_atomically(path, ("\n".join(lines) + "\n").encode())
+
+    @staticmethod
+    def _read_offsets(path: Path) -> dict[TopicPartition, int]:
+        return {(t, int(p)): int(o) for t, p, o in read_checkpoint(path, 3)}
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write checkpoints, then the clean-shutdown marker per dir."""
+        with self._lock:
+            for tp, log in list(self._logs.items()):
+                if self._log_dir_of[tp] in self.offline_dirs:
+                    log.close_quietly()
+                    continue
+                try:
+                    log.close()
+                except KafkaStorageError:
+                    pass  # its dir just went offline; no marker for it below
+            self.checkpoint()
+            for log_dir in self.log_dirs:
+                if log_dir in self.offline_dirs:
+                    continue
+                try:
+                    write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b'{"version":0,"brokerEpoch":-1}')
+                except OSError as exc:
+                    self._mark_offline(log_dir, exc)
+
+    # ------------------------------------------------------------------------------------------
+    # partitions
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        """The partition's log, None if absent; KafkaStorageError if its dir is offline."""
+        tp = (topic, partition)
+        log = self._logs.get(tp)
+        if log is not None and self._log_dir_of[tp] in self.offline_dirs:
+            raise KafkaStorageError(f"{topic}-{partition} is in offline log dir {self._log_dir_of[tp]}")
+        return log
+
+    def get_or_create_log(self, topic: str, partition: int, topic_id: str | None = None,
+                          config: LogConfig | None = None) -> Log:
+        with self._lock:
+            existing = self.get_log(topic, partition)
+            if existing is not None:
+                return existing
+            if config is not None:
+                self._topic_configs[topic] = config
+            online = [d for d in self.log_dirs if d not in self.offline_dirs]
+            if not online:
+                raise KafkaStorageError("no online log directory")
+            counts = {d: 0 for d in online}
+            for d in self._log_dir_of.values():
+                if d in counts:
+                    counts[d] += 1
+            log_dir = min(online, key=lambda d: counts[d])
+            tp = (topic, partition)
+            dir = log_dir / f"{topic}-{partition}"
+            try:
+                log = Log.open(dir, config or self._topic_configs.get(topic, self.default_config),
+                               clean_shutdown=True, topic_id=topic_id,
+                               producer_state=self._producer_state(tp, dir), on_dir_failure=self._on_dir_failure)
+                fsync_dir(log_dir)
+            except LogDirOfflineError as exc:
+                self._mark_offline(log_dir, exc)
+                raise
+            except OSError as exc:
+                self._mark_offline(log_dir, exc)
+                raise LogDirOfflineError(log_dir, str(exc)) from exc
+            self._logs[tp] = log
+            self._log_dir_of[tp] = log_dir
+            return log
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Rename the partition dir to ``<topic>-<partition>.<uuid>-delete``, then remove it."""
+        with self._lock:
+            tp = (topic, partition)
+            log = self._logs.pop(tp, None)
+            log_dir = self._log_dir_of.pop(tp, None)
+        if log is None or log_dir is None:
+            return False
+        doomed = log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        try:
+            log.rename_dir(doomed)
+            fsync_dir(log_dir)
+        except OSError as exc:
+            self._mark_offline(log_dir, exc)
+        log.delete()
+        return True
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        with self._lock:
+            self._topic_configs[topic] = config
+            for (t, _), log in self._logs.items():
+                if t == topic:
+                    log.update_config(config)
+
+    def all_logs(self) -> dict[TopicPartition, Log]:
+        with self._lock:
+            return {tp: log for tp, log in self._logs.items() if self._log_dir_of[tp] not in self.offline_dirs}
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._log_dir_of.get((topic, partition))
+
+    # ------------------------------------------------------------------------------------------
+    # periodic work (the broker schedules these on the IO pool)
+
+    def checkpoint(self) -> None:
+        """Write recovery-point and log-start-offset checkpoints of every online dir."""
+        with self._lock:
+            for log_dir in self.log_dirs:
+                if log_dir in self.offline_dirs or not log_dir.exists():
+                    continue
+                logs = sorted((tp, log) for tp, log in self._logs.items() if self._log_dir_of[tp] == log_dir)
+                try:
+                    write_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT,
+                                     [(t, p, log.recovery_point) for (t, p), log in logs])
+                    write_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT,
+                                     [(t, p, log.log_start_offset) for (t, p), log in logs])
+                except OSError as exc:
+                    self._mark_offline(log_dir, exc)
+
+    def run_retention(self, now_ms: int | None = None) -> int:
+        """Retention and delayed file removal for every online log; returns segments deleted."""
+        now = _now_ms() if now_ms is None else now_ms
+        deleted = 0
+        for log in self.all_logs().values():
+            try:
+                deleted += log.delete_old_segments(now)
+                log.remove_deleted_files(now)
+            except KafkaStorageError:
+                continue  # its dir went offline meanwhile
+        return deleted
+
+    def flush_dirty(self, now_ms: int | None = None) -> int:
+        """Apply flush.ms to every online log; returns logs flushed."""
+        now = _now_ms() if now_ms is None else now_ms
+        flushed = 0
+        for log in self.all_logs().values():
+            try:
+                flushed += log.maybe_flush(now)
+            except KafkaStorageError:
+                continue
+        return flushed
+
+    # ------------------------------------------------------------------------------------------
+    # failures
+
+    def _on_dir_failure(self, log_dir: Path) -> None:
+        self._mark_offline(log_dir, None)
+
+    def _mark_offline(self, log_dir: Path, exc: BaseException | None) -> None:
+        # Only flags here: this runs inside a failing Log's lock, so it must not take the
+        # registry lock (lock order is registry -> log) nor close files another thread may use.
+        with self._offline_lock:
+            if log_dir in self.offline_dirs:
+                return
+            self.offline_dirs.add(log_dir)
+            for tp, d in list(self._log_dir_of.items()):
+                if d == log_dir:
+                    log = self._logs.get(tp)
+                    if log is not None:
+                        log.offline = True

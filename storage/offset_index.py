@@ -1,0 +1,69 @@
+"""The offset index (``<base offset>.index``): sparse map from offset to file position in the .log.
+
+Entry (8 bytes, big-endian): int32 offset relative to the segment's base offset, int32 byte
+position of a batch in the .log. The offset recorded is the batch's *last* offset, so the batch at
+that position always contains it. An entry is added after every ``index.interval.bytes`` of
+appended data. Lookups return the last entry at or below the target; the reader then scans batch
+headers forward from that position (at most about one interval).
+
+See :mod:`storage.index_file` for preallocation, trimming, the crash story and threading.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from storage.index_file import CorruptIndexError, IndexFile
+
+_ENTRY = struct.Struct(">ii")
+
+
+class OffsetIndex(IndexFile):
+    entry_size = 8
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True) -> None:
+        super().__init__(path, base_offset, max_index_size, writable=writable)
+        self.last_offset = self.entry(self.entries - 1)[0] if self.entries else base_offset
+
+    def entry(self, i: int) -> tuple[int, int]:
+        """(absolute offset, position) of entry ``i``."""
+        rel, pos = _ENTRY.unpack_from(self._mmap, i * 8)  # type: ignore[arg-type]
+        return self.base_offset + rel, pos
+
+    def _key_at(self, i: int) -> int:
+        return _ENTRY.unpack_from(self._mmap, i * 8)[0]  # type: ignore[arg-type]
+
+    def append(self, offset: int, position: int) -> None:
+        if self.entries and offset <= self.last_offset:
+            raise CorruptIndexError(f"{self.path}: offset {offset} not above last entry {self.last_offset}")
+        self._ensure_room()
+        _ENTRY.pack_into(self._mmap, self.entries * 8, offset - self.base_offset, position)  # type: ignore[arg-type]
+        self.last_offset = offset
+        self.entries += 1  # published last: concurrent readers only see complete entries
+
+    def lookup(self, target_offset: int) -> tuple[int, int]:
+        """The last entry with offset <= target, or (base_offset, 0) if there is none."""
+        i = self._largest_at_most(target_offset - self.base_offset, self.entries)
+        return self.entry(i) if i >= 0 else (self.base_offset, 0)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries with offset >= ``offset``."""
+        i = self._largest_at_most(offset - 1 - self.base_offset, self.entries)
+        self.entries = i + 1
+        self.last_offset = self.entry(i)[0] if i >= 0 else self.base_offset
+
+    def reset(self) -> None:
+        super().reset()
+        self.last_offset = self.base_offset
+
+    def sanity_check(self, log_size: int, next_offset: int | None = None) -> None:
+        """Raise CorruptIndexError if the file cannot describe a .log of ``log_size`` bytes."""
+        self._check_size_and_order(lambda i: _ENTRY.unpack_from(self._mmap, i * 8)[0])  # type: ignore[arg-type]
+        if not self.entries:
+            return
+        positions = [_ENTRY.unpack_from(self._mmap, i * 8)[1] for i in range(self.entries)]  # type: ignore[arg-type]
+        if positions != sorted(positions) or positions[-1] >= max(log_size, 1) or positions[0] < 0:
+            raise CorruptIndexError(f"{self.path}: positions out of order or beyond the log ({log_size} bytes)")
+        if self.last_offset < self.base_offset or (next_offset is not None and self.last_offset >= next_offset):
+            raise CorruptIndexError(f"{self.path}: last offset {self.last_offset} outside the segment")

@@ -1,0 +1,368 @@
+"""A log segment: ``<base offset:020d>.log`` plus its ``.index`` and ``.timeindex`` (Kafka's LogSegment).
+
+On disk, in the partition directory::
+
+    00000000000000000000.log        v2 record batches back to back, exactly as produced except
+                                    base_offset and partition_leader_epoch (and, for
+                                    LogAppendTime, max_timestamp + CRC) rewritten by the leader
+    00000000000000000000.index      sparse offset -> position (storage.offset_index)
+    00000000000000000000.timeindex  sparse timestamp -> offset (storage.time_index)
+
+The file name is the segment's base offset: every batch in it has base_offset >= that value and
+below the next segment's base offset, with relative offsets fitting an int32.
+TODO(transactions): ``.txnindex`` (aborted transactions) is not written yet.
+
+Writes: one ``pwrite`` of all batches of an append at the current end. On an OSError the file is
+truncated back to its previous size so no partial batch stays behind, and the error propagates
+(the log turns it into LogDirOfflineError). Nothing is fsynced on append; :meth:`flush` fsyncs.
+
+Crash story: the .log may end in a torn batch and the indexes may be stale or preallocated with
+zeros. :meth:`recover` rescans the .log in 8 MiB chunks, checks each batch's header and CRC32C,
+truncates at the first invalid byte and rebuilds both indexes. :meth:`load` (clean open) trusts the
+.log but sanity-checks the indexes and rebuilds them if they are inconsistent.
+
+Deleted segments are renamed with a ``.deleted`` suffix and keep their file descriptor open until
+:meth:`delete_files`, so in-flight sendfile readers finish.
+
+Threading: one writer (the log's append path, serialized per partition). Readers may call
+:meth:`translate_offset`, :meth:`read_header` and friends concurrently: they only read bytes
+below ``size``, which is published after the bytes are written and indexed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from crc32c import crc32c
+
+from protocol.batch_header import (
+    CRC_START,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    InvalidBatchError,
+    parse_header,
+)
+from storage.index_file import CorruptIndexError
+from storage.log_config import LogConfig
+from storage.offset_index import OffsetIndex
+from storage.time_index import NO_TIMESTAMP, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+RECOVERY_CHUNK = 8 * 1024 * 1024
+INT32_MAX = 2**31 - 1
+
+
+def file_stem(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+class LogSegment:
+    def __init__(self, dir: Path, base_offset: int, config: LogConfig, *, created_ms: int,
+                 active: bool, create: bool) -> None:
+        self.dir = dir
+        self.base_offset = base_offset
+        self.config = config
+        stem = file_stem(base_offset)
+        self.log_path = dir / (stem + LOG_SUFFIX)
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        self.fd = os.open(self.log_path, flags, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.indexes_missing = not (dir / (stem + INDEX_SUFFIX)).exists() or \
+            not (dir / (stem + TIME_INDEX_SUFFIX)).exists()
+        self.offset_index = OffsetIndex(dir / (stem + INDEX_SUFFIX), base_offset, config.segment_index_bytes,
+                                        writable=active)
+        self.time_index = TimeIndex(dir / (stem + TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes,
+                                    writable=active)
+        self.created_ms = created_ms
+        # Kafka draws the roll jitter once per segment so a fleet of partitions does not roll at once.
+        self.roll_jitter_ms = random.randrange(config.segment_jitter_ms) if config.segment_jitter_ms > 0 else 0
+        self.bytes_since_last_index_entry = 0
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset  # last offset of the batch holding max_timestamp
+        self.rolling_based_timestamp: int | None = None
+        self.next_offset = base_offset  # offset after the last batch in this segment
+        self.flushed_size = self.size if not create else 0
+        self.deleted = False
+
+    # -- opening --------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            # Stale index files of a truncated-away segment with the same base offset.
+            (dir / (file_stem(base_offset) + suffix)).unlink(missing_ok=True)
+        return cls(dir, base_offset, config, created_ms=now_ms, active=True, create=True)
+
+    @classmethod
+    def load(cls, dir: Path, base_offset: int, config: LogConfig, *, active: bool,
+             next_segment_base: int | None, now_ms: int) -> LogSegment:
+        """Open an existing segment after a clean shutdown; rebuild indexes that fail sanity checks."""
+        seg = cls(dir, base_offset, config, created_ms=now_ms, active=active, create=False)
+        try:
+            if seg.indexes_missing and seg.size > 0:
+                raise CorruptIndexError(f"{seg.log_path}: index files missing")
+            seg.offset_index.sanity_check(seg.size, next_segment_base)
+            seg.time_index.sanity_check(next_segment_base)
+            seg._load_tail()
+            if next_segment_base is not None and seg.next_offset > next_segment_base:
+                raise CorruptIndexError(f"{seg.log_path}: batches beyond the next segment")
+        except (CorruptIndexError, InvalidBatchError):
+            seg.recover()
+        return seg
+
+    def _load_tail(self) -> None:
+        """Find next_offset and the max timestamp from the last index entries plus a short scan."""
+        _, position = self.offset_index.lookup(self.offset_index.last_offset)
+        if self.offset_index.entries == 0:
+            position = 0
+        self.next_offset = self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_timestamp, \
+            self.time_index.last_offset
+        last_pos = position
+        for pos, header in self.iter_headers(position):
+            self.next_offset = header.next_offset
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = header.max_timestamp, header.last_offset
+            last_pos = pos + header.size
+        if last_pos != self.size:
+            raise InvalidBatchError(f"{self.log_path}: partial batch at the end of a cleanly closed segment")
+        if position == 0 and self.size == 0:
+            self.next_offset = self.base_offset
+        self.bytes_since_last_index_entry = self.size - position
+
+    # -- appending ------------------------------------------------------------------------------
+    def append(self, buf: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]) -> None:
+        """Write ``buf`` (whole batches with offsets assigned) at the end; index each batch.
+
+        ``batches`` holds (position within buf, header) for each batch. On OSError the file is
+        cut back to its previous size and the error re-raised.
+        """
+        start = self.size
+        view = memoryview(buf)
+        written = 0
+        try:
+            while written < len(view):
+                n = os.pwrite(self.fd, view[written:], start + written)
+                if n <= 0:
+                    raise OSError("short write")
+                written += n
+        except OSError:
+            try:
+                os.ftruncate(self.fd, start)
+            except OSError:
+                pass  # the log dir goes offline anyway; recovery truncates the torn tail
+            raise
+        for rel_pos, header in batches:
+            self._index_batch(start + rel_pos, header)
+        self.size = start + len(view)  # published last: readers never see unindexed bytes
+
+    def _index_batch(self, position: int, header: BatchHeader) -> None:
+        if self.rolling_based_timestamp is None:
+            self.rolling_based_timestamp = header.max_timestamp
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = header.max_timestamp, header.last_offset
+        if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
+            self.offset_index.append(header.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += header.size
+        self.next_offset = header.next_offset
+
+    def should_roll(self, batch_bytes: int, max_timestamp: int, last_offset: int, now_ms: int) -> bool:
+        """Kafka's LogSegment.shouldRoll: size, segment.ms (+jitter), full index, or offset overflow."""
+        if self.size > self.config.segment_bytes - batch_bytes:
+            return self.size > 0
+        if self.size > 0:
+            first_ts = self.first_batch_timestamp()
+            waited = max_timestamp - first_ts if first_ts >= 0 else now_ms - self.created_ms
+            if waited > self.config.segment_ms - self.roll_jitter_ms:
+                return True
+        return (self.offset_index.is_full or self.time_index.is_full
+                or last_offset - self.base_offset > INT32_MAX)
+
+    def first_batch_timestamp(self) -> int:
+        if self.rolling_based_timestamp is None and self.size >= HEADER_SIZE:
+            self.rolling_based_timestamp = self.read_header(0).max_timestamp
+        return self.rolling_based_timestamp if self.rolling_based_timestamp is not None else NO_TIMESTAMP
+
+    def on_become_inactive(self) -> None:
+        """Called at roll: final time index entry, trim both indexes (Kafka's onBecomeInactiveSegment)."""
+        if self.max_timestamp != NO_TIMESTAMP:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    # -- reading --------------------------------------------------------------------------------
+    def read_header(self, position: int) -> BatchHeader:
+        data = os.pread(self.fd, HEADER_SIZE, position)
+        return parse_header(data)
+
+    def iter_headers(self, position: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from ``position`` up to ``end`` (default: size).
+
+        Reads 64 KiB at a time; raises InvalidBatchError on a malformed header and stops before a
+        batch that does not end by ``end``.
+        """
+        end = self.size if end is None else end
+        chunk_size = 65536
+        while end - position >= HEADER_SIZE:
+            data = os.pread(self.fd, min(chunk_size, end - position), position)
+            consumed = 0
+            while len(data) - consumed >= HEADER_SIZE:
+                header = parse_header(data, consumed)
+                if position + consumed + header.size > end:
+                    return
+                yield position + consumed, header
+                consumed += header.size
+            if consumed == 0:
+                # A batch bigger than the chunk: skip over it using its header alone.
+                header = parse_header(data, 0)
+                if position + header.size > end:
+                    return
+                yield position, header
+                consumed = header.size
+            position += consumed
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch whose last offset >= ``offset``; None if past the end."""
+        _, pos = self.offset_index.lookup(offset)
+        pos = max(pos, start_position)
+        for position, header in self.iter_headers(pos):
+            if header.last_offset >= offset:
+                return position, header
+        return None
+
+    def read_batch(self, position: int, size: int) -> bytes:
+        return os.pread(self.fd, size, position)
+
+    # -- recovery -------------------------------------------------------------------------------
+    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
+        """Rescan the .log: check headers and CRCs, truncate at the first bad byte, rebuild indexes.
+
+        ``on_batch`` sees every valid batch in order (leader epoch cache, producer state).
+        Returns the number of bytes truncated.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
+        self.bytes_since_last_index_entry = 0
+        self.rolling_based_timestamp = None
+        self.next_offset = self.base_offset
+        file_size = os.fstat(self.fd).st_size
+        valid_end = 0
+        pending = b""
+        pending_pos = 0  # file position of pending[0]
+        read_pos = 0
+        expected_min_offset = self.base_offset
+        done = False
+        while not done and read_pos < file_size:
+            chunk = os.pread(self.fd, RECOVERY_CHUNK, read_pos)
+            if not chunk:
+                break
+            read_pos += len(chunk)
+            buf = pending + chunk if pending else chunk
+            view = memoryview(buf)
+            pos = 0
+            while len(buf) - pos >= LOG_OVERHEAD:
+                try:
+                    header = parse_header(buf, pos) if len(buf) - pos >= HEADER_SIZE else None
+                except InvalidBatchError:
+                    done = True
+                    break
+                if header is None:
+                    break  # need more bytes
+                if len(buf) - pos < header.size:
+                    break  # need more bytes (or a torn tail, cut below)
+                if (crc32c(view[pos + CRC_START: pos + header.size]) != header.crc
+                        or header.base_offset < expected_min_offset
+                        or header.last_offset - self.base_offset > INT32_MAX):
+                    done = True
+                    break
+                self._index_batch(pending_pos + pos, header)
+                expected_min_offset = header.next_offset
+                if on_batch is not None:
+                    on_batch(header)
+                pos += header.size
+                valid_end = pending_pos + pos
+            view.release()
+            pending = buf[pos:]
+            pending_pos += pos
+        truncated = file_size - valid_end
+        if truncated:
+            os.ftruncate(self.fd, valid_end)
+        self.size = valid_end
+        return truncated
+
+    # -- truncation -----------------------------------------------------------------------------
+    def truncate_to(self, offset: int) -> int:
+        """Drop batches whose last offset >= ``offset`` (the batch holding ``offset`` goes too).
+
+        Returns bytes removed. Indexes are cut to match and the max timestamp recomputed.
+        """
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        removed = self.size - position
+        os.ftruncate(self.fd, position)
+        self.size = position
+        self.flushed_size = min(self.flushed_size, position)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        # The segment is the active one again: give its indexes room to grow.
+        self.offset_index.ensure_preallocated()
+        self.time_index.ensure_preallocated()
+        if position == 0:
+            self.rolling_based_timestamp = None
+        # Rescan the tail after the last surviving index entry for next_offset and max timestamp.
+        self._load_tail()
+        return removed
+
+    # -- durability and lifecycle ---------------------------------------------------------------
+    def flush(self) -> None:
+        if self.flushed_size != self.size:
+            os.fsync(self.fd)
+            self.flushed_size = self.size
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self.fd < 0:
+            return
+        if self.max_timestamp != NO_TIMESTAMP and not self.deleted:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
+        self.offset_index.close()
+        self.time_index.close()
+        os.close(self.fd)
+        self.fd = -1
+
+    def mark_deleted(self) -> None:
+        """Rename files to ``*.deleted``; the fd stays open for in-flight readers."""
+        self.deleted = True
+        new_log = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        os.rename(self.log_path, new_log)
+        self.log_path = new_log
+        for index in (self.offset_index, self.time_index):
+            index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+
+    def delete_files(self) -> None:
+        self.deleted = True
+        self.close()
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            path.unlink(missing_ok=True)
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max record timestamp, or the file's mtime if no batch had one (Kafka's largestTimestamp)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.fstat(self.fd).st_mtime * 1000)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"

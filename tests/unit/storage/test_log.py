@@ -1,0 +1,455 @@
+import os
+
+import pytest
+from log_test_helpers import batch, open_log, read_all, small_config, values_of
+
+from protocol.batch_header import parse_header
+from protocol.errors import ErrorCode
+from protocol.records import LOG_APPEND_TIME, decode_batch
+from storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from storage.log import DuplicateBatch, Log
+from storage.log_config import LogConfig
+from storage.partition_metadata import read_partition_metadata
+
+
+@pytest.fixture
+def log(tmp_path):
+    log = open_log(tmp_path / "t-0")
+    yield log
+    log.close()
+
+
+def test_new_log_files_and_names(tmp_path):
+    log = open_log(tmp_path / "t-0", topic_id="AAAAAAAAAAAAAAAAAAAAAQ")
+    names = sorted(os.listdir(tmp_path / "t-0"))
+    assert "00000000000000000000.log" in names and "00000000000000000000.index" in names
+    assert "00000000000000000000.timeindex" in names
+    assert (tmp_path / "t-0" / "partition.metadata").read_text() == "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ"
+    assert read_partition_metadata(tmp_path / "t-0") == "AAAAAAAAAAAAAAAAAAAAAQ"
+    # the active index is preallocated to segment.index.bytes (rounded to whole entries)
+    assert os.path.getsize(tmp_path / "t-0" / "00000000000000000000.index") == 1024
+    assert os.path.getsize(tmp_path / "t-0" / "00000000000000000000.timeindex") == 1020
+    log.close()
+    assert os.path.getsize(tmp_path / "t-0" / "00000000000000000000.index") == 0
+
+
+def test_append_assigns_dense_offsets_and_epoch(log):
+    info = log.append(batch(3), leader_epoch=5, now_ms=10)
+    assert (info.first_offset, info.last_offset, info.num_batches, info.log_append_time) == (0, 2, 1, -1)
+    info = log.append(batch(2) + batch(4), leader_epoch=5)
+    assert (info.first_offset, info.last_offset, info.num_batches) == (3, 8, 2)
+    assert log.log_end_offset == 9
+    batches = read_all(log)
+    assert [(b, e) for b, e, _ in batches] == [(0, 2), (3, 4), (5, 8)]
+    for _, _, raw in batches:
+        h = parse_header(raw)
+        assert h.partition_leader_epoch == 5
+        decode_batch(raw)  # CRC still valid after the rewrite
+    assert log.epoch_cache.entries == [(5, 0)]
+
+
+def test_append_keeps_record_bytes_untouched(log):
+    raw = batch(2, value_size=50, tag=7)
+    log.append(raw, leader_epoch=0)
+    stored = read_all(log)[0][2]
+    assert stored[12:16] == (0).to_bytes(4, "big")  # epoch rewritten
+    assert stored[16:] == raw[16:]
+
+
+def test_log_append_time_stamps_batches(tmp_path):
+    log = open_log(tmp_path / "t-0", small_config(message_timestamp_type="LogAppendTime"))
+    info = log.append(batch(2, ts=5), leader_epoch=0, now_ms=123456)
+    assert info.log_append_time == 123456
+    decoded = decode_batch(read_all(log)[0][2])
+    assert decoded.timestamp_type == LOG_APPEND_TIME and decoded.max_timestamp == 123456
+    assert [r.timestamp for r in decoded.records] == [123456, 123456]
+    log.close()
+
+
+@pytest.mark.parametrize("mutate,error", [
+    (lambda b: b[:-1], CorruptRecordError),  # truncated batch
+    (lambda b: b[:30], CorruptRecordError),  # shorter than a header
+    (lambda b: b + b"\x00" * 5, CorruptRecordError),  # trailing garbage
+    (lambda b: b[:-1] + bytes([b[-1] ^ 1]), CorruptRecordError),  # CRC mismatch
+    (lambda b: b[:16] + b"\x01" + b[17:], CorruptRecordError),  # magic 1
+])
+def test_bad_input_is_rejected_and_nothing_written(log, mutate, error):
+    log.append(batch(1), leader_epoch=0)
+    before = log.active_segment.size
+    good = batch(2)
+    with pytest.raises(error) as info:
+        log.append(good + mutate(batch(3)), leader_epoch=0)
+    assert info.value.code == ErrorCode.CORRUPT_MESSAGE
+    assert log.log_end_offset == 1 and log.active_segment.size == before
+    assert os.path.getsize(log.active_segment.log_path) == before
+    assert log.append(good, leader_epoch=0).first_offset == 1
+
+
+def test_empty_record_set_rejected(log):
+    with pytest.raises(CorruptRecordError):
+        log.append(b"", leader_epoch=0)
+    assert log.log_end_offset == 0
+
+
+def test_too_large_batch_rejected(tmp_path):
+    log = open_log(tmp_path / "t-0", small_config(max_message_bytes=200))
+    with pytest.raises(RecordTooLargeError) as info:
+        log.append(batch(1, value_size=10) + batch(1, value_size=300), leader_epoch=0)
+    assert info.value.code == ErrorCode.MESSAGE_TOO_LARGE
+    assert log.log_end_offset == 0 and log.size_in_bytes == 0
+    log.close()
+
+
+def test_record_count_mismatch_and_control_batches_rejected(log):
+    bad = batch(2, last_offset_delta=5)
+    with pytest.raises(InvalidRecordError):
+        log.append(bad, leader_epoch=0)
+    with pytest.raises(InvalidRecordError):
+        log.append(batch(1, is_control=True), leader_epoch=0)
+    assert log.log_end_offset == 0
+
+
+def test_timestamp_bounds(tmp_path):
+    log = open_log(tmp_path / "t-0", small_config(message_timestamp_after_max_ms=1000,
+                                                   message_timestamp_before_max_ms=1000))
+    with pytest.raises(InvalidTimestampError):
+        log.append(batch(1, ts=50_000), leader_epoch=0, now_ms=10_000)
+    with pytest.raises(InvalidTimestampError):
+        log.append(batch(1, ts=1), leader_epoch=0, now_ms=10_000)
+    assert log.append(batch(1, ts=10_500), leader_epoch=0, now_ms=10_000).first_offset == 0
+    log.close()
+
+
+def test_read_semantics(log):
+    for i in range(5):
+        log.append(batch(3, tag=i), leader_epoch=0)  # batches at 0,3,6,9,12
+    one = len(batch(3))
+    s = log.read(4, 10_000)
+    assert s.first_offset == 3 and s.position == one  # batch holding offset 4 starts at 3
+    assert s.size == 4 * one and s.next_offset == 15
+    s = log.read(0, one * 2 + 1)
+    assert s.size == 2 * one
+    s = log.read(0, 1)  # KIP-74: at least one whole batch
+    assert s.size == one
+    assert log.read(0, 1, min_one_batch=False).size == 0
+    s = log.read(0, 10_000, max_offset=7)  # high watermark 7: batch 6..8 straddles it, excluded
+    assert s.next_offset == 6
+    assert log.read(15, 100).size == 0 and log.read(15, 100).fd == -1
+    assert log.read(6, 100, max_offset=6).size == 0
+    with pytest.raises(OffsetOutOfRangeError) as info:
+        log.read(16, 100)
+    assert info.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(-1, 100)
+    assert values_of(log.read(9, one).read_bytes()) == [b"\x03" * 10] * 3
+
+
+def test_read_slice_is_sendfile_ready(log):
+    import socket
+    log.append(batch(2), leader_epoch=0)
+    s = log.read(0, 1000)
+    a, b = socket.socketpair()
+    with a, b:
+        sent = os.sendfile(a.fileno(), s.fd, s.position, s.size)
+        assert sent == s.size and b.recv(65536) == s.read_bytes()
+
+
+def test_roll_on_segment_bytes_and_reads_across_segments(log):
+    for i in range(60):
+        log.append(batch(2, value_size=100, tag=i), leader_epoch=0)
+    assert len(log.segments) > 3
+    for seg in log.segments:
+        assert seg.size <= 4096
+        assert seg.log_path.name == f"{seg.base_offset:020d}.log"
+    assert [b for b, _, _ in read_all(log)] == list(range(0, 120, 2))
+    for seg in log.segments[:-1]:  # inactive indexes trimmed
+        assert os.path.getsize(seg.offset_index.path) == seg.offset_index.entries * 8
+        assert seg.offset_index.entries > 0
+    assert log.recovery_point == log.active_segment.base_offset  # rolled segments fsynced
+
+
+def test_roll_on_segment_ms_uses_batch_timestamps(tmp_path):
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=1 << 20, segment_ms=1000))
+    log.append(batch(1, ts=10_000), leader_epoch=0)
+    log.append(batch(1, ts=10_900), leader_epoch=0)
+    assert len(log.segments) == 1
+    log.append(batch(1, ts=11_001), leader_epoch=0)
+    assert [s.base_offset for s in log.segments] == [0, 2]
+    log.close()
+
+
+def test_explicit_roll_and_empty_roll_is_noop(log):
+    log.append(batch(1), leader_epoch=0)
+    log.roll()
+    log.roll()
+    assert [s.base_offset for s in log.segments] == [0, 1]
+
+
+def test_reopen_clean_keeps_everything(tmp_path):
+    log = open_log(tmp_path / "t-0")
+    for i in range(40):
+        log.append(batch(2, value_size=100, tag=i, ts=1000 + i), leader_epoch=i // 10)
+    expected = read_all(log)
+    log.close()
+    log = open_log(tmp_path / "t-0", clean_shutdown=True)
+    assert read_all(log) == expected and log.log_end_offset == 80
+    assert log.epoch_cache.entries == [(0, 0), (1, 20), (2, 40), (3, 60)]
+    assert log.offset_for_timestamp(1020) == (40, 1020)
+    assert log.append(batch(1), leader_epoch=3).first_offset == 80
+    log.close()
+
+
+def test_offset_for_timestamp(tmp_path):
+    log = open_log(tmp_path / "t-0", small_config(index_interval_bytes=0))
+    log.append(batch(3, ts=[100, 300, 200]), leader_epoch=0)  # 0..2, max 300
+    log.append(batch(2, ts=[300, 400]), leader_epoch=0)  # 3..4
+    log.append(batch(2, ts=[150, 150]), leader_epoch=0)  # 5..6 (timestamps may go backwards)
+    log.roll()
+    log.append(batch(1, ts=1000), leader_epoch=0)  # 7
+    assert log.offset_for_timestamp(0) == (0, 100)
+    assert log.offset_for_timestamp(100) == (0, 100)
+    assert log.offset_for_timestamp(101) == (1, 300)
+    assert log.offset_for_timestamp(300) == (1, 300)  # first record with ts >= 300, not batch 3
+    assert log.offset_for_timestamp(301) == (4, 400)
+    assert log.offset_for_timestamp(401) == (7, 1000)
+    assert log.offset_for_timestamp(1001) is None
+    assert log.offset_for_timestamp(401, max_offset=7) is None
+    assert log.max_timestamp_and_offset() == (1000, 7)
+    log.delete_records_before(2)
+    assert log.offset_for_timestamp(0) == (2, 200)
+    log.close()
+
+
+def test_offset_for_timestamp_equal_timestamps_unindexed(tmp_path):
+    # An earlier record with the same timestamp as an indexed one must still be found first.
+    log = open_log(tmp_path / "t-0", small_config(index_interval_bytes=0))
+    for _ in range(6):
+        log.append(batch(1, ts=100), leader_epoch=0)
+    assert log.offset_for_timestamp(100) == (0, 100)
+    assert log.max_timestamp_and_offset() == (100, 0)
+    log.close()
+
+
+def test_max_timestamp_with_log_append_time(tmp_path):
+    log = open_log(tmp_path / "t-0", small_config(message_timestamp_type="LogAppendTime"))
+    log.append(batch(2), leader_epoch=0, now_ms=500)
+    log.append(batch(2), leader_epoch=0, now_ms=700)
+    assert log.max_timestamp_and_offset() == (700, 2)
+    assert log.offset_for_timestamp(600) == (2, 700)
+    log.close()
+
+
+def test_empty_log_lookups(log):
+    assert log.offset_for_timestamp(0) is None and log.max_timestamp_and_offset() is None
+
+
+def test_retention_by_time_and_delayed_file_removal(tmp_path):
+    log = open_log(tmp_path / "t-0", small_config(retention_ms=1000, file_delete_delay_ms=500))
+    for i in range(30):
+        log.append(batch(2, value_size=100, ts=10_000 + i * 100), leader_epoch=0)
+    nsegs = len(log.segments)
+    assert nsegs > 2
+    assert log.delete_old_segments(now_ms=10_000) == 0
+    deleted = log.delete_old_segments(now_ms=100_000)
+    assert deleted == nsegs - 1  # never the active segment
+    assert log.log_start_offset == log.active_segment.base_offset
+    leftovers = [n for n in os.listdir(log.dir) if n.endswith(".deleted")]
+    assert len(leftovers) == 3 * deleted
+    assert log.remove_deleted_files(now_ms=100_499) == 0
+    assert log.remove_deleted_files(now_ms=100_500) == deleted
+    assert not [n for n in os.listdir(log.dir) if n.endswith(".deleted")]
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(0, 100)
+    log.close()
+
+
+def test_retention_by_bytes(tmp_path):
+    log = open_log(tmp_path / "t-0", small_config(retention_bytes=5000, retention_ms=-1))
+    for _i in range(60):
+        log.append(batch(2, value_size=100), leader_epoch=0)
+    log.delete_old_segments(now_ms=0)
+    assert log.size_in_bytes - log.active_segment.size <= 5000
+    assert log.size_in_bytes > 5000 - 4096
+    assert read_all(log)[0][0] == log.log_start_offset
+    log.close()
+
+
+def test_compact_only_policy_ignores_time_retention(tmp_path):
+    log = open_log(tmp_path / "t-0", small_config(retention_ms=1, cleanup_policy="compact"))
+    for _i in range(30):
+        log.append(batch(2, value_size=100), leader_epoch=0)
+    assert log.delete_old_segments(now_ms=10**12) == 0
+    log.close()
+
+
+def test_delete_records_before(log):
+    for _i in range(40):
+        log.append(batch(2, value_size=100), leader_epoch=0)
+    second = log.segments[2].base_offset
+    assert log.delete_records_before(second + 1) == second + 1
+    assert log.segments[0].base_offset == second  # wholly-below segments removed
+    assert log.read(second + 1, 100).first_offset == second  # batch holding it
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(second, 100)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.delete_records_before(81)
+    assert log.delete_records_before(3) == second + 1  # never goes backwards
+    assert log.delete_records_before(80) == 80
+
+
+def test_truncate_to(log):
+    for i in range(40):
+        log.append(batch(2, value_size=100, ts=i), leader_epoch=i // 10)
+    assert log.truncate_to(31)  # mid-batch: the whole batch 30..31 goes
+    assert log.log_end_offset == 30
+    assert [b for b, _, _ in read_all(log)] == list(range(0, 30, 2))
+    assert log.epoch_cache.entries == [(0, 0), (1, 20)]
+    assert log.append(batch(1, ts=99), leader_epoch=7).first_offset == 30
+    assert log.max_timestamp_and_offset() == (99, 30)
+    assert log.offset_for_timestamp(15) == (30, 99)  # records with ts 15..19 were truncated
+    assert not log.truncate_to(100)
+
+
+def test_truncate_fully_and_start_at(log):
+    log.append(batch(5), leader_epoch=1)
+    log.truncate_fully_and_start_at(1000)
+    assert (log.log_start_offset, log.log_end_offset) == (1000, 1000)
+    assert [s.base_offset for s in log.segments] == [1000]
+    assert log.epoch_cache.entries == []
+    assert log.append(batch(1), leader_epoch=2).first_offset == 1000
+
+
+def test_end_offset_for_epoch(log):
+    log.append(batch(2), leader_epoch=1)
+    log.append(batch(2), leader_epoch=3)
+    log.append(batch(2), leader_epoch=4)
+    assert log.end_offset_for_epoch(1) == (1, 2)
+    assert log.end_offset_for_epoch(2) == (1, 2)
+    assert log.end_offset_for_epoch(3) == (3, 4)
+    assert log.end_offset_for_epoch(4) == (4, 6)
+    assert log.end_offset_for_epoch(0) == (0, 0)
+    assert log.end_offset_for_epoch(5) == (-1, -1)
+    assert (log.dir / "leader-epoch-checkpoint").read_text() == "0\n3\n1 0\n3 2\n4 4\n"
+
+
+def test_replication_append_keeps_offsets(log):
+    from protocol.records import Record, encode_batch
+    raw = encode_batch([Record(timestamp=1, value=b"x")] * 2, base_offset=0, partition_leader_epoch=9)
+    info = log.append(raw, leader_epoch=-1, assign_offsets=False)
+    assert (info.first_offset, info.last_offset) == (0, 1) and log.epoch_cache.entries == [(9, 0)]
+    with pytest.raises(InvalidRecordError):
+        log.append(raw, leader_epoch=-1, assign_offsets=False)  # below the LEO
+
+
+class RecordingProducerState:
+    def __init__(self):
+        self.checked, self.appended = [], []
+        self.dup = None
+        self.error = None
+
+    def check_append(self, header):
+        self.checked.append(header)
+        if self.error:
+            raise self.error
+        return self.dup
+
+    def on_append(self, header, now_ms):
+        self.appended.append((header.base_offset, header.last_offset, now_ms))
+
+
+def test_producer_state_hook(tmp_path):
+    ps = RecordingProducerState()
+    log = open_log(tmp_path / "t-0", producer_state=ps)
+    log.append(batch(1), leader_epoch=0)  # producer_id -1: hook not called
+    info = log.append(batch(2, producer_id=7, producer_epoch=0, base_sequence=0), leader_epoch=0, now_ms=5)
+    assert ps.appended == [(1, 2, 5)] and ps.checked[0].base_offset == 0
+    ps.dup = DuplicateBatch(1, 2, -1)
+    info = log.append(batch(2, producer_id=7, producer_epoch=0, base_sequence=0), leader_epoch=0)
+    assert info.duplicate and (info.first_offset, info.last_offset) == (1, 2) and log.log_end_offset == 3
+    ps.dup, ps.error = None, InvalidRecordError("fenced")
+    with pytest.raises(InvalidRecordError):
+        log.append(batch(1, producer_id=7, producer_epoch=0, base_sequence=2), leader_epoch=0)
+    assert log.log_end_offset == 3
+    log.close()
+
+
+def test_flush_messages_policy_advances_recovery_point(tmp_path):
+    log = open_log(tmp_path / "t-0", small_config(flush_messages=3, segment_bytes=1 << 20))
+    log.append(batch(2), leader_epoch=0)
+    assert log.recovery_point == 0
+    log.append(batch(1), leader_epoch=0)
+    assert log.recovery_point == 3
+    log.close()
+
+
+def test_flush_ms_policy(tmp_path):
+    log = open_log(tmp_path / "t-0", small_config(flush_ms=1000, segment_bytes=1 << 20))
+    log.last_flush_ms = 0
+    log.append(batch(2), leader_epoch=0)
+    assert not log.maybe_flush(500) and log.recovery_point == 0
+    assert log.maybe_flush(1000) and log.recovery_point == 2
+    log.close()
+
+
+def test_closed_log_raises_storage_error(tmp_path):
+    log = open_log(tmp_path / "t-0")
+    log.close()
+    with pytest.raises(KafkaStorageError) as info:
+        log.append(batch(1), leader_epoch=0)
+    assert info.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+
+
+def test_log_start_checkpoint_beyond_end_starts_over(tmp_path):
+    log = open_log(tmp_path / "t-0")
+    log.append(batch(3), leader_epoch=0)
+    log.close()
+    log = Log.open(tmp_path / "t-0", small_config(), log_start_offset=10, clean_shutdown=True)
+    assert (log.log_start_offset, log.log_end_offset) == (10, 10)
+    log.close()
+
+
+def test_config_default_is_usable(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    log.append(batch(1), leader_epoch=0)
+    assert log.read(0, 100).size == len(batch(1))
+    log.close()
+
+
+def test_reads_concurrent_with_appends_see_whole_batches(tmp_path):
+    import threading
+    log = open_log(tmp_path / "t-0")
+    stop = threading.Event()
+    errors = []
+
+    def reader():
+        while not stop.is_set():
+            try:
+                leo = log.log_end_offset
+                if leo:
+                    data = log.read(max(leo - 5, log.log_start_offset), 10_000).read_bytes()
+                    for raw in [data]:
+                        pos = 0
+                        while pos < len(raw):
+                            pos += parse_header(raw, pos).size
+                        assert pos == len(raw)
+            except Exception as exc:  # noqa: BLE001 - surfaced below
+                errors.append(exc)
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for i in range(300):
+        log.append(batch(2, value_size=50, tag=i), leader_epoch=0)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert [b for b, _, _ in read_all(log)] == list(range(0, 600, 2))
+    log.close()

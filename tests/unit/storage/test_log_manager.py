@@ -1,0 +1,132 @@
+import os
+
+import pytest
+from log_test_helpers import batch, read_all, small_config
+
+from protocol.errors import ErrorCode
+from storage.errors import KafkaStorageError, LogDirOfflineError
+from storage.log_manager import LogManager
+
+
+def _manager(tmp_path, n_dirs=2, **kwargs):
+    dirs = [tmp_path / f"data{i}" for i in range(n_dirs)]
+    mgr = LogManager(dirs, small_config(), node_id=1, cluster_id="abc", **kwargs)
+    mgr.startup()
+    return mgr, dirs
+
+
+def test_partitions_spread_over_dirs_and_files(tmp_path):
+    mgr, dirs = _manager(tmp_path)
+    for p in range(4):
+        mgr.get_or_create_log("orders", p, topic_id="AAAAAAAAAAAAAAAAAAAAAQ")
+    assert sorted(os.listdir(dirs[0]) + os.listdir(dirs[1])).count("meta.properties") == 2
+    per_dir = [sum(1 for n in os.listdir(d) if n.startswith("orders-")) for d in dirs]
+    assert per_dir == [2, 2]
+    assert mgr.get_or_create_log("orders", 0) is mgr.get_log("orders", 0)
+    assert mgr.get_log("orders", 9) is None
+    props = (dirs[0] / "meta.properties").read_text()
+    assert "node.id=1" in props and "cluster.id=abc" in props and "version=1" in props
+    mgr.shutdown()
+
+
+def test_clean_shutdown_marker_and_checkpoints(tmp_path):
+    mgr, dirs = _manager(tmp_path, n_dirs=1)
+    log = mgr.get_or_create_log("my-topic", 3)
+    for _i in range(20):
+        log.append(batch(2, value_size=100), leader_epoch=0)
+    log.delete_records_before(5)
+    expected = read_all(log)
+    mgr.shutdown()
+    d = dirs[0]
+    assert (d / ".kafka_cleanshutdown").exists()
+    assert (d / "recovery-point-offset-checkpoint").read_text() == "0\n1\nmy-topic 3 40\n"
+    assert (d / "log-start-offset-checkpoint").read_text() == "0\n1\nmy-topic 3 5\n"
+
+    mgr2 = LogManager(dirs, small_config(), node_id=1, cluster_id="abc")
+    mgr2.startup()
+    assert not (d / ".kafka_cleanshutdown").exists()  # a crash from now on is unclean
+    log2 = mgr2.get_log("my-topic", 3)
+    assert log2.log_start_offset == 5 and read_all(log2) == expected
+    mgr2.shutdown()
+
+
+def test_unclean_restart_recovers_from_recovery_point(tmp_path):
+    mgr, dirs = _manager(tmp_path, n_dirs=1)
+    log = mgr.get_or_create_log("t", 0)
+    for _i in range(20):
+        log.append(batch(2, value_size=100), leader_epoch=0)
+    mgr.checkpoint()
+    expected = read_all(log)
+    seg = log.active_segment
+    with open(seg.log_path, "ab") as f:
+        f.write(b"torn" * 10)
+    # no shutdown(): no marker
+    mgr2 = LogManager(dirs, small_config(), node_id=1, cluster_id="abc")
+    mgr2.startup()
+    assert read_all(mgr2.get_log("t", 0)) == expected
+    mgr2.shutdown()
+
+
+def test_cluster_id_mismatch_takes_dir_offline(tmp_path):
+    mgr, dirs = _manager(tmp_path, n_dirs=1)
+    mgr.shutdown()
+    other = LogManager(dirs, small_config(), node_id=1, cluster_id="different")
+    other.startup()
+    assert other.offline_dirs == {dirs[0]}
+
+
+def test_delete_log_renames_then_removes(tmp_path):
+    mgr, dirs = _manager(tmp_path, n_dirs=1)
+    log = mgr.get_or_create_log("t", 0)
+    log.append(batch(1), leader_epoch=0)
+    assert mgr.delete_log("t", 0)
+    assert mgr.get_log("t", 0) is None
+    assert not [n for n in os.listdir(dirs[0]) if n.startswith("t-0")]
+    assert not mgr.delete_log("t", 0)
+    # a leftover -delete dir from a crash is removed at startup
+    (dirs[0] / "t-1.0123abcd-delete").mkdir()
+    mgr.shutdown()
+    mgr2 = LogManager(dirs, small_config())
+    mgr2.startup()
+    assert not (dirs[0] / "t-1.0123abcd-delete").exists()
+    mgr2.shutdown()
+
+
+def test_retention_and_config_update(tmp_path):
+    mgr, _ = _manager(tmp_path, n_dirs=1)
+    log = mgr.get_or_create_log("t", 0)
+    for _i in range(30):
+        log.append(batch(2, value_size=100, ts=1000), leader_epoch=0)
+    assert mgr.run_retention(now_ms=100_000) == 0  # 7 days default retention
+    mgr.update_config("t", small_config(retention_ms=1000))
+    assert mgr.run_retention(now_ms=100_000) > 0
+    assert log.log_start_offset > 0 and len(log.segments) == 1
+    mgr.update_config("t", small_config(flush_ms=0))
+    log.append(batch(1), leader_epoch=0)
+    assert mgr.flush_dirty(now_ms=10**13) == 1 and log.recovery_point == log.log_end_offset
+    mgr.shutdown()
+
+
+def test_disk_error_takes_only_that_dir_offline(tmp_path):
+    """A real OSError (EBADF: the segment's fd closed under the log) on one dir's partition."""
+    mgr, dirs = _manager(tmp_path)
+    bad = mgr.get_or_create_log("t", 0)
+    good = mgr.get_or_create_log("t", 1)
+    assert mgr.log_dir_of("t", 0) != mgr.log_dir_of("t", 1)
+    bad.append(batch(1), leader_epoch=0)
+    os.close(bad.active_segment.fd)
+    with pytest.raises(LogDirOfflineError) as info:
+        bad.append(batch(1), leader_epoch=0)
+    assert info.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert mgr.offline_dirs == {mgr.log_dir_of("t", 0)}
+    with pytest.raises(KafkaStorageError):
+        mgr.get_log("t", 0)
+    with pytest.raises(KafkaStorageError):
+        bad.read(0, 100)
+    assert good.append(batch(1), leader_epoch=0).first_offset == 0
+    # new partitions avoid the offline dir
+    assert mgr.get_or_create_log("u", 0) and mgr.log_dir_of("u", 0) == mgr.log_dir_of("t", 1)
+    bad.active_segment.fd = -1  # already closed above
+    mgr.shutdown()
+    assert not (mgr.log_dir_of("t", 0) / ".kafka_cleanshutdown").exists()
+    assert (mgr.log_dir_of("t", 1) / ".kafka_cleanshutdown").exists()
