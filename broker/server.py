@@ -27,6 +27,7 @@ from broker.dispatcher import Dispatcher
 from broker.handlers import all_handlers
 from broker.network import Endpoint, SocketServer
 from broker.request_channel import RequestChannel
+from broker.timing_wheel import AsyncReaper, Timer
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,12 @@ class Broker:
         self.socket_server: SocketServer | None = None
         self.dispatcher: Dispatcher | None = None
         self.metadata: Any = None  # broker.metadata.BrokerMetadata, set in start()
+        self.replica_manager: Any = None  # broker.replica_manager.ReplicaManager
+        self.fetch_sessions: Any = None  # broker.fetch_session.FetchSessionCache
+        # Delayed operations (long-poll fetches, joins, heartbeats) share one timing wheel, driven
+        # by the handler loop.
+        self.timer = Timer()
+        self.reaper: AsyncReaper | None = None
         self.started = False
         self._background: list[asyncio.Task] = []
 
@@ -57,8 +64,19 @@ class Broker:
         self.loop = asyncio.get_running_loop()
         from broker.metadata import BrokerMetadata
 
+        from broker.fetch_session import FetchSessionCache
+        from broker.replica_manager import ReplicaManager
+
+        self.reaper = AsyncReaper(self.timer, self.loop)
+        self.reaper.start()
         self.metadata = BrokerMetadata(self)
         await self.metadata.start()
+        from broker.producer_ids import ProducerIdManager
+
+        self.producer_ids = ProducerIdManager(self.metadata.metadata_dir)
+        self.replica_manager = ReplicaManager(self)
+        await self.replica_manager.start()
+        self.fetch_sessions = FetchSessionCache(self.config["max.incremental.fetch.session.cache.slots"])
         channel = RequestChannel(self.loop, self.config["queued.max.requests"], self._process)
         self.dispatcher = Dispatcher(self, self.handlers, channel)
         endpoints = [Endpoint(lst.name, lst.host, lst.port) for lst in self.config.listeners]
@@ -91,6 +109,10 @@ class Broker:
             await self.socket_server.close_all()
         for task in self._background:
             task.cancel()
+        if self.replica_manager is not None:
+            await self.replica_manager.shutdown()
+        if self.reaper is not None:
+            self.reaper.stop()
         if self.metadata is not None:
             await self.metadata.shutdown()
         self.io_pool.shutdown(wait=True)

@@ -71,12 +71,13 @@ from controller.requests import (
     ElectionResult,
 )
 from controller.topic_configs import TopicConfigError, is_list_config, list_default, validate_topic_configs
-from controller.topic_names import has_collision_chars, invalid_topic_reason, unify_collision_chars
+from controller.topic_names import has_collision_chars, invalid_topic_reason, is_internal, unify_collision_chars
 from protocol.errors import ErrorCode, KafkaApiError
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_TTL_MS = 30_000
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 UNKNOWN_TOPIC_OR_PARTITION_MESSAGE = "This server does not host this topic-partition."
 UNKNOWN_TOPIC_ID_MESSAGE = "This server does not host this topic ID."
 
@@ -465,6 +466,11 @@ class Controller:
         reason = invalid_topic_reason(name)
         if reason is not None:
             raise _ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        if name == CLUSTER_METADATA_TOPIC:
+            raise _ApiError(ErrorCode.INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
+        # Internal-ness follows the name, as Kafka's Topic.isInternal: a __consumer_offsets created
+        # through CreateTopics is as internal as the one the group coordinator creates.
+        internal = internal or is_internal(name)
         if has_collision_chars(name):
             colliding = self._collisions.get(unify_collision_chars(name))
             if colliding and name not in colliding:

@@ -1,0 +1,50 @@
+"""DeleteRecords (api key 21): advance a partition's log start offset.
+
+Versions 0-2.
+- v1: same as v0.
+- v2: flexible.
+
+``offset`` -1 means the high watermark. Records below the new log start offset are no longer
+readable (OFFSET_OUT_OF_RANGE; ListOffsets earliest returns the new start); whole segments below
+it are deleted. An offset above the high watermark gets OFFSET_OUT_OF_RANGE; moving backwards is
+a no-op that returns the current low watermark, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from protocol.errors import ErrorCode, KafkaApiError
+
+API_KEY = 21
+NAME = "DeleteRecords"
+VERSIONS = (0, 2)
+
+
+async def handle(request: Any) -> dict:
+    broker = request.broker
+    rm = broker.replica_manager
+    loop = asyncio.get_running_loop()
+    topics = []
+    for t in request.body["topics"]:
+        partitions = []
+        for p in t["partitions"]:
+            out = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": ErrorCode.NONE}
+            try:
+                part = rm.leader_partition(t["name"], p["partition_index"])
+                offset = p["offset"]
+                hw = part.high_watermark
+                if offset == -1:
+                    offset = hw
+                if offset < 0 or offset > hw:
+                    raise KafkaApiError(ErrorCode.OFFSET_OUT_OF_RANGE)
+                if offset > part.log_start_offset:
+                    # Deleting segments renames files: blocking work for the IO pool.
+                    await loop.run_in_executor(broker.io_pool, part.log.delete_records_before, offset)
+                out["low_watermark"] = part.log_start_offset
+            except KafkaApiError as exc:
+                out["error_code"] = exc.code
+            partitions.append(out)
+        topics.append({"name": t["name"], "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}

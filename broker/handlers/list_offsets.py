@@ -1,0 +1,124 @@
+"""ListOffsets (api key 2): offsets by timestamp, earliest, latest and max timestamp.
+
+Versions 1-10 (v0's old-style offset lists were dropped by Kafka 4, KIP-896).
+- v1: one offset per partition, with its timestamp.
+- v2: isolation_level: latest is the last stable offset under read_committed.
+- v4: current_leader_epoch in (KIP-320 fencing), leader_epoch out.
+- v6: flexible.
+- v7: timestamp -3 = the record with the largest timestamp (KIP-734).
+- v8: -4 = earliest local offset (KIP-405; equals the log start offset without tiering).
+- v9: -5 = earliest pending upload (KIP-1005; no tiering: offset -1).
+- v10: timeout_ms.
+
+Timestamp T >= 0 answers the first offset whose record timestamp is >= T, with that record's
+own timestamp — looked up in the time index, then inside the one batch that holds it (also in
+compressed batches). When no record qualifies the answer is offset -1, timestamp -1 (a negative
+timestamp with a real offset makes the Java client throw). Only offsets below the high watermark
+(last stable offset for read_committed) are visible. Latest/earliest answer timestamp -1.
+A partition listed twice in one request gets INVALID_REQUEST, as in Kafka.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.errors import ErrorCode, KafkaApiError
+
+API_KEY = 2
+NAME = "ListOffsets"
+VERSIONS = (1, 10)
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+EARLIEST_PENDING_UPLOAD = -5
+READ_COMMITTED = 1
+
+
+def _epoch_for(part: Any, offset: int) -> int:
+    """Leader epoch of the batch holding ``offset`` (the latest epoch that started at or before it)."""
+    entries = getattr(part.log.epoch_cache, "entries", None)
+    if entries:
+        epoch = -1
+        for e, start in entries:
+            if start <= offset:
+                epoch = e
+            else:
+                break
+        return epoch
+    return part.leader_epoch
+
+
+def lookup(part: Any, timestamp: int, isolation_level: int) -> tuple[int, int, int]:
+    """(offset, timestamp, leader_epoch) for one partition."""
+    visible = part.last_stable_offset if isolation_level == READ_COMMITTED else part.high_watermark
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        offset = part.log_start_offset
+        return offset, -1, _epoch_for(part, offset)
+    if timestamp == LATEST:
+        return visible, -1, part.leader_epoch
+    if timestamp == EARLIEST_PENDING_UPLOAD:
+        return -1, -1, -1
+    if timestamp == MAX_TIMESTAMP:
+        found = part.log.max_timestamp_and_offset()
+        if found is None or found[1] >= visible:
+            return -1, -1, -1
+        ts, offset = found
+        return offset, ts, _epoch_for(part, offset)
+    if timestamp < 0:
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
+    found = part.log.offset_for_timestamp(timestamp, max_offset=visible)
+    if found is None:
+        return -1, -1, -1
+    offset, ts = found
+    return offset, ts, _epoch_for(part, offset)
+
+
+def _min_version_for(timestamp: int) -> int:
+    return {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, EARLIEST_PENDING_UPLOAD: 9}.get(timestamp, 0)
+
+
+def handle(request: Any) -> dict:
+    body = request.body
+    version = request.api_version
+    rm = request.broker.replica_manager
+    isolation = body["isolation_level"] if version >= 2 else 0
+    seen: dict[tuple[str, int], int] = {}
+    for t in body["topics"]:
+        for p in t["partitions"]:
+            key = (t["name"], p["partition_index"])
+            seen[key] = seen.get(key, 0) + 1
+    topics = []
+    for t in body["topics"]:
+        name = t["name"]
+        partitions = []
+        for p in t["partitions"]:
+            index = p["partition_index"]
+            out = {"partition_index": index, "error_code": ErrorCode.NONE, "timestamp": -1, "offset": -1,
+                   "leader_epoch": -1}
+            try:
+                if seen[(name, index)] > 1:
+                    raise KafkaApiError(ErrorCode.INVALID_REQUEST, "partition listed more than once")
+                if version < _min_version_for(p["timestamp"]):
+                    raise KafkaApiError(ErrorCode.UNSUPPORTED_VERSION, "timestamp needs a newer ListOffsets")
+                part = rm.leader_partition(name, index)
+                rm.check_leader_epoch(part, p["current_leader_epoch"])
+                out["offset"], out["timestamp"], out["leader_epoch"] = lookup(part, p["timestamp"], isolation)
+            except KafkaApiError as exc:
+                out["error_code"] = exc.code
+            partitions.append(out)
+        topics.append({"name": name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def error_response(request: Any, code: int) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"], "error_code": code, "timestamp": -1, "offset": -1,
+                 "leader_epoch": -1} for p in t["partitions"]]}
+            for t in request.body["topics"]
+        ],
+    }

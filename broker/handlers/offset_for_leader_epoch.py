@@ -1,0 +1,44 @@
+"""OffsetForLeaderEpoch (api key 23): the end offset of a leader epoch (KIP-101, KIP-320).
+
+Versions 0-4.
+- v1: leader_epoch in the response.
+- v2: current_leader_epoch in the request (fencing: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
+- v3: replica_id (-1 consumer, -2 debug).
+- v4: flexible.
+
+Consumers use it after a leader change to check that their position is still on the log
+(truncation detection); librdkafka sends it even when not advertised. The answer is the epoch
+itself (or the largest smaller one known) and the start offset of the next epoch, or the log end
+offset for the current epoch; unknown epochs answer -1/-1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.errors import ErrorCode, KafkaApiError
+
+API_KEY = 23
+NAME = "OffsetForLeaderEpoch"
+VERSIONS = (0, 4)
+
+
+def handle(request: Any) -> dict:
+    rm = request.broker.replica_manager
+    topics = []
+    for t in request.body["topics"]:
+        partitions = []
+        for p in t["partitions"]:
+            out = {"error_code": ErrorCode.NONE, "partition": p["partition"], "leader_epoch": -1, "end_offset": -1}
+            try:
+                part = rm.leader_partition(t["topic"], p["partition"])
+                rm.check_leader_epoch(part, p["current_leader_epoch"])
+                epoch, end = part.log.end_offset_for_epoch(p["leader_epoch"])
+                out["leader_epoch"] = epoch
+                # A consumer must not learn of offsets beyond the high watermark.
+                out["end_offset"] = min(end, part.high_watermark) if end >= 0 else end
+            except KafkaApiError as exc:
+                out["error_code"] = exc.code
+            partitions.append(out)
+        topics.append({"topic": t["topic"], "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}

@@ -1,0 +1,129 @@
+"""Produce (api key 0): append record batches to partition logs.
+
+Versions 3-11 (v0-2 carry message formats v0/v1, which Odradek does not store; Kafka 4 dropped
+them too, KIP-896).
+- v3: transactional_id; record batch v2 only.
+- v4: may answer KAFKA_STORAGE_ERROR.
+- v5: log_start_offset in the response.
+- v7: zstd allowed (KIP-110); below v7 a zstd batch gets UNSUPPORTED_COMPRESSION_TYPE.
+- v8: record_errors and error_message (KIP-467).
+- v9: flexible.
+- v10: current_leader / node_endpoints tagged fields (KIP-951).
+- v11: same as v10 (TRANSACTION_ABORTABLE may be returned, KIP-890).
+
+The hot path never walks records: each batch's header and CRC32C are checked once and its base
+offset rewritten by the log (storage/log.py). acks=0 gets no response at all (on an error Kafka
+closes the connection so the client notices); acks=1 and acks=-1 answer once the batch is in
+the log (on one node the in-sync replica set is this broker, so acks=-1 needs no wait, unless
+min.insync.replicas is larger than the ISR: NOT_ENOUGH_REPLICAS).
+
+Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, CORRUPT_MESSAGE (nothing
+appended), MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD (+ record_errors),
+UNSUPPORTED_COMPRESSION_TYPE, INVALID_TOPIC_EXCEPTION (internal topics), OUT_OF_ORDER_SEQUENCE_NUMBER,
+INVALID_PRODUCER_EPOCH, KAFKA_STORAGE_ERROR; INVALID_REQUIRED_ACKS for every partition when acks
+is not 0, 1 or -1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.batch_header import COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_BIT
+from protocol.errors import ErrorCode, KafkaApiError
+
+API_KEY = 0
+NAME = "Produce"
+VERSIONS = (3, 11)
+
+ZSTD = 4
+ATTRIBUTES_AT = 21
+
+
+def _partition_result(index: int, code: int, message: str | None = None, base_offset: int = -1,
+                      log_append_time: int = -1, log_start_offset: int = -1,
+                      record_errors: list | None = None) -> dict:
+    return {
+        "index": index,
+        "error_code": code,
+        "base_offset": base_offset,
+        "log_append_time_ms": log_append_time,
+        "log_start_offset": log_start_offset,
+        "record_errors": record_errors or [],
+        "error_message": message,
+    }
+
+
+def _check_batches(records: Any, version: int) -> None:
+    """Header-only checks the log does not know about (they depend on the request version)."""
+    pos, total = 0, len(records)
+    while total - pos >= HEADER_SIZE:
+        attributes = records[pos + ATTRIBUTES_AT] << 8 | records[pos + ATTRIBUTES_AT + 1]
+        codec = attributes & COMPRESSION_MASK
+        if codec == ZSTD and version < 7:
+            raise KafkaApiError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
+        if codec > ZSTD:
+            raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec {codec}")
+        if attributes & TRANSACTIONAL_BIT:
+            raise KafkaApiError(ErrorCode.INVALID_TXN_STATE, "transactions are not supported yet")
+        size = int.from_bytes(records[pos + 8 : pos + 12], "big", signed=True) + 12
+        if size <= 12:
+            return  # the log reports the malformed batch
+        pos += size
+
+
+def handle(request: Any) -> dict | None:
+    body = request.body
+    version = request.api_version
+    acks = body["acks"]
+    broker = request.broker
+    rm = broker.replica_manager
+    responses = []
+    any_error = False
+    bad_acks = acks not in (0, 1, -1)
+    for topic in body["topic_data"]:
+        name = topic["name"]
+        results = []
+        for pd in topic["partition_data"]:
+            index = pd["index"]
+            if bad_acks:
+                results.append(_partition_result(index, ErrorCode.INVALID_REQUIRED_ACKS))
+                continue
+            try:
+                part = rm.leader_partition(name, index)
+                if part.is_internal:
+                    raise KafkaApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}")
+                records = pd["records"]
+                if records is None or len(records) == 0:
+                    raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE, "empty record set")
+                config = part.log.config
+                if len(records) > config.segment_bytes:
+                    raise KafkaApiError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                                        f"record set of {len(records)} bytes exceeds segment.bytes")
+                if acks == -1 and len(part.isr) < config.min_insync_replicas:
+                    raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                        f"ISR {list(part.isr)} smaller than min.insync.replicas")
+                _check_batches(records, version)
+                info = rm.append(part, records)
+                results.append(_partition_result(index, ErrorCode.NONE, None, info.first_offset,
+                                                 info.log_append_time, info.log_start_offset))
+            except KafkaApiError as exc:
+                any_error = True
+                errors = getattr(exc, "record_errors", None)
+                results.append(_partition_result(index, exc.code, exc.message, record_errors=errors))
+        responses.append({"name": name, "partition_responses": results})
+    if acks == 0:
+        if any_error or bad_acks:
+            # The client does not read a response for acks=0; closing tells it something failed.
+            request.conn.channel.close(request.conn)
+        return None
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
+def error_response(request: Any, code: int) -> dict:
+    return {
+        "responses": [
+            {"name": t["name"], "partition_responses": [_partition_result(p["index"], code) for p in t["partition_data"]]}
+            for t in request.body["topic_data"]
+        ],
+        "throttle_time_ms": 0,
+    }

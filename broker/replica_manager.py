@@ -1,0 +1,337 @@
+"""The replica manager: this broker's partitions, their logs, high watermarks and delayed fetches.
+
+It turns the controller's metadata into local state: every partition this broker hosts has a
+:class:`Partition` with its storage ``Log`` and the leader epoch the controller assigned. Produce
+appends through it, Fetch/ListOffsets read through it, and the group coordinator writes
+``__consumer_offsets`` through ``append_internal``/``read_internal``.
+
+High watermark: on a single node the in-sync replica set is this broker alone, so the high
+watermark is the log end offset after every append (acks=-1 is satisfied at once). The cluster
+work will make it the minimum of the ISR's fetched offsets; everything reads ``high_watermark``
+rather than the log end for that reason. The last stable offset equals the high watermark until
+transactions exist.
+
+Threading: partition state and the purgatories are owned by the handler loop. Appends run on
+the loop: a page-cache ``pwrite`` costs microseconds, less than a hand-off to the IO pool would
+(measured in bench/storage_bench.py); segment rolls fsync the old segment (rare: every
+``segment.bytes``). Blocking, slow work — start-up recovery, log creation and deletion,
+retention, flushes, checkpoints — runs on the IO pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from broker.purgatory import DelayedOperationPurgatory
+from controller.image import MetadataDelta, MetadataImage, TopicImage
+from protocol.errors import ErrorCode, KafkaApiError
+from storage.errors import InvalidConfigError, KafkaStorageError
+from storage.log import Log
+from storage.log_config import LogConfig
+from storage.log_manager import LogManager
+from storage.partition_metadata import topic_id_to_str
+from storage.producer_state import ProducerStateManager
+from storage.results import AppendInfo, FetchSlice
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Partition:
+    """A partition hosted here: its log and leadership state (owned by the handler loop)."""
+
+    __slots__ = ("topic", "index", "topic_id", "log", "leader", "leader_epoch", "isr", "replicas", "is_internal")
+
+    def __init__(self, topic: str, index: int, topic_id: Any, log: Log) -> None:
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = log
+        self.leader = -1
+        self.leader_epoch = -1
+        self.isr: tuple[int, ...] = ()
+        self.replicas: tuple[int, ...] = ()
+        self.is_internal = False
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.high_watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+
+class ReplicaManager:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.node_id = broker.node_id
+        self.base_log_config: LogConfig = broker.config.log_config()
+        expiration = broker.config["producer.id.expiration.ms"]
+        self.log_manager = LogManager(
+            broker.config.log_dirs,
+            self.base_log_config,
+            node_id=self.node_id,
+            producer_state_factory=lambda _t, _p, d: ProducerStateManager(d, expiration),
+        )
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.fetch_purgatory = DelayedOperationPurgatory("Fetch", broker.timer)
+        self._leader_listeners: list[Callable[[str, int, int], None]] = []
+        self._resign_listeners: list[Callable[[str, int], None]] = []
+        self._tasks: list[asyncio.Task] = []
+        self._unsubscribe: Callable[[], None] | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        image = self.image
+        self.log_manager.cluster_id = image.cluster_id
+        topic_configs = {name: self.topic_log_config(t) for name, t in image.topics.items()}
+        await self._io(self.log_manager.startup, topic_configs)
+        for topic in list(image.topics.values()):
+            await self._io(self._open_topic, topic)
+        self._apply_leadership(image, set(image.topics))
+        await self._io(self._delete_strays, image)
+        self._unsubscribe = self.broker.metadata.controller.subscribe(self._on_delta)
+        loop = asyncio.get_running_loop()
+        cfg = self.config
+        self._tasks = [
+            loop.create_task(self._every(cfg["log.retention.check.interval.ms"], self._retention)),
+            loop.create_task(self._every(cfg.log_flush_interval_ms, self.log_manager.flush_dirty)),
+            loop.create_task(self._every(cfg["log.flush.offset.checkpoint.interval.ms"], self.log_manager.checkpoint)),
+        ]
+
+    async def shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        self.fetch_purgatory.shutdown()
+        await self._io(self.log_manager.shutdown)
+
+    async def _io(self, fn: Callable, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.broker.io_pool, fn, *args)
+
+    async def _every(self, interval_ms: int, fn: Callable[[], Any]) -> None:
+        interval = max(interval_ms, 10) / 1000.0
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self._io(fn)
+            except Exception:
+                log.exception("periodic %s failed", getattr(fn, "__name__", fn))
+
+    def _retention(self) -> int:
+        deleted = self.log_manager.run_retention(now_ms())
+        if deleted:
+            log.info("retention deleted %d segments", deleted)
+        return deleted
+
+    # -- metadata ---------------------------------------------------------------------------
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.broker.metadata.image
+
+    def topic_log_config(self, topic: TopicImage) -> LogConfig:
+        try:
+            return self.base_log_config.with_overrides(topic.configs)
+        except InvalidConfigError as exc:
+            # The controller validated these; a broker-default change could still clash.
+            log.error("topic %s has an invalid config (%s); using broker defaults", topic.name, exc)
+            return self.base_log_config
+
+    def _open_topic(self, topic: TopicImage) -> list[tuple[TopicPartition, Log]]:
+        """Blocking: open or create the local logs of a topic's partitions hosted here."""
+        opened = []
+        config = self.topic_log_config(topic)
+        tid = topic_id_to_str(topic.topic_id)
+        for p in topic.partitions.values():
+            if self.node_id in p.replicas:
+                lg = self.log_manager.get_or_create_log(topic.name, p.partition, tid, config)
+                opened.append(((topic.name, p.partition), lg))
+        return opened
+
+    def _delete_strays(self, image: MetadataImage) -> None:
+        """Logs the metadata does not know (a crash between a topic deletion's commit and its log
+        removal, or lost metadata) are renamed ``-stray``, not deleted, and never served."""
+        for (topic, partition), lg in list(self.log_manager.all_logs().items()):
+            t = image.topics.get(topic)
+            if t is None or partition not in t.partitions or (
+                lg.topic_id is not None and lg.topic_id != topic_id_to_str(t.topic_id)
+            ):
+                target = self.log_manager.mark_stray(topic, partition)
+                log.warning("log %s-%d is not in the cluster metadata; kept as %s", topic, partition, target)
+
+    def _apply_leadership(self, image: MetadataImage, topics: set[str]) -> None:
+        for name in topics:
+            topic = image.topics.get(name)
+            if topic is None:
+                continue
+            for p in topic.partitions.values():
+                key = (name, p.partition)
+                if self.node_id not in p.replicas:
+                    continue
+                part = self.partitions.get(key)
+                if part is None:
+                    lg = self.log_manager.get_log(name, p.partition)
+                    if lg is None:
+                        continue
+                    part = self.partitions[key] = Partition(name, p.partition, topic.topic_id, lg)
+                part.is_internal = topic.is_internal
+                was_leader = part.leader == self.node_id
+                part.leader, part.leader_epoch = p.leader, p.leader_epoch
+                part.isr, part.replicas = p.isr, p.replicas
+                if p.leader == self.node_id and not was_leader:
+                    for cb in self._leader_listeners:
+                        cb(name, p.partition, p.leader_epoch)
+                elif was_leader and p.leader != self.node_id:
+                    for cb in self._resign_listeners:
+                        cb(name, p.partition)
+
+    def _on_delta(self, delta: MetadataDelta) -> None:
+        """Called on the handler loop after each committed metadata change."""
+        image = self.image
+        for name, old in delta.deleted_topics.items():
+            for index in old.partitions:
+                part = self.partitions.pop((name, index), None)
+                if part is not None:
+                    # Waiting fetches on a deleted partition answer now (with its error).
+                    self.fetch_purgatory.check_and_complete((name, index))
+                    for cb in self._resign_listeners:
+                        cb(name, index)
+            # Inline, not on the IO pool: a topic re-created under the same name in the next
+            # delta must get a fresh log, never find the old one still registered.
+            self._delete_topic_logs(name, list(old.partitions))
+        touched = set(delta.created_topics) | {t for t, _ in delta.changed_partitions}
+        for name in touched:
+            topic = image.topics.get(name)
+            if topic is not None:
+                # Creating a log is a mkdir and two small preallocated index files; doing it here
+                # means a Produce right after CreateTopics always finds its partition.
+                self._open_topic(topic)
+        if touched:
+            self._apply_leadership(image, touched)
+        for name in delta.changed_topic_configs:
+            topic = image.topics.get(name)
+            if topic is not None:
+                self.log_manager.update_config(name, self.topic_log_config(topic))
+        if delta.changed_broker_configs:
+            self._reload_broker_defaults()
+
+    def _reload_broker_defaults(self) -> None:
+        """Dynamic broker config changes to log.* keys become the new topic defaults."""
+        dynamic = self.image.broker_configs
+        merged: dict[str, Any] = dict(self.config)
+        for scope in ("", str(self.node_id)):
+            merged.update(dynamic.get(scope, {}))
+        try:
+            self.base_log_config = LogConfig.from_broker_props(merged)
+        except InvalidConfigError as exc:
+            log.error("dynamic broker log config is invalid, keeping the previous defaults: %s", exc)
+            return
+        for name, topic in self.image.topics.items():
+            self.log_manager.update_config(name, self.topic_log_config(topic))
+
+    def _delete_topic_logs(self, topic: str, partitions: list[int]) -> None:
+        for index in partitions:
+            try:
+                self.log_manager.delete_log(topic, index)
+            except KafkaStorageError as exc:
+                log.warning("could not delete %s-%d: %s", topic, index, exc)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.append(task)
+        task.add_done_callback(self._tasks.remove)
+
+    def on_become_leader(self, callback: Callable[[str, int, int], None]) -> None:
+        self._leader_listeners.append(callback)
+
+    def on_resign(self, callback: Callable[[str, int], None]) -> None:
+        self._resign_listeners.append(callback)
+
+    # -- lookups ----------------------------------------------------------------------------
+
+    def leader_partition(self, topic: str, index: int) -> Partition:
+        """The partition if this broker leads it; Kafka's errors otherwise."""
+        part = self.partitions.get((topic, index))
+        if part is None:
+            t = self.image.topics.get(topic)
+            if t is None or index not in t.partitions:
+                raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if part.leader != self.node_id:
+            raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if part.log.offline:
+            raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR)
+        return part
+
+    @staticmethod
+    def check_leader_epoch(part: Partition, current_leader_epoch: int) -> None:
+        """KIP-320 fencing: a client's view of the leader epoch must match ours (-1 = unknown)."""
+        if current_leader_epoch < 0 or current_leader_epoch == part.leader_epoch:
+            return
+        if current_leader_epoch < part.leader_epoch:
+            raise KafkaApiError(ErrorCode.FENCED_LEADER_EPOCH)
+        raise KafkaApiError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+    # -- appends ----------------------------------------------------------------------------
+
+    def append(self, part: Partition, records: Any) -> AppendInfo:
+        """Append a produced record set to a partition this broker leads; wakes waiting fetches."""
+        info = part.log.append(records, leader_epoch=part.leader_epoch)
+        if not info.duplicate:
+            self.fetch_purgatory.check_and_complete((part.topic, part.index))
+        return info
+
+    def append_internal(self, topic: str, partition: int, records: bytes) -> int:
+        """Append coordinator records (e.g. __consumer_offsets); returns the first offset."""
+        part = self.leader_partition(topic, partition)
+        return self.append(part, records).first_offset
+
+    def read_internal(self, topic: str, partition: int, start_offset: int, max_bytes: int) -> bytes:
+        part = self.leader_partition(topic, partition)
+        return part.log.read(start_offset, max_bytes, max_offset=part.high_watermark).read_bytes()
+
+    def log_start_offset(self, topic: str, partition: int) -> int:
+        return self.leader_partition(topic, partition).log_start_offset
+
+    def log_end_offset(self, topic: str, partition: int) -> int:
+        return self.leader_partition(topic, partition).log_end_offset
+
+    # -- reads ------------------------------------------------------------------------------
+
+    @staticmethod
+    def read(part: Partition, offset: int, max_bytes: int, max_offset: int, min_one_batch: bool) -> FetchSlice:
+        return part.log.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
+
+    def log_dirs_info(self) -> dict[Path, list[tuple[TopicPartition, Log]]]:
+        out: dict[Path, list[tuple[TopicPartition, Log]]] = {d: [] for d in self.log_manager.log_dirs}
+        for tp, lg in self.log_manager.all_logs().items():
+            d = self.log_manager.log_dir_of(*tp)
+            if d is not None:
+                out.setdefault(d, []).append((tp, lg))
+        return out
