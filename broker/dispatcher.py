@@ -168,6 +168,11 @@ class Dispatcher:
         self._close(request.conn)
 
     def respond(self, request: Request, body: dict | None) -> None:
+        metrics = self.broker.metrics
+        if metrics is not None:
+            count, latency = metrics.for_api(request.spec.name)
+            count.inc()
+            latency.observe(time.monotonic() - request.received_at)
         if body is None:
             chunks = None
         else:

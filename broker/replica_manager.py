@@ -305,6 +305,9 @@ class ReplicaManager:
         info = part.log.append(records, leader_epoch=part.leader_epoch)
         if not info.duplicate:
             self.fetch_purgatory.check_and_complete((part.topic, part.index))
+            metrics = self.broker.metrics
+            if metrics is not None:
+                metrics.bytes_in.inc(info.size)
         return info
 
     def append_internal(self, topic: str, partition: int, records: bytes) -> int:

@@ -52,6 +52,7 @@ class Broker:
         self.fetch_sessions: Any = None  # broker.fetch_session.FetchSessionCache
         # Delayed operations (long-poll fetches, joins, heartbeats) share one timing wheel, driven
         # by the handler loop.
+        self.metrics: Any = None  # broker.metrics.BrokerMetrics when odradek.metrics.port >= 0
         self.timer = Timer()
         self.reaper: AsyncReaper | None = None
         self.started = False
@@ -62,9 +63,8 @@ class Broker:
     async def start(self) -> None:
         t0 = time.monotonic()
         self.loop = asyncio.get_running_loop()
-        from broker.metadata import BrokerMetadata
-
         from broker.fetch_session import FetchSessionCache
+        from broker.metadata import BrokerMetadata
         from broker.replica_manager import ReplicaManager
 
         self.reaper = AsyncReaper(self.timer, self.loop)
@@ -91,6 +91,8 @@ class Broker:
         )
         await self.socket_server.start()
         await self.metadata.on_listening(self.socket_server.bound_ports)
+        if self.config["odradek.metrics.port"] >= 0:
+            self._start_metrics()
         self.started = True
         log.info(
             "Odradek broker %d started in %.0f ms, listening on %s",
@@ -98,6 +100,21 @@ class Broker:
             (time.monotonic() - t0) * 1000,
             ", ".join(f"{e.name}://{e.host}:{self.socket_server.bound_ports[e.name]}" for e in endpoints),
         )
+
+    def _start_metrics(self) -> None:
+        from broker.metrics import BrokerMetrics
+
+        metrics = BrokerMetrics()
+        server = self.socket_server
+        rm = self.replica_manager
+        metrics.gauge("odradek_connections", "Open client connections", lambda: len(server.connections()))
+        metrics.gauge("odradek_partitions", "Partitions hosted by this broker", lambda: len(rm.partitions))
+        metrics.gauge("odradek_fetch_purgatory_size", "Fetches waiting in the purgatory",
+                      lambda: rm.fetch_purgatory.delayed)
+        metrics.gauge("odradek_request_queue_size", "Requests waiting in the request queue",
+                      lambda: len(server.channel.queue))
+        self.metrics_port = metrics.serve(self.config["odradek.metrics.host"], self.config["odradek.metrics.port"])
+        self.metrics = metrics
 
     def _process(self, conn: Any, slot: Any, frame: bytes) -> None:
         self.dispatcher.process(conn, slot, frame)  # type: ignore[union-attr]
@@ -109,6 +126,8 @@ class Broker:
             await self.socket_server.close_all()
         for task in self._background:
             task.cancel()
+        if self.metrics is not None:
+            self.metrics.shutdown()
         if self.replica_manager is not None:
             await self.replica_manager.shutdown()
         if self.reaper is not None:

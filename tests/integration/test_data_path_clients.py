@@ -81,10 +81,10 @@ def test_confluent_kafka_every_codec_100k_records(broker) -> None:
     topic, partitions, n = "ck-codecs", 4, 100_000
     create_topic(broker, topic, partitions)
     per_codec = n // len(CODECS)
+    errors: list = []
     for ci, codec in enumerate(CODECS):
         p = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 5,
                       "enable.idempotence": True, "acks": "all"})
-        errors = []
         for i in range(ci * per_codec, (ci + 1) * per_codec):
             key, value, headers = record(i)
             while True:
