@@ -549,6 +549,9 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("odradek.metrics.host", _ST, "", None, _L, "Interface of the metrics endpoint; empty = all."),
     _d("odradek.event.loop", _ST, "uvloop", ValidString(("uvloop", "asyncio")), _M,
        "Event loop implementation."),
+    _d("odradek.fetch.sendfile", _B, True, None, _L,
+       "Send Fetch record bytes with os.sendfile straight from the segment file (zero-copy); "
+       "false copies them through Python (for measuring the difference)."),
 )
 
 CONFIG_DEFS: Mapping[str, ConfigDef] = {d.name: d for d in DEFINITIONS}

@@ -74,6 +74,7 @@ def read_partitions(request: Any, ctx: FetchContext) -> _Read:
     read_committed = body["isolation_level"] == READ_COMMITTED
     aborted = [] if read_committed else None
     budget = body["max_bytes"]
+    zero_copy = broker.config["odradek.fetch.sendfile"]
     out = _Read()
     for cp in ctx.partitions:
         if uses_ids:
@@ -98,7 +99,12 @@ def read_partitions(request: Any, ctx: FetchContext) -> _Read:
             else:
                 piece = rm.read(part, cp.fetch_offset, limit, max_offset, min_one)
             size = piece.size if piece is not None else 0
-            records = FileRegion(piece.fd, piece.position, size) if size else b""
+            if not size:
+                records: Any = b""
+            elif zero_copy:
+                records = FileRegion(piece.fd, piece.position, size)
+            else:
+                records = piece.read_bytes()
             resp = _partition_response(cp.partition, ErrorCode.NONE, hw, lso, part.log_start_offset, aborted, records)
             out.total_bytes += size
             out.partitions.append((cp, resp, size))

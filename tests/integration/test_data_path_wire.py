@@ -406,3 +406,16 @@ def test_raw_produce_frame_sizes_are_checked_before_parsing(client) -> None:
     header = struct.pack(">hhih", 0, 3, 1, -1)
     client.send_raw(struct.pack(">i", len(header) + len(body)) + header + body)
     assert client.is_closed_by_peer()
+
+
+def test_copying_fetch_returns_the_same_bytes_as_sendfile(broker_factory) -> None:
+    payload = batch([b"r%d" % i for i in range(100)], compression=1)
+    answers = []
+    for sendfile in ("true", "false"):
+        b = broker_factory({"odradek.fetch.sendfile": sendfile})
+        with WireClient(b.host, b.port) as c:
+            create(c, "same")
+            produce(c, "same", payload)
+            produce(c, "same", payload)
+            answers.append(bytes(fetch(c, "same", 0)["responses"][0]["partitions"][0]["records"]))
+    assert answers[0] == answers[1] and len(answers[0]) == 2 * len(payload)
