@@ -50,6 +50,7 @@ class Broker:
         self.metadata: Any = None  # broker.metadata.BrokerMetadata, set in start()
         self.replica_manager: Any = None  # broker.replica_manager.ReplicaManager
         self.fetch_sessions: Any = None  # broker.fetch_session.FetchSessionCache
+        self.group_coordinator: Any = None  # broker.group.coordinator.GroupCoordinator
         # Delayed operations (long-poll fetches, joins, heartbeats) share one timing wheel, driven
         # by the handler loop.
         self.metrics: Any = None  # broker.metrics.BrokerMetrics when odradek.metrics.port >= 0
@@ -77,6 +78,10 @@ class Broker:
         self.replica_manager = ReplicaManager(self)
         await self.replica_manager.start()
         self.fetch_sessions = FetchSessionCache(self.config["max.incremental.fetch.session.cache.slots"])
+        from broker.group.coordinator import GroupCoordinator
+
+        self.group_coordinator = GroupCoordinator(self)
+        await self.group_coordinator.start()
         channel = RequestChannel(self.loop, self.config["queued.max.requests"], self._process)
         self.dispatcher = Dispatcher(self, self.handlers, channel)
         endpoints = [Endpoint(lst.name, lst.host, lst.port) for lst in self.config.listeners]
@@ -126,6 +131,8 @@ class Broker:
             await self.socket_server.close_all()
         for task in self._background:
             task.cancel()
+        if self.group_coordinator is not None:
+            await self.group_coordinator.shutdown()
         if self.metrics is not None:
             self.metrics.shutdown()
         if self.replica_manager is not None:

@@ -413,8 +413,10 @@ class MessageCodec:
 
     __slots__ = ("name", "version", "flexible", "_decode", "_encode")
 
-    def __init__(self, name: str, version: int) -> None:
-        spec = MESSAGES[name]
+    def __init__(self, name: str, version: int, messages: dict[str, dict] | None = None) -> None:
+        # ``messages``: another schema table of the same shape (e.g. protocol/coordinator_schema_data.py
+        # for __consumer_offsets records); default: the request/response table.
+        spec = (MESSAGES if messages is None else messages)[name]
         lo, hi = spec["valid"]
         if not lo <= version <= hi:
             raise ValueError(f"{name} has no version {version}")

@@ -1,0 +1,34 @@
+"""DeleteGroups (api key 42): delete Empty groups and their committed offsets.
+
+Versions 0-2.
+- v1: same as v0.
+- v2: flexible.
+
+Per group: GROUP_ID_NOT_FOUND (unknown or Dead), NON_EMPTY_GROUP (members present), or the
+coordinator errors. Deletion writes tombstones for every offset and for the group metadata.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.group.coordinator import coordinator_of
+from protocol.errors import ErrorCode
+
+API_KEY = 42
+NAME = "DeleteGroups"
+VERSIONS = (0, 2)
+
+
+def handle(request: Any) -> dict:
+    names = request.body["groups_names"]
+    coordinator = coordinator_of(request)
+    if coordinator is None:
+        return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    results = coordinator.delete_groups(list(dict.fromkeys(names)))
+    return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": results[g]} for g in dict.fromkeys(names)]}
+
+
+def error_response(request: Any, code: int) -> dict:
+    return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": code}
+                                               for g in dict.fromkeys(request.body["groups_names"])]}

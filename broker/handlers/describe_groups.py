@@ -1,0 +1,54 @@
+"""DescribeGroups (api key 15): state, protocol and members of groups.
+
+Versions 0-5.
+- v1: throttle_time_ms.
+- v2: same as v1.
+- v3: include_authorized_operations (KIP-430).
+- v4: group_instance_id of members (KIP-345).
+- v5: flexible.
+
+An unknown group is described as state "Dead" with no error (Kafka before v6). Member metadata
+and assignment are only filled in while the group is Stable, as in Kafka.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.group.coordinator import coordinator_of
+from protocol.errors import ErrorCode
+
+API_KEY = 15
+NAME = "DescribeGroups"
+VERSIONS = (0, 5)
+
+# Without an authorizer every group operation is allowed: READ(3), DELETE(6), DESCRIBE(8) as
+# Kafka's AclOperation codes, reported when include_authorized_operations is set.
+_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+_NOT_REQUESTED = -2147483648
+
+
+def handle(request: Any) -> dict:
+    body = request.body
+    coordinator = coordinator_of(request)
+    groups = []
+    for group_id in body["groups"]:
+        if coordinator is None:
+            groups.append(_error_entry(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            continue
+        entry = coordinator.describe_group(group_id)
+        if body["include_authorized_operations"] and entry["error_code"] == ErrorCode.NONE:
+            entry["authorized_operations"] = _GROUP_OPERATIONS
+        else:
+            entry["authorized_operations"] = _NOT_REQUESTED
+        groups.append(entry)
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+def _error_entry(group_id: str, code: int) -> dict:
+    return {"group_id": group_id, "error_code": code, "group_state": "", "protocol_type": "", "protocol_data": "",
+            "members": [], "authorized_operations": _NOT_REQUESTED}
+
+
+def error_response(request: Any, code: int) -> dict:
+    return {"throttle_time_ms": 0, "groups": [_error_entry(g, code) for g in request.body["groups"]]}

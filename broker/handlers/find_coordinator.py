@@ -1,0 +1,100 @@
+"""FindCoordinator (api key 10): which broker coordinates a group.
+
+Versions 0-6.
+- v1: key_type (0 group, 1 transaction), error_message, throttle_time_ms.
+- v2: same as v1.
+- v3: flexible.
+- v4: batched: coordinator_keys in, coordinators[] out (KIP-699).
+- v5: same as v4 (may return TRANSACTION_ABORTABLE).
+- v6: key type 2 (share), not served.
+
+Group keys: the coordinator is the leader of ``__consumer_offsets`` partition
+``abs(hashCode(group)) % offsets.topic.num.partitions``. As in Kafka, the first lookup creates
+``__consumer_offsets`` (compacted, ``offsets.topic.num.partitions`` partitions) and answers
+COORDINATOR_NOT_AVAILABLE; the client retries. The replication factor is
+``offsets.topic.replication.factor`` capped at the number of live brokers (Kafka refuses instead;
+capping lets a single node with the default of 3 work, as most single-node setups override it).
+Transaction keys get COORDINATOR_NOT_AVAILABLE until the transaction coordinator exists; other
+key types get INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from broker.group.coordinator import OFFSETS_TOPIC, coordinator_of
+from broker.group.hashing import partition_for
+from protocol.errors import ErrorCode
+
+API_KEY = 10
+NAME = "FindCoordinator"
+VERSIONS = (0, 6)
+
+GROUP = 0
+TRANSACTION = 1
+
+log = logging.getLogger(__name__)
+
+
+async def _ensure_offsets_topic(request: Any) -> bool:
+    """True if __consumer_offsets exists; else start creating it and return False."""
+    metadata = request.broker.metadata
+    if OFFSETS_TOPIC in metadata.image.topics:
+        return True
+    cfg = request.broker.config
+    live = len(metadata.image.live_broker_ids()) or 1
+    rf = min(int(cfg["offsets.topic.replication.factor"]), live)
+    result = await metadata.controller.create_internal_topic(
+        OFFSETS_TOPIC, cfg["offsets.topic.num.partitions"], rf,
+        {"cleanup.policy": "compact", "compression.type": "producer",
+         "segment.bytes": str(cfg["offsets.topic.segment.bytes"])})
+    if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+        log.warning("could not create %s: %s %s", OFFSETS_TOPIC, result.error_code, result.error_message)
+    return False
+
+
+async def _lookup(request: Any, key_type: int, key: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1}
+
+    def error(code: ErrorCode) -> dict[str, Any]:
+        entry["error_code"] = code
+        entry["error_message"] = code.name
+        return entry
+
+    if key_type == TRANSACTION:
+        return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if key_type != GROUP:
+        return error(ErrorCode.INVALID_REQUEST)
+    coordinator = coordinator_of(request)
+    if coordinator is None:
+        return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if not await _ensure_offsets_topic(request):
+        return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    image = request.broker.metadata.image
+    state = image.partition(OFFSETS_TOPIC, partition_for(key, len(image.topics[OFFSETS_TOPIC].partitions)))
+    node = image.brokers.get(state.leader) if state is not None else None
+    if node is None or node.fenced:
+        return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    entry.update(node_id=node.node_id, host=node.host, port=node.port, error_code=ErrorCode.NONE,
+                 error_message=None)
+    return entry
+
+
+async def handle(request: Any) -> dict:
+    body = request.body
+    if request.api_version >= 4:
+        return {"throttle_time_ms": 0,
+                "coordinators": [await _lookup(request, body["key_type"], k) for k in body["coordinator_keys"]]}
+    found = await _lookup(request, body["key_type"], body["key"])
+    found.pop("key")
+    found["throttle_time_ms"] = 0
+    return found
+
+
+def error_response(request: Any, code: int) -> dict:
+    if request.api_version >= 4:
+        return {"throttle_time_ms": 0, "coordinators": [
+            {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": None}
+            for k in request.body["coordinator_keys"]]}
+    return {"throttle_time_ms": 0, "error_code": code, "error_message": None, "node_id": -1, "host": "", "port": -1}

@@ -1,0 +1,33 @@
+"""Heartbeat (api key 12): a member is alive; REBALANCE_IN_PROGRESS tells it to rejoin.
+
+Versions 0-4.
+- v1: throttle_time_ms.
+- v2: same as v1.
+- v3: group_instance_id (KIP-345).
+- v4: flexible.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.group.coordinator import coordinator_of
+from protocol.errors import ErrorCode
+
+API_KEY = 12
+NAME = "Heartbeat"
+VERSIONS = (0, 4)
+
+
+def handle(request: Any) -> dict:
+    body = request.body
+    coordinator = coordinator_of(request)
+    if coordinator is None:
+        return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    code = coordinator.heartbeat(body["group_id"], body["generation_id"], body["member_id"],
+                                 body["group_instance_id"])
+    return {"throttle_time_ms": 0, "error_code": code}
+
+
+def error_response(request: Any, code: int) -> dict:
+    return {"throttle_time_ms": 0, "error_code": code}

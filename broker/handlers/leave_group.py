@@ -1,0 +1,48 @@
+"""LeaveGroup (api key 13): members leave; the group rebalances without them.
+
+Versions 0-5.
+- v1: throttle_time_ms.
+- v2: same as v1.
+- v3: batched members with group_instance_id (KIP-345); per-member errors.
+- v4: flexible.
+- v5: reason per member (KIP-800).
+
+Before v3 the single member's error is the top-level error (as Kafka's LeaveGroupResponse does).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.group.coordinator import coordinator_of
+from protocol.errors import ErrorCode
+
+API_KEY = 13
+NAME = "LeaveGroup"
+VERSIONS = (0, 5)
+
+
+def _identities(request: Any) -> list[tuple[str, str | None]]:
+    body = request.body
+    if request.api_version >= 3:
+        return [(m["member_id"], m["group_instance_id"]) for m in body["members"]]
+    return [(body["member_id"], None)]
+
+
+def handle(request: Any) -> dict:
+    coordinator = coordinator_of(request)
+    if coordinator is None:
+        return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    identities = _identities(request)
+    error, member_errors = coordinator.leave_group(request.body["group_id"], identities)
+    if request.api_version < 3:
+        if error == ErrorCode.NONE and member_errors:
+            error = member_errors[0]
+        return {"throttle_time_ms": 0, "error_code": error, "members": []}
+    return {"throttle_time_ms": 0, "error_code": error, "members": [
+        {"member_id": mid, "group_instance_id": iid, "error_code": code}
+        for (mid, iid), code in zip(identities, member_errors, strict=False)]}
+
+
+def error_response(request: Any, code: int) -> dict:
+    return {"throttle_time_ms": 0, "error_code": code, "members": []}

@@ -1,0 +1,57 @@
+"""OffsetCommit (api key 8): store a group's consumed positions in __consumer_offsets.
+
+Versions 0-9.
+- v1: generation_id, member_id; per-partition commit_timestamp (-1 = now).
+- v2: retention_time_ms (-1 = broker default; else an explicit expire timestamp).
+- v3: throttle_time_ms.
+- v4: same as v3.
+- v5: retention_time_ms removed.
+- v6: committed_leader_epoch (KIP-320).
+- v7: group_instance_id (KIP-345).
+- v8: flexible.
+- v9: GROUP_ID_NOT_FOUND for an unknown group with a generation (KIP-848 semantics).
+
+Each partition is answered with its own error; group-level errors (coordinator, membership,
+generation) go to every partition. The answer is sent after the records are appended.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.group.coordinator import coordinator_of
+from protocol.errors import ErrorCode
+
+API_KEY = 8
+NAME = "OffsetCommit"
+VERSIONS = (0, 9)
+
+
+def _respond(request: Any, codes: list[int]) -> dict:
+    it = iter(codes)
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": next(it)}
+                                           for p in t["partitions"]]}
+        for t in request.body["topics"]]}
+
+
+def handle(request: Any) -> dict:
+    body = request.body
+    version = request.api_version
+    coordinator = coordinator_of(request)
+    partitions = [(t["name"], p["partition_index"], p["committed_offset"], p["committed_leader_epoch"],
+                   p["committed_metadata"], p["commit_timestamp"] if version == 1 else -1)
+                  for t in body["topics"] for p in t["partitions"]]
+    if coordinator is None:
+        return _respond(request, [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(partitions))
+    generation = body["generation_id_or_member_epoch"] if version >= 1 else -1
+    member_id = body["member_id"] if version >= 1 else ""
+    retention = body["retention_time_ms"] if 2 <= version <= 4 else -1
+    codes = coordinator.commit_offsets(body["group_id"], member_id, body["group_instance_id"], generation,
+                                       version, retention, partitions)
+    return _respond(request, codes)
+
+
+def error_response(request: Any, code: int) -> dict:
+    n = sum(len(t["partitions"]) for t in request.body["topics"])
+    return _respond(request, [code] * n)

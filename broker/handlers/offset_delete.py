@@ -1,0 +1,39 @@
+"""OffsetDelete (api key 47): delete a group's committed offsets of topics it does not consume (KIP-496).
+
+Version 0.
+
+Group errors: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (a non-consumer group with members), the
+coordinator errors. Partition errors: UNKNOWN_TOPIC_OR_PARTITION (no such topic),
+GROUP_SUBSCRIBED_TO_TOPIC (a member of the non-empty group subscribes to it). Deleted offsets
+get tombstones.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.group.coordinator import coordinator_of
+from protocol.errors import ErrorCode
+
+API_KEY = 47
+NAME = "OffsetDelete"
+VERSIONS = (0, 0)
+
+
+def handle(request: Any) -> dict:
+    body = request.body
+    coordinator = coordinator_of(request)
+    if coordinator is None:
+        return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    partitions = [(t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]]
+    error, codes = coordinator.delete_offsets(body["group_id"], partitions)
+    if error != ErrorCode.NONE:
+        return error_response(request, error)
+    it = iter(codes)
+    return {"error_code": ErrorCode.NONE, "throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": next(it)}
+                                           for p in t["partitions"]]} for t in body["topics"]]}
+
+
+def error_response(request: Any, code: int) -> dict:
+    return {"error_code": code, "throttle_time_ms": 0, "topics": []}

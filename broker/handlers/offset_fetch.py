@@ -1,0 +1,72 @@
+"""OffsetFetch (api key 9): a group's committed offsets.
+
+Versions 0-9.
+- v1: same as v0 (offsets in Kafka rather than ZooKeeper).
+- v2: topics may be null (= every committed partition); top-level error_code.
+- v3: throttle_time_ms.
+- v4: same as v3.
+- v5: committed_leader_epoch (KIP-320).
+- v6: flexible.
+- v7: require_stable (KIP-447): no pending transactional offsets exist yet, so it changes nothing.
+- v8: several groups per request (KIP-709).
+- v9: member_id / member_epoch for KIP-848 groups (ignored for classic groups, as Kafka).
+
+A partition without a committed offset answers offset -1, metadata "" and no error. Before v2
+a group-level error (coordinator not available / loading / not coordinator) is put on every
+requested partition.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.group.coordinator import coordinator_of
+from protocol.errors import ErrorCode, KafkaApiError
+
+API_KEY = 9
+NAME = "OffsetFetch"
+VERSIONS = (0, 9)
+
+
+def _partition(index: int, om: Any, error: int = ErrorCode.NONE) -> dict:
+    if om is None:
+        return {"partition_index": index, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+                "error_code": error}
+    return {"partition_index": index, "committed_offset": om.committed_offset,
+            "committed_leader_epoch": om.leader_epoch, "metadata": om.metadata, "error_code": error}
+
+
+def _fetch_group(request: Any, group_id: str, topics: list[dict] | None) -> tuple[int, list[dict]]:
+    wanted = None if topics is None else [(t["name"], list(t["partition_indexes"])) for t in topics]
+    coordinator = coordinator_of(request)
+    try:
+        if coordinator is None:
+            raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        found = coordinator.fetch_offsets(group_id, wanted)
+    except KafkaApiError as exc:
+        if request.api_version < 2:
+            # v0-1 have no top-level error: every requested partition carries it.
+            return ErrorCode.NONE, [{"name": t, "partitions": [_partition(p, None, exc.code) for p in parts]}
+                                    for t, parts in (wanted or [])]
+        return exc.code, []
+    return ErrorCode.NONE, [{"name": t, "partitions": [_partition(p, om) for p, om in parts]} for t, parts in found]
+
+
+def handle(request: Any) -> dict:
+    body = request.body
+    if request.api_version >= 8:
+        groups = []
+        for g in body["groups"]:
+            error, topics = _fetch_group(request, g["group_id"], g["topics"])
+            groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
+        return {"throttle_time_ms": 0, "groups": groups}
+    error, topics = _fetch_group(request, body["group_id"], body["topics"])
+    return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
+
+
+def error_response(request: Any, code: int) -> dict:
+    body = request.body
+    if request.api_version >= 8:
+        return {"throttle_time_ms": 0, "groups": [{"group_id": g["group_id"], "topics": [], "error_code": code}
+                                                  for g in body["groups"]]}
+    return {"throttle_time_ms": 0, "topics": [], "error_code": code}

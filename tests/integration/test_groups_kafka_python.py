@@ -1,0 +1,193 @@
+"""Consumer groups end to end: the real daemon, kafka-python clients, raw-socket error cases.
+
+Needs the group coordinator wired into broker/server.py (``broker.group_coordinator``) and the
+replica manager's Produce/Fetch. Short session timeouts keep the whole file well under a minute.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from protocol.errors import ErrorCode
+from tests.support.wire import WireClient
+
+pytestmark = pytest.mark.timeout(120)
+
+GROUP_OVERRIDES = {"group.min.session.timeout.ms": "500"}
+
+
+def _produce(bootstrap: str, topic: str, partitions: int, count: int) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, partitions, 1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for i in range(count):
+        producer.send(topic, str(i).encode(), partition=i % partitions)
+    producer.flush()
+    producer.close()
+
+
+def _consumer(bootstrap: str, name: str, topic: str, group: str = "g1", **kw) -> KafkaConsumer:
+    return KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id=name,
+                         auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
+                         heartbeat_interval_ms=300, **kw)
+
+
+def _poll_until(consumers: list[KafkaConsumer], done, timeout: float = 30.0) -> dict[str, list[bytes]]:
+    got: dict[str, list[bytes]] = {c.config["client_id"]: [] for c in consumers}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for c in consumers:
+            for recs in c.poll(100).values():
+                got[c.config["client_id"]].extend(r.value for r in recs)
+        if done(got):
+            return got
+    raise AssertionError(f"timed out: {[(c.config['client_id'], c.assignment()) for c in consumers]}")
+
+
+def _balanced(consumers: list[KafkaConsumer], partitions: int):
+    def check(_got) -> bool:
+        owned = [tp.partition for c in consumers for tp in c.assignment()]
+        return sorted(owned) == list(range(partitions)) and all(c.assignment() for c in consumers)
+    return check
+
+
+@pytest.mark.parametrize("assignor", ["range", "roundrobin"])
+def test_three_members_share_partitions_and_commits_survive_restart(broker_factory, assignor: str) -> None:
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    strategy = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}[assignor]
+    broker = broker_factory(GROUP_OVERRIDES)
+    _produce(broker.bootstrap, "gt", 6, 60)
+    consumers = [_consumer(broker.bootstrap, f"c{i}", "gt", partition_assignment_strategy=[strategy])
+                 for i in range(3)]
+    _poll_until(consumers, _balanced(consumers, 6))
+    # Every partition is owned by exactly one member of the generation.
+    owned = sorted(tp.partition for c in consumers for tp in c.assignment())
+    assert owned == list(range(6))
+    got = _poll_until(consumers, lambda g: sum(map(len, g.values())) >= 0)
+    for c in consumers:
+        c.commit()
+        c.close()
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    committed = admin.list_group_offsets("g1")["g1"]
+    admin.close()
+    assert sum(o.offset for o in committed.values()) == 60
+    del got
+    broker.restart()
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    assert sum(o.offset for o in admin.list_group_offsets("g1")["g1"].values()) == 60
+    admin.close()
+    # A new member resumes exactly after the last commit: nothing is consumed again.
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    producer.send("gt", b"after-restart", partition=2)
+    producer.flush()
+    producer.close()
+    c = _consumer(broker.bootstrap, "late", "gt")
+    got = _poll_until([c], lambda g: len(g["late"]) >= 1)
+    time.sleep(0.5)
+    for recs in c.poll(300).values():
+        got["late"].extend(r.value for r in recs)
+    assert got["late"] == [b"after-restart"]
+    c.close()
+
+
+def test_member_leaving_triggers_rebalance(broker) -> None:
+    broker_bootstrap = broker.bootstrap
+    _produce(broker_bootstrap, "lv", 4, 8)
+    a, b = _consumer(broker_bootstrap, "a", "lv"), _consumer(broker_bootstrap, "b", "lv")
+    _poll_until([a, b], _balanced([a, b], 4))
+    b.close()  # sends LeaveGroup
+    t0 = time.monotonic()
+    _poll_until([a], lambda _g: len(a.assignment()) == 4, timeout=10)
+    assert time.monotonic() - t0 < 5
+    a.close()
+
+
+def test_admin_describe_list_delete_groups(broker) -> None:
+    _produce(broker.bootstrap, "ad", 2, 4)
+    c = _consumer(broker.bootstrap, "solo", "ad", group="adm")
+    _poll_until([c], lambda g: len(g["solo"]) == 4)
+    c.commit()
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    listed = admin.list_groups()
+    assert any((g["group_id"] if isinstance(g, dict) else g[0]) == "adm" for g in listed)
+    (desc,) = admin.describe_groups(["adm"])
+    assert desc.state == "Stable" and len(desc.members) == 1
+    c.close()
+    (desc,) = admin.describe_groups(["adm"])
+    assert desc.state == "Empty"
+    admin.delete_groups(["adm"])
+    (desc,) = admin.describe_groups(["adm"])
+    assert desc.state == "Dead"
+    assert admin.list_group_offsets("adm") == {"adm": {}}
+    admin.close()
+
+
+def _find_coordinator(w: WireClient, group: str) -> None:
+    for _ in range(100):
+        r = w.request(10, 3, {"key": group, "key_type": 0})
+        if r["error_code"] == ErrorCode.NONE:
+            return
+        time.sleep(0.05)
+    raise AssertionError("no coordinator")
+
+
+def _join(w: WireClient, version: int, member_id: str = "", session: int = 6000, instance: str | None = None) -> dict:
+    return w.request(11, version, {"group_id": "wire", "session_timeout_ms": session, "rebalance_timeout_ms": 3000,
+                                   "member_id": member_id, "group_instance_id": instance,
+                                   "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]})
+
+
+def test_raw_error_cases(broker) -> None:
+    with WireClient(broker.host, broker.port) as w:
+        _find_coordinator(w, "wire")
+        # KIP-394: a first join without member id gets MEMBER_ID_REQUIRED and an id to use.
+        first = _join(w, 5)
+        assert first["error_code"] == ErrorCode.MEMBER_ID_REQUIRED and first["member_id"].startswith("wire-test-")
+        assert _join(w, 5, session=1)["error_code"] == ErrorCode.INVALID_SESSION_TIMEOUT
+        assert _join(w, 5, member_id="unknown-member")["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+        joined = _join(w, 5, member_id=first["member_id"])
+        assert joined["error_code"] == ErrorCode.NONE and joined["generation_id"] == 1
+        member = joined["member_id"]
+        hb = {"group_id": "wire", "generation_id": 7, "member_id": member, "group_instance_id": None}
+        assert w.request(12, 3, hb)["error_code"] == ErrorCode.ILLEGAL_GENERATION
+        hb.update(generation_id=1, member_id="nobody")
+        assert w.request(12, 3, hb)["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+        # Static membership: a second instance id join replaces the first; the old id is fenced.
+        s1 = w.request(11, 5, {"group_id": "static", "session_timeout_ms": 6000, "rebalance_timeout_ms": 3000,
+                               "member_id": "", "group_instance_id": "i1", "protocol_type": "consumer",
+                               "protocols": [{"name": "range", "metadata": b""}]}) \
+            if _find_coordinator(w, "static") is None else None
+        assert s1["error_code"] == ErrorCode.NONE
+        w.request(14, 3, {"group_id": "static", "generation_id": s1["generation_id"], "member_id": s1["member_id"],
+                          "group_instance_id": "i1", "assignments": []})
+        s2 = w.request(11, 5, {"group_id": "static", "session_timeout_ms": 6000, "rebalance_timeout_ms": 3000,
+                               "member_id": "", "group_instance_id": "i1", "protocol_type": "consumer",
+                               "protocols": [{"name": "range", "metadata": b""}]})
+        assert s2["error_code"] == ErrorCode.NONE and s2["member_id"] != s1["member_id"]
+        assert s2["generation_id"] == s1["generation_id"]  # no rebalance
+        fenced = w.request(12, 3, {"group_id": "static", "generation_id": s1["generation_id"],
+                                   "member_id": s1["member_id"], "group_instance_id": "i1"})
+        assert fenced["error_code"] == ErrorCode.FENCED_INSTANCE_ID
+        # Commit metadata round-trips; unknown topics are refused per partition.
+        w.request(19, 4, {"topics": [{"name": "ct", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                                      "configs": []}], "timeout_ms": 5000, "validate_only": False})
+        commit = w.request(8, 2, {"group_id": "simple", "generation_id_or_member_epoch": -1, "member_id": "",
+                                  "retention_time_ms": -1, "topics": [
+                                      {"name": "ct", "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                                                     "committed_metadata": "hello"}]},
+                                      {"name": "missing", "partitions": [{"partition_index": 0,
+                                                                          "committed_offset": 1,
+                                                                          "committed_metadata": ""}]}]}) \
+            if _find_coordinator(w, "simple") is None else None
+        codes = [p["error_code"] for t in commit["topics"] for p in t["partitions"]]
+        assert codes == [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+        fetched = w.request(9, 5, {"group_id": "simple", "topics": [{"name": "ct", "partition_indexes": [0]}]})
+        (p,) = fetched["topics"][0]["partitions"]
+        assert (p["committed_offset"], p["metadata"], p["error_code"]) == (5, "hello", ErrorCode.NONE)

@@ -1,0 +1,107 @@
+"""Java String.hashCode / Utils.abs, and the exact bytes of __consumer_offsets records."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from broker.group import records as R
+from broker.group.consumer_protocol import subscribed_topics
+from broker.group.hashing import java_string_hash_code, partition_for, utils_abs
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("", 0),
+    ("a", 97),
+    ("group", 98629247),                 # "group".hashCode() in Java
+    ("hello", 99162322),
+    ("polygenelubricants", -2147483648),  # Integer.MIN_VALUE, the famous case
+    ("\u00e9", 233),
+    ("\U0001F600", 1772899),              # a surrogate pair: 0xD83D * 31 + 0xDE00
+])
+def test_java_string_hash_code(text: str, expected: int) -> None:
+    assert java_string_hash_code(text) == expected
+
+
+def test_utils_abs_maps_min_value_to_zero() -> None:
+    assert utils_abs(-2147483648) == 0
+    assert utils_abs(-1) == 2147483647
+    assert utils_abs(5) == 5
+    assert partition_for("polygenelubricants", 50) == 0
+    assert partition_for("group", 50) == 98629247 % 50
+    # Java's wrapping arithmetic, spelled out independently: sum(c * 31^(n-1-i)) mod 2^32, signed.
+    text = "consumer-group-with-a-long-name"
+    h = sum(ord(c) * pow(31, len(text) - 1 - i, 1 << 32) for i, c in enumerate(text)) % (1 << 32)
+    signed = h - (1 << 32) if h >= 1 << 31 else h
+    assert java_string_hash_code(text) == signed
+    assert partition_for(text, 7) == (signed & 0x7FFFFFFF) % 7
+
+
+def s(text: str) -> bytes:
+    b = text.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def test_offset_commit_key_bytes() -> None:
+    # key version 1, then OffsetCommitKey: group, topic, partition
+    expected = struct.pack(">h", 1) + s("grp") + s("topic") + struct.pack(">i", 7)
+    assert R.offset_commit_key("grp", "topic", 7) == expected
+    assert R.decode_key(expected) == R.OffsetKey("grp", "topic", 7)
+
+
+def test_offset_commit_value_v3_bytes() -> None:
+    om = R.OffsetAndMetadata(42, 5, "meta", 1700000000000)
+    expected = (struct.pack(">h", 3) + struct.pack(">q", 42) + struct.pack(">i", 5) + s("meta")
+                + struct.pack(">q", 1700000000000))
+    assert R.offset_commit_value(om) == expected
+    assert R.decode_offset_value(expected) == om
+
+
+def test_offset_commit_value_v1_with_expire_timestamp() -> None:
+    om = R.OffsetAndMetadata(42, -1, "", 10, 99)
+    expected = struct.pack(">h", 1) + struct.pack(">q", 42) + s("") + struct.pack(">q", 10) + struct.pack(">q", 99)
+    assert R.offset_commit_value(om) == expected
+    assert R.decode_offset_value(expected) == om
+
+
+def test_group_metadata_key_and_value_v3_bytes() -> None:
+    assert R.group_metadata_key("grp") == struct.pack(">h", 2) + s("grp")
+    value = {"protocol_type": "consumer", "generation": 3, "protocol": "range", "leader": "m1",
+             "current_state_timestamp": 123,
+             "members": [{"member_id": "m1", "group_instance_id": "i1", "client_id": "c", "client_host": "/h",
+                          "rebalance_timeout": 300, "session_timeout": 100, "subscription": b"\x01\x02",
+                          "assignment": b"\x03"}]}
+    expected = (struct.pack(">h", 3) + s("consumer") + struct.pack(">i", 3) + s("range") + s("m1")
+                + struct.pack(">q", 123) + struct.pack(">i", 1)
+                + s("m1") + s("i1") + s("c") + s("/h") + struct.pack(">ii", 300, 100)
+                + struct.pack(">i", 2) + b"\x01\x02" + struct.pack(">i", 1) + b"\x03")
+    assert R.group_metadata_value(value) == expected
+    assert R.decode_group_value(expected) == value
+
+
+def test_group_metadata_value_v0_is_read() -> None:
+    # v0 (Kafka 0.9): no current_state_timestamp, no rebalance_timeout, no group_instance_id.
+    data = (struct.pack(">h", 0) + s("consumer") + struct.pack(">i", 1) + s("range") + s("m")
+            + struct.pack(">i", 1) + s("m") + s("c") + s("/h") + struct.pack(">i", 100)
+            + struct.pack(">i", 0) + struct.pack(">i", 0))
+    v = R.decode_group_value(data)
+    assert v["generation"] == 1 and v["members"][0]["session_timeout"] == 100
+    assert v["members"][0]["rebalance_timeout"] == -1 and v["current_state_timestamp"] == -1
+
+
+def test_unknown_and_corrupt_records() -> None:
+    assert R.decode_key(struct.pack(">h", 5) + b"whatever") == R.OtherKey(5)
+    with pytest.raises(R.CorruptRecordError):
+        R.decode_key(b"\x00")
+    with pytest.raises(R.CorruptRecordError):
+        R.decode_key(struct.pack(">h", 1) + b"\x00\x05ab")  # truncated group string
+    with pytest.raises(R.CorruptRecordError):
+        R.decode_offset_value(struct.pack(">h", 9) + b"\x00" * 20)  # no such version
+
+
+def test_subscribed_topics() -> None:
+    data = struct.pack(">h", 1) + struct.pack(">i", 2) + s("a") + s("bb") + b"\xff\xff\xff\xff"
+    assert subscribed_topics(data) == {"a", "bb"}
+    assert subscribed_topics(b"\x00") is None
+    assert subscribed_topics(struct.pack(">h", 0) + struct.pack(">i", 99)) is None
