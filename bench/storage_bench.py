@@ -1,9 +1,13 @@
 """Storage engine micro-benchmark: append, sendfile read and recovery throughput.
 
-Run: ``.venv/bin/python bench/storage_bench.py [--dir /path] [--mib 256]``. Prints a table of
-append MB/s (16 KiB and 1 MiB batches) beside the plain os.write ceiling measured in the same run
-on the same file system, read MB/s via os.sendfile into a socketpair drained by a thread, and
-recovery seconds per GiB (unclean open of a log of --mib MiB, scaled).
+Run: ``.venv/bin/python bench/storage_bench.py [--dir /path] [--mib 256] [--rounds 3]``. Prints a
+table of append MB/s (16 KiB and 1 MiB batches, 128 MiB segments so rolls are included) beside the
+plain os.write ceiling measured in the same run on the same file system, their ratio, read MB/s
+via os.sendfile into a socketpair drained by a thread, and recovery seconds per GiB (unclean open
+of a log of --mib MiB, scaled).
+
+Shared machines are noisy, so the write ceiling and the append run alternate for --rounds rounds
+and the best of each is reported (the usual microbenchmark convention: noise only slows runs down).
 """
 
 from __future__ import annotations
@@ -57,6 +61,23 @@ def bench_append(dir: Path, raw: bytes, total: int) -> tuple[float, Log]:
     return appended / elapsed / MIB, log
 
 
+def best_append_and_ceiling(root: Path, raw: bytes, total: int, rounds: int) -> tuple[float, float, Path, Log]:
+    """Alternate the os.write ceiling and the append run; keep the best of each and the last log."""
+    best_rate = best_ceiling = 0.0
+    log: Log | None = None
+    dir = root / "bench"
+    for i in range(rounds):
+        best_ceiling = max(best_ceiling, bench_plain_write(root, raw, total))
+        if log is not None:
+            log.close()
+            shutil.rmtree(dir)
+        dir = root / f"bench-{len(raw)}-{i}"
+        rate, log = bench_append(dir, raw, total)
+        best_rate = max(best_rate, rate)
+    assert log is not None
+    return best_rate, best_ceiling, dir, log
+
+
 def bench_read(log: Log) -> float:
     a, b = socket.socketpair()
     a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * MIB)
@@ -96,6 +117,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--mib", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="odradek-bench-", dir=args.dir))
     total = args.mib * MIB
@@ -103,20 +125,22 @@ def main() -> None:
     try:
         for label, size in (("16 KiB", 16 * 1024), ("1 MiB", MIB)):
             raw = make_batch(size)
-            ceiling = bench_plain_write(root, raw, total)
-            rate, log = bench_append(root / f"bench-{size}", raw, total)
+            rate, ceiling, dir, log = best_append_and_ceiling(root, raw, total, args.rounds)
             read_rate = bench_read(log)
             log.close()
-            recovery = bench_recovery(root / f"bench-{size}")
+            recovery = bench_recovery(dir)
             rows.append((label, rate, ceiling, read_rate, recovery))
-            shutil.rmtree(root / f"bench-{size}")
+            shutil.rmtree(dir)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print(f"{'batch':>8} | {'append MB/s':>11} | {'os.write MB/s':>13} | {'sendfile MB/s':>13} | {'recovery s/GiB':>14}")
-    print("-" * 72)
+    print(f"{'batch':>8} | {'append MB/s':>11} | {'os.write MB/s':>13} | {'ratio':>5} | {'sendfile MB/s':>13} | "
+          f"{'recovery s/GiB':>14}")
+    print("-" * 80)
     for label, rate, ceiling, read_rate, recovery in rows:
-        print(f"{label:>8} | {rate:11.0f} | {ceiling:13.0f} | {read_rate:13.0f} | {recovery:14.2f}")
-    print(f"(data: {args.mib} MiB per row in {args.dir or tempfile.gettempdir()}; page cache, no fsync on append)")
+        print(f"{label:>8} | {rate:11.0f} | {ceiling:13.0f} | {rate / ceiling:5.2f} | {read_rate:13.0f} | "
+              f"{recovery:14.2f}")
+    print(f"(data: {args.mib} MiB per run, best of {args.rounds} runs, in {args.dir or tempfile.gettempdir()}; "
+          "page cache, no fsync on append)")
 
 
 if __name__ == "__main__":

@@ -64,9 +64,18 @@ class InvalidConfigError(StorageError):
 
 
 class InvalidRecordError(StorageError):
-    """A batch is well-formed but breaks a rule (offset range vs record count, control batch from a client)."""
+    """A batch is well-formed but breaks a rule (offset range vs record count, control batch from a client,
+    a record without a key on a compacted topic).
+
+    ``record_errors`` lists (batch_index, message) for ProduceResponse's RecordErrors (KIP-467);
+    empty when the error concerns the whole batch.
+    """
 
     default_code = ErrorCode.INVALID_RECORD
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message)
+        self.record_errors: list[tuple[int, str]] = []
 
 
 class InvalidTimestampError(StorageError):

@@ -43,6 +43,11 @@ class IndexFile:
         self._length_is_multiple = length % self.entry_size == 0
         self._mmap: mmap.mmap | None = None
         self._map_len = 0
+        # The file may be shorter than the mapping (trimmed while mapped); writing a page of the
+        # mapping beyond the file's end would kill the process with SIGBUS, so track both.
+        self._file_len = length
+        # A plain attribute, not a property: the append path checks it for every batch.
+        self.max_entries = self._round(max_index_size) // self.entry_size
         if writable:
             self.resize(max(self._round(max_index_size), self.entries * self.entry_size))
         else:
@@ -61,10 +66,6 @@ class IndexFile:
             self._mmap = mmap.mmap(self._fd, length)
 
     @property
-    def max_entries(self) -> int:
-        return self._round(self.max_index_size) // self.entry_size
-
-    @property
     def is_full(self) -> bool:
         return self.entries >= self.max_entries
 
@@ -76,6 +77,7 @@ class IndexFile:
         """Grow/shrink the file to ``new_size`` (whole entries) and remap. Readers must be excluded."""
         new_size = max(self._round(new_size), self.entries * self.entry_size)
         os.ftruncate(self._fd, new_size)
+        self._file_len = new_size
         self._remap(new_size)
         self._length_is_multiple = True
 
@@ -87,6 +89,7 @@ class IndexFile:
     def trim_to_valid_size(self) -> None:
         """Shrink the file to the valid entries; the mapping stays (see module docstring)."""
         os.ftruncate(self._fd, self.entries * self.entry_size)
+        self._file_len = self.entries * self.entry_size
 
     def flush(self) -> None:
         if self._mmap is not None:
@@ -115,6 +118,10 @@ class IndexFile:
         if (self.entries + 1) * self.entry_size > self._map_len:
             # The file was opened read-only sized (inactive) and is written again: remap larger.
             self.resize(max(self._round(self.max_index_size), (self.entries + 1) * self.entry_size))
+        elif (self.entries + 1) * self.entry_size > self._file_len:
+            # Trimmed but still mapped (an inactive segment's final entry at close): grow the file.
+            self._file_len = (self.entries + 1) * self.entry_size
+            os.ftruncate(self._fd, self._file_len)
 
     def _key_at(self, i: int) -> int:
         raise NotImplementedError

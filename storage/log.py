@@ -42,9 +42,12 @@ from __future__ import annotations
 import bisect
 import os
 import shutil
+import struct
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
@@ -52,15 +55,13 @@ from crc32c import crc32c
 
 from protocol.batch_header import (
     CONTROL_BIT,
+    CRC_AT,
     CRC_START,
+    HEADER_SIZE,
     LOG_OVERHEAD,
+    MAGIC_V2,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
-    InvalidBatchError,
-    parse_header,
-    set_base_offset,
-    set_log_append_time,
-    set_partition_leader_epoch,
 )
 from storage.checkpoint_file import fsync_dir
 from storage.errors import (
@@ -72,16 +73,50 @@ from storage.errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
+from storage.key_validator import validate_keys_for_compaction
 from storage.leader_epoch_cache import LeaderEpochCache
 from storage.log_config import LONG_MAX, LogConfig
 from storage.partition_metadata import read_partition_metadata, write_partition_metadata
 from storage.results import EMPTY_SLICE, AppendInfo, FetchSlice
-from storage.segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from storage.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+)
 from storage.time_index import NO_TIMESTAMP
+
+# The append path builds headers from raw tuples: NamedTuple._make and _replace cost more than the
+# rest of an append of a small batch.
+_HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
+_make_header = partial(tuple.__new__, BatchHeader)
+_pack_header = _HEADER_STRUCT.pack
+# base_offset, batch_length, partition_leader_epoch: the bytes the leader rewrites (before magic).
+_PREFIX = struct.Struct(">qii")
+_PREFIX_SIZE = _PREFIX.size
+_UINT32 = struct.Struct(">I")
+# Linux's IOV_MAX is 1024; a record set with more batches is joined into one buffer instead.
+_MAX_IOV = 1024
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+_flusher_pool: ThreadPoolExecutor | None = None
+_flusher_lock = threading.Lock()
+
+
+def _flusher() -> ThreadPoolExecutor:
+    """One thread shared by all logs for roll-time fsyncs (Kafka's scheduler "flush-log" task)."""
+    global _flusher_pool
+    with _flusher_lock:
+        if _flusher_pool is None:
+            _flusher_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-log-flusher")
+        return _flusher_pool
 
 
 class DuplicateBatch(NamedTuple):
@@ -141,6 +176,10 @@ class Log:
         self._unflushed_messages = 0
         self.last_flush_ms = _now_ms()
         self.topic_id: str | None = None
+        # Bumped by every truncation; a background flush or snapshot begun before one must not
+        # advance the recovery point or publish its snapshot afterwards.
+        self._truncations = 0
+        self._background: list[Future[None]] = []
 
     # ------------------------------------------------------------------------------------------
     # opening and recovery
@@ -163,6 +202,7 @@ class Log:
         log.on_dir_failure = on_dir_failure
         try:
             log._load(recovery_point, log_start_offset, clean_shutdown, now)
+            log._rebuild_producer_state(now)
             stored = read_partition_metadata(dir)
             if stored is None and topic_id is not None:
                 write_partition_metadata(dir, topic_id)
@@ -174,6 +214,7 @@ class Log:
         return log
 
     def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool, now: int) -> None:
+        self._complete_swaps(now)
         bases: list[int] = []
         for entry in os.scandir(self.dir):
             name = entry.name
@@ -220,7 +261,8 @@ class Log:
                     corrupted = True
                 if seg.size == 0 and next_base is not None:
                     # We never leave an empty segment before another one (roll of an empty
-                    # segment is a no-op), so its data was lost: nothing after it is reachable.
+                    # segment is a no-op, and the cleaner keeps at least the last batch of each
+                    # segment group it rewrites), so its data was lost: nothing after it is reachable.
                     corrupted = True
                     seg.delete_files()
                     continue
@@ -247,9 +289,65 @@ class Log:
         else:
             self.epoch_cache.truncate_from_start(self._log_start_offset)
 
+    def _complete_swaps(self, now: int) -> None:
+        """Finish or undo a compaction swap interrupted by a crash (see storage.cleaner).
+
+        ``*.cleaned`` files are a cleaned segment not yet complete: delete them. A ``*.log.swap``
+        is complete and fsynced: the segments it replaces (base offsets in [swap base, swap end))
+        are deleted if still present, then it is renamed into place. Kafka's LogLoader does the same.
+        """
+        names = os.listdir(self.dir)
+        for name in names:
+            if name.endswith(CLEANED_SUFFIX):
+                os.unlink(self.dir / name)
+        for name in sorted(names):
+            if not name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                continue
+            stem = name[: -len(LOG_SUFFIX + SWAP_SUFFIX)]
+            if not stem.isdigit():
+                continue
+            swap = LogSegment(self.dir, int(stem), self.config, created_ms=now, active=True, create=False,
+                              suffix=SWAP_SUFFIX)
+            swap.recover()  # it was fsynced before the rename, but its indexes are rebuilt cheaply
+            end = swap.next_offset
+            for other in os.listdir(self.dir):
+                other_stem = other[:20]
+                if (other.endswith((LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and other_stem.isdigit()
+                        and len(other) in (20 + len(LOG_SUFFIX), 20 + len(INDEX_SUFFIX), 20 + len(TIME_INDEX_SUFFIX))
+                        and swap.base_offset <= int(other_stem) < max(end, swap.base_offset + 1)):
+                    os.unlink(self.dir / other)
+            swap.change_suffix(SWAP_SUFFIX, "")
+            swap.close()
+        fsync_dir(self.dir)
+
+    def _rebuild_producer_state(self, now: int) -> None:
+        """Load the newest producer snapshot and replay batch headers after it (Kafka's
+        loadProducerState). Only for a full ProducerStateManager; the minimal hook was fed by recovery."""
+        producer_state = self.producer_state
+        if producer_state is None or not hasattr(producer_state, "truncate_and_reload"):
+            return
+        replay_from = producer_state.truncate_and_reload(self._log_start_offset, self._log_end_offset, now)
+        self._replay_producer_state(replay_from, now)
+
+    def _replay_producer_state(self, replay_from: int, now: int) -> None:
+        producer_state = self.producer_state
+        assert producer_state is not None
+        for seg in self._state.segments:
+            if seg.next_offset <= replay_from or seg.size == 0:
+                continue
+            found = seg.translate_offset(replay_from)
+            if found is None:
+                continue
+            for _, header in seg.iter_headers(found[0]):
+                if header.base_offset >= replay_from and header.producer_id >= 0:
+                    producer_state.on_append(header, now)
+        producer_state.update_map_end_offset(self._log_end_offset)
+
     def _replay_batch_hook(self, now: int) -> Callable[[BatchHeader], None]:
         cache = self.epoch_cache
         producer_state = self.producer_state
+        if producer_state is not None and hasattr(producer_state, "truncate_and_reload"):
+            producer_state = None  # rebuilt from its snapshot by _rebuild_producer_state
 
         def on_batch(header: BatchHeader) -> None:
             if header.partition_leader_epoch > cache.latest_epoch:
@@ -301,112 +399,176 @@ class Log:
 
     def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int, assign_offsets: bool = True,
                now_ms: int | None = None) -> AppendInfo:
-        """Validate every batch, then assign offsets and write them all with one pwrite.
+        """Validate every batch, then assign offsets and write them all with one pwritev.
 
         Raises CorruptRecordError / RecordTooLargeError / InvalidRecordError /
         InvalidTimestampError before anything is written; LogDirOfflineError on a disk error.
         ``assign_offsets=False`` (replication) keeps the batches' offsets and epochs; they must
-        start at or after the LEO.
+        start at or after the LEO. ``records`` is not modified and not kept after the call.
+
+        This is the produce hot path: per batch one header unpack, one CRC-32C, a 16-byte prefix
+        rewrite and no copy of the batch (it is handed to pwritev as is); no records are decoded
+        unless the topic is compacted (null keys are rejected there, as Kafka's LogValidator does).
         """
-        now = _now_ms() if now_ms is None else now_ms
-        view = memoryview(records)
+        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        view = records if type(records) is memoryview else memoryview(records)
         batches = self._validate(view, assign_offsets, now)
+        config = self.config
+        if assign_offsets and config.compact:
+            validate_keys_for_compaction(view, batches, self.dir.name)
         with self._lock:
-            self._check_online()
+            if self.offline or self.closed:
+                self._check_online()
             producer_state = self.producer_state
             if producer_state is not None:
-                for _, header in batches:
-                    if header.producer_id >= 0:
-                        dup = producer_state.check_append(header)
-                        if dup is not None:
-                            return self._duplicate_info(dup, len(batches), len(view))
-            buf = bytearray(view)  # the one copy
+                dup = self._check_producer_state(producer_state, batches)
+                if dup is not None:
+                    return self._duplicate_info(dup, len(batches), len(view))
             leo = self._log_end_offset
-            if not assign_offsets and batches[0][1].base_offset < leo:
-                raise InvalidRecordError(f"batch offset {batches[0][1].base_offset} below log end offset {leo}")
-            log_append = self.config.log_append_time
-            next_offset = leo
-            assigned: list[tuple[int, BatchHeader]] = []
-            max_ts, offset_of_max = NO_TIMESTAMP, -1
-            for pos, header in batches:
-                if assign_offsets:
-                    set_base_offset(buf, next_offset, pos)
-                    set_partition_leader_epoch(buf, leader_epoch, pos)
-                    changes: dict[str, int] = {"base_offset": next_offset, "partition_leader_epoch": leader_epoch}
+            log_append = config.log_append_time
+            total = len(view)
+            if assign_offsets:
+                next_offset = leo
+                iov: list[Any] = []
+                assigned: list[tuple[int, BatchHeader]] = []
+                max_ts, offset_of_max = NO_TIMESTAMP, -1
+                records_count = 0
+                for pos, header in batches:
+                    size = header[1] + LOG_OVERHEAD
                     if log_append:
-                        set_log_append_time(buf, now, pos)
-                        changes["max_timestamp"] = now
-                        changes["attributes"] = header.attributes | TIMESTAMP_TYPE_BIT
-                    header = header._replace(**changes)
-                if header.base_offset < next_offset and not assign_offsets:
-                    raise InvalidRecordError("batch offsets are not increasing")
-                next_offset = header.next_offset
-                if header.max_timestamp > max_ts:
-                    max_ts, offset_of_max = header.max_timestamp, header.last_offset
-                assigned.append((pos, header))
-            first_offset = assigned[0][1].base_offset
-            last_offset = assigned[-1][1].last_offset
+                        # LogAppendTime changes CRC-covered fields: rewrite the whole header.
+                        header = _make_header((next_offset, header[1], leader_epoch, header[3], 0,
+                                               header[5] | TIMESTAMP_TYPE_BIT, header[6], header[7], now)
+                                              + header[9:])
+                        prefix = bytearray(_pack_header(*header))
+                        crc = crc32c(view[pos + HEADER_SIZE: pos + size], crc32c(prefix[CRC_START:]))
+                        _UINT32.pack_into(prefix, CRC_AT, crc)
+                        header = header._replace(crc=crc)
+                        iov.append(prefix)
+                        iov.append(view[pos + HEADER_SIZE: pos + size])
+                    else:
+                        header = _make_header((next_offset, header[1], leader_epoch) + header[3:])
+                        iov.append(_PREFIX.pack(next_offset, header[1], leader_epoch))
+                        iov.append(view[pos + _PREFIX_SIZE: pos + size])
+                    next_offset += header[6] + 1
+                    if header[8] > max_ts:
+                        max_ts, offset_of_max = header[8], next_offset - 1
+                    records_count += header[12]
+                    assigned.append((pos, header))
+                if len(iov) > _MAX_IOV:
+                    iov = [b"".join(iov)]
+                epoch = leader_epoch
+            else:
+                first_base = batches[0][1][0]
+                if first_base < leo:
+                    raise InvalidRecordError(f"batch offset {first_base} below log end offset {leo}")
+                next_offset = leo
+                max_ts, offset_of_max = NO_TIMESTAMP, -1
+                records_count = 0
+                epoch = -1
+                for _, header in batches:
+                    if header[0] < next_offset:
+                        raise InvalidRecordError("batch offsets are not increasing")
+                    next_offset = header[0] + header[6] + 1
+                    if header[8] > max_ts:
+                        max_ts, offset_of_max = header[8], next_offset - 1
+                    records_count += header[12]
+                    if header[2] > epoch:
+                        epoch = header[2]
+                assigned = batches
+                iov = [view]
+            first_offset = assigned[0][1][0]
+            last_offset = next_offset - 1
             try:
-                seg = self.active_segment
-                if seg.should_roll(len(buf), max_ts, last_offset, now):
+                seg = self._state.segments[-1]
+                if seg.should_roll(total, max_ts, last_offset, now):
                     seg = self._roll(first_offset, now)
-                seg.append(buf, assigned)
+                seg.append_iov(iov, total, assigned)
             except OSError as exc:
                 self._fail(exc)
             self._log_end_offset = next_offset
-            for _, header in assigned:
-                epoch = header.partition_leader_epoch
-                if epoch > self.epoch_cache.latest_epoch:
-                    self._io(self.epoch_cache.assign, epoch, header.base_offset)
-                if producer_state is not None and header.producer_id >= 0:
-                    producer_state.on_append(header, now)
-            self._unflushed_messages += sum(h.records_count for _, h in assigned)
-            if self._unflushed_messages >= self.config.flush_messages:
-                self._flush(next_offset, now)
-            return AppendInfo(
-                first_offset=first_offset, last_offset=last_offset, max_timestamp=max_ts,
-                offset_of_max_timestamp=offset_of_max, log_append_time=now if log_append else -1,
-                log_start_offset=self._log_start_offset, num_batches=len(assigned), size=len(buf),
-            )
+            if epoch > self.epoch_cache.latest_epoch:
+                # Only the first batch of a new epoch starts an entry; followers' batches may
+                # carry several epochs, so walk them.
+                for _, header in assigned:
+                    if header[2] > self.epoch_cache.latest_epoch:
+                        self._io(self.epoch_cache.assign, header[2], header[0])
+            if producer_state is not None:
+                for _, header in assigned:
+                    if header[9] >= 0:
+                        producer_state.on_append(header, now)
+            if config.flush_messages != LONG_MAX:
+                self._unflushed_messages += records_count
+                if self._unflushed_messages >= config.flush_messages:
+                    self._flush(next_offset, now)
+            else:
+                self._unflushed_messages += records_count
+            return AppendInfo(first_offset, last_offset, max_ts, offset_of_max, now if log_append else -1,
+                              self._log_start_offset, len(assigned), total)
+
+    def _check_producer_state(self, producer_state: ProducerStateHook,
+                              batches: list[tuple[int, BatchHeader]]) -> Any:
+        """Run the producer checks; several batches of one producer are checked in order as if the
+        earlier ones were already appended (Kafka's per-append ProducerAppendInfo). Returns the
+        first duplicate found (the whole append is then answered as that duplicate), else None."""
+        idempotent = [h for _, h in batches if h[9] >= 0]
+        if not idempotent:
+            return None
+        if len(idempotent) == 1:
+            return producer_state.check_append(idempotent[0])
+        check_batches = getattr(producer_state, "check_append_batches", None)
+        if check_batches is not None:
+            return check_batches(idempotent)
+        for header in idempotent:
+            dup = producer_state.check_append(header)
+            if dup is not None:
+                return dup
+        return None
 
     def _validate(self, view: memoryview, assign_offsets: bool, now: int) -> list[tuple[int, BatchHeader]]:
         total = len(view)
         if total == 0:
             raise CorruptRecordError("empty record set")
-        max_size = self.config.max_message_bytes
-        check_before = self.config.message_timestamp_before_max_ms != LONG_MAX and not self.config.log_append_time
-        check_after = self.config.message_timestamp_after_max_ms != LONG_MAX and not self.config.log_append_time
+        config = self.config
+        max_size = config.max_message_bytes
+        before_max, after_max = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
+        check_times = (before_max != LONG_MAX or after_max != LONG_MAX) and not config.log_append_time
         batches: list[tuple[int, BatchHeader]] = []
         pos = 0
         while pos < total:
-            if total - pos < LOG_OVERHEAD:
-                raise CorruptRecordError(f"{total - pos} trailing bytes are not a record batch")
-            try:
-                header = parse_header(view, pos)
-            except InvalidBatchError as exc:
-                raise CorruptRecordError(str(exc)) from None
-            if header.size > max_size:
-                raise RecordTooLargeError(
-                    f"batch of {header.size} bytes exceeds max.message.bytes {max_size}")
-            if total - pos < header.size:
-                raise CorruptRecordError(f"batch of {header.size} bytes truncated at {total - pos}")
-            if crc32c(view[pos + CRC_START: pos + header.size]) != header.crc:
+            if total - pos < HEADER_SIZE:
+                if total - pos < LOG_OVERHEAD:
+                    raise CorruptRecordError(f"{total - pos} trailing bytes are not a record batch")
+                raise CorruptRecordError("record batch shorter than its 61-byte header")
+            # Fields by index (see protocol.batch_header): 1 batch_length, 3 magic, 4 crc,
+            # 5 attributes, 6 last_offset_delta, 7 base_timestamp, 8 max_timestamp, 12 records_count.
+            header = _make_header(_HEADER_STRUCT.unpack_from(view, pos))
+            if header[3] != MAGIC_V2:
+                raise CorruptRecordError(f"unsupported record batch magic {header[3]}")
+            size = header[1] + LOG_OVERHEAD
+            if size < HEADER_SIZE:
+                raise CorruptRecordError(f"batch length {header[1]} below the header size")
+            if size > max_size:
+                raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes {max_size}")
+            if total - pos < size:
+                raise CorruptRecordError(f"batch of {size} bytes truncated at {total - pos}")
+            if crc32c(view[pos + CRC_START: pos + size]) != header[4]:
                 raise CorruptRecordError("record batch CRC32C mismatch")
-            if header.records_count <= 0 and assign_offsets or header.last_offset_delta < 0:
+            if header[12] <= 0 and assign_offsets or header[6] < 0:
                 raise InvalidRecordError("batch has an invalid record count or offset range")
             if assign_offsets:
-                if header.records_count != header.last_offset_delta + 1:
-                    raise InvalidRecordError(
-                        f"batch has {header.records_count} records but offset delta {header.last_offset_delta}")
-                if header.attributes & CONTROL_BIT:
+                if header[12] != header[6] + 1:
+                    raise InvalidRecordError(f"batch has {header[12]} records but offset delta {header[6]}")
+                if header[5] & CONTROL_BIT:
                     raise InvalidRecordError("clients may not produce control batches")
-            if check_before and header.base_timestamp < now - self.config.message_timestamp_before_max_ms:
-                raise InvalidTimestampError(f"timestamp {header.base_timestamp} is too far in the past")
-            if check_after and header.max_timestamp > now + self.config.message_timestamp_after_max_ms:
-                raise InvalidTimestampError(f"timestamp {header.max_timestamp} is too far in the future")
+            if check_times:
+                if before_max != LONG_MAX and header[7] < now - before_max:
+                    raise InvalidTimestampError(f"timestamp {header[7]} is too far in the past")
+                if after_max != LONG_MAX and header[8] > now + after_max:
+                    raise InvalidTimestampError(f"timestamp {header[8]} is too far in the future")
             batches.append((pos, header))
-            pos += header.size
-        if pos > self.config.segment_bytes:
+            pos += size
+        if pos > config.segment_bytes:
             raise RecordTooLargeError(f"record set of {pos} bytes exceeds segment.bytes")
         return batches
 
@@ -549,10 +711,86 @@ class Log:
         old.on_become_inactive()
         new = LogSegment.create(self.dir, new_base, self.config, now)
         self._state = _snapshot(self._state.segments + (new,))
-        # Kafka flushes the rolled segment (asynchronously); we fsync it here, off the event loop.
-        self._flush(new_base, now)
-        fsync_dir(self.dir)
+        snapshot = None
+        producer_state = self.producer_state
+        if producer_state is not None and hasattr(producer_state, "snapshot_bytes"):
+            # Kafka snapshots producer state at the new segment's base offset on every roll, so
+            # recovery replays at most the active segment. Serialized here, written in the background.
+            producer_state.update_map_end_offset(new_base)
+            snapshot = (producer_state.snapshot_path(new_base), producer_state.snapshot_bytes())
+        # Like Kafka, the rolled segment is fsynced asynchronously (the appender does not wait);
+        # the recovery point advances only once that fsync is done.
+        self._flush_in_background(new_base, snapshot)
         return new
+
+    def _flush_in_background(self, up_to: int, snapshot: tuple[Path, bytes] | None) -> None:
+        """fsync every segment below ``up_to`` not yet known durable, on the shared flusher thread.
+
+        Called with the lock held. The fds are duplicated here, so the fsyncs stay valid even if
+        the segments are closed or deleted meanwhile; the result is applied under the lock only if
+        no truncation happened in between.
+        """
+        fds: list[int] = []
+        flushed: list[tuple[LogSegment, int]] = []
+        try:
+            for seg in self._state.segments:
+                if seg.base_offset < up_to and seg.next_offset > self.recovery_point:
+                    fds.extend(seg.dup_fds())
+                    flushed.append((seg, seg.size))
+            fds.append(os.open(self.dir, os.O_RDONLY))  # the new segment's directory entry
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
+        generation = self._truncations
+        future = _flusher().submit(self._background_flush, fds, flushed, up_to, generation, snapshot)
+        self._background = [f for f in self._background if not f.done()] + [future]
+
+    def _background_flush(self, fds: list[int], flushed: list[tuple[LogSegment, int]], up_to: int,
+                          generation: int, snapshot: tuple[Path, bytes] | None) -> None:
+        failure: OSError | None = None
+        tmp = None
+        try:
+            if snapshot is not None:
+                tmp = snapshot[0].with_name(snapshot[0].name + ".tmp")
+                with open(tmp, "wb") as handle:
+                    handle.write(snapshot[1])
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            for fd in fds:
+                os.fsync(fd)
+        except OSError as exc:
+            failure = exc
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self._lock:
+            if self.closed or generation != self._truncations:
+                if tmp is not None:
+                    tmp.unlink(missing_ok=True)
+                return
+            if failure is not None:
+                self.offline = True
+                if self.on_dir_failure is not None:
+                    self.on_dir_failure(self.dir.parent)
+                return
+            try:
+                if snapshot is not None and tmp is not None:
+                    os.replace(tmp, snapshot[0])
+                    fsync_dir(self.dir)
+                    prune = getattr(self.producer_state, "_prune_snapshots", None)
+                    if prune is not None:
+                        prune()
+            except OSError:
+                pass  # a lost snapshot only means a longer replay at the next open
+            for seg, size in flushed:
+                seg.flushed_size = max(seg.flushed_size, size) if seg.size >= size else seg.flushed_size
+            self.recovery_point = max(self.recovery_point, up_to)
+
+    def wait_for_background_flushes(self, timeout: float | None = None) -> None:
+        """Block until the roll-time fsyncs submitted so far are done (tests, shutdown)."""
+        for future in list(self._background):
+            future.result(timeout)
 
     def flush(self, up_to: int | None = None, now_ms: int | None = None) -> None:
         """fsync segments holding offsets below ``up_to`` (default: LEO); advance the recovery point."""
@@ -625,12 +863,67 @@ class Log:
             if remaining and remaining[0].base_offset > self._log_start_offset:
                 self._log_start_offset = remaining[0].base_offset
                 self.epoch_cache.truncate_from_start(self._log_start_offset)
+                self._on_log_start_advanced()
             due = now + self.config.file_delete_delay_ms
             for seg in doomed:
                 seg.mark_deleted()
                 self._pending_deletes.append((due, seg))
         except OSError as exc:
             self._fail(exc)
+
+    def replace_segments(self, cleaned: LogSegment, old: list[LogSegment], old_sizes: list[int]) -> None:
+        """Swap a cleaned segment (files ``*.cleaned``, complete and fsynced) in for ``old``.
+
+        Kafka's replaceSegments: rename ``.cleaned`` -> ``.swap``, replace the segments in memory,
+        rename the old ones ``.deleted`` (removed after file.delete.delay.ms; their fds stay open
+        for readers), rename ``.swap`` -> final names. Raises storage.cleaner's
+        CleaningAbortedError (after deleting the cleaned files) if ``old`` is no longer exactly
+        part of the log with ``old_sizes`` bytes (truncated, deleted or closed meanwhile).
+        """
+        from storage.cleaner import CleaningAbortedError  # the cleaner imports this module
+
+        with self._lock:
+            segments = self._state.segments
+            try:
+                i = segments.index(old[0])
+            except ValueError:
+                i = -1
+            intact = (not self.closed and not self.offline and i >= 0 and i + len(old) < len(segments)
+                      and list(segments[i:i + len(old)]) == old and [s.size for s in old] == old_sizes
+                      and cleaned.next_offset == old[-1].next_offset)
+            if not intact:
+                cleaned.delete_files()
+                raise CleaningAbortedError(f"log {self.dir.name} changed during cleaning")
+            try:
+                cleaned.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+                fsync_dir(self.dir)
+                self._state = _snapshot(segments[:i] + (cleaned,) + segments[i + len(old):])
+                due = _now_ms() + self.config.file_delete_delay_ms
+                for seg in old:
+                    seg.mark_deleted()
+                    self._pending_deletes.append((due, seg))
+                cleaned.change_suffix(SWAP_SUFFIX, "")
+                fsync_dir(self.dir)
+            except OSError as exc:
+                self._fail(exc)
+
+    def report_io_error(self, exc: OSError) -> None:
+        """An I/O error outside the log's own calls (the cleaner): take the log dir offline."""
+        with self._lock:
+            try:
+                self._fail(exc)
+            except LogDirOfflineError:
+                pass
+
+    def _on_log_start_advanced(self) -> None:
+        """Tell producer state the log start moved; drop snapshots below the first segment."""
+        producer_state = self.producer_state
+        if producer_state is None or not hasattr(producer_state, "on_log_start_offset_advanced"):
+            return
+        producer_state.on_log_start_offset_advanced(self._log_start_offset)
+        # Every snapshot is taken at a roll or the LEO, so the newest one is never below the
+        # first segment; older ones only describe deleted data.
+        producer_state.delete_snapshots_before(self._state.segments[0].base_offset)
 
     def remove_deleted_files(self, now_ms: int | None = None) -> int:
         """Physically remove ``*.deleted`` segments whose file.delete.delay.ms has passed."""
@@ -660,6 +953,7 @@ class Log:
                 self._log_start_offset = offset
                 try:
                     self.epoch_cache.truncate_from_start(offset)
+                    self._on_log_start_advanced()
                 except OSError as exc:
                     self._fail(exc)
                 segs = self._state.segments
@@ -671,7 +965,8 @@ class Log:
     def truncate_to(self, offset: int, now_ms: int | None = None) -> bool:
         """Remove everything at or after ``offset`` (the whole batch holding it). True if anything went.
 
-        For replication (follower truncation). Producer state must be rebuilt by the caller.
+        For replication (follower truncation). A full ProducerStateManager is reloaded from its
+        newest snapshot at or below the new end and the log replayed after it.
         """
         now = _now_ms() if now_ms is None else now_ms
         with self._lock:
@@ -693,9 +988,12 @@ class Log:
                         self._pending_deletes.append((due, seg))
                 active = keep[-1]
                 active.truncate_to(offset)
+                self._truncations += 1
                 self._log_end_offset = active.next_offset
                 self.recovery_point = min(self.recovery_point, self._log_end_offset)
                 self.epoch_cache.truncate_from_end(self._log_end_offset)
+                # Kafka's truncateAndReload: snapshots above the new end go, state is rebuilt.
+                self._rebuild_producer_state(now)
             except OSError as exc:
                 self._fail(exc)
             return True
@@ -718,14 +1016,22 @@ class Log:
             self._pending_deletes.append((due, seg))
         new = LogSegment.create(self.dir, offset, self.config, now)
         self._state = _snapshot([new])
+        self._truncations += 1
         self._log_start_offset = self._log_end_offset = self.recovery_point = offset
         self.epoch_cache.clear()
+        producer_state = self.producer_state
+        if producer_state is not None and hasattr(producer_state, "truncate_fully_and_start_at"):
+            producer_state.truncate_fully_and_start_at(offset)
 
     # ------------------------------------------------------------------------------------------
     # lifecycle and failure
 
     def close(self) -> None:
         """Flush, write final time index entries, trim indexes and close every file."""
+        try:
+            self.wait_for_background_flushes()  # outside the lock: those tasks finish under it
+        except OSError:
+            pass  # reported through on_dir_failure by the task itself
         with self._lock:
             if self.closed:
                 return
@@ -733,6 +1039,11 @@ class Log:
                 if not self.offline:
                     self._flush(self._log_end_offset, _now_ms())
                     self.epoch_cache.flush()
+                    producer_state = self.producer_state
+                    if producer_state is not None and hasattr(producer_state, "take_snapshot"):
+                        # Kafka snapshots at the LEO on clean close: the next open replays nothing.
+                        producer_state.update_map_end_offset(self._log_end_offset)
+                        producer_state.take_snapshot(self._log_end_offset)
             except OSError as exc:
                 self.close_quietly()
                 self._fail(exc)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, NamedTuple
 
 from storage.errors import InvalidConfigError
@@ -188,15 +189,17 @@ class LogConfig:
     leader_replication_throttled_replicas: str = ""
     follower_replication_throttled_replicas: str = ""
 
-    @property
+    # cached_property writes the instance __dict__ directly, so it works on a frozen dataclass;
+    # the append path reads these for every produce.
+    @cached_property
     def compact(self) -> bool:
         return "compact" in self.cleanup_policy.split(",")
 
-    @property
+    @cached_property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy.split(",")
 
-    @property
+    @cached_property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 

@@ -55,6 +55,10 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_PROPERTIES = "meta.properties"
 DELETE_DIR_SUFFIX = "-delete"
+STRAY_DIR_SUFFIX = "-stray"
+# The controller's metadata log lives in a log dir like a partition (as KRaft's does) but is not
+# one: the log manager must neither load nor delete it.
+RESERVED_TOPICS = frozenset({"__cluster_metadata"})
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
 TopicPartition = tuple[str, int]
@@ -110,7 +114,7 @@ class LogManager:
                 shutil.rmtree(entry.path, ignore_errors=True)  # deletion interrupted by a crash
                 continue
             match = _PARTITION_DIR.match(entry.name)
-            if match is None:
+            if match is None or match["topic"] in RESERVED_TOPICS:
                 continue
             tp = (match["topic"], int(match["partition"]))
             log = Log.open(
@@ -232,6 +236,29 @@ class LogManager:
             self._mark_offline(log_dir, exc)
         log.delete()
         return True
+
+    def mark_stray(self, topic: str, partition: int) -> Path | None:
+        """Close a log the cluster metadata does not know and rename it ``<dir>.<uuid>-stray``.
+
+        Like Kafka's KRaft brokers, data is kept for an operator to inspect rather than deleted:
+        metadata that lost a topic must not silently take the data with it. Stray dirs are not
+        loaded at start-up (they do not match the partition-dir pattern).
+        """
+        with self._lock:
+            tp = (topic, partition)
+            log = self._logs.pop(tp, None)
+            log_dir = self._log_dir_of.pop(tp, None)
+        if log is None or log_dir is None:
+            return None
+        target = log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}"
+        log.close_quietly()
+        try:
+            os.rename(log.dir, target)
+            fsync_dir(log_dir)
+        except OSError as exc:
+            self._mark_offline(log_dir, exc)
+            return None
+        return target
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         with self._lock:

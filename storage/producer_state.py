@@ -200,23 +200,30 @@ class ProducerStateManager:
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
 
-    def check_append(self, header: BatchHeader) -> DuplicateBatch | None:
+    def check_append(self, header: BatchHeader,
+                     pending: dict[int, tuple[int, int]] | None = None) -> DuplicateBatch | None:
         """Validate a client batch before it is written (rules 1-6 of the module doc).
 
         Raises InvalidProducerEpochError or OutOfOrderSequenceError; returns a DuplicateBatch for
-        a retry. Changes nothing: call :meth:`on_append` once the batch is in the log. A record
-        set with several batches of one producer must be checked and appended batch by batch.
+        a retry. Changes nothing: call :meth:`on_append` once the batch is in the log. For a
+        record set with several batches use :meth:`check_append_batches`; ``pending`` is its
+        overlay of (epoch, last sequence) per producer for the batches checked so far.
         """
         producer_id = header.producer_id
         if producer_id == NO_PRODUCER_ID:
             return None
         entry = self.producers.get(producer_id)
         current_epoch = entry.producer_epoch if entry is not None else NO_PRODUCER_EPOCH
+        last_seq = entry.last_seq if entry is not None else NO_SEQUENCE
 
+        # Like Kafka, retries are looked up in the committed state only.
         if entry is not None and not header.is_control:
             duplicate = entry.find_duplicate(header)
             if duplicate is not None:
                 return DuplicateBatch(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp)
+
+        if pending is not None and producer_id in pending:
+            current_epoch, last_seq = pending[producer_id]
 
         if header.producer_epoch < current_epoch:
             raise InvalidProducerEpochError(
@@ -224,6 +231,9 @@ class ProducerStateManager:
                 f"which is smaller than the last seen epoch {current_epoch}"
             )
         if header.is_control:
+            if pending is not None:
+                same = header.producer_epoch == current_epoch
+                pending[producer_id] = (header.producer_epoch, last_seq if same else NO_SEQUENCE)
             return None
 
         first_seq = header.base_sequence
@@ -234,12 +244,28 @@ class ProducerStateManager:
                     f"producer {producer_id} (current epoch {current_epoch}); a new epoch starts at 0"
                 )
         elif current_epoch != NO_PRODUCER_EPOCH:
-            last_seq = entry.last_seq if entry is not None else NO_SEQUENCE
             if not _in_sequence(last_seq, first_seq):
                 raise OutOfOrderSequenceError(
                     f"out of order sequence number for producer {producer_id}: {first_seq} "
                     f"(incoming seq. number), {last_seq} (current end sequence number)"
                 )
+        if pending is not None:
+            pending[producer_id] = (header.producer_epoch, header.last_sequence)
+        return None
+
+    def check_append_batches(self, headers: list[BatchHeader]) -> DuplicateBatch | None:
+        """Check the batches of one append in order, each as if the earlier ones were appended.
+
+        Kafka keeps a pending ProducerAppendInfo per producer for the whole record set, so a
+        request carrying batches with sequences 0-4 and 5-9 is in order even though only 0-4
+        would follow the committed state. Raises on the first bad batch (nothing is appended);
+        returns the first duplicate (the whole append is answered as that retry) or None.
+        """
+        pending: dict[int, tuple[int, int]] = {}
+        for header in headers:
+            duplicate = self.check_append(header, pending)
+            if duplicate is not None:
+                return duplicate
         return None
 
     def on_append(self, header: BatchHeader, append_time_ms: int, *, coordinator_epoch: int | None = None) -> None:
@@ -390,6 +416,17 @@ class ProducerStateManager:
             self.snapshot_path(snapshot_offset).unlink(missing_ok=True)
         self.map_end_offset = offset
         self.log_start_offset = offset
+
+
+def producer_state_factory(producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS):
+    """The ``producer_state_factory`` for storage.log_manager.LogManager: a ProducerStateManager per
+    partition directory, forgetting producers idle for ``producer_id_expiration_ms``
+    (``producer.id.expiration.ms``)."""
+
+    def create(topic: str, partition: int, partition_dir: Path) -> ProducerStateManager:
+        return ProducerStateManager(partition_dir, producer_id_expiration_ms)
+
+    return create
 
 
 # --- snapshot file format ------------------------------------------------------------------------

@@ -24,6 +24,10 @@ truncates at the first invalid byte and rebuilds both indexes. :meth:`load` (cle
 Deleted segments are renamed with a ``.deleted`` suffix and keep their file descriptor open until
 :meth:`delete_files`, so in-flight sendfile readers finish.
 
+Compaction (storage.cleaner) writes a new segment whose three files carry an extra suffix:
+``.cleaned`` while being written, ``.swap`` once complete and fsynced, then none when swapped in
+(:meth:`change_suffix`). See storage.log for what :meth:`Log.open` does with leftovers.
+
 Threading: one writer (the log's append path, serialized per partition). Readers may call
 :meth:`translate_offset`, :meth:`read_header` and friends concurrently: they only read bytes
 below ``size``, which is published after the bytes are written and indexed.
@@ -55,6 +59,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 RECOVERY_CHUNK = 8 * 1024 * 1024
 INT32_MAX = 2**31 - 1
 
@@ -65,21 +71,20 @@ def file_stem(base_offset: int) -> str:
 
 class LogSegment:
     def __init__(self, dir: Path, base_offset: int, config: LogConfig, *, created_ms: int,
-                 active: bool, create: bool) -> None:
+                 active: bool, create: bool, suffix: str = "") -> None:
         self.dir = dir
         self.base_offset = base_offset
         self.config = config
         stem = file_stem(base_offset)
-        self.log_path = dir / (stem + LOG_SUFFIX)
+        self.log_path = dir / (stem + LOG_SUFFIX + suffix)
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self.fd = os.open(self.log_path, flags, 0o644)
         self.size = os.fstat(self.fd).st_size
-        self.indexes_missing = not (dir / (stem + INDEX_SUFFIX)).exists() or \
-            not (dir / (stem + TIME_INDEX_SUFFIX)).exists()
-        self.offset_index = OffsetIndex(dir / (stem + INDEX_SUFFIX), base_offset, config.segment_index_bytes,
-                                        writable=active)
-        self.time_index = TimeIndex(dir / (stem + TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes,
-                                    writable=active)
+        index_path = dir / (stem + INDEX_SUFFIX + suffix)
+        time_index_path = dir / (stem + TIME_INDEX_SUFFIX + suffix)
+        self.indexes_missing = not index_path.exists() or not time_index_path.exists()
+        self.offset_index = OffsetIndex(index_path, base_offset, config.segment_index_bytes, writable=active)
+        self.time_index = TimeIndex(time_index_path, base_offset, config.segment_index_bytes, writable=active)
         self.created_ms = created_ms
         # Kafka draws the roll jitter once per segment so a fleet of partitions does not roll at once.
         self.roll_jitter_ms = random.randrange(config.segment_jitter_ms) if config.segment_jitter_ms > 0 else 0
@@ -93,11 +98,12 @@ class LogSegment:
 
     # -- opening --------------------------------------------------------------------------------
     @classmethod
-    def create(cls, dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    def create(cls, dir: Path, base_offset: int, config: LogConfig, now_ms: int, *, suffix: str = "") -> LogSegment:
+        """A new empty segment; ``suffix`` (``.cleaned``) for the cleaner's segments under construction."""
+        for kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             # Stale index files of a truncated-away segment with the same base offset.
-            (dir / (file_stem(base_offset) + suffix)).unlink(missing_ok=True)
-        return cls(dir, base_offset, config, created_ms=now_ms, active=True, create=True)
+            (dir / (file_stem(base_offset) + kind + suffix)).unlink(missing_ok=True)
+        return cls(dir, base_offset, config, created_ms=now_ms, active=True, create=True, suffix=suffix)
 
     @classmethod
     def load(cls, dir: Path, base_offset: int, config: LogConfig, *, active: bool,
@@ -143,47 +149,65 @@ class LogSegment:
         ``batches`` holds (position within buf, header) for each batch. On OSError the file is
         cut back to its previous size and the error re-raised.
         """
+        self.append_iov([buf], len(buf), batches)
+
+    def append_iov(self, iov: list, total: int, batches: list[tuple[int, BatchHeader]]) -> None:
+        """Like :meth:`append` with the bytes given as buffers written back to back (one pwritev).
+
+        The append path passes each batch as a rewritten 16-byte prefix plus the caller's own
+        bytes, so a produced batch is never copied in user space.
+        """
         start = self.size
-        view = memoryview(buf)
-        written = 0
+        fd = self.fd
         try:
-            while written < len(view):
-                n = os.pwrite(self.fd, view[written:], start + written)
-                if n <= 0:
-                    raise OSError("short write")
-                written += n
+            n = os.pwritev(fd, iov, start) if len(iov) > 1 else os.pwrite(fd, iov[0], start)
+            if n != total:
+                # Short write (rare: signals, huge iovecs): write the rest from a joined copy.
+                rest = memoryview(b"".join(iov))
+                while n < total:
+                    written = os.pwrite(fd, rest[n:], start + n)
+                    if written <= 0:
+                        raise OSError("short write")
+                    n += written
         except OSError:
             try:
-                os.ftruncate(self.fd, start)
+                os.ftruncate(fd, start)
             except OSError:
                 pass  # the log dir goes offline anyway; recovery truncates the torn tail
             raise
         for rel_pos, header in batches:
             self._index_batch(start + rel_pos, header)
-        self.size = start + len(view)  # published last: readers never see unindexed bytes
+        self.size = start + total  # published last: readers never see unindexed bytes
 
     def _index_batch(self, position: int, header: BatchHeader) -> None:
+        max_timestamp = header.max_timestamp
+        last_offset = header.base_offset + header.last_offset_delta
         if self.rolling_based_timestamp is None:
-            self.rolling_based_timestamp = header.max_timestamp
-        if header.max_timestamp > self.max_timestamp:
-            self.max_timestamp, self.offset_of_max_timestamp = header.max_timestamp, header.last_offset
+            self.rolling_based_timestamp = max_timestamp
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, last_offset
         if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
-            self.offset_index.append(header.last_offset, position)
+            self.offset_index.append(last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += header.size
-        self.next_offset = header.next_offset
+        self.bytes_since_last_index_entry += header.batch_length + LOG_OVERHEAD
+        self.next_offset = last_offset + 1
 
     def should_roll(self, batch_bytes: int, max_timestamp: int, last_offset: int, now_ms: int) -> bool:
         """Kafka's LogSegment.shouldRoll: size, segment.ms (+jitter), full index, or offset overflow."""
-        if self.size > self.config.segment_bytes - batch_bytes:
-            return self.size > 0
-        if self.size > 0:
-            first_ts = self.first_batch_timestamp()
+        size = self.size
+        config = self.config
+        if size > config.segment_bytes - batch_bytes:
+            return size > 0
+        if size > 0:
+            first_ts = self.rolling_based_timestamp
+            if first_ts is None:
+                first_ts = self.first_batch_timestamp()
             waited = max_timestamp - first_ts if first_ts >= 0 else now_ms - self.created_ms
-            if waited > self.config.segment_ms - self.roll_jitter_ms:
+            if waited > config.segment_ms - self.roll_jitter_ms:
                 return True
-        return (self.offset_index.is_full or self.time_index.is_full
+        offset_index, time_index = self.offset_index, self.time_index
+        return (offset_index.entries >= offset_index.max_entries or time_index.entries >= time_index.max_entries
                 or last_offset - self.base_offset > INT32_MAX)
 
     def first_batch_timestamp(self) -> int:
@@ -341,6 +365,27 @@ class LogSegment:
         self.time_index.close()
         os.close(self.fd)
         self.fd = -1
+
+    def dup_fds(self) -> list[int]:
+        """Duplicates of the .log and index fds, for an fsync off the log's lock (caller closes them).
+
+        fsync through a duplicate works even if the segment is closed meanwhile, and also writes
+        back the indexes' dirty mmap pages (they live in the same page cache).
+        """
+        fds = [os.dup(self.fd)]
+        for index in (self.offset_index, self.time_index):
+            if index._fd >= 0:
+                fds.append(os.dup(index._fd))
+        return fds
+
+    def change_suffix(self, old: str, new: str) -> None:
+        """Rename the three files from ``<name><old>`` to ``<name><new>`` (cleaner's swap protocol)."""
+        paths = [self.log_path, self.offset_index.path, self.time_index.path]
+        renamed = [p.with_name(p.name[: len(p.name) - len(old)] + new) for p in paths]
+        os.rename(paths[0], renamed[0])
+        self.log_path = renamed[0]
+        self.offset_index.rename(renamed[1])
+        self.time_index.rename(renamed[2])
 
     def mark_deleted(self) -> None:
         """Rename files to ``*.deleted``; the fd stays open for in-flight readers."""

@@ -172,6 +172,7 @@ def test_roll_on_segment_bytes_and_reads_across_segments(log):
     for seg in log.segments[:-1]:  # inactive indexes trimmed
         assert os.path.getsize(seg.offset_index.path) == seg.offset_index.entries * 8
         assert seg.offset_index.entries > 0
+    log.wait_for_background_flushes()  # Kafka fsyncs rolled segments asynchronously
     assert log.recovery_point == log.active_segment.base_offset  # rolled segments fsynced
 
 

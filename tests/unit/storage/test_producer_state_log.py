@@ -1,0 +1,157 @@
+"""Producer state wired into the log: snapshots on roll/close, load + replay on open, truncation,
+log start offset, multi-batch appends; roll-time fsync in the background."""
+
+import os
+import threading
+import time
+
+import pytest
+from log_test_helpers import small_config
+
+from protocol.records import Record, encode_batch
+from storage.log import Log, _flusher
+from storage.log_manager import LogManager
+from storage.producer_state import OutOfOrderSequenceError, ProducerStateManager, producer_state_factory
+
+PID = 42
+
+
+def pbatch(seq: int, n: int = 2, epoch: int = 0, pid: int = PID) -> bytes:
+    # Current timestamps: producers idle for producer.id.expiration.ms are dropped on load.
+    now = time.time_ns() // 1_000_000
+    return encode_batch([Record(timestamp=now, key=b"k", value=b"v" * 20) for _ in range(n)],
+                        producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+
+def open_with_state(dir, **kwargs) -> Log:
+    return Log.open(dir, small_config(segment_bytes=600), producer_state=ProducerStateManager(dir), **kwargs)
+
+
+def snapshots(dir) -> list[int]:
+    return sorted(int(p.name[:20]) for p in dir.iterdir() if p.name.endswith(".snapshot"))
+
+
+def test_snapshot_on_roll_and_on_clean_close(tmp_path):
+    d = tmp_path / "t-0"
+    log = open_with_state(d)
+    for i in range(10):
+        log.append(pbatch(i * 2), leader_epoch=0)
+    log.wait_for_background_flushes()
+    bases = [s.base_offset for s in log.segments[1:]]
+    assert bases and set(bases[-3:]) <= set(snapshots(d))  # one per roll, three kept
+    log.close()
+    assert snapshots(d)[-1] == 20  # at the LEO on clean close
+    reopened = open_with_state(d, clean_shutdown=True)
+    ps = reopened.producer_state
+    assert ps.map_end_offset == 20 and ps.last_entry(PID).last_seq == 19
+    dup = reopened.append(pbatch(18), leader_epoch=0)  # retry of the last batch
+    assert dup.duplicate and (dup.first_offset, dup.last_offset) == (18, 19)
+    reopened.close()
+
+
+def test_unclean_open_replays_only_after_newest_snapshot(tmp_path):
+    d = tmp_path / "t-0"
+    log = open_with_state(d)
+    for i in range(10):
+        log.append(pbatch(i * 2), leader_epoch=0)
+    log.close()
+    os.unlink(d / f"{20:020d}.snapshot")  # as if we crashed: only roll-time snapshots remain
+    newest = snapshots(d)[-1]
+    reopened = open_with_state(d, recovery_point=0)
+    assert reopened.producer_state.last_entry(PID).last_seq == 19  # replayed from `newest` to the LEO
+    assert newest < 20
+    with pytest.raises(OutOfOrderSequenceError):
+        reopened.append(pbatch(30), leader_epoch=0)
+    assert reopened.append(pbatch(20), leader_epoch=0).first_offset == 20
+    reopened.close()
+
+
+def test_no_snapshot_rebuilds_from_log_start(tmp_path):
+    d = tmp_path / "t-0"
+    log = open_with_state(d)
+    log.append(pbatch(0), leader_epoch=0)
+    log.append(pbatch(2), leader_epoch=0)
+    log.close()
+    for off in snapshots(d):
+        os.unlink(d / f"{off:020d}.snapshot")
+    reopened = open_with_state(d, clean_shutdown=True)
+    assert reopened.producer_state.last_entry(PID).last_seq == 3
+    reopened.close()
+
+
+def test_truncate_to_reloads_producer_state(tmp_path):
+    d = tmp_path / "t-0"
+    log = open_with_state(d)
+    for i in range(10):
+        log.append(pbatch(i * 2), leader_epoch=0)
+    log.truncate_to(13)  # drops the batch 12-13 and everything after it
+    assert log.log_end_offset == 12
+    assert log.producer_state.last_entry(PID).last_seq == 11
+    assert max(snapshots(d), default=0) <= 12  # snapshots above the new end are gone
+    assert log.append(pbatch(12), leader_epoch=0).first_offset == 12  # sequence continues from 11
+    log.truncate_fully_and_start_at(100)
+    assert log.producer_state.last_entry(PID) is None and snapshots(d) == []
+    log.close()
+
+
+def test_log_start_offset_advance_reaches_producer_state(tmp_path):
+    d = tmp_path / "t-0"
+    log = open_with_state(d)
+    for i in range(10):
+        log.append(pbatch(i * 2), leader_epoch=0)
+    log.wait_for_background_flushes()
+    log.delete_records_before(15)
+    ps = log.producer_state
+    assert ps.log_start_offset == 15
+    assert all(off >= log.segments[0].base_offset for off in snapshots(d))
+    assert ps.last_entry(PID).last_seq == 19  # producers are kept (Kafka >= 2.5)
+    log.close()
+
+
+def test_multi_batch_append_checks_batches_in_order(tmp_path):
+    d = tmp_path / "t-0"
+    log = open_with_state(d)
+    info = log.append(pbatch(0) + pbatch(2) + pbatch(4), leader_epoch=0)
+    assert (info.first_offset, info.last_offset, info.num_batches) == (0, 5, 3)
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(pbatch(6) + pbatch(9), leader_epoch=0)  # second batch skips 8
+    assert log.log_end_offset == 6  # all-or-nothing
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(pbatch(6) + pbatch(6), leader_epoch=0)  # the same sequence twice in one append
+    assert log.append(pbatch(6) + pbatch(0, epoch=1), leader_epoch=0).last_offset == 9  # epoch bump mid-append
+    assert log.producer_state.last_entry(PID).producer_epoch == 1
+    log.close()
+
+
+def test_log_manager_default_factory(tmp_path):
+    mgr = LogManager([tmp_path], small_config(), producer_state_factory=producer_state_factory(1000))
+    mgr.startup()
+    log = mgr.get_or_create_log("t", 0)
+    assert isinstance(log.producer_state, ProducerStateManager)
+    assert log.producer_state.producer_id_expiration_ms == 1000
+    log.append(pbatch(0), leader_epoch=0)
+    mgr.shutdown()
+    assert (tmp_path / "t-0" / f"{2:020d}.snapshot").exists()
+
+
+def test_roll_fsync_runs_in_background_and_truncation_wins(tmp_path):
+    d = tmp_path / "t-0"
+    log = Log.open(d, small_config(segment_bytes=600))
+    gate = threading.Event()
+    blocker = _flusher().submit(gate.wait)  # hold the flusher thread
+    try:
+        while len(log.segments) < 3:
+            log.append(pbatch(0, pid=-1), leader_epoch=0)
+        # The append returned without waiting for the fsync: nothing is durable yet.
+        assert log.recovery_point == 0
+        log.truncate_to(1)  # truncation before the background flush completes
+    finally:
+        gate.set()
+    blocker.result()
+    log.wait_for_background_flushes()
+    assert log.recovery_point <= log.log_end_offset == 0
+    while len(log.segments) < 2:
+        log.append(pbatch(0, pid=-1), leader_epoch=0)
+    log.wait_for_background_flushes()
+    assert log.recovery_point == log.active_segment.base_offset
+    log.close()
