@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from broker.purgatory import DelayedOperationPurgatory
 from controller.image import MetadataDelta, MetadataImage, TopicImage
 from protocol.errors import ErrorCode, KafkaApiError
+from storage.cleaner import CleanerConfig, LogCleaner
 from storage.errors import InvalidConfigError, KafkaStorageError
 from storage.log import Log
 from storage.log_config import LogConfig
@@ -101,6 +102,7 @@ class ReplicaManager:
         self._leader_listeners: list[Callable[[str, int, int], None]] = []
         self._resign_listeners: list[Callable[[str, int], None]] = []
         self._tasks: list[asyncio.Task] = []
+        self.cleaner: LogCleaner | None = None
         self._unsubscribe: Callable[[], None] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -117,15 +119,28 @@ class ReplicaManager:
         self._unsubscribe = self.broker.metadata.controller.subscribe(self._on_delta)
         loop = asyncio.get_running_loop()
         cfg = self.config
+        self.cleaner = LogCleaner(self.log_manager, CleanerConfig.from_broker_props(cfg),
+                                  upper_bound_offset=self._cleanable_upper_bound)
         self._tasks = [
             loop.create_task(self._every(cfg["log.retention.check.interval.ms"], self._retention)),
             loop.create_task(self._every(cfg.log_flush_interval_ms, self.log_manager.flush_dirty)),
             loop.create_task(self._every(cfg["log.flush.offset.checkpoint.interval.ms"], self.log_manager.checkpoint)),
         ]
+        if self.cleaner.config.enable:
+            # Kafka's LogCleaner threads: one log cleaned per round, then back off.
+            self._tasks.append(loop.create_task(self._every(self.cleaner.config.backoff_ms, self.cleaner.clean_once)))
+
+    def _cleanable_upper_bound(self, topic: str, partition: int) -> int | None:
+        """Compaction never passes the last stable offset (read from the cleaner's IO thread:
+        a racy read of an int only makes one round a little conservative)."""
+        part = self.partitions.get((topic, partition))
+        return None if part is None else part.last_stable_offset
 
     async def shutdown(self) -> None:
         for task in self._tasks:
             task.cancel()
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
         if self._unsubscribe is not None:
             self._unsubscribe()
         self.fetch_purgatory.shutdown()

@@ -108,7 +108,9 @@ def handle(request: Any) -> dict | None:
                                                  info.log_append_time, info.log_start_offset))
             except KafkaApiError as exc:
                 any_error = True
-                errors = getattr(exc, "record_errors", None)
+                # KIP-467: which batch/record was refused, e.g. a null key on a compacted topic.
+                errors = [{"batch_index": i, "batch_index_error_message": msg}
+                          for i, msg in getattr(exc, "record_errors", None) or ()]
                 results.append(_partition_result(index, exc.code, exc.message, record_errors=errors))
         responses.append({"name": name, "partition_responses": results})
     if acks == 0:
