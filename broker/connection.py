@@ -114,16 +114,30 @@ class Connection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.write_paused = False
         self._pump()
-        self._update_reading()
+        self._on_input()
 
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
+        self.buf += data
+        self._on_input()
+
+    def _on_input(self) -> None:
+        """Frame what is buffered (within the bounds), then pause or resume reading."""
+        self._frame_buffered()
+        self._update_reading()
+
+    def _at_bound(self) -> bool:
+        return self.write_paused or len(self.slots) >= MAX_IN_FLIGHT or self.channel.is_full()
+
+    def _frame_buffered(self) -> None:
+        # Frames are taken one at a time while both bounds hold, so the request queue and this
+        # connection's pending responses never exceed them; the rest waits in ``buf`` until
+        # complete()/on_queue_space()/resume_writing() call back here.
         buf = self.buf
-        buf += data
         pos = self.pos
         end = len(buf)
         limit = self.max_request_size
-        while end - pos >= 4:
+        while end - pos >= 4 and not self.closed:
             size = P.INT32.unpack_from(buf, pos)[0]
             if size < 0 or size > limit:
                 # Kafka's InvalidReceiveException: the connection is closed, nothing allocated.
@@ -135,7 +149,7 @@ class Connection(asyncio.Protocol):
                 )
                 self.close()
                 return
-            if end - pos - 4 < size:
+            if end - pos - 4 < size or self._at_bound():
                 break
             frame = bytes(buf[pos + 4 : pos + 4 + size])
             pos += 4 + size
@@ -150,7 +164,6 @@ class Connection(asyncio.Protocol):
             del buf[:pos]
             pos = 0
         self.pos = pos
-        self._update_reading()
 
     # -- responses --------------------------------------------------------------------------
 
@@ -166,7 +179,7 @@ class Connection(asyncio.Protocol):
             if head.chunks:
                 self.out_queue.extend(head.chunks)
         self._pump()
-        self._update_reading()
+        self._on_input()
 
     def _pump(self) -> None:
         transport = self.transport
@@ -216,18 +229,22 @@ class Connection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self.closed or self.transport is None:
             return
-        should_pause = self.write_paused or len(self.slots) >= MAX_IN_FLIGHT or self.channel.is_full()
+        queue_full = self.channel.is_full()
+        if queue_full:
+            # Register first, then look again: a drain between the two checks would otherwise
+            # leave this connection paused with nobody to wake it.
+            self.channel.wait_for_space(self)
+            queue_full = self.channel.is_full()
+        should_pause = self.write_paused or len(self.slots) >= MAX_IN_FLIGHT or queue_full
         if should_pause and not self.read_paused:
             self.read_paused = True
             self.transport.pause_reading()
-            if self.channel.is_full():
-                self.channel.wait_for_space(self)
         elif not should_pause and self.read_paused:
             self.read_paused = False
             self.transport.resume_reading()
 
     def on_queue_space(self) -> None:
-        self._update_reading()
+        self._on_input()
 
     def close(self) -> None:
         if not self.closed:

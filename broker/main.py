@@ -51,7 +51,6 @@ def main(argv: list[str] | None = None) -> int:
         log.error("Invalid configuration: %s", exc)
         return 1
 
-    from broker.server import Broker
 
     if config["odradek.event.loop"] == "uvloop":
         import uvloop

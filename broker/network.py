@@ -93,13 +93,18 @@ class SocketServer:
         max_request_size: int,
         idle_ms: int,
         loop_kind: str = "uvloop",
-        backlog: int = 1024,
+        backlog: int = 50,
+        send_buffer_bytes: int = -1,
+        receive_buffer_bytes: int = -1,
     ) -> None:
         self.handler_loop = handler_loop
         self.channel = channel
         self.endpoints = endpoints
         self.max_request_size = max_request_size
         self.backlog = backlog
+        # socket.send/receive.buffer.bytes: -1 keeps the OS default (and its autotuning).
+        self.send_buffer_bytes = send_buffer_bytes
+        self.receive_buffer_bytes = receive_buffer_bytes
         self.loop_kind = loop_kind
         self.listen_sockets: list[socket.socket] = []
         self.bound_ports: dict[str, int] = {}
@@ -165,6 +170,10 @@ class SocketServer:
                 return
             client.setblocking(False)
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.send_buffer_bytes > 0:
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
+            if self.receive_buffer_bytes > 0:
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
             net = next(self._next_loop)
             coro = net.loop.connect_accepted_socket(self._factory(net, listener), client)
             if net.own_thread:

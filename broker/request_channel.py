@@ -34,7 +34,9 @@ class RequestChannel:
         self.process = process
         self.queue: deque[tuple[Connection, _Slot, bytes]] = deque()
         self._scheduled = False
-        self._waiters: set[Connection] = set()
+        # Connections paused on a full queue. A deque, not a set: network threads append while
+        # the handler loop pops exactly the entries present when it looks (no swap to race with).
+        self._waiters: deque[Connection] = deque()
 
     def submit(self, conn: Connection, slot: _Slot, frame: bytes) -> bool:
         """Queue a framed request (called on the connection's loop). Returns False if closed."""
@@ -53,7 +55,7 @@ class RequestChannel:
         return len(self.queue) >= self.max_queued
 
     def wait_for_space(self, conn: Connection) -> None:
-        self._waiters.add(conn)
+        self._waiters.append(conn)
 
     def _drain(self) -> None:
         self._scheduled = False
@@ -63,15 +65,15 @@ class RequestChannel:
             conn, slot, frame = queue.popleft()
             if not conn.closed:
                 process(conn, slot, frame)
-        if self._waiters:
-            waiters, self._waiters = self._waiters, set()
-            for conn in waiters:
-                if conn.closed:
-                    continue
-                if conn.loop is self.handler_loop:
-                    conn.on_queue_space()
-                elif conn.loop is not None:
-                    conn.loop.call_soon_threadsafe(conn.on_queue_space)
+        waiters = self._waiters
+        for _ in range(len(waiters)):
+            conn = waiters.popleft()
+            if conn.closed:
+                continue
+            if conn.loop is self.handler_loop:
+                conn.on_queue_space()
+            elif conn.loop is not None:
+                conn.loop.call_soon_threadsafe(conn.on_queue_space)
 
     def close(self, conn: Connection) -> None:
         """Close a connection from the handler loop; transports may only be touched on their own loop."""

@@ -93,6 +93,9 @@ class Broker:
             max_request_size=self.config["socket.request.max.bytes"],
             idle_ms=self.config["connections.max.idle.ms"],
             loop_kind=self.config["odradek.event.loop"],
+            backlog=self.config["socket.listen.backlog.size"],
+            send_buffer_bytes=self.config["socket.send.buffer.bytes"],
+            receive_buffer_bytes=self.config["socket.receive.buffer.bytes"],
         )
         await self.socket_server.start()
         await self.metadata.on_listening(self.socket_server.bound_ports)

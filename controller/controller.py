@@ -71,7 +71,12 @@ from controller.requests import (
     ElectionResult,
 )
 from controller.topic_configs import TopicConfigError, is_list_config, list_default, validate_topic_configs
-from controller.topic_names import has_collision_chars, invalid_topic_reason, is_internal, unify_collision_chars
+from controller.topic_names import (
+    has_collision_chars,
+    invalid_topic_reason,
+    is_internal,
+    unify_collision_chars,
+)
 from protocol.errors import ErrorCode, KafkaApiError
 
 log = logging.getLogger(__name__)
