@@ -1,0 +1,134 @@
+"""DescribeConfigs (api key 32): effective topic and broker configuration, as Kafka's ConfigHelper.
+
+Versions 0-4.
+- v0: each entry carries is_default (derived here from the source: DEFAULT_CONFIG).
+- v1: include_synonyms; config_source replaces is_default; synonyms per entry (KIP-226).
+- v2: same as v1.
+- v3: include_documentation; config_type and documentation per entry (KIP-569).
+- v4: flexible.
+
+Resources (answered in request order, one result each):
+- TOPIC (2): every topic config key (``broker.topic_config_view.topic_config_entries``); an illegal
+  name gets INVALID_TOPIC_EXCEPTION with Topic.validate's message, an unknown topic
+  UNKNOWN_TOPIC_OR_PARTITION with no message, as Kafka.
+- BROKER (4): name = this node's id -> every broker key with its effective value, source and
+  synonyms; name "" -> the cluster-wide dynamic defaults only. Another id, or a name that is not a
+  number, is INVALID_REQUEST with Kafka's message.
+- BROKER_LOGGER (8), CLIENT_METRICS (16), GROUP (32): not implemented; INVALID_REQUEST
+  "Unsupported resource type" per resource.
+- Any other type makes the whole request fail: every result INVALID_REQUEST with Kafka's default
+  message (ConfigHelper throws before describing anything).
+
+``configuration_keys`` null or empty means all keys; otherwise only those named (unknown names are
+simply absent). Nothing here writes: it reads the broker config and the controller's image on the
+handler loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.topic_config_view import broker_config_entries, config_layers, entry_to_wire, topic_config_entries
+from controller.topic_names import invalid_topic_reason
+from protocol.errors import ErrorCode
+
+API_KEY = 32
+NAME = "DescribeConfigs"
+VERSIONS = (0, 4)
+
+TOPIC = 2
+BROKER = 4
+BROKER_LOGGER = 8
+CLIENT_METRICS = 16
+GROUP = 32
+KNOWN_TYPES = {TOPIC: "TOPIC", BROKER: "BROKER", BROKER_LOGGER: "BROKER_LOGGER", CLIENT_METRICS: "CLIENT_METRICS",
+               GROUP: "GROUP"}
+# Errors.INVALID_REQUEST.message(): what Kafka writes when the whole request fails.
+INVALID_REQUEST_DEFAULT_MESSAGE = (
+    "This most likely occurs because of a request being malformed by the client library or the message was "
+    "sent to an incompatible broker. See the broker logs for more details."
+)
+
+
+class _ResourceError(Exception):
+    def __init__(self, code: ErrorCode, message: str | None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def handle(request: Any) -> dict:
+    body = request.body
+    version = request.api_version
+    resources = body["resources"]
+    if any(r["resource_type"] not in KNOWN_TYPES for r in resources):
+        return _fail_all(resources, ErrorCode.INVALID_REQUEST, INVALID_REQUEST_DEFAULT_MESSAGE)
+    include_synonyms = bool(body["include_synonyms"]) and version >= 1
+    include_docs = bool(body["include_documentation"]) and version >= 3
+    broker = request.broker
+    controller = broker.metadata.controller
+    layers = config_layers(broker.config, controller.image.broker_configs, broker.config.node_id)
+    results = []
+    for r in resources:
+        rtype, name = r["resource_type"], r["resource_name"]
+        try:
+            entries = _describe(request, rtype, name, layers)
+        except _ResourceError as e:
+            results.append({"error_code": e.code, "error_message": e.message, "resource_type": rtype,
+                            "resource_name": name, "configs": []})
+            continue
+        keys = r["configuration_keys"]
+        if keys:
+            wanted = set(keys)
+            entries = [e for e in entries if e.name in wanted]
+        results.append({
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "resource_type": rtype,
+            "resource_name": name,
+            "configs": [entry_to_wire(e, include_synonyms, include_docs) for e in entries],
+        })
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _describe(request: Any, rtype: int, name: str, layers: Any) -> list:
+    config = request.broker.config
+    if rtype == TOPIC:
+        reason = invalid_topic_reason(name)
+        if reason is not None:
+            raise _ResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        topic = request.broker.metadata.image.topics.get(name)
+        if topic is None:
+            raise _ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+        return topic_config_entries(config, topic.configs, layers, describe=True)
+    if rtype == BROKER:
+        if name == "":
+            return broker_config_entries(config, layers, per_broker=False)
+        node_id = parse_broker_id(name, "Broker id must be an integer, but it is: ")
+        if node_id != config.node_id:
+            raise _ResourceError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {config.node_id} or "
+                                 f"empty string, but received {name}")
+        return broker_config_entries(config, layers, per_broker=True)
+    raise _ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {KNOWN_TYPES[rtype]}")
+
+
+def parse_broker_id(name: str, message_prefix: str) -> int:
+    """Java's Integer.parseInt rules (optional sign, ASCII digits, int range); else INVALID_REQUEST."""
+    text = name[1:] if name[:1] in "+-" else name
+    if text.isascii() and text.isdigit():
+        value = int(name)
+        if -(2**31) <= value < 2**31:
+            return value
+    raise _ResourceError(ErrorCode.INVALID_REQUEST, message_prefix + name)
+
+
+def _fail_all(resources: list[dict], code: ErrorCode, message: str | None) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "results": [{"error_code": code, "error_message": message, "resource_type": r["resource_type"],
+                     "resource_name": r["resource_name"], "configs": []} for r in resources],
+    }
+
+
+def error_response(request: Any, code: int) -> dict:
+    return _fail_all(request.body["resources"], ErrorCode(code), None)
