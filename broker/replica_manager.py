@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from broker.purgatory import DelayedOperationPurgatory
+from broker.topic_config_view import config_layers, effective_log_defaults
 from controller.image import MetadataDelta, MetadataImage, TopicImage
 from protocol.errors import ErrorCode, KafkaApiError
 from storage.cleaner import CleanerConfig, LogCleaner
@@ -110,6 +111,9 @@ class ReplicaManager:
     async def start(self) -> None:
         image = self.image
         self.log_manager.cluster_id = image.cluster_id
+        # Dynamic broker defaults stored by the controller apply from the first log opened.
+        self.base_log_config = effective_log_defaults(
+            self.config, config_layers(self.config, image.broker_configs, self.node_id))
         topic_configs = {name: self.topic_log_config(t) for name, t in image.topics.items()}
         await self._io(self.log_manager.startup, topic_configs)
         for topic in list(image.topics.values()):
@@ -257,16 +261,10 @@ class ReplicaManager:
             self._reload_broker_defaults()
 
     def _reload_broker_defaults(self) -> None:
-        """Dynamic broker config changes to log.* keys become the new topic defaults."""
-        dynamic = self.image.broker_configs
-        merged: dict[str, Any] = dict(self.config)
-        for scope in ("", str(self.node_id)):
-            merged.update(dynamic.get(scope, {}))
-        try:
-            self.base_log_config = LogConfig.from_broker_props(merged)
-        except InvalidConfigError as exc:
-            log.error("dynamic broker log config is invalid, keeping the previous defaults: %s", exc)
-            return
+        """Dynamic broker config changes to log.* keys become the new topic defaults, with Kafka's
+        precedence (a dynamic value also hides its synonyms in lower layers)."""
+        layers = config_layers(self.config, self.image.broker_configs, self.node_id)
+        self.base_log_config = effective_log_defaults(self.config, layers)
         for name, topic in self.image.topics.items():
             self.log_manager.update_config(name, self.topic_log_config(topic))
 
