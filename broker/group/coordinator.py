@@ -47,6 +47,7 @@ from typing import Any
 
 from broker.group import records as R
 from broker.group.classic_group import ClassicGroup, GroupState, now_ms
+from broker.group.consumer_group import ConsumerGroupLoader, ConsumerGroupManager
 from broker.group.hashing import partition_for
 from broker.group.keyed_timer import KeyedTimer
 from broker.group.member import ClassicGroupMember
@@ -113,6 +114,7 @@ class GroupCoordinator:
         self.partitions: dict[int, str] = {}  # __consumer_offsets partition -> _LOADING / _ACTIVE
         self.active = False
         self._load_tasks: dict[int, asyncio.Task] = {}
+        self.consumer = ConsumerGroupManager(self)  # KIP-848 groups, beside the classic ones
 
     # ==========================================================================================
     # lifecycle and partition ownership
@@ -171,6 +173,7 @@ class GroupCoordinator:
         offset = rm.log_start_offset(OFFSETS_TOPIC, partition)
         end = rm.log_end_offset(OFFSETS_TOPIC, partition)
         group_values: dict[str, dict | None] = {}
+        cg_loader = ConsumerGroupLoader(partition)
         offsets: dict[str, dict[tuple[str, int], R.OffsetAndMetadata | None]] = {}
         while offset < end:
             data = rm.read_internal(OFFSETS_TOPIC, partition, offset, self.load_buffer_size)
@@ -183,11 +186,13 @@ class GroupCoordinator:
                     offset = batch.next_offset
                     continue
                 for rec in batch.records:
-                    self._replay(rec, group_values, offsets)
+                    if not cg_loader.replay(rec.key, rec.value):  # KIP-848 records go to their loader
+                        self._replay(rec, group_values, offsets)
                 offset = batch.next_offset
             await asyncio.sleep(0)  # let other requests through while a big partition loads
         if self.partitions.get(partition) != _LOADING:
             return  # resigned meanwhile
+        self.consumer.install_loaded(partition, cg_loader.groups, offsets)  # takes its groups' offsets
         now = now_ms()
         for group_id, value in group_values.items():
             if value is None:
@@ -226,6 +231,7 @@ class GroupCoordinator:
 
     def _unload(self, partition: int, error: ErrorCode) -> None:
         self.partitions.pop(partition, None)
+        self.consumer.unload(partition)
         for group_id, group in list(self.groups.items()):
             if group.partition != partition:
                 continue
@@ -315,8 +321,12 @@ class GroupCoordinator:
               client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
               protocol_type: str, protocols: list[tuple[str, bytes]], api_version: int) -> None:
         is_unknown = member_id == UNKNOWN_MEMBER_ID
+        # An Empty KIP-848 group of this id gives way (its offsets carry over); a live one refuses.
+        carried = self.consumer.yield_to_classic(group_id, is_unknown)
         is_new_group = group_id not in self.groups
         group = self._get_or_create(group_id, is_unknown)
+        if group is not None and carried:
+            group.offsets.update(carried)
         if group is None:
             future.set_result(join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
             return
@@ -781,7 +791,12 @@ class GroupCoordinator:
             self.check_coordinator(group_id)
             group = self.groups.get(group_id)
             created = False
-            if group is None:
+            cgroup = self.consumer.groups.get(group_id)
+            if cgroup is not None:
+                # A KIP-848 group: generation_id_or_member_epoch is the member epoch.
+                cgroup.validate_offset_commit(member_id, generation_id, api_version)
+                group = cgroup
+            elif group is None:
                 if generation_id >= 0:
                     raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION)
                 # A "simple" group: offsets only, no group management (admin client, assign()).
@@ -789,7 +804,8 @@ class GroupCoordinator:
                 assert group is not None
                 group.current_state_timestamp = None
                 created = True
-            self._validate_offset_commit(group, member_id, instance_id, generation_id)
+            if cgroup is None:
+                self._validate_offset_commit(group, member_id, instance_id, generation_id)
         except KafkaApiError as exc:
             return [ErrorCode(exc.code)] * len(partitions)
         image = self.broker.metadata.image
@@ -841,11 +857,19 @@ class GroupCoordinator:
         if group.is_in(GroupState.COMPLETING_REBALANCE):
             raise KafkaApiError(ErrorCode.REBALANCE_IN_PROGRESS)
 
-    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
+    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
+                      member_id: str | None = None, member_epoch: int = -1
                       ) -> list[tuple[str, list[tuple[int, R.OffsetAndMetadata | None]]]]:
-        """OffsetFetch: committed offsets of the given partitions (None: all); raises group errors."""
+        """OffsetFetch: committed offsets of the given partitions (None: all); raises group errors.
+
+        ``member_id``/``member_epoch`` (v9) are checked against KIP-848 groups only, as Kafka.
+        """
         self.check_coordinator(group_id)
         group = self.groups.get(group_id)
+        cgroup = self.consumer.groups.get(group_id)
+        if cgroup is not None:
+            cgroup.validate_offset_fetch(member_id, member_epoch)
+            group = cgroup
         offsets = {} if group is None or group.is_in(GroupState.DEAD) else group.offsets
         if topics is None:
             by_topic: dict[str, list[tuple[int, R.OffsetAndMetadata | None]]] = {}
@@ -858,7 +882,8 @@ class GroupCoordinator:
         """OffsetDelete (KIP-496): only offsets of topics the group does not consume."""
         try:
             self.check_coordinator(group_id)
-            group = self.groups.get(group_id)
+            # A KIP-848 group answers is_in / is_subscribed_to_topic / offsets like a classic one here.
+            group = self.groups.get(group_id) or self.consumer.groups.get(group_id)
             if group is None or group.is_in(GroupState.DEAD):
                 raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND)
             if group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE) \
@@ -935,6 +960,8 @@ class GroupCoordinator:
                 continue
             out.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
                         "group_state": group.state.value, "group_type": CLASSIC})
+        active = {p for p, state in self.partitions.items() if state == _ACTIVE}
+        out += self.consumer.list_groups(active, states_l, types_l)
         return error, out
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
@@ -942,6 +969,10 @@ class GroupCoordinator:
         for group_id in group_ids:
             try:
                 self.check_coordinator(group_id)
+                if group_id in self.consumer.groups:
+                    self.consumer.delete_group(group_id)  # a KIP-848 group
+                    results[group_id] = ErrorCode.NONE
+                    continue
                 group = self.groups.get(group_id)
                 if group is None or group.is_in(GroupState.DEAD):
                     raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND)
@@ -1016,6 +1047,8 @@ class GroupCoordinator:
             if delete_group:
                 group.transition_to(GroupState.DEAD)
                 del self.groups[group.group_id]
+        active = {p for p, state in self.partitions.items() if state == _ACTIVE}
+        expired_total += self.consumer.cleanup_expired_offsets(now, self.offsets_retention_ms, active)
         return expired_total
 
     @staticmethod

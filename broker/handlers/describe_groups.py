@@ -22,9 +22,10 @@ API_KEY = 15
 NAME = "DescribeGroups"
 VERSIONS = (0, 5)
 
-# Without an authorizer every group operation is allowed: READ(3), DELETE(6), DESCRIBE(8) as
-# Kafka's AclOperation codes, reported when include_authorized_operations is set.
-_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+# Without an authorizer Kafka reports every operation a group supports (AclEntry.supportedOperations
+# for GROUP): READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11) as its
+# AclOperation codes, when include_authorized_operations is set.
+_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 _NOT_REQUESTED = -2147483648
 
 

@@ -41,8 +41,11 @@ async def handle(request: Any) -> dict:
     if coordinator is None:
         return _shape(join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, body["member_id"]), version)
     rebalance_timeout = body["session_timeout_ms"] if version == 0 else body["rebalance_timeout_ms"]
+    # Before v5 the field does not exist; our codec fills "" (not Kafka's null default), and ""
+    # would be taken for a static member's instance id.
+    instance_id = body["group_instance_id"] if version >= 5 else None
     response = await coordinator.join_group(
-        body["group_id"], body["member_id"], body["group_instance_id"], request.client_id or "",
+        body["group_id"], body["member_id"], instance_id, request.client_id or "",
         client_host(request), rebalance_timeout, body["session_timeout_ms"], body["protocol_type"],
         [(p["name"], bytes(p["metadata"])) for p in body["protocols"]], version)
     return _shape(dict(response), version)

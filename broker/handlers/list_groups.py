@@ -5,7 +5,7 @@ Versions 0-5.
 - v2: same as v1.
 - v3: flexible.
 - v4: states_filter and group_state (KIP-518).
-- v5: types_filter and group_type (KIP-848): every group here is "classic".
+- v5: types_filter and group_type (KIP-848): "classic" or "consumer" (ConsumerGroupHeartbeat groups).
 
 While a __consumer_offsets partition is loading the error is COORDINATOR_LOAD_IN_PROGRESS, with
 the groups of the loaded partitions (as Kafka).

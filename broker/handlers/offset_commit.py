@@ -47,7 +47,9 @@ def handle(request: Any) -> dict:
     generation = body["generation_id_or_member_epoch"] if version >= 1 else -1
     member_id = body["member_id"] if version >= 1 else ""
     retention = body["retention_time_ms"] if 2 <= version <= 4 else -1
-    codes = coordinator.commit_offsets(body["group_id"], member_id, body["group_instance_id"], generation,
+    # Before v7 there is no group_instance_id: Kafka's null, not the "" our codec fills in.
+    instance_id = body["group_instance_id"] if version >= 7 else None
+    codes = coordinator.commit_offsets(body["group_id"], member_id, instance_id, generation,
                                        version, retention, partitions)
     return _respond(request, codes)
 

@@ -36,13 +36,14 @@ def _partition(index: int, om: Any, error: int = ErrorCode.NONE) -> dict:
             "committed_leader_epoch": om.leader_epoch, "metadata": om.metadata, "error_code": error}
 
 
-def _fetch_group(request: Any, group_id: str, topics: list[dict] | None) -> tuple[int, list[dict]]:
+def _fetch_group(request: Any, group_id: str, topics: list[dict] | None, member_id: str | None = None,
+                 member_epoch: int = -1) -> tuple[int, list[dict]]:
     wanted = None if topics is None else [(t["name"], list(t["partition_indexes"])) for t in topics]
     coordinator = coordinator_of(request)
     try:
         if coordinator is None:
             raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        found = coordinator.fetch_offsets(group_id, wanted)
+        found = coordinator.fetch_offsets(group_id, wanted, member_id, member_epoch)
     except KafkaApiError as exc:
         if request.api_version < 2:
             # v0-1 have no top-level error: every requested partition carries it.
@@ -57,7 +58,9 @@ def handle(request: Any) -> dict:
     if request.api_version >= 8:
         groups = []
         for g in body["groups"]:
-            error, topics = _fetch_group(request, g["group_id"], g["topics"])
+            # v9: member_id/member_epoch, validated for KIP-848 groups.
+            member = (g["member_id"], g["member_epoch"]) if request.api_version >= 9 else (None, -1)
+            error, topics = _fetch_group(request, g["group_id"], g["topics"], *member)
             groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     error, topics = _fetch_group(request, body["group_id"], body["topics"])

@@ -31,9 +31,13 @@ async def handle(request: Any) -> dict:
     assignments: dict[str, bytes] = {}
     for a in body["assignments"]:
         assignments[a["member_id"]] = bytes(a["assignment"])
+    version = request.api_version
+    # Fields a version lacks are Kafka's null (not checked), not the "" our codec fills in: a v3
+    # leader's SyncGroup would otherwise fail with INCONSISTENT_GROUP_PROTOCOL.
     response = await coordinator.sync_group(body["group_id"], body["generation_id"], body["member_id"],
-                                            body["group_instance_id"], body["protocol_type"],
-                                            body["protocol_name"], assignments)
+                                            body["group_instance_id"] if version >= 3 else None,
+                                            body["protocol_type"] if version >= 5 else None,
+                                            body["protocol_name"] if version >= 5 else None, assignments)
     return dict(response, throttle_time_ms=0)
 
 

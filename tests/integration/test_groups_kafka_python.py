@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import errors as Errors
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from protocol.errors import ErrorCode
@@ -115,17 +116,41 @@ def test_admin_describe_list_delete_groups(broker) -> None:
     _poll_until([c], lambda g: len(g["solo"]) == 4)
     c.commit()
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
-    listed = admin.list_groups()
-    assert any((g["group_id"] if isinstance(g, dict) else g[0]) == "adm" for g in listed)
-    (desc,) = admin.describe_groups(["adm"])
-    assert desc.state == "Stable" and len(desc.members) == 1
-    c.close()
-    (desc,) = admin.describe_groups(["adm"])
-    assert desc.state == "Empty"
-    admin.delete_groups(["adm"])
-    (desc,) = admin.describe_groups(["adm"])
-    assert desc.state == "Dead"
+    # kafka-python 3: list_groups() gives ListGroups entries as dicts; describe_groups() a dict
+    # keyed by group id with the consumer protocol's subscription and assignment decoded.
+    assert admin.list_groups() == [{"group_id": "adm", "protocol_type": "consumer", "group_state": "Stable",
+                                    "group_type": "classic"}]
+    assert admin.list_groups(states_filter=["Empty"]) == []
+    assert [g["group_id"] for g in admin.list_groups(states_filter=["Stable"])] == ["adm"]
+    desc = admin.describe_groups(["adm"], include_authorized_operations=True)["adm"]
+    # No authorizer: every operation Kafka supports on a group.
+    assert sorted(desc["authorized_operations"]) == ["ALTER_CONFIGS", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "READ"]
+    assert (desc["error"], desc["group_state"], desc["protocol_type"], desc["protocol_data"]) == \
+        (None, "Stable", "consumer", "range")
+    (member,) = desc["members"]
+    assert member["client_id"] == "solo" and member["member_id"].startswith("solo-")
+    assert member["member_metadata"]["topics"] == ["ad"]
+    assert member["member_assignment"]["assigned_partitions"] == [{"topic": "ad", "partitions": [0, 1]}]
+    # OffsetDelete: refused for the topic a member subscribes to, and the offsets stay.
+    tps = [TopicPartition("ad", 0), TopicPartition("ad", 1)]
+    assert admin.delete_group_offsets("adm", tps) == dict.fromkeys(tps, Errors.GroupSubscribedToTopicError)
+    assert len(admin.list_group_offsets("adm")["adm"]) == 2
+    c.close()  # LeaveGroup: the group is Empty but keeps its offsets
+    desc = admin.describe_groups(["adm"])["adm"]
+    assert (desc["group_state"], desc["protocol_type"], desc["members"]) == ("Empty", "consumer", [])
+    assert [g["group_state"] for g in admin.list_groups(states_filter=["empty"])] == ["Empty"]
+    offsets = admin.list_group_offsets("adm")["adm"]
+    assert {tp.partition: om.offset for tp, om in offsets.items()} == {0: 2, 1: 2}
+    # Once Empty, OffsetDelete removes the offset; the group stays.
+    assert admin.delete_group_offsets("adm", tps[:1]) == {tps[0]: Errors.NoError}
+    assert {tp.partition for tp in admin.list_group_offsets("adm")["adm"]} == {1}
+    with pytest.raises(Errors.GroupIdNotFoundError):
+        admin.delete_group_offsets("no-such-group", tps)
+    assert admin.delete_groups(["adm"]) == {"adm": "OK"}
+    assert admin.describe_groups(["adm"])["adm"]["group_state"] == "Dead"
     assert admin.list_group_offsets("adm") == {"adm": {}}
+    assert admin.list_groups() == []
+    assert admin.delete_groups(["adm"]) == {"adm": "GroupIdNotFoundError"}
     admin.close()
 
 
@@ -165,13 +190,20 @@ def test_raw_error_cases(broker) -> None:
                                "protocols": [{"name": "range", "metadata": b""}]}) \
             if _find_coordinator(w, "static") is None else None
         assert s1["error_code"] == ErrorCode.NONE
-        w.request(14, 3, {"group_id": "static", "generation_id": s1["generation_id"], "member_id": s1["member_id"],
-                          "group_instance_id": "i1", "assignments": []})
+        # SyncGroup v3 has no protocol_type/protocol_name: the broker must not compare them.
+        synced = w.request(14, 3, {"group_id": "static", "generation_id": s1["generation_id"],
+                                   "member_id": s1["member_id"], "group_instance_id": "i1",
+                                   "assignments": [{"member_id": s1["member_id"], "assignment": b"a1"}]})
+        assert (synced["error_code"], synced["assignment"]) == (ErrorCode.NONE, b"a1")
         s2 = w.request(11, 5, {"group_id": "static", "session_timeout_ms": 6000, "rebalance_timeout_ms": 3000,
                                "member_id": "", "group_instance_id": "i1", "protocol_type": "consumer",
                                "protocols": [{"name": "range", "metadata": b""}]})
         assert s2["error_code"] == ErrorCode.NONE and s2["member_id"] != s1["member_id"]
         assert s2["generation_id"] == s1["generation_id"]  # no rebalance
+        # The replacement keeps the assignment: its SyncGroup answers at once in the Stable group.
+        kept = w.request(14, 3, {"group_id": "static", "generation_id": s2["generation_id"],
+                                 "member_id": s2["member_id"], "group_instance_id": "i1", "assignments": []})
+        assert (kept["error_code"], kept["assignment"]) == (ErrorCode.NONE, b"a1")
         fenced = w.request(12, 3, {"group_id": "static", "generation_id": s1["generation_id"],
                                    "member_id": s1["member_id"], "group_instance_id": "i1"})
         assert fenced["error_code"] == ErrorCode.FENCED_INSTANCE_ID

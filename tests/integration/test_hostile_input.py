@@ -17,11 +17,35 @@ from tests.support.wire import WireClient
 # Every API the broker advertises, with its version range. A change here is a change to what
 # clients are offered: it must come with tests of the API.
 EXPECTED_APIS = [
+    (0, 3, 11),  # Produce
+    (1, 4, 17),  # Fetch
+    (2, 1, 10),  # ListOffsets
     (3, 0, 12),  # Metadata
+    (8, 0, 9),  # OffsetCommit
+    (9, 0, 9),  # OffsetFetch
+    (10, 0, 6),  # FindCoordinator
+    (11, 0, 9),  # JoinGroup
+    (12, 0, 4),  # Heartbeat
+    (13, 0, 5),  # LeaveGroup
+    (14, 0, 5),  # SyncGroup
+    (15, 0, 5),  # DescribeGroups
+    (16, 0, 5),  # ListGroups
     (18, 0, 4),  # ApiVersions
     (19, 0, 7),  # CreateTopics
     (20, 0, 6),  # DeleteTopics
+    (21, 0, 2),  # DeleteRecords
+    (22, 0, 5),  # InitProducerId
+    (23, 0, 4),  # OffsetForLeaderEpoch
+    (32, 0, 4),  # DescribeConfigs
+    (33, 0, 2),  # AlterConfigs
+    (35, 0, 4),  # DescribeLogDirs
     (37, 0, 3),  # CreatePartitions
+    (42, 0, 2),  # DeleteGroups
+    (44, 0, 1),  # IncrementalAlterConfigs
+    (47, 0, 0),  # OffsetDelete
+    (60, 0, 1),  # DescribeCluster
+    (68, 0, 1),  # ConsumerGroupHeartbeat
+    (69, 0, 0),  # ConsumerGroupDescribe
 ]
 
 

@@ -1,0 +1,50 @@
+"""ConsumerGroupDescribe (api key 69): KIP-848 groups with their members and assignments.
+
+Versions 0 (flexible).
+- v0: KIP-848. Per group: state (Empty, Assigning, Reconciling, Stable), group epoch,
+  assignment epoch, the server assignor in use, and per member its subscription, member epoch,
+  current assignment and target assignment (topic ids with names).
+
+A group id that is unknown, or held by a classic group, answers GROUP_ID_NOT_FOUND; coordinator
+errors (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS...) are per group.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.group.coordinator import coordinator_of
+from protocol.errors import ErrorCode
+
+API_KEY = 69
+NAME = "ConsumerGroupDescribe"
+VERSIONS = (0, 0)
+
+# Without an authorizer every group operation is allowed: READ(3), DELETE(6), DESCRIBE(8) as
+# Kafka's AclOperation codes, reported when include_authorized_operations is set.
+_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+_NOT_REQUESTED = -2147483648
+
+
+def handle(request: Any) -> dict:
+    body = request.body
+    coordinator = coordinator_of(request)
+    groups = []
+    for group_id in body["group_ids"]:
+        if coordinator is None:
+            groups.append(_error_entry(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            continue
+        entry = coordinator.consumer.describe(group_id)
+        if body["include_authorized_operations"] and entry["error_code"] == ErrorCode.NONE:
+            entry["authorized_operations"] = _GROUP_OPERATIONS
+        groups.append(entry)
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+def _error_entry(group_id: str, code: int) -> dict:
+    return {"error_code": code, "error_message": None, "group_id": group_id, "group_state": "", "group_epoch": 0,
+            "assignment_epoch": 0, "assignor_name": "", "members": [], "authorized_operations": _NOT_REQUESTED}
+
+
+def error_response(request: Any, code: int) -> dict:
+    return {"throttle_time_ms": 0, "groups": [_error_entry(g, code) for g in request.body["group_ids"]]}
