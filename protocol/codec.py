@@ -137,7 +137,10 @@ class _Compiler:
             return "None" if (default is None and is_nullable) else "[]"
         if kind == "struct":
             return f"{self.struct_defaults(children)}()"
-        return self.const(_zero(kind, default, is_nullable))
+        # A field this version lacks takes Kafka's default: null for fields that are nullable in
+        # the versions that have them (their schema default is "null"; e.g. JoinGroup v4's
+        # absent group_instance_id must read as None, not "", or it looks like a static member).
+        return self.const(_zero(kind, default, is_nullable or nullable is not None))
 
     def struct_defaults(self, children: list[Field]) -> str:
         fn = self.name("mk")

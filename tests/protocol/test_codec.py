@@ -172,3 +172,15 @@ def test_bit_flips_of_valid_requests_never_crash() -> None:
             c.decode(bytes(mutated))
         except DecodeError:
             pass
+
+
+def test_absent_nullable_field_decodes_to_null_not_empty_string() -> None:
+    # JoinGroup v4 has no group_instance_id; Kafka's default for it is null (not a static member).
+    c = codec("JoinGroupRequest", 4)
+    body, _ = c.decode(c.encode({"group_id": "g", "session_timeout_ms": 10, "member_id": "", "protocol_type": "c",
+                                 "protocols": []}))
+    assert body["group_instance_id"] is None
+    # SyncGroup v3 lacks protocol_type/protocol_name (added nullable in v5): null, not "".
+    c = codec("SyncGroupRequest", 3)
+    body, _ = c.decode(c.encode({"group_id": "g", "generation_id": 1, "member_id": "m", "assignments": []}))
+    assert body["protocol_type"] is None and body["protocol_name"] is None

@@ -322,7 +322,8 @@ def test_connection_paused_at_max_in_flight_resumes_after_queue_was_full(make_re
     try:
         fill_bytes = b"".join(request_frame(i, pad=4088) for i in range(600))
         sent = send_until_blocked(filler, fill_bytes)
-        assert reactor.channel.is_full()
+        # The kernel may take all the bytes before the network loop has read them: wait for it.
+        wait_until(reactor.channel.is_full, what="request queue full")
         # The handler answers the held requests (as a handler task finishing would) while the
         # shared queue is still full: the waiting connection's MAX_IN_FLIGHT pause clears, but it
         # must stay paused for the full queue, and be woken when the queue drains.
