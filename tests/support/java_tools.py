@@ -1,0 +1,182 @@
+"""Run Kafka's own Java tools against a broker: the CLI tools as Java main classes, and the odradek test
+driver (java/driver) as a long-lived process that answers JSON requests.
+
+Kafka 3.9.1's CLI entry points (what bin/kafka-*.sh run; found in .cache/jars/kafka):
+
+    kafka-topics            org.apache.kafka.tools.TopicCommand
+    kafka-console-producer  kafka.tools.ConsoleProducer              (still Scala in 3.9)
+    kafka-console-consumer  org.apache.kafka.tools.consumer.ConsoleConsumer
+    kafka-consumer-groups   org.apache.kafka.tools.consumer.group.ConsumerGroupCommand
+    kafka-configs           kafka.admin.ConfigCommand                (still Scala in 3.9)
+    kafka-get-offsets       org.apache.kafka.tools.GetOffsetShell
+    kafka-delete-records    org.apache.kafka.tools.DeleteRecordsCommand
+    kafka-producer-perf-test  org.apache.kafka.tools.ProducerPerformance
+    kafka-consumer-perf-test  org.apache.kafka.tools.ConsumerPerformance
+    kafka-e2e-latency       org.apache.kafka.tools.EndToEndLatency
+
+Each ``run_tool`` is one JVM launch (~1-2 s); tests keep their number small. The tools log through
+reload4j at WARN to stderr, so stdout holds only the tool's output.
+
+``JavaDriver``: ``java -jar odradek-driver.jar --serve`` reads one JSON request per line and answers one
+JSON line each; ``call(scenario, **args)`` returns the result or raises ``DriverError`` carrying Kafka's
+exception class name (e.g. "UnknownTopicOrPartitionException"). One JVM serves a whole test module.
+
+Who may call it: one thread per JavaDriver (requests are strictly sequential on its pipes).
+"""
+
+from __future__ import annotations
+
+import json
+import selectors
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from tools.kafka_dist import JARS, classpath, java_command
+
+TOOLS: dict[str, str] = {
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-console-producer": "kafka.tools.ConsoleProducer",
+    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+    "kafka-e2e-latency": "org.apache.kafka.tools.EndToEndLatency",
+}
+
+# Short-lived JVMs: C1 only and a small serial heap start noticeably faster than the defaults.
+TOOL_JVM_OPTS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
+
+_LOG4J_TOOLS = """\
+log4j.rootLogger=WARN, stderr
+log4j.appender.stderr=org.apache.log4j.ConsoleAppender
+log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
+log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.appender.stderr.Target=System.err
+"""
+
+
+def _log4j_file() -> Path:
+    path = Path(tempfile.gettempdir()) / "odradek-tools-log4j.properties"
+    if not path.exists() or path.read_text() != _LOG4J_TOOLS:
+        path.write_text(_LOG4J_TOOLS)
+    return path
+
+
+def tool_command(tool: str, args: list[str]) -> list[str]:
+    main_class = TOOLS.get(tool, tool)  # a tool name from TOOLS, or any fully qualified main class
+    opts = [*TOOL_JVM_OPTS, f"-Dlog4j.configuration=file:{_log4j_file()}"]
+    return java_command(main_class, list(args), classpath("kafka"), opts)
+
+
+def run_tool(tool: str, args: list[str], input: str | None = None, timeout: float = 120.0,
+             check: bool = True) -> subprocess.CompletedProcess:
+    """Run one Kafka CLI tool to completion; with check=True a non-zero exit raises with its output."""
+    proc = subprocess.run(tool_command(tool, args), input=input, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{tool} {' '.join(args)} exited {proc.returncode}\n"
+                             f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}")
+    return proc
+
+
+class DriverError(Exception):
+    def __init__(self, error_class: str, message: str) -> None:
+        super().__init__(f"{error_class}: {message}")
+        self.error_class = error_class
+        self.message = message
+
+
+class JavaDriver:
+    """One ``odradek-driver --serve`` JVM; ``call`` sends a scenario and waits for its JSON answer."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        classpath("driver")  # fills the cache if needed
+        cp = str(JARS / "driver" / "*")
+        cmd = java_command("io.odradek.driver.Main", ["--serve"], cp, ["-Xmx512m", "-XX:+UseSerialGC"])
+        self._stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                                     text=True, bufsize=1)
+        self._sel = selectors.DefaultSelector()
+        assert self.proc.stdout is not None
+        self._sel.register(self.proc.stdout, selectors.EVENT_READ)
+
+    def call_raw(self, scenario: str, timeout: float = 120.0, **args: object) -> dict:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"driver exited ({self.proc.returncode}): {self.stderr_text()}")
+        request = {"scenario": scenario, "bootstrap": self.bootstrap, **args}
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.close()
+                raise TimeoutError(f"driver gave no answer to {scenario} within {timeout}s: {self.stderr_text()}")
+            if self._sel.select(left):
+                line = self.proc.stdout.readline()
+                if not line:
+                    raise RuntimeError(f"driver exited mid-request: {self.stderr_text()}")
+                return json.loads(line)
+
+    def call(self, scenario: str, timeout: float = 120.0, **args: object):
+        reply = self.call_raw(scenario, timeout=timeout, **args)
+        if not reply["ok"]:
+            raise DriverError(reply["error_class"], reply["error"])
+        return reply["result"]
+
+    def admin(self, op: str, **args: object):
+        return self.call("admin", op=op, **args)
+
+    def stderr_text(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")[-4000:]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._sel.close()
+        self._stderr.close()
+
+    def __enter__(self) -> JavaDriver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_spark = None
+
+
+def shared_spark():
+    """One local[2] SparkSession (with the Kafka connector jars) for the whole pytest session.
+
+    Spark takes ~10 s to start, so every Spark test module shares it; it is stopped at exit. Skips,
+    saying why, when pyspark is not installed or the jar cache cannot be built.
+    """
+    global _spark
+    import atexit
+
+    import pytest
+
+    pytest.importorskip("pyspark", reason="pyspark is not installed (it is in the test extra)")
+    from tests.support.real_kafka import require_toolchain
+
+    require_toolchain()
+    if _spark is None:
+        from pipeline.spark_session import build_session
+
+        _spark = build_session("odradek-tests")
+        atexit.register(_spark.stop)
+    return _spark

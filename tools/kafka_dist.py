@@ -1,0 +1,360 @@
+"""The Java side of the tool chain: fetch Kafka/Spark jars with Maven, build classpaths, and run a real
+single-node Apache Kafka (KRaft) to compare Odradek against.
+
+Jar cache (all under ``.cache/``, git-ignored; filled on first use, ~1 min, from Maven Central only):
+
+    .cache/m2/            Maven's local repository (``-Dmaven.repo.local``), so nothing goes to ~/.m2
+    .cache/jars/kafka/    Apache Kafka 3.9.1: broker (kafka.Kafka), CLI tools, Java client, reload4j
+    .cache/jars/spark/    Spark 4.0.0's Kafka connector + token provider, kafka-clients, commons-pool2
+    .cache/jars/driver/   odradek-driver.jar (java/driver) and its runtime deps
+    .cache/jars/.stamp    hash of java/**/pom.xml, java/settings.xml and the driver's sources at the
+                          last successful build; a mismatch (or a missing dir) triggers a rebuild
+
+The descriptors live in ``java/`` (see java/pom.xml for the version choices). A failed or interrupted
+build leaves no stamp, so the next call simply builds again.
+
+A real Kafka (``KafkaServer``): ``start()`` writes ``server.properties`` (process.roles=broker,controller,
+a PLAINTEXT listener on the chosen port and a CONTROLLER listener on another free port, log dirs under
+the data dir), formats the log dir with ``kafka.tools.StorageTool format`` (skipped when already
+formatted, so a restart keeps its data), launches ``kafka.Kafka`` and waits for the log line
+"Kafka Server started" plus an accepted TCP connection. ``stop()`` sends SIGTERM (controlled shutdown)
+and ``kill()`` SIGKILL. The server's own log goes to ``<data-dir>/kafka.log``; its pid to
+``<data-dir>/kafka.pid`` so the CLI ``stop`` can find it from another process.
+
+CLI (also used by ``make bench`` and the Makefile's jars/kafka-start/kafka-stop targets)::
+
+    python -m tools.kafka_dist jars                         # fill the cache (no-op when current)
+    python -m tools.kafka_dist classpath kafka|spark|driver # print a classpath
+    python -m tools.kafka_dist start --port 9092 --data-dir .cache/kafka-run [--foreground]
+    python -m tools.kafka_dist stop --data-dir .cache/kafka-run
+
+Who may call it: any thread; every function is synchronous and blocks on subprocesses. A KafkaServer
+object belongs to the caller that created it (no locking).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+JAVA_DIR = REPO / "java"
+CACHE = Path(os.environ.get("ODRADEK_CACHE", REPO / ".cache"))
+M2 = CACHE / "m2"
+JARS = CACHE / "jars"
+STAMP = JARS / ".stamp"
+CLASSPATHS = ("kafka", "spark", "driver")
+
+KAFKA_VERSION = "3.9.1"
+SPARK_VERSION = "4.0.0"  # pyspark must be this exact version: the connector is built per Spark release
+
+# The server logs this once the broker and controller are both serving (KafkaRaftServer.startup).
+STARTED_MARKER = "Kafka Server started"
+
+
+class ToolchainUnavailable(RuntimeError):
+    """Java or Maven is missing, or Maven could not fetch the jars; the message says which."""
+
+
+def _inputs() -> list[Path]:
+    files = [JAVA_DIR / "settings.xml", *sorted(JAVA_DIR.rglob("pom.xml"))]
+    files += sorted((JAVA_DIR / "driver" / "src").rglob("*.java"))
+    return files
+
+
+def _inputs_hash() -> str:
+    h = hashlib.sha256()
+    for f in _inputs():
+        h.update(str(f.relative_to(JAVA_DIR)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def jars_current() -> bool:
+    return (STAMP.exists() and STAMP.read_text().strip() == _inputs_hash()
+            and all(any((JARS / name).glob("*.jar")) for name in CLASSPATHS))
+
+
+def ensure_jars(quiet: bool = True) -> Path:
+    """Build/fetch every jar set unless the cache is current; return the jars directory."""
+    if jars_current():
+        return JARS
+    for tool in ("java", "mvn"):
+        if shutil.which(tool) is None:
+            raise ToolchainUnavailable(f"'{tool}' is not on PATH; the Java/Kafka/Spark tool chain needs JDK 17 and Maven")
+    for name in CLASSPATHS:
+        # copy-dependencies only adds; stale jars from an older version would shadow the new ones.
+        shutil.rmtree(JARS / name, ignore_errors=True)
+    cmd = ["mvn", "-B", "-s", str(JAVA_DIR / "settings.xml"), "-f", str(JAVA_DIR / "pom.xml"),
+           f"-Dmaven.repo.local={M2}", f"-Dodradek.cache={CACHE}", "package"]
+    if quiet:
+        cmd.insert(1, "-q")
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=quiet, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stdout or "")[-4000:] + (proc.stderr or "")[-2000:]
+        raise ToolchainUnavailable(f"Maven could not build the jar cache (exit {proc.returncode}):\n{tail}")
+    STAMP.write_text(_inputs_hash() + "\n")
+    return JARS
+
+
+def classpath(name: str) -> str:
+    """The classpath for one jar set ("kafka", "spark" or "driver"), building the cache if needed."""
+    if name not in CLASSPATHS:
+        raise ValueError(f"unknown classpath {name!r}; one of {CLASSPATHS}")
+    ensure_jars()
+    return os.pathsep.join(str(p) for p in sorted((JARS / name).glob("*.jar")))
+
+
+def jar_files(name: str) -> list[Path]:
+    classpath(name)
+    return sorted((JARS / name).glob("*.jar"))
+
+
+def java_command(main_class: str, args: list[str], cp: str, jvm_opts: list[str] | None = None) -> list[str]:
+    java = shutil.which("java")
+    if java is None:
+        raise ToolchainUnavailable("'java' is not on PATH")
+    return [java, *(jvm_opts or []), "-cp", cp, main_class, *args]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def random_cluster_id() -> str:
+    """A Kafka Uuid as Kafka prints it: 16 random bytes, URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+LOG4J_SERVER = """\
+log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File={log}
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.org.apache.kafka.clients=WARN
+"""
+
+
+class KafkaServer:
+    """One real Apache Kafka broker+controller in KRaft mode, in a subprocess."""
+
+    def __init__(self, data_dir: Path, port: int | None = None, host: str = "127.0.0.1",
+                 overrides: dict[str, str] | None = None, heap: str = "1g") -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.host = host
+        self.port = port or free_port(host)
+        self.controller_port = free_port(host)
+        self.heap = heap
+        self.properties: dict[str, str] = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@{host}:{self.controller_port}",
+            "listeners": f"PLAINTEXT://{host}:{self.port},CONTROLLER://{host}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{host}:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir / "logs"),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "5",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "5",
+            "group.initial.rebalance.delay.ms": "0",
+            # KIP-848 groups are a preview in 3.9; enable them so group.protocol=consumer can be compared.
+            "group.coordinator.rebalance.protocols": "classic,consumer",
+            "share.coordinator.state.topic.replication.factor": "1",
+        }
+        self.properties.update(overrides or {})
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.data_dir / "kafka.log"
+        self.stdout_path = self.data_dir / "kafka.out"
+        self.pid_path = self.data_dir / "kafka.pid"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def _write_config(self) -> Path:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        props = self.data_dir / "server.properties"
+        props.write_text("".join(f"{k}={v}\n" for k, v in self.properties.items()))
+        (self.data_dir / "log4j.properties").write_text(LOG4J_SERVER.format(log=self.log_path))
+        return props
+
+    def _jvm_opts(self) -> list[str]:
+        return [f"-Xmx{self.heap}", f"-Xms{self.heap}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+                f"-Dlog4j.configuration=file:{self.data_dir / 'log4j.properties'}",
+                f"-Dkafka.logs.dir={self.data_dir}"]
+
+    def format(self, cp: str) -> None:
+        """Format the log dir (meta.properties) unless a previous run already did."""
+        if (self.data_dir / "logs" / "meta.properties").exists():
+            return
+        cmd = java_command("kafka.tools.StorageTool",
+                           ["format", "-t", random_cluster_id(), "-c", str(self.data_dir / "server.properties"),
+                            "--ignore-formatted"],
+                           cp, ["-Xmx256m", f"-Dlog4j.configuration=file:{self.data_dir / 'log4j.properties'}"])
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            raise RuntimeError(f"kafka-storage format failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+
+    def start(self, timeout: float = 90.0) -> KafkaServer:
+        cp = classpath("kafka")
+        self._write_config()
+        self.format(cp)
+        log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        cmd = java_command("kafka.Kafka", [str(self.data_dir / "server.properties")], cp, self._jvm_opts())
+        self._out = open(self.stdout_path, "ab")
+        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True)
+        self.pid_path.write_text(f"{self.proc.pid}\n")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"kafka exited with {self.proc.returncode}:\n{self.log_text()}")
+            if self._log_since(log_offset).find(STARTED_MARKER) >= 0 and self._accepts():
+                return self
+            time.sleep(0.1)
+        self.kill()
+        raise RuntimeError(f"kafka did not start within {timeout}s:\n{self.log_text()}")
+
+    def _log_since(self, offset: int) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def _accepts(self) -> bool:
+        try:
+            with socket.create_connection((self.host, self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    def log_text(self) -> str:
+        out = []
+        for p in (self.stdout_path, self.log_path):
+            try:
+                out.append(p.read_text(errors="replace")[-8000:])
+            except OSError:
+                pass
+        return "\n".join(out)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Controlled shutdown (SIGTERM); SIGKILL if it takes longer than ``timeout``."""
+        if self.alive():
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._cleanup()
+
+    def kill(self) -> None:
+        if self.alive():
+            assert self.proc is not None
+            self.proc.kill()
+            self.proc.wait()
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if getattr(self, "_out", None):
+            self._out.close()
+        self.pid_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> KafkaServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+def stop_by_pid_file(data_dir: Path, timeout: float = 60.0) -> bool:
+    """Stop a server started by another process (``start`` without --foreground). True if one was running."""
+    pid_path = Path(data_dir) / "kafka.pid"
+    try:
+        pid = int(pid_path.read_text().strip())
+    except (OSError, ValueError):
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pid_path.unlink(missing_ok=True)
+        return False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        os.kill(pid, signal.SIGKILL)
+    pid_path.unlink(missing_ok=True)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tools.kafka_dist", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("jars", help="fill .cache/jars from Maven Central (no-op when current)")
+    cp = sub.add_parser("classpath", help="print one classpath")
+    cp.add_argument("name", choices=CLASSPATHS)
+    st = sub.add_parser("start", help="start a real Apache Kafka (KRaft, single node)")
+    st.add_argument("--port", type=int, default=9092)
+    st.add_argument("--host", default="127.0.0.1")
+    st.add_argument("--data-dir", type=Path, default=CACHE / "kafka-run")
+    st.add_argument("--heap", default="1g")
+    st.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    st.add_argument("--foreground", action="store_true", help="stay attached; Ctrl-C stops the broker")
+    sp = sub.add_parser("stop", help="stop the broker started with `start` in --data-dir")
+    sp.add_argument("--data-dir", type=Path, default=CACHE / "kafka-run")
+    args = ap.parse_args(argv)
+
+    if args.cmd == "jars":
+        print(ensure_jars(quiet=False))
+        return 0
+    if args.cmd == "classpath":
+        print(classpath(args.name))
+        return 0
+    if args.cmd == "stop":
+        print("stopped" if stop_by_pid_file(args.data_dir) else "not running")
+        return 0
+    overrides = dict(o.split("=", 1) for o in args.override)
+    server = KafkaServer(args.data_dir, port=args.port, host=args.host, overrides=overrides, heap=args.heap)
+    server.start()
+    print(f"kafka {KAFKA_VERSION} serving on {server.bootstrap} (data: {server.data_dir}, pid {server.proc.pid})",
+          flush=True)
+    if not args.foreground:
+        return 0
+    try:
+        server.proc.wait()
+    except KeyboardInterrupt:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
