@@ -255,8 +255,11 @@ class Log:
             else:
                 seg = LogSegment(self.dir, base, self.config, created_ms=now, active=True, create=False)
                 truncated = seg.recover(self._replay_batch_hook(now))
-                if next_base is not None and seg.next_offset > next_base:
-                    truncated = 1  # overlapping segments: treat as corruption from here on
+                if next_base is not None and seg.next_offset != next_base:
+                    # Overlapping segments, or a segment that lost whole batches at its end (a cut
+                    # on a batch boundary truncates nothing yet leaves a hole before the next
+                    # segment): offsets must stay dense, so everything after is dropped.
+                    truncated = 1
                 if truncated:
                     corrupted = True
                 if seg.size == 0 and next_base is not None:
