@@ -13,8 +13,9 @@ Owned by the handler loop.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from storage.checkpoint_file import write_atomically
 
 BLOCK_SIZE = 1000
 FILE_NAME = "producer-id-block"
@@ -38,15 +39,5 @@ class ProducerIdManager:
         return pid
 
     def _persist(self, block_end: int) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            f.write(f"{block_end}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_atomically(self.path, f"{block_end}\n".encode())
         self._block_end = block_end

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Protocol
 
 from protocol.errors import ErrorCode, KafkaApiError
+from storage.checkpoint_file import write_atomically
 
 NO_HOLDER = -1
 
@@ -79,23 +80,8 @@ class _LeaseState:
     ttl_ms: int
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_file_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new content."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+# One durable-replace helper for every small state file (lease state, meta.properties, checkpoints).
+write_file_atomically = write_atomically
 
 
 class LocalLeaseStore:

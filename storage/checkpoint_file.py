@@ -60,10 +60,17 @@ def read_checkpoint(path: Path, fields: int) -> list[list[str]]:
 
 
 def write_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` durably: a crash leaves either the old or the new content.
+
+    Temp file, fsync, rename over the target, fsync the directory (so the rename survives). The
+    one helper every small state file uses: checkpoints, snapshots, lease state, meta.properties.
+    """
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
         os.fsync(fd)
     finally:
         os.close(fd)

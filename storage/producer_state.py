@@ -57,7 +57,6 @@ pool.
 
 from __future__ import annotations
 
-import os
 import struct
 from collections import deque
 from dataclasses import dataclass, field
@@ -68,6 +67,7 @@ from crc32c import crc32c
 
 from protocol.batch_header import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
 from protocol.errors import ErrorCode, KafkaApiError
+from storage.checkpoint_file import write_atomically
 
 NO_PRODUCER_EPOCH = -1
 NUM_BATCHES_TO_RETAIN = 5
@@ -490,14 +490,4 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
 
 def write_snapshot_file(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` durably: temp file, fsync, rename, fsync the directory."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_atomically(path, data)
