@@ -118,13 +118,28 @@ def validate_broker_change(config: BrokerConfig, layers: BrokerConfigLayers, pro
                              "change them in server.properties and restart.")
 
 
-async def handle(request: Any) -> dict:
+class ResourceRules:
+    """What differs between AlterConfigs and IncrementalAlterConfigs in the shared resource loop."""
+
+    def check_entries(self, entries: list[dict]) -> None:
+        """Per-entry checks that come before the resource name checks (Kafka's order)."""
+        raise NotImplementedError
+
+    def payload(self, rtype: int, name: str, entries: list[dict], config: BrokerConfig,
+                layers: BrokerConfigLayers, image: Any) -> Any:
+        """The configs to forward to the controller; validates broker changes; may raise _ResourceError."""
+        raise NotImplementedError
+
+
+async def alter_resources(request: Any, rules: ResourceRules, operation: Any) -> dict:
+    """The loop both config-altering APIs share: broker-side preprocessing of every resource
+    (duplicates, keys, names, types — Kafka's ConfigAdminManager.preprocess), then one controller
+    call for the resources that passed, then one answer per request resource in request order."""
     body = request.body
     resources = body["resources"]
-    broker = request.broker
-    config = broker.config
-    controller = broker.metadata.controller
-    layers = config_layers(config, controller.image.broker_configs, config.node_id)
+    config = request.broker.config
+    image = request.broker.metadata.controller.image
+    layers = config_layers(config, image.broker_configs, config.node_id)
     errors: dict[int, Error] = {}
     dups = duplicate_resources(resources)
     forwarded: list[tuple[int, AlterConfigsResource]] = []
@@ -138,23 +153,38 @@ async def handle(request: Any) -> dict:
             names = [c["name"] for c in entries]
             if len(set(names)) != len(names):
                 raise _ResourceError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
-            nulls = [c["name"] for c in entries if c["value"] is None]
-            if nulls:
-                raise _ResourceError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
-            new_configs = {c["name"]: c["value"] for c in entries}
+            rules.check_entries(entries)
             if rtype == BROKER:
                 check_broker_name(name, config.node_id)
-                validate_broker_change(config, layers, new_configs, per_broker=name != "")
             elif rtype == TOPIC:
                 check_topic_name(name)
             elif rtype not in FORWARDED_TYPES:
                 raise _ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {rtype}")
+            payload = rules.payload(rtype, name, entries, config, layers, image)
         except _ResourceError as e:
             errors[i] = (e.code, e.message)
             continue
-        forwarded.append((i, AlterConfigsResource(rtype, name, new_configs)))
-    results = await _call_controller(controller.alter_configs, forwarded, bool(body["validate_only"]))
+        forwarded.append((i, AlterConfigsResource(rtype, name, payload)))
+    results = await _call_controller(operation, forwarded, bool(body["validate_only"]))
     return {"throttle_time_ms": 0, "responses": assemble(resources, errors, results)}
+
+
+class _LegacyRules(ResourceRules):
+    def check_entries(self, entries: list[dict]) -> None:
+        nulls = [c["name"] for c in entries if c["value"] is None]
+        if nulls:
+            raise _ResourceError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+
+    def payload(self, rtype: int, name: str, entries: list[dict], config: BrokerConfig,
+                layers: BrokerConfigLayers, image: Any) -> dict[str, str]:
+        new_configs = {c["name"]: c["value"] for c in entries}
+        if rtype == BROKER:
+            validate_broker_change(config, layers, new_configs, per_broker=name != "")
+        return new_configs
+
+
+async def handle(request: Any) -> dict:
+    return await alter_resources(request, _LegacyRules(), request.broker.metadata.controller.alter_configs)
 
 
 async def _call_controller(operation: Any, forwarded: list[tuple[int, AlterConfigsResource]],

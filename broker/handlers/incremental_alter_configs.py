@@ -26,20 +26,10 @@ from __future__ import annotations
 from typing import Any
 
 from broker.config import ConfigType, format_value
-from broker.handlers.alter_configs import (
-    FORWARDED_TYPES,
-    Error,
-    _call_controller,
-    assemble,
-    check_broker_name,
-    check_topic_name,
-    duplicate_resources,
-    validate_broker_change,
-)
+from broker.handlers.alter_configs import ResourceRules, alter_resources, validate_broker_change
 from broker.handlers.alter_configs import error_response as _legacy_error_response
-from broker.handlers.describe_configs import BROKER, TOPIC, _ResourceError
-from broker.topic_config_view import config_layers
-from controller.requests import AlterableConfig, AlterConfigOp, AlterConfigsResource
+from broker.handlers.describe_configs import BROKER, _ResourceError
+from controller.requests import AlterableConfig, AlterConfigOp
 from protocol.errors import ErrorCode
 
 API_KEY = 44
@@ -83,50 +73,27 @@ def _broker_ops(config: Any, current: dict[str, str], ops: list[dict]) -> tuple[
     return props, out
 
 
+class _IncrementalRules(ResourceRules):
+    def check_entries(self, entries: list[dict]) -> None:
+        nulls = [c["name"] for c in entries if c["config_operation"] != AlterConfigOp.DELETE and c["value"] is None]
+        if nulls:
+            raise _ResourceError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+        for c in entries:
+            if c["config_operation"] not in AlterConfigOp._value2member_map_:
+                raise _ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {c['config_operation']}")
+
+    def payload(self, rtype: int, name: str, entries: list[dict], config: Any, layers: Any,
+                image: Any) -> list[AlterableConfig]:
+        if rtype == BROKER:
+            new_props, ops = _broker_ops(config, dict(image.broker_configs.get(name, {})), entries)
+            validate_broker_change(config, layers, new_props, per_broker=name != "")
+            return ops
+        return [AlterableConfig(c["name"], AlterConfigOp(c["config_operation"]), c["value"]) for c in entries]
+
+
 async def handle(request: Any) -> dict:
-    body = request.body
-    resources = body["resources"]
-    broker = request.broker
-    config = broker.config
-    controller = broker.metadata.controller
-    image = controller.image
-    layers = config_layers(config, image.broker_configs, config.node_id)
-    errors: dict[int, Error] = {}
-    dups = duplicate_resources(resources)
-    forwarded: list[tuple[int, AlterConfigsResource]] = []
-    for i, r in enumerate(resources):
-        if i in dups:
-            errors[i] = (ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
-            continue
-        rtype, name = r["resource_type"], r["resource_name"]
-        entries = r["configs"]
-        try:
-            names = [c["name"] for c in entries]
-            if len(set(names)) != len(names):
-                raise _ResourceError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
-            nulls = [c["name"] for c in entries
-                     if c["config_operation"] != AlterConfigOp.DELETE and c["value"] is None]
-            if nulls:
-                raise _ResourceError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
-            for c in entries:
-                if c["config_operation"] not in AlterConfigOp._value2member_map_:
-                    raise _ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {c['config_operation']}")
-            if rtype == BROKER:
-                check_broker_name(name, config.node_id)
-                new_props, ops = _broker_ops(config, dict(image.broker_configs.get(name, {})), entries)
-                validate_broker_change(config, layers, new_props, per_broker=name != "")
-            else:
-                if rtype == TOPIC:
-                    check_topic_name(name)
-                elif rtype not in FORWARDED_TYPES:
-                    raise _ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {rtype}")
-                ops = [AlterableConfig(c["name"], AlterConfigOp(c["config_operation"]), c["value"]) for c in entries]
-        except _ResourceError as e:
-            errors[i] = (e.code, e.message)
-            continue
-        forwarded.append((i, AlterConfigsResource(rtype, name, ops)))
-    results = await _call_controller(controller.incremental_alter_configs, forwarded, bool(body["validate_only"]))
-    return {"throttle_time_ms": 0, "responses": assemble(resources, errors, results)}
+    return await alter_resources(request, _IncrementalRules(),
+                                 request.broker.metadata.controller.incremental_alter_configs)
 
 
 def error_response(request: Any, code: int) -> dict:
