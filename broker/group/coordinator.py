@@ -706,16 +706,23 @@ class GroupCoordinator:
         self._propagate_assignment(group, ErrorCode.NONE)
         group.transition_to(GroupState.STABLE)
 
+    def _member_group(self, group_id: str) -> ClassicGroup:
+        """The live group a member-level request (Heartbeat, LeaveGroup) addresses, or Kafka's error:
+        INVALID_GROUP_ID, the coordinator errors, UNKNOWN_MEMBER_ID for no such group, and
+        COORDINATOR_NOT_AVAILABLE for a dead one."""
+        if not group_id:
+            raise KafkaApiError(ErrorCode.INVALID_GROUP_ID)
+        self.check_coordinator(group_id)
+        group = self.groups.get(group_id)
+        if group is None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.is_in(GroupState.DEAD):
+            raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return group
+
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
         try:
-            if not group_id:
-                raise KafkaApiError(ErrorCode.INVALID_GROUP_ID)
-            self.check_coordinator(group_id)
-            group = self.groups.get(group_id)
-            if group is None:
-                raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID)
-            if group.is_in(GroupState.DEAD):
-                raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            group = self._member_group(group_id)
             group.validate_member(member_id, group_instance_id)
             if generation_id != group.generation_id:
                 raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION)
@@ -731,14 +738,7 @@ class GroupCoordinator:
     def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
         """LeaveGroup for (member_id, group_instance_id) pairs: (group error, one error per member)."""
         try:
-            if not group_id:
-                raise KafkaApiError(ErrorCode.INVALID_GROUP_ID)
-            self.check_coordinator(group_id)
-            group = self.groups.get(group_id)
-            if group is None:
-                raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID)
-            if group.is_in(GroupState.DEAD):
-                raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            group = self._member_group(group_id)
         except KafkaApiError as exc:
             return ErrorCode(exc.code), []
         errors: list[ErrorCode] = []
