@@ -1,0 +1,25 @@
+"""The distribution users pip-install: the four packages, the schema tables, the console script."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_wheel_holds_the_four_packages_and_the_odradek_command(tmp_path) -> None:
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
+                           capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr
+    (wheel,) = tmp_path.glob("odradek-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for package in ("broker", "protocol", "storage", "controller"):
+        assert f"{package}/__init__.py" in names
+    assert "protocol/schema_data.py" in names and "broker/handlers/fetch.py" in names
+    assert not any(n.startswith(("tests/", "pipeline/", "bench/")) for n in names)
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "odradek = broker.main:main" in text
