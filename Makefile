@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CONFIG ?= config/server.properties
 
-.PHONY: run test lint bench venv clean
+.PHONY: run test lint bench bench-micro compile venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,24 +15,37 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# Byte-compile the broker once: an editable install leaves no .pyc behind, and where
+# PYTHONDONTWRITEBYTECODE is set every start would compile ~100 modules again (~300 ms).
+compile: $(STAMP)
+	$(PY) -m compileall -q broker protocol storage controller
+
 venv: $(STAMP)
 
-run: $(STAMP)
+run: compile
 	$(VENV)/bin/odradek $(CONFIG) $(ARGS)
 
 # The Java/Spark tests need Kafka's and Spark's jars: `jars` fetches them from Maven Central into
 # .cache/ on first use (about a minute) and is a no-op afterwards.
-test: $(STAMP) jars
+test: compile jars
 	$(PY) -m ruff check broker protocol storage controller tests tools bench pipeline
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check broker protocol storage controller tests tools bench pipeline
 
-bench: $(STAMP)
-	$(PY) bench/reactor_bench.py
+bench: compile
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) -m bench.compare $(BENCH_ARGS)
+
+# The microbenchmarks behind the figures in docs/ (reactor, storage, fetch, timer, codec, scale).
+bench-micro: compile
 	$(PY) bench/storage_bench.py
 	$(PY) bench/timer_bench.py
+	$(PY) bench/fetch_bench.py
+	$(PY) bench/codec_bench.py
+	$(PY) bench/scale_bench.py
+	$(PY) bench/reactor_bench.py
 
 clean:
 	rm -rf $(VENV) data build *.egg-info

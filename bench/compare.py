@@ -1,0 +1,273 @@
+"""``make bench``: Kafka's own performance tools against a real Apache Kafka and against Odradek, on
+this machine, alternating, median of the runs; writes a markdown table, the raw runs (JSON) and a
+plot of the Odradek/Kafka ratios.
+
+    python -m bench.compare [--quick] [--runs N] [--out DIR] [--only produce,consume,e2e,startup]
+
+What one full run does (about 15-25 minutes on 2 cores):
+1. Fetch Kafka 3.9.1's jars from Maven Central if needed (tools/kafka_dist.py, cached in .cache/).
+2. Start-up: ``--runs`` times each, alternating, start the broker on an empty data dir and time
+   the spawn to the first answered ApiVersions (bench/servers.py). The last pair stays up; after
+   5 s idle their resident memory is "idle RSS".
+3. For each run, for each case, both brokers in turn (order flipped every run, so neither is
+   always first on a warmer machine): a fresh topic, then
+   - ProducerPerformance: 100 B and 1 KiB records x acks=1/all x 1/8 partitions, linger.ms=5,
+     batch.size=64 KiB, unthrottled;
+   - ConsumerPerformance over the topic just written (after the acks=1 cases; acks does not
+     change what is stored), a new group each time;
+   - EndToEndLatency: 1 KiB, acks=all, 1 partition (sequential send-then-poll).
+   Each figure is stored with the 1-minute load average when it started, the broker's CPU time
+   over the run (cores used) and the peak resident set sampled every 200 ms ("RSS under load").
+4. Topics are deleted after use so the disk does not fill; data dirs are removed at the end.
+
+``--quick`` (< 5 minutes): one run, fewer records, the 1 KiB acks=1 cases plus one 100 B case and
+end-to-end latency. It writes to .cache/bench-quick unless --out is given, so iteration never
+overwrites the published table in docs/benchmarks/.
+
+Who may call it: the command line (one process; it owns both brokers and stops them on exit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench import perf_tools, report  # noqa: E402
+from bench.servers import KafkaTarget, OdradekTarget, RssSampler, Target  # noqa: E402
+from tools.kafka_dist import KAFKA_VERSION, ensure_jars  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Case:
+    kind: str  # "produce", "consume" or "e2e"
+    size: int
+    acks: str
+    partitions: int
+    records: int
+
+    @property
+    def key(self) -> str:
+        if self.kind == "e2e":
+            return f"e2e {self.size}B acks={self.acks}"
+        if self.kind == "consume":
+            return f"consume {self.size}B {self.partitions}p"
+        return f"produce {self.size}B acks={self.acks} {self.partitions}p"
+
+
+@dataclass
+class Plan:
+    runs: int
+    cases: list[Case]
+    e2e_messages: int
+    startup_runs: int
+    quick: bool
+    kinds: set[str] = field(default_factory=lambda: {"startup", "produce", "consume", "e2e"})
+
+
+def make_plan(quick: bool, runs: int | None, only: set[str] | None) -> Plan:
+    if quick:
+        counts = {100: 150_000, 1024: 30_000}
+        shapes = [(1024, "1", 1), (1024, "1", 8), (1024, "all", 1), (100, "1", 1)]
+        e2e = 500
+    else:
+        counts = {100: 1_000_000, 1024: 200_000}  # ~100 MB and ~200 MB of values per run
+        shapes = [(size, acks, parts) for size in (100, 1024) for acks in ("1", "all") for parts in (1, 8)]
+        e2e = 3000
+    cases: list[Case] = []
+    for size, acks, parts in shapes:
+        cases.append(Case("produce", size, acks, parts, counts[size]))
+        if acks == "1":
+            cases.append(Case("consume", size, acks, parts, counts[size]))
+    cases.append(Case("e2e", 1024, "all", 1, e2e))
+    plan = Plan(runs or (1 if quick else 3), cases, e2e, 1 if quick else 3, quick)
+    if only:
+        plan.kinds = set(only)
+        plan.cases = [c for c in cases if c.kind in only or (c.kind == "produce" and "consume" in only)]
+    return plan
+
+
+# -- topics (confluent-kafka's AdminClient: no JVM start per topic) ----------------------------
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)],
+                                  operation_timeout=30)
+    futures[name].result(60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # leaders elected and visible in Metadata
+        md = admin.list_topics(name, timeout=10).topics.get(name)
+        if md is not None and md.error is None and len(md.partitions) == partitions and all(
+                p.leader >= 0 for p in md.partitions.values()):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"topic {name} has no leaders after 30 s")
+
+
+def delete_topic(bootstrap: str, name: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    try:
+        admin.delete_topics([name], operation_timeout=30)[name].result(60)
+    except Exception as exc:  # a leftover topic costs disk only
+        print(f"  (could not delete {name}: {exc})", flush=True)
+
+
+# -- one measurement ----------------------------------------------------------------------------
+
+def measure(target: Target, case: Case, sampler: RssSampler, topic: str, run: int) -> dict:
+    load = os.getloadavg()[0]
+    sampler.reset()
+    cpu0, t0 = target.cpu(), time.monotonic()
+    boot = target.bootstrap
+    if case.kind == "produce":
+        result = asdict(perf_tools.produce(boot, topic, case.records, case.size, case.acks))
+    elif case.kind == "consume":
+        result = asdict(perf_tools.consume(boot, topic, case.records, f"perf-{uuid.uuid4().hex[:8]}"))
+    else:
+        result = asdict(perf_tools.end_to_end(boot, topic, case.records, case.acks, case.size))
+    wall = time.monotonic() - t0
+    return {"target": target.name, "case": case.key, "kind": case.kind, "run": run, "load1": round(load, 2),
+            "wall_s": round(wall, 2), "broker_cpu_cores": round((target.cpu() - cpu0) / wall, 3),
+            "rss_peak_mb": round(sampler.peak(target.pid) / 2**20, 1), **result}
+
+
+def run_cases(plan: Plan, targets: list[Target], sampler: RssSampler, runs: list[dict]) -> None:
+    for r in range(plan.runs):
+        order = targets if r % 2 == 0 else list(reversed(targets))
+        topics: dict[tuple[str, int, int, str], str] = {}
+        for case in plan.cases:
+            for target in order:
+                if case.kind == "consume":
+                    topic = topics[(target.name, case.size, case.partitions, "1")]
+                else:
+                    topic = f"bench-{case.kind}-{case.size}-{case.acks}-{case.partitions}-r{r}"
+                    create_topic(target.bootstrap, topic, case.partitions)
+                    if case.kind == "produce":
+                        topics[(target.name, case.size, case.partitions, case.acks)] = topic
+                print(f"[run {r + 1}/{plan.runs}] {target.name:8s} {case.key} ...", end=" ", flush=True)
+                row = measure(target, case, sampler, topic, r)
+                runs.append(row)
+                print(report.one_line(row), flush=True)
+                consumed_later = case.kind == "produce" and case.acks == "1" and "consume" in plan.kinds
+                if not consumed_later:
+                    delete_topic(target.bootstrap, topic)
+
+
+# -- machine and versions -----------------------------------------------------------------------
+
+def machine_info() -> dict:
+    def cmd(args: list[str]) -> str:
+        try:
+            out = subprocess.run(args, capture_output=True, text=True, timeout=20, cwd=REPO)
+            return (out.stdout or out.stderr).strip()
+        except OSError:
+            return "?"
+
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        mem_kb = int(Path("/proc/meminfo").read_text().split()[1])
+    except (OSError, ValueError):
+        mem_kb = 0
+    dirty = bool(cmd(["git", "status", "--porcelain", "--untracked-files=no"]))
+    return {
+        "nproc": os.cpu_count(), "cpu": cpu, "mem_gib": round(mem_kb / 2**20, 1), "kernel": platform.release(),
+        "python": platform.python_version(), "java": cmd(["java", "-version"]).splitlines()[0],
+        "kafka": KAFKA_VERSION, "odradek_commit": cmd(["git", "rev-parse", "--short", "HEAD"]) + (" (+ local changes)" if dirty else ""),
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"), "load_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="one short run of the main cases (< 5 minutes)")
+    ap.add_argument("--runs", type=int, help="runs per case (default 3, --quick 1)")
+    ap.add_argument("--out", type=Path, help="output dir (default docs/benchmarks, --quick .cache/bench-quick)")
+    ap.add_argument("--work", type=Path, default=REPO / ".cache" / "bench-run", help="broker data dirs")
+    ap.add_argument("--only", help="comma list of startup,produce,consume,e2e")
+    args = ap.parse_args(argv)
+    plan = make_plan(args.quick, args.runs, set(args.only.split(",")) if args.only else None)
+    out = args.out or (REPO / ".cache" / "bench-quick" if args.quick else REPO / "docs" / "benchmarks")
+    out.mkdir(parents=True, exist_ok=True)
+
+    t_begin = time.monotonic()
+    ensure_jars(quiet=False)
+    info = machine_info()
+    kafka = KafkaTarget(args.work / "kafka")
+    odradek = OdradekTarget(args.work / "odradek")
+    targets: list[Target] = [kafka, odradek]
+    sampler = RssSampler()
+    runs: list[dict] = []
+    startup: dict[str, list[float]] = {"kafka": [], "odradek": []}
+    idle: dict[str, float] = {}
+    try:
+        n = plan.startup_runs if "startup" in plan.kinds else 1
+        for i in range(n):
+            for target in (targets if i % 2 == 0 else list(reversed(targets))):
+                load = os.getloadavg()[0]
+                seconds = target.start()
+                startup[target.name].append(round(seconds, 3))
+                print(f"start-up {target.name}: {seconds * 1000:.0f} ms (load {load:.2f})", flush=True)
+                if i < n - 1:
+                    target.stop()
+        time.sleep(5)
+        for target in targets:
+            idle[target.name] = round(target.rss() / 2**20, 1)
+            sampler.watch(target.pid)
+        print(f"idle RSS: {idle}", flush=True)
+        run_cases(plan, targets, sampler, runs)
+    finally:
+        for target in targets:
+            target.stop()
+        sampler.close()
+        shutil.rmtree(args.work, ignore_errors=True)
+
+    commands = {
+        "kafka": kafka.command_line(),
+        "odradek": odradek.command_line(),
+        "produce": "java " + " ".join(perf_tools.JVM_OPTS) + " -cp <kafka jars> " + perf_tools.PRODUCER_PERF + " "
+                   + " ".join(perf_tools.producer_args("<bootstrap>", "<topic>", 0, 0, "<acks>"))
+                   .replace("--num-records 0", "--num-records <N>").replace("--record-size 0", "--record-size <size>"),
+        "consume": "java ... " + perf_tools.CONSUMER_PERF + " "
+                   + " ".join(perf_tools.consumer_args("<bootstrap>", "<topic>", 0, "<new group>"))
+                   .replace("--messages 0", "--messages <N>"),
+        "e2e": "java ... " + perf_tools.END_TO_END + " <bootstrap> <topic> <N> all 1024",
+        "this": "python -m bench.compare" + (" --quick" if args.quick else "") + (f" --runs {args.runs}" if args.runs else ""),
+    }
+    data = {"machine": info, "plan": {"runs": plan.runs, "quick": plan.quick,
+                                      "cases": [asdict(c) | {"key": c.key} for c in plan.cases]},
+            "startup_s": startup, "idle_rss_mb": idle, "runs": runs, "commands": commands,
+            "duration_s": round(time.monotonic() - t_begin, 1)}
+    (out / "results.json").write_text(json.dumps(data, indent=1) + "\n")
+    summary = report.summarise(data)
+    (out / "results.md").write_text(report.markdown(data, summary))
+    try:
+        report.plot(summary, info, out / "ratios.png")
+    except ImportError:
+        print("matplotlib is not installed (pip install matplotlib, or the bench extra): no plot written")
+    print(report.markdown_table(summary))
+    print(f"\nwrote {out / 'results.md'}, {out / 'results.json'}, {out / 'ratios.png'} "
+          f"in {data['duration_s'] / 60:.1f} min")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

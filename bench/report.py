@@ -1,0 +1,222 @@
+"""Turn bench/compare.py's raw runs into the published summary: medians per broker and case, the
+Odradek/Kafka ratio, the issue's targets, a markdown document and a PNG of the ratios.
+
+Ratios are always Odradek divided by Kafka. For throughput higher is better (target: ratio >= t);
+for latency, start-up and memory lower is better (target: ratio <= t). A median of 0 ms on Kafka's
+side (EndToEndLatency truncates samples to whole ms) makes a ratio meaningless; it is shown as n/a.
+
+Who may call it: any thread; pure functions apart from the file writes in ``plot``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+# (case key, metric field) -> (comparison, target ratio): the issue's targets, 1 KiB records.
+TARGETS: dict[tuple[str, str], tuple[str, float]] = {
+    ("produce 1024B acks=1 1p", "mb_per_sec"): (">=", 0.5),
+    ("produce 1024B acks=1 8p", "mb_per_sec"): (">=", 0.5),
+    ("consume 1024B 1p", "fetch_mb_per_sec"): (">=", 0.7),
+    ("consume 1024B 8p", "fetch_mb_per_sec"): (">=", 0.7),
+    ("e2e 1024B acks=all", "p99_ms"): ("<=", 2.0),
+    ("start-up", "ms"): ("<=", 0.1),
+}
+
+# kind -> [(field, label, unit, higher_is_better)]
+METRICS: dict[str, list[tuple[str, str, str, bool]]] = {
+    "produce": [("mb_per_sec", "throughput", "MB/s", True), ("p99_ms", "p99 send latency", "ms", False)],
+    "consume": [("fetch_mb_per_sec", "fetch throughput", "MB/s", True),
+                ("mb_per_sec", "throughput incl. group join", "MB/s", True)],
+    "e2e": [("p50_ms", "p50", "ms", False), ("p99_ms", "p99", "ms", False), ("avg_ms", "average", "ms", False)],
+}
+
+
+@dataclass
+class Row:
+    case: str
+    metric: str
+    label: str
+    unit: str
+    higher_better: bool
+    kafka: float
+    odradek: float
+    kafka_runs: list[float]
+    odradek_runs: list[float]
+    load: tuple[float, float]
+    kafka_cpu: float | None = None
+    odradek_cpu: float | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.kafka == 0 else self.odradek / self.kafka
+
+    @property
+    def target(self) -> tuple[str, float] | None:
+        return TARGETS.get((self.case, self.metric))
+
+    @property
+    def met(self) -> bool | None:
+        t, r = self.target, self.ratio
+        if t is None or r is None:
+            return None
+        return r >= t[1] if t[0] == ">=" else r <= t[1]
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def summarise(data: dict) -> list[Row]:
+    rows: list[Row] = []
+    runs = data["runs"]
+    seen: list[str] = []
+    for r in runs:
+        if r["case"] not in seen:
+            seen.append(r["case"])
+    for case in seen:
+        of_case = [r for r in runs if r["case"] == case]
+        kind = of_case[0]["kind"]
+        loads = [r["load1"] for r in of_case]
+        for metric, label, unit, higher in METRICS[kind]:
+            k = [r[metric] for r in of_case if r["target"] == "kafka"]
+            o = [r[metric] for r in of_case if r["target"] == "odradek"]
+            if not k or not o:
+                continue
+            kc = _median([r["broker_cpu_cores"] for r in of_case if r["target"] == "kafka"])
+            oc = _median([r["broker_cpu_cores"] for r in of_case if r["target"] == "odradek"])
+            rows.append(Row(case, metric, label, unit, higher, _median(k), _median(o), k, o,
+                            (min(loads), max(loads)), kc, oc))
+    su = data["startup_s"]
+    if su.get("kafka") and su.get("odradek"):
+        k = [s * 1000 for s in su["kafka"]]
+        o = [s * 1000 for s in su["odradek"]]
+        rows.append(Row("start-up", "ms", "to first answered ApiVersions", "ms", False, _median(k), _median(o),
+                        k, o, (float("nan"), float("nan"))))
+    idle = data["idle_rss_mb"]
+    if idle:
+        rows.append(Row("memory idle", "rss", "resident set, idle", "MiB", False, idle["kafka"], idle["odradek"],
+                        [idle["kafka"]], [idle["odradek"]], (float("nan"), float("nan"))))
+        peak = {t: max([r["rss_peak_mb"] for r in runs if r["target"] == t] or [0.0]) for t in ("kafka", "odradek")}
+        if peak["kafka"] and peak["odradek"]:
+            rows.append(Row("memory under load", "rss", "peak resident set over all runs", "MiB", False,
+                            peak["kafka"], peak["odradek"], [peak["kafka"]], [peak["odradek"]],
+                            (float("nan"), float("nan"))))
+    return rows
+
+
+def _fmt(x: float) -> str:
+    if x != x:  # nan
+        return "-"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    if abs(x) >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def markdown_table(rows: list[Row]) -> str:
+    out = ["| case | metric | Kafka | Odradek | Odradek/Kafka | target | met | Kafka runs | Odradek runs "
+           "| broker CPU cores K / O | load avg (1 min) |",
+           "|---|---|---:|---:|---:|---|---|---|---|---|---|"]
+    for row in rows:
+        ratio = "n/a" if row.ratio is None else f"{row.ratio:.2f}x"
+        target = f"{row.target[0]} {row.target[1]}x" if row.target else ""
+        met = {None: "", True: "yes", False: "**no**"}[row.met]
+        cpu = "" if row.kafka_cpu is None else f"{row.kafka_cpu:.2f} / {row.odradek_cpu:.2f}"
+        load = "" if row.load[0] != row.load[0] else f"{row.load[0]:.1f}-{row.load[1]:.1f}"
+        out.append(f"| {row.case} | {row.label} ({row.unit}) | {_fmt(row.kafka)} | {_fmt(row.odradek)} | {ratio} "
+                   f"| {target} | {met} | {', '.join(_fmt(v) for v in row.kafka_runs)} "
+                   f"| {', '.join(_fmt(v) for v in row.odradek_runs)} | {cpu} | {load} |")
+    return "\n".join(out) + "\n"
+
+
+def markdown(data: dict, rows: list[Row]) -> str:
+    m = data["machine"]
+    c = data["commands"]
+    plan = data["plan"]
+    cases = ", ".join(f"{x['key']} ({x['records']:,} records)" for x in plan["cases"])
+    return f"""# Odradek vs Apache Kafka {m['kafka']}: Kafka's own perf tools, same machine, same run
+
+Generated by `{c['this']}` on {m['date']} in {data['duration_s'] / 60:.1f} minutes
+(`make bench` runs exactly this). Medians of {plan['runs']} run(s) per case; runs alternate between the
+brokers, flipping the order every run. Ratios are Odradek / Kafka.
+
+## Machine
+
+- {m['nproc']} CPUs ({m['cpu']}), {m['mem_gib']} GiB RAM, Linux {m['kernel']}, loopback networking
+- Python {m['python']}, {m['java']}, Apache Kafka {m['kafka']} (Maven Central jars), Odradek {m['odradek_commit']}
+- 1-minute load average when the run started: {m['load_at_start']}. The machine may be shared; every figure
+  below carries the load average range seen while it was measured. Both brokers and the tools share the
+  same {m['nproc']} cores.
+
+## Results
+
+{markdown_table(rows)}
+"broker CPU cores" is the broker process's CPU time divided by the run's wall time (1.00 = one core busy
+for the whole run). Consume "fetch throughput" excludes the consumer group join (ConsumerPerformance's
+fetch.MB.sec); "incl. group join" is its MB.sec. EndToEndLatency reports whole milliseconds.
+
+![Odradek/Kafka ratios](ratios.png)
+
+## Exact commands
+
+- Kafka: `{c['kafka']}`; settings: KRaft single node (broker+controller), num.partitions=1,
+  offsets.topic.num.partitions=5, group.initial.rebalance.delay.ms=0, everything else Kafka's default.
+- Odradek: `{c['odradek']}`
+- Produce: `{c['produce']}`
+- Consume: `{c['consume']}`
+- End-to-end: `{c['e2e']}`
+- Cases: {cases}
+- Start-up: spawn of the server process to the first ApiVersions v0 answered with error 0 on a fresh
+  connection, empty data dir (Kafka's log dir formatted beforehand); {len(data['startup_s'].get('kafka', []))} start(s) each.
+- Memory: VmRSS of the server process; idle = 5 s after start-up with no topics; under load = the highest
+  200 ms sample over all runs.
+
+Raw runs: results.json (every run with its load average, wall time, broker CPU and peak RSS).
+"""
+
+
+def plot(rows: list[Row], machine: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tput = [r for r in rows if r.higher_better and r.ratio is not None]
+    # A producer's p99 at full speed is queueing in its own buffer, not a latency target: left out.
+    lower = [r for r in rows if not r.higher_better and r.ratio is not None and not r.case.startswith("produce")]
+    fig, axes = plt.subplots(1, 2, figsize=(14, max(4.0, 0.42 * max(len(tput), len(lower)) + 1.8)))
+    for ax, group, title in ((axes[0], tput, "throughput (higher is better)"),
+                             (axes[1], lower, "latency, start-up, memory (lower is better)")):
+        labels = [f"{r.case} - {r.label}" for r in group]
+        values = [r.ratio for r in group]
+        colours = ["#2a9d8f" if r.met else "#e76f51" if r.met is False else "#8d99ae" for r in group]
+        ys = range(len(group))
+        ax.barh(list(ys), values, color=colours)
+        for y, r in zip(ys, group, strict=True):
+            ax.text(r.ratio, y, f" {r.ratio:.2f}x", va="center", fontsize=8)
+            if r.target:
+                ax.plot([r.target[1], r.target[1]], [y - 0.4, y + 0.4], color="black", linewidth=2)
+        ax.set_yticks(list(ys))
+        ax.set_yticklabels(labels, fontsize=8)
+        ax.invert_yaxis()
+        ax.axvline(1.0, color="grey", linestyle="--", linewidth=0.8)
+        ax.set_title(title, fontsize=10)
+        if group is lower:
+            ax.set_xscale("log")
+    fig.suptitle(f"Odradek vs Kafka {machine['kafka']} - {machine['nproc']} CPUs, {machine['date']} "
+                 f"(black ticks: targets; green met, red not met)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def one_line(row: dict) -> str:
+    extra = f"cpu {row['broker_cpu_cores']:.2f} cores, rss {row['rss_peak_mb']:.0f} MiB, load {row['load1']:.1f}"
+    if row["kind"] == "produce":
+        return f"{row['mb_per_sec']:.1f} MB/s, p99 {row['p99_ms']:.0f} ms ({extra})"
+    if row["kind"] == "consume":
+        return f"{row['fetch_mb_per_sec']:.1f} MB/s fetch, {row['mb_per_sec']:.1f} MB/s overall ({extra})"
+    return f"p50 {row['p50_ms']:.0f} ms, p99 {row['p99_ms']:.0f} ms, avg {row['avg_ms']:.2f} ms ({extra})"
