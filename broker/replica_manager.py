@@ -24,6 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +105,8 @@ class ReplicaManager:
         self._resign_listeners: list[Callable[[str, int], None]] = []
         self._tasks: list[asyncio.Task] = []
         self.cleaner: LogCleaner | None = None
+        self._log_admin = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-log-admin")
+        self._pending_logs: dict[str, asyncio.Future] = {}
         self._unsubscribe: Callable[[], None] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -117,7 +120,7 @@ class ReplicaManager:
         topic_configs = {name: self.topic_log_config(t) for name, t in image.topics.items()}
         await self._io(self.log_manager.startup, topic_configs)
         for topic in list(image.topics.values()):
-            await self._io(self._open_topic, topic)
+            await self._io(self._open_logs, self._hosted_snapshot(topic))
         self._apply_leadership(image, set(image.topics))
         await self._io(self._delete_strays, image)
         self._unsubscribe = self.broker.metadata.controller.subscribe(self._on_delta)
@@ -148,6 +151,7 @@ class ReplicaManager:
         if self._unsubscribe is not None:
             self._unsubscribe()
         self.fetch_purgatory.shutdown()
+        self._log_admin.shutdown(wait=True)
         await self._io(self.log_manager.shutdown)
 
     async def _io(self, fn: Callable, *args: Any) -> Any:
@@ -182,16 +186,16 @@ class ReplicaManager:
             log.error("topic %s has an invalid config (%s); using broker defaults", topic.name, exc)
             return self.base_log_config
 
-    def _open_topic(self, topic: TopicImage) -> list[tuple[TopicPartition, Log]]:
+    def _hosted_snapshot(self, topic: TopicImage) -> tuple[str, str, LogConfig, list[int]]:
+        """What creating a topic's local logs needs, copied on the loop (the image is loop-owned)."""
+        indexes = [p.partition for p in topic.partitions.values() if self.node_id in p.replicas]
+        return topic.name, topic_id_to_str(topic.topic_id), self.topic_log_config(topic), indexes
+
+    def _open_logs(self, snapshot: tuple[str, str, LogConfig, list[int]]) -> None:
         """Blocking: open or create the local logs of a topic's partitions hosted here."""
-        opened = []
-        config = self.topic_log_config(topic)
-        tid = topic_id_to_str(topic.topic_id)
-        for p in topic.partitions.values():
-            if self.node_id in p.replicas:
-                lg = self.log_manager.get_or_create_log(topic.name, p.partition, tid, config)
-                opened.append(((topic.name, p.partition), lg))
-        return opened
+        name, tid, config, indexes = snapshot
+        for index in indexes:
+            self.log_manager.get_or_create_log(name, index, tid, config)
 
     def _delete_strays(self, image: MetadataImage) -> None:
         """Logs the metadata does not know (a crash between a topic deletion's commit and its log
@@ -216,8 +220,8 @@ class ReplicaManager:
                 part = self.partitions.get(key)
                 if part is None:
                     lg = self.log_manager.get_log(name, p.partition)
-                    if lg is None:
-                        continue
+                    if lg is None or (lg.topic_id is not None and lg.topic_id != topic_id_to_str(topic.topic_id)):
+                        continue  # its log is still being created (or belongs to a deleted namesake)
                     part = self.partitions[key] = Partition(name, p.partition, topic.topic_id, lg)
                 part.is_internal = topic.is_internal
                 was_leader = part.leader == self.node_id
@@ -241,18 +245,16 @@ class ReplicaManager:
                     self.fetch_purgatory.check_and_complete((name, index))
                     for cb in self._resign_listeners:
                         cb(name, index)
-            # Inline, not on the IO pool: a topic re-created under the same name in the next
-            # delta must get a fresh log, never find the old one still registered.
-            self._delete_topic_logs(name, list(old.partitions))
+            self._log_admin_job(name, self._delete_topic_logs, name, list(old.partitions))
         touched = set(delta.created_topics) | {t for t, _ in delta.changed_partitions}
         for name in touched:
             topic = image.topics.get(name)
             if topic is not None:
-                # Creating a log is a mkdir and two small preallocated index files; doing it here
-                # means a Produce right after CreateTopics always finds its partition.
-                self._open_topic(topic)
-        if touched:
-            self._apply_leadership(image, touched)
+                # Partitions already hosted keep serving; new ones are registered once their logs
+                # exist (a 10,000-partition topic takes seconds of file creation, which must not
+                # stall the loop). Until then they answer NOT_LEADER_OR_FOLLOWER, which clients retry.
+                self._apply_leadership(image, {name})
+                self._log_admin_job(name, self._open_logs, self._hosted_snapshot(topic))
         for name in delta.changed_topic_configs:
             topic = image.topics.get(name)
             if topic is not None:
@@ -275,10 +277,34 @@ class ReplicaManager:
             except KafkaStorageError as exc:
                 log.warning("could not delete %s-%d: %s", topic, index, exc)
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.append(task)
-        task.add_done_callback(self._tasks.remove)
+    def _log_admin_job(self, topic: str, fn: Callable, *args: Any) -> None:
+        """Run blocking log creation/deletion on the single log-admin thread, in delta order.
+
+        One thread, so a topic deleted and re-created under the same name has its old logs
+        removed before the new ones are made. When a job ends, the topic's partitions are
+        (re)registered from the then-current image.
+        """
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._log_admin, fn, *args)
+        self._pending_logs[topic] = future
+
+        def done(f: asyncio.Future) -> None:
+            if self._pending_logs.get(topic) is f:
+                del self._pending_logs[topic]
+            if f.cancelled():
+                return
+            if f.exception() is not None:
+                log.error("creating or deleting logs of %s failed", topic, exc_info=f.exception())
+            self._apply_leadership(self.image, {topic})
+
+        future.add_done_callback(done)
+
+    async def wait_for_logs(self, topics: Any) -> None:
+        """Wait until pending log creation/deletion for these topics is done (CreateTopics,
+        CreatePartitions and auto-creation answer after it, so a Produce that follows succeeds)."""
+        pending = [f for t in topics if (f := self._pending_logs.get(t)) is not None]
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
 
     def on_become_leader(self, callback: Callable[[str, int, int], None]) -> None:
         self._leader_listeners.append(callback)

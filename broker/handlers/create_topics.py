@@ -45,6 +45,7 @@ async def handle(request: Any) -> dict:
         )
     controller = request.broker.metadata.controller
     results = await controller.create_topics(topics, validate_only=bool(body["validate_only"]))
+    await request.broker.replica_manager.wait_for_logs(r.name for r in results if r.error_code == ErrorCode.NONE)
     config = request.broker.config
     out = []
     for r in results:

@@ -105,6 +105,7 @@ def handle(request: Any) -> Any:
 async def _create_then_answer(request: Any, names: list[str]) -> dict:
     controller = request.broker.metadata.controller
     await controller.create_topics([CreatableTopic(name) for name in names])
+    await request.broker.replica_manager.wait_for_logs(names)
     return build_response(request)
 
 

@@ -419,3 +419,42 @@ def test_copying_fetch_returns_the_same_bytes_as_sendfile(broker_factory) -> Non
             produce(c, "same", payload)
             answers.append(bytes(fetch(c, "same", 0)["responses"][0]["partitions"][0]["records"]))
     assert answers[0] == answers[1] and len(answers[0]) == 2 * len(payload)
+
+
+def test_deleted_then_recreated_topic_starts_empty(client) -> None:
+    first_id = create(client, "phoenix", 2)
+    produce(client, "phoenix", batch([b"old1", b"old2", b"old3"]))
+    resp = client.request(20, 6, {"topics": [{"name": "phoenix", "topic_id": uuid.UUID(int=0)}], "timeout_ms": 5000})
+    assert resp["responses"][0]["error_code"] == 0
+    second_id = create(client, "phoenix", 2)
+    assert second_id != first_id
+    assert leo(client, "phoenix") == 0
+    part = fetch(client, "phoenix", 0)["responses"][0]["partitions"][0]
+    assert part["error_code"] == 0 and part["high_watermark"] == 0 and not part["records"]
+    assert produce(client, "phoenix", batch([b"new"]))["base_offset"] == 0
+
+
+def test_creating_a_large_topic_does_not_stall_other_requests(broker, client) -> None:
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def ping() -> None:
+        with WireClient(broker.host, broker.port) as other:
+            while not done.is_set():
+                t0 = time.monotonic()
+                other.request(18, 3, {"client_software_name": "p", "client_software_version": "1"})
+                latencies.append(time.monotonic() - t0)
+                time.sleep(0.01)
+
+    pinger = threading.Thread(target=ping)
+    pinger.start()
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    create(client, "wide", 2000)
+    took = time.monotonic() - t0
+    done.set()
+    pinger.join()
+    # Every partition is served as soon as CreateTopics has answered.
+    assert produce(client, "wide", batch([b"x"]), partition=1999)["error_code"] == 0
+    assert took > 0.3, "creating 2000 partitions was too quick to show anything"
+    assert max(latencies) < took / 2, (max(latencies), took)
