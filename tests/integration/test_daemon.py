@@ -1,0 +1,92 @@
+"""The odradek command itself: configuration errors stop it, the environment configures it, and
+SIGTERM/SIGINT shut it down cleanly with the clean-shutdown marker in place."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from tests.support.broker_process import REPO, BrokerProcess, free_port
+from tests.support.wire import WireClient
+
+
+def run_daemon(args: list[str], env: dict[str, str] | None = None, timeout: float = 20) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ, PYTHONPATH=str(REPO))
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "broker.main", *args], cwd=REPO, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_invalid_value_stops_start_up_naming_the_key(tmp_path) -> None:
+    result = run_daemon(["--override", "node.id=1", "--override", f"log.dirs={tmp_path}",
+                         "--override", "num.partitions=lots"])
+    assert result.returncode == 1
+    assert "num.partitions" in result.stderr and "lots" in result.stderr
+
+
+def test_unsupported_listener_protocol_stops_start_up(tmp_path) -> None:
+    result = run_daemon(["--override", "node.id=1", "--override", f"log.dirs={tmp_path}",
+                         "--override", "listeners=SSL://127.0.0.1:9999"])
+    assert result.returncode == 1
+    assert "listeners" in result.stderr
+
+
+def test_unknown_key_warns_and_the_broker_serves(tmp_path) -> None:
+    broker = BrokerProcess(tmp_path, overrides={"no.such.setting": "1"}).start()
+    try:
+        with WireClient(broker.host, broker.port) as c:
+            assert c.request(18, 0, {})["error_code"] == 0
+    finally:
+        broker.stop()
+    assert "no.such.setting" in broker.log_text()
+
+
+def test_environment_variables_configure_the_broker(tmp_path) -> None:
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(REPO), KAFKA_NODE_ID="1", KAFKA_LOG_DIRS=str(tmp_path / "logs"),
+               KAFKA_LISTENERS=f"PLAINTEXT://127.0.0.1:{port}", KAFKA_NUM_PARTITIONS="3")
+    proc = subprocess.Popen([sys.executable, "-m", "broker.main"], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                c = WireClient("127.0.0.1", port)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.05)
+        with c:
+            resp = c.request(3, 12, {"topics": [{"name": "env-auto"}], "allow_auto_topic_creation": True})
+        assert len(resp["topics"][0]["partitions"]) == 3
+        assert (tmp_path / "logs" / "env-auto-2").is_dir()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+
+
+def test_sigterm_and_sigint_shut_down_cleanly_with_the_marker(tmp_path) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        data = tmp_path / sig.name
+        broker = BrokerProcess(data).start()
+        with WireClient(broker.host, broker.port) as c:
+            c.request(19, 7, {"topics": [{"name": "t", "num_partitions": 1, "replication_factor": 1}],
+                              "timeout_ms": 5000})
+        broker.proc.send_signal(sig)
+        assert broker.proc.wait(20) == 0
+        broker.kill()
+        assert (data / "logs" / ".kafka_cleanshutdown").exists()
+        assert "shut down cleanly" in broker.log_text()
+
+
+def test_sigkill_leaves_no_marker_and_the_next_start_recovers(tmp_path) -> None:
+    broker = BrokerProcess(tmp_path).start()
+    broker.kill()
+    assert not (tmp_path / "logs" / ".kafka_cleanshutdown").exists()
+    broker.start()
+    with WireClient(broker.host, broker.port) as c:
+        assert c.request(18, 0, {})["error_code"] == 0
+    broker.stop()
