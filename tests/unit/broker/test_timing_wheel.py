@@ -460,7 +460,9 @@ async def test_reaper_rearms_when_an_earlier_task_is_added():
     reaper.start()
     order: list[str] = []
     late = loop.create_future()
-    timer.add(CallbackTask(400, lambda: (order.append("late"), late.set_result(None))))
+    # 1000 ms lands in the third wheel (400 ms buckets), so the reaper first arms for a bucket at
+    # least 600 ms away, well after the early task's 30 ms, whatever the clock's phase.
+    timer.add(CallbackTask(1000, lambda: (order.append("late"), late.set_result(None))))
     await asyncio.sleep(0.01)
     armed_for_late = reaper.armed_at_ms
     assert armed_for_late is not None
@@ -471,7 +473,7 @@ async def test_reaper_rearms_when_an_earlier_task_is_added():
     fired = await asyncio.wait_for(early, 2)
     assert (fired - start) * 1000 <= 45
     assert order == ["early"]
-    await asyncio.wait_for(late, 2)
+    await asyncio.wait_for(late, 3)
     assert order == ["early", "late"]
     assert reaper.armed_at_ms is None  # nothing left: the reaper sleeps without a timer
     reaper.stop()
