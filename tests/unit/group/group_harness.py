@@ -113,3 +113,9 @@ async def started(node: Node) -> GroupCoordinator:
             return coordinator
         await asyncio.sleep(0)
     raise AssertionError(f"partitions did not load: {coordinator.partitions}")
+
+
+def tick(node: Node, clock: Clock, ms: int) -> None:
+    """Move the hand-driven clock and fire whatever the timing wheel has due."""
+    clock.now += ms
+    node.timer.advance_clock(clock.now)

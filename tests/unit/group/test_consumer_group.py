@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from group_harness import Clock, Node, started
+from group_harness import Clock, Node, started, tick
 
 from broker.group import consumer_group_records as CR
 from broker.group.consumer_group import (
@@ -19,23 +19,6 @@ from broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(10)
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def node(tmp_path: Path, clock: Clock) -> Node:
-    n = Node(tmp_path, clock)
-    yield n
-    n.replica_manager.close()
-
-
-def tick(node: Node, clock: Clock, ms: int) -> None:
-    clock.now += ms
-    node.timer.advance_clock(clock.now)
 
 
 def hb(c: GroupCoordinator, member: str = "", epoch: int = 0, group: str = "g", topics=("t",), owned=None,

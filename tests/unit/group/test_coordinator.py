@@ -7,7 +7,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from group_harness import Clock, Node, started
+from group_harness import Clock, Node, started, tick
 
 from broker.group.classic_group import GroupState
 from broker.group.coordinator import GroupCoordinator
@@ -23,23 +23,6 @@ def subscription(*topics: str) -> bytes:
     for t in topics:
         out += struct.pack(">h", len(t)) + t.encode()
     return out
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def node(tmp_path: Path, clock: Clock) -> Node:
-    n = Node(tmp_path, clock)
-    yield n
-    n.replica_manager.close()
-
-
-def tick(node: Node, clock: Clock, ms: int) -> None:
-    clock.now += ms
-    node.timer.advance_clock(clock.now)
 
 
 async def join(c: GroupCoordinator, group: str = "g", member: str = "", protocols=PROTOCOLS, session: int = 1000,
