@@ -14,16 +14,16 @@ from __future__ import annotations
 from typing import Any
 
 from broker.group.coordinator import coordinator_of
+
+# The same group resource as DescribeGroups: without an authorizer, every operation it supports.
+from broker.handlers.describe_groups import GROUP_OPERATIONS
+from broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from protocol.errors import ErrorCode
 
 API_KEY = 69
 NAME = "ConsumerGroupDescribe"
 VERSIONS = (0, 0)
 
-# Without an authorizer every group operation is allowed: READ(3), DELETE(6), DESCRIBE(8) as
-# Kafka's AclOperation codes, reported when include_authorized_operations is set.
-_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-_NOT_REQUESTED = -2147483648
 
 
 def handle(request: Any) -> dict:
@@ -36,14 +36,14 @@ def handle(request: Any) -> dict:
             continue
         entry = coordinator.consumer.describe(group_id)
         if body["include_authorized_operations"] and entry["error_code"] == ErrorCode.NONE:
-            entry["authorized_operations"] = _GROUP_OPERATIONS
+            entry["authorized_operations"] = GROUP_OPERATIONS
         groups.append(entry)
     return {"throttle_time_ms": 0, "groups": groups}
 
 
 def _error_entry(group_id: str, code: int) -> dict:
     return {"error_code": code, "error_message": None, "group_id": group_id, "group_state": "", "group_epoch": 0,
-            "assignment_epoch": 0, "assignor_name": "", "members": [], "authorized_operations": _NOT_REQUESTED}
+            "assignment_epoch": 0, "assignor_name": "", "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
 def error_response(request: Any, code: int) -> dict:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.group.coordinator import coordinator_of
+from broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from protocol.errors import ErrorCode
 
 API_KEY = 15
@@ -25,8 +26,7 @@ VERSIONS = (0, 5)
 # Without an authorizer Kafka reports every operation a group supports (AclEntry.supportedOperations
 # for GROUP): READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11) as its
 # AclOperation codes, when include_authorized_operations is set.
-_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
-_NOT_REQUESTED = -2147483648
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 
 
 def handle(request: Any) -> dict:
@@ -39,16 +39,16 @@ def handle(request: Any) -> dict:
             continue
         entry = coordinator.describe_group(group_id)
         if body["include_authorized_operations"] and entry["error_code"] == ErrorCode.NONE:
-            entry["authorized_operations"] = _GROUP_OPERATIONS
+            entry["authorized_operations"] = GROUP_OPERATIONS
         else:
-            entry["authorized_operations"] = _NOT_REQUESTED
+            entry["authorized_operations"] = AUTHORIZED_OPERATIONS_OMITTED
         groups.append(entry)
     return {"throttle_time_ms": 0, "groups": groups}
 
 
 def _error_entry(group_id: str, code: int) -> dict:
     return {"group_id": group_id, "error_code": code, "group_state": "", "protocol_type": "", "protocol_data": "",
-            "members": [], "authorized_operations": _NOT_REQUESTED}
+            "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
 def error_response(request: Any, code: int) -> dict:
