@@ -126,16 +126,27 @@ class SocketServer:
         return make
 
     async def start(self) -> None:
+        """Bind and listen on every endpoint, then accept. ``bind`` and ``start_accepting`` apart
+        let the broker register the bound ports before any client request is read."""
+        self.bind()
+        await self.start_accepting()
+
+    def bind(self) -> None:
+        """Bind and listen. The kernel queues connections in the backlog, but none is accepted
+        (so no request is read) until ``start_accepting``."""
+        for ep in self.endpoints:
+            sock = self._listen(ep)
+            self.listen_sockets.append(sock)
+            self.bound_ports[ep.name] = sock.getsockname()[1]
+
+    async def start_accepting(self) -> None:
         for net in self.network_loops:
             if net.own_thread:
                 net.thread = threading.Thread(target=self._run_loop, args=(net,), name="odradek-network", daemon=True)
                 net.thread.start()
             else:
                 net.start_sweeper()
-        for ep in self.endpoints:
-            sock = self._listen(ep)
-            self.listen_sockets.append(sock)
-            self.bound_ports[ep.name] = sock.getsockname()[1]
+        for ep, sock in zip(self.endpoints, self.listen_sockets, strict=True):
             self.handler_loop.add_reader(sock.fileno(), self._accept, sock, ep.name)
         self.accepting = True
 
@@ -183,12 +194,11 @@ class SocketServer:
                 task.add_done_callback(_log_accept_failure)
 
     def stop_accepting(self) -> None:
-        if not self.accepting:
-            return
-        self.accepting = False
         for sock in self.listen_sockets:
-            self.handler_loop.remove_reader(sock.fileno())
+            if self.accepting:
+                self.handler_loop.remove_reader(sock.fileno())
             sock.close()
+        self.accepting = False
         self.listen_sockets.clear()
 
     def connections(self) -> list[Connection]:

@@ -2,10 +2,10 @@
 
 Start-up order (each step only needs the ones before it):
 1. log dirs and the clean-shutdown marker check (storage.LogManager);
-2. the embedded controller: takes its epoch-fenced lease, replays the metadata log, registers
-   this broker with its advertised endpoint;
+2. the embedded controller: takes its epoch-fenced lease, replays the metadata log;
 3. local logs for every partition the image says this broker hosts;
-4. the socket server (acceptor + network loops) — only now do clients get in.
+4. the socket server: sockets bound (so a port 0 is known), this broker registered with its
+   advertised endpoint, then the acceptor and network loops start — only now do clients get in.
 
 Shutdown reverses it: stop accepting, let in-flight requests finish (bounded), close connections,
 flush and close logs (writing the clean-shutdown marker), release the controller lease.
@@ -97,8 +97,12 @@ class Broker:
             send_buffer_bytes=self.config["socket.send.buffer.bytes"],
             receive_buffer_bytes=self.config["socket.receive.buffer.bytes"],
         )
-        await self.socket_server.start()
+        # Register the bound endpoint before accepting: a client that connects the moment the port
+        # opens must already find this broker in Metadata and DescribeCluster (Kafka likewise
+        # opens its client listeners only once the broker is registered and unfenced).
+        self.socket_server.bind()
         await self.metadata.on_listening(self.socket_server.bound_ports)
+        await self.socket_server.start_accepting()
         if self.config["odradek.metrics.port"] >= 0:
             self._start_metrics()
         self.started = True

@@ -90,3 +90,42 @@ def test_sigkill_leaves_no_marker_and_the_next_start_recovers(tmp_path) -> None:
     with WireClient(broker.host, broker.port) as c:
         assert c.request(18, 0, {})["error_code"] == 0
     broker.stop()
+
+
+def _first_response(b: BrokerProcess, api_key: int, version: int, body: dict, timeout: float = 20.0) -> dict:
+    """Connect the instant the port opens (polling every millisecond) and send one request."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert b.proc is not None and b.proc.poll() is None, b.log_text()
+        try:
+            client = WireClient(b.host, b.port)
+        except OSError:
+            time.sleep(0.001)
+            continue
+        with client:
+            return client.request(api_key, version, body)
+    raise AssertionError(f"the broker never accepted a connection:\n{b.log_text()}")
+
+
+def test_the_first_client_request_already_sees_this_broker(tmp_path) -> None:
+    # The broker registers its endpoint before it accepts: a client connecting the moment the port
+    # opens must find it in DescribeCluster and Metadata (an empty broker list makes clients give
+    # up on the bootstrap). Several fresh starts, because the window it closes was a few ms wide.
+    for attempt in range(3):
+        b = BrokerProcess(tmp_path / f"cluster{attempt}")
+        b.spawn()
+        try:
+            resp = _first_response(b, 60, 0, {"include_cluster_authorized_operations": False})
+            assert resp["error_code"] == 0
+            assert [(x["broker_id"], x["port"]) for x in resp["brokers"]] == [(1, b.port)]
+            assert resp["controller_id"] == 1
+        finally:
+            b.kill()
+        b = BrokerProcess(tmp_path / f"metadata{attempt}")
+        b.spawn()
+        try:
+            resp = _first_response(b, 3, 12, {"topics": None, "allow_auto_topic_creation": False})
+            assert [(x["node_id"], x["port"]) for x in resp["brokers"]] == [(1, b.port)]
+            assert resp["controller_id"] == 1
+        finally:
+            b.kill()

@@ -50,13 +50,18 @@ class BrokerProcess:
             cmd += ["--override", f"{k}={v}"]
         return cmd
 
-    def start(self, timeout: float = 20.0) -> BrokerProcess:
+    def spawn(self) -> subprocess.Popen:
+        """Launch the daemon without waiting for it to accept connections."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env.pop("KAFKA_LOG_DIRS", None)
         env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.command(), cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        return self.proc
+
+    def start(self, timeout: float = 20.0) -> BrokerProcess:
+        self.spawn()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
