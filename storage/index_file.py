@@ -12,6 +12,15 @@ the entry size, entries that are not strictly increasing, or entries beyond the 
 segment then rebuilds the index from its .log. Indexes are never fsynced except by an explicit
 flush; they are always rebuildable.
 
+Reads go through the mapping; appends use ``pwrite`` on the same file. Linux's page cache makes
+both views one, so a reader sees an entry as soon as the pwrite returns. Storing through the
+mapping instead costs a write fault whenever writeback has cleaned the page, and on ext4 that
+fault can wait for the journal. Measured here (8-byte entry after each 1 MiB .log write, 768
+times): through the map the worst store took 3.8-6.1 ms, with pwrite 0.03-0.2 ms. In whole
+appends (512 MiB of 1 MiB batches, two runs each) the worst append fell from 12.4 / 8.0 ms to
+2.9 / 1.5 ms; throughput did not change measurably. The appending thread is the broker's handler
+loop, so those stalls were stalls of every connection.
+
 Threading: one writer (the log's append path). Readers on other threads may look entries up
 concurrently: ``entries`` is published after the entry bytes are written, and the mapping is only
 replaced by :meth:`resize`, which the log calls with readers excluded (truncation/reopen). Trimming
@@ -92,8 +101,7 @@ class IndexFile:
         self._file_len = self.entries * self.entry_size
 
     def flush(self) -> None:
-        if self._mmap is not None:
-            self._mmap.flush()
+        os.fsync(self._fd)  # entries are written with pwrite (module docstring), not through the map
 
     def close(self) -> None:
         if self._fd < 0:

@@ -11,6 +11,7 @@ See :mod:`storage.index_file` for preallocation, trimming, the crash story and t
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -38,7 +39,7 @@ class OffsetIndex(IndexFile):
         if self.entries and offset <= self.last_offset:
             raise CorruptIndexError(f"{self.path}: offset {offset} not above last entry {self.last_offset}")
         self._ensure_room()
-        _ENTRY.pack_into(self._mmap, self.entries * 8, offset - self.base_offset, position)  # type: ignore[arg-type]
+        os.pwrite(self._fd, _ENTRY.pack(offset - self.base_offset, position), self.entries * 8)
         self.last_offset = offset
         self.entries += 1  # published last: concurrent readers only see complete entries
 

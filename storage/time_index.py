@@ -16,6 +16,7 @@ See :mod:`storage.index_file` for preallocation, trimming, the crash story and t
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -57,7 +58,7 @@ class TimeIndex(IndexFile):
         elif not skip_full_check and self.is_full:
             return False
         self._ensure_room()
-        _ENTRY.pack_into(self._mmap, self.entries * 12, timestamp, offset - self.base_offset)  # type: ignore[arg-type]
+        os.pwrite(self._fd, _ENTRY.pack(timestamp, offset - self.base_offset), self.entries * 12)
         self.last_timestamp, self.last_offset = timestamp, offset
         self.entries += 1
         return True

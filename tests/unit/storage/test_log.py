@@ -454,3 +454,87 @@ def test_reads_concurrent_with_appends_see_whole_batches(tmp_path):
     assert not errors
     assert [b for b, _, _ in read_all(log)] == list(range(0, 600, 2))
     log.close()
+
+
+def _big_config() -> LogConfig:
+    return LogConfig(segment_bytes=64 * 1024 * 1024, index_interval_bytes=4096, file_delete_delay_ms=0)
+
+
+def _corrupt_last_byte(b: bytes) -> bytes:
+    return b[:-1] + bytes([b[-1] ^ 1])
+
+
+def test_large_record_sets_with_a_bad_crc_anywhere_write_nothing(tmp_path):
+    # Several-hundred-KiB record sets, the bad batch first, last or alone: no byte stays behind,
+    # and the next good append and a recovery scan see exactly the good batches.
+    log = open_log(tmp_path / "t-0", _big_config())
+    big = batch(40, value_size=8000, tag=1)
+    assert log.append(big, leader_epoch=0).first_offset == 0
+    before = log.active_segment.size
+    for bad in (_corrupt_last_byte(big), big + _corrupt_last_byte(batch(2)), _corrupt_last_byte(big) + batch(2)):
+        with pytest.raises(CorruptRecordError) as info:
+            log.append(bad, leader_epoch=0)
+        assert info.value.code == ErrorCode.CORRUPT_MESSAGE
+        assert log.log_end_offset == 40 and log.active_segment.size == before
+        assert os.path.getsize(log.active_segment.log_path) == before
+    info = log.append(big + batch(2), leader_epoch=3)
+    assert (info.first_offset, info.last_offset, info.num_batches) == (40, 81, 2)
+    got = read_all(log)
+    assert [(b, last) for b, last, _ in got] == [(0, 39), (40, 79), (80, 81)]
+    assert got[1][2][16:] == big[16:]  # record bytes untouched past the rewritten prefix
+    assert decode_batch(got[1][2]).partition_leader_epoch == 3
+    log.close()
+    # Reopened without the clean-shutdown marker: recovery CRC-checks and keeps exactly this.
+    reopened = Log.open(tmp_path / "t-0", _big_config(), clean_shutdown=False)
+    assert [(b, last) for b, last, _ in read_all(reopened)] == [(0, 39), (40, 79), (80, 81)]
+    reopened.close()
+
+
+def test_large_corrupt_retry_of_a_duplicate_is_corrupt_not_duplicate(tmp_path):
+    # Kafka checks CRCs before the producer-state duplicate check (LogValidator runs first).
+    ps = RecordingProducerState()
+    log = open_log(tmp_path / "t-0", _big_config(), producer_state=ps)
+    big = batch(40, value_size=8000, producer_id=7, producer_epoch=0, base_sequence=0)
+    log.append(big, leader_epoch=0)
+    ps.dup = DuplicateBatch(0, 39, -1)
+    assert log.append(big, leader_epoch=0).duplicate
+    with pytest.raises(CorruptRecordError):
+        log.append(_corrupt_last_byte(big), leader_epoch=0)
+    assert log.log_end_offset == 40
+    log.close()
+
+
+def test_readers_never_see_large_batches_before_their_crc_is_checked(tmp_path):
+    import threading
+
+    from crc32c import crc32c
+
+    log = open_log(tmp_path / "t-0", _big_config())
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    seen = [0]
+
+    def reader():
+        while not stop.is_set():
+            try:
+                for _base, _last, raw in read_all(log):
+                    header = parse_header(raw, 0)
+                    assert crc32c(raw[21:]) == header.crc, "a reader saw a batch whose CRC fails"
+                    seen[0] += 1
+            except Exception as exc:  # noqa: BLE001 - surfaced below
+                errors.append(exc)
+                return
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    good = batch(40, value_size=8000, tag=2)
+    bad = _corrupt_last_byte(good)
+    for _ in range(30):
+        log.append(good, leader_epoch=0)
+        with pytest.raises(CorruptRecordError):
+            log.append(bad, leader_epoch=0)
+    stop.set()
+    thread.join()
+    assert not errors and seen[0] > 0
+    assert log.log_end_offset == 30 * 40
+    log.close()
