@@ -764,6 +764,11 @@ class BrokerConfig(Mapping[str, Any]):
             for k, v in layer.values.items():
                 originals[k] = v
                 origin[k] = layer.origin
+        # node.id and broker.id are synonyms: one given alone stands for both, with the same origin
+        # (Kafka's KafkaConfig.populateSynonyms), so DescribeConfigs shows broker.id = node.id.
+        for given, missing in (("node.id", "broker.id"), ("broker.id", "node.id")):
+            if given in originals and missing not in originals:
+                originals[missing], origin[missing] = originals[given], origin[given]
         #: Raw strings as given (file < env < override < dynamic), unknown keys included.
         self.originals: Mapping[str, str] = originals
         self._origin = origin

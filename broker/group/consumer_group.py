@@ -60,6 +60,7 @@ from broker.group import consumer_group_records as CR
 from broker.group.assignors import MemberSpec, PartitionAssignorError, assignors_from_config
 from broker.group.classic_group import GroupState
 from broker.group.records import OffsetAndMetadata, group_metadata_key, offset_commit_key
+from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
 from protocol.errors import ErrorCode, KafkaApiError
 
 log = logging.getLogger(__name__)
@@ -819,7 +820,7 @@ class ConsumerGroupManager:
     def describe(self, group_id: str) -> dict[str, Any]:
         entry: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None, "group_id": group_id,
                                  "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
-                                 "members": [], "authorized_operations": -2147483648}
+                                 "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
         try:
             self.coordinator.check_coordinator(group_id)
         except KafkaApiError as exc:

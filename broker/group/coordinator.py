@@ -51,6 +51,7 @@ from broker.group.consumer_group import ConsumerGroupLoader, ConsumerGroupManage
 from broker.group.hashing import partition_for
 from broker.group.keyed_timer import KeyedTimer
 from broker.group.member import ClassicGroupMember
+from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
 from protocol.errors import ErrorCode, KafkaApiError
 from protocol.records import Record, encode_batch, iter_batches
 
@@ -919,7 +920,7 @@ class GroupCoordinator:
         """One DescribeGroupsResponse group entry."""
         entry: dict[str, Any] = {"group_id": group_id, "error_code": ErrorCode.NONE, "group_state": "Dead",
                                  "protocol_type": "", "protocol_data": "", "members": [],
-                                 "authorized_operations": -2147483648}
+                                 "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
         try:
             self.check_coordinator(group_id)
         except KafkaApiError as exc:

@@ -16,8 +16,7 @@ from typing import Any
 from broker.group.coordinator import coordinator_of
 
 # The same group resource as DescribeGroups: without an authorizer, every operation it supports.
-from broker.handlers.describe_groups import GROUP_OPERATIONS
-from broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
 from protocol.errors import ErrorCode
 
 API_KEY = 69

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS
+from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS
 from protocol.errors import ErrorCode
 
 API_KEY = 60

@@ -16,17 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 from broker.group.coordinator import coordinator_of
-from broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
 from protocol.errors import ErrorCode
 
 API_KEY = 15
 NAME = "DescribeGroups"
 VERSIONS = (0, 5)
 
-# Without an authorizer Kafka reports every operation a group supports (AclEntry.supportedOperations
-# for GROUP): READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11) as its
-# AclOperation codes, when include_authorized_operations is set.
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 
 
 def handle(request: Any) -> dict:

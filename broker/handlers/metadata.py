@@ -27,6 +27,7 @@ from typing import Any
 
 from controller.requests import CreatableTopic
 from controller.topic_names import invalid_topic_reason
+from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from protocol.errors import ErrorCode
 
 API_KEY = 3
@@ -35,13 +36,6 @@ VERSIONS = (0, 12)
 
 ZERO_UUID = uuid.UUID(int=0)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-# "Not requested" marker for authorized operations (Integer.MIN_VALUE in Kafka).
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-# Without an authorizer every operation is allowed; Kafka reports the bitfield of the operations
-# supported by the resource type (AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7,
-# DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12).
-TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
 def _partitions(topic: Any, live: set[int]) -> list[dict]:

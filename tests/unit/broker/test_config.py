@@ -447,6 +447,14 @@ class TestInvalidValues:
         with pytest.raises(ConfigError, match=r"node.id \(5\) and broker.id \(4\)"):
             load_config(None, ["broker.id=4", "node.id=5"], {})
 
+    def test_either_id_alone_describes_both(self) -> None:
+        # Kafka's populateSynonyms: DescribeConfigs shows broker.id = node.id (and the reverse),
+        # from the same source, when only one of them is set.
+        for given, other in (("node.id", "broker.id"), ("broker.id", "node.id")):
+            cfg = load_config(None, [f"{given}=4"], {})
+            assert cfg.value_string(other) == "4" and cfg.source(other) == cfg.source(given)
+            assert not cfg.is_default(other)
+
     def test_node_id_below_minus_one(self) -> None:
         with pytest.raises(ConfigError, match="node.id.*at least -1"):
             load_config(None, ["node.id=-2"], {})
