@@ -16,6 +16,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from broker.topic_metadata_cache import TopicMetadataCache
 from controller.controller import DEFAULT_LEASE_TTL_MS, Controller
 from controller.image import BrokerRegistration, MetadataImage
 from controller.lease import LocalLeaseStore
@@ -44,6 +45,7 @@ class BrokerMetadata:
         )
         self._renewer: asyncio.Task | None = None
         self.advertised: list[BrokerRegistration] = []
+        self.topic_metadata_cache = TopicMetadataCache()
 
     @property
     def image(self) -> MetadataImage:

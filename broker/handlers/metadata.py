@@ -110,13 +110,19 @@ def build_response(request: Any) -> dict:
     image = broker.metadata.image
     live = set(image.live_broker_ids())
     include_topic_ops = bool(body["include_topic_authorized_operations"])
+    cache = broker.metadata.topic_metadata_cache
+
+    def entry(topic: Any) -> Any:
+        return cache.entry(image, version, include_topic_ops, topic,
+                           lambda: topic_metadata(topic, live, include_topic_ops))
+
     requested = body["topics"]
     if version == 0 and not requested:
         requested = None
     topics = []
     if requested is None:
         for topic in image.topics.values():
-            topics.append(topic_metadata(topic, live, include_topic_ops))
+            topics.append(entry(topic))
     else:
         for t in requested:
             name = t["name"]
@@ -126,11 +132,11 @@ def build_response(request: Any) -> dict:
                 if topic is None:
                     topics.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
                 else:
-                    topics.append(topic_metadata(topic, live, include_topic_ops))
+                    topics.append(entry(topic))
                 continue
             topic = image.topics.get(name)
             if topic is not None:
-                topics.append(topic_metadata(topic, live, include_topic_ops))
+                topics.append(entry(topic))
             elif invalid_topic_reason(name):
                 topics.append(_error_topic(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
             else:

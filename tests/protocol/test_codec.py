@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.codec import codec
+from protocol.codec import Encoded, codec
 from protocol.primitives import DecodeError
 from protocol.schema_data import MESSAGES
 
@@ -184,3 +184,39 @@ def test_absent_nullable_field_decodes_to_null_not_empty_string() -> None:
     c = codec("SyncGroupRequest", 3)
     body, _ = c.decode(c.encode({"group_id": "g", "generation_id": 1, "member_id": "m", "assignments": []}))
     assert body["protocol_type"] is None and body["protocol_name"] is None
+
+
+def _metadata_topic(name: str, partitions: int) -> dict:
+    return {"error_code": 0, "name": name, "topic_id": uuid.uuid4(), "is_internal": False,
+            "partitions": [{"error_code": 0, "partition_index": i, "leader_id": 1, "leader_epoch": 3,
+                            "replica_nodes": [1], "isr_nodes": [1], "offline_replicas": []}
+                           for i in range(partitions)],
+            "topic_authorized_operations": -(2**31)}
+
+
+def test_encoded_elements_are_copied_verbatim_in_every_version() -> None:
+    for version in range(13):
+        c = codec("MetadataResponse", version)
+        a, b = _metadata_topic("a", 3), _metadata_topic("b", 1)
+        message = {"throttle_time_ms": 0, "brokers": [{"node_id": 1, "host": "h", "port": 9092, "rack": None}],
+                   "cluster_id": "cid", "controller_id": 1, "topics": [a, b],
+                   "cluster_authorized_operations": -(2**31)}
+        plain = c.encode(message)
+        topic_encoder = c.element_encoder("topics")
+        encoded_a = topic_encoder(a)
+        assert type(encoded_a) is Encoded
+        # Mixed with ordinary dicts, in any position, the bytes are the same.
+        assert c.encode(dict(message, topics=[encoded_a, b])) == plain
+        assert c.encode(dict(message, topics=[a, topic_encoder(b)])) == plain
+        # A nested array works the same way.
+        part_encoder = c.element_encoder("topics", "partitions")
+        a_parts = dict(a, partitions=[part_encoder(p) for p in a["partitions"]])
+        assert c.encode(dict(message, topics=[a_parts, b])) == plain
+        assert c.decode(plain)[0]["topics"][0]["name"] == "a"
+
+
+def test_element_encoder_needs_a_struct_array_of_that_version() -> None:
+    with pytest.raises(ValueError, match="no struct array"):
+        codec("MetadataResponse", 12).element_encoder("brokers", "nope")
+    with pytest.raises(ValueError, match="no struct array"):
+        codec("MetadataResponse", 12).element_encoder("cluster_id")
