@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from broker.request_channel import RequestChannel
 
 log = logging.getLogger(__name__)
+# Kafka's kafka.request.logger: at DEBUG, one line when a request is decoded and one when its
+# response is handed to the connection (``--log-level DEBUG``). Read once, at start-up, so the
+# hot path pays a single attribute test when it is off.
+request_log = logging.getLogger("odradek.request")
 
 
 class Request:
@@ -94,6 +98,7 @@ class Dispatcher:
         self.broker = broker
         self.handlers = handlers
         self.channel = channel
+        self.trace = request_log.isEnabledFor(logging.DEBUG)
         self.tasks: set[asyncio.Task] = set()
 
     def process(self, conn: Connection, slot: Any, frame: bytes) -> None:
@@ -131,6 +136,9 @@ class Dispatcher:
             self._close(conn)
             return
         request = Request(self.broker, conn, slot, spec, header, body)
+        if self.trace:
+            request_log.debug("request %s %s v%d corr=%d client=%s: %s", conn.peer, spec.name, api_version,
+                              header.correlation_id, header.client_id, body)
         try:
             result = spec.handle(request)
         except Exception:
@@ -185,6 +193,10 @@ class Dispatcher:
             chunks = encode_response(
                 spec.response_schema, request.api_version, request.correlation_id, body, header_flexible
             )
+        if self.trace:
+            request_log.debug("response %s %s v%d corr=%d after %.1f ms: %s", request.conn.peer, request.spec.name,
+                              request.api_version, request.correlation_id,
+                              (time.monotonic() - request.received_at) * 1000, body)
         self._send(request.conn, request.slot, chunks)
 
     def _unsupported_api_versions(self, conn: Connection, slot: Any, correlation_id: int) -> None:

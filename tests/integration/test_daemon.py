@@ -129,3 +129,32 @@ def test_the_first_client_request_already_sees_this_broker(tmp_path) -> None:
             assert resp["controller_id"] == 1
         finally:
             b.kill()
+
+
+def test_debug_level_logs_each_request_and_its_response(tmp_path, monkeypatch) -> None:
+    # Kafka's kafka.request.logger: with --log-level DEBUG the odradek.request logger writes a line
+    # when a request is decoded and one when its response is handed to the connection.
+    monkeypatch.setenv("ODRADEK_LOG_LEVEL", "DEBUG")
+    b = BrokerProcess(tmp_path / "b").start()
+    try:
+        with WireClient(b.host, b.port, client_id="tracer") as c:
+            c.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+            c.request(3, 12, {"topics": [], "allow_auto_topic_creation": False})
+        deadline = time.monotonic() + 10
+        while "Metadata v12 corr=2 after" not in b.log_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        text = b.log_text()
+        assert "request 127.0.0.1:" in text and "ApiVersions v3 corr=1 client=tracer" in text
+        assert "Metadata v12 corr=2 client=tracer" in text
+        assert "ApiVersions v3 corr=1 after" in text and "Metadata v12 corr=2 after" in text
+    finally:
+        b.kill()
+    # At the default level the request logger stays silent.
+    monkeypatch.delenv("ODRADEK_LOG_LEVEL")
+    quiet = BrokerProcess(tmp_path / "quiet").start()
+    try:
+        with WireClient(quiet.host, quiet.port, client_id="tracer") as c:
+            c.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+        assert "client=tracer" not in quiet.log_text()
+    finally:
+        quiet.kill()

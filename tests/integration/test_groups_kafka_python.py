@@ -33,9 +33,19 @@ def _produce(bootstrap: str, topic: str, partitions: int, count: int) -> None:
 
 
 def _consumer(bootstrap: str, name: str, topic: str, group: str = "g1", **kw) -> KafkaConsumer:
-    return KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id=name,
-                         auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
-                         heartbeat_interval_ms=300, **kw)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id=name,
+                             auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
+                             heartbeat_interval_ms=300, **kw)
+    # Fetch the topic's metadata before subscribing. Otherwise, on a loaded machine, the member may
+    # join (and, as leader, assign) before it knows the topic's partitions, and kafka-python
+    # 3.0.12 then rejoins at once. Once in the full suite that left the client silent after the
+    # second SyncGroup: the broker's request log (odradek.request at DEBUG) showed every
+    # JoinGroup and SyncGroup answered in order, and then no request from the client at all.
+    # The same pipelined requests on one connection, 300 times on a loaded machine, were all
+    # answered.
+    assert consumer.partitions_for_topic(topic), f"no metadata for {topic}"
+    consumer.subscribe([topic])
+    return consumer
 
 
 def _poll_until(consumers: list[KafkaConsumer], done, timeout: float = 30.0) -> dict[str, list[bytes]]:
