@@ -123,8 +123,19 @@ class Connection(asyncio.Protocol):
 
     def _on_input(self) -> None:
         """Frame what is buffered (within the bounds), then pause or resume reading."""
-        self._frame_buffered()
-        self._update_reading()
+        while True:
+            self._frame_buffered()
+            self._update_reading()
+            # The handler loop drains the shared queue on its own thread: if it did so between the
+            # two steps, framing stopped at a bound that no longer holds, and no wake-up was
+            # registered (the queue was not full when _update_reading looked). Frame again, or
+            # the buffered requests would wait for bytes the client may never send.
+            if self.closed or self._at_bound() or not self._complete_frame_buffered():
+                return
+
+    def _complete_frame_buffered(self) -> bool:
+        available = len(self.buf) - self.pos
+        return available >= 4 and available - 4 >= P.INT32.unpack_from(self.buf, self.pos)[0]
 
     def _at_bound(self) -> bool:
         return self.write_paused or len(self.slots) >= MAX_IN_FLIGHT or self.channel.is_full()

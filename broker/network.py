@@ -169,29 +169,41 @@ class SocketServer:
         net.loop.run_forever()
 
     def _accept(self, sock: socket.socket, listener: str) -> None:
-        # Accept a burst: one readiness event may stand for many queued connections.
-        for _ in range(64):
-            try:
-                client, _addr = sock.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                # EMFILE and friends: log and keep serving the connections we have.
-                log.warning("accept failed: %s", exc)
-                return
-            client.setblocking(False)
-            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.send_buffer_bytes > 0:
-                client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
-            if self.receive_buffer_bytes > 0:
-                client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
-            net = next(self._next_loop)
-            coro = net.loop.connect_accepted_socket(self._factory(net, listener), client)
-            if net.own_thread:
-                asyncio.run_coroutine_threadsafe(coro, net.loop)
-            else:
-                task = net.loop.create_task(coro)
-                task.add_done_callback(_log_accept_failure)
+        # Accept a burst: one readiness event may stand for many queued connections. Sockets for
+        # threaded network loops are handed over once per loop per burst: a cross-thread wake-up
+        # per connection made accepting slower than a client can connect, so a burst of connects
+        # overflowed Kafka's default backlog of 50 and the kernel dropped SYNs (1 s retries).
+        handoff: dict[int, tuple[NetworkLoop, list[socket.socket]]] = {}
+        try:
+            for _ in range(256):
+                try:
+                    client, _addr = sock.accept()
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError as exc:
+                    # EMFILE and friends: log and keep serving the connections we have.
+                    log.warning("accept failed: %s", exc)
+                    return
+                client.setblocking(False)
+                client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self.send_buffer_bytes > 0:
+                    client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
+                if self.receive_buffer_bytes > 0:
+                    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
+                net = next(self._next_loop)
+                if net.own_thread:
+                    handoff.setdefault(id(net), (net, []))[1].append(client)
+                else:
+                    self._adopt(net, [client], listener)
+        finally:
+            for net, clients in handoff.values():
+                net.loop.call_soon_threadsafe(self._adopt, net, clients, listener)
+
+    def _adopt(self, net: NetworkLoop, clients: list[socket.socket], listener: str) -> None:
+        """Start a Connection for each accepted socket, on ``net``'s own loop."""
+        for client in clients:
+            task = net.loop.create_task(net.loop.connect_accepted_socket(self._factory(net, listener), client))
+            task.add_done_callback(_log_accept_failure)
 
     def stop_accepting(self) -> None:
         for sock in self.listen_sockets:

@@ -337,3 +337,45 @@ def test_connection_paused_at_max_in_flight_resumes_after_queue_was_full(make_re
                    {filler: list(range(600)), waiting: list(range(MAX_IN_FLIGHT + extra))}, timeout=5)
     assert got[waiting] == list(range(MAX_IN_FLIGHT + extra))
     assert got[filler] == list(range(600))
+
+
+class _DrainedBetweenChecks:
+    """A channel whose queue is full when the connection frames and drained by the time it decides
+    whether to pause: the interleaving the handler loop's thread can produce (and did, in
+    test_full_queue_stops_reading_and_resumes_when_space_frees, once every few suite runs)."""
+
+    def __init__(self) -> None:
+        self.full_answers = [True]  # first look: full; every later look: drained
+        self.submitted: list[bytes] = []
+        self.waiters: list[Any] = []
+
+    def is_full(self) -> bool:
+        return self.full_answers.pop(0) if self.full_answers else False
+
+    def submit(self, conn: Any, slot: Any, frame: bytes) -> bool:
+        self.submitted.append(frame)
+        return True
+
+    def wait_for_space(self, conn: Any) -> None:
+        self.waiters.append(conn)
+
+
+def test_requests_buffered_when_the_queue_drains_mid_check_are_still_framed() -> None:
+    from broker.connection import Connection
+
+    async def scenario() -> list[bytes]:
+        channel = _DrainedBetweenChecks()
+        loop = asyncio.get_running_loop()
+        a, b = socket.socketpair()
+        conn = Connection(channel, 1 << 20)  # type: ignore[arg-type]
+        transport, _ = await loop.connect_accepted_socket(lambda: conn, a)
+        try:
+            # Three whole requests arrive in one read and the client sends nothing more.
+            conn.data_received(b"".join(request_frame(i) for i in range(3)))
+            return channel.submitted
+        finally:
+            transport.close()
+            b.close()
+
+    submitted = asyncio.run(scenario())
+    assert [struct.unpack_from(">i", f, 4)[0] for f in submitted] == [0, 1, 2]
