@@ -35,7 +35,6 @@ object belongs to the caller that created it (no locking).
 from __future__ import annotations
 
 import argparse
-import base64
 import hashlib
 import os
 import shutil
@@ -44,8 +43,9 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
+
+from controller.meta_properties import new_cluster_id
 
 REPO = Path(__file__).resolve().parents[1]
 JAVA_DIR = REPO / "java"
@@ -134,8 +134,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def random_cluster_id() -> str:
-    """A Kafka Uuid as Kafka prints it: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka Uuid as Kafka prints it (controller.meta_properties.new_cluster_id). It must not
+    start with "-": kafka-storage's argument parser would take ``-t -abc...`` for an option, which
+    failed one test run in 64 before."""
+    return new_cluster_id()
 
 
 LOG4J_SERVER = """\

@@ -46,7 +46,6 @@ Ownership: the handler loop (requests, timer callbacks, partition load/unload). 
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import enum
 import logging
@@ -60,6 +59,7 @@ from broker.group import consumer_group_records as CR
 from broker.group.assignors import MemberSpec, PartitionAssignorError, assignors_from_config
 from broker.group.classic_group import GroupState
 from broker.group.records import OffsetAndMetadata, group_metadata_key, offset_commit_key
+from controller.meta_properties import new_kafka_uuid, uuid_to_base64
 from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
 from protocol.errors import ErrorCode, KafkaApiError
 
@@ -378,8 +378,10 @@ class ConsumerGroup:
 
 
 def generate_member_id() -> str:
-    """Kafka's Uuid.randomUuid().toString(): 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+    """Kafka's Uuid.randomUuid().toString(): 16 random bytes, URL-safe base64 without padding,
+    never the zero id and never starting with "-" (which command-line tools would take for an
+    option)."""
+    return uuid_to_base64(new_kafka_uuid())
 
 
 def _error(code: int, message: str | None = None) -> dict[str, Any]:
