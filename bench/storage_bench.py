@@ -55,6 +55,10 @@ def _rates(nbytes: int, wall_s: float, cpu_s: float) -> Rates:
     return Rates(nbytes / wall_s / MIB, nbytes / max(cpu_s, 1e-9) / MIB)
 
 
+def _best(a: Rates, b: Rates) -> Rates:
+    return Rates(max(a.wall, b.wall), max(a.cpu, b.cpu))
+
+
 def bench_plain_write(dir: Path, chunk: bytes, total: int) -> Rates:
     path = dir / "plain.bin"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -96,14 +100,13 @@ def best_append_and_ceiling(root: Path, raw: bytes, total: int,
     log: Log | None = None
     dir = root / "bench"
     for i in range(rounds):
-        c = bench_plain_write(root, raw, total)
-        best_ceiling = Rates(max(best_ceiling.wall, c.wall), max(best_ceiling.cpu, c.cpu))
+        best_ceiling = _best(best_ceiling, bench_plain_write(root, raw, total))
         if log is not None:
             log.close()
             shutil.rmtree(dir)
         dir = root / f"bench-{len(raw)}-{i}"
-        r, log = bench_append(dir, raw, total)
-        best_rate = Rates(max(best_rate.wall, r.wall), max(best_rate.cpu, r.cpu))
+        rate, log = bench_append(dir, raw, total)
+        best_rate = _best(best_rate, rate)
     assert log is not None
     return best_rate, best_ceiling, dir, log
 

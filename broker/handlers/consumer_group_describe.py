@@ -24,7 +24,6 @@ NAME = "ConsumerGroupDescribe"
 VERSIONS = (0, 0)
 
 
-
 def handle(request: Any) -> dict:
     body = request.body
     coordinator = coordinator_of(request)

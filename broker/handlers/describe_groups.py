@@ -24,7 +24,6 @@ NAME = "DescribeGroups"
 VERSIONS = (0, 5)
 
 
-
 def handle(request: Any) -> dict:
     body = request.body
     coordinator = coordinator_of(request)

@@ -9,18 +9,11 @@ import uuid
 import pytest
 
 from protocol.errors import ErrorCode
-from tests.support.wire import WireClient
+from tests.support.wire import WireClient, create_topic
 
 pytestmark = pytest.mark.timeout(90)
 
 HEARTBEAT, DESCRIBE = 68, 69
-
-
-def create_topic(c: WireClient, name: str, partitions: int) -> uuid.UUID:
-    resp = c.request(19, 7, {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1}],
-                             "timeout_ms": 5000})
-    assert resp["topics"][0]["error_code"] == 0
-    return resp["topics"][0]["topic_id"]
 
 
 def heartbeat(c: WireClient, version: int = 0, **fields) -> dict:

@@ -4,7 +4,7 @@ that every image change (new partitions, deletion, re-creation, a new topic) sho
 
 from __future__ import annotations
 
-from tests.support.wire import WireClient
+from tests.support.wire import WireClient, create_topic
 
 OMITTED = -(2**31)
 TOPIC_OPS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
@@ -24,17 +24,10 @@ def _partition_counts(resp: dict) -> dict[str, int]:
     return {t["name"]: len(t["partitions"]) for t in resp["topics"] if t["error_code"] == 0}
 
 
-def _create(c: WireClient, name: str, partitions: int) -> None:
-    resp = c.request(19, 7, {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
-                                         "assignments": [], "configs": []}],
-                             "timeout_ms": 10000, "validate_only": False})
-    assert resp["topics"][0]["error_code"] == 0, resp
-
-
 def test_every_version_answers_the_same_twice_and_exactly(broker) -> None:
     with WireClient(broker.host, broker.port) as c:
-        _create(c, "cached-a", 3)
-        _create(c, "cached-b", 1)
+        create_topic(c, "cached-a", 3)
+        create_topic(c, "cached-b", 1)
         for version in range(13):
             first = _metadata(c, version, None)
             again = _metadata(c, version, None)  # served from the cache
@@ -50,7 +43,7 @@ def test_every_version_answers_the_same_twice_and_exactly(broker) -> None:
 
 def test_topic_operations_follow_the_request_not_the_cache(broker) -> None:
     with WireClient(broker.host, broker.port) as c:
-        _create(c, "ops", 1)
+        create_topic(c, "ops", 1)
         for include in (False, True, False, True):
             [topic] = _metadata(c, 12, ["ops"], include_ops=include)["topics"]
             assert topic["topic_authorized_operations"] == (TOPIC_OPS if include else OMITTED)
@@ -58,7 +51,7 @@ def test_topic_operations_follow_the_request_not_the_cache(broker) -> None:
 
 def test_image_changes_show_in_the_next_answer(broker) -> None:
     with WireClient(broker.host, broker.port) as c:
-        _create(c, "grows", 2)
+        create_topic(c, "grows", 2)
         assert _partition_counts(_metadata(c, 12, None))["grows"] == 2
         resp = c.request(37, 3, {"topics": [{"name": "grows", "count": 5, "assignments": None}],
                                  "timeout_ms": 10000, "validate_only": False})
@@ -72,8 +65,8 @@ def test_image_changes_show_in_the_next_answer(broker) -> None:
         assert "grows" not in _partition_counts(_metadata(c, 12, None))
         assert _metadata(c, 12, ["grows"])["topics"][0]["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
 
-        _create(c, "grows", 1)
+        create_topic(c, "grows", 1)
         [topic] = _metadata(c, 12, ["grows"])["topics"]
         assert topic["error_code"] == 0 and len(topic["partitions"]) == 1 and topic["topic_id"] != old_id
-        _create(c, "newcomer", 4)
+        create_topic(c, "newcomer", 4)
         assert _partition_counts(_metadata(c, 12, None)) == {"grows": 1, "newcomer": 4}

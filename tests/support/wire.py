@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import uuid
 
 from protocol.codec import codec, is_flexible
 from protocol.headers import encode_request_header
@@ -19,6 +20,14 @@ def _api_name(api_key: int) -> str:
             if spec["type"] == "request":
                 API_NAMES[spec["api_key"]] = name[: -len("Request")]
     return API_NAMES[api_key]
+
+
+def create_topic(c: WireClient, name: str, partitions: int) -> uuid.UUID:
+    """CreateTopics v7 of one topic (replication factor 1); asserts success, returns its topic id."""
+    resp = c.request(19, 7, {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1}],
+                             "timeout_ms": 5000})
+    assert resp["topics"][0]["error_code"] == 0, resp
+    return resp["topics"][0]["topic_id"]
 
 
 class WireClient:

@@ -73,11 +73,15 @@ def test_log_append_time_stamps_batches(tmp_path):
     log.close()
 
 
+def _corrupt_last_byte(b: bytes) -> bytes:
+    return b[:-1] + bytes([b[-1] ^ 1])
+
+
 @pytest.mark.parametrize("mutate,error", [
     (lambda b: b[:-1], CorruptRecordError),  # truncated batch
     (lambda b: b[:30], CorruptRecordError),  # shorter than a header
     (lambda b: b + b"\x00" * 5, CorruptRecordError),  # trailing garbage
-    (lambda b: b[:-1] + bytes([b[-1] ^ 1]), CorruptRecordError),  # CRC mismatch
+    (_corrupt_last_byte, CorruptRecordError),  # CRC mismatch
     (lambda b: b[:16] + b"\x01" + b[17:], CorruptRecordError),  # magic 1
 ])
 def test_bad_input_is_rejected_and_nothing_written(log, mutate, error):
@@ -460,10 +464,6 @@ def _big_config() -> LogConfig:
     return LogConfig(segment_bytes=64 * 1024 * 1024, index_interval_bytes=4096, file_delete_delay_ms=0)
 
 
-def _corrupt_last_byte(b: bytes) -> bytes:
-    return b[:-1] + bytes([b[-1] ^ 1])
-
-
 def test_large_record_sets_with_a_bad_crc_anywhere_write_nothing(tmp_path):
     # Several-hundred-KiB record sets, the bad batch first, last or alone: no byte stays behind,
     # and the next good append and a recovery scan see exactly the good batches.
@@ -504,7 +504,7 @@ def test_large_corrupt_retry_of_a_duplicate_is_corrupt_not_duplicate(tmp_path):
     log.close()
 
 
-def test_readers_never_see_large_batches_before_their_crc_is_checked(tmp_path):
+def test_readers_never_see_a_rejected_large_batch(tmp_path):
     import threading
 
     from crc32c import crc32c
