@@ -23,13 +23,12 @@ import csv
 import re
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tools.kafka_dist import classpath, java_command  # noqa: E402
+from tools.kafka_dist import classpath, java_command, temp_config_file  # noqa: E402
 
 PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance"
@@ -52,15 +51,9 @@ class ToolFailed(RuntimeError):
     pass
 
 
-def _log4j() -> Path:
-    path = Path(tempfile.gettempdir()) / "odradek-bench-log4j.properties"
-    if not path.exists() or path.read_text() != _LOG4J:
-        path.write_text(_LOG4J)
-    return path
-
-
 def command(main_class: str, args: list[str]) -> list[str]:
-    return java_command(main_class, args, classpath("kafka"), [*JVM_OPTS, f"-Dlog4j.configuration=file:{_log4j()}"])
+    log4j = temp_config_file("odradek-bench-log4j.properties", _LOG4J)
+    return java_command(main_class, args, classpath("kafka"), [*JVM_OPTS, f"-Dlog4j.configuration=file:{log4j}"])
 
 
 def run(main_class: str, args: list[str], timeout: float) -> str:

@@ -42,6 +42,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -118,6 +119,15 @@ def classpath(name: str) -> str:
 def jar_files(name: str) -> list[Path]:
     classpath(name)
     return sorted((JARS / name).glob("*.jar"))
+
+
+def temp_config_file(name: str, text: str) -> Path:
+    """``text`` in the temp dir under ``name`` (e.g. a log4j config for a Java tool), rewritten only
+    when its content differs, so concurrent runs share one file."""
+    path = Path(tempfile.gettempdir()) / name
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path
 
 
 def java_command(main_class: str, args: list[str], cp: str, jvm_opts: list[str] | None = None) -> list[str]:

@@ -31,9 +31,8 @@ import selectors
 import subprocess
 import tempfile
 import time
-from pathlib import Path
 
-from tools.kafka_dist import JARS, classpath, java_command
+from tools.kafka_dist import JARS, classpath, java_command, temp_config_file
 
 TOOLS: dict[str, str] = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
@@ -60,16 +59,10 @@ log4j.appender.stderr.Target=System.err
 """
 
 
-def _log4j_file() -> Path:
-    path = Path(tempfile.gettempdir()) / "odradek-tools-log4j.properties"
-    if not path.exists() or path.read_text() != _LOG4J_TOOLS:
-        path.write_text(_LOG4J_TOOLS)
-    return path
-
-
 def tool_command(tool: str, args: list[str]) -> list[str]:
     main_class = TOOLS.get(tool, tool)  # a tool name from TOOLS, or any fully qualified main class
-    opts = [*TOOL_JVM_OPTS, f"-Dlog4j.configuration=file:{_log4j_file()}"]
+    log4j = temp_config_file("odradek-tools-log4j.properties", _LOG4J_TOOLS)
+    opts = [*TOOL_JVM_OPTS, f"-Dlog4j.configuration=file:{log4j}"]
     return java_command(main_class, list(args), classpath("kafka"), opts)
 
 
