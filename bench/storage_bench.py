@@ -29,8 +29,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from crc32c import crc32c  # noqa: E402
-
+from protocol.checksum import crc32c  # noqa: E402
 from protocol.records import Record, encode_batch  # noqa: E402
 from storage.log import Log  # noqa: E402
 from storage.log_config import LogConfig  # noqa: E402

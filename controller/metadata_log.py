@@ -55,9 +55,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import crc32c
-
 from controller.records import MetadataRecord, record_from_dict, record_to_dict
+from protocol.checksum import crc32c
 from protocol.errors import ErrorCode, KafkaApiError
 
 log = logging.getLogger(__name__)
@@ -103,7 +102,7 @@ class MetadataBatch:
 def encode_batch(base_offset: int, controller_epoch: int, records: Sequence[MetadataRecord]) -> bytes:
     body = json.dumps([record_to_dict(r) for r in records], separators=(",", ":")).encode()
     payload = _PAYLOAD_HEADER.pack(base_offset, controller_epoch, len(records)) + body
-    return _FRAME_HEADER.pack(len(payload), crc32c.crc32c(payload)) + payload
+    return _FRAME_HEADER.pack(len(payload), crc32c(payload)) + payload
 
 
 def _scan(
@@ -125,7 +124,7 @@ def _scan(
         if payload_end > end:
             return batches, pos, "torn frame payload"
         payload = data[payload_start:payload_end]
-        if crc32c.crc32c(payload) != crc:
+        if crc32c(payload) != crc:
             return batches, pos, "CRC32C mismatch"
         base_offset, epoch, count = _PAYLOAD_HEADER.unpack_from(payload, 0)
         if base_offset != next_offset:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from crc32c import crc32c
+from protocol.checksum import crc32c
 
 HEADER_SIZE = 61
 # Everything up to and including batch_length: what a reader needs to find the batch's end.

@@ -41,8 +41,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from crc32c import crc32c
-
 from protocol.batch_header import (
     CONTROL_BIT,
     CRC_AT,
@@ -62,6 +60,7 @@ from protocol.batch_header import (
     pack_header,
     parse_header,
 )
+from protocol.checksum import crc32c
 from protocol.compression import codec_of, compress, decompress
 from protocol.errors import ErrorCode
 

@@ -51,8 +51,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from crc32c import crc32c
-
 from protocol.batch_header import (
     CONTROL_BIT,
     CRC_AT,
@@ -63,6 +61,7 @@ from protocol.batch_header import (
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
 )
+from protocol.checksum import crc32c
 from storage.checkpoint_file import fsync_dir
 from storage.errors import (
     CorruptRecordError,

@@ -63,9 +63,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from crc32c import crc32c
-
 from protocol.batch_header import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
+from protocol.checksum import crc32c
 from protocol.errors import ErrorCode, KafkaApiError
 from storage.checkpoint_file import write_atomically
 

@@ -40,8 +40,6 @@ import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from crc32c import crc32c
-
 from protocol.batch_header import (
     CRC_START,
     HEADER_SIZE,
@@ -50,6 +48,7 @@ from protocol.batch_header import (
     InvalidBatchError,
     parse_header,
 )
+from protocol.checksum import crc32c
 from storage.index_file import CorruptIndexError
 from storage.log_config import LogConfig
 from storage.offset_index import OffsetIndex

@@ -7,7 +7,6 @@ from __future__ import annotations
 import struct
 
 import pytest
-from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -19,6 +18,7 @@ from protocol.batch_header import (
     set_base_offset,
     set_log_append_time,
 )
+from protocol.checksum import crc32c
 from protocol.compression import CompressionError, CompressionType, UnknownCodecError
 from protocol.errors import ErrorCode
 from protocol.records import (

@@ -149,10 +149,10 @@ def test_offset_gap_treated_as_corruption(tmp_path: Path) -> None:
 def test_valid_crc_but_undecodable_raises(tmp_path: Path) -> None:
     log, _ = MetadataLog.open(tmp_path)
     log.close()
-    import crc32c
+    from protocol.checksum import crc32c
     payload = struct.pack(">qii", 0, 1, 1) + b'[{"type": "NoSuchRecord"}]'
     with open(log.path, "ab") as f:
-        f.write(struct.pack(">iI", len(payload), crc32c.crc32c(payload)) + payload)
+        f.write(struct.pack(">iI", len(payload), crc32c(payload)) + payload)
     with pytest.raises(MetadataLogCorruptError):
         MetadataLog.open(tmp_path)
     assert os.path.getsize(log.path) > 0  # acknowledged data is never silently dropped

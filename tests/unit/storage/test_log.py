@@ -507,7 +507,7 @@ def test_large_corrupt_retry_of_a_duplicate_is_corrupt_not_duplicate(tmp_path):
 def test_readers_never_see_a_rejected_large_batch(tmp_path):
     import threading
 
-    from crc32c import crc32c
+    from protocol.checksum import crc32c
 
     log = open_log(tmp_path / "t-0", _big_config())
     stop = threading.Event()

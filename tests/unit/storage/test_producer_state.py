@@ -7,9 +7,9 @@ import struct
 from pathlib import Path
 
 import pytest
-from crc32c import crc32c
 
 from protocol.batch_header import BatchHeader, parse_header, set_base_offset, set_log_append_time
+from protocol.checksum import crc32c
 from protocol.errors import ErrorCode
 from protocol.records import Record, encode_batch, encode_end_txn_marker_batch
 from storage.producer_state import (
