@@ -11,7 +11,6 @@ See :mod:`storage.index_file` for preallocation, trimming, the crash story and t
 
 from __future__ import annotations
 
-import os
 import struct
 from pathlib import Path
 
@@ -29,19 +28,17 @@ class OffsetIndex(IndexFile):
 
     def entry(self, i: int) -> tuple[int, int]:
         """(absolute offset, position) of entry ``i``."""
-        rel, pos = _ENTRY.unpack_from(self._mmap, i * 8)  # type: ignore[arg-type]
+        rel, pos = _ENTRY.unpack_from(*self._entry_source(i))
         return self.base_offset + rel, pos
 
     def _key_at(self, i: int) -> int:
-        return _ENTRY.unpack_from(self._mmap, i * 8)[0]  # type: ignore[arg-type]
+        return _ENTRY.unpack_from(*self._entry_source(i))[0]
 
     def append(self, offset: int, position: int) -> None:
         if self.entries and offset <= self.last_offset:
             raise CorruptIndexError(f"{self.path}: offset {offset} not above last entry {self.last_offset}")
-        self._ensure_room()
-        os.pwrite(self._fd, _ENTRY.pack(offset - self.base_offset, position), self.entries * 8)
         self.last_offset = offset
-        self.entries += 1  # published last: concurrent readers only see complete entries
+        self._add_entry(_ENTRY.pack(offset - self.base_offset, position))
 
     def lookup(self, target_offset: int) -> tuple[int, int]:
         """The last entry with offset <= target, or (base_offset, 0) if there is none."""
@@ -51,7 +48,7 @@ class OffsetIndex(IndexFile):
     def truncate_to(self, offset: int) -> None:
         """Remove entries with offset >= ``offset``."""
         i = self._largest_at_most(offset - 1 - self.base_offset, self.entries)
-        self.entries = i + 1
+        self._truncate_entries(i + 1)
         self.last_offset = self.entry(i)[0] if i >= 0 else self.base_offset
 
     def reset(self) -> None:

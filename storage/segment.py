@@ -374,6 +374,7 @@ class LogSegment:
         fds = [os.dup(self.fd)]
         for index in (self.offset_index, self.time_index):
             if index._fd >= 0:
+                index.write_tail()  # entries still in memory would miss the fsync
                 fds.append(os.dup(index._fd))
         return fds
 

@@ -16,7 +16,6 @@ See :mod:`storage.index_file` for preallocation, trimming, the crash story and t
 
 from __future__ import annotations
 
-import os
 import struct
 from pathlib import Path
 
@@ -42,25 +41,25 @@ class TimeIndex(IndexFile):
 
     def entry(self, i: int) -> tuple[int, int]:
         """(timestamp, absolute offset) of entry ``i``."""
-        ts, rel = _ENTRY.unpack_from(self._mmap, i * 12)  # type: ignore[arg-type]
+        ts, rel = _ENTRY.unpack_from(*self._entry_source(i))
         return ts, self.base_offset + rel
 
     def _key_at(self, i: int) -> int:
-        return _TS.unpack_from(self._mmap, i * 12)[0]  # type: ignore[arg-type]
+        return _TS.unpack_from(*self._entry_source(i))[0]
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> bool:
         """Append (timestamp, offset) if the timestamp grew; True if an entry was added."""
         if timestamp <= self.last_timestamp or (self.entries and offset < self.last_offset):
             return False
+        entry = _ENTRY.pack(timestamp, offset - self.base_offset)
         if self.entries and offset == self.last_offset:
             # Same offset, larger timestamp (the roll-time final entry): replace the last entry.
-            self.entries -= 1
+            self._replace_last_entry(entry)
         elif not skip_full_check and self.is_full:
             return False
-        self._ensure_room()
-        os.pwrite(self._fd, _ENTRY.pack(timestamp, offset - self.base_offset), self.entries * 12)
+        else:
+            self._add_entry(entry)
         self.last_timestamp, self.last_offset = timestamp, offset
-        self.entries += 1
         return True
 
     def lookup_before(self, timestamp: int) -> tuple[int, int] | None:
@@ -73,7 +72,7 @@ class TimeIndex(IndexFile):
         count = self.entries
         while count and self.entry(count - 1)[1] >= offset:
             count -= 1
-        self.entries = count
+        self._truncate_entries(count)
         self._load_last()
 
     def reset(self) -> None:
