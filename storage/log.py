@@ -92,6 +92,8 @@ from storage.time_index import NO_TIMESTAMP
 # rest of an append of a small batch.
 _HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
 _make_header = partial(tuple.__new__, BatchHeader)
+# Likewise the result: AppendInfo's generated __new__ takes 0.8 µs on this project's VM, this 0.3.
+_make_info = partial(tuple.__new__, AppendInfo)
 _pack_header = _HEADER_STRUCT.pack
 # base_offset, batch_length, partition_leader_epoch: the bytes the leader rewrites (before magic).
 _PREFIX = struct.Struct(">qii")
@@ -179,6 +181,7 @@ class Log:
         # advance the recovery point or publish its snapshot afterwards.
         self._truncations = 0
         self._background: list[Future[None]] = []
+        self._plain_appends = self._allows_plain_appends(config)
 
     # ------------------------------------------------------------------------------------------
     # opening and recovery
@@ -393,8 +396,17 @@ class Log:
     def update_config(self, config: LogConfig) -> None:
         """New settings apply to later appends/rolls; existing index files keep their size."""
         self.config = config
+        self._plain_appends = self._allows_plain_appends(config)
         for seg in self._state.segments:
             seg.config = config
+
+    @staticmethod
+    def _allows_plain_appends(config: LogConfig) -> bool:
+        """True when a produced batch needs no more than :meth:`_append_plain_batch` does: no key
+        checks (compaction), no LogAppendTime rewrite, no timestamp bounds, no flush by count."""
+        return (not config.compact and not config.log_append_time and config.flush_messages == LONG_MAX
+                and config.message_timestamp_before_max_ms == LONG_MAX
+                and config.message_timestamp_after_max_ms == LONG_MAX)
 
     # ------------------------------------------------------------------------------------------
     # append
@@ -414,6 +426,12 @@ class Log:
         """
         now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
         view = records if type(records) is memoryview else memoryview(records)
+        if assign_offsets and self._plain_appends and len(view) >= HEADER_SIZE:
+            raw = _HEADER_STRUCT.unpack_from(view, 0)
+            if raw[1] + LOG_OVERHEAD == len(view):
+                info = self._append_plain_batch(view, raw, leader_epoch, now)
+                if info is not None:
+                    return info
         batches = self._validate(view, assign_offsets, now)
         config = self.config
         if assign_offsets and config.compact:
@@ -505,8 +523,55 @@ class Log:
                     self._flush(next_offset, now)
             else:
                 self._unflushed_messages += records_count
-            return AppendInfo(first_offset, last_offset, max_ts, offset_of_max, now if log_append else -1,
-                              self._log_start_offset, len(assigned), total)
+            return _make_info((first_offset, last_offset, max_ts, offset_of_max, now if log_append else -1,
+                               self._log_start_offset, len(assigned), total, False))
+
+    def _append_plain_batch(self, view: memoryview, raw: tuple, leader_epoch: int, now: int) -> AppendInfo | None:
+        """The usual produce: one batch, on a topic whose config allows plain appends.
+
+        Does what the general path does for that case with about half the Python steps (a 16 KiB
+        append is mostly those steps, docs/performance.md). Any batch the checks here do not pass
+        returns None, and the general path then rejects it with its precise error.
+        """
+        size = raw[1] + LOG_OVERHEAD
+        config = self.config
+        # Fields by index as in _validate: 3 magic, 4 crc, 5 attributes, 6 last_offset_delta,
+        # 8 max_timestamp, 9 producer_id, 12 records_count.
+        if (raw[3] != MAGIC_V2 or size > config.max_message_bytes or size > config.segment_bytes
+                or raw[12] <= 0 or raw[12] != raw[6] + 1 or raw[5] & CONTROL_BIT
+                or crc32c(view[CRC_START:]) != raw[4]):
+            return None
+        with self._lock:
+            if self.offline or self.closed:
+                self._check_online()
+            producer_state = self.producer_state if raw[9] >= 0 else None
+            if producer_state is not None:
+                dup = producer_state.check_append(_make_header(raw))
+                if dup is not None:
+                    return self._duplicate_info(dup, 1, size)
+            first_offset = self._log_end_offset
+            last_offset = first_offset + raw[6]
+            header = _make_header((first_offset, raw[1], leader_epoch) + raw[3:])
+            if raw[8] > NO_TIMESTAMP:
+                max_ts, offset_of_max = raw[8], last_offset
+            else:
+                max_ts, offset_of_max = NO_TIMESTAMP, -1
+            try:
+                seg = self._state.segments[-1]
+                if seg.should_roll(size, max_ts, last_offset, now):
+                    seg = self._roll(first_offset, now)
+                seg.append_iov([_PREFIX.pack(first_offset, raw[1], leader_epoch), view[_PREFIX_SIZE:]], size,
+                               ((0, header),))
+            except OSError as exc:
+                self._fail(exc)
+            self._log_end_offset = last_offset + 1
+            if leader_epoch > self.epoch_cache.latest_epoch:
+                self._io(self.epoch_cache.assign, leader_epoch, first_offset)
+            if producer_state is not None:
+                producer_state.on_append(header, now)
+            self._unflushed_messages += raw[12]
+            return _make_info((first_offset, last_offset, max_ts, offset_of_max, -1, self._log_start_offset, 1, size,
+                               False))
 
     def _check_producer_state(self, producer_state: ProducerStateHook,
                               batches: list[tuple[int, BatchHeader]]) -> Any:

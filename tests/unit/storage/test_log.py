@@ -1,9 +1,12 @@
 import os
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from log_test_helpers import batch, open_log, read_all, small_config, values_of
 
 from protocol.batch_header import parse_header
+from protocol.checksum import crc32c
 from protocol.errors import ErrorCode
 from protocol.records import LOG_APPEND_TIME, decode_batch
 from storage.errors import (
@@ -17,6 +20,7 @@ from storage.errors import (
 from storage.log import DuplicateBatch, Log
 from storage.log_config import LogConfig
 from storage.partition_metadata import read_partition_metadata
+from storage.results import AppendInfo
 
 
 @pytest.fixture
@@ -507,7 +511,6 @@ def test_large_corrupt_retry_of_a_duplicate_is_corrupt_not_duplicate(tmp_path):
 def test_readers_never_see_a_rejected_large_batch(tmp_path):
     import threading
 
-    from protocol.checksum import crc32c
 
     log = open_log(tmp_path / "t-0", _big_config())
     stop = threading.Event()
@@ -538,3 +541,64 @@ def test_readers_never_see_a_rejected_large_batch(tmp_path):
     assert not errors and seen[0] > 0
     assert log.log_end_offset == 30 * 40
     log.close()
+
+
+# -- the single-batch fast path (Log._append_plain_batch) against the general path ---------------
+
+def _count_validations(log: Log) -> list[int]:
+    """Count the log's calls of the general path's validation (in a one-element list)."""
+    calls = [0]
+    validate = log._validate
+
+    def counting(*args):
+        calls[0] += 1
+        return validate(*args)
+
+    log._validate = counting
+    return calls
+
+
+def _outcome(log: Log, raw: bytes, epoch: int):
+    try:
+        return log.append(raw, leader_epoch=epoch, now_ms=5_000)
+    except Exception as exc:  # noqa: BLE001 - the error itself is what is compared
+        return type(exc), str(exc)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(1, 5), st.integers(0, 400), st.integers(-1, 3), st.integers(0, 2),
+                          st.sampled_from(["none", "byte", "magic", "count", "control", "length"]),
+                          st.integers(0, 10_000)), min_size=1, max_size=12))
+def test_plain_batch_fast_path_matches_the_general_path(tmp_path_factory, steps):
+    """Every single batch, good or bad, gives the same result, error and log bytes on both paths."""
+    d = tmp_path_factory.mktemp("paths")
+    config = small_config(max_message_bytes=1500, segment_bytes=3000)
+    fast, general = open_log(d / "fast-0", config), open_log(d / "general-0", config)
+    general._plain_appends = False
+    fast_validations, general_validations = _count_validations(fast), _count_validations(general)
+    good = 0
+    for n, value_size, producer_id, epoch, mutation, where in steps:
+        ids = dict(producer_id=producer_id, producer_epoch=0, base_sequence=0) if producer_id >= 0 else {}
+        raw = bytearray(batch(n, value_size=value_size, ts=1000 + where, **ids))
+        if mutation == "byte":
+            raw[where % len(raw)] ^= 0x40
+        elif mutation == "magic":
+            raw[16] = 1
+        elif mutation == "count":
+            raw[57:61] = (n + 1).to_bytes(4, "big")
+        elif mutation == "control":
+            raw[22] |= 0x20
+        elif mutation == "length":
+            raw[8:12] = (len(raw) - 12 + 3).to_bytes(4, "big")
+        if mutation in ("count", "control"):  # a well-formed batch that breaks a rule: CRC kept valid
+            raw[17:21] = crc32c(memoryview(raw)[21:]).to_bytes(4, "big")
+        a, b = _outcome(fast, bytes(raw), epoch), _outcome(general, bytes(raw), epoch)
+        assert a == b
+        good += isinstance(a, AppendInfo)
+        assert (fast.log_end_offset, fast.size_in_bytes) == (general.log_end_offset, general.size_in_bytes)
+    assert read_all(fast) == read_all(general)
+    assert fast.latest_epoch == general.latest_epoch
+    assert general_validations == [len(steps)]
+    assert fast_validations == [len(steps) - good]  # good batches never reach the general path
+    fast.close()
+    general.close()
