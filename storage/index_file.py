@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import struct
 from pathlib import Path
 
 # Entries waiting in memory are written once they fill a page (see the module docstring).
@@ -54,6 +55,7 @@ class CorruptIndexError(Exception):
 
 class IndexFile:
     entry_size = 8
+    _key: struct.Struct  # the search key at the start of each entry (set by each kind of index)
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True) -> None:
         self.path = path
@@ -192,16 +194,34 @@ class IndexFile:
             return tail, at
         return self._mmap, i * self.entry_size  # type: ignore[return-value]
 
-    def _key_at(self, i: int) -> int:
-        raise NotImplementedError
-
     def _largest_at_most(self, key: int, count: int) -> int:
         """Index of the last entry whose key <= ``key`` among the first ``count``; -1 if none."""
-        lo, hi = 0, count - 1
+        written, tail = self._tail
+        in_tail = count - written
+        if in_tail > 0 and len(tail) >= in_tail * self.entry_size:
+            if self._key.unpack_from(tail)[0] <= key:  # the answer is in the tail
+                return written + self._last_at_most(tail, key, in_tail)
+            count = written
+        # Otherwise every entry searched is in the file (a tail shorter than ``in_tail`` entries
+        # was written out after this lookup read ``count``).
+        return self._last_at_most(self._mmap, key, count)
+
+    def _last_at_most(self, buffer: mmap.mmap | bytearray | None, key: int, count: int) -> int:
+        """Binary search over the first ``count`` entries of ``buffer`` (the mapping or the tail).
+
+        The last entry is tried first: a consumer that has caught up fetches past it, and one
+        probe beats a ~15-probe search (each ~0.3 us in Python here).
+        """
+        if count <= 0:
+            return -1
+        unpack, size = self._key.unpack_from, self.entry_size
+        if unpack(buffer, (count - 1) * size)[0] <= key:  # type: ignore[arg-type]
+            return count - 1
+        lo, hi = 0, count - 2
         found = -1
         while lo <= hi:
             mid = (lo + hi) >> 1
-            if self._key_at(mid) <= key:
+            if unpack(buffer, mid * size)[0] <= key:  # type: ignore[arg-type]
                 found = mid
                 lo = mid + 1
             else:

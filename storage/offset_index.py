@@ -21,6 +21,7 @@ _ENTRY = struct.Struct(">ii")
 
 class OffsetIndex(IndexFile):
     entry_size = 8
+    _key = struct.Struct(">i")  # relative offset
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True) -> None:
         super().__init__(path, base_offset, max_index_size, writable=writable)
@@ -30,9 +31,6 @@ class OffsetIndex(IndexFile):
         """(absolute offset, position) of entry ``i``."""
         rel, pos = _ENTRY.unpack_from(*self._entry_source(i))
         return self.base_offset + rel, pos
-
-    def _key_at(self, i: int) -> int:
-        return _ENTRY.unpack_from(*self._entry_source(i))[0]
 
     def append(self, offset: int, position: int) -> None:
         if self.entries and offset <= self.last_offset:

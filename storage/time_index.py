@@ -28,6 +28,7 @@ NO_TIMESTAMP = -1
 
 class TimeIndex(IndexFile):
     entry_size = 12
+    _key = _TS  # timestamp
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True) -> None:
         super().__init__(path, base_offset, max_index_size, writable=writable)
@@ -43,9 +44,6 @@ class TimeIndex(IndexFile):
         """(timestamp, absolute offset) of entry ``i``."""
         ts, rel = _ENTRY.unpack_from(*self._entry_source(i))
         return ts, self.base_offset + rel
-
-    def _key_at(self, i: int) -> int:
-        return _TS.unpack_from(*self._entry_source(i))[0]
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> bool:
         """Append (timestamp, offset) if the timestamp grew; True if an entry was added."""
