@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from statistics import median
 from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -109,12 +110,6 @@ class Paired(NamedTuple):
     ratio_high: Rates
 
 
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def paired_append_and_ceiling(root: Path, raw: bytes, total: int, rounds: int) -> tuple[Paired, Path, Log]:
     """Run the os.write ceiling and the append back to back ``rounds`` times, in alternating order.
 
@@ -141,7 +136,7 @@ def paired_append_and_ceiling(root: Path, raw: bytes, total: int, rounds: int) -
         walls.append(rate.wall / ceiling.wall)
         cpus.append(rate.cpu / ceiling.cpu)
     assert log is not None
-    paired = Paired(best_rate, best_ceiling, Rates(_median(walls), _median(cpus)),
+    paired = Paired(best_rate, best_ceiling, Rates(median(walls), median(cpus)),
                     Rates(min(walls), min(cpus)), Rates(max(walls), max(cpus)))
     return paired, dir, log
 

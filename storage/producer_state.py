@@ -138,10 +138,11 @@ class BatchMetadata(NamedTuple):
 
 # The append path runs check_append and on_append for every idempotent batch. On this project's VM
 # each BatchHeader property (last_sequence, is_control, ...) costs about a microsecond, as does
-# a NamedTuple built with keywords, so these two read header fields by index (the order of
-# protocol.batch_header.BatchHeader) and build BatchMetadata from a tuple.
-_BASE_OFFSET, _ATTRIBUTES, _LAST_OFFSET_DELTA, _MAX_TIMESTAMP = 0, 5, 6, 8
-_PRODUCER_ID, _PRODUCER_EPOCH, _BASE_SEQUENCE = 9, 10, 11
+# a NamedTuple built with keywords, so these two read header fields by index (positions taken
+# from BatchHeader itself) and build BatchMetadata from a tuple.
+_BASE_OFFSET, _ATTRIBUTES, _LAST_OFFSET_DELTA, _MAX_TIMESTAMP, _PRODUCER_ID, _PRODUCER_EPOCH, _BASE_SEQUENCE = (
+    BatchHeader._fields.index(name) for name in ("base_offset", "attributes", "last_offset_delta", "max_timestamp",
+                                                 "producer_id", "producer_epoch", "base_sequence"))
 _make_batch_metadata = partial(tuple.__new__, BatchMetadata)
 
 

@@ -17,7 +17,8 @@ truncated back to its previous size so no partial batch stays behind, and the er
 (the log turns it into LogDirOfflineError). Nothing is fsynced on append; :meth:`flush` fsyncs.
 
 Crash story: the .log may end in a torn batch and the indexes may be stale, preallocated with
-zeros, or missing their newest entries (those are written a page at a time, storage.index_file). :meth:`recover` rescans the .log in 8 MiB chunks, checks each batch's header and CRC32C,
+zeros, or missing their newest entries (those are written a page at a time, storage.index_file).
+:meth:`recover` rescans the .log in 8 MiB chunks, checks each batch's header and CRC32C,
 truncates at the first invalid byte and rebuilds both indexes. :meth:`load` (clean open) trusts the
 .log but sanity-checks the indexes and rebuilds them if they are inconsistent.
 
