@@ -3,6 +3,7 @@ this machine, alternating, median of the runs; writes a markdown table, the raw 
 plot of the Odradek/Kafka ratios.
 
     python -m bench.compare [--quick] [--runs N] [--out DIR] [--only produce,consume,e2e,startup]
+                            [--baseline CHECKOUT] [--no-kafka]
 
 What one full run does (about 15-25 minutes on 2 cores):
 1. Fetch Kafka 3.9.1's jars from Maven Central if needed (tools/kafka_dist.py, cached in .cache/).
@@ -23,6 +24,13 @@ What one full run does (about 15-25 minutes on 2 cores):
 ``--quick`` (< 5 minutes): one run, fewer records, the 1 KiB acks=1 cases plus one 100 B case and
 end-to-end latency. It writes to .cache/bench-quick unless --out is given, so iteration never
 overwrites the published table in docs/benchmarks/.
+
+Before/after a change: ``--baseline DIR`` adds a third broker, Odradek from another checkout (e.g.
+``git worktree add /tmp/base <commit>``), alternated with the others in every run; the report then
+has a second table, this checkout against the baseline. ``--no-kafka`` leaves Kafka out (a quicker
+before/after). Every produce and consume figure carries the broker's CPU-seconds per GB moved
+(process CPU time over the bytes of the run): on a machine where the Java clients use most of the
+CPU it is the fairest efficiency figure.
 
 Who may call it: the command line (one process; it owns both brokers and stops them on exit).
 """
@@ -141,14 +149,21 @@ def measure(target: Target, case: Case, sampler: RssSampler, topic: str, run: in
     else:
         result = asdict(perf_tools.end_to_end(boot, topic, case.records, case.acks, case.size))
     wall = time.monotonic() - t0
+    cpu_s = target.cpu() - cpu0
+    # Bytes of record values moved: what the client asked for (produce, end-to-end) or what the
+    # consumer reported reading.
+    moved = result["mb"] * 2**20 if case.kind == "consume" else case.records * case.size
     return {"target": target.name, "case": case.key, "kind": case.kind, "run": run, "load1": round(load, 2),
-            "wall_s": round(wall, 2), "broker_cpu_cores": round((target.cpu() - cpu0) / wall, 3),
+            "wall_s": round(wall, 2), "broker_cpu_cores": round(cpu_s / wall, 3),
+            "broker_cpu_s_per_gb": round(cpu_s / (moved / 1e9), 3) if moved else float("nan"),
             "rss_peak_mb": round(sampler.peak(target.pid) / 2**20, 1), **result}
 
 
 def run_cases(plan: Plan, targets: list[Target], sampler: RssSampler, runs: list[dict]) -> None:
     for r in range(plan.runs):
         order = targets if r % 2 == 0 else list(reversed(targets))
+        if len(targets) > 2:  # rotate as well, so no broker always runs in the middle
+            order = order[r // 2 % len(order):] + order[:r // 2 % len(order)]
         topics: dict[tuple[str, int, int, str], str] = {}
         for case in plan.cases:
             for target in order:
@@ -203,7 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="output dir (default docs/benchmarks, --quick .cache/bench-quick)")
     ap.add_argument("--work", type=Path, default=REPO / ".cache" / "bench-run", help="broker data dirs")
     ap.add_argument("--only", help="comma list of startup,produce,consume,e2e")
+    ap.add_argument("--baseline", type=Path, help="another Odradek checkout to run alongside (before/after)")
+    ap.add_argument("--no-kafka", action="store_true", help="leave Apache Kafka out (needs --baseline)")
     args = ap.parse_args(argv)
+    if args.no_kafka and args.baseline is None:
+        ap.error("--no-kafka needs --baseline: there would be nothing to compare with")
     plan = make_plan(args.quick, args.runs, set(args.only.split(",")) if args.only else None)
     out = args.out or (REPO / ".cache" / "bench-quick" if args.quick else REPO / "docs" / "benchmarks")
     out.mkdir(parents=True, exist_ok=True)
@@ -213,10 +232,12 @@ def main(argv: list[str] | None = None) -> int:
     info = machine_info()
     kafka = KafkaTarget(args.work / "kafka")
     odradek = OdradekTarget(args.work / "odradek")
-    targets: list[Target] = [kafka, odradek]
+    targets: list[Target] = [odradek] if args.no_kafka else [kafka, odradek]
+    if args.baseline is not None:
+        targets.append(OdradekTarget(args.work / "baseline", repo=args.baseline.resolve(), name="baseline"))
     sampler = RssSampler()
     runs: list[dict] = []
-    startup: dict[str, list[float]] = {"kafka": [], "odradek": []}
+    startup: dict[str, list[float]] = {t.name: [] for t in targets}
     idle: dict[str, float] = {}
     try:
         n = plan.startup_runs if "startup" in plan.kinds else 1
@@ -242,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
 
     commands = {
         "kafka": kafka.command_line(),
+        "baseline": f"{args.baseline} (same command)" if args.baseline else "",
         "odradek": odradek.command_line(),
         "produce": "java " + " ".join(perf_tools.JVM_OPTS) + " -cp <kafka jars> " + perf_tools.PRODUCER_PERF + " "
                    + " ".join(perf_tools.producer_args("<bootstrap>", "<topic>", 0, 0, "<acks>"))
@@ -250,13 +272,21 @@ def main(argv: list[str] | None = None) -> int:
                    + " ".join(perf_tools.consumer_args("<bootstrap>", "<topic>", 0, "<new group>"))
                    .replace("--messages 0", "--messages <N>"),
         "e2e": "java ... " + perf_tools.END_TO_END + " <bootstrap> <topic> <N> all 1024",
-        "this": "python -m bench.compare" + (" --quick" if args.quick else "") + (f" --runs {args.runs}" if args.runs else ""),
+        "this": "python -m bench.compare" + (" --quick" if args.quick else "") + (f" --runs {args.runs}" if args.runs else "")
+                + (f" --baseline {args.baseline}" if args.baseline else "") + (" --no-kafka" if args.no_kafka else ""),
     }
     data = {"machine": info, "plan": {"runs": plan.runs, "quick": plan.quick,
                                       "cases": [asdict(c) | {"key": c.key} for c in plan.cases]},
             "startup_s": startup, "idle_rss_mb": idle, "runs": runs, "commands": commands,
             "duration_s": round(time.monotonic() - t_begin, 1)}
     (out / "results.json").write_text(json.dumps(data, indent=1) + "\n")
+    if args.baseline is not None:
+        against_base = report.summarise(data, reference="baseline")
+        (out / "results-vs-baseline.md").write_text(report.baseline_markdown(data, against_base))
+        print("\nthis checkout against the baseline (ratio = this / baseline):")
+        print(report.markdown_table(against_base, reference="baseline"))
+    if args.no_kafka:
+        return 0
     summary = report.summarise(data)
     (out / "results.md").write_text(report.markdown(data, summary))
     try:

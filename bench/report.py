@@ -26,9 +26,11 @@ TARGETS: dict[tuple[str, str], tuple[str, float]] = {
 
 # kind -> [(field, label, unit, higher_is_better)]
 METRICS: dict[str, list[tuple[str, str, str, bool]]] = {
-    "produce": [("mb_per_sec", "throughput", "MB/s", True), ("p99_ms", "p99 send latency", "ms", False)],
+    "produce": [("mb_per_sec", "throughput", "MB/s", True), ("p99_ms", "p99 send latency", "ms", False),
+                ("broker_cpu_s_per_gb", "broker CPU per GB", "CPU-s/GB", False)],
     "consume": [("fetch_mb_per_sec", "fetch throughput", "MB/s", True),
-                ("mb_per_sec", "throughput incl. group join", "MB/s", True)],
+                ("mb_per_sec", "throughput incl. group join", "MB/s", True),
+                ("broker_cpu_s_per_gb", "broker CPU per GB", "CPU-s/GB", False)],
     "e2e": [("p50_ms", "p50", "ms", False), ("p99_ms", "p99", "ms", False), ("avg_ms", "average", "ms", False)],
 }
 
@@ -68,7 +70,9 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def summarise(data: dict) -> list[Row]:
+def summarise(data: dict, reference: str = "kafka") -> list[Row]:
+    """Rows of Odradek (this checkout) against ``reference``: "kafka", or "baseline" for a before/after
+    run. The Row fields named kafka_* hold the reference's figures."""
     rows: list[Row] = []
     runs = data["runs"]
     seen: list[str] = []
@@ -80,28 +84,29 @@ def summarise(data: dict) -> list[Row]:
         kind = of_case[0]["kind"]
         loads = [r["load1"] for r in of_case]
         for metric, label, unit, higher in METRICS[kind]:
-            k = [r[metric] for r in of_case if r["target"] == "kafka"]
-            o = [r[metric] for r in of_case if r["target"] == "odradek"]
+            # Runs recorded before a metric existed lack it (broker_cpu_s_per_gb): left out.
+            k = [r[metric] for r in of_case if r["target"] == reference and metric in r]
+            o = [r[metric] for r in of_case if r["target"] == "odradek" and metric in r]
             if not k or not o:
                 continue
-            kc = _median([r["broker_cpu_cores"] for r in of_case if r["target"] == "kafka"])
+            kc = _median([r["broker_cpu_cores"] for r in of_case if r["target"] == reference])
             oc = _median([r["broker_cpu_cores"] for r in of_case if r["target"] == "odradek"])
             rows.append(Row(case, metric, label, unit, higher, _median(k), _median(o), k, o,
                             (min(loads), max(loads)), kc, oc))
     su = data["startup_s"]
-    if su.get("kafka") and su.get("odradek"):
-        k = [s * 1000 for s in su["kafka"]]
+    if su.get(reference) and su.get("odradek"):
+        k = [s * 1000 for s in su[reference]]
         o = [s * 1000 for s in su["odradek"]]
         rows.append(Row("start-up", "ms", "to first answered ApiVersions", "ms", False, _median(k), _median(o),
                         k, o, (float("nan"), float("nan"))))
     idle = data["idle_rss_mb"]
-    if idle:
-        rows.append(Row("memory idle", "rss", "resident set, idle", "MiB", False, idle["kafka"], idle["odradek"],
-                        [idle["kafka"]], [idle["odradek"]], (float("nan"), float("nan"))))
-        peak = {t: max([r["rss_peak_mb"] for r in runs if r["target"] == t] or [0.0]) for t in ("kafka", "odradek")}
-        if peak["kafka"] and peak["odradek"]:
+    if idle.get(reference) and idle.get("odradek"):
+        rows.append(Row("memory idle", "rss", "resident set, idle", "MiB", False, idle[reference], idle["odradek"],
+                        [idle[reference]], [idle["odradek"]], (float("nan"), float("nan"))))
+        peak = {t: max([r["rss_peak_mb"] for r in runs if r["target"] == t] or [0.0]) for t in (reference, "odradek")}
+        if peak[reference] and peak["odradek"]:
             rows.append(Row("memory under load", "rss", "peak resident set over all runs", "MiB", False,
-                            peak["kafka"], peak["odradek"], [peak["kafka"]], [peak["odradek"]],
+                            peak[reference], peak["odradek"], [peak[reference]], [peak["odradek"]],
                             (float("nan"), float("nan"))))
     return rows
 
@@ -116,14 +121,16 @@ def _fmt(x: float) -> str:
     return f"{x:.2f}"
 
 
-def markdown_table(rows: list[Row]) -> str:
-    out = ["| case | metric | Kafka | Odradek | Odradek/Kafka | target | met | Kafka runs | Odradek runs "
-           "| broker CPU cores K / O | load avg (1 min) |",
+def markdown_table(rows: list[Row], reference: str = "kafka") -> str:
+    ref = "Kafka" if reference == "kafka" else reference
+    out = [f"| case | metric | {ref} | Odradek | Odradek/{ref} | target | met | {ref} runs | Odradek runs "
+           f"| broker CPU cores {ref[0].upper()} / O | load avg (1 min) |",
            "|---|---|---:|---:|---:|---|---|---|---|---|---|"]
     for row in rows:
         ratio = "n/a" if row.ratio is None else f"{row.ratio:.2f}x"
-        target = f"{row.target[0]} {row.target[1]}x" if row.target else ""
-        met = {None: "", True: "yes", False: "**no**"}[row.met]
+        # The targets are ratios against Kafka; against a baseline there are none.
+        target = f"{row.target[0]} {row.target[1]}x" if row.target and reference == "kafka" else ""
+        met = {None: "", True: "yes", False: "**no**"}[row.met if reference == "kafka" else None]
         cpu = "" if row.kafka_cpu is None else f"{row.kafka_cpu:.2f} / {row.odradek_cpu:.2f}"
         load = "" if row.load[0] != row.load[0] else f"{row.load[0]:.1f}-{row.load[1]:.1f}"
         out.append(f"| {row.case} | {row.label} ({row.unit}) | {_fmt(row.kafka)} | {_fmt(row.odradek)} | {ratio} "
@@ -178,6 +185,17 @@ Raw runs: results.json (every run with its load average, wall time, broker CPU a
 """
 
 
+def baseline_markdown(data: dict, rows: list[Row]) -> str:
+    m = data["machine"]
+    return f"""# Odradek {m['odradek_commit']} against a baseline checkout ({data['commands']['baseline']})
+
+Generated by `{data['commands']['this']}` on {m['date']} in {data['duration_s'] / 60:.1f} minutes. Medians of
+{data['plan']['runs']} run(s) per case, the brokers alternated in every run. Ratio = this checkout / baseline.
+
+{markdown_table(rows, reference="baseline")}
+"""
+
+
 def plot(rows: list[Row], machine: dict, path: Path) -> None:
     import matplotlib
 
@@ -214,7 +232,9 @@ def plot(rows: list[Row], machine: dict, path: Path) -> None:
 
 
 def one_line(row: dict) -> str:
-    extra = f"cpu {row['broker_cpu_cores']:.2f} cores, rss {row['rss_peak_mb']:.0f} MiB, load {row['load1']:.1f}"
+    per_gb = row.get("broker_cpu_s_per_gb")
+    per_gb = "" if per_gb is None or per_gb != per_gb else f", {per_gb:.1f} CPU-s/GB"
+    extra = f"cpu {row['broker_cpu_cores']:.2f} cores{per_gb}, rss {row['rss_peak_mb']:.0f} MiB, load {row['load1']:.1f}"
     if row["kind"] == "produce":
         return f"{row['mb_per_sec']:.1f} MB/s, p99 {row['p99_ms']:.0f} ms ({extra})"
     if row["kind"] == "consume":

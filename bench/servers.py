@@ -187,7 +187,9 @@ class KafkaTarget(Target):
 class OdradekTarget(Target):
     name = "odradek"
 
-    def __init__(self, data_dir: Path, extra: dict[str, str] | None = None, repo: Path = REPO) -> None:
+    def __init__(self, data_dir: Path, extra: dict[str, str] | None = None, repo: Path = REPO,
+                 name: str = "odradek") -> None:
+        self.name = name  # "baseline" for the checkout a change is measured against
         self.data_dir = Path(data_dir)
         self.extra = dict(extra or {})
         self.repo = Path(repo)  # another checkout (e.g. from `git archive`) for before/after comparisons
