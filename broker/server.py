@@ -84,7 +84,8 @@ class Broker:
 
         self.group_coordinator = GroupCoordinator(self)
         await self.group_coordinator.start()
-        channel = RequestChannel(self.loop, self.config["queued.max.requests"], self._process)
+        channel = RequestChannel(self.loop, self.config["queued.max.requests"], self._process,
+                                 max_queued_bytes=self.config["queued.max.request.bytes"])
         self.dispatcher = Dispatcher(self, self.handlers, channel)
         endpoints = [Endpoint(lst.name, lst.host, lst.port) for lst in self.config.listeners]
         limits = self._connection_limits()
@@ -156,6 +157,8 @@ class Broker:
                       lambda: rm.fetch_purgatory.delayed)
         metrics.gauge("odradek_request_queue_size", "Requests waiting in the request queue",
                       lambda: len(server.channel.queue))
+        metrics.gauge("odradek_request_queue_bytes", "Bytes of requests waiting in the request queue (counted when queued.max.request.bytes > 0)",
+                      lambda: server.channel.queued_bytes)
         metrics.gauge("odradek_connections_rejected_total",
                       "Connections closed at accept for exceeding max.connections.per.ip(.overrides)",
                       lambda: server.quotas.rejected)
