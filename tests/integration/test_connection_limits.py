@@ -265,3 +265,48 @@ def test_accept_out_of_fds_backs_off_logs_little_and_recovers(broker_factory) ->
     kept.ping()
     fresh.close()
     kept.close()
+
+
+# -- queued.max.request.bytes on the real daemon ------------------------------------------------------
+
+
+def test_big_produce_requests_under_a_small_queued_bytes_bound_are_all_appended(broker_factory) -> None:
+    """Many clients pipelining 64 KiB produce requests against a 128 KiB bound: reading pauses and
+    resumes, and every request is answered and appended (the bound itself is measured in-process by
+    tests/unit/broker/test_request_channel.py)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from protocol.records import Record, encode_batch
+
+    b = broker_factory({"queued.max.request.bytes": str(128 * 1024), "num.network.threads": "3"})
+    with Client(b.port) as c:
+        resp = c.request(19, 7, {"topics": [{"name": "bound", "num_partitions": 1, "replication_factor": 1,
+                                             "configs": []}], "timeout_ms": 5000})
+        assert resp["topics"][0]["error_code"] == 0, resp
+    clients, per_client, records = 8, 20, 16
+    value = bytes(4096)
+
+    def run(i: int) -> list[int]:
+        with Client(b.port, timeout=30) as c:
+            sent, data = [], bytearray()
+            for _ in range(per_client):
+                batch = encode_batch([Record(timestamp=1_700_000_000_000, key=None, value=value)] * records)
+                corr, frame = c.encode_request(0, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
+                                                      "topic_data": [{"name": "bound", "partition_data": [
+                                                          {"index": 0, "records": batch}]}]})
+                sent.append(corr)
+                data += frame
+            c.send_raw(bytes(data))  # all at once: the broker must pause and resume reading
+            codes = []
+            for corr in sent:
+                part = c.read_response(0, 9, corr)["responses"][0]["partition_responses"][0]
+                codes.append(part["error_code"])
+            return codes
+
+    with ThreadPoolExecutor(clients) as pool:
+        results = list(pool.map(run, range(clients)))
+    assert results == [[0] * per_client] * clients
+    with Client(b.port) as c:
+        resp = c.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "bound", "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+    assert resp["topics"][0]["partitions"][0]["offset"] == clients * per_client * records  # nothing lost
