@@ -68,13 +68,14 @@ def wait_until(predicate, timeout: float = 5.0, what: str = "condition") -> None
         time.sleep(0.02)
 
 
-def alter_broker(port: int, ops: list[tuple[str, int, str | None]], name: str = "") -> None:
+def alter_broker(port: int, ops: list[tuple[str, int, str | None]], name: str = "", error: int = 0) -> dict:
     body = {"resources": [{"resource_type": BROKER, "resource_name": name,
                            "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in ops]}],
             "validate_only": False}
     with Client(port, "127.0.0.250") as c:  # an address of its own, not limited by the test
         (resp,) = c.request(44, 1, body)["responses"]
-    assert resp["error_code"] == 0, resp
+    assert resp["error_code"] == error, resp
+    return resp
 
 
 def test_connection_beyond_max_connections_per_ip_is_closed_at_once(broker_factory) -> None:
@@ -148,6 +149,21 @@ def test_connection_limits_are_dynamic(broker_factory) -> None:
         over = Client(b.port, src)
         assert over.is_closed_by_peer(timeout=2.0), src
         over.close()
+    # Bad values are refused (INVALID_REQUEST, as Kafka's AdminManager answers a ConfigException)
+    # and change nothing.
+    for ops, message in [
+        ([("max.connections.per.ip.overrides", SET, "bad/host:1")],
+         "max.connections.per.ip.overrides contains invalid addresses : bad/host"),
+        ([("max.connections.per.ip.overrides", SET, "127.0.0.2")], "is not host:count"),
+        ([("max.connections.per.ip", SET, "0"), ("max.connections.per.ip.overrides", DELETE, None)],
+         "max.connections.per.ip can be set to zero only if"),
+    ]:
+        assert message in alter_broker(b.port, ops, name="1", error=42)["error_message"]
+    over = Client(b.port, "127.0.0.2")
+    assert over.is_closed_by_peer(timeout=2.0)
+    over.close()
+    for c in kept:
+        c.ping()
     # Deleting the dynamic values restores the (unlimited) static ones.
     alter_broker(b.port, [("max.connections.per.ip", DELETE, None),
                           ("max.connections.per.ip.overrides", DELETE, None)], name="1")
