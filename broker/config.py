@@ -558,6 +558,38 @@ CONFIG_DEFS: Mapping[str, ConfigDef] = {d.name: d for d in DEFINITIONS}
 
 
 # ---------------------------------------------------------------------------------------------------
+# Connection quotas
+
+_VALID_HOST = re.compile(r"[0-9a-zA-Z\-%._:]*")  # Kafka's Utils.validHostPattern
+
+
+def parse_ip_overrides(raw: str, key: str = "max.connections.per.ip.overrides") -> dict[str, int]:
+    """``host:count,host:count`` (Kafka's Csv.parseCsvMap: entries split on commas, each at its *last*
+    colon, so an IPv6 address keeps its own colons). Hosts are names or IP addresses; the connection
+    quotas resolve them. Raises ConfigError on a malformed entry, a bad count or an invalid host."""
+    out: dict[str, int] = {}
+    if not raw or not raw.strip():
+        return out
+    for entry in re.split(r"\s*,\s*", raw.strip()):
+        host, sep, count = entry.rpartition(":")
+        host, count = host.strip(), count.strip()
+        if not sep or not host:
+            raise ConfigError(f"Error parsing configuration property '{key}': entry {entry!r} is not host:count")
+        try:
+            n = int(count)
+        except ValueError:
+            raise ConfigError(f"Error parsing configuration property '{key}': count {count!r} of {host} is not "
+                              "an integer") from None
+        if n < 0:
+            raise ConfigError(f"Error parsing configuration property '{key}': count {n} of {host} is negative")
+        out[host] = n
+    invalid = [h for h in out if not _VALID_HOST.fullmatch(h)]
+    if invalid:
+        raise ConfigError(f"{key} contains invalid addresses : {','.join(invalid)}")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
 # Listeners
 
 
@@ -1002,6 +1034,10 @@ class BrokerConfig(Mapping[str, Any]):
         if self.log_roll_jitter_ms < 0:
             raise ConfigError(f"Invalid value {self.log_roll_jitter_ms} for log.roll.jitter.ms: value must be "
                               "at least 0")
+        overrides = parse_ip_overrides(v["max.connections.per.ip.overrides"])
+        if v["max.connections.per.ip"] == 0 and not overrides:
+            raise ConfigError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
+                              "property is set.")
         for lo, hi in (
             ("group.min.session.timeout.ms", "group.max.session.timeout.ms"),
             ("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),

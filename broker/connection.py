@@ -10,8 +10,8 @@ Theory of operation
    request order, which Kafka guarantees to clients.
 3. Backpressure: reading pauses while more than ``MAX_IN_FLIGHT`` requests of this connection
    await their responses, while the transport's write buffer is above its high-water mark
-   (``pause_writing``), or while the shared request queue is full; it resumes when all of those
-   clear.
+   (``pause_writing``), or while the shared request queue is full (``queued.max.requests`` or
+   ``queued.max.request.bytes``); it resumes when all of those clear.
 4. Zero-copy fetch: a response may contain file regions (segment bytes). They are written with
    ``os.sendfile`` straight from the segment file to the socket, but only once the transport's
    own buffer is empty so bytes stay in order. If the kernel buffer fills mid-region, the
@@ -160,7 +160,9 @@ class Connection(asyncio.Protocol):
                 )
                 self.close()
                 return
-            if end - pos - 4 < size or self._at_bound():
+            if end - pos - 4 < size or self._at_bound() or not self.channel.try_reserve(size):
+                # A failed reservation means the byte bound is reached, which _at_bound (via
+                # is_full) reports to _update_reading, so the wake-up registration covers it.
                 break
             frame = bytes(buf[pos + 4 : pos + 4 + size])
             pos += 4 + size

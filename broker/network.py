@@ -15,23 +15,41 @@ has the measurements that chose Odradek's default (see there before changing it)
 
 Idle connections (no bytes received and no response pending for ``connections.max.idle.ms``)
 are closed by a sweeper on each network loop, as Kafka's Selector does.
+
+Accepting (on the handler loop) applies the connection limits (broker/connection_quotas.py) and
+pauses a listener for two reasons, each with its own guaranteed resumption:
+- ``max.connections`` reached: the accepted socket is held and the listener's reader removed until
+  a connection closes (``ConnectionQuotas.dec`` wakes ``_retry_held`` under the quota lock);
+- accept failing for lack of resources (EMFILE, ENFILE, ENOBUFS, ENOMEM): the listener's reader is
+  removed for ``ACCEPT_BACKOFF_SECONDS`` and re-added by a timer, and failures are logged at most
+  once a second with their count. Without the pause a level-triggered reader re-enters ``accept``
+  at once: ~60,000 failing calls (and log lines) a second while the process is out of fds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from broker.connection import Connection
+from broker.connection_quotas import Admit, ConnectionQuotas, normalize_ip
 from broker.request_channel import RequestChannel
 
 log = logging.getLogger(__name__)
+
+INT_MAX = 2**31 - 1
+# How long a listener stops accepting after accept failed for lack of resources (fds, buffers).
+ACCEPT_BACKOFF_SECONDS = 0.1
+# At most one log line per this many seconds about failing accepts.
+ACCEPT_FAILURE_LOG_INTERVAL = 1.0
+_RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 @dataclass
@@ -60,9 +78,14 @@ class NetworkLoop:
         self.thread: threading.Thread | None = None
         self._sweeper: asyncio.TimerHandle | None = None
 
-    def track(self, conn: Connection) -> None:
+    def track(self, conn: Connection, on_gone: Callable[[], None]) -> None:
         self.connections.add(conn)
-        conn.on_close = self.connections.discard
+
+        def gone(c: Connection) -> None:
+            self.connections.discard(c)
+            on_gone()
+
+        conn.on_close = gone
 
     def start_sweeper(self) -> None:
         interval = max(0.05, min(self.idle_ms / 4000.0, 30.0))
@@ -96,6 +119,9 @@ class SocketServer:
         backlog: int = 50,
         send_buffer_bytes: int = -1,
         receive_buffer_bytes: int = -1,
+        max_connections: int = INT_MAX,
+        max_connections_per_ip: int = INT_MAX,
+        max_connections_per_ip_overrides: Mapping[str, int] | None = None,
     ) -> None:
         self.handler_loop = handler_loop
         self.channel = channel
@@ -116,11 +142,22 @@ class SocketServer:
             ]
         self._next_loop = itertools.cycle(self.network_loops)
         self.accepting = False
+        self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip,
+                                       max_connections_per_ip_overrides or {}, self._slot_freed)
+        self._listen_by_name: dict[str, socket.socket] = {}
+        # Why each listener is not accepting right now ("max.connections", "backoff").
+        self._pauses: dict[str, set[str]] = {}
+        # Per listener, the accepted socket waiting for a max.connections slot, with its address.
+        self._held: dict[str, tuple[socket.socket, str]] = {}
+        self._accept_failures_unlogged = 0
+        self._accept_failing = False
+        self._last_failure_log = -ACCEPT_FAILURE_LOG_INTERVAL
+        self._backoff_timers: dict[str, asyncio.TimerHandle] = {}
 
-    def _factory(self, net: NetworkLoop, listener: str) -> Callable[[], Connection]:
+    def _factory(self, net: NetworkLoop, listener: str, ip: str) -> Callable[[], Connection]:
         def make() -> Connection:
             conn = Connection(self.channel, self.max_request_size, listener)
-            net.track(conn)
+            net.track(conn, lambda: self.quotas.dec(ip))
             return conn
 
         return make
@@ -146,9 +183,30 @@ class SocketServer:
                 net.thread.start()
             else:
                 net.start_sweeper()
-        for ep, sock in zip(self.endpoints, self.listen_sockets, strict=True):
-            self.handler_loop.add_reader(sock.fileno(), self._accept, sock, ep.name)
         self.accepting = True
+        for ep, sock in zip(self.endpoints, self.listen_sockets, strict=True):
+            self._listen_by_name[ep.name] = sock
+            self._pauses[ep.name] = set()
+            self.handler_loop.add_reader(sock.fileno(), self._accept, sock, ep.name)
+
+    # -- pausing a listener ----------------------------------------------------------------------
+
+    def _pause(self, listener: str, reason: str) -> None:
+        reasons = self._pauses.get(listener)
+        if reasons is None:
+            return
+        if not reasons:
+            self.handler_loop.remove_reader(self._listen_by_name[listener].fileno())
+        reasons.add(reason)
+
+    def _resume(self, listener: str, reason: str) -> None:
+        reasons = self._pauses.get(listener)
+        if reasons is None or reason not in reasons:
+            return
+        reasons.discard(reason)
+        if not reasons and self.accepting:
+            sock = self._listen_by_name[listener]
+            self.handler_loop.add_reader(sock.fileno(), self._accept, sock, listener)
 
     def _listen(self, ep: Endpoint) -> socket.socket:
         host = ep.host or None
@@ -173,45 +231,160 @@ class SocketServer:
         # threaded network loops are handed over once per loop per burst: a cross-thread wake-up
         # per connection made accepting slower than a client can connect, so a burst of connects
         # overflowed Kafka's default backlog of 50 and the kernel dropped SYNs (1 s retries).
-        handoff: dict[int, tuple[NetworkLoop, list[socket.socket]]] = {}
+        handoff: dict[int, tuple[NetworkLoop, list[tuple[socket.socket, str]]]] = {}
         try:
             for _ in range(256):
                 try:
-                    client, _addr = sock.accept()
+                    client, addr = sock.accept()
                 except (BlockingIOError, InterruptedError):
                     return
+                except ConnectionAbortedError:
+                    continue  # the client gave up while queued; nothing to do
                 except OSError as exc:
-                    # EMFILE and friends: log and keep serving the connections we have.
-                    log.warning("accept failed: %s", exc)
+                    self._accept_failed(listener, exc)
                     return
-                client.setblocking(False)
-                client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                if self.send_buffer_bytes > 0:
-                    client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
-                if self.receive_buffer_bytes > 0:
-                    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
-                net = next(self._next_loop)
-                if net.own_thread:
-                    handoff.setdefault(id(net), (net, []))[1].append(client)
-                else:
-                    self._adopt(net, [client], listener)
+                if self._accept_failing:
+                    self._accept_recovered()
+                ip = normalize_ip(addr[0]) if isinstance(addr, tuple) else str(addr)
+                if not self._admit(client, ip, listener, handoff):
+                    return
         finally:
             for net, clients in handoff.values():
                 net.loop.call_soon_threadsafe(self._adopt, net, clients, listener)
 
-    def _adopt(self, net: NetworkLoop, clients: list[socket.socket], listener: str) -> None:
+    def _admit(self, client: socket.socket, ip: str, listener: str,
+               handoff: dict[int, tuple[NetworkLoop, list[tuple[socket.socket, str]]]] | None,
+               admit: Admit | None = None) -> bool:
+        """Apply the connection limits to an accepted socket; False: stop accepting on ``listener``."""
+        if admit is None:
+            admit = self.quotas.try_inc(ip)
+        if admit is Admit.REJECTED:
+            log.info("Rejected connection from %s, address already has the configured maximum of %d connections.",
+                     ip, self.quotas.limit_for(ip))
+            _close_quietly(client)
+            return True
+        if admit is Admit.BLOCKED:
+            # Kafka's acceptor blocks in ConnectionQuotas.inc holding this socket; the rest wait in
+            # the listen backlog. The quotas call _slot_freed when a connection closes.
+            log.debug("max.connections=%d reached; %s waits for a free slot", self.quotas.max_connections, ip)
+            self._held[listener] = (client, ip)
+            self._pause(listener, "max.connections")
+            return False
+        try:
+            client.setblocking(False)
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.send_buffer_bytes > 0:
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
+            if self.receive_buffer_bytes > 0:
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
+        except OSError as exc:
+            # Kafka: "Encountered an error while configuring the connection, closing it."
+            log.info("closing %s: configuring the accepted socket failed: %s", ip, exc)
+            _close_quietly(client)
+            self.quotas.dec(ip)
+            return True
+        net = next(self._next_loop)
+        if net.own_thread and handoff is not None:
+            handoff.setdefault(id(net), (net, []))[1].append((client, ip))
+        elif net.own_thread:
+            net.loop.call_soon_threadsafe(self._adopt, net, [(client, ip)], listener)
+        else:
+            self._adopt(net, [(client, ip)], listener)
+        return True
+
+    def _slot_freed(self) -> None:
+        """Called by the quotas on any thread once a slot frees while the acceptor waits for one."""
+        try:
+            self.handler_loop.call_soon_threadsafe(self._retry_held)
+        except RuntimeError:
+            pass  # the handler loop is closed: shutting down
+
+    def _retry_held(self) -> None:
+        for listener, (client, ip) in list(self._held.items()):
+            if not self.accepting:
+                return
+            admit = self.quotas.try_inc(ip)
+            if admit is Admit.BLOCKED:
+                return  # still full; try_inc re-armed the wake-up under the quota lock
+            del self._held[listener]
+            self._admit(client, ip, listener, None, admit)
+            self._resume(listener, "max.connections")
+
+    def _accept_failed(self, listener: str, exc: OSError) -> None:
+        # Out of fds or buffers: stop accepting on this listener for a while (the reader is
+        # level-triggered, so returning alone would spin), keep serving the connections we have.
+        self._accept_failing = True
+        self._accept_failures_unlogged += 1
+        self._pause(listener, "backoff")
+        self._backoff_timers[listener] = self.handler_loop.call_later(ACCEPT_BACKOFF_SECONDS, self._end_backoff, listener)
+        now = time.monotonic()
+        if now - self._last_failure_log >= ACCEPT_FAILURE_LOG_INTERVAL:
+            resource = exc.errno in _RESOURCE_ERRNOS
+            log.warning("accept on %s failed %d time(s) since the last report: %s; %s", listener,
+                        self._accept_failures_unlogged, exc,
+                        f"pausing accepts for {ACCEPT_BACKOFF_SECONDS * 1000:.0f} ms after each failure"
+                        + (" (raise the open-files limit, ulimit -n)" if resource else ""))
+            self._last_failure_log = now
+            self._accept_failures_unlogged = 0
+
+    def _end_backoff(self, listener: str) -> None:
+        self._backoff_timers.pop(listener, None)
+        self._resume(listener, "backoff")
+
+    def _accept_recovered(self) -> None:
+        self._accept_failing = False
+        now = time.monotonic()
+        if now - self._last_failure_log >= ACCEPT_FAILURE_LOG_INTERVAL:
+            log.warning("accepting connections again (%d failed accept(s) since the last report)",
+                        self._accept_failures_unlogged)
+            self._last_failure_log = now
+            self._accept_failures_unlogged = 0
+
+    def _adopt(self, net: NetworkLoop, clients: list[tuple[socket.socket, str]], listener: str) -> None:
         """Start a Connection for each accepted socket, on ``net``'s own loop."""
-        for client in clients:
-            task = net.loop.create_task(net.loop.connect_accepted_socket(self._factory(net, listener), client))
-            task.add_done_callback(_log_accept_failure)
+        for client, ip in clients:
+            task = net.loop.create_task(net.loop.connect_accepted_socket(self._factory(net, listener, ip), client))
+            task.add_done_callback(lambda t, client=client, ip=ip: self._adopted(t, client, ip))
+
+    def _adopted(self, task: asyncio.Task, client: socket.socket, ip: str) -> None:
+        if task.cancelled() or task.exception() is not None:
+            if not task.cancelled():
+                log.warning("setting up an accepted connection failed: %s", task.exception())
+            _close_quietly(client)
+            self.quotas.dec(ip)
+
+    # -- dynamic limits ----------------------------------------------------------------------------
+
+    def reconfigure_quotas(self, max_connections: int, max_per_ip: int, overrides: Mapping[str, int]) -> None:
+        """Apply new max.connections / max.connections.per.ip(.overrides) (handler loop). Connections
+        beyond a lowered max.connections are closed, least recently active first (Kafka's processors
+        close their lowest-priority channel while ``maxConnectionsExceeded``). Existing connections
+        above a lowered per-IP limit stay open, as in Kafka."""
+        self.quotas.update(max_connections, max_per_ip, overrides)
+        excess = self.quotas.excess()
+        if excess:
+            victims = sorted(self.connections(), key=lambda c: c.last_active)[:excess]
+            log.info("max.connections lowered to %d: closing %d least recently active connection(s)",
+                     max_connections, len(victims))
+            for conn in victims:
+                self.channel.close(conn)
 
     def stop_accepting(self) -> None:
-        for sock in self.listen_sockets:
-            if self.accepting:
+        for name, sock in self._listen_by_name.items():
+            if self.accepting and not self._pauses.get(name):
                 self.handler_loop.remove_reader(sock.fileno())
+        for sock in self.listen_sockets:
             sock.close()
         self.accepting = False
         self.listen_sockets.clear()
+        self._listen_by_name.clear()
+        self._pauses.clear()
+        for timer in self._backoff_timers.values():
+            timer.cancel()
+        self._backoff_timers.clear()
+        for client, _ip in self._held.values():
+            _close_quietly(client)
+        self._held.clear()
 
     def connections(self) -> list[Connection]:
         return [c for net in self.network_loops for c in list(net.connections)]
@@ -241,6 +414,8 @@ class SocketServer:
                 await asyncio.get_running_loop().run_in_executor(None, net.thread.join, 5)
 
 
-def _log_accept_failure(task: asyncio.Task) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.warning("setting up an accepted connection failed: %s", task.exception())
+def _close_quietly(sock: socket.socket) -> None:
+    try:
+        sock.close()
+    except OSError:
+        pass

@@ -9,11 +9,20 @@ With a single network loop the handler loop *is* that loop and the hand-off is a
 ``call_soon``; with several, ``call_soon_threadsafe`` wakes the handler loop once per burst, not
 once per request. ``collections.deque`` append/popleft are atomic under the GIL, so the queue
 itself needs no lock.
+
+``queued.max.request.bytes`` (> 0) bounds the bytes of the queued requests as well, like Kafka's
+request memory pool in its non-strict mode: a connection may take a frame while the queued bytes
+are below the bound (``try_reserve``, atomic under a lock), so the queue holds at most
+bound - 1 + one request. The bytes are released once the handler loop has processed the request
+(Kafka releases the request buffer when ``KafkaApis.handle`` returns). A full byte bound pauses
+reading exactly like a full count bound (``is_full``), so the same wake-up applies: every reserved
+frame is either queued (and its drain wakes the waiters) or released with a drain scheduled.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -28,9 +37,14 @@ class RequestChannel:
         handler_loop: asyncio.AbstractEventLoop,
         max_queued: int,
         process: Callable[[Connection, Any, bytes], None],
+        max_queued_bytes: int = -1,
     ) -> None:
         self.handler_loop = handler_loop
         self.max_queued = max(1, max_queued)
+        # 0: no byte bound (queued.max.request.bytes <= 0, Kafka's MemoryPool.NONE).
+        self.max_queued_bytes = max_queued_bytes if max_queued_bytes > 0 else 0
+        self.queued_bytes = 0
+        self._bytes_lock = threading.Lock()
         self.process = process
         self.queue: deque[tuple[Connection, _Slot, bytes]] = deque()
         self._scheduled = False
@@ -39,20 +53,45 @@ class RequestChannel:
         self._waiters: deque[Connection] = deque()
 
     def submit(self, conn: Connection, slot: _Slot, frame: bytes) -> bool:
-        """Queue a framed request (called on the connection's loop). Returns False if closed."""
+        """Queue a framed request (called on the connection's loop) whose bytes ``try_reserve``
+        accounted for. Returns False if the connection is closed."""
         if conn.closed:
+            if self.max_queued_bytes:
+                # Released without a drain of its own: schedule one so that connections paused on
+                # the byte bound are woken.
+                self._release(len(frame))
+                self._schedule(conn)
             return False
         self.queue.append((conn, slot, frame))
+        self._schedule(conn)
+        return True
+
+    def _schedule(self, conn: Connection) -> None:
         if not self._scheduled:
             self._scheduled = True
             if conn.loop is self.handler_loop:
                 self.handler_loop.call_soon(self._drain)
             else:
                 self.handler_loop.call_soon_threadsafe(self._drain)
-        return True
+
+    def try_reserve(self, size: int) -> bool:
+        """Account ``size`` bytes for a frame about to be submitted; False while the queued bytes
+        are at queued.max.request.bytes (the caller stops framing and waits for space)."""
+        if not self.max_queued_bytes:
+            return True
+        with self._bytes_lock:
+            if self.queued_bytes >= self.max_queued_bytes:
+                return False
+            self.queued_bytes += size
+            return True
+
+    def _release(self, size: int) -> None:
+        with self._bytes_lock:
+            self.queued_bytes -= size
 
     def is_full(self) -> bool:
-        return len(self.queue) >= self.max_queued
+        return len(self.queue) >= self.max_queued or (
+            self.max_queued_bytes > 0 and self.queued_bytes >= self.max_queued_bytes)
 
     def wait_for_space(self, conn: Connection) -> None:
         self._waiters.append(conn)
@@ -61,10 +100,15 @@ class RequestChannel:
         self._scheduled = False
         queue = self.queue
         process = self.process
+        bounded = self.max_queued_bytes > 0
         while queue:
             conn, slot, frame = queue.popleft()
-            if not conn.closed:
-                process(conn, slot, frame)
+            try:
+                if not conn.closed:
+                    process(conn, slot, frame)
+            finally:
+                if bounded:
+                    self._release(len(frame))
         waiters = self._waiters
         for _ in range(len(waiters)):
             conn = waiters.popleft()

@@ -22,7 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, parse_ip_overrides
 from broker.dispatcher import Dispatcher
 from broker.handlers import all_handlers
 from broker.network import Endpoint, SocketServer
@@ -58,6 +58,8 @@ class Broker:
         self.reaper: AsyncReaper | None = None
         self.started = False
         self._background: list[asyncio.Task] = []
+        self._unsubscribe_limits: Any = None
+        self._applied_overrides: dict[str, int] = {}
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -82,9 +84,11 @@ class Broker:
 
         self.group_coordinator = GroupCoordinator(self)
         await self.group_coordinator.start()
-        channel = RequestChannel(self.loop, self.config["queued.max.requests"], self._process)
+        channel = RequestChannel(self.loop, self.config["queued.max.requests"], self._process,
+                                 max_queued_bytes=self.config["queued.max.request.bytes"])
         self.dispatcher = Dispatcher(self, self.handlers, channel)
         endpoints = [Endpoint(lst.name, lst.host, lst.port) for lst in self.config.listeners]
+        limits = self._connection_limits()
         self.socket_server = SocketServer(
             self.loop,
             channel,
@@ -96,7 +100,14 @@ class Broker:
             backlog=self.config["socket.listen.backlog.size"],
             send_buffer_bytes=self.config["socket.send.buffer.bytes"],
             receive_buffer_bytes=self.config["socket.receive.buffer.bytes"],
+            max_connections=limits[0],
+            max_connections_per_ip=limits[1],
+            max_connections_per_ip_overrides=limits[2],
         )
+        self._applied_overrides = limits[2]
+        # max.connections and the per-IP limits are dynamic broker configs (Kafka's
+        # DynamicConnectionQuota): IncrementalAlterConfigs/AlterConfigs changes apply at once.
+        self._unsubscribe_limits = self.metadata.controller.subscribe(self._on_metadata_delta)
         # Register the bound endpoint before accepting: a client that connects the moment the port
         # opens must already find this broker in Metadata and DescribeCluster (Kafka likewise
         # opens its client listeners only once the broker is registered and unfenced).
@@ -113,6 +124,27 @@ class Broker:
             ", ".join(f"{e.name}://{e.host}:{self.socket_server.bound_ports[e.name]}" for e in endpoints),
         )
 
+    def _connection_limits(self) -> tuple[int, int, dict[str, int]]:
+        """max.connections, max.connections.per.ip and its overrides, dynamic values applied."""
+        from broker.topic_config_view import config_layers, effective_broker_config
+
+        cfg = effective_broker_config(
+            self.config, config_layers(self.config, self.metadata.image.broker_configs, self.node_id))
+        try:
+            overrides = parse_ip_overrides(cfg["max.connections.per.ip.overrides"])
+        except ValueError:
+            overrides = parse_ip_overrides(self.config["max.connections.per.ip.overrides"])
+        return cfg["max.connections"], cfg["max.connections.per.ip"], overrides
+
+    def _on_metadata_delta(self, delta: Any) -> None:
+        if delta.changed_broker_configs and self.socket_server is not None:
+            limits = self._connection_limits()
+            quotas = self.socket_server.quotas
+            if limits != (quotas.max_connections, quotas.max_per_ip, self._applied_overrides):
+                log.info("connection limits now max.connections=%d max.connections.per.ip=%d overrides=%s", *limits)
+                self._applied_overrides = limits[2]
+                self.socket_server.reconfigure_quotas(*limits)
+
     def _start_metrics(self) -> None:
         from broker.metrics import BrokerMetrics
 
@@ -125,6 +157,11 @@ class Broker:
                       lambda: rm.fetch_purgatory.delayed)
         metrics.gauge("odradek_request_queue_size", "Requests waiting in the request queue",
                       lambda: len(server.channel.queue))
+        metrics.gauge("odradek_request_queue_bytes", "Bytes of requests waiting in the request queue (counted when queued.max.request.bytes > 0)",
+                      lambda: server.channel.queued_bytes)
+        metrics.gauge("odradek_connections_rejected_total",
+                      "Connections closed at accept for exceeding max.connections.per.ip(.overrides)",
+                      lambda: server.quotas.rejected)
         self.metrics_port = metrics.serve(self.config["odradek.metrics.host"], self.config["odradek.metrics.port"])
         self.metrics = metrics
 
@@ -132,6 +169,8 @@ class Broker:
         self.dispatcher.process(conn, slot, frame)  # type: ignore[union-attr]
 
     async def shutdown(self) -> None:
+        if self._unsubscribe_limits is not None:
+            self._unsubscribe_limits()
         if self.socket_server is not None:
             self.socket_server.stop_accepting()
             await self.socket_server.drain(SHUTDOWN_DRAIN_SECONDS)

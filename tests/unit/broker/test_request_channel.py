@@ -38,7 +38,7 @@ def request_frame(correlation_id: int, pad: int = 0) -> bytes:
 class Reactor:
     """RequestChannel + SocketServer with the handler loop on a thread the test controls."""
 
-    def __init__(self, *, threads: int, max_queued: int, loop_kind: str) -> None:
+    def __init__(self, *, threads: int, max_queued: int, loop_kind: str, max_queued_bytes: int = -1) -> None:
         self.loop = new_event_loop(loop_kind)
         self.thread = threading.Thread(target=self.loop.run_forever, name="test-handler-loop", daemon=True)
         self.thread.start()
@@ -46,7 +46,9 @@ class Reactor:
         self.held: list[tuple[Any, Any, int]] = []
         self.processed = 0
         self.max_queue_seen = 0
-        self.channel = RequestChannel(self.loop, max_queued, self._process)
+        self.max_bytes_seen = 0
+        kwargs = {"max_queued_bytes": max_queued_bytes} if max_queued_bytes > 0 else {}
+        self.channel = RequestChannel(self.loop, max_queued, self._process, **kwargs)
         self.server = SocketServer(
             self.loop,
             self.channel,
@@ -62,6 +64,9 @@ class Reactor:
     def _process(self, conn: Any, slot: Any, frame: bytes) -> None:
         # Runs on the handler loop; the queue still holds what was submitted behind this request.
         self.max_queue_seen = max(self.max_queue_seen, len(self.channel.queue) + 1)
+        # Counted from the queue itself (this frame plus those behind it), not from the channel's own
+        # accounting, so that the test means the same thing with and without a byte bound.
+        self.max_bytes_seen = max(self.max_bytes_seen, len(frame) + sum(len(f) for _, _, f in list(self.channel.queue)))
         self.processed += 1
         corr = struct.unpack_from(">i", frame, 4)[0]
         if self.hold:
@@ -356,6 +361,9 @@ class _DrainedBetweenChecks:
         self.submitted.append(frame)
         return True
 
+    def try_reserve(self, size: int) -> bool:
+        return True
+
     def wait_for_space(self, conn: Any) -> None:
         self.waiters.append(conn)
 
@@ -379,3 +387,114 @@ def test_requests_buffered_when_the_queue_drains_mid_check_are_still_framed() ->
 
     submitted = asyncio.run(scenario())
     assert [struct.unpack_from(">i", f, 4)[0] for f in submitted] == [0, 1, 2]
+
+
+# -- queued.max.request.bytes --------------------------------------------------------------------------
+
+
+def queued_bytes(reactor: Reactor) -> int:
+    return sum(len(f) for _, _, f in list(reactor.channel.queue))
+
+
+# Network threads of their own: the test stalls the handler loop while they keep reading.
+@pytest.mark.parametrize("threads", [2, 3])
+def test_queued_request_bytes_are_bounded_and_every_request_is_answered(make_reactor, threads) -> None:
+    bound, pad, per_client = 256 * 1024, 32 * 1024, 60
+    reactor = make_reactor(threads=threads, max_queued=500, loop_kind="uvloop", max_queued_bytes=bound)
+    clients = connect(reactor, 8)
+    payloads = {s: b"".join(request_frame(i, pad=pad) for i in range(per_client)) for s in clients}  # ~2 MB each
+    gate = reactor.stall()
+    try:
+        sent = {s: send_until_blocked(s, payloads[s]) for s in clients}
+        # (The kernel's loopback buffers may take all of a client's bytes; the broker reads them
+        # only up to the bound.)
+        wait_until(lambda: all(c.read_paused for c in reactor.server.connections()), what="all paused")
+        # Kafka's non-strict pool: a frame is taken while any space is left, so at most one frame over.
+        held = queued_bytes(reactor)
+        assert held <= bound - 1 + pad + 8, held
+        assert len(reactor.channel.queue) < reactor.channel.max_queued  # the byte bound stopped reading
+        time.sleep(0.2)
+        assert queued_bytes(reactor) == held  # paused: nothing more is read
+    finally:
+        gate.set()
+    got = exchange({s: (payloads[s], sent[s]) for s in clients}, {s: list(range(per_client)) for s in clients},
+                   timeout=20)
+    for s in clients:
+        assert got[s] == list(range(per_client))  # nothing lost, in order
+    assert reactor.max_bytes_seen <= bound - 1 + pad + 8, reactor.max_bytes_seen
+    wait_until(lambda: reactor.channel.queued_bytes == 0, what="every reserved byte released")
+    for s in clients:
+        s.close()
+
+
+class _ReserveRefusedThenDrained(_DrainedBetweenChecks):
+    """The byte bound is reached when the connection frames (try_reserve refuses) and the handler has
+    drained by the time it decides whether to pause (is_full answers False)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.full_answers = []
+        self.reserve_answers = [False]
+
+    def try_reserve(self, size: int) -> bool:
+        return self.reserve_answers.pop(0) if self.reserve_answers else True
+
+
+def test_requests_refused_a_reservation_when_the_queue_drains_mid_check_are_still_framed() -> None:
+    from broker.connection import Connection
+
+    async def scenario() -> list[bytes]:
+        channel = _ReserveRefusedThenDrained()
+        loop = asyncio.get_running_loop()
+        a, b = socket.socketpair()
+        conn = Connection(channel, 1 << 20)  # type: ignore[arg-type]
+        transport, _ = await loop.connect_accepted_socket(lambda: conn, a)
+        try:
+            conn.data_received(b"".join(request_frame(i) for i in range(3)))
+            return channel.submitted
+        finally:
+            transport.close()
+            b.close()
+
+    submitted = asyncio.run(scenario())
+    assert [struct.unpack_from(">i", f, 4)[0] for f in submitted] == [0, 1, 2]
+
+
+def test_bytes_released_by_a_closed_connection_wake_a_connection_paused_on_the_byte_bound() -> None:
+    """A frame reserved by a connection that closes before submitting releases its bytes without a
+    request to drain: the channel must still wake the connections paused on those bytes."""
+    from broker.connection import Connection
+
+    async def scenario() -> tuple[bool, list[int]]:
+        loop = asyncio.get_running_loop()
+        processed: list[int] = []
+
+        def process(conn: Any, slot: Any, frame: bytes) -> None:
+            processed.append(struct.unpack_from(">i", frame, 4)[0])
+            channel.send(conn, slot, None)
+
+        channel = RequestChannel(loop, 500, process, max_queued_bytes=100)
+        a, a_peer = socket.socketpair()
+        b, b_peer = socket.socketpair()
+        leaver, waiter = Connection(channel, 1 << 20), Connection(channel, 1 << 20)
+        ta, _ = await loop.connect_accepted_socket(lambda: leaver, a)
+        tb, _ = await loop.connect_accepted_socket(lambda: waiter, b)
+        try:
+            big = request_frame(1, pad=92)[4:]  # 100 bytes: reaches the bound
+            assert channel.try_reserve(len(big))  # the leaver framed it...
+            waiter.data_received(request_frame(2))
+            paused = waiter.read_paused and processed == []  # ...so the waiter pauses on the byte bound
+            leaver.close()  # ...and the leaver closes before submitting it
+            assert not channel.submit(leaver, None, big)  # type: ignore[arg-type]
+            for _ in range(10):
+                await asyncio.sleep(0)
+            return paused and not waiter.read_paused, processed
+        finally:
+            ta.close()
+            tb.close()
+            a_peer.close()
+            b_peer.close()
+
+    woken, processed = asyncio.run(scenario())
+    assert woken
+    assert processed == [2]
