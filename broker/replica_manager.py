@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
+# A topic whose local logs could not be made is retried (on the next request for one of its
+# partitions) at most this often: a transient EMFILE passes, an offline dir fails fast again.
+LOG_CREATION_RETRY_S = 1.0
+
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -107,6 +111,8 @@ class ReplicaManager:
         self.cleaner: LogCleaner | None = None
         self._log_admin = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-log-admin")
         self._pending_logs: dict[str, asyncio.Future] = {}
+        # Topics whose logs could not all be opened or created here: (reason, monotonic time).
+        self._log_failures: dict[str, tuple[str, float]] = {}
         self._unsubscribe: Callable[[], None] | None = None
         self.log_manager.on_dir_offline = self._dir_offline_threadsafe
 
@@ -126,6 +132,7 @@ class ReplicaManager:
             except KafkaStorageError as exc:
                 # Its partitions stay unserved (KAFKA_STORAGE_ERROR); the other topics start.
                 log.error("Cannot open the logs of %s: %s", topic.name, exc)
+                self._log_failures[topic.name] = (str(exc), time.monotonic())
         fatal = self._fatal_log_dir_failure()
         if fatal is not None:
             raise KafkaStorageError(fatal)
@@ -316,8 +323,11 @@ class ReplicaManager:
             exc = f.exception()
             if isinstance(exc, KafkaStorageError):
                 log.error("Creating or deleting logs of %s failed: %s", topic, exc)
-            elif exc is not None:
-                log.error("creating or deleting logs of %s failed", topic, exc_info=exc)
+                self._log_failures[topic] = (str(exc), time.monotonic())
+            else:
+                self._log_failures.pop(topic, None)
+                if exc is not None:
+                    log.error("creating or deleting logs of %s failed", topic, exc_info=exc)
             self._apply_leadership(self.image, {topic})
 
         future.add_done_callback(done)
@@ -341,6 +351,12 @@ class ReplicaManager:
             elif isinstance(outcome, BaseException):
                 errors[topic] = KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Creating the logs of {topic} failed")
         return errors
+
+    def _retry_logs(self, topic: TopicImage, failed_at: float) -> None:
+        if topic.name in self._pending_logs or time.monotonic() - failed_at < LOG_CREATION_RETRY_S:
+            return
+        self._log_failures[topic.name] = (self._log_failures[topic.name][0], time.monotonic())
+        self._log_admin_job(topic.name, self._open_logs, self._hosted_snapshot(topic))
 
     # -- log dir failures (Kafka's ReplicaManager.handleLogDirFailure) ----------------------
 
@@ -399,6 +415,12 @@ class ReplicaManager:
             t = self.image.topics.get(topic)
             if t is None or index not in t.partitions:
                 raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            failure = self._log_failures.get(topic)
+            if failure is not None:
+                # Its log could not be made here: say so (not NOT_LEADER, which clients would
+                # retry forever), and try again now and then.
+                self._retry_logs(t, failure[1])
+                raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR, failure[0])
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if part.leader != self.node_id:
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)

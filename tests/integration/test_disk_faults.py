@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -296,6 +297,17 @@ def test_log_creation_hitting_emfile_fails_the_request_but_keeps_the_dir(brokers
         assert values(c, "a", 0) == [*before, b"after"]
         create_topic(c, "c", 2)
         assert produce(c, "c", 1, b"c works")["error_code"] == 0
+        # The topic the controller recorded: its missing logs answer KAFKA_STORAGE_ERROR (not
+        # NOT_LEADER_OR_FOLLOWER, retried forever), and their creation is retried, now with fds.
+        missing = [p for p in range(20) if produce(c, "many", p, b"x")["error_code"] != 0]
+        assert missing, "some partitions of 'many' had no log"
+        first = produce(c, "many", missing[0], b"x")
+        assert first["error_code"] == STORAGE_ERROR and "Too many open files" in first["error_message"], first
+        deadline = time.monotonic() + 10
+        while produce(c, "many", missing[0], b"retried")["error_code"] != 0:
+            assert time.monotonic() < deadline, b.log_text()
+            time.sleep(0.2)
+        assert all(produce(c, "many", p, b"y")["error_code"] == 0 for p in range(20))
     assert b.alive()
 
 
