@@ -2,7 +2,9 @@
 
 Served over HTTP at ``/metrics`` when ``odradek.metrics.port`` is 0 or more (0 = any free port;
 -1, the default, = off). Names follow Kafka's JMX metrics in spirit (RequestsPerSec,
-TotalTimeMs, BytesInPerSec, PurgatorySize) in Prometheus' naming style.
+TotalTimeMs, BytesInPerSec, PurgatorySize) in Prometheus' naming style. Log dir health is
+``odradek_offline_log_directory_count`` and ``odradek_log_directory_offline{log_directory}``
+(Kafka's OfflineLogDirectoryCount and LogDirectoryOffline), registered by broker.server.
 
 Cost on the request path: one counter increment and one histogram observation per request,
 through label children resolved once per API (no per-request label lookups).

@@ -16,6 +16,14 @@ the loop: a page-cache ``pwrite`` costs microseconds, less than a hand-off to th
 (measured in bench/storage_bench.py); segment rolls fsync the old segment (rare: every
 ``segment.bytes``). Blocking, slow work — start-up recovery, log creation and deletion,
 retention, flushes, checkpoints — runs on the IO pool.
+
+Disk faults, as in Kafka (``_on_dir_offline``; the storage side is storage.log_manager): a log
+dir with an I/O error goes offline until the broker restarts and its partitions answer
+KAFKA_STORAGE_ERROR; with no online log dir left, or the metadata log's dir failed (KIP-858),
+the broker shuts down (``Broker.fail``: one line, exit 1) instead of looking alive while serving
+nothing. A topic whose logs could not be created answers KAFKA_STORAGE_ERROR to CreateTopics /
+CreatePartitions / auto-creation (``wait_for_logs``) and to requests for its partitions, and the
+creation is retried on those requests at most once a second (a transient EMFILE passes).
 """
 
 from __future__ import annotations
