@@ -121,6 +121,7 @@ class ReplicaManager:
         self._pending_logs: dict[str, asyncio.Future] = {}
         # Topics whose logs could not all be opened or created here: (reason, monotonic time).
         self._log_failures: dict[str, tuple[str, float]] = {}
+        self._started = False
         self._unsubscribe: Callable[[], None] | None = None
         self.log_manager.on_dir_offline = self._dir_offline_threadsafe
 
@@ -144,6 +145,7 @@ class ReplicaManager:
         fatal = self._fatal_log_dir_failure()
         if fatal is not None:
             raise KafkaStorageError(fatal)
+        self._started = True
         self._apply_leadership(image, set(image.topics))
         await self._io(self._delete_strays, image)
         self._unsubscribe = self.broker.metadata.controller.subscribe(self._on_delta)
@@ -388,12 +390,15 @@ class ReplicaManager:
         """
         if self.broker.stopping:
             return  # found while shutting down: the shutdown's last line reports it
-        hosted = sum(1 for tp in self.partitions if self.log_manager.log_dir_of(*tp) == log_dir)
+        hosted = [tp for tp in self.partitions if self.log_manager.log_dir_of(*tp) == log_dir]
         log.error("Log directory %s is offline (%s); its %d partitions answer KAFKA_STORAGE_ERROR until "
-                  "the broker restarts", log_dir, reason, hosted)
+                  "the broker restarts", log_dir, reason, len(hosted))
+        for tp in hosted:
+            # Long-polling fetches on them answer now (with the error), not at their timeout.
+            self.fetch_purgatory.check_and_complete(tp)
         fatal = self._fatal_log_dir_failure()
-        if fatal is not None:
-            self.broker.fail(fatal)
+        if fatal is not None and self._started:
+            self.broker.fail(fatal)  # (during start(), start itself raises it)
 
     def _fatal_log_dir_failure(self) -> str | None:
         """Kafka's reason to shut the broker down after log dir failures, or None."""

@@ -194,12 +194,25 @@ def test_full_disk_takes_its_dir_offline_and_the_other_dir_keeps_serving(disks: 
         on_healthy = 1 - on_full
         before = acked(c, "a", on_full, 5)
         acked(c, "a", on_healthy, 2)
+        # A consumer long-polling the partition at its end (10 s) ...
+        poller = WireClient(b.host, b.port)
+        poll_corr, poll = poller.encode_request(1, 12, {
+            "replica_id": -1, "max_wait_ms": 10_000, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "topics": [{"topic": "a", "partitions": [
+                {"partition": on_full, "fetch_offset": 5, "partition_max_bytes": 1 << 20, "log_start_offset": -1}]}],
+            "forgotten_topics_data": [], "rack_id": ""})
+        poller.send_raw(poll)
         filler = disks.fill(full)
 
         # The write that finds the disk full fails, and so does every later one: never success.
         part = produce(c, "a", on_full, b"y" * 65536)
         assert part["error_code"] == STORAGE_ERROR, part
         assert "No space left on device" in part["error_message"]
+        # ... hears of it at once, not when its wait runs out.
+        t0 = time.monotonic()
+        polled = poller.read_response(1, 12, poll_corr)["responses"][0]["partitions"][0]
+        poller.close()
+        assert polled["error_code"] == STORAGE_ERROR and time.monotonic() - t0 < 5, polled
         part = produce(c, "a", on_full, b"small")
         assert part["error_code"] == STORAGE_ERROR, part
         assert "offline log directory" in part["error_message"]
