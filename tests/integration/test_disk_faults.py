@@ -287,7 +287,7 @@ def test_log_creation_hitting_emfile_fails_the_request_but_keeps_the_dir(brokers
         pytest.skip("lowering another process's open-file limit (prlimit) needs root here")
     import resource
 
-    b = start(brokers, tmp_path / "b", {})
+    b = start(brokers, tmp_path / "b", {"num.partitions": "20"})
     with WireClient(b.host, b.port) as c:
         create_topic(c, "a", 1)
         before = acked(c, "a", 0, 3)
@@ -310,6 +310,24 @@ def test_log_creation_hitting_emfile_fails_the_request_but_keeps_the_dir(brokers
         assert values(c, "a", 0) == [*before, b"after"]
         create_topic(c, "c", 2)
         assert produce(c, "c", 1, b"c works")["error_code"] == 0
+        # CreatePartitions likewise.
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (len(os.listdir(f"/proc/{pid}/fd")) + 4, old[1]))
+        try:
+            resp = c.request(37, 3, {"topics": [{"name": "c", "count": 22, "assignments": None}],
+                                     "timeout_ms": 5000, "validate_only": False})
+        finally:
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, old)
+        result = resp["results"][0]
+        assert result["error_code"] == STORAGE_ERROR and "Too many open files" in result["error_message"], result
+        assert produce(c, "c", 0, b"old partitions serve on")["error_code"] == 0
+        # And auto-creation through Metadata.
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (len(os.listdir(f"/proc/{pid}/fd")) + 4, old[1]))
+        try:
+            resp = c.request(3, 9, {"topics": [{"name": "auto"}], "allow_auto_topic_creation": True,
+                                    "include_topic_authorized_operations": False})
+        finally:
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, old)
+        assert [(t["name"], t["error_code"]) for t in resp["topics"]] == [("auto", STORAGE_ERROR)], resp
         # The topic the controller recorded: its missing logs answer KAFKA_STORAGE_ERROR (not
         # NOT_LEADER_OR_FOLLOWER, retried forever), and their creation is retried, now with fds.
         missing = [p for p in range(20) if produce(c, "many", p, b"x")["error_code"] != 0]
