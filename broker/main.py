@@ -1,7 +1,10 @@
 """``odradek [server.properties] [--override key=value ...]`` — start one broker, like kafka-server-start.
 
 Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT), 1 when the configuration is invalid
-(the message names the key and the accepted values) or start-up fails.
+(the message names the key and the accepted values) or start-up fails, and 1 when the broker
+stopped itself (every log dir failed, or the metadata log dir did: Kafka's "Shutdown broker
+because ...") or its shutdown could not save everything (a disk gone read-only). Each of those
+ends with one ERROR line saying why, not a traceback; an unexpected exception still gets one.
 """
 
 from __future__ import annotations
@@ -64,22 +67,30 @@ def main(argv: list[str] | None = None) -> int:
 
 async def _serve(config) -> int:
     from broker.server import Broker
+    from protocol.errors import KafkaApiError
 
     broker = Broker(config)
-    stop = asyncio.Event()
+    stop = broker.stop_requested
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
+    except (OSError, KafkaApiError) as exc:
+        # A disk or storage fault at start-up (read-only or full disk, every log dir offline):
+        # the message says it all.
+        log.error("Odradek failed to start: %s", exc)
+        await broker.shutdown()
+        return 1
     except Exception:
         log.exception("Odradek failed to start")
         await broker.shutdown()
         return 1
     await stop.wait()
-    log.info("Shutting down (signal received)")
-    await broker.shutdown()
-    return 0
+    if broker.fatal_reason is None:
+        log.info("Shutting down (signal received)")
+    clean = await broker.shutdown()
+    return 0 if clean and broker.fatal_reason is None else 1
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 Served over HTTP at ``/metrics`` when ``odradek.metrics.port`` is 0 or more (0 = any free port;
 -1, the default, = off). Names follow Kafka's JMX metrics in spirit (RequestsPerSec,
-TotalTimeMs, BytesInPerSec, PurgatorySize) in Prometheus' naming style.
+TotalTimeMs, BytesInPerSec, PurgatorySize) in Prometheus' naming style. Log dir health is
+``odradek_offline_log_directory_count`` and ``odradek_log_directory_offline{log_directory}``
+(Kafka's OfflineLogDirectoryCount and LogDirectoryOffline), registered by broker.server.
 
 Cost on the request path: one counter increment and one histogram observation per request,
 through label children resolved once per API (no per-request label lookups).
@@ -31,6 +33,7 @@ class BrokerMetrics:
         )
         self.bytes_in = Counter("odradek_produce_bytes", "Record bytes appended by Produce", registry=self.registry)
         self._per_api: dict[str, tuple[Any, Any]] = {}
+        self._labelled: dict[str, Gauge] = {}
         self.server: Any = None
 
     def for_api(self, api: str) -> tuple[Any, Any]:
@@ -39,8 +42,15 @@ class BrokerMetrics:
             found = self._per_api[api] = (self.requests.labels(api), self.latency.labels(api))
         return found
 
-    def gauge(self, name: str, doc: str, fn: Callable[[], float]) -> None:
-        Gauge(name, doc, registry=self.registry).set_function(fn)
+    def gauge(self, name: str, doc: str, fn: Callable[[], float], labels: dict[str, str] | None = None) -> None:
+        """A gauge read from ``fn`` at scrape time; with ``labels``, one labelled child of ``name``
+        (call again with other label values for more children)."""
+        if not labels:
+            Gauge(name, doc, registry=self.registry).set_function(fn)
+            return
+        if name not in self._labelled:
+            self._labelled[name] = Gauge(name, doc, list(labels), registry=self.registry)
+        self._labelled[name].labels(**labels).set_function(fn)
 
     def serve(self, host: str, port: int) -> int:
         self.server, _thread = start_http_server(port, addr=host or "0.0.0.0", registry=self.registry)

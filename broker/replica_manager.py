@@ -16,6 +16,14 @@ the loop: a page-cache ``pwrite`` costs microseconds, less than a hand-off to th
 (measured in bench/storage_bench.py); segment rolls fsync the old segment (rare: every
 ``segment.bytes``). Blocking, slow work — start-up recovery, log creation and deletion,
 retention, flushes, checkpoints — runs on the IO pool.
+
+Disk faults, as in Kafka (``_on_dir_offline``; the storage side is storage.log_manager): a log
+dir with an I/O error goes offline until the broker restarts and its partitions answer
+KAFKA_STORAGE_ERROR; with no online log dir left, or the metadata log's dir failed (KIP-858),
+the broker shuts down (``Broker.fail``: one line, exit 1) instead of looking alive while serving
+nothing. A topic whose logs could not be created answers KAFKA_STORAGE_ERROR to CreateTopics /
+CreatePartitions / auto-creation (``wait_for_logs``) and to requests for its partitions, and the
+creation is retried on those requests at most once a second (a transient EMFILE passes).
 """
 
 from __future__ import annotations
@@ -47,6 +55,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+
+# A topic whose local logs could not be made is retried (on the next request for one of its
+# partitions) at most this often: a transient EMFILE passes, an offline dir fails fast again.
+LOG_CREATION_RETRY_S = 1.0
 
 
 def now_ms() -> int:
@@ -107,7 +119,11 @@ class ReplicaManager:
         self.cleaner: LogCleaner | None = None
         self._log_admin = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-log-admin")
         self._pending_logs: dict[str, asyncio.Future] = {}
+        # Topics whose logs could not all be opened or created here: (reason, monotonic time).
+        self._log_failures: dict[str, tuple[str, float]] = {}
+        self._started = False
         self._unsubscribe: Callable[[], None] | None = None
+        self.log_manager.on_dir_offline = self._dir_offline_threadsafe
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -120,7 +136,16 @@ class ReplicaManager:
         topic_configs = {name: self.topic_log_config(t) for name, t in image.topics.items()}
         await self._io(self.log_manager.startup, topic_configs)
         for topic in list(image.topics.values()):
-            await self._io(self._open_logs, self._hosted_snapshot(topic))
+            try:
+                await self._io(self._open_logs, self._hosted_snapshot(topic))
+            except KafkaStorageError as exc:
+                # Its partitions stay unserved (KAFKA_STORAGE_ERROR); the other topics start.
+                log.error("Cannot open the logs of %s: %s", topic.name, exc)
+                self._log_failures[topic.name] = (str(exc), time.monotonic())
+        fatal = self._fatal_log_dir_failure()
+        if fatal is not None:
+            raise KafkaStorageError(fatal)
+        self._started = True
         self._apply_leadership(image, set(image.topics))
         await self._io(self._delete_strays, image)
         self._unsubscribe = self.broker.metadata.controller.subscribe(self._on_delta)
@@ -192,10 +217,22 @@ class ReplicaManager:
         return topic.name, topic_id_to_str(topic.topic_id), self.topic_log_config(topic), indexes
 
     def _open_logs(self, snapshot: tuple[str, str, LogConfig, list[int]]) -> None:
-        """Blocking: open or create the local logs of a topic's partitions hosted here."""
+        """Blocking: open or create the local logs of a topic's partitions hosted here.
+
+        Tries every partition; KafkaStorageError (the first reason, and how many failed) if any
+        log could not be opened or created.
+        """
         name, tid, config, indexes = snapshot
+        failed: list[KafkaStorageError] = []
         for index in indexes:
-            self.log_manager.get_or_create_log(name, index, tid, config)
+            try:
+                self.log_manager.get_or_create_log(name, index, tid, config)
+            except KafkaStorageError as exc:
+                failed.append(exc)
+        if len(failed) == 1:
+            raise failed[0]
+        if failed:
+            raise KafkaStorageError(f"{failed[0]} (and {len(failed) - 1} more partitions of {name})")
 
     def _delete_strays(self, image: MetadataImage) -> None:
         """Logs the metadata does not know (a crash between a topic deletion's commit and its log
@@ -293,18 +330,88 @@ class ReplicaManager:
                 del self._pending_logs[topic]
             if f.cancelled():
                 return
-            if f.exception() is not None:
-                log.error("creating or deleting logs of %s failed", topic, exc_info=f.exception())
+            exc = f.exception()
+            if isinstance(exc, KafkaStorageError):
+                log.error("Creating or deleting logs of %s failed: %s", topic, exc)
+                self._log_failures[topic] = (str(exc), time.monotonic())
+            else:
+                self._log_failures.pop(topic, None)
+                if exc is not None:
+                    log.error("creating or deleting logs of %s failed", topic, exc_info=exc)
             self._apply_leadership(self.image, {topic})
 
         future.add_done_callback(done)
 
-    async def wait_for_logs(self, topics: Any) -> None:
+    async def wait_for_logs(self, topics: Any) -> dict[str, KafkaApiError]:
         """Wait until pending log creation/deletion for these topics is done (CreateTopics,
-        CreatePartitions and auto-creation answer after it, so a Produce that follows succeeds)."""
-        pending = [f for t in topics if (f := self._pending_logs.get(t)) is not None]
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        CreatePartitions and auto-creation answer after it, so a Produce that follows succeeds).
+
+        Returns the topics whose logs could not be made, with the error to answer: a topic the
+        controller created but whose log does not exist here must not be reported as a success
+        (KAFKA_STORAGE_ERROR with the reason; UNKNOWN_SERVER_ERROR for an unexpected failure).
+        """
+        pending = {t: f for t in topics if (f := self._pending_logs.get(t)) is not None}
+        if not pending:
+            return {}
+        outcomes = await asyncio.gather(*pending.values(), return_exceptions=True)
+        errors: dict[str, KafkaApiError] = {}
+        for topic, outcome in zip(pending, outcomes, strict=True):
+            if isinstance(outcome, KafkaApiError):
+                errors[topic] = outcome
+            elif isinstance(outcome, BaseException):
+                errors[topic] = KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Creating the logs of {topic} failed")
+        return errors
+
+    def _retry_logs(self, topic: TopicImage, failed_at: float) -> None:
+        if topic.name in self._pending_logs or time.monotonic() - failed_at < LOG_CREATION_RETRY_S:
+            return
+        self._log_failures[topic.name] = (self._log_failures[topic.name][0], time.monotonic())
+        self._log_admin_job(topic.name, self._open_logs, self._hosted_snapshot(topic))
+
+    # -- log dir failures (Kafka's ReplicaManager.handleLogDirFailure) ----------------------
+
+    def _dir_offline_threadsafe(self, log_dir: Path, reason: str) -> None:
+        """LogManager's callback, from any thread (maybe inside a Log's lock): hand over to the loop."""
+        loop = self.broker.loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(self._on_dir_offline, log_dir, reason)
+        except RuntimeError:
+            pass  # the loop is closing: the shutdown reports offline dirs itself
+
+    def _on_dir_offline(self, log_dir: Path, reason: str) -> None:
+        """A log dir went offline: say so once; stop the broker if it can no longer do its job.
+
+        Its partitions already answer KAFKA_STORAGE_ERROR (their logs are flagged offline), so
+        clients move on. Like Kafka, the broker shuts down when no online log dir is left or
+        when the dir holds the metadata log (KIP-858): a broker that cannot write anything must
+        not look alive.
+        """
+        if self.broker.stopping:
+            return  # found while shutting down: the shutdown's last line reports it
+        hosted = [tp for tp in self.partitions if self.log_manager.log_dir_of(*tp) == log_dir]
+        log.error("Log directory %s is offline (%s); its %d partitions answer KAFKA_STORAGE_ERROR until "
+                  "the broker restarts", log_dir, reason, len(hosted))
+        for tp in hosted:
+            # Long-polling fetches on them answer now (with the error), not at their timeout.
+            self.fetch_purgatory.check_and_complete(tp)
+        fatal = self._fatal_log_dir_failure()
+        if fatal is not None and self._started:
+            self.broker.fail(fatal)  # (during start(), start itself raises it)
+
+    def _fatal_log_dir_failure(self) -> str | None:
+        """Kafka's reason to shut the broker down after log dir failures, or None."""
+        lm = self.log_manager
+        if not lm.online_dirs():
+            return f"Shutdown broker because all log dirs in {', '.join(str(d) for d in lm.log_dirs)} have failed"
+        metadata = self.broker.metadata
+        metadata_dir = getattr(metadata, "metadata_dir", None)
+        if metadata_dir is not None:
+            for d in lm.offline_dirs:
+                if Path(d).resolve() == Path(metadata_dir).resolve():
+                    return f"Shutdown broker because the metadata log dir {d} has failed"
+        return None
 
     def on_become_leader(self, callback: Callable[[str, int, int], None]) -> None:
         self._leader_listeners.append(callback)
@@ -321,11 +428,18 @@ class ReplicaManager:
             t = self.image.topics.get(topic)
             if t is None or index not in t.partitions:
                 raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            failure = self._log_failures.get(topic)
+            if failure is not None:
+                # Its log could not be made here: say so (not NOT_LEADER, which clients would
+                # retry forever), and try again now and then.
+                self._retry_logs(t, failure[1])
+                raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR, failure[0])
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if part.leader != self.node_id:
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if part.log.offline:
-            raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR)
+            raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                f"Partition {topic}-{index} is in an offline log directory")
         return part
 
     @staticmethod

@@ -10,6 +10,15 @@ Start-up order (each step only needs the ones before it):
 Shutdown reverses it: stop accepting, let in-flight requests finish (bounded), close connections,
 flush and close logs (writing the clean-shutdown marker), release the controller lease.
 
+Disk faults (see storage.log_manager and ReplicaManager._on_dir_offline): a log dir that hits an
+I/O error goes offline and its partitions answer KAFKA_STORAGE_ERROR; when no online log dir is
+left, or the metadata log's dir failed, the broker calls :meth:`Broker.fail` — Kafka's "Shutdown
+broker because all log dirs in ... have failed" — which logs that one line and runs the normal
+shutdown; the process exits 1. A shutdown that meets a faulty disk (a read-only file system found
+only when the logs are closed) goes on with the remaining steps and ends with one ERROR line
+naming what could not be done, instead of a traceback; the process then exits 1 as well, and the
+next start recovers those logs as after a crash.
+
 All broker state is owned by the handler loop (the loop ``start`` runs on); blocking file work
 goes to ``io_pool`` (``num.io.threads`` threads).
 """
@@ -28,6 +37,7 @@ from broker.handlers import all_handlers
 from broker.network import Endpoint, SocketServer
 from broker.request_channel import RequestChannel
 from broker.timing_wheel import AsyncReaper, Timer
+from protocol.errors import KafkaApiError
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +70,10 @@ class Broker:
         self._background: list[asyncio.Task] = []
         self._unsubscribe_limits: Any = None
         self._applied_overrides: dict[str, int] = {}
+        # Set by a signal (broker.main) or by fail(); the serving coroutine waits on it.
+        self.stop_requested = asyncio.Event()
+        self.stopping = False
+        self.fatal_reason: str | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -145,6 +159,15 @@ class Broker:
                 self._applied_overrides = limits[2]
                 self.socket_server.reconfigure_quotas(*limits)
 
+    def fail(self, reason: str) -> None:
+        """Stop because this broker can no longer do its job (Kafka's fatal + Exit.halt, but orderly):
+        ``reason`` is logged as the one error line, then the normal shutdown runs and main exits 1."""
+        if self.fatal_reason is not None or self.stopping:
+            return
+        self.fatal_reason = reason
+        log.error("%s", reason)
+        self.stop_requested.set()
+
     def _start_metrics(self) -> None:
         from broker.metrics import BrokerMetrics
 
@@ -162,30 +185,73 @@ class Broker:
         metrics.gauge("odradek_connections_rejected_total",
                       "Connections closed at accept for exceeding max.connections.per.ip(.overrides)",
                       lambda: server.quotas.rejected)
+        # Kafka's kafka.log:type=LogManager,name=OfflineLogDirectoryCount and, per dir,
+        # name=LogDirectoryOffline (1 = offline): alert on these, the process stays up while one
+        # of several dirs is offline.
+        lm = rm.log_manager
+        metrics.gauge("odradek_offline_log_directory_count", "Log directories offline after an I/O error",
+                      lambda: len(lm.offline_dirs))
+        for d in lm.log_dirs:
+            metrics.gauge("odradek_log_directory_offline", "1 if the log directory is offline, else 0",
+                          lambda d=d: 1 if d in lm.offline_dirs else 0, labels={"log_directory": str(d)})
         self.metrics_port = metrics.serve(self.config["odradek.metrics.host"], self.config["odradek.metrics.port"])
         self.metrics = metrics
 
     def _process(self, conn: Any, slot: Any, frame: bytes) -> None:
         self.dispatcher.process(conn, slot, frame)  # type: ignore[union-attr]
 
-    async def shutdown(self) -> None:
+    async def shutdown(self) -> bool:
+        """Stop everything, in order; False if some state could not be saved (see the docstring).
+
+        Each step runs even when an earlier one failed: a faulty disk must not leave sockets open
+        or the process hanging. Expected failures (OSError, storage errors) are collected into
+        one final line; anything else is logged with its traceback, as a bug.
+        """
+        self.stopping = True
         if self._unsubscribe_limits is not None:
             self._unsubscribe_limits()
-        if self.socket_server is not None:
-            self.socket_server.stop_accepting()
-            await self.socket_server.drain(SHUTDOWN_DRAIN_SECONDS)
-            await self.socket_server.close_all()
+        problems: list[str] = []
+
+        async def step(what: str, fn: Any) -> None:
+            try:
+                result = fn()
+                if asyncio.iscoroutine(result):
+                    await result
+            except (OSError, KafkaApiError) as exc:
+                problems.append(f"{what}: {exc}")
+            except Exception:
+                log.exception("%s failed during shutdown", what)
+                problems.append(f"{what} failed")
+
+        server = self.socket_server
+        if server is not None:
+            server.stop_accepting()
+            await step("draining requests", lambda: server.drain(SHUTDOWN_DRAIN_SECONDS))
+            await step("closing connections", server.close_all)
         for task in self._background:
             task.cancel()
         if self.group_coordinator is not None:
-            await self.group_coordinator.shutdown()
+            await step("stopping the group coordinator", self.group_coordinator.shutdown)
         if self.metrics is not None:
-            self.metrics.shutdown()
-        if self.replica_manager is not None:
-            await self.replica_manager.shutdown()
+            await step("stopping metrics", self.metrics.shutdown)
+        rm = self.replica_manager
+        if rm is not None:
+            await step("closing logs", rm.shutdown)
+            lm = rm.log_manager
+            # After fail() the offline dirs were the reason, already logged.
+            for d in sorted(lm.offline_dirs) if self.fatal_reason is None else ():
+                problems.append(f"log dir {d} is offline ({lm.offline_reasons.get(d, 'I/O error')}), "
+                                "its logs were not closed cleanly and are recovered at the next start")
         if self.reaper is not None:
             self.reaper.stop()
         if self.metadata is not None:
-            await self.metadata.shutdown()
+            await step("releasing the controller lease", self.metadata.shutdown)
         self.io_pool.shutdown(wait=True)
+        if problems:
+            log.error("Odradek broker %d shut down with errors: %s", self.node_id, "; ".join(problems))
+            return False
+        if self.fatal_reason is not None:
+            log.info("Odradek broker %d shut down", self.node_id)
+            return False
         log.info("Odradek broker %d shut down cleanly", self.node_id)
+        return True

@@ -16,10 +16,25 @@ each log is recovered from its checkpointed recovery point (storage.log). The ma
 once loading is done, so a crash from then on is seen as unclean. :meth:`shutdown` flushes and
 closes every log, writes both checkpoints, then the marker. Checkpoints are written atomically.
 
-Disk errors: a Log that hits an OSError calls back :meth:`_on_dir_failure`, which takes its whole
-log dir offline: that dir's logs are flagged offline (closed without flushing at shutdown) and any later access to them raises
-KafkaStorageError; other dirs keep working. (Kafka would also tell the controller; the broker
-does that by watching :attr:`offline_dirs`.)
+Disk errors (Kafka's LogDirFailureChannel): a Log that hits an OSError calls back
+:meth:`_on_dir_failure`, which takes its whole log dir offline: that dir's logs are flagged offline
+(closed without flushing at shutdown) and any later access to them raises KafkaStorageError; other
+dirs keep working. A dir stays offline until the broker restarts, as in Kafka: its logs may have
+lost an unflushed tail, and only start-up recovery re-validates them. ``on_dir_offline(dir,
+reason)`` tells the owner (the replica manager, which shuts the broker down when no online dir
+is left); it is called from whichever thread saw the error, possibly inside a Log's lock, so it
+must only schedule work.
+
+Creating a log (:meth:`get_or_create_log`) can fail too. ENOSPC, EROFS, EIO, EACCES, ... are
+faults of the dir: like Kafka, the dir goes offline and the caller gets KafkaStorageError. EMFILE,
+ENFILE and ENOMEM are not: they are limits of this process, not of the disk, and a burst of
+partition creation can hit them and then pass. Kafka would take the dir offline for them too (its
+"Too many open files" IOException), which turns a transient shortage into a dead dir (and, with
+one dir, a dead broker); here the creation fails with KafkaStorageError, the half-made partition
+directory is removed and the dir stays online. A log absent from the online dirs is never
+created afresh while it may exist in an offline dir (Kafka refuses any non-new log creation while
+a dir is offline; we check the offline dirs for the partition directory instead), so a restart
+with a dead disk never serves an empty log in place of the real one.
 
 Threading: every method does blocking file work and belongs on the IO pool, never the event loop.
 The registry of logs is guarded by a lock, so methods may be called from several pool threads;
@@ -29,9 +44,11 @@ enforces it anyway. ``get_log`` is cheap and safe from any thread.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
+import sys
 import threading
 import time
 import uuid
@@ -60,6 +77,9 @@ STRAY_DIR_SUFFIX = "-stray"
 # one: the log manager must neither load nor delete it.
 RESERVED_TOPICS = frozenset({"__cluster_metadata"})
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+# Errors of this process's resources rather than of the disk: a log creation hitting one fails,
+# but the log dir stays online (see the module docstring).
+TRANSIENT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 TopicPartition = tuple[str, int]
 
@@ -83,6 +103,9 @@ class LogManager:
         self._log_dir_of: dict[TopicPartition, Path] = {}
         self._topic_configs: dict[str, LogConfig] = {}
         self.offline_dirs: set[Path] = set()
+        # Why each dir went offline (the first error seen), for logs and DescribeLogDirs users.
+        self.offline_reasons: dict[Path, str] = {}
+        self.on_dir_offline: Callable[[Path, str], None] | None = None
         self._lock = threading.RLock()
         self._offline_lock = threading.Lock()
 
@@ -189,36 +212,73 @@ class LogManager:
 
     def get_or_create_log(self, topic: str, partition: int, topic_id: str | None = None,
                           config: LogConfig | None = None) -> Log:
+        """The partition's log, created in the online dir with the fewest partitions if absent.
+
+        KafkaStorageError (with the reason) when it cannot be created: no online dir, the log may
+        live in an offline dir, or the creation failed (see the module docstring for which errors
+        also take the dir offline).
+        """
         with self._lock:
             existing = self.get_log(topic, partition)
             if existing is not None:
                 return existing
             if config is not None:
                 self._topic_configs[topic] = config
+            name = f"{topic}-{partition}"
             online = [d for d in self.log_dirs if d not in self.offline_dirs]
             if not online:
-                raise KafkaStorageError("no online log directory")
+                raise KafkaStorageError(f"Cannot create log for {name}: no online log directory "
+                                        f"({self._offline_summary()})")
+            self._check_not_in_offline_dir(name)
             counts = {d: 0 for d in online}
             for d in self._log_dir_of.values():
                 if d in counts:
                     counts[d] += 1
             log_dir = min(online, key=lambda d: counts[d])
             tp = (topic, partition)
-            dir = log_dir / f"{topic}-{partition}"
+            dir = log_dir / name
+            existed = dir.exists()
+            log: Log | None = None
             try:
+                # No failure callback while opening: whether the error takes the dir offline is
+                # decided below, from its errno.
                 log = Log.open(dir, config or self._topic_configs.get(topic, self.default_config),
-                               clean_shutdown=True, topic_id=topic_id,
-                               producer_state=self._producer_state(tp, dir), on_dir_failure=self._on_dir_failure)
+                               clean_shutdown=True, topic_id=topic_id, producer_state=self._producer_state(tp, dir))
                 fsync_dir(log_dir)
-            except LogDirOfflineError as exc:
-                self._mark_offline(log_dir, exc)
-                raise
-            except OSError as exc:
-                self._mark_offline(log_dir, exc)
-                raise LogDirOfflineError(log_dir, str(exc)) from exc
+            except (OSError, LogDirOfflineError) as exc:
+                if log is not None:
+                    log.close_quietly()
+                raise self._creation_failed(log_dir, dir, existed, exc) from exc
+            log.on_dir_failure = self._on_dir_failure
             self._logs[tp] = log
             self._log_dir_of[tp] = log_dir
             return log
+
+    def _check_not_in_offline_dir(self, name: str) -> None:
+        for d in self.offline_dirs:
+            try:
+                present = (d / name).exists()
+            except OSError:
+                present = True  # a dir we cannot even stat may hold it
+            if present:
+                raise KafkaStorageError(f"Cannot create log for {name} because it is in offline log directory {d}")
+
+    def _creation_failed(self, log_dir: Path, dir: Path, existed: bool, exc: BaseException) -> KafkaStorageError:
+        """Clean up a failed creation and say why; take the dir offline unless the cause is transient."""
+        cause = exc if isinstance(exc, OSError) else exc.__cause__
+        reason = _reason(cause if isinstance(cause, OSError) else exc)
+        if not existed:
+            shutil.rmtree(dir, ignore_errors=True)  # best effort: a read-only dir keeps it (harmless)
+        if isinstance(cause, OSError) and cause.errno in TRANSIENT_ERRNOS:
+            return KafkaStorageError(f"Cannot create log {dir}: {reason}")
+        self._mark_offline(log_dir, cause if isinstance(cause, OSError) else exc)
+        return LogDirOfflineError(log_dir, f"Cannot create log {dir}: {reason}; log directory {log_dir} is offline")
+
+    def _offline_summary(self) -> str:
+        return ", ".join(f"{d}: {self.offline_reasons.get(d, 'offline')}" for d in sorted(self.offline_dirs))
+
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Rename the partition dir to ``<topic>-<partition>.<uuid>-delete``, then remove it."""
@@ -319,7 +379,9 @@ class LogManager:
     # failures
 
     def _on_dir_failure(self, log_dir: Path) -> None:
-        self._mark_offline(log_dir, None)
+        # A Log calls this from its ``except OSError`` path (or after a failed background fsync,
+        # where no exception is current): the current exception, if any, is the reason.
+        self._mark_offline(log_dir, sys.exc_info()[1])
 
     def _mark_offline(self, log_dir: Path, exc: BaseException | None) -> None:
         # Only flags here: this runs inside a failing Log's lock, so it must not take the
@@ -327,9 +389,24 @@ class LogManager:
         with self._offline_lock:
             if log_dir in self.offline_dirs:
                 return
+            reason = _reason(exc)
+            self.offline_reasons[log_dir] = reason
             self.offline_dirs.add(log_dir)
             for tp, d in list(self._log_dir_of.items()):
                 if d == log_dir:
                     log = self._logs.get(tp)
                     if log is not None:
                         log.offline = True
+        callback = self.on_dir_offline
+        if callback is not None:
+            callback(log_dir, reason)
+
+
+def _reason(exc: BaseException | None) -> str:
+    """A short reason for logs: the OS error text (with its errno name) or the exception's message."""
+    if exc is None:
+        return "I/O error"
+    if isinstance(exc, OSError) and exc.errno is not None:
+        name = errno.errorcode.get(exc.errno, str(exc.errno))
+        return f"{exc.strerror or os.strerror(exc.errno)} ({name})"
+    return str(exc) or type(exc).__name__

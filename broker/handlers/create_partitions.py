@@ -33,10 +33,14 @@ async def handle(request: Any) -> dict:
     ]
     controller = request.broker.metadata.controller
     results = await controller.create_partitions(topics, validate_only=bool(body["validate_only"]))
-    await request.broker.replica_manager.wait_for_logs(r.name for r in results if r.error_code == 0)
+    # New partitions whose logs could not be made here answer that error, not success.
+    log_errors = await request.broker.replica_manager.wait_for_logs(r.name for r in results if r.error_code == 0)
     return {
         "throttle_time_ms": 0,
-        "results": [{"name": r.name, "error_code": r.error_code, "error_message": r.error_message} for r in results],
+        "results": [{"name": r.name, "error_code": r.error_code, "error_message": r.error_message}
+                    if (failed := log_errors.get(r.name)) is None else
+                    {"name": r.name, "error_code": failed.code, "error_message": failed.message}
+                    for r in results],
     }
 
 

@@ -45,18 +45,22 @@ async def handle(request: Any) -> dict:
         )
     controller = request.broker.metadata.controller
     results = await controller.create_topics(topics, validate_only=bool(body["validate_only"]))
-    await request.broker.replica_manager.wait_for_logs(r.name for r in results if r.error_code == ErrorCode.NONE)
+    # A topic whose logs could not be made here answers their error (KAFKA_STORAGE_ERROR), not
+    # success: it exists in the metadata, but nothing can be produced to it.
+    log_errors = await request.broker.replica_manager.wait_for_logs(
+        r.name for r in results if r.error_code == ErrorCode.NONE)
     config = request.broker.config
     out = []
     for r in results:
+        failed = log_errors.get(r.name)
         entry: dict[str, Any] = {
             "name": r.name,
             "topic_id": r.topic_id,
-            "error_code": r.error_code,
-            "error_message": r.error_message,
+            "error_code": r.error_code if failed is None else failed.code,
+            "error_message": r.error_message if failed is None else failed.message,
         }
         if version >= 5:
-            if r.error_code == ErrorCode.NONE:
+            if entry["error_code"] == ErrorCode.NONE:
                 entry["num_partitions"] = r.num_partitions
                 entry["replication_factor"] = r.replication_factor
                 entry["configs"] = [

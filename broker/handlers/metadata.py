@@ -99,8 +99,18 @@ def handle(request: Any) -> Any:
 async def _create_then_answer(request: Any, names: list[str]) -> dict:
     controller = request.broker.metadata.controller
     await controller.create_topics([CreatableTopic(name) for name in names])
-    await request.broker.replica_manager.wait_for_logs(names)
-    return build_response(request)
+    log_errors = await request.broker.replica_manager.wait_for_logs(names)
+    response = build_response(request)
+    if log_errors:
+        # An auto-created topic whose logs could not be made answers their error
+        # (KAFKA_STORAGE_ERROR, retriable), not partitions nothing can be produced to. The
+        # response lists the requested topics in order.
+        image = request.broker.metadata.image
+        for i, t in enumerate(request.body["topics"]):
+            failed = log_errors.get(t["name"])
+            if failed is not None and t["name"] in image.topics:
+                response["topics"][i] = _error_topic(failed.code, t["name"], image.topics[t["name"]].topic_id)
+    return response
 
 
 def build_response(request: Any) -> dict:

@@ -130,3 +130,23 @@ def test_disk_error_takes_only_that_dir_offline(tmp_path):
     mgr.shutdown()
     assert not (mgr.log_dir_of("t", 0) / ".kafka_cleanshutdown").exists()
     assert (mgr.log_dir_of("t", 1) / ".kafka_cleanshutdown").exists()
+
+
+def test_a_log_that_may_live_in_an_offline_dir_is_not_created_afresh(tmp_path):
+    """Dir 0 holds t-0 but is offline at start-up: t-0 must not reappear, empty, in dir 1."""
+    mgr, dirs = _manager(tmp_path)
+    mgr.get_or_create_log("t", 0).append(batch(1), leader_epoch=0)
+    assert mgr.log_dir_of("t", 0) == dirs[0]
+    mgr.shutdown()
+    (dirs[0] / "meta.properties").write_text("cluster.id=someone-else\n")  # dir 0 fails at load
+    seen: list[tuple] = []
+    again = LogManager(dirs, small_config(), node_id=1, cluster_id="abc")
+    again.on_dir_offline = lambda d, reason: seen.append((d, reason))
+    again.startup()
+    assert again.offline_dirs == {dirs[0]} and seen and seen[0][0] == dirs[0]
+    with pytest.raises(KafkaStorageError, match="offline log directory"):
+        again.get_or_create_log("t", 0)
+    assert not (dirs[1] / "t-0").exists()
+    # A partition that exists nowhere is new: it goes to the online dir.
+    assert again.get_or_create_log("t", 1) is not None and again.log_dir_of("t", 1) == dirs[1]
+    again.shutdown()
