@@ -258,7 +258,14 @@ class IndexFile:
         with _map_lock:
             mapping = self._map
             if mapping is None:
-                fd = self._open(os.O_RDONLY)
+                path = self.path
+                try:
+                    fd = os.open(path, os.O_RDONLY)
+                except FileNotFoundError:
+                    if self.path == path:
+                        raise
+                    # Renamed (``.deleted``, a cleaner swap) between reading the name and opening.
+                    fd = os.open(self.path, os.O_RDONLY)
                 try:
                     # The whole file: an active index is preallocated, so later entries fit too.
                     length = os.fstat(fd).st_size
