@@ -47,5 +47,7 @@ def map_readonly(fd: int, length: int) -> memoryview:
         err = ctypes.get_errno()
         raise OSError(err, f"mmap: {os.strerror(err)}")
     array = (ctypes.c_char * length).from_address(address)
-    weakref.finalize(array, _munmap, address, length)
+    finalizer = weakref.finalize(array, _munmap, address, length)
+    # Not at interpreter exit: a daemon thread may still be reading, and the kernel unmaps anyway.
+    finalizer.atexit = False
     return memoryview(array)

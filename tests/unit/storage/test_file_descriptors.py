@@ -9,7 +9,9 @@ Descriptors are counted in /proc/self/fd and mappings in /proc/self/maps, on rea
 from __future__ import annotations
 
 import os
+import sys
 import threading
+import time
 from pathlib import Path
 
 from log_test_helpers import batch, open_log, read_all, small_config
@@ -186,3 +188,48 @@ def test_a_mapping_lives_until_its_last_reader_lets_go(tmp_path):
     assert mapped_paths(tmp_path) == [str(path)]
     del view
     assert mapped_paths(tmp_path) == []
+
+
+def test_lookups_racing_mapping_drops_and_growth_stay_correct(tmp_path):
+    """Readers look entries up while the owner drops the mapping and the file outgrows it.
+
+    A mapping is unmapped only once no reader holds it; unmapping it under a reader would crash
+    the process (SIGSEGV), reading a mapping shorter than the entries would raise.
+    """
+    index = OffsetIndex(tmp_path / "0.index", 0, 1 << 20)
+    for rel in range(1, 101):
+        index.append(rel, rel * 100)
+    index.trim_to_valid_size()  # an inactive segment's index: the file holds exactly 100 entries
+    stop = threading.Event()
+    errors: list[str] = []
+
+    def reader() -> None:
+        target = 1
+        while not stop.is_set():
+            try:
+                offset, position = index.lookup(target)
+            except Exception as exc:  # noqa: BLE001 - any exception is the failure reported
+                errors.append(repr(exc))
+                return
+            if not 1 <= offset <= target or position != offset * 100:
+                errors.append(f"lookup({target}) gave {(offset, position)}")
+                return
+            target = target * 7 % 100 + 1
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: races show within the run
+    try:
+        for thread in threads:
+            thread.start()
+        for i in range(300):
+            index.release_mapping()
+            index.resize(100 * 8 + 8 * (i % 7))  # grows past the mapping the readers made
+            time.sleep(0)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        sys.setswitchinterval(interval)
+    index.close()
+    assert not errors
