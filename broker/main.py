@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+from pathlib import Path
 
 from broker.config import ConfigError, load_config
 
@@ -27,6 +28,44 @@ def setup_logging(level: str) -> None:
         level=getattr(logging, level.upper(), logging.INFO),
         format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
     )
+
+
+def raise_open_files_limit() -> tuple[int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard limit and log both; returns (soft, hard) after.
+
+    Every partition costs about one descriptor for as long as the broker runs (each segment's
+    .log, storage.segment), plus sockets. The JVM raises the soft limit to the hard one for Kafka
+    at start-up (HotSpot's -XX:+MaxFDLimit, on by default); a Python process keeps the soft limit
+    it inherits, often 1024, and ran out of descriptors with a few hundred partitions.
+    """
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return -1, -1
+
+    def text(value: int) -> str:
+        return "unlimited" if value == resource.RLIM_INFINITY else str(value)
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard
+    if target == resource.RLIM_INFINITY:
+        # Linux caps the descriptor limit at fs.nr_open and refuses "unlimited".
+        try:
+            target = int(Path("/proc/sys/fs/nr_open").read_text())
+        except (OSError, ValueError):
+            target = soft
+    raised = ""
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            raised = f" (raised from {text(soft)})"
+        except (ValueError, OSError) as exc:
+            log.warning("Could not raise the open files limit (RLIMIT_NOFILE) from %s to %s: %s",
+                        text(soft), text(target), exc)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    log.info("Open files limit (RLIMIT_NOFILE): soft %s%s, hard %s; each partition needs about one",
+             text(soft), raised, text(hard))
+    return soft, hard
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -53,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         log.error("Invalid configuration: %s", exc)
         return 1
-
-
+    raise_open_files_limit()
     if config["odradek.event.loop"] == "uvloop":
         import uvloop
 

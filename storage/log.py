@@ -793,39 +793,42 @@ class Log:
     def _flush_in_background(self, up_to: int, snapshot: tuple[Path, bytes] | None) -> None:
         """fsync every segment below ``up_to`` not yet known durable, on the shared flusher thread.
 
-        Called with the lock held. The fds are duplicated here, so the fsyncs stay valid even if
-        the segments are closed or deleted meanwhile; the result is applied under the lock only if
-        no truncation happened in between.
+        Called with the lock held. Only the target is queued: the task picks its segments and opens
+        their files when it runs (:meth:`_background_flush`), so a backlog of flushes (fast rolling
+        on many partitions against a slow disk) holds no file descriptors, and a segment an earlier
+        task already made durable is not fsynced again.
         """
-        fds: list[int] = []
-        flushed: list[tuple[LogSegment, int]] = []
-        try:
-            for seg in self._state.segments:
-                if seg.base_offset < up_to and seg.next_offset > self.recovery_point:
-                    fds.extend(seg.dup_fds())
-                    flushed.append((seg, seg.size))
-            fds.append(os.open(self.dir, os.O_RDONLY))  # the new segment's directory entry
-        except OSError:
-            for fd in fds:
-                os.close(fd)
-            raise
         generation = self._truncations
-        future = _flusher().submit(self._background_flush, fds, flushed, up_to, generation, snapshot)
+        future = _flusher().submit(self._background_flush, up_to, generation, snapshot)
         self._background = [f for f in self._background if not f.done()] + [future]
 
-    def _background_flush(self, fds: list[int], flushed: list[tuple[LogSegment, int]], up_to: int,
-                          generation: int, snapshot: tuple[Path, bytes] | None) -> None:
+    def _background_flush(self, up_to: int, generation: int, snapshot: tuple[Path, bytes] | None) -> None:
         failure: OSError | None = None
+        fds: list[int] = []
+        flushed: list[tuple[LogSegment, int]] = []
+        with self._lock:
+            if self.closed or self.offline or generation != self._truncations:
+                return  # closing flushes everything itself; a truncation made ``up_to`` stale
+            try:
+                # Tasks run in order, so the recovery point already covers what earlier ones flushed.
+                for seg in self._state.segments:
+                    if seg.base_offset < up_to and seg.next_offset > self.recovery_point:
+                        fds.extend(seg.open_for_fsync())
+                        flushed.append((seg, seg.size))
+                fds.append(os.open(self.dir, os.O_RDONLY))  # the new segment's directory entry
+            except OSError as exc:
+                failure = exc
         tmp = None
         try:
-            if snapshot is not None:
-                tmp = snapshot[0].with_name(snapshot[0].name + ".tmp")
-                with open(tmp, "wb") as handle:
-                    handle.write(snapshot[1])
-                    handle.flush()
-                    os.fsync(handle.fileno())
-            for fd in fds:
-                os.fsync(fd)
+            if failure is None:
+                if snapshot is not None:
+                    tmp = snapshot[0].with_name(snapshot[0].name + ".tmp")
+                    with open(tmp, "wb") as handle:
+                        handle.write(snapshot[1])
+                        handle.flush()
+                        os.fsync(handle.fileno())
+                for fd in fds:
+                    os.fsync(fd)
         except OSError as exc:
             failure = exc
         finally:

@@ -22,10 +22,12 @@ _ENTRY = struct.Struct(">ii")
 class OffsetIndex(IndexFile):
     entry_size = 8
     _key = struct.Struct(">i")  # relative offset
+    _entry_format = _ENTRY.format
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True) -> None:
         super().__init__(path, base_offset, max_index_size, writable=writable)
-        self.last_offset = self.entry(self.entries - 1)[0] if self.entries else base_offset
+        last = self._last_entry_bytes
+        self.last_offset = base_offset + _ENTRY.unpack(last)[0] if last else base_offset
 
     def entry(self, i: int) -> tuple[int, int]:
         """(absolute offset, position) of entry ``i``."""
@@ -55,10 +57,10 @@ class OffsetIndex(IndexFile):
 
     def sanity_check(self, log_size: int, next_offset: int | None = None) -> None:
         """Raise CorruptIndexError if the file cannot describe a .log of ``log_size`` bytes."""
-        self._check_size_and_order(lambda i: _ENTRY.unpack_from(self._mmap, i * 8)[0])  # type: ignore[arg-type]
-        if not self.entries:
+        entries = self._check_size_and_order()
+        if not entries:
             return
-        positions = [_ENTRY.unpack_from(self._mmap, i * 8)[1] for i in range(self.entries)]  # type: ignore[arg-type]
+        positions = [entry[1] for entry in entries]
         if positions != sorted(positions) or positions[-1] >= max(log_size, 1) or positions[0] < 0:
             raise CorruptIndexError(f"{self.path}: positions out of order or beyond the log ({log_size} bytes)")
         if self.last_offset < self.base_offset or (next_offset is not None and self.last_offset >= next_offset):

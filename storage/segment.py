@@ -22,6 +22,10 @@ zeros, or missing their newest entries (those are written a page at a time, stor
 truncates at the first invalid byte and rebuilds both indexes. :meth:`load` (clean open) trusts the
 .log but sanity-checks the indexes and rebuilds them if they are inconsistent.
 
+File descriptors: one per segment, the .log's (Kafka's figure); the indexes are mapped without
+one and open their files only for a write, resize or fsync (storage.index_file). A broker with
+many partitions or segments therefore needs about one descriptor for each.
+
 Deleted segments are renamed with a ``.deleted`` suffix and keep their file descriptor open until
 :meth:`delete_files`, so in-flight sendfile readers finish.
 
@@ -120,6 +124,9 @@ class LogSegment:
                 raise CorruptIndexError(f"{seg.log_path}: batches beyond the next segment")
         except (CorruptIndexError, InvalidBatchError):
             seg.recover()
+        # The checks mapped the indexes; an old segment's are mapped again only when read.
+        seg.offset_index.release_mapping()
+        seg.time_index.release_mapping()
         return seg
 
     def _load_tail(self) -> None:
@@ -359,24 +366,34 @@ class LogSegment:
     def close(self) -> None:
         if self.fd < 0:
             return
-        if self.max_timestamp != NO_TIMESTAMP and not self.deleted:
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
-        self.offset_index.close()
-        self.time_index.close()
-        os.close(self.fd)
-        self.fd = -1
+        try:
+            if self.max_timestamp != NO_TIMESTAMP and not self.deleted:
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp,
+                                             skip_full_check=True)
+            try:
+                self.offset_index.close()
+            finally:
+                self.time_index.close()
+        finally:
+            # The .log is the segment's one descriptor (the indexes hold none): never leak it.
+            os.close(self.fd)
+            self.fd = -1
 
-    def dup_fds(self) -> list[int]:
-        """Duplicates of the .log and index fds, for an fsync off the log's lock (caller closes them).
+    def open_for_fsync(self) -> list[int]:
+        """Descriptors of the .log and both indexes for an fsync off the log's lock (caller closes).
 
-        fsync through a duplicate works even if the segment is closed meanwhile, and also writes
-        back the indexes' dirty mmap pages (they live in the same page cache).
+        A duplicate of the .log's descriptor and the indexes opened read-only (they keep none):
+        fsync through them works even if the segment is closed meanwhile. Taken when the fsync
+        runs, so flushes waiting in the queue hold no descriptors.
         """
         fds = [os.dup(self.fd)]
-        for index in (self.offset_index, self.time_index):
-            if index._fd >= 0:
-                index.write_tail()  # entries still in memory would miss the fsync
-                fds.append(os.dup(index._fd))
+        try:
+            for index in (self.offset_index, self.time_index):
+                fds.append(index.open_for_fsync())  # writes entries still in memory first
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
         return fds
 
     def change_suffix(self, old: str, new: str) -> None:

@@ -29,10 +29,16 @@ NO_TIMESTAMP = -1
 class TimeIndex(IndexFile):
     entry_size = 12
     _key = _TS  # timestamp
+    _entry_format = _ENTRY.format
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True) -> None:
         super().__init__(path, base_offset, max_index_size, writable=writable)
-        self._load_last()
+        last = self._last_entry_bytes
+        if last:  # read at open, so opening maps nothing (storage.index_file)
+            self.last_timestamp, rel = _ENTRY.unpack(last)
+            self.last_offset = self.base_offset + rel
+        else:
+            self.last_timestamp, self.last_offset = NO_TIMESTAMP, self.base_offset
 
     def _load_last(self) -> None:
         if self.entries:
@@ -78,10 +84,10 @@ class TimeIndex(IndexFile):
         self._load_last()
 
     def sanity_check(self, next_offset: int | None = None) -> None:
-        self._check_size_and_order(lambda i: _TS.unpack_from(self._mmap, i * 12)[0])  # type: ignore[arg-type]
-        if not self.entries:
+        entries = self._check_size_and_order()
+        if not entries:
             return
-        offsets = [self.entry(i)[1] for i in range(self.entries)]
+        offsets = [self.base_offset + entry[1] for entry in entries]
         if offsets != sorted(offsets) or offsets[0] < self.base_offset:
             raise CorruptIndexError(f"{self.path}: offsets out of order")
         if next_offset is not None and offsets[-1] >= next_offset:
