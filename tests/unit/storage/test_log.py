@@ -562,7 +562,7 @@ def _outcome(log: Log, raw: bytes, epoch: int):
     try:
         return log.append(raw, leader_epoch=epoch, now_ms=5_000)
     except Exception as exc:  # noqa: BLE001 - the error itself is what is compared
-        return type(exc), str(exc)
+        return type(exc), str(exc).replace(log.dir.name, "<topic partition>")
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
