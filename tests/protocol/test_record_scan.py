@@ -6,6 +6,9 @@ bytes, lying counts, cut or extended), and random bytes; the results must be ide
 
 from __future__ import annotations
 
+import shutil
+import sysconfig
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -45,10 +48,13 @@ def _records_of(records: list[Record]) -> bytes:
     return encode_batch(records)[61:]
 
 
-def test_native_scan_is_built_here():
+def test_native_scan_is_built_where_a_compiler_exists():
     # setup.py builds it (pip install -e ., or setup.py build_ext --inplace); without a compiler
-    # the package still works on the Python twin, but this machine has one.
-    assert record_scan.NATIVE
+    # the package installs and works on the Python twin.
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        pytest.skip("no C compiler: the pure-Python scan is in use")
+    assert record_scan.NATIVE, "protocol/_record_scan.c is not built: run pip install -e . (make venv)"
 
 
 @pytest.mark.parametrize("scan", IMPLEMENTATIONS)
