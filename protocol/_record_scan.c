@@ -33,6 +33,12 @@ static inline int read_varint(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t end,
 {
     uint32_t raw = 0;
     Py_ssize_t i = *pos;
+    if (i < end && p[i] < 0x80) { /* the common one-byte varint */
+        raw = p[i];
+        *pos = i + 1;
+        *out = (int32_t)((raw >> 1) ^ (0u - (raw & 1)));
+        return 0;
+    }
     for (int n = 0; n < 5; n++) {
         if (i >= end)
             return 1;
