@@ -6,8 +6,9 @@ of 100-byte and of 1 KiB records, uncompressed, lz4 and zstd, prints microsecond
 * scan      the record pass alone over the (decompressed) records: native and pure Python;
 * decomp    the bounded decompression the validation does for compressed batches;
 * append    Log.append of the batch (fast path, 64 MiB segments, tmpfs or disk as --dir), with the
-            record validation, and with it switched off (as before it existed); their difference
-            is what validation costs the produce path.
+            record validation, and with it switched off (as before it existed); "cost" is the median
+            of the paired differences (each round runs both, in alternating order), "share" that
+            cost over the append with validation.
 
 Medians over --rounds rounds (thread CPU time, which a busy neighbour disturbs less than wall time).
 """
@@ -56,25 +57,36 @@ def per_batch_us(fn, batches: int, rounds: int) -> float:
     return median(results)
 
 
-def bench_append(dir: Path, raw: bytes, batches: int, rounds: int, validate: bool) -> float:
+def _append_round(dir: Path, raw: bytes, batches: int, validate: bool) -> float:
     config = LogConfig(segment_bytes=64 * 1024 * 1024, index_interval_bytes=4096, file_delete_delay_ms=0)
     original = log_module.plain_records_ok
     if not validate:
         log_module.plain_records_ok = lambda *args: True
-    results = []
+    path = dir / f"{'v' if validate else 'n'}-0"
     try:
-        for r in range(rounds):
-            path = dir / f"{'v' if validate else 'n'}{r}-0"
-            log = Log.open(path, config)
-            start = time.thread_time()
-            for _ in range(batches):
-                log.append(raw, leader_epoch=0)
-            results.append((time.thread_time() - start) / batches * 1e6)
-            log.close()
-            shutil.rmtree(path)
+        log = Log.open(path, config)
+        start = time.thread_time()
+        for _ in range(batches):
+            log.append(raw, leader_epoch=0)
+        elapsed = (time.thread_time() - start) / batches * 1e6
+        log.close()
     finally:
         log_module.plain_records_ok = original
-    return median(results)
+        shutil.rmtree(path, ignore_errors=True)
+    return elapsed
+
+
+def bench_append(dir: Path, raw: bytes, batches: int, rounds: int) -> tuple[float, float, float]:
+    """(with validation, without, median of the paired differences): rounds alternate the order,
+    so a neighbour's load hits both sides alike."""
+    with_v, without, diffs = [], [], []
+    for r in range(rounds):
+        order = (True, False) if r % 2 == 0 else (False, True)
+        got = {validate: _append_round(dir, raw, batches, validate) for validate in order}
+        with_v.append(got[True])
+        without.append(got[False])
+        diffs.append(got[True] - got[False])
+    return median(with_v), median(without), median(diffs)
 
 
 def main() -> None:
@@ -99,9 +111,7 @@ def main() -> None:
                 cap = uncompressed_limit(1048588, len(raw))
                 decomp = per_batch_us(lambda b=body, c=codec, m=cap: decompress(c, b, max_size=m),
                                       args.batches, args.rounds) if codec else 0.0
-                with_v = bench_append(dir, raw, args.batches, args.rounds, True)
-                without = bench_append(dir, raw, args.batches, args.rounds, False)
-                cost = with_v - without
+                with_v, without, cost = bench_append(dir, raw, args.batches, args.rounds)
                 print(f"{record_size:>7}B {name:>5} {n:>4} {native:>7.2f} {python:>8.1f} {decomp:>7.2f} "
                       f"{with_v:>7.2f} {without:>9.2f} {cost:>6.2f} {cost / with_v:>6.1%}")
     finally:
