@@ -9,7 +9,10 @@ CONFIG ?= config/server.properties
 
 .PHONY: run test lint bench bench-micro compile venv clean
 
-$(STAMP): pyproject.toml
+# pip install -e builds protocol/_record_scan.c in place (setup.py, optional: without a C compiler
+# the install still succeeds and record validation runs its pure-Python twin); a change to the C
+# source or setup.py reinstalls.
+$(STAMP): pyproject.toml setup.py protocol/_record_scan.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'

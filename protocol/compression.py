@@ -16,7 +16,9 @@ The codec id is ``attributes & 0x07`` of the batch header (Kafka's CompressionTy
                 as a stream rather than trusting a size field
 
 Ids 5-7 are unused; they raise :class:`UnknownCodecError`. Malformed compressed data raises
-:class:`CompressionError`. Both are :class:`~protocol.batch_header.InvalidBatchError` and map to
+:class:`CompressionError`. ``decompress(..., max_size=n)`` decompresses as a stream and stops with
+:class:`DecompressedTooLargeError` (MESSAGE_TOO_LARGE) as soon as the output passes ``n`` bytes, so
+a few hundred KiB of hostile gzip cannot make the broker allocate hundreds of MiB. Both are :class:`~protocol.batch_header.InvalidBatchError` and map to
 CORRUPT_MESSAGE, which is what a Kafka broker answers for a batch it cannot read. (Refusing zstd
 to Produce requests below v7 — UNSUPPORTED_COMPRESSION_TYPE — is the Produce handler's job.)
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import threading
 import zlib
 from enum import IntEnum
 
@@ -58,6 +61,13 @@ class CompressionError(InvalidBatchError):
     """The compressed bytes of a batch cannot be decompressed (truncated or garbage)."""
 
     code = ErrorCode.CORRUPT_MESSAGE
+
+
+class DecompressedTooLargeError(InvalidBatchError):
+    """A batch decompresses to more than the caller's ``max_size`` (a compression bomb, or records far
+    beyond what the topic accepts). MESSAGE_TOO_LARGE: the Java producer then splits the batch."""
+
+    code = ErrorCode.MESSAGE_TOO_LARGE
 
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -97,8 +107,14 @@ def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
     return zstandard.ZstdCompressor(level=3).compress(bytes(data))
 
 
-def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
-    """Decompress ``data`` written with ``codec``; raises CompressionError on malformed input."""
+def decompress(codec: int, data: bytes | bytearray | memoryview, *,
+               max_size: int | None = None) -> bytes | bytearray:
+    """Decompress ``data`` written with ``codec``; raises CompressionError on malformed input.
+
+    With ``max_size`` the output is produced in bounded steps and DecompressedTooLargeError is raised
+    once it would exceed ``max_size`` bytes (memory stays about ``max_size``); the result may then be
+    a bytearray. Without it the result is bytes.
+    """
     kind = codec_of(codec)
     if kind is CompressionType.NONE:
         return bytes(data)
@@ -106,6 +122,10 @@ def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
         # Every codec's stream has a header; gzip.decompress would quietly return b"".
         raise CompressionError(f"empty {kind.name.lower()} data")
     try:
+        if max_size is not None:
+            view = memoryview(data).cast("B")
+            out = _FAST_BOUNDED[kind](view, max_size)
+            return out if out is not None else _BOUNDED[kind](view, max_size)
         if kind is CompressionType.GZIP:
             return gzip.decompress(bytes(data))
         if kind is CompressionType.SNAPPY:
@@ -113,7 +133,7 @@ def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
         if kind is CompressionType.LZ4:
             return _lz4_decompress(bytes(data))
         return _zstd_decompress(bytes(data))
-    except CompressionError:
+    except InvalidBatchError:  # CompressionError, DecompressedTooLargeError (ValueErrors themselves)
         raise
     except (
         OSError,  # gzip.BadGzipFile
@@ -125,6 +145,235 @@ def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
         ValueError,
     ) as exc:
         raise CompressionError(f"cannot decompress {kind.name.lower()} data: {exc}") from exc
+
+
+# ---------------------------------------------------------------------------------------------
+# bounded (streaming) decompression: output in steps of at most _STEP bytes, checked against a cap
+
+_STEP = 256 * 1024
+
+# Most output one input byte can give: deflate's maximum ratio is 1032:1 (a 258-byte match per
+# ~2 bits) and LZ4's about 255:1 (a match length grows by 255 per extra byte); each codec's stream
+# overhead aside, kept as slack. Below these bounds the one-shot decompressors (_FAST_BOUNDED) are safe and faster.
+_GZIP_RATIO, _GZIP_SLACK = 1040, 64 * 1024
+_LZ4_RATIO, _LZ4_SLACK = 260, 4 * 1024 * 1024
+_ZSTD_BLOCK_MAX = 128 * 1024  # RFC 8878: no block regenerates more than 128 KiB
+
+
+def _gzip_fast(data: memoryview, max_size: int) -> bytes | None:
+    if len(data) * _GZIP_RATIO + _GZIP_SLACK > max_size:
+        return None
+    return gzip.decompress(bytes(data))
+
+
+def _lz4_fast(data: memoryview, max_size: int) -> bytes | None:
+    if len(data) * _LZ4_RATIO + _LZ4_SLACK > max_size:
+        return None
+    raw = bytes(data)
+    out = []
+    pos = 0
+    while pos < len(raw):
+        # python-lz4 allocates the content size a frame declares (FLG bit 3: 8 bytes after FLG, BD).
+        if len(raw) - pos >= 14 and raw[pos + 4] & 0x08 and int.from_bytes(raw[pos + 6:pos + 14], "little") > max_size:
+            return None
+        chunk, used = lz4.frame.decompress(raw[pos:] if pos else raw, return_bytes_read=True)
+        out.append(chunk)
+        pos += used
+    return out[0] if len(out) == 1 else b"".join(out)
+
+
+_zstd_local = threading.local()
+
+
+def _zstd_dctx() -> zstandard.ZstdDecompressor:
+    """This thread's decompressor: making one costs ~15 us, more than decompressing a 16 KiB batch."""
+    dctx = getattr(_zstd_local, "dctx", None)
+    if dctx is None:
+        dctx = _zstd_local.dctx = zstandard.ZstdDecompressor()
+    return dctx
+
+
+def _zstd_fast(data: memoryview, max_size: int) -> bytes | None:
+    frames, blocks, content_size = _check_zstd_frames(data)
+    bound = blocks * _ZSTD_BLOCK_MAX
+    if bound > max_size:
+        return None
+    if content_size > bound:
+        raise CompressionError("cannot decompress zstd data: content size beyond what its blocks can hold")
+    dctx = _zstd_dctx()
+    if frames == 1:
+        # One-shot: allocates the declared content size, else max_output_size (both <= bound).
+        return dctx.decompress(bytes(data), max_output_size=bound)
+    out = []
+    rest = bytes(data)
+    while rest:
+        decompressor = dctx.decompressobj()
+        out.append(decompressor.decompress(rest))
+        if not decompressor.eof:
+            raise CompressionError("truncated zstd frame")
+        rest = decompressor.unused_data
+    return b"".join(out)
+
+
+def _snappy_fast(data: memoryview, max_size: int) -> None:
+    return None  # the bounded path reads the length each block declares before decompressing it
+
+
+def _too_large(max_size: int) -> DecompressedTooLargeError:
+    return DecompressedTooLargeError(f"records decompress to more than {max_size} bytes")
+
+
+def _gzip_bounded(data: memoryview, max_size: int) -> bytearray:
+    out = bytearray()
+    rest = bytes(data)
+    while True:  # one gzip member per round; Kafka's GZIPInputStream reads concatenated members
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        while not inflater.eof:
+            chunk = inflater.decompress(rest, min(_STEP, max_size - len(out) + 1))
+            rest = inflater.unconsumed_tail
+            if not chunk and not rest and not inflater.eof:
+                raise CompressionError("cannot decompress gzip data: truncated gzip stream")
+            out += chunk
+            if len(out) > max_size:
+                raise _too_large(max_size)
+        rest = inflater.unused_data
+        if not rest:
+            return out
+
+
+def _lz4_bounded(data: memoryview, max_size: int) -> bytearray:
+    out = bytearray()
+    rest = bytes(data)
+    while True:
+        decompressor = lz4.frame.LZ4FrameDecompressor()
+        chunk = decompressor.decompress(rest, min(_STEP, max_size - len(out) + 1))
+        while True:
+            out += chunk
+            if len(out) > max_size:
+                raise _too_large(max_size)
+            if decompressor.eof:
+                break
+            if decompressor.needs_input:
+                raise CompressionError("truncated lz4 frame")
+            chunk = decompressor.decompress(b"", min(_STEP, max_size - len(out) + 1))
+        rest = decompressor.unused_data
+        if not rest:
+            return out
+
+
+def _zstd_bounded(data: memoryview, max_size: int) -> bytearray:
+    # python-zstandard's stream reader bounds each read but does not report a frame cut short, so
+    # walk the frames' block headers first (cheap: a few bytes per 128 KiB block).
+    _check_zstd_frames(data)
+    out = bytearray()
+    reader = zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True)
+    while True:
+        chunk = reader.read(min(_STEP, max_size - len(out) + 1))
+        if not chunk:
+            return out
+        out += chunk
+        if len(out) > max_size:
+            raise _too_large(max_size)
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+
+
+def _check_zstd_frames(data: memoryview) -> tuple[int, int, int]:
+    """(frames, blocks, content size the first frame declares or -1) of ``data``; CompressionError
+    unless it is whole zstd frames (RFC 8878 section 3.1)."""
+    pos, end, frames, blocks, content_size = 0, len(data), 0, 0, -1
+    while pos < end:
+        frames += 1
+        if end - pos < 4:
+            raise CompressionError("truncated zstd frame")
+        magic = int.from_bytes(data[pos:pos + 4], "little")
+        pos += 4
+        if magic & 0xFFFFFFF0 == 0x184D2A50:  # skippable frame: int32 size, then that many bytes
+            if end - pos < 4:
+                raise CompressionError("truncated zstd frame")
+            pos += 4 + int.from_bytes(data[pos:pos + 4], "little")
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise CompressionError("cannot decompress zstd data: not a zstd frame")
+        if pos >= end:
+            raise CompressionError("truncated zstd frame")
+        descriptor = data[pos]
+        single_segment = descriptor >> 5 & 1
+        pos += 1 + (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 3]
+        size_bytes = (single_segment, 2, 4, 8)[descriptor >> 6]
+        if size_bytes and frames == 1:
+            if end - pos < size_bytes:
+                raise CompressionError("truncated zstd frame")
+            content_size = int.from_bytes(data[pos:pos + size_bytes], "little") + (256 if size_bytes == 2 else 0)
+        pos += size_bytes
+        while True:
+            if end - pos < 3:
+                raise CompressionError("truncated zstd frame")
+            block = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16
+            kind, size = block >> 1 & 3, block >> 3
+            if kind == 3:
+                raise CompressionError("cannot decompress zstd data: reserved block type")
+            pos += 3 + (1 if kind == 1 else size)
+            blocks += 1
+            if block & 1:
+                break
+        pos += 4 if descriptor & 4 else 0  # content checksum
+    if pos > end:
+        raise CompressionError("truncated zstd frame")
+    return frames, blocks, content_size
+
+
+def _snappy_bounded(data: memoryview, max_size: int) -> bytearray:
+    # Each raw snappy block starts with its uncompressed length (a varint): check the total first.
+    if len(data) < len(XERIAL_HEADER) or data[: len(XERIAL_MAGIC)] != XERIAL_MAGIC:
+        blocks = [data]
+    else:
+        blocks = []
+        pos = len(XERIAL_HEADER)
+        while pos < len(data):
+            if len(data) - pos < 4:
+                raise CompressionError("truncated xerial snappy block length")
+            (size,) = _INT32.unpack_from(data, pos)
+            pos += 4
+            if size < 0 or size > len(data) - pos:
+                raise CompressionError(f"xerial snappy block length {size} beyond the data")
+            blocks.append(data[pos: pos + size])
+            pos += size
+    total = 0
+    for block in blocks:
+        total += _snappy_length(block)
+        if total > max_size:
+            raise _too_large(max_size)
+    out = bytearray()
+    for block in blocks:
+        out += cramjam.snappy.decompress_raw(block)
+    return out
+
+
+def _snappy_length(block: memoryview) -> int:
+    value = shift = 0
+    for pos in range(min(len(block), 5)):
+        value |= (block[pos] & 0x7F) << shift
+        if block[pos] < 0x80:
+            return value
+        shift += 7
+    raise CompressionError("cannot decompress snappy data: bad length preamble")
+
+
+_FAST_BOUNDED = {
+    CompressionType.GZIP: _gzip_fast,
+    CompressionType.SNAPPY: _snappy_fast,
+    CompressionType.LZ4: _lz4_fast,
+    CompressionType.ZSTD: _zstd_fast,
+}
+
+_BOUNDED = {
+    CompressionType.GZIP: _gzip_bounded,
+    CompressionType.SNAPPY: _snappy_bounded,
+    CompressionType.LZ4: _lz4_bounded,
+    CompressionType.ZSTD: _zstd_bounded,
+}
 
 
 def _xerial_compress(data: memoryview) -> bytes:

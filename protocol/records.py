@@ -185,9 +185,15 @@ def write_varint(value: int, out: bytearray) -> None:
 
 
 def decode_batch(
-    buf: bytes | bytearray | memoryview, pos: int = 0, *, verify_crc: bool = True
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, verify_crc: bool = True,
+    max_uncompressed: int | None = None,
 ) -> RecordBatch:
-    """Decode the whole batch at ``pos``: header, CRC (unless ``verify_crc`` is False), records."""
+    """Decode the whole batch at ``pos``: header, CRC (unless ``verify_crc`` is False), records.
+
+    ``max_uncompressed`` caps the decompressed records (protocol.compression's
+    DecompressedTooLargeError beyond it); readers of stored batches pass one so that a compression
+    bomb stored before records were validated cannot exhaust memory.
+    """
     header = parse_header(buf, pos)
     if len(buf) - pos < header.size:
         raise InvalidBatchError(
@@ -203,7 +209,9 @@ def decode_batch(
     if header.records_count < 0:
         raise InvalidRecordError(f"invalid record count {header.records_count}")
     body = view[pos + HEADER_SIZE : pos + header.size]
-    data = decompress(codec_of(header.compression), body)
+    data = decompress(codec_of(header.compression), body, max_size=max_uncompressed)
+    if type(data) is not bytes:
+        data = bytes(data)  # records' keys and values are bytes (the cleaner hashes keys)
     log_append_time = header.max_timestamp if header.is_log_append_time else None
     records = _decode_records(data, header, log_append_time)
     return RecordBatch(header, records)

@@ -26,7 +26,7 @@ One cleaning round (:meth:`LogCleaner.clean_once`):
    sizes, int32 relative offsets), and each group is rewritten into one new segment. A record is
    kept if it lies beyond the mapped range, or it is its key's latest offset and either has a
    value or is a tombstone whose batch's delete horizon has not passed. A record without a key is
-   dropped (a compacted topic rejects them on produce; see storage.key_validator).
+   dropped (a compacted topic rejects them on produce; see storage.record_validator).
    A batch that keeps all its records and needs no delete horizon is copied byte for byte;
    otherwise it is re-encoded with the same base offset, last offset delta, compression,
    timestamp type, producer id/epoch/base sequence and partition leader epoch.
@@ -71,11 +71,12 @@ from pathlib import Path
 from typing import Any
 
 from protocol.batch_header import NO_PRODUCER_ID, BatchHeader, parse_header
-from protocol.records import LOG_APPEND_TIME, Record, decode_batch, encode_batch
+from protocol.records import LOG_APPEND_TIME, Record, RecordBatch, decode_batch, encode_batch
 from storage.checkpoint_file import CheckpointFormatError, read_checkpoint, write_checkpoint
 from storage.errors import KafkaStorageError
 from storage.log import Log
 from storage.log_config import LONG_MAX
+from storage.record_validator import uncompressed_limit
 from storage.segment import CLEANED_SUFFIX, INT32_MAX, LogSegment
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
@@ -367,7 +368,7 @@ def build_offset_map(log: Log, start: int, end: int, config: CleanerConfig, stat
             if header.last_offset < start:
                 continue
             if not header.is_control:
-                batch = decode_batch(_read_batch(seg, pos, header))
+                batch = _decode(_read_batch(seg, pos, header), header, log.config.max_message_bytes)
                 stats.bytes_read += header.size
                 pending = {}
                 for record in batch.records:
@@ -410,6 +411,13 @@ def group_segments_by_size(segments: list[LogSegment], max_size: int, max_index_
     return groups
 
 
+def _decode(raw: bytes, header: BatchHeader, max_message_bytes: int) -> RecordBatch:
+    """Decode a stored batch with decompression bounded as on produce (storage.record_validator):
+    a compression bomb stored before records were validated fails this log's cleaning (Kafka marks
+    it uncleanable too) instead of exhausting the broker's memory."""
+    return decode_batch(raw, max_uncompressed=uncompressed_limit(max_message_bytes, header.size))
+
+
 def _read_batch(seg: LogSegment, position: int, header: BatchHeader) -> bytes:
     raw = seg.read_batch(position, header.size)
     if len(raw) != header.size:
@@ -441,7 +449,7 @@ def _clean_group(log: Log, group: list[LogSegment], offset_map: dict[bytes, int]
                 check_done()
                 raw = _read_batch(seg, pos, header)
                 kept = _filter_batch(raw, header, offset_map, latest, producers, group_end, now,
-                                     delete_retention_ms, stats)
+                                     delete_retention_ms, stats, log.config.max_message_bytes)
                 if kept is None:
                     continue
                 out_batches.append((len(out), parse_header(kept)))
@@ -463,11 +471,11 @@ def _clean_group(log: Log, group: list[LogSegment], offset_map: dict[bytes, int]
 
 def _filter_batch(raw: bytes, header: BatchHeader, offset_map: dict[bytes, int], latest: int,
                   producers: dict[int, int], group_end: int, now: int, delete_retention_ms: int,
-                  stats: CleanerStats) -> bytes | None:
+                  stats: CleanerStats, max_message_bytes: int) -> bytes | None:
     """The batch's bytes after cleaning: as is, re-encoded, an empty batch, or None (dropped)."""
     if header.is_control:
         return raw  # transaction markers are kept until transactions are supported
-    batch = decode_batch(raw)
+    batch = _decode(raw, header, max_message_bytes)
     horizon = batch.delete_horizon_ms
     retained: list[Record] = []
     has_tombstone = False

@@ -72,10 +72,10 @@ from storage.errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
-from storage.key_validator import validate_keys_for_compaction
 from storage.leader_epoch_cache import LeaderEpochCache
 from storage.log_config import LONG_MAX, LogConfig
 from storage.partition_metadata import read_partition_metadata, write_partition_metadata
+from storage.record_validator import plain_records_ok, uncompressed_limit, validate_records
 from storage.results import EMPTY_SLICE, AppendInfo, FetchSlice
 from storage.segment import (
     CLEANED_SUFFIX,
@@ -421,8 +421,10 @@ class Log:
         start at or after the LEO. ``records`` is not modified and not kept after the call.
 
         This is the produce hot path: per batch one header unpack, one CRC-32C, a 16-byte prefix
-        rewrite and no copy of the batch (it is handed to pwritev as is); no records are decoded
-        unless the topic is compacted (null keys are rejected there, as Kafka's LogValidator does).
+        rewrite and no copy of the batch (it is handed to pwritev as is). The records' framing is
+        checked by one native pass over the record headers (storage.record_validator; compressed
+        batches are decompressed for it, with an output cap), as Kafka's LogValidator reads every
+        record; on compacted topics null keys are refused there too.
         """
         now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
         view = records if type(records) is memoryview else memoryview(records)
@@ -434,8 +436,9 @@ class Log:
                     return info
         batches = self._validate(view, assign_offsets, now)
         config = self.config
-        if assign_offsets and config.compact:
-            validate_keys_for_compaction(view, batches, self.dir.name)
+        if assign_offsets:
+            validate_records(view, batches, self.dir.name, compact=config.compact,
+                             max_message_bytes=config.max_message_bytes)
         with self._lock:
             if self.offline or self.closed:
                 self._check_online()
@@ -539,7 +542,8 @@ class Log:
         # 8 max_timestamp, 9 producer_id, 12 records_count.
         if (raw[3] != MAGIC_V2 or size > config.max_message_bytes or size > config.segment_bytes
                 or raw[12] <= 0 or raw[12] != raw[6] + 1 or raw[5] & CONTROL_BIT
-                or crc32c(view[CRC_START:]) != raw[4]):
+                or crc32c(view[CRC_START:]) != raw[4]
+                or not plain_records_ok(view, size, raw[5], raw[12], config.max_message_bytes)):
             return None
         with self._lock:
             if self.offline or self.closed:
@@ -621,13 +625,20 @@ class Log:
                 raise CorruptRecordError(f"batch of {size} bytes truncated at {total - pos}")
             if crc32c(view[pos + CRC_START: pos + size]) != header[4]:
                 raise CorruptRecordError("record batch CRC32C mismatch")
-            if header[12] <= 0 and assign_offsets or header[6] < 0:
-                raise InvalidRecordError("batch has an invalid record count or offset range")
+            # Kafka's LogValidator.validateBatch, its order and messages.
+            if header[6] < 0:
+                raise InvalidRecordError(f"Batch has an invalid offset range: [{header[0]}, {header[0] + header[6]}] "
+                                         f"in topic partition {self.dir.name}.")
             if assign_offsets:
+                if header[12] <= 0:
+                    raise InvalidRecordError(f"Invalid reported count for record batch: {header[12]} in topic "
+                                             f"partition {self.dir.name}.")
                 if header[12] != header[6] + 1:
-                    raise InvalidRecordError(f"batch has {header[12]} records but offset delta {header[6]}")
+                    raise InvalidRecordError(f"Inconsistent batch offset range [{header[0]}, {header[0] + header[6]}] "
+                                             f"and count of records {header[12]} in topic partition {self.dir.name}.")
                 if header[5] & CONTROL_BIT:
-                    raise InvalidRecordError("clients may not produce control batches")
+                    raise InvalidRecordError("Clients are not allowed to write control records in topic partition "
+                                             f"{self.dir.name}.")
             if check_times:
                 if before_max != LONG_MAX and header[7] < now - before_max:
                     raise InvalidTimestampError(f"timestamp {header[7]} is too far in the past")
@@ -712,7 +723,8 @@ class Log:
                     return None
                 if header.max_timestamp < timestamp or header.last_offset < start:
                     continue
-                hit = self._find_record(seg, pos, header, lambda ts: ts >= timestamp, start, limit)
+                hit = self._find_record(seg, pos, header, lambda ts: ts >= timestamp, start, limit,
+                                        self.config.max_message_bytes)
                 if hit is not None:
                     return hit
         return None
@@ -734,14 +746,14 @@ class Log:
         found = best.translate_offset(max(best.offset_of_max_timestamp, self._log_start_offset))
         if found is not None:
             hit = self._find_record(best, found[0], found[1], lambda ts: ts == max_ts, self._log_start_offset,
-                                    self._log_end_offset)
+                                    self._log_end_offset, self.config.max_message_bytes)
             if hit is not None:
                 return hit[1], hit[0]
         return None
 
     @staticmethod
     def _find_record(seg: LogSegment, position: int, header: BatchHeader, match: Callable[[int], bool],
-                     start: int, limit: int) -> tuple[int, int] | None:
+                     start: int, limit: int, max_message_bytes: int) -> tuple[int, int] | None:
         """Decode one batch and return (offset, timestamp) of its first matching record."""
         if header.is_log_append_time:
             # Every record of a LogAppendTime batch carries the batch's max_timestamp.
@@ -749,9 +761,20 @@ class Log:
             if match(header.max_timestamp) and offset < limit and offset <= header.last_offset:
                 return offset, header.max_timestamp
             return None
+        from protocol.batch_header import InvalidBatchError
         from protocol.records import decode_batch  # records decoding is off the hot path
 
-        batch = decode_batch(seg.read_batch(position, header.size), verify_crc=False)
+        try:
+            batch = decode_batch(seg.read_batch(position, header.size), verify_crc=False,
+                                 max_uncompressed=uncompressed_limit(max_message_bytes, header.size))
+        except InvalidBatchError:
+            # Records that cannot be read (stored before they were validated on produce): answer
+            # from the header as for LogAppendTime, the batch's first offset with its max timestamp,
+            # so the lookup still lands at or before the wanted records instead of failing.
+            offset = max(header.base_offset, start)
+            if match(header.max_timestamp) and offset < limit and offset <= header.last_offset:
+                return offset, header.max_timestamp
+            return None
         for record in batch.records:
             if record.offset is not None and start <= record.offset < limit and match(record.timestamp):
                 return record.offset, record.timestamp

@@ -11,14 +11,16 @@ them too, KIP-896).
 - v10: current_leader / node_endpoints tagged fields (KIP-951).
 - v11: same as v10 (TRANSACTION_ABORTABLE may be returned, KIP-890).
 
-The hot path never walks records: each batch's header and CRC32C are checked once and its base
-offset rewritten by the log (storage/log.py). acks=0 gets no response at all (on an error Kafka
+Each batch's header and CRC32C are checked once and its base offset rewritten by the log
+(storage/log.py); its records are checked by one native pass over their framing, decompressed
+first when compressed (storage/record_validator.py), without building a Python object per record. acks=0 gets no response at all (on an error Kafka
 closes the connection so the client notices); acks=1 and acks=-1 answer once the batch is in
 the log (on one node the in-sync replica set is this broker, so acks=-1 needs no wait, unless
 min.insync.replicas is larger than the ISR: NOT_ENOUGH_REPLICAS).
 
 Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, CORRUPT_MESSAGE (nothing
-appended), MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD (+ record_errors),
+appended), MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD (records that do not add up,
+with Kafka's message; + record_errors for per-record findings such as null keys on compacted topics),
 UNSUPPORTED_COMPRESSION_TYPE, INVALID_TOPIC_EXCEPTION (internal topics), OUT_OF_ORDER_SEQUENCE_NUMBER,
 INVALID_PRODUCER_EPOCH, KAFKA_STORAGE_ERROR; INVALID_REQUIRED_ACKS for every partition when acks
 is not 0, 1 or -1.
