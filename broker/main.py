@@ -30,6 +30,17 @@ def setup_logging(level: str) -> None:
     )
 
 
+def warn_without_native_record_scan() -> None:
+    """Say so when protocol/_record_scan.c was not built: every produced batch is then checked by
+    the pure-Python pass, roughly 20-100x slower (docs/hardening.md), and a user should know why."""
+    from protocol import record_scan
+
+    if not record_scan.NATIVE:
+        log.warning("The native record check (protocol/_record_scan.c) is not built: produced batches are "
+                    "checked in pure Python, which is much slower. Install a C compiler and Python headers, "
+                    "then reinstall (pip install .).")
+
+
 def raise_open_files_limit() -> tuple[int, int]:
     """Raise the soft RLIMIT_NOFILE to the hard limit and log both; returns (soft, hard) after.
 
@@ -93,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("Invalid configuration: %s", exc)
         return 1
     raise_open_files_limit()
+    warn_without_native_record_scan()
     if config["odradek.event.loop"] == "uvloop":
         import uvloop
 
