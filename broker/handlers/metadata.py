@@ -14,6 +14,10 @@ Versions 0-12.
 - v11: cluster authorized operations removed.
 - v12: topics may be requested by id (name null).
 
+Before v12 a null name or a non-zero topic id is INVALID_REQUEST for the whole request (Kafka 3.9's
+KafkaApis: "Topic name can not be null" / "Topic IDs are not supported in requests for version");
+the v10/v11 response could not even carry the null name.
+
 Unknown topics get UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id) unless auto-creation is
 enabled (auto.create.topics.enable) and allowed by the request; then the topic is created with
 num.partitions/default.replication.factor and returned with its partitions. Illegal names get
@@ -72,6 +76,29 @@ def _error_topic(code: ErrorCode, name: str | None, topic_id: uuid.UUID = ZERO_U
             "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
+def _names_or_ids_invalid(requested: list[dict]) -> bool:
+    """v10/v11 carry a topic_id and a nullable name, but lookups by id start at v12 (KafkaApis)."""
+    for t in requested:
+        if t["name"] is None or t["topic_id"] != ZERO_UUID:
+            return True
+    return False
+
+
+def invalid_request_response(requested: list[dict]) -> dict:
+    """Kafka's MetadataRequest.getErrorResponse for INVALID_REQUEST: every requested topic gets the
+    error, a null name becomes "" (the v10/v11 response cannot carry null), no brokers."""
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [],
+        "cluster_id": None,
+        "controller_id": -1,
+        "topics": [{"error_code": ErrorCode.INVALID_REQUEST, "name": "" if t["name"] is None else t["name"],
+                    "topic_id": t["topic_id"], "is_internal": False, "partitions": [],
+                    "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED} for t in requested],
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
 def handle(request: Any) -> Any:
     broker = request.broker
     body = request.body
@@ -80,6 +107,8 @@ def handle(request: Any) -> Any:
     requested = body["topics"]
     if version == 0 and not requested:
         requested = None  # v0: empty means all
+    if requested and version < 12 and _names_or_ids_invalid(requested):
+        return invalid_request_response(requested)
     allow_auto = body["allow_auto_topic_creation"] if version >= 4 else True
     auto_create = allow_auto and broker.config["auto.create.topics.enable"]
     to_create = []
