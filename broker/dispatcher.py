@@ -6,7 +6,10 @@ Runs on the handler loop, which owns all broker state. For each framed request i
    version it did not expect);
 2. decodes header and body with the schema-compiled codecs (protocol/codec.py); a malformed body
    closes that connection only;
-3. calls the handler; a coroutine result is awaited as a task so other requests keep flowing;
+3. calls the handler; a coroutine result is awaited as a task so other requests keep flowing.
+   A frame over LARGE_REQUEST_BYTES for an API with ``handle_large`` (Metadata) is not decoded here:
+   that coroutine decodes and answers it in slices, yielding between them, so one request of
+   hundreds of thousands of elements cannot stall every other client for seconds;
 4. encodes the response (header v0/v1 by flexibility, always v0 for ApiVersions) and hands the
    chunks back to the connection, which releases responses in request order.
 """
@@ -36,6 +39,10 @@ log = logging.getLogger(__name__)
 # response is handed to the connection (``--log-level DEBUG``). Read once, at start-up, so the
 # hot path pays a single attribute test when it is off.
 request_log = logging.getLogger("odradek.request")
+
+# Frames above this size go to the API's ``handle_large`` when it has one (see module doc). Small
+# requests, the hot path, pay one length comparison.
+LARGE_REQUEST_BYTES = 1 << 20
 
 
 class Request:
@@ -130,6 +137,9 @@ class Dispatcher:
         view = memoryview(frame)
         try:
             header = decode_request_header(view, is_flexible(spec.request_schema, api_version))
+            if len(frame) > LARGE_REQUEST_BYTES and spec.handle_large is not None:
+                self._process_large(conn, slot, spec, header, view)
+                return
             body, _ = codec(spec.request_schema, api_version).decode(view, header.body_offset)
         except DecodeError as exc:
             log.warning("closing %s: malformed %s v%d request: %s", conn.peer, spec.name, api_version, exc)
@@ -154,12 +164,24 @@ class Dispatcher:
         else:
             self.respond(request, result)
 
+    def _process_large(self, conn: Connection, slot: Any, spec: HandlerSpec, header: Any, view: memoryview) -> None:
+        request = Request(self.broker, conn, slot, spec, header, {})  # the handler fills in body
+        assert spec.handle_large is not None
+        task = asyncio.ensure_future(spec.handle_large(request, view, header.body_offset))
+        self.tasks.add(task)
+        task.add_done_callback(lambda t, r=request: self._finish_async(r, t))
+
     def _finish_async(self, request: Request, task: asyncio.Task) -> None:
         self.tasks.discard(task)
         if task.cancelled():
             self._close(request.conn)
             return
         exc = task.exception()
+        if isinstance(exc, DecodeError):  # from a handle_large that decodes its own body
+            log.warning("closing %s: malformed %s v%d request: %s", request.conn.peer, request.spec.name,
+                        request.api_version, exc)
+            self._close(request.conn)
+            return
         if exc is not None:
             log.error("%s v%d handler failed", request.spec.name, request.api_version, exc_info=exc)
             self._fail(request)
