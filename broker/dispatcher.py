@@ -42,7 +42,7 @@ request_log = logging.getLogger("odradek.request")
 
 # Frames above this size go to the API's ``handle_large`` when it has one (see module doc). Small
 # requests, the hot path, pay one length comparison.
-LARGE_REQUEST_BYTES = 1 << 20
+LARGE_REQUEST_BYTES = 256 << 10
 
 
 class Request:

@@ -141,3 +141,27 @@ def test_big_malformed_metadata_request_closes_only_that_connection(broker) -> N
             s.settimeout(10)
             assert s.recv(1) == b""
         assert c.request(18, 0, {})["error_code"] == 0
+
+
+def test_sliced_answer_equals_the_answer_of_small_requests(broker) -> None:
+    # The same topics asked in one large request and in small ones get the same entries, for a
+    # non-flexible, a flexible and the by-id version, with topic operations asked for.
+    with WireClient(broker.host, broker.port, timeout=60) as c:
+        ids = [create_topic(c, f"real-{i}", 2) for i in range(3)]
+        for version in (5, 9, 12):
+            topics: list[dict] = [{"name": s} for s in names(12_000)]
+            for i, at in enumerate((10, 5_000, 11_999)):
+                topics[at] = {"name": f"real-{i}"}
+            topics[7] = {"name": "bad/name"}
+            if version >= 12:
+                topics[8] = {"name": None, "topic_id": ids[2]}
+            extra = {"allow_auto_topic_creation": False, "include_topic_authorized_operations": True}
+            corr, frame = c.encode_request(3, version, {"topics": topics, **extra})
+            assert len(frame) > 256 << 10
+            c.send_raw(frame)
+            large = c.read_response(3, version, corr)
+            small: list[dict] = []
+            for at in range(0, len(topics), 2_000):
+                small += c.request(3, version, {"topics": topics[at:at + 2_000], **extra})["topics"]
+            assert large["topics"] == small
+            assert large["brokers"] == c.request(3, version, {"topics": [], **extra})["brokers"]
