@@ -165,3 +165,30 @@ def test_sliced_answer_equals_the_answer_of_small_requests(broker) -> None:
                 small += c.request(3, version, {"topics": topics[at:at + 2_000], **extra})["topics"]
             assert large["topics"] == small
             assert large["brokers"] == c.request(3, version, {"topics": [], **extra})["brokers"]
+
+
+def test_big_list_offsets_and_delete_records_do_not_stall_other_clients(broker) -> None:
+    # Before: 400,000 partitions held every other client ~2.2 s (ListOffsets) / ~1.5 s (DeleteRecords).
+    with WireClient(broker.host, broker.port, timeout=60) as c:
+        create_topic(c, "real-0", 2)
+        n = 300_000
+        list_offsets = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "real-0", "partitions": [
+            {"partition_index": i, "current_leader_epoch": -1, "timestamp": -1} for i in range(n)]}]}
+        list_offsets["topics"][0]["partitions"].append({"partition_index": 5, "current_leader_epoch": -1,
+                                                        "timestamp": -1})  # listed twice
+        delete_records = {"topics": [{"name": "real-0", "partitions": [
+            {"partition_index": i, "offset": -1} for i in range(n)]}], "timeout_ms": 5000}
+        for key, version, body in ((2, 7, list_offsets), (21, 2, delete_records)):
+            corr, frame = c.encode_request(key, version, body)
+            with OtherClient(broker) as other:
+                c.send_raw(frame)
+                resp = c.read_response(key, version, corr)
+                time.sleep(0.1)
+            assert not other.errors, other.errors
+            assert max(other.latencies) < OTHER_CLIENT_WORST_S, (key, sorted(other.latencies)[-5:])
+            parts = resp["topics"][0]["partitions"]
+            assert len(parts) == len(body["topics"][0]["partitions"])
+            assert [p["error_code"] for p in parts[:3]] == [0, 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+            if key == 2:
+                assert parts[5]["error_code"] == parts[-1]["error_code"] == ErrorCode.INVALID_REQUEST
+            assert parts[-2]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
