@@ -10,9 +10,9 @@ Runs on the handler loop, which owns all broker state. For each framed request i
    A frame over LARGE_REQUEST_BYTES for an API with ``handle_large`` (Metadata) is not decoded here:
    that coroutine decodes and answers it in slices, yielding between them, so one request of
    hundreds of thousands of elements cannot stall every other client for seconds. A large frame
-   of any other API but Produce is decoded in a worker thread (the loop keeps serving others;
-   Produce decodes zero-copy and its large frames are normal traffic); handlers with per-element
-   loops (ListOffsets, DeleteRecords) yield between slices themselves;
+   of an API in OFF_LOOP_APIS is decoded, and its answer encoded, in a worker thread (the loop
+   keeps serving others); handlers with per-element loops (ListOffsets, DeleteRecords) yield
+   between slices themselves;
 4. encodes the response (header v0/v1 by flexibility, always v0 for ApiVersions) and hands the
    chunks back to the connection, which releases responses in request order.
 """
@@ -46,7 +46,18 @@ request_log = logging.getLogger("odradek.request")
 # Frames above this size go to the API's ``handle_large`` when it has one (see module doc). Small
 # requests, the hot path, pay one length comparison.
 LARGE_REQUEST_BYTES = 256 << 10
-PRODUCE_KEY = 0
+# APIs whose large frames are decoded (and answered) off the loop. Only reads, and DeleteRecords
+# (already asynchronous): a request handled later than one that arrived after it on the same
+# connection must not change what that one sees, and for these it does not matter. Produce is not
+# here (it decodes zero-copy, and its large frames are normal traffic), nor any other write.
+OFF_LOOP_APIS = frozenset({
+    2,  # ListOffsets
+    9,  # OffsetFetch
+    15,  # DescribeGroups
+    21,  # DeleteRecords
+    32,  # DescribeConfigs
+    35,  # DescribeLogDirs
+})
 
 
 class Request:
@@ -151,7 +162,7 @@ class Dispatcher:
         view = memoryview(frame)
         try:
             header = decode_request_header(view, is_flexible(spec.request_schema, api_version))
-            if len(frame) > LARGE_REQUEST_BYTES and api_key != PRODUCE_KEY:
+            if len(frame) > LARGE_REQUEST_BYTES and (spec.handle_large is not None or api_key in OFF_LOOP_APIS):
                 self._process_large(conn, slot, spec, header, view)
                 return
             body, _ = codec(spec.request_schema, api_version).decode(view, header.body_offset)
