@@ -30,6 +30,10 @@ Rules, as in Kafka's ``ConfigDef``/``KafkaConfig``:
 - Listeners use Kafka's syntax ``NAME://host:port`` (``[v6addr]`` allowed, empty host = every
   interface), security protocol from ``listener.security.protocol.map``; only PLAINTEXT is
   implemented, any other protocol is a ConfigError.
+- Security is not implemented yet: any security setting (``authorizer.class.name``, ``super.users``,
+  ``allow.everyone.if.no.acl.found``, ``ssl.*``, ``sasl.*``, per-listener ssl/sasl keys, a listener
+  or ``security.inter.broker.protocol`` on SSL/SASL_*) set to a non-empty value is a ConfigError
+  naming every such key (:func:`check_no_security`): a broker asked to be secured never starts open.
 
 A :class:`BrokerConfig` is immutable once built, so any thread or loop may read it; dynamic updates
 (:meth:`BrokerConfig.with_dynamic`) return a new object which the owner of the running config (the
@@ -54,6 +58,7 @@ from typing import Any
 from broker.properties import PropertiesError, load_properties
 
 __all__ = [
+    "check_no_security",
     "ConfigError",
     "ConfigType",
     "ConfigSource",
@@ -398,6 +403,11 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
        dynamic=True),
     # --- topics -----------------------------------------------------------------------------------
     _d("num.partitions", _I, 1, _at_least(1), _M, "Partitions of an auto-created topic."),
+    _d("max.broker.partitions", _I, 4000, _at_least(1), _M,
+       "Odradek extension, named after KIP-578 (Kafka has no such limit): the most partition replicas "
+       "this broker hosts. CreateTopics / CreatePartitions / auto-creation past it fail with "
+       "POLICY_VIOLATION. Each partition keeps ~4 files open here (log, indexes, directory), so the "
+       "default keeps 4,000 partitions inside a 20,000 open-file limit with room for connections."),
     _d("default.replication.factor", _I, 1, None, _M, "Replication factor of an auto-created topic."),
     _d("min.insync.replicas", _I, 1, _at_least(1), _H, "Replicas that must ack an acks=-1 produce.",
        dynamic=True),
@@ -700,6 +710,67 @@ def _check_distinct_ports(listeners: list[Listener], raw: str, key: str) -> None
 
 
 # ---------------------------------------------------------------------------------------------------
+# Security settings: refused until security is implemented
+
+# Keys that ask for authentication, encryption or authorization. Odradek implements none of them
+# yet; ignoring them (as an unknown key is ignored) would hand whoever asked for a secured broker
+# an open one, so any of them set to a non-empty value stops start-up.
+SECURITY_KEYS: frozenset[str] = frozenset({
+    "authorizer.class.name",
+    "super.users",
+    "allow.everyone.if.no.acl.found",
+    "principal.builder.class",
+})
+SECURITY_PREFIXES: tuple[str, ...] = ("ssl.", "sasl.")
+# Per-listener security settings (Kafka's listener.name.<name>.ssl.* / .sasl.* / .<mechanism>.sasl.*).
+_LISTENER_SECURITY_RE = re.compile(r"^listener\.name\.[^.]+\.(?:[^.]+\.)?(?:ssl|sasl)\.")
+
+
+def security_settings(originals: Mapping[str, str]) -> list[str]:
+    """The settings in ``originals`` that ask for security, each as "key" or "key (why)".
+
+    Listeners count when one of them (in listeners or advertised.listeners) maps to a protocol other
+    than PLAINTEXT; a protocol map that merely names SSL/SASL protocols (Kafka's default map does)
+    does not. Malformed listener values are left to the normal validation to report.
+    """
+    found = [key for key, value in originals.items()
+             if value.strip() and (key in SECURITY_KEYS or key.startswith(SECURITY_PREFIXES)
+                                   or _LISTENER_SECURITY_RE.match(key))]
+    ibp = originals.get("security.inter.broker.protocol", "").strip().upper()
+    if ibp in _SECURITY_PROTOCOLS and ibp != "PLAINTEXT":  # an unknown value is the validator's to report
+        found.append(f"security.inter.broker.protocol ({ibp})")
+    try:
+        pmap = parse_protocol_map(originals.get("listener.security.protocol.map", _DEFAULT_PROTOCOL_MAP))
+    except ConfigError:
+        return found
+    for key in ("listeners", "advertised.listeners"):
+        raw = originals.get(key)
+        if raw is None:
+            continue
+        for entry in (e for e in re.split(r"\s*,\s*", raw.strip()) if e):
+            m = _LISTENER_RE.match(entry)
+            if m is None:
+                continue
+            name = m.group(1).upper()
+            proto = pmap.get(name, "PLAINTEXT")
+            if proto != "PLAINTEXT":
+                found.append(f"{key} (listener {name} uses security protocol {proto}; Odradek supports only "
+                             "PLAINTEXT)")
+    return found
+
+
+def check_no_security(originals: Mapping[str, str]) -> None:
+    """Raise ConfigError naming every security setting in ``originals``: never start open instead."""
+    found = security_settings(originals)
+    if found:
+        raise ConfigError(
+            "Security (SSL/TLS, SASL authentication, ACL authorization) is not implemented yet in Odradek; "
+            "refusing to start, because these settings ask for it and the broker would otherwise run "
+            f"unsecured: {', '.join(found)}. Remove them to run a broker without security."
+        )
+
+
+# ---------------------------------------------------------------------------------------------------
 # Environment and command line
 
 # Kafka's KafkaDockerWrapper.ExcludeServerPropsEnv plus the other KAFKA_* variables the launch scripts
@@ -980,6 +1051,7 @@ class BrokerConfig(Mapping[str, Any]):
 
     # -- cross-key validation ----------------------------------------------------------------------
     def _validate(self) -> None:
+        check_no_security(self.originals)
         v = self._values
         node_id, broker_id = v["node.id"], v["broker.id"]
         if node_id >= 0 and broker_id >= 0 and node_id != broker_id:
@@ -1069,6 +1141,11 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
     layers.append(_Layer("env", config_from_environ(os.environ if environ is None else environ)))
     layers.append(_Layer("override", parse_overrides(overrides)))
 
+    merged: dict[str, str] = {}
+    for layer in layers:
+        merged.update(layer.values)
+    # Before the unknown-key warnings: a security key must stop start-up, not be "ignored".
+    check_no_security(merged)
     warned: set[str] = set()
     for layer in layers:
         for key in layer.values:

@@ -6,7 +6,13 @@ Runs on the handler loop, which owns all broker state. For each framed request i
    version it did not expect);
 2. decodes header and body with the schema-compiled codecs (protocol/codec.py); a malformed body
    closes that connection only;
-3. calls the handler; a coroutine result is awaited as a task so other requests keep flowing;
+3. calls the handler; a coroutine result is awaited as a task so other requests keep flowing.
+   A frame over LARGE_REQUEST_BYTES for an API with ``handle_large`` (Metadata) is not decoded here:
+   that coroutine decodes and answers it in slices, yielding between them, so one request of
+   hundreds of thousands of elements cannot stall every other client for seconds. A large frame
+   of an API in OFF_LOOP_APIS is decoded, and its answer encoded, in a worker thread (the loop
+   keeps serving others); handlers with per-element loops (ListOffsets, DeleteRecords) yield
+   between slices themselves;
 4. encodes the response (header v0/v1 by flexibility, always v0 for ApiVersions) and hands the
    chunks back to the connection, which releases responses in request order.
 """
@@ -36,6 +42,22 @@ log = logging.getLogger(__name__)
 # response is handed to the connection (``--log-level DEBUG``). Read once, at start-up, so the
 # hot path pays a single attribute test when it is off.
 request_log = logging.getLogger("odradek.request")
+
+# Frames above this size go to the API's ``handle_large`` when it has one (see module doc). Small
+# requests, the hot path, pay one length comparison.
+LARGE_REQUEST_BYTES = 256 << 10
+# APIs whose large frames are decoded (and answered) off the loop. Only reads, and DeleteRecords
+# (already asynchronous): a request handled later than one that arrived after it on the same
+# connection must not change what that one sees, and for these it does not matter. Produce is not
+# here (it decodes zero-copy, and its large frames are normal traffic), nor any other write.
+OFF_LOOP_APIS = frozenset({
+    2,  # ListOffsets
+    9,  # OffsetFetch
+    15,  # DescribeGroups
+    21,  # DeleteRecords
+    32,  # DescribeConfigs
+    35,  # DescribeLogDirs
+})
 
 
 class Request:
@@ -93,6 +115,16 @@ def encode_response(
     return chunks
 
 
+class _PreEncoded:
+    """A response already encoded off the loop (large requests); ``body`` is kept for the trace log."""
+
+    __slots__ = ("chunks", "body")
+
+    def __init__(self, chunks: list[Any], body: dict) -> None:
+        self.chunks = chunks
+        self.body = body
+
+
 class Dispatcher:
     def __init__(self, broker: Any, handlers: dict[int, HandlerSpec], channel: RequestChannel | None = None):
         self.broker = broker
@@ -130,6 +162,9 @@ class Dispatcher:
         view = memoryview(frame)
         try:
             header = decode_request_header(view, is_flexible(spec.request_schema, api_version))
+            if len(frame) > LARGE_REQUEST_BYTES and (spec.handle_large is not None or api_key in OFF_LOOP_APIS):
+                self._process_large(conn, slot, spec, header, view)
+                return
             body, _ = codec(spec.request_schema, api_version).decode(view, header.body_offset)
         except DecodeError as exc:
             log.warning("closing %s: malformed %s v%d request: %s", conn.peer, spec.name, api_version, exc)
@@ -154,17 +189,58 @@ class Dispatcher:
         else:
             self.respond(request, result)
 
+    def _process_large(self, conn: Connection, slot: Any, spec: HandlerSpec, header: Any, view: memoryview) -> None:
+        request = Request(self.broker, conn, slot, spec, header, {})  # body: filled in below
+        if spec.handle_large is not None:
+            work = spec.handle_large(request, view, header.body_offset)
+        else:
+            work = self._decode_off_loop_then_handle(request, view, header.body_offset)
+        task = asyncio.ensure_future(work)
+        self.tasks.add(task)
+        task.add_done_callback(lambda t, r=request: self._finish_async(r, t))
+
+    async def _decode_off_loop_then_handle(self, request: Request, view: memoryview, offset: int) -> Any:
+        """Decode in a worker thread (the codec is pure), run the handler on the loop, and encode
+        its answer in a worker thread too (the handler is done with it; a response of 400,000
+        partitions takes ~0.5 s to encode)."""
+        spec = request.spec
+        request_codec = codec(spec.request_schema, request.api_version)
+        request.body, _ = await asyncio.to_thread(request_codec.decode, view, offset)
+        result = spec.handle(request)
+        if result is not None and type(result) is not dict and inspect.isawaitable(result):
+            result = await result
+        if result is None:
+            return None
+        header_flexible = spec.api_key != API_VERSIONS_KEY and is_flexible(spec.response_schema, request.api_version)
+        chunks = await asyncio.to_thread(encode_response, spec.response_schema, request.api_version,
+                                         request.correlation_id, result, header_flexible)
+        return _PreEncoded(chunks, result)
+
     def _finish_async(self, request: Request, task: asyncio.Task) -> None:
         self.tasks.discard(task)
         if task.cancelled():
             self._close(request.conn)
             return
         exc = task.exception()
+        if isinstance(exc, DecodeError):  # from a handle_large that decodes its own body
+            log.warning("closing %s: malformed %s v%d request: %s", request.conn.peer, request.spec.name,
+                        request.api_version, exc)
+            self._close(request.conn)
+            return
         if exc is not None:
             log.error("%s v%d handler failed", request.spec.name, request.api_version, exc_info=exc)
             self._fail(request)
             return
-        self.respond(request, task.result())
+        result = task.result()
+        if type(result) is _PreEncoded:
+            self._record(request)
+            if self.trace:
+                request_log.debug("response %s %s v%d corr=%d after %.1f ms: %s", request.conn.peer,
+                                  request.spec.name, request.api_version, request.correlation_id,
+                                  (time.monotonic() - request.received_at) * 1000, result.body)
+            self._send(request.conn, request.slot, result.chunks)
+            return
+        self.respond(request, result)
 
     def _fail(self, request: Request) -> None:
         """An unexpected handler error: Kafka answers UNKNOWN_SERVER_ERROR where the API allows."""
@@ -177,12 +253,15 @@ class Dispatcher:
                 log.exception("building the error response failed")
         self._close(request.conn)
 
-    def respond(self, request: Request, body: dict | None) -> None:
+    def _record(self, request: Request) -> None:
         metrics = self.broker.metrics
         if metrics is not None:
             count, latency = metrics.for_api(request.spec.name)
             count.inc()
             latency.observe(time.monotonic() - request.received_at)
+
+    def respond(self, request: Request, body: dict | None) -> None:
+        self._record(request)
         if body is None:
             chunks = None
         else:

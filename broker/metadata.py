@@ -42,6 +42,7 @@ class BrokerMetadata:
             default_num_partitions=config["num.partitions"],
             default_replication_factor=config["default.replication.factor"],
             delete_topic_enable=config["delete.topic.enable"],
+            max_broker_partitions=config["max.broker.partitions"],
         )
         self._renewer: asyncio.Task | None = None
         self.advertised: list[BrokerRegistration] = []

@@ -86,6 +86,15 @@ CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 UNKNOWN_TOPIC_OR_PARTITION_MESSAGE = "This server does not host this topic-partition."
 UNKNOWN_TOPIC_ID_MESSAGE = "This server does not host this topic ID."
 
+# Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH (KAFKA-17870): one CreateTopics request
+# may add at most this many partitions, counted from the request before anything is placed or
+# allocated; over it the whole request fails with POLICY_VIOLATION and this message. The same bound
+# applies to CreatePartitions (KAFKA-19673), with INVALID_PARTITIONS.
+MAX_PARTITIONS_PER_BATCH = 10_000
+EXCESSIVE_PARTITIONS_MESSAGE = "Excessively large number of partitions per request."
+# max.broker.partitions (the name KIP-578 gave it; Kafka never shipped a per-broker limit) is passed
+# in by the broker (broker/config.py has its default); a Controller built without it has no cap.
+
 MetadataListener = Callable[[MetadataDelta], None]
 
 
@@ -119,6 +128,7 @@ class Controller:
         default_replication_factor: int = 1,
         lease_ttl_ms: int = DEFAULT_LEASE_TTL_MS,
         delete_topic_enable: bool = True,
+        max_broker_partitions: int | None = None,
         clock: Callable[[], int] = _now_ms,
     ) -> None:
         if default_num_partitions <= 0 or default_replication_factor <= 0:
@@ -130,6 +140,7 @@ class Controller:
         self.default_replication_factor = default_replication_factor
         self._lease_ttl_ms = lease_ttl_ms
         self.delete_topic_enable = delete_topic_enable
+        self.max_broker_partitions = max_broker_partitions
         self._clock = clock
         self._image = MetadataImage()
         self._log: MetadataLog | None = None
@@ -447,6 +458,12 @@ class Controller:
                 else:
                     by_name[t.name] = t
                     order.append(t.name)
+            if not internal and self._requests_too_many_partitions(topics):
+                # Before any name is checked or replica placed: nothing proportional to the asked
+                # count is allocated (a 2**31-1 partition request used to wedge the broker).
+                return [CreateTopicResult(name, ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS_MESSAGE)
+                        for name in order]
+            hosted = None if internal or self.max_broker_partitions is None else self._partitions_per_broker()
             results: dict[str, CreateTopicResult] = {}
             records: list[MetadataRecord] = []
             for name in order:
@@ -455,6 +472,8 @@ class Controller:
                     continue
                 try:
                     result, topic_records = self._create_topic(by_name[name], internal)
+                    if hosted is not None:
+                        self._reserve_broker_capacity(hosted, topic_records)
                 except _ApiError as e:
                     results[name] = CreateTopicResult(name, e.code, e.message)
                     continue
@@ -463,6 +482,48 @@ class Controller:
             if records and not validate_only:
                 await self._commit(records)
             return [results[name] for name in order]
+
+    def _requests_too_many_partitions(self, topics: Sequence[CreatableTopic]) -> bool:
+        """Kafka's validateTotalNumberOfPartitions: assignments count when given, else num_partitions
+        (-1: the default; other non-positive values add nothing, they fail on their own later)."""
+        total = 0
+        for t in topics:
+            if t.assignments:
+                total += len(t.assignments)
+            elif t.num_partitions == -1:
+                total += self.default_num_partitions
+            elif t.num_partitions > 0:
+                total += t.num_partitions
+            if total > MAX_PARTITIONS_PER_BATCH:
+                return True
+        return False
+
+    def _partitions_per_broker(self) -> dict[int, int]:
+        """How many partition replicas each broker hosts now (for max.broker.partitions)."""
+        hosted: dict[int, int] = {}
+        for topic in self._image.topics.values():
+            for p in topic.partitions.values():
+                for b in p.replicas:
+                    hosted[b] = hosted.get(b, 0) + 1
+        return hosted
+
+    def _reserve_broker_capacity(self, hosted: dict[int, int], records: Sequence[MetadataRecord]) -> None:
+        """Count ``records``' new partitions into ``hosted``; refuse them all (and count none) if a
+        broker would then host more than max.broker.partitions replicas."""
+        adding: dict[int, int] = {}
+        for record in records:
+            if isinstance(record, PartitionRecord):
+                for b in record.replicas:
+                    adding[b] = adding.get(b, 0) + 1
+        limit = self.max_broker_partitions
+        assert limit is not None
+        for b, n in sorted(adding.items()):
+            if hosted.get(b, 0) + n > limit:
+                raise _ApiError(ErrorCode.POLICY_VIOLATION,
+                                f"Adding {n} partition replica(s) to broker {b}, which hosts {hosted.get(b, 0)}, "
+                                f"would exceed max.broker.partitions ({limit}).")
+        for b, n in adding.items():
+            hosted[b] = hosted.get(b, 0) + n
 
     def _create_topic(
         self, topic: CreatableTopic, internal: bool
@@ -658,6 +719,10 @@ class Controller:
             counts: dict[str, int] = {}
             for t in topics:
                 counts[t.name] = counts.get(t.name, 0) + 1
+            if self._adds_too_many_partitions(topics, counts):
+                return [CreatePartitionsResult(name, ErrorCode.INVALID_PARTITIONS, EXCESSIVE_PARTITIONS_MESSAGE)
+                        for name in counts]
+            hosted = None if self.max_broker_partitions is None else self._partitions_per_broker()
             results: list[CreatePartitionsResult] = []
             records: list[MetadataRecord] = []
             seen: set[str] = set()
@@ -669,7 +734,10 @@ class Controller:
                     results.append(CreatePartitionsResult(t.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
                     continue
                 try:
-                    records.extend(self._create_partitions(t))
+                    new_records = self._create_partitions(t)
+                    if hosted is not None:
+                        self._reserve_broker_capacity(hosted, new_records)
+                    records.extend(new_records)
                 except _ApiError as e:
                     results.append(CreatePartitionsResult(t.name, e.code, e.message))
                     continue
@@ -677,6 +745,19 @@ class Controller:
             if records and not validate_only:
                 await self._commit(records)
             return results
+
+    def _adds_too_many_partitions(self, topics: Sequence[CreatePartitionsTopic], counts: dict[str, int]) -> bool:
+        """True if the request's existing, non-duplicate topics would gain more than
+        MAX_PARTITIONS_PER_BATCH partitions in all (checked before any placement)."""
+        total = 0
+        for t in topics:
+            topic = self._image.topics.get(t.name)
+            if topic is None or counts[t.name] > 1:
+                continue
+            total += max(0, t.count - len(topic.partitions))
+            if total > MAX_PARTITIONS_PER_BATCH:
+                return True
+        return False
 
     def _create_partitions(self, request: CreatePartitionsTopic) -> list[MetadataRecord]:
         topic = self._image.topics.get(request.name)

@@ -415,6 +415,10 @@ class _Compiler:
         self.lines.extend(body)
         return fn
 
+    def build_decoder(self, fields: list[Field]) -> Callable:
+        fn = self.compile_decoder(fields)
+        return self.build()[fn]
+
     def build(self) -> dict[str, Any]:
         source = "\n".join(self.lines)
         exec(compile(source, f"<kafka codec v{self.version}>", "exec"), self.ns)
@@ -427,10 +431,35 @@ class Encoded(bytes):
     __slots__ = ()
 
 
+class EncodedArray:
+    """A whole struct array already encoded, held as a few large chunks rather than one object per
+    element: ``len()`` is the element count (what the encoder writes as the array length) and
+    iteration yields :class:`Encoded` chunks of consecutive elements, which the encoder copies.
+    Lets a handler answer a request of a million topics in slices without a million objects."""
+
+    __slots__ = ("chunks", "count")
+
+    def __init__(self) -> None:
+        self.chunks: list[Encoded] = []
+        self.count = 0
+
+    def append_chunk(self, chunk: bytes | bytearray, elements: int) -> None:
+        if elements:
+            self.chunks.append(Encoded(chunk))
+            self.count += elements
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self):
+        return iter(self.chunks)
+
+
 class MessageCodec:
     """Encoder and decoder of one message at one version."""
 
-    __slots__ = ("name", "version", "flexible", "_decode", "_encode", "_fields", "_element_encoders")
+    __slots__ = ("name", "version", "flexible", "_decode", "_encode", "_fields", "_element_encoders",
+                 "_element_decoders")
 
     def __init__(self, name: str, version: int, messages: dict[str, dict] | None = None) -> None:
         # ``messages``: another schema table of the same shape (e.g. protocol/coordinator_schema_data.py
@@ -450,6 +479,38 @@ class MessageCodec:
         self._encode: Callable = ns[enc]
         self._fields: list = spec["fields"]
         self._element_encoders: dict[tuple[str, ...], Callable[[dict], Encoded]] = {}
+        self._element_decoders: dict[tuple[str, ...], Callable] = {}
+
+    def _struct_array_fields(self, path: tuple[str, ...]) -> list:
+        fields = self._fields
+        for name in path:
+            match = [f for f in fields if f[0] == name and f[1] == "[]struct" and _in(f[2], self.version)]
+            if not match:
+                raise ValueError(f"{self.name} v{self.version} has no struct array {'.'.join(path)}")
+            fields = match[0][8]
+        return fields
+
+    def element_decoder(self, *path: str) -> Callable[[memoryview, int], tuple[dict, int]]:
+        """A function decoding one element of the top-level struct array at ``path`` from
+        ``(buf, pos)`` to ``(element, end)``; raises DecodeError only. With
+        :meth:`array_header` it lets a handler walk a huge array a slice at a time."""
+        found = self._element_decoders.get(path)
+        if found is not None:
+            return found
+        comp = _Compiler(self.version, self.flexible)
+        decode_fields: Callable = comp.build_decoder(self._struct_array_fields(path))
+        name, version = self.name, self.version
+
+        def decode_element(buf: memoryview, pos: int) -> tuple[dict, int]:
+            try:
+                return decode_fields(buf, pos)
+            except DecodeError:
+                raise
+            except (struct.error, IndexError, ValueError, UnicodeDecodeError, OverflowError, MemoryError) as exc:
+                raise DecodeError(f"malformed {name} v{version}: {exc}") from None
+
+        self._element_decoders[path] = decode_element
+        return decode_element
 
     def element_encoder(self, *path: str) -> Callable[[dict], Encoded]:
         """A function encoding one element of the struct array at ``path`` (field names from the
@@ -458,12 +519,7 @@ class MessageCodec:
         found = self._element_encoders.get(path)
         if found is not None:
             return found
-        fields = self._fields
-        for name in path:
-            match = [f for f in fields if f[0] == name and f[1] == "[]struct" and _in(f[2], self.version)]
-            if not match:
-                raise ValueError(f"{self.name} v{self.version} has no struct array {'.'.join(path)}")
-            fields = match[0][8]
+        fields = self._struct_array_fields(path)
         comp = _Compiler(self.version, self.flexible)
         fn_name = comp.compile_encoder(fields)
         encode_fields: Callable = comp.build()[fn_name]
@@ -500,6 +556,24 @@ class MessageCodec:
         if regions:
             raise ValueError("message holds file regions; use encode_into with a regions list")
         return bytes(out)
+
+
+def read_array_header(buf: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
+    """The element count of the array at ``pos`` (-1 for null) and where its first element starts;
+    a count beyond the bytes left is a DecodeError, as in the generated readers."""
+    if flexible:
+        n, pos = P.read_uvarint(buf, pos)
+        n -= 1
+    else:
+        if pos + 4 > len(buf):
+            raise DecodeError("truncated array length")
+        n = P.INT32.unpack_from(buf, pos)[0]
+        pos += 4
+    if n < -1:
+        raise DecodeError("invalid array length")
+    if n > 0:
+        _check_count(n, buf, pos)
+    return n, pos
 
 
 _CODECS: dict[tuple[str, int], MessageCodec] = {}

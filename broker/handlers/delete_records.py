@@ -22,14 +22,23 @@ NAME = "DeleteRecords"
 VERSIONS = (0, 2)
 
 
+# Partitions answered between two yields to the handler loop: a request of 400,000 partitions
+# otherwise held every other client for ~1.5 s.
+SLICE = 1000
+
+
 async def handle(request: Any) -> dict:
     broker = request.broker
     rm = broker.replica_manager
     loop = asyncio.get_running_loop()
     topics = []
+    done = 0
     for t in request.body["topics"]:
         partitions = []
         for p in t["partitions"]:
+            done += 1
+            if done % SLICE == 0:
+                await asyncio.sleep(0)
             out = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": ErrorCode.NONE}
             try:
                 part = rm.leader_partition(t["name"], p["partition_index"])

@@ -14,20 +14,34 @@ Versions 0-12.
 - v11: cluster authorized operations removed.
 - v12: topics may be requested by id (name null).
 
+Before v12 a null name or a non-zero topic id is INVALID_REQUEST for the whole request (Kafka 3.9's
+KafkaApis: "Topic name can not be null" / "Topic IDs are not supported in requests for version");
+the v10/v11 response could not even carry the null name.
+
 Unknown topics get UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id) unless auto-creation is
 enabled (auto.create.topics.enable) and allowed by the request; then the topic is created with
 num.partitions/default.replication.factor and returned with its partitions. Illegal names get
 INVALID_TOPIC_EXCEPTION and are never created. Internal topics are not auto-created here.
+
+Large requests (broker/dispatcher.py routes frames over LARGE_REQUEST_BYTES to ``handle_large``):
+a request naming hundreds of thousands of topics is decoded and answered SLICE topics at a time,
+yielding the handler loop between slices, so other clients keep being served; the answer is kept
+as a few encoded chunks (protocol.codec.EncodedArray) rather than one dict per topic, so memory
+stays a small multiple of the request. The answer is the one ``handle`` would give.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import uuid
 from typing import Any
 
+from controller.controller import MAX_PARTITIONS_PER_BATCH
 from controller.requests import CreatableTopic
 from controller.topic_names import invalid_topic_reason
 from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS
+from protocol.codec import EncodedArray, codec, read_array_header
 from protocol.errors import ErrorCode
 
 API_KEY = 3
@@ -72,6 +86,33 @@ def _error_topic(code: ErrorCode, name: str | None, topic_id: uuid.UUID = ZERO_U
             "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
+def _names_or_ids_invalid(requested: list[dict]) -> bool:
+    """v10/v11 carry a topic_id and a nullable name, but lookups by id start at v12 (KafkaApis)."""
+    for t in requested:
+        if t["name"] is None or t["topic_id"] != ZERO_UUID:
+            return True
+    return False
+
+
+def invalid_request_response(requested: list[dict]) -> dict:
+    """Kafka's MetadataRequest.getErrorResponse for INVALID_REQUEST: every requested topic gets the
+    error, a null name becomes "" (the v10/v11 response cannot carry null), no brokers."""
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [],
+        "cluster_id": None,
+        "controller_id": -1,
+        "topics": [_invalid_request_topic(t) for t in requested],
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+def _invalid_request_topic(t: dict) -> dict:
+    return {"error_code": ErrorCode.INVALID_REQUEST, "name": "" if t["name"] is None else t["name"],
+            "topic_id": t["topic_id"], "is_internal": False, "partitions": [],
+            "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+
+
 def handle(request: Any) -> Any:
     broker = request.broker
     body = request.body
@@ -80,6 +121,8 @@ def handle(request: Any) -> Any:
     requested = body["topics"]
     if version == 0 and not requested:
         requested = None  # v0: empty means all
+    if requested and version < 12 and _names_or_ids_invalid(requested):
+        return invalid_request_response(requested)
     allow_auto = body["allow_auto_topic_creation"] if version >= 4 else True
     auto_create = allow_auto and broker.config["auto.create.topics.enable"]
     to_create = []
@@ -113,44 +156,57 @@ async def _create_then_answer(request: Any, names: list[str]) -> dict:
     return response
 
 
+class _Answerer:
+    """Answers one requested topic (a cached Encoded entry, or an error entry dict)."""
+
+    __slots__ = ("image", "version", "include_ops", "cache", "live")
+
+    def __init__(self, request: Any, include_ops: bool) -> None:
+        metadata = request.broker.metadata
+        self.image = metadata.image
+        self.version = request.api_version
+        self.include_ops = include_ops
+        self.cache = metadata.topic_metadata_cache
+        self.live = set(self.image.live_broker_ids())
+
+    def entry(self, topic: Any) -> Any:
+        live, include_ops = self.live, self.include_ops
+        return self.cache.entry(self.image, self.version, include_ops, topic,
+                                lambda: topic_metadata(topic, live, include_ops))
+
+    def answer(self, t: dict) -> Any:
+        image = self.image
+        name = t["name"]
+        if name is None:
+            topic_id = t["topic_id"]
+            topic = image.topics_by_id.get(topic_id)
+            if topic is None:
+                return _error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id)
+            return self.entry(topic)
+        topic = image.topics.get(name)
+        if topic is not None:
+            return self.entry(topic)
+        if invalid_topic_reason(name):
+            return _error_topic(ErrorCode.INVALID_TOPIC_EXCEPTION, name)
+        return _error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
+
+
 def build_response(request: Any) -> dict:
-    broker = request.broker
     body = request.body
-    version = request.api_version
-    image = broker.metadata.image
-    live = set(image.live_broker_ids())
-    include_topic_ops = bool(body["include_topic_authorized_operations"])
-    cache = broker.metadata.topic_metadata_cache
-
-    def entry(topic: Any) -> Any:
-        return cache.entry(image, version, include_topic_ops, topic,
-                           lambda: topic_metadata(topic, live, include_topic_ops))
-
+    answerer = _Answerer(request, bool(body["include_topic_authorized_operations"]))
     requested = body["topics"]
-    if version == 0 and not requested:
+    if request.api_version == 0 and not requested:
         requested = None
-    topics = []
     if requested is None:
-        for topic in image.topics.values():
-            topics.append(entry(topic))
+        topics = [answerer.entry(topic) for topic in answerer.image.topics.values()]
     else:
-        for t in requested:
-            name = t["name"]
-            if name is None:
-                topic_id = t["topic_id"]
-                topic = image.topics_by_id.get(topic_id)
-                if topic is None:
-                    topics.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
-                else:
-                    topics.append(entry(topic))
-                continue
-            topic = image.topics.get(name)
-            if topic is not None:
-                topics.append(entry(topic))
-            elif invalid_topic_reason(name):
-                topics.append(_error_topic(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
-            else:
-                topics.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
+        topics = [answerer.answer(t) for t in requested]
+    return _response(request, topics)
+
+
+def _response(request: Any, topics: Any) -> dict:
+    body = request.body
+    image = request.broker.metadata.image
     brokers = [
         {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
         for b in image.brokers.values()
@@ -166,3 +222,82 @@ def build_response(request: Any) -> dict:
         if body["include_cluster_authorized_operations"]
         else AUTHORIZED_OPERATIONS_OMITTED,
     }
+
+
+# ---------------------------------------------------------------------------------------------------
+# Large requests, a slice at a time
+
+SLICE = 2000  # topics decoded (or answered) between two yields to the handler loop
+
+
+async def handle_large(request: Any, buf: memoryview, pos: int) -> dict:
+    """``handle`` for a large frame: ``buf[pos:]`` is the undecoded request body.
+
+    Pass 1 walks the topics array (checking it, finding the fields after it, noting the names
+    auto-creation would need); pass 2 walks it again and encodes each answer into chunks. Both
+    yield to the loop every SLICE topics. A malformed body raises DecodeError (the dispatcher then
+    closes the connection, as for any malformed request).
+    """
+    version = request.api_version
+    request_codec = codec("MetadataRequest", version)
+    flexible = request_codec.flexible
+    count, first = read_array_header(buf, pos, flexible)
+    if count <= 0:
+        # No topic list to slice: whatever made the frame large is small work (tagged fields).
+        request.body, _ = request_codec.decode(buf, pos)
+        result = handle(request)
+        return await result if inspect.isawaitable(result) else result
+    decode_topic = request_codec.element_decoder("topics")
+    broker = request.broker
+    may_create = bool(broker.config["auto.create.topics.enable"])
+    invalid = False
+    candidates: dict[str, None] = {}  # names auto-creation would create, in request order
+    too_many = False  # more than one request may create: the controller would refuse them all
+    end = first
+    for done in range(0, count, SLICE):
+        image = broker.metadata.image
+        for _ in range(min(SLICE, count - done)):
+            t, end = decode_topic(buf, end)
+            name = t["name"]
+            if version < 12 and (name is None or t["topic_id"] != ZERO_UUID):
+                invalid = True
+            if (may_create and not too_many and name is not None and name not in image.topics
+                    and name not in INTERNAL_TOPICS and not invalid_topic_reason(name)):
+                candidates[name] = None
+                too_many = len(candidates) > MAX_PARTITIONS_PER_BATCH
+        await asyncio.sleep(0)
+    # The fields after the array, decoded by the codec behind an empty array.
+    empty = b"\x01" if flexible else b"\x00\x00\x00\x00"
+    request.body, _ = request_codec.decode(memoryview(empty + bytes(buf[end:])))
+    body = request.body
+    if not invalid:
+        allow_auto = body["allow_auto_topic_creation"] if version >= 4 else True
+        if may_create and allow_auto and candidates and not too_many:
+            names = list(candidates)
+            await broker.metadata.controller.create_topics([CreatableTopic(name) for name in names])
+            await broker.replica_manager.wait_for_logs(names)
+    del candidates
+    encode_entry = codec("MetadataResponse", version).element_encoder("topics")
+    answerer = _Answerer(request, bool(body["include_topic_authorized_operations"]))
+    topics = EncodedArray()
+    at = first
+    for done in range(0, count, SLICE):
+        chunk = bytearray()
+        n = min(SLICE, count - done)
+        if invalid:
+            for _ in range(n):
+                t, at = decode_topic(buf, at)
+                chunk += encode_entry(_invalid_request_topic(t))
+        else:
+            answerer.image = broker.metadata.image  # the image may have moved on while we yielded
+            for _ in range(n):
+                t, at = decode_topic(buf, at)
+                entry = answerer.answer(t)
+                chunk += entry if entry.__class__ is not dict else encode_entry(entry)
+        topics.append_chunk(chunk, n)
+        await asyncio.sleep(0)
+    if invalid:
+        response = invalid_request_response([])
+        response["topics"] = topics
+        return response
+    return _response(request, topics)

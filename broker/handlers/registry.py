@@ -7,6 +7,7 @@ version, and at module level::
     NAME = "Metadata"      # Kafka's API name; the codec uses "<NAME>Request"/"<NAME>Response"
     VERSIONS = (0, 12)     # inclusive range served
     def handle(request) -> dict | Awaitable[dict] | None
+    async def handle_large(request, buf, body_offset) -> dict   # optional, see HandlerSpec
 
 ``handle`` returns the response body (a dict in the newest shape; the codec writes the fields the
 request's version has), an awaitable of it for operations that wait (purgatory), or None when the
@@ -34,6 +35,10 @@ class HandlerSpec:
     request_schema: str
     response_schema: str
     error_response: Callable[[Any, int], dict] | None
+    # Optional ``handle_large(request, buf, body_offset)``: the coroutine the dispatcher calls instead
+    # of decoding a frame over dispatcher.LARGE_REQUEST_BYTES itself, so the handler can decode and
+    # answer it in slices and let other requests run in between.
+    handle_large: Callable[[Any, Any, int], Any] | None = None
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -57,6 +62,7 @@ def spec_from_module(module: ModuleType) -> HandlerSpec:
         request_schema=request_schema,
         response_schema=response_schema,
         error_response=getattr(module, "error_response", None),
+        handle_large=getattr(module, "handle_large", None),
     )
 
 

@@ -158,3 +158,52 @@ def test_debug_level_logs_each_request_and_its_response(tmp_path, monkeypatch) -
         assert "client=tracer" not in quiet.log_text()
     finally:
         quiet.kill()
+
+
+# Security is not implemented: a setting asking for it must stop start-up (exit 1, one message naming
+# every such key), never leave the broker running open. Kafka's docker image maps KAFKA_SSL_* etc.
+# to these keys, so the environment is checked as well.
+SECURITY_CASES = [
+    (["authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"], ["authorizer.class.name"]),
+    (["super.users=User:admin"], ["super.users"]),
+    (["allow.everyone.if.no.acl.found=false"], ["allow.everyone.if.no.acl.found"]),
+    (["sasl.enabled.mechanisms=PLAIN", "ssl.keystore.location=/etc/k.jks"],
+     ["sasl.enabled.mechanisms", "ssl.keystore.location"]),
+    (["listener.name.client.plain.sasl.jaas.config=x"], ["listener.name.client.plain.sasl.jaas.config"]),
+    (["listeners=SASL_PLAINTEXT://127.0.0.1:0"], ["listeners", "SASL_PLAINTEXT"]),
+    (["listeners=CLIENT://127.0.0.1:0", "listener.security.protocol.map=CLIENT:SSL"], ["listeners", "SSL"]),
+]
+
+
+def test_security_settings_stop_start_up_naming_every_key(tmp_path) -> None:
+    for settings, named in SECURITY_CASES:
+        args = ["--override", "node.id=1", "--override", f"log.dirs={tmp_path}"]
+        for s in settings:
+            args += ["--override", s]
+        result = run_daemon(args)
+        assert result.returncode == 1, (settings, result.stderr)
+        assert "not implemented yet" in result.stderr, result.stderr
+        for word in named:
+            assert word in result.stderr, (word, result.stderr)
+        assert "is ignored" not in result.stderr  # never the "unknown key" warning for these
+
+
+def test_security_setting_from_the_environment_stops_start_up(tmp_path) -> None:
+    result = run_daemon(["--override", "node.id=1", "--override", f"log.dirs={tmp_path}"],
+                        env={"KAFKA_SSL_TRUSTSTORE_LOCATION": "/etc/trust.jks"})
+    assert result.returncode == 1
+    assert "ssl.truststore.location" in result.stderr and "not implemented yet" in result.stderr
+
+
+def test_empty_security_setting_and_the_default_protocol_map_still_start(tmp_path) -> None:
+    # Kafka's default listener.security.protocol.map names SSL and SASL protocols; naming them is
+    # not asking for them. An empty value asks for nothing either.
+    broker = BrokerProcess(tmp_path, overrides={
+        "ssl.endpoint.identification.algorithm": "",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL",
+    }).start()
+    try:
+        with WireClient(broker.host, broker.port) as c:
+            assert c.request(18, 0, {})["error_code"] == 0
+    finally:
+        broker.stop()
