@@ -403,11 +403,11 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
        dynamic=True),
     # --- topics -----------------------------------------------------------------------------------
     _d("num.partitions", _I, 1, _at_least(1), _M, "Partitions of an auto-created topic."),
-    _d("max.broker.partitions", _I, 4000, _at_least(1), _M,
-       "Odradek extension, named after KIP-578 (Kafka has no such limit): the most partition replicas "
-       "this broker hosts. CreateTopics / CreatePartitions / auto-creation past it fail with "
-       "POLICY_VIOLATION. Each partition keeps ~4 files open here (log, indexes, directory), so the "
-       "default keeps 4,000 partitions inside a 20,000 open-file limit with room for connections."),
+    _d("max.broker.partitions", _I, INT_MAX, _at_least(1), _M,
+       "The most partition replicas this broker hosts; CreateTopics / CreatePartitions / auto-creation "
+       "past it fail with POLICY_VIOLATION. Named and defaulted as KIP-578 proposed (no limit unless "
+       "set; Kafka never shipped one). Each partition costs about one open file per segment; a log "
+       "that cannot be created for want of files fails its request with KAFKA_STORAGE_ERROR."),
     _d("default.replication.factor", _I, 1, None, _M, "Replication factor of an auto-created topic."),
     _d("min.insync.replicas", _I, 1, _at_least(1), _H, "Replicas that must ack an acks=-1 produce.",
        dynamic=True),
