@@ -14,7 +14,9 @@ Theory of operation
    clear.
 4. Zero-copy fetch: a response may contain file regions (segment bytes). They are written with
    ``os.sendfile`` straight from the segment file to the socket, but only once the transport's
-   own buffer is empty so bytes stay in order. If the kernel buffer fills mid-region, the
+   own buffer is empty so bytes stay in order. A region holds the segment's file handle, not a
+   bare fd number (storage/file_handle.py), so however long it waits, it sends that file's bytes
+   even if the segment was closed or deleted meanwhile. If the kernel buffer fills mid-region, the
    remainder is read with ``os.pread`` and queued on the transport (uvloop gives no writability
    callback for a transport's socket).
 5. All methods run on the connection's network loop. ``complete`` may be called from another
@@ -46,12 +48,17 @@ COMPACT_AT = 1 << 20
 
 
 class FileRegion:
-    """Bytes ``[position, position + size)`` of an open file, sent with os.sendfile."""
+    """Bytes ``[position, position + size)`` of a file, sent with os.sendfile.
 
-    __slots__ = ("fd", "position", "size")
+    ``file`` is any object with an ``fd`` attribute that keeps the descriptor open while it is
+    referenced (storage.file_handle.FileHandle). ``position``/``size`` advance as bytes are sent;
+    the frame's length was computed from the initial size when the response was encoded.
+    """
 
-    def __init__(self, fd: int, position: int, size: int) -> None:
-        self.fd = fd
+    __slots__ = ("file", "position", "size")
+
+    def __init__(self, file: Any, position: int, size: int) -> None:
+        self.file = file
         self.position = position
         self.size = size
 
@@ -215,7 +222,7 @@ class Connection(asyncio.Protocol):
         if self.sock_fd >= 0:
             try:
                 while sent < region.size:
-                    n = os.sendfile(self.sock_fd, region.fd, region.position + sent, region.size - sent)
+                    n = os.sendfile(self.sock_fd, region.file.fd, region.position + sent, region.size - sent)
                     if n == 0:
                         break
                     sent += n
@@ -228,7 +235,7 @@ class Connection(asyncio.Protocol):
         if sent < region.size:
             # The kernel buffer is full: copy the rest through the transport, which queues it
             # and writes it when the socket drains.
-            rest = os.pread(region.fd, region.size - sent, region.position + sent)
+            rest = os.pread(region.file.fd, region.size - sent, region.position + sent)
             if len(rest) < region.size - sent:
                 log.error("segment file shorter than the fetch region; closing %s", self.peer)
                 self.close()

@@ -23,7 +23,9 @@ truncates at the first invalid byte and rebuilds both indexes. :meth:`load` (cle
 .log but sanity-checks the indexes and rebuilds them if they are inconsistent.
 
 Deleted segments are renamed with a ``.deleted`` suffix and keep their file descriptor open until
-:meth:`delete_files`, so in-flight sendfile readers finish.
+:meth:`delete_files`. The .log descriptor is owned through a :class:`~storage.file_handle.FileHandle`
+(``file``) that fetch slices share: closing the segment drops only its own reference, so a response
+still queued for a slow reader sends from this file, never from whatever reuses the fd number.
 
 Compaction (storage.cleaner) writes a new segment whose three files carry an extra suffix:
 ``.cleaned`` while being written, ``.swap`` once complete and fsynced, then none when swapped in
@@ -50,6 +52,7 @@ from protocol.batch_header import (
     parse_header,
 )
 from protocol.checksum import crc32c
+from storage.file_handle import FileHandle
 from storage.index_file import CorruptIndexError
 from storage.log_config import LogConfig
 from storage.offset_index import OffsetIndex
@@ -79,6 +82,8 @@ class LogSegment:
         self.log_path = dir / (stem + LOG_SUFFIX + suffix)
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self.fd = os.open(self.log_path, flags, 0o644)
+        # Fetch slices hold this handle, not the number: see storage.file_handle.
+        self.file: FileHandle | None = FileHandle(self.fd)
         self.size = os.fstat(self.fd).st_size
         index_path = dir / (stem + INDEX_SUFFIX + suffix)
         time_index_path = dir / (stem + TIME_INDEX_SUFFIX + suffix)
@@ -363,8 +368,9 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
         self.offset_index.close()
         self.time_index.close()
-        os.close(self.fd)
+        # Drop our reference: the fd closes now, or once the last pending fetch region is gone.
         self.fd = -1
+        self.file = None
 
     def dup_fds(self) -> list[int]:
         """Duplicates of the .log and index fds, for an fsync off the log's lock (caller closes them).

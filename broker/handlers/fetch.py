@@ -16,7 +16,8 @@ one holding the fetch offset (the client skips records below it), never pass the
 (last stable offset under read_committed, equal to it until transactions exist), stay within
 ``partition_max_bytes`` and the request's ``max_bytes`` — except that the first partition with
 data returns at least one whole batch (KIP-74). Record bytes are not copied: the response
-carries file regions that the connection writes with ``os.sendfile``.
+carries file regions (holding the segment's file handle) that the connection writes with
+``os.sendfile``.
 
 A fetch that finds fewer than ``min_bytes`` waits in the fetch purgatory for up to
 ``max_wait_ms``; an append to any of its partitions re-checks it, so it answers as soon as enough
@@ -102,7 +103,7 @@ def read_partitions(request: Any, ctx: FetchContext) -> _Read:
             if not size:
                 records: Any = b""
             elif zero_copy:
-                records = FileRegion(piece.fd, piece.position, size)
+                records = FileRegion(piece.file, piece.position, size)
             else:
                 records = piece.read_bytes()
             resp = _partition_response(cp.partition, ErrorCode.NONE, hw, lso, part.log_start_offset, aborted, records)
