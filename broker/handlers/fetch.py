@@ -14,10 +14,11 @@ Every requested partition is answered, and no other (a sessionless or full fetch
 session fetches answer only partitions with news (broker/fetch_session.py). Batches start at the
 one holding the fetch offset (the client skips records below it), never pass the high watermark
 (last stable offset under read_committed, equal to it until transactions exist), stay within
-``partition_max_bytes`` and the request's ``max_bytes`` — except that the first partition with
-data returns at least one whole batch (KIP-74). Record bytes are not copied: the response
-carries file regions (holding the segment's file handle) that the connection writes with
-``os.sendfile``.
+``partition_max_bytes`` and the response limit min(request ``max_bytes``, broker
+``fetch.max.bytes``) — except that the first batch of the first partition with data is returned
+whole even if it is larger (KIP-74; Kafka's ReplicaManager.readFromLog ``minOneMessage``), so a
+consumer always makes progress. Record bytes are not copied: the response carries file regions
+(holding the segment's file handle) that the connection writes with ``os.sendfile``.
 
 A fetch that finds fewer than ``min_bytes`` waits in the fetch purgatory for up to
 ``max_wait_ms``; an append to any of its partitions re-checks it, so it answers as soon as enough
@@ -74,7 +75,8 @@ def read_partitions(request: Any, ctx: FetchContext) -> _Read:
     uses_ids = request.api_version >= 13
     read_committed = body["isolation_level"] == READ_COMMITTED
     aborted = [] if read_committed else None
-    budget = body["max_bytes"]
+    # Kafka's KafkaApis: fetchMaxBytes = min(request max_bytes, fetch.max.bytes).
+    budget = min(body["max_bytes"], broker.config["fetch.max.bytes"])
     zero_copy = broker.config["odradek.fetch.sendfile"]
     out = _Read()
     for cp in ctx.partitions:
@@ -147,7 +149,7 @@ class DelayedFetch(DelayedOperation):
         self.request = request
         self.ctx = ctx
         self.future = future
-        self.min_bytes = request.body["min_bytes"]
+        self.min_bytes = _min_bytes(request)
 
     def try_complete(self) -> bool:
         if self.request.conn.closed:
@@ -181,13 +183,18 @@ def handle(request: Any) -> Any:
         return {"throttle_time_ms": 0, "error_code": ctx.error, "session_id": 0, "responses": []}
     result = read_partitions(request, ctx)
     max_wait = body["max_wait_ms"]
-    if max_wait <= 0 or result.total_bytes >= body["min_bytes"] or result.has_error or not ctx.partitions:
+    if max_wait <= 0 or result.total_bytes >= _min_bytes(request) or result.has_error or not ctx.partitions:
         return build_response(request, ctx, result)
     future = asyncio.get_running_loop().create_future()
     op = DelayedFetch(max_wait, request, ctx, future)
     keys = list({(_topic_name(broker, cp, request.api_version), cp.partition) for cp in ctx.partitions})
     broker.replica_manager.fetch_purgatory.try_complete_else_watch(op, keys)
     return future
+
+
+def _min_bytes(request: Any) -> int:
+    # Kafka's KafkaApis: fetchMinBytes = min(request min_bytes, fetchMaxBytes).
+    return min(request.body["min_bytes"], request.body["max_bytes"], request.broker.config["fetch.max.bytes"])
 
 
 def _topic_name(broker: Any, cp: CachedPartition, version: int) -> str | None:
