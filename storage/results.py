@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from storage.errors import SegmentTruncatedError
 from storage.file_handle import FileHandle
 
 
@@ -49,7 +50,10 @@ class FetchSlice:
         return self.file.fd if self.file is not None else -1
 
     def read_bytes(self) -> bytes:
-        """The slice's bytes via pread (tests, tools, and responses that cannot sendfile)."""
+        """The slice's bytes via pread (tests, tools, and responses that cannot sendfile).
+
+        Raises SegmentTruncatedError if the file was cut below the slice's end from outside.
+        """
         if self.size == 0 or self.file is None:
             return b""
         chunks = []
@@ -58,7 +62,7 @@ class FetchSlice:
         while remaining > 0:
             chunk = os.pread(fd, remaining, pos)
             if not chunk:
-                break
+                raise SegmentTruncatedError(f"fd {fd}", pos, self.position + self.size)
             chunks.append(chunk)
             pos += len(chunk)
             remaining -= len(chunk)

@@ -52,6 +52,7 @@ from protocol.batch_header import (
     parse_header,
 )
 from protocol.checksum import crc32c
+from storage.errors import SegmentTruncatedError
 from storage.file_handle import FileHandle
 from storage.index_file import CorruptIndexError
 from storage.log_config import LogConfig
@@ -235,13 +236,18 @@ class LogSegment:
     def iter_headers(self, position: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from ``position`` up to ``end`` (default: size).
 
-        Reads 64 KiB at a time; raises InvalidBatchError on a malformed header and stops before a
-        batch that does not end by ``end``.
+        Reads 64 KiB at a time; raises InvalidBatchError on a malformed header,
+        SegmentTruncatedError if the file ends before ``end``, and stops before a batch that does
+        not end by ``end``.
         """
         end = self.size if end is None else end
         chunk_size = 65536
         while end - position >= HEADER_SIZE:
-            data = os.pread(self.fd, min(chunk_size, end - position), position)
+            want = min(chunk_size, end - position)
+            data = os.pread(self.fd, want, position)
+            if len(data) < want:
+                # Bytes below ``size`` are never missing unless the file was cut from outside.
+                raise SegmentTruncatedError(self.log_path, position + len(data), end)
             consumed = 0
             while len(data) - consumed >= HEADER_SIZE:
                 header = parse_header(data, consumed)

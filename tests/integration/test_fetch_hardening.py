@@ -215,3 +215,48 @@ def test_slow_readers_cost_bounded_memory_and_others_are_served(broker_factory) 
         for s in readers:
             s.close()
     still_serving(broker, "big")
+
+
+# -- defect 9b: a segment truncated under the broker ------------------------------------------------
+
+
+def test_segment_truncated_under_the_broker_closes_only_that_fetch(broker_factory) -> None:
+    broker = broker_factory()
+    with WireClient(broker.host, broker.port) as c:
+        create(c, "cut", 2)
+        fill_topic(c, "cut", 2, big_batch(b"c", kib=16), 20)  # ~320 KiB per partition
+    seg = next((broker.data_dir / "logs").glob("cut-0/00000000000000000000.log"))
+    size = seg.stat().st_size
+    with open(seg, "r+b") as f:
+        f.truncate(size // 2)
+    for _ in range(3):  # clients retry: each connection is closed, the error is logged once
+        with WireClient(broker.host, broker.port) as c:
+            corr, data = c.encode_request(1, FETCH_V, fetch_body("cut", [0], 1 << 20, 1 << 20))
+            c.send_raw(data)
+            assert c.is_closed_by_peer(timeout=5)
+    text = broker.log_text()
+    assert text.count("truncated under the broker") == 1, text
+    assert "Traceback" not in text
+    still_serving(broker, "cut", partition=1)
+    assert broker.alive()
+
+
+def test_segment_truncated_while_a_region_is_queued_closes_the_connection(broker_factory) -> None:
+    """The file is cut after the fetch was read but before the slow reader took the bytes: the
+    broker cannot finish the frame honestly, so it closes the connection (no zeros, no garbage)."""
+    broker = broker_factory()
+    with WireClient(broker.host, broker.port) as c:
+        create(c, "cut2", 1)
+        fill_topic(c, "cut2", 1, big_batch(b"q"), 40)  # 10 MiB
+    seg = next((broker.data_dir / "logs").glob("cut2-0/00000000000000000000.log"))
+    s = slow_socket(broker, rcvbuf=4096)
+    try:
+        send_fetch(s, fetch_body("cut2", [0], 64 << 20, 64 << 20))
+        time.sleep(1.0)
+        with open(seg, "r+b") as f:
+            f.truncate(1 << 20)
+        assert recv_frame_or_none(s) is None
+    finally:
+        s.close()
+    assert "truncated under the broker" in broker.log_text()
+    assert broker.alive()
