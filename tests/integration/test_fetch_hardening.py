@@ -78,6 +78,13 @@ def send_fetch(s: socket.socket, body: dict, corr: int = 1) -> None:
     s.sendall(data)
 
 
+def wait_until_sending(s: socket.socket, settle: float = 0.3) -> None:
+    """Block until the response's first bytes arrive (the broker has read the fetch and started
+    sending), then give it ``settle`` seconds to fill the socket and queue the rest."""
+    assert len(s.recv(1, socket.MSG_PEEK)) == 1  # the frame's size prefix begins
+    time.sleep(settle)
+
+
 def recv_frame_or_none(s: socket.socket) -> bytes | None:
     """The whole response frame, or None if the broker closed the connection before its end."""
     def exact(n: int) -> bytes | None:
@@ -131,10 +138,13 @@ def test_slow_reader_gets_its_topics_bytes_after_delete_and_fd_reuse(broker_fact
     try:
         # Two partitions: the first region fills the socket, the second waits in the queue.
         send_fetch(s, fetch_body("victim", [0, 1], 64 * mib, 32 * mib))
-        time.sleep(1.0)
+        wait_until_sending(s)
         with WireClient(broker.host, broker.port) as c:
             delete_topic(c, "victim")
-            time.sleep(0.5)
+            deadline = time.monotonic() + 10
+            while list((broker.data_dir / "logs").glob("victim-*")) and time.monotonic() < deadline:
+                time.sleep(0.05)  # the logs are closed and removed once the deletion is applied
+            assert not list((broker.data_dir / "logs").glob("victim-*"))
             # New files take the freed fd numbers; give them more bytes than the victim had so a
             # reused number would be read at the queued region's position.
             create(c, "other", 2)
@@ -201,7 +211,8 @@ def test_slow_readers_cost_bounded_memory_and_others_are_served(broker_factory) 
     try:
         for s in readers:
             send_fetch(s, fetch_body("big", [0], 64 * mib, 64 * mib))
-        time.sleep(1.5)  # each socket fills; the rest of each ~32 MiB region is pending
+        for s in readers:
+            wait_until_sending(s, settle=0.5)  # each socket fills; the rest of each region is pending
         grown_kib = rss_anon_kib(pid) - before
         # Bound: 4 MiB for all three together (measured ~130 KiB: a 64 KiB chunk each plus noise). Copying
         # the unsent rest of each region, as before, grows it by ~3 x 25 MiB.
@@ -252,7 +263,7 @@ def test_segment_truncated_while_a_region_is_queued_closes_the_connection(broker
     s = slow_socket(broker, rcvbuf=4096)
     try:
         send_fetch(s, fetch_body("cut2", [0], 64 << 20, 64 << 20))
-        time.sleep(1.0)
+        wait_until_sending(s)
         with open(seg, "r+b") as f:
             f.truncate(1 << 20)
         assert recv_frame_or_none(s) is None
