@@ -14,9 +14,16 @@ Theory of operation
    ``queued.max.request.bytes``); it resumes when all of those clear.
 4. Zero-copy fetch: a response may contain file regions (segment bytes). They are written with
    ``os.sendfile`` straight from the segment file to the socket, but only once the transport's
-   own buffer is empty so bytes stay in order. If the kernel buffer fills mid-region, the
-   remainder is read with ``os.pread`` and queued on the transport (uvloop gives no writability
-   callback for a transport's socket).
+   own buffer is empty so bytes stay in order. A region holds the segment's file handle, not a
+   bare fd number (storage/file_handle.py), so however long it waits, it sends that file's bytes
+   even if the segment was closed or deleted meanwhile. When the kernel buffer fills mid-region
+   (EAGAIN), only a small bounded chunk (``REGION_CHUNK``) of the region is read and written
+   through the transport: the transport then holds unsent bytes, so ``pause_writing`` fires, and
+   ``resume_writing`` continues the region with sendfile once the socket drained (uvloop gives no
+   writability callback for a transport's socket otherwise). A slow reader thus costs at most one
+   chunk of memory, never the rest of a region. A file that ends before its region (cut under the
+   broker) closes the connection with one error, as Kafka does; padding or another file's bytes
+   would corrupt the client's stream.
 5. All methods run on the connection's network loop. ``complete`` may be called from another
    thread only through ``loop.call_soon_threadsafe`` (the request channel does that).
 """
@@ -45,13 +52,23 @@ MAX_IN_FLIGHT = 32
 COMPACT_AT = 1 << 20
 
 
+# Bytes of a region copied through the transport when sendfile meets a full socket: enough to
+# make the transport buffer (and so call pause_writing), small enough to bound a slow reader.
+REGION_CHUNK = 64 * 1024
+
+
 class FileRegion:
-    """Bytes ``[position, position + size)`` of an open file, sent with os.sendfile."""
+    """Bytes ``[position, position + size)`` of a file, sent with os.sendfile.
 
-    __slots__ = ("fd", "position", "size")
+    ``file`` is any object with an ``fd`` attribute that keeps the descriptor open while it is
+    referenced (storage.file_handle.FileHandle). ``position``/``size`` advance as bytes are sent;
+    the frame's length was computed from the initial size when the response was encoded.
+    """
 
-    def __init__(self, fd: int, position: int, size: int) -> None:
-        self.fd = fd
+    __slots__ = ("file", "position", "size")
+
+    def __init__(self, file: Any, position: int, size: int) -> None:
+        self.file = file
         self.position = position
         self.size = size
 
@@ -209,33 +226,70 @@ class Connection(asyncio.Protocol):
                 # Earlier bytes are still queued in the transport, so the protocol is paused;
                 # resume_writing pumps again once the buffer is empty.
                 return
-            q.popleft()
-            self._send_region(chunk)
+            if self._send_region(chunk):
+                q.popleft()
+            elif self.closed:
+                return
 
-    def _send_region(self, region: FileRegion) -> None:
-        sent = 0
-        if self.sock_fd >= 0:
+    def _send_region(self, region: FileRegion) -> bool:
+        """Send as much of ``region`` as the socket takes; True once all of it is sent.
+
+        On EAGAIN one bounded chunk goes through the transport (see the module docstring), and
+        the caller stops while the transport holds it: resume_writing continues from there.
+        """
+        fd = region.file.fd
+        sock_fd = self.sock_fd
+        if sock_fd >= 0:
             try:
-                while sent < region.size:
-                    n = os.sendfile(self.sock_fd, region.fd, region.position + sent, region.size - sent)
+                while region.size > 0:
+                    n = os.sendfile(sock_fd, fd, region.position, region.size)
                     if n == 0:
-                        break
-                    sent += n
+                        self._region_truncated(region)
+                        return False
+                    region.position += n
+                    region.size -= n
+                return True
             except BlockingIOError:
                 pass
             except OSError as exc:
                 log.debug("sendfile to %s failed: %s", self.peer, exc)
                 self.close()
-                return
-        if sent < region.size:
-            # The kernel buffer is full: copy the rest through the transport, which queues it
-            # and writes it when the socket drains.
-            rest = os.pread(region.fd, region.size - sent, region.position + sent)
-            if len(rest) < region.size - sent:
-                log.error("segment file shorter than the fetch region; closing %s", self.peer)
-                self.close()
-                return
-            self.transport.write(rest)  # type: ignore[union-attr]
+                return False
+        n = min(region.size, REGION_CHUNK)
+        try:
+            data = os.pread(fd, n, region.position)
+        except OSError as exc:
+            log.error("reading a fetch region for %s failed: %s; closing the connection", self.peer, exc)
+            self.close()
+            return False
+        if len(data) < n:
+            self._region_truncated(region)
+            return False
+        region.position += n
+        region.size -= n
+        self.transport.write(data)  # type: ignore[union-attr]
+        return region.size == 0
+
+    def _region_truncated(self, region: FileRegion) -> None:
+        # Kafka's FileRecords.writeTo: "truncated during write"; the channel is closed. The client
+        # has the frame length already, so there is no way to finish the response honestly.
+        log.error("segment file (fd %d) ends before its fetch region [%d, +%d): truncated under the broker; "
+                  "closing %s", region.file.fd, region.position, region.size, self.peer)
+        self.close()
+
+    def close_threadsafe(self) -> None:
+        """Close from any thread: transports may only be touched on their own loop."""
+        loop = self.loop
+        if loop is None or self.closed:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self.close()
+        else:
+            loop.call_soon_threadsafe(self.close)
 
     # -- flow control -----------------------------------------------------------------------
 

@@ -53,6 +53,17 @@ class LogDirOfflineError(KafkaStorageError):
         self.log_dir = Path(log_dir)
 
 
+class SegmentTruncatedError(KafkaStorageError):
+    """A segment's .log file is shorter than the bytes the log has indexed: something outside the
+    broker cut it. Kafka's FileRecords fails such a read ("has been truncated"), the network layer
+    logs an error and closes the fetching connection; the log dir stays online."""
+
+    def __init__(self, path: Path | str, position: int, expected: int) -> None:
+        super().__init__(f"segment {path} was truncated under the broker: file ends at {position}, "
+                         f"the log has {expected} bytes")
+        self.path = str(path)
+
+
 class InvalidConfigError(StorageError):
     """A topic config key is unknown or its value is invalid."""
 

@@ -680,23 +680,35 @@ class Log:
             return EMPTY_SLICE
         i = max(bisect.bisect_right(state.bases, start_offset) - 1, 0)
         for seg in state.segments[i:]:
+            # Hold the segment's file handle before touching its fd: the segment may be closed on
+            # another thread (topic deletion) while we read, and from then on only this reference
+            # keeps the fd number from being reused by another file (storage.file_handle).
+            file = seg.file
+            if file is None:
+                raise KafkaStorageError(f"segment {seg.base_offset} of {self.dir.name} was closed during the read")
             seg_size = seg.size
-            found = seg.translate_offset(start_offset)
-            if found is None:
-                continue  # the offset lies in a gap (compaction) after this segment's last batch
-            position, first = found
-            end = position
-            next_offset = first.base_offset
-            for pos, header in seg.iter_headers(position, seg_size):
-                if header.last_offset >= limit:
-                    break
-                if end - position + header.size > max_bytes and not (min_one_batch and end == position):
-                    break
-                end = pos + header.size
-                next_offset = header.next_offset
+            try:
+                found = seg.translate_offset(start_offset)
+                if found is None:
+                    continue  # the offset lies in a gap (compaction) after this segment's last batch
+                position, first = found
+                end = position
+                next_offset = first.base_offset
+                for pos, header in seg.iter_headers(position, seg_size):
+                    if header.last_offset >= limit:
+                        break
+                    if end - position + header.size > max_bytes and not (min_one_batch and end == position):
+                        break
+                    end = pos + header.size
+                    next_offset = header.next_offset
+            except OSError as exc:
+                if seg.file is None:  # closed under us: its fd became -1 (EBADF), never another file
+                    raise KafkaStorageError(
+                        f"segment {seg.base_offset} of {self.dir.name} was closed during the read") from exc
+                raise
             if end == position:
                 return EMPTY_SLICE
-            return FetchSlice(seg.fd, position, end - position, first.base_offset, next_offset)
+            return FetchSlice(file, position, end - position, first.base_offset, next_offset)
         return EMPTY_SLICE
 
     # ------------------------------------------------------------------------------------------

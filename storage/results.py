@@ -9,6 +9,9 @@ import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from storage.errors import SegmentTruncatedError
+from storage.file_handle import FileHandle
+
 
 class AppendInfo(NamedTuple):
     """What an append did. A NamedTuple because one is built per produce: a frozen dataclass's
@@ -29,31 +32,41 @@ class AppendInfo(NamedTuple):
 class FetchSlice:
     """A byte range of one segment file holding whole batches, ready for ``os.sendfile``.
 
-    ``fd`` stays open until the segment is physically deleted (``file.delete.delay.ms`` after it
-    left the log) or the log is closed, so a response may send it a little later. ``fd`` is -1 and
-    ``size`` 0 for an empty slice (fetch at the log end / high watermark).
+    ``file`` is the segment's :class:`~storage.file_handle.FileHandle`: while the slice (or a
+    response region made from it) exists, the descriptor stays open on the same file even if the
+    segment is closed or deleted meanwhile, so the bytes sent are always this segment's.
+    ``file`` is None and ``size`` 0 for an empty slice (fetch at the log end / high watermark).
     """
 
-    fd: int
+    file: FileHandle | None
     position: int
     size: int
     first_offset: int = -1  # base offset of the first batch in the slice
     next_offset: int = -1  # offset after the last batch in the slice
 
+    @property
+    def fd(self) -> int:
+        """The descriptor, valid while this slice is referenced; -1 for an empty slice."""
+        return self.file.fd if self.file is not None else -1
+
     def read_bytes(self) -> bytes:
-        """The slice's bytes via pread (tests, tools, and responses that cannot sendfile)."""
-        if self.size == 0:
+        """The slice's bytes via pread (tests, tools, and responses that cannot sendfile).
+
+        Raises SegmentTruncatedError if the file was cut below the slice's end from outside.
+        """
+        if self.size == 0 or self.file is None:
             return b""
         chunks = []
+        fd = self.file.fd
         pos, remaining = self.position, self.size
         while remaining > 0:
-            chunk = os.pread(self.fd, remaining, pos)
+            chunk = os.pread(fd, remaining, pos)
             if not chunk:
-                break
+                raise SegmentTruncatedError(f"fd {fd}", pos, self.position + self.size)
             chunks.append(chunk)
             pos += len(chunk)
             remaining -= len(chunk)
         return b"".join(chunks)
 
 
-EMPTY_SLICE = FetchSlice(-1, 0, 0)
+EMPTY_SLICE = FetchSlice(None, 0, 0)

@@ -27,7 +27,9 @@ one and open their files only for a write, resize or fsync (storage.index_file).
 many partitions or segments therefore needs about one descriptor for each.
 
 Deleted segments are renamed with a ``.deleted`` suffix and keep their file descriptor open until
-:meth:`delete_files`, so in-flight sendfile readers finish.
+:meth:`delete_files`. The .log descriptor is owned through a :class:`~storage.file_handle.FileHandle`
+(``file``) that fetch slices share: closing the segment drops only its own reference, so a response
+still queued for a slow reader sends from this file, never from whatever reuses the fd number.
 
 Compaction (storage.cleaner) writes a new segment whose three files carry an extra suffix:
 ``.cleaned`` while being written, ``.swap`` once complete and fsynced, then none when swapped in
@@ -54,6 +56,8 @@ from protocol.batch_header import (
     parse_header,
 )
 from protocol.checksum import crc32c
+from storage.errors import SegmentTruncatedError
+from storage.file_handle import FileHandle
 from storage.index_file import CorruptIndexError
 from storage.log_config import LogConfig
 from storage.offset_index import OffsetIndex
@@ -83,6 +87,8 @@ class LogSegment:
         self.log_path = dir / (stem + LOG_SUFFIX + suffix)
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self.fd = os.open(self.log_path, flags, 0o644)
+        # Fetch slices hold this handle, not the number: see storage.file_handle.
+        self.file: FileHandle | None = FileHandle(self.fd)
         self.size = os.fstat(self.fd).st_size
         index_path = dir / (stem + INDEX_SUFFIX + suffix)
         time_index_path = dir / (stem + TIME_INDEX_SUFFIX + suffix)
@@ -237,13 +243,18 @@ class LogSegment:
     def iter_headers(self, position: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from ``position`` up to ``end`` (default: size).
 
-        Reads 64 KiB at a time; raises InvalidBatchError on a malformed header and stops before a
-        batch that does not end by ``end``.
+        Reads 64 KiB at a time; raises InvalidBatchError on a malformed header,
+        SegmentTruncatedError if the file ends before ``end``, and stops before a batch that does
+        not end by ``end``.
         """
         end = self.size if end is None else end
         chunk_size = 65536
         while end - position >= HEADER_SIZE:
-            data = os.pread(self.fd, min(chunk_size, end - position), position)
+            want = min(chunk_size, end - position)
+            data = os.pread(self.fd, want, position)
+            if len(data) < want:
+                # Bytes below ``size`` are never missing unless the file was cut from outside.
+                raise SegmentTruncatedError(self.log_path, position + len(data), end)
             consumed = 0
             while len(data) - consumed >= HEADER_SIZE:
                 header = parse_header(data, consumed)
@@ -375,9 +386,10 @@ class LogSegment:
             finally:
                 self.time_index.close()
         finally:
-            # The .log is the segment's one descriptor (the indexes hold none): never leak it.
-            os.close(self.fd)
+            # Drop our reference to the .log (the segment's one descriptor; the indexes hold none):
+            # the fd closes now, or once the last pending fetch region is gone. Never leaked.
             self.fd = -1
+            self.file = None
 
     def open_for_fsync(self) -> list[int]:
         """Descriptors of the .log and both indexes for an fsync off the log's lock (caller closes).

@@ -14,9 +14,15 @@ Every requested partition is answered, and no other (a sessionless or full fetch
 session fetches answer only partitions with news (broker/fetch_session.py). Batches start at the
 one holding the fetch offset (the client skips records below it), never pass the high watermark
 (last stable offset under read_committed, equal to it until transactions exist), stay within
-``partition_max_bytes`` and the request's ``max_bytes`` — except that the first partition with
-data returns at least one whole batch (KIP-74). Record bytes are not copied: the response
-carries file regions that the connection writes with ``os.sendfile``.
+``partition_max_bytes`` and the response limit min(request ``max_bytes``, broker
+``fetch.max.bytes``) — except that the first batch of the first partition with data is returned
+whole even if it is larger (KIP-74; Kafka's ReplicaManager.readFromLog ``minOneMessage``), so a
+consumer always makes progress. Record bytes are not copied: the response carries file regions
+(holding the segment's file handle) that the connection writes with ``os.sendfile``.
+
+A segment file cut short under the broker (storage.errors.SegmentTruncatedError) is Kafka's
+"truncated during write": the fetching connection is closed and the broker logs one error per
+segment file; the log dir stays online and other partitions and clients are served.
 
 A fetch that finds fewer than ``min_bytes`` waits in the fetch purgatory for up to
 ``max_wait_ms``; an append to any of its partitions re-checks it, so it answers as soon as enough
@@ -26,12 +32,16 @@ data arrives, or at the deadline with what there is.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from broker.connection import FileRegion
 from broker.fetch_session import CachedPartition, FetchContext
 from broker.purgatory import DelayedOperation
 from protocol.errors import ErrorCode, KafkaApiError
+from storage.errors import SegmentTruncatedError
+
+log = logging.getLogger(__name__)
 
 API_KEY = 1
 NAME = "Fetch"
@@ -57,12 +67,13 @@ def _partition_response(index: int, code: int, hw: int = -1, lso: int = -1, log_
 class _Read:
     """The outcome of reading a fetch's partitions once."""
 
-    __slots__ = ("partitions", "total_bytes", "has_error")
+    __slots__ = ("partitions", "total_bytes", "has_error", "close_connection")
 
     def __init__(self) -> None:
         self.partitions: list[tuple[CachedPartition, dict, int]] = []  # (entry, response, record bytes)
         self.total_bytes = 0
         self.has_error = False
+        self.close_connection = False  # a segment was truncated under the broker: answer nothing
 
 
 def read_partitions(request: Any, ctx: FetchContext) -> _Read:
@@ -73,7 +84,8 @@ def read_partitions(request: Any, ctx: FetchContext) -> _Read:
     uses_ids = request.api_version >= 13
     read_committed = body["isolation_level"] == READ_COMMITTED
     aborted = [] if read_committed else None
-    budget = body["max_bytes"]
+    # Kafka's KafkaApis: fetchMaxBytes = min(request max_bytes, fetch.max.bytes).
+    budget = min(body["max_bytes"], broker.config["fetch.max.bytes"])
     zero_copy = broker.config["odradek.fetch.sendfile"]
     out = _Read()
     for cp in ctx.partitions:
@@ -102,12 +114,17 @@ def read_partitions(request: Any, ctx: FetchContext) -> _Read:
             if not size:
                 records: Any = b""
             elif zero_copy:
-                records = FileRegion(piece.fd, piece.position, size)
+                records = FileRegion(piece.file, piece.position, size)
             else:
                 records = piece.read_bytes()
             resp = _partition_response(cp.partition, ErrorCode.NONE, hw, lso, part.log_start_offset, aborted, records)
             out.total_bytes += size
             out.partitions.append((cp, resp, size))
+        except SegmentTruncatedError as exc:
+            _report_truncated(exc)
+            out.close_connection = True
+            out.partitions.clear()  # drop regions already read: nothing of this response is sent
+            return out
         except KafkaApiError as exc:
             out.has_error = True
             resp = _partition_response(cp.partition, exc.code)
@@ -146,13 +163,13 @@ class DelayedFetch(DelayedOperation):
         self.request = request
         self.ctx = ctx
         self.future = future
-        self.min_bytes = request.body["min_bytes"]
+        self.min_bytes = _min_bytes(request)
 
     def try_complete(self) -> bool:
         if self.request.conn.closed:
             return self.force_complete()
         result = read_partitions(self.request, self.ctx)
-        if result.total_bytes >= self.min_bytes or result.has_error:
+        if result.total_bytes >= self.min_bytes or result.has_error or result.close_connection:
             return self.force_complete()
         return False
 
@@ -160,7 +177,12 @@ class DelayedFetch(DelayedOperation):
         if self.future.done():
             return
         try:
-            self.future.set_result(build_response(self.request, self.ctx, read_partitions(self.request, self.ctx)))
+            result = read_partitions(self.request, self.ctx)
+            if result.close_connection:
+                self.request.conn.close_threadsafe()
+                self.future.set_result(None)
+                return
+            self.future.set_result(build_response(self.request, self.ctx, result))
         except Exception as exc:  # surfaced by the dispatcher as a failed handler
             self.future.set_exception(exc)
 
@@ -179,14 +201,36 @@ def handle(request: Any) -> Any:
     if ctx.error != ErrorCode.NONE:
         return {"throttle_time_ms": 0, "error_code": ctx.error, "session_id": 0, "responses": []}
     result = read_partitions(request, ctx)
+    if result.close_connection:
+        request.conn.close_threadsafe()
+        return None
     max_wait = body["max_wait_ms"]
-    if max_wait <= 0 or result.total_bytes >= body["min_bytes"] or result.has_error or not ctx.partitions:
+    if max_wait <= 0 or result.total_bytes >= _min_bytes(request) or result.has_error or not ctx.partitions:
         return build_response(request, ctx, result)
     future = asyncio.get_running_loop().create_future()
     op = DelayedFetch(max_wait, request, ctx, future)
     keys = list({(_topic_name(broker, cp, request.api_version), cp.partition) for cp in ctx.partitions})
     broker.replica_manager.fetch_purgatory.try_complete_else_watch(op, keys)
     return future
+
+
+def _min_bytes(request: Any) -> int:
+    # Kafka's KafkaApis: fetchMinBytes = min(request min_bytes, fetchMaxBytes).
+    return min(request.body["min_bytes"], request.body["max_bytes"], request.broker.config["fetch.max.bytes"])
+
+
+_reported_truncations: set[str] = set()
+
+
+def _report_truncated(exc: SegmentTruncatedError) -> None:
+    """One error per truncated segment file (each retrying consumer would otherwise log again);
+    later fetches of it close their connections quietly."""
+    if exc.path in _reported_truncations:
+        log.debug("closing a fetch connection: %s", exc)
+        return
+    if len(_reported_truncations) < 10_000:
+        _reported_truncations.add(exc.path)
+    log.error("%s; closing the fetching connection (Kafka: truncated during read)", exc)
 
 
 def _topic_name(broker: Any, cp: CachedPartition, version: int) -> str | None:

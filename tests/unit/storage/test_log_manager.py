@@ -126,7 +126,8 @@ def test_disk_error_takes_only_that_dir_offline(tmp_path):
     assert good.append(batch(1), leader_epoch=0).first_offset == 0
     # new partitions avoid the offline dir
     assert mgr.get_or_create_log("u", 0) and mgr.log_dir_of("u", 0) == mgr.log_dir_of("t", 1)
-    bad.active_segment.fd = -1  # already closed above
+    bad.active_segment.fd = -1  # already closed above: keep the segment's handle from closing
+    bad.active_segment.file.fd = -1  # the number again (another file may have it by now)
     mgr.shutdown()
     assert not (mgr.log_dir_of("t", 0) / ".kafka_cleanshutdown").exists()
     assert (mgr.log_dir_of("t", 1) / ".kafka_cleanshutdown").exists()

@@ -1,0 +1,64 @@
+"""A fetch slice keeps its segment's file open after the log closes it (storage/file_handle.py)."""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import pytest
+from log_test_helpers import batch, open_log
+
+from storage.errors import KafkaStorageError, SegmentTruncatedError
+
+
+def fd_is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
+
+
+def test_slice_reads_its_own_file_after_the_log_is_deleted_and_the_fd_number_reused(tmp_path):
+    log = open_log(tmp_path / "a-0")
+    log.append(batch(3, value_size=100, tag=1), leader_epoch=0)
+    piece = log.read(0, 1 << 20)
+    expected = piece.read_bytes()
+    fd = piece.fd
+    log.delete()  # closes every segment and removes the directory
+    assert fd_is_open(fd), "the slice's reference keeps the descriptor open"
+    # Files opened now cannot take the slice's number, so its bytes are still the deleted file's.
+    other = [os.open(tmp_path / f"other{i}", os.O_CREAT | os.O_RDWR) for i in range(8)]
+    try:
+        assert fd not in other
+        assert piece.read_bytes() == expected
+    finally:
+        for o in other:
+            os.close(o)
+    del piece
+    gc.collect()
+    assert not fd_is_open(fd), "closed with the last reference"
+
+
+def test_closing_a_log_with_no_pending_slice_closes_the_fd_at_once(tmp_path):
+    log = open_log(tmp_path / "b-0")
+    log.append(batch(1), leader_epoch=0)
+    fd = log.segments[0].fd
+    log.close()
+    assert not fd_is_open(fd)
+    with pytest.raises(KafkaStorageError):
+        log.read(0, 100)
+
+
+def test_a_file_cut_from_outside_is_reported_not_read_short(tmp_path):
+    log = open_log(tmp_path / "c-0")
+    for i in range(5):
+        log.append(batch(2, value_size=1000, tag=i), leader_epoch=0)
+    piece = log.read(0, 1 << 20)
+    os.truncate(log.segments[0].log_path, piece.size // 2)
+    with pytest.raises(SegmentTruncatedError) as info:
+        log.read(0, 1 << 20)
+    assert "truncated under the broker" in str(info.value)
+    with pytest.raises(SegmentTruncatedError):
+        piece.read_bytes()
+    log.close()
