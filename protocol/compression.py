@@ -326,20 +326,7 @@ def _check_zstd_frames(data: memoryview) -> tuple[int, int, int]:
 
 def _snappy_bounded(data: memoryview, max_size: int) -> bytearray:
     # Each raw snappy block starts with its uncompressed length (a varint): check the total first.
-    if len(data) < len(XERIAL_HEADER) or data[: len(XERIAL_MAGIC)] != XERIAL_MAGIC:
-        blocks = [data]
-    else:
-        blocks = []
-        pos = len(XERIAL_HEADER)
-        while pos < len(data):
-            if len(data) - pos < 4:
-                raise CompressionError("truncated xerial snappy block length")
-            (size,) = _INT32.unpack_from(data, pos)
-            pos += 4
-            if size < 0 or size > len(data) - pos:
-                raise CompressionError(f"xerial snappy block length {size} beyond the data")
-            blocks.append(data[pos: pos + size])
-            pos += size
+    blocks = _snappy_blocks(data)
     total = 0
     for block in blocks:
         total += _snappy_length(block)
@@ -349,6 +336,25 @@ def _snappy_bounded(data: memoryview, max_size: int) -> bytearray:
     for block in blocks:
         out += cramjam.snappy.decompress_raw(block)
     return out
+
+
+def _snappy_blocks(data: memoryview) -> list[memoryview]:
+    """The raw snappy blocks of ``data``: itself, or the blocks of Kafka's xerial framing (an 8-byte
+    magic and two int32 versions, then blocks each behind its int32 length)."""
+    if len(data) < len(XERIAL_HEADER) or data[: len(XERIAL_MAGIC)] != XERIAL_MAGIC:
+        return [data]
+    blocks = []
+    pos = len(XERIAL_HEADER)
+    while pos < len(data):
+        if len(data) - pos < 4:
+            raise CompressionError("truncated xerial snappy block length")
+        (size,) = _INT32.unpack_from(data, pos)
+        pos += 4
+        if size < 0 or size > len(data) - pos:
+            raise CompressionError(f"xerial snappy block length {size} beyond the data")
+        blocks.append(data[pos: pos + size])
+        pos += size
+    return blocks
 
 
 def _snappy_length(block: memoryview) -> int:
@@ -386,20 +392,7 @@ def _xerial_compress(data: memoryview) -> bytes:
 
 
 def _snappy_decompress(data: memoryview) -> bytes:
-    if len(data) < len(XERIAL_HEADER) or data[: len(XERIAL_MAGIC)] != XERIAL_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(data))
-    out = []
-    pos = len(XERIAL_HEADER)
-    while pos < len(data):
-        if len(data) - pos < 4:
-            raise CompressionError("truncated xerial snappy block length")
-        (size,) = _INT32.unpack_from(data, pos)
-        pos += 4
-        if size < 0 or size > len(data) - pos:
-            raise CompressionError(f"xerial snappy block length {size} beyond the data")
-        out.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + size])))
-        pos += size
-    return b"".join(out)
+    return b"".join(bytes(cramjam.snappy.decompress_raw(block)) for block in _snappy_blocks(data))
 
 
 def _lz4_decompress(data: bytes) -> bytes:

@@ -368,25 +368,28 @@ class _DrainedBetweenChecks:
         self.waiters.append(conn)
 
 
-def test_requests_buffered_when_the_queue_drains_mid_check_are_still_framed() -> None:
+def frame_three_requests_in_one_read(channel: _DrainedBetweenChecks) -> list[int]:
+    """Three whole requests arrive in one read and the client sends nothing more: the correlation
+    ids of the frames the connection submitted to ``channel``."""
     from broker.connection import Connection
 
     async def scenario() -> list[bytes]:
-        channel = _DrainedBetweenChecks()
         loop = asyncio.get_running_loop()
         a, b = socket.socketpair()
         conn = Connection(channel, 1 << 20)  # type: ignore[arg-type]
         transport, _ = await loop.connect_accepted_socket(lambda: conn, a)
         try:
-            # Three whole requests arrive in one read and the client sends nothing more.
             conn.data_received(b"".join(request_frame(i) for i in range(3)))
             return channel.submitted
         finally:
             transport.close()
             b.close()
 
-    submitted = asyncio.run(scenario())
-    assert [struct.unpack_from(">i", f, 4)[0] for f in submitted] == [0, 1, 2]
+    return [struct.unpack_from(">i", f, 4)[0] for f in asyncio.run(scenario())]
+
+
+def test_requests_buffered_when_the_queue_drains_mid_check_are_still_framed() -> None:
+    assert frame_three_requests_in_one_read(_DrainedBetweenChecks()) == [0, 1, 2]
 
 
 # -- queued.max.request.bytes --------------------------------------------------------------------------
@@ -441,23 +444,7 @@ class _ReserveRefusedThenDrained(_DrainedBetweenChecks):
 
 
 def test_requests_refused_a_reservation_when_the_queue_drains_mid_check_are_still_framed() -> None:
-    from broker.connection import Connection
-
-    async def scenario() -> list[bytes]:
-        channel = _ReserveRefusedThenDrained()
-        loop = asyncio.get_running_loop()
-        a, b = socket.socketpair()
-        conn = Connection(channel, 1 << 20)  # type: ignore[arg-type]
-        transport, _ = await loop.connect_accepted_socket(lambda: conn, a)
-        try:
-            conn.data_received(b"".join(request_frame(i) for i in range(3)))
-            return channel.submitted
-        finally:
-            transport.close()
-            b.close()
-
-    submitted = asyncio.run(scenario())
-    assert [struct.unpack_from(">i", f, 4)[0] for f in submitted] == [0, 1, 2]
+    assert frame_three_requests_in_one_read(_ReserveRefusedThenDrained()) == [0, 1, 2]
 
 
 def test_bytes_released_by_a_closed_connection_wake_a_connection_paused_on_the_byte_bound() -> None:
