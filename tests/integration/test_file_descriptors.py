@@ -148,11 +148,12 @@ def test_partitions_beyond_a_low_hard_limit_fail_without_wedging_and_a_higher_li
         with WireClient(broker.host, broker.port, timeout=30) as c:
             create(c, "small", 1)
             assert produce(c, "small", batch([b"kept"]))["error_code"] == 0
-            # 600 logs cannot fit in 300 descriptors: the log dir goes offline (Kafka does the
-            # same on an IOException creating a log); what CreateTopics and later requests answer
-            # then is the log dir failure handling's business. Here: the broker stays up.
-            c.request(19, 7, {"topics": [{"name": "many", "num_partitions": 600, "replication_factor": 1}],
-                              "timeout_ms": 10000})
+            # 600 logs cannot fit in 300 descriptors: the broker stays up and says so.
+            resp = c.request(19, 7, {"topics": [{"name": "many", "num_partitions": 600, "replication_factor": 1}],
+                                     "timeout_ms": 10000})
+            # Logs that cannot be created fail the request (never a success for work not done).
+            assert resp["topics"][0]["error_code"] == 56, resp  # KAFKA_STORAGE_ERROR
+            assert "Too many open files" in resp["topics"][0]["error_message"], resp
             deadline = time.monotonic() + 30
             while "Too many open files" not in broker.log_text():
                 assert time.monotonic() < deadline, broker.log_text()
@@ -171,5 +172,38 @@ def test_partitions_beyond_a_low_hard_limit_fail_without_wedging_and_a_higher_li
             assert produce(c, "small", batch([b"after"]))["base_offset"] == 1  # nothing lost
             assert produce(c, "many", batch([b"x"]), partition=599)["error_code"] == 0
         assert broker.open_fds() <= 601 + OVERHEAD
+    finally:
+        broker.kill()
+
+
+def test_ten_thousand_topics_are_served_with_about_one_descriptor_each_and_survive_a_restart(data_dir):
+    topics, per_request = 10_000, 1_000
+    broker = LimitedBroker(data_dir).start()
+    try:
+        idle = broker.open_fds()
+        with WireClient(broker.host, broker.port, timeout=120) as c:
+            for first in range(0, topics, per_request):
+                resp = c.request(19, 7, {"topics": [{"name": f"t{i:05d}", "num_partitions": 1,
+                                                     "replication_factor": 1}
+                                                    for i in range(first, first + per_request)],
+                                         "timeout_ms": 60000})
+                assert all(t["error_code"] == 0 for t in resp["topics"]), resp["topics"][:3]
+            held = broker.open_fds() - idle
+            assert held <= topics + OVERHEAD, f"{held} descriptors for {topics} single-partition topics"
+            # Another client is still served promptly with every topic in place.
+            t0 = time.monotonic()
+            assert produce(c, "t09999", batch([b"last"]))["error_code"] == 0
+            part = fetch(c, "t09999", 0)["responses"][0]["partitions"][0]
+            assert part["error_code"] == 0 and part["high_watermark"] == 1, part
+            assert time.monotonic() - t0 < 5.0
+            everything = c.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                           "include_topic_authorized_operations": False})
+            assert len([t for t in everything["topics"] if t["name"].startswith("t")]) == topics
+        broker.stop()
+        broker.start(timeout=120)
+        with WireClient(broker.host, broker.port, timeout=120) as c:
+            part = fetch(c, "t09999", 0)["responses"][0]["partitions"][0]
+            assert part["error_code"] == 0 and part["high_watermark"] == 1, part  # nothing lost
+            assert broker.open_fds() - idle <= topics + OVERHEAD
     finally:
         broker.kill()
