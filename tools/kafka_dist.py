@@ -92,7 +92,9 @@ def ensure_jars(quiet: bool = True) -> Path:
         return JARS
     for tool in ("java", "mvn"):
         if shutil.which(tool) is None:
-            raise ToolchainUnavailable(f"'{tool}' is not on PATH; the Java/Kafka/Spark tool chain needs JDK 17 and Maven")
+            raise ToolchainUnavailable(
+                f"'{tool}' is not on PATH: `make test`, `make pipeline` and the Kafka tools need JDK 17+ "
+                "and Maven (they fetch Kafka's and Spark's jars from Maven Central once); `make run` does not")
     for name in CLASSPATHS:
         # copy-dependencies only adds; stale jars from an older version would shadow the new ones.
         shutil.rmtree(JARS / name, ignore_errors=True)
@@ -344,7 +346,16 @@ def main(argv: list[str] | None = None) -> int:
     sp = sub.add_parser("stop", help="stop the broker started with `start` in --data-dir")
     sp.add_argument("--data-dir", type=Path, default=CACHE / "kafka-run")
     args = ap.parse_args(argv)
+    try:
+        return _run(args)
+    except ToolchainUnavailable as exc:
+        # A missing JDK/Maven or an unreachable Maven Central is the user's set-up, not a bug: one
+        # sentence saying what is needed, no traceback.
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
+
+def _run(args: argparse.Namespace) -> int:
     if args.cmd == "jars":
         print(ensure_jars(quiet=False))
         return 0
