@@ -1154,7 +1154,29 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
                 log.warning("Unknown configuration %r (from %s) is ignored", key, layer.origin)
     cfg = BrokerConfig(layers)
     cfg.log_config()  # topic-level defaults must be valid too, or start-up stops here, not later
+    warn_advertised_port_mismatch(cfg)
     return cfg
+
+
+def warn_advertised_port_mismatch(cfg: BrokerConfig) -> None:
+    """Warn when an advertised listener's port differs from the port its listener binds.
+
+    Clients bootstrap anywhere, then connect to exactly what advertised.listeners says: changing only
+    ``listeners`` (say to port 9093) while advertised.listeners still says 9092 silently sends every
+    client to whatever answers on 9092. That is legitimate behind a port mapping (docker -p), so it
+    is a warning, not an error. Unset advertised.listeners means ``listeners`` (Kafka's rule), which
+    always matches; a port 0 listener is bound to a free port and cannot be checked.
+    """
+    if cfg["advertised.listeners"] is None:
+        return
+    bound = {ep.name: ep.port for ep in cfg.listeners}
+    for ep in cfg._advertised_raw():
+        port = bound.get(ep.name)
+        if port and ep.port and ep.port != port:
+            log.warning("advertised.listeners sends clients to %s:%d but listener %s binds port %d: clients "
+                        "that bootstrap here will connect to port %d. Set advertised.listeners to the same "
+                        "port (or leave it unset to advertise listeners) unless a port mapping forwards %d "
+                        "to %d", ep.host or "<this host>", ep.port, ep.name, port, ep.port, ep.port, port)
 
 
 def _check_definitions() -> None:

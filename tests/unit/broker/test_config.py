@@ -714,3 +714,30 @@ class TestDockerImageConfig:
         cfg = load_config(SHIPPED, [], env)
         assert [str(ep) for ep in cfg.listeners] == ["INTERNAL://0.0.0.0:9092", "EXTERNAL://0.0.0.0:29092"]
         assert [str(ep) for ep in cfg.advertised_listeners] == ["INTERNAL://broker:9092", "EXTERNAL://localhost:29092"]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Changing the port (a newcomer's `make run ARGS="--override listeners=..."`)
+
+
+class TestPortChange:
+    def test_changing_only_listeners_moves_the_advertised_address_too(self, caplog) -> None:
+        with caplog.at_level(logging.WARNING):
+            cfg = load_config(SHIPPED, ["listeners=PLAINTEXT://localhost:9093"], {})
+        assert cfg.advertised_listeners == [Listener("PLAINTEXT", "PLAINTEXT", "localhost", 9093)]
+        assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+    def test_an_advertised_port_other_than_the_listeners_is_warned_about(self, caplog) -> None:
+        with caplog.at_level(logging.WARNING):
+            load_config(SHIPPED, ["listeners=PLAINTEXT://localhost:9093",
+                                  "advertised.listeners=PLAINTEXT://localhost:9092"], {})
+        (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert "advertised.listeners" in warning and "9092" in warning and "9093" in warning
+
+    def test_matching_ports_and_port_zero_are_not_warned_about(self, caplog) -> None:
+        with caplog.at_level(logging.WARNING):
+            load_config(SHIPPED, ["listeners=PLAINTEXT://0.0.0.0:9093",
+                                  "advertised.listeners=PLAINTEXT://broker:9093"], {})
+            load_config(SHIPPED, ["listeners=PLAINTEXT://127.0.0.1:0",
+                                  "advertised.listeners=PLAINTEXT://localhost:9092"], {})
+        assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
