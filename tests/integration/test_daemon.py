@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from tests.support.broker_process import REPO, BrokerProcess, free_port
 from tests.support.wire import WireClient
@@ -207,3 +208,21 @@ def test_empty_security_setting_and_the_default_protocol_map_still_start(tmp_pat
             assert c.request(18, 0, {})["error_code"] == 0
     finally:
         broker.stop()
+
+
+def test_a_second_broker_on_the_same_data_directory_names_it_and_the_holder(tmp_path) -> None:
+    first = BrokerProcess(tmp_path / "first").start()
+    try:
+        logs = first.overrides["log.dirs"]
+        second = BrokerProcess(tmp_path / "second", overrides={"log.dirs": logs})
+        assert second.spawn().wait(20) == 1
+        second.kill()
+        text = second.log_text()
+        assert "Traceback" not in text, text
+        (error,) = [line for line in text.splitlines() if " ERROR " in line]
+        assert str(Path(logs).resolve()) in error and f"process {first.proc.pid}" in error, error
+        # The first broker was not disturbed and still serves.
+        with WireClient(first.host, first.port) as c:
+            assert c.request(18, 0, {})["error_code"] == 0
+    finally:
+        assert first.stop() == 0
