@@ -226,3 +226,30 @@ def test_a_second_broker_on_the_same_data_directory_names_it_and_the_holder(tmp_
             assert c.request(18, 0, {})["error_code"] == 0
     finally:
         assert first.stop() == 0
+
+
+def test_odradek_without_a_config_file_runs_the_single_node_default(tmp_path) -> None:
+    # `pip install odradek && odradek`: no file, no node.id. The port comes from the environment only
+    # because 9092 may be taken on a shared machine; everything else is the built-in configuration.
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(REPO), KAFKA_LISTENERS=f"PLAINTEXT://127.0.0.1:{port}")
+    env.pop("KAFKA_LOG_DIRS", None)
+    env.pop("KAFKA_NODE_ID", None)
+    proc = subprocess.Popen([sys.executable, "-m", "broker.main"], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                c = WireClient("127.0.0.1", port)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+                time.sleep(0.05)
+        with c:
+            resp = c.request(3, 12, {"topics": [{"name": "first-hour"}], "allow_auto_topic_creation": True})
+        assert resp["topics"][0]["error_code"] == 0
+        assert (tmp_path / "data" / "kafka-logs" / "first-hour-0").is_dir()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0

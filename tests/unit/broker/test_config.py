@@ -437,9 +437,10 @@ class TestInvalidValues:
         assert cfg.value_string("auto.create.topics.enable") == "false"
         assert cfg.value_string("log.retention.ms") is None
 
-    def test_node_id_required(self) -> None:
+    def test_node_id_required(self, tmp_path: Path) -> None:
+        # With a config file (without one, the built-in single-node configuration applies).
         with pytest.raises(ConfigError, match="node.id"):
-            load_config(None, [], {})
+            load_config(write(tmp_path, "num.partitions=1\n"), [], {})
 
     def test_broker_id_is_node_id_synonym(self) -> None:
         assert load_config(None, ["broker.id=4"], {}).node_id == 4
@@ -741,3 +742,17 @@ class TestPortChange:
             load_config(SHIPPED, ["listeners=PLAINTEXT://127.0.0.1:0",
                                   "advertised.listeners=PLAINTEXT://localhost:9092"], {})
         assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+class TestBuiltInSingleNode:
+    def test_the_built_in_configuration_is_the_shipped_file(self) -> None:
+        from broker.config import SINGLE_NODE_DEFAULTS
+
+        assert dict(SINGLE_NODE_DEFAULTS) == dict(load_properties(SHIPPED))
+
+    def test_no_file_and_no_node_id_runs_the_built_in_single_node(self) -> None:
+        cfg = load_config(None, [], {})
+        assert cfg.node_id == 1 and cfg.log_dirs == [Path("data/kafka-logs")]
+        assert cfg["offsets.topic.replication.factor"] == 1
+        # A node.id given anywhere keeps Kafka's own defaults underneath, as before.
+        assert load_config(None, ["node.id=2", "log.dirs=/x"], {})["offsets.topic.replication.factor"] == 3
