@@ -66,13 +66,18 @@ clean:
 #   make kafka-start    a real Apache Kafka on localhost:$(KAFKA_PORT) for comparison (data in .cache/kafka-run)
 #   make kafka-stop
 #   make pipeline       generate $(EVENTS) events into $(BOOTSTRAP) and run the PySpark pipeline once
-.PHONY: jars kafka-start kafka-stop pipeline
+#   make kafka-tools    the jars behind bin/kafka-topics, bin/kafka-console-consumer, ... (bin/kafka-tool)
+.PHONY: jars kafka-start kafka-stop pipeline kafka-tools
 KAFKA_PORT ?= 9192
 BOOTSTRAP ?= localhost:9092
 EVENTS ?= 5000
 
 jars: $(RUNTIME_STAMP)
 	$(PY) -m tools.kafka_dist jars
+
+kafka-tools: jars
+	@echo "Kafka's CLI tools: bin/kafka-topics, bin/kafka-console-producer, bin/kafka-console-consumer,"
+	@echo "bin/kafka-consumer-groups, bin/kafka-configs, bin/kafka-get-offsets (or bin/kafka-tool NAME ...)"
 
 kafka-start: jars
 	$(PY) -m tools.kafka_dist start --port $(KAFKA_PORT)
