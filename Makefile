@@ -65,7 +65,9 @@ clean:
 #   make jars           fill .cache/jars from Maven Central (Kafka 3.9.1, Spark 4.0.0 connector, test driver)
 #   make kafka-start    a real Apache Kafka on localhost:$(KAFKA_PORT) for comparison (data in .cache/kafka-run)
 #   make kafka-stop
-#   make pipeline       generate $(EVENTS) events into $(BOOTSTRAP) and run the PySpark pipeline once
+#   make pipeline       generate $(EVENTS) events into $(BOOTSTRAP) and run the PySpark pipeline once; each
+#                       run continues after the events already in the topic (GENERATE_ARGS="--first-index 0
+#                       --start 2024-05-01T12:00:00Z" replays the first run's)
 #   make kafka-tools    the jars behind bin/kafka-topics, bin/kafka-console-consumer, ... (bin/kafka-tool)
 .PHONY: jars kafka-start kafka-stop pipeline kafka-tools
 KAFKA_PORT ?= 9192
@@ -86,5 +88,5 @@ kafka-stop: $(RUNTIME_STAMP)
 	$(PY) -m tools.kafka_dist stop
 
 pipeline: $(TEST_STAMP) jars
-	$(PY) -m pipeline.generate --bootstrap $(BOOTSTRAP) --events $(EVENTS) --create-topic
+	$(PY) -m pipeline.generate --bootstrap $(BOOTSTRAP) --events $(EVENTS) --create-topic $(GENERATE_ARGS)
 	$(PY) -m pipeline.run --bootstrap $(BOOTSTRAP) $(PIPELINE_ARGS)
