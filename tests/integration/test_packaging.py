@@ -40,3 +40,14 @@ def test_make_run_installs_only_the_runtime_and_make_test_the_test_extra(tmp_pat
     assert "[test]" not in run and "pyspark" not in run
     for target in ("test", "pipeline"):
         assert "pip install --quiet -e '.[test]'" in _make_dry_run(target, tmp_path / "venv")
+
+
+def test_editable_install_builds_the_extension_without_a_setuptools_warning(tmp_path) -> None:
+    # What `make` runs (pip install -e .), with setuptools' own output shown (-v). The meta-path
+    # finder strategy used to end every install with "BuildBackendWarning: Editable installation ...".
+    result = subprocess.run([sys.executable, "-m", "pip", "install", "-v", "--no-deps", "-e", str(REPO),
+                             "--prefix", str(tmp_path / "prefix")], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    output = result.stdout + result.stderr
+    assert [line for line in output.splitlines() if "Warning" in line or "WARNING" in line] == []
+    assert "building 'protocol._record_scan' extension" in output
