@@ -253,3 +253,20 @@ def test_odradek_without_a_config_file_runs_the_single_node_default(tmp_path) ->
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
+
+
+def test_loading_the_offsets_topic_logs_one_summary_line(tmp_path) -> None:
+    b = BrokerProcess(tmp_path, overrides={"offsets.topic.num.partitions": "8"}).start()
+    try:
+        with WireClient(b.host, b.port) as c:  # creates __consumer_offsets (8 partitions)
+            deadline = time.monotonic() + 20
+            while c.request(10, 3, {"key": "g", "key_type": 0})["error_code"] != 0:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        assert b.restart().stop() == 0
+    finally:
+        b.kill()
+    lines = [line for line in b.log_text().splitlines() if "__consumer_offsets" in line and " INFO " in line]
+    loaded = [line for line in lines if "loaded" in line]
+    assert len(loaded) == 2, lines  # one at creation, one at the restart - not one per partition
+    assert all("loaded 8 __consumer_offsets partitions" in line for line in loaded), loaded
