@@ -1,6 +1,6 @@
 # Odradek — the two commands on a fresh machine:
 #   make run    install the runtime only, start one broker on localhost:9092, data under ./data
-#   make test   install everything the tests need and run the whole suite
+#   make test   install everything the tests need and run the whole suite (also needs JDK 17+ and Maven)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
