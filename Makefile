@@ -1,40 +1,48 @@
 # Odradek — the two commands on a fresh machine:
-#   make run    start one broker on localhost:9092, data under ./data
-#   make test   install everything the tests need and run the whole suite
+#   make run    install the runtime only, start one broker on localhost:9092, data under ./data
+#   make test   install everything the tests need and run the whole suite (also needs JDK 17+ and Maven)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+RUNTIME_STAMP := $(VENV)/.installed-runtime
+TEST_STAMP := $(VENV)/.installed-test
 CONFIG ?= config/server.properties
 
 .PHONY: run test lint bench bench-micro compile venv clean
 
-# pip install -e builds protocol/_record_scan.c in place (setup.py, optional: without a C compiler
-# the install still succeeds and record validation runs its pure-Python twin); a change to the C
-# source or setup.py reinstalls.
-$(STAMP): pyproject.toml setup.py protocol/_record_scan.c
+# Two installs, each with its own stamp: `make run` needs only the broker's runtime dependencies
+# (a few MB, seconds); `make test`, `make lint` and `make pipeline` add the `test` extra (pytest,
+# the client libraries, pyspark: ~600 MB). Both are `pip install -e`, which builds
+# protocol/_record_scan.c in place (setup.py, optional: without a C compiler the install still
+# succeeds and record validation runs its pure-Python twin); a change to the C source, setup.py or
+# pyproject.toml reinstalls.
+$(RUNTIME_STAMP): pyproject.toml setup.py protocol/_record_scan.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(TEST_STAMP): $(RUNTIME_STAMP)
 	$(PY) -m pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	touch $@
 
 # Byte-compile the broker once: an editable install leaves no .pyc behind, and where
 # PYTHONDONTWRITEBYTECODE is set every start would compile ~100 modules again (~300 ms).
-compile: $(STAMP)
+compile: $(RUNTIME_STAMP)
 	$(PY) -m compileall -q broker protocol storage controller
 
-venv: $(STAMP)
+venv: $(RUNTIME_STAMP)
 
 run: compile
 	$(VENV)/bin/odradek $(CONFIG) $(ARGS)
 
 # The Java/Spark tests need Kafka's and Spark's jars: `jars` fetches them from Maven Central into
 # .cache/ on first use (about a minute) and is a no-op afterwards.
-test: compile jars
+test: compile $(TEST_STAMP) jars
 	$(PY) -m ruff check broker protocol storage controller tests tools bench pipeline
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(PY) -m ruff check broker protocol storage controller tests tools bench pipeline
 
 bench: compile
@@ -57,21 +65,28 @@ clean:
 #   make jars           fill .cache/jars from Maven Central (Kafka 3.9.1, Spark 4.0.0 connector, test driver)
 #   make kafka-start    a real Apache Kafka on localhost:$(KAFKA_PORT) for comparison (data in .cache/kafka-run)
 #   make kafka-stop
-#   make pipeline       generate $(EVENTS) events into $(BOOTSTRAP) and run the PySpark pipeline once
-.PHONY: jars kafka-start kafka-stop pipeline
+#   make pipeline       generate $(EVENTS) events into $(BOOTSTRAP) and run the PySpark pipeline once; each
+#                       run continues after the events already in the topic (GENERATE_ARGS="--first-index 0
+#                       --start 2024-05-01T12:00:00Z" replays the first run's)
+#   make kafka-tools    the jars behind bin/kafka-topics, bin/kafka-console-consumer, ... (bin/kafka-tool)
+.PHONY: jars kafka-start kafka-stop pipeline kafka-tools
 KAFKA_PORT ?= 9192
 BOOTSTRAP ?= localhost:9092
 EVENTS ?= 5000
 
-jars: $(STAMP)
+jars: $(RUNTIME_STAMP)
 	$(PY) -m tools.kafka_dist jars
+
+kafka-tools: jars
+	@echo "Kafka's CLI tools: bin/kafka-topics, bin/kafka-console-producer, bin/kafka-console-consumer,"
+	@echo "bin/kafka-consumer-groups, bin/kafka-configs, bin/kafka-get-offsets (or bin/kafka-tool NAME ...)"
 
 kafka-start: jars
 	$(PY) -m tools.kafka_dist start --port $(KAFKA_PORT)
 
-kafka-stop: $(STAMP)
+kafka-stop: $(RUNTIME_STAMP)
 	$(PY) -m tools.kafka_dist stop
 
-pipeline: jars
-	$(PY) -m pipeline.generate --bootstrap $(BOOTSTRAP) --events $(EVENTS) --create-topic
+pipeline: $(TEST_STAMP) jars
+	$(PY) -m pipeline.generate --bootstrap $(BOOTSTRAP) --events $(EVENTS) --create-topic $(GENERATE_ARGS)
 	$(PY) -m pipeline.run --bootstrap $(BOOTSTRAP) $(PIPELINE_ARGS)

@@ -1122,6 +1122,34 @@ class BrokerConfig(Mapping[str, Any]):
 # ---------------------------------------------------------------------------------------------------
 
 
+# What `odradek` runs with when given neither a config file nor a node.id: exactly the settings of
+# the shipped config/server.properties (a unit test keeps the two equal), data in ./data/kafka-logs
+# under the directory it was started in, as `make run`.
+SINGLE_NODE_DEFAULTS: Mapping[str, str] = {
+    "node.id": "1",
+    "listeners": "PLAINTEXT://localhost:9092",
+    "num.network.threads": "3",
+    "num.io.threads": "8",
+    "queued.max.requests": "500",
+    "socket.send.buffer.bytes": "102400",
+    "socket.receive.buffer.bytes": "102400",
+    "socket.request.max.bytes": "104857600",
+    "message.max.bytes": "1048588",
+    "log.dirs": "data/kafka-logs",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "auto.create.topics.enable": "true",
+    "num.recovery.threads.per.data.dir": "1",
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "log.retention.hours": "168",
+    "log.segment.bytes": "1073741824",
+    "log.retention.check.interval.ms": "300000",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
 def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = (),
                 environ: Mapping[str, str] | None = None) -> BrokerConfig:
     """Build the broker's config from defaults < file < environment < ``--override key=value``.
@@ -1140,6 +1168,13 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
             raise ConfigError(f"Malformed config file {os.fspath(path)!r}: {e}") from None
     layers.append(_Layer("env", config_from_environ(os.environ if environ is None else environ)))
     layers.append(_Layer("override", parse_overrides(overrides)))
+    if path is None and not any(k in layer.values for layer in layers for k in ("node.id", "broker.id")):
+        # `odradek` alone (e.g. after `pip install odradek`) runs the single-node broker of the
+        # shipped config/server.properties instead of stopping on a missing node.id.
+        layers.insert(0, _Layer("file", dict(SINGLE_NODE_DEFAULTS)))
+        log.info("No config file and no node.id given: using the built-in single-node configuration "
+                 "(config/server.properties' settings), data in %s",
+                 Path(SINGLE_NODE_DEFAULTS["log.dirs"]).resolve())
 
     merged: dict[str, str] = {}
     for layer in layers:
@@ -1154,7 +1189,29 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
                 log.warning("Unknown configuration %r (from %s) is ignored", key, layer.origin)
     cfg = BrokerConfig(layers)
     cfg.log_config()  # topic-level defaults must be valid too, or start-up stops here, not later
+    warn_advertised_port_mismatch(cfg)
     return cfg
+
+
+def warn_advertised_port_mismatch(cfg: BrokerConfig) -> None:
+    """Warn when an advertised listener's port differs from the port its listener binds.
+
+    Clients bootstrap anywhere, then connect to exactly what advertised.listeners says: changing only
+    ``listeners`` (say to port 9093) while advertised.listeners still says 9092 silently sends every
+    client to whatever answers on 9092. That is legitimate behind a port mapping (docker -p), so it
+    is a warning, not an error. Unset advertised.listeners means ``listeners`` (Kafka's rule), which
+    always matches; a port 0 listener is bound to a free port and cannot be checked.
+    """
+    if cfg["advertised.listeners"] is None:
+        return
+    bound = {ep.name: ep.port for ep in cfg.listeners}
+    for ep in cfg._advertised_raw():
+        port = bound.get(ep.name)
+        if port and ep.port and ep.port != port:
+            log.warning("advertised.listeners sends clients to %s:%d but listener %s binds port %d: clients "
+                        "that bootstrap here will connect to port %d. Set advertised.listeners to the same "
+                        "port (or leave it unset to advertise listeners) unless a port mapping forwards %d "
+                        "to %d", ep.host or "<this host>", ep.port, ep.name, port, ep.port, ep.port, port)
 
 
 def _check_definitions() -> None:

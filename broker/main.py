@@ -1,5 +1,8 @@
 """``odradek [server.properties] [--override key=value ...]`` — start one broker, like kafka-server-start.
 
+``odradek`` alone runs the built-in single-node configuration (broker.config.SINGLE_NODE_DEFAULTS:
+config/server.properties' settings, localhost:9092, data in ./data/kafka-logs).
+
 Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT), 1 when the configuration is invalid
 (the message names the key and the accepted values) or start-up fails, and 1 when the broker
 stopped itself (every log dir failed, or the metadata log dir did: Kafka's "Shutdown broker
@@ -83,7 +86,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="odradek", description="Odradek: a Kafka-compatible message broker (one node)."
     )
-    parser.add_argument("config", nargs="?", help="server.properties file (Kafka's keys)")
+    parser.add_argument("config", nargs="?",
+                        help="server.properties file (Kafka's keys); without one (and without a node.id from "
+                             "the environment or --override) the built-in single-node configuration, the "
+                             "settings of config/server.properties, with data in ./data/kafka-logs")
     parser.add_argument(
         "--override",
         action="append",

@@ -20,6 +20,7 @@ from broker.topic_metadata_cache import TopicMetadataCache
 from controller.controller import DEFAULT_LEASE_TTL_MS, Controller
 from controller.image import BrokerRegistration, MetadataImage
 from controller.lease import LocalLeaseStore
+from protocol.errors import ErrorCode, KafkaApiError
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -58,7 +59,19 @@ class BrokerMetadata:
 
     async def start(self) -> None:
         self.metadata_dir.mkdir(parents=True, exist_ok=True)
-        await self.controller.start()
+        try:
+            await self.controller.start()
+        except KafkaApiError as exc:
+            if exc.code != ErrorCode.NOT_CONTROLLER or self.controller.lease is not None:
+                raise
+            # On one machine the lease is refused only while another process holds its lock: another
+            # broker on the same directory (Kafka: "Failed to acquire lock on file .lock in ...").
+            pid = self.lease_store.holder_pid()
+            holder = f"process {pid}" if pid is not None else "another process"
+            raise KafkaApiError(ErrorCode.NOT_CONTROLLER,
+                                f"the data directory {self.metadata_dir.resolve()} is in use by {holder} (another "
+                                f"broker holds {self.lease_store.path.name}.lock); stop it or choose another "
+                                "log.dirs") from None
         self._renewer = asyncio.get_running_loop().create_task(self._renew_forever())
 
     async def on_listening(self, bound_ports: dict[str, int]) -> None:

@@ -19,7 +19,8 @@ the same contract:
 written by write-temp + fsync + rename + fsync(dir), so after a crash the file holds either the old
 or the new state, never a mix; the epoch therefore never goes backwards across restarts. Mutual
 exclusion between processes uses ``fcntl.flock`` on ``<lease file>.lock``: the holder keeps an
-exclusive lock from acquisition until ``release`` (or process death, when the kernel drops it). A
+exclusive lock from acquisition until ``release`` (or process death, when the kernel drops it) and
+writes its pid into the lock file, so a refused process can say who holds the directory. A
 second process on the same data directory, or a second store object in the same process (flock
 locks belong to the open file), cannot acquire while the lock is held, even if the first holder's
 TTL has lapsed - on one machine the lock, not the clock, is what fences. TTL expiry still matters
@@ -129,10 +130,28 @@ class LocalLeaseStore:
             os.close(fd)
             return False
         self._lock_fd = fd
+        # The holder's pid, only so that a second process refused here can name who holds the
+        # directory; the flock, not this content, is what excludes.
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass
         return True
+
+    def holder_pid(self) -> int | None:
+        """The pid written by the process holding the lock, if it wrote one (None if unknown)."""
+        try:
+            return int(self._lock_path.read_text().strip())
+        except (OSError, ValueError):
+            return None
 
     def _unlock(self) -> None:
         if self._lock_fd is not None:
+            try:
+                os.ftruncate(self._lock_fd, 0)  # before unlocking: never erase the next holder's pid
+            except OSError:
+                pass
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)
             self._lock_fd = None

@@ -2,7 +2,7 @@
 
     python -m pipeline.generate --bootstrap localhost:9092 --events 10000 [--topic events]
         [--users 50] [--bad-ratio 0.03] [--duplicate-ratio 0.02] [--seed 1]
-        [--start 2024-05-01T12:00:00Z] [--rate 20] [--create-topic --partitions 3]
+        [--start 2024-05-01T12:00:00Z] [--rate 20] [--first-index auto] [--create-topic --partitions 3]
 
 Events are spread over event time at ``rate`` events per second from ``start``, each jittered by up
 to ±5 s (a little out of order, well inside the pipeline's 30 s watermark). A ``duplicate-ratio``
@@ -149,6 +149,26 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
             raise
 
 
+def records_in_topic(bootstrap: str, topic: str) -> int:
+    """How many records the topic holds (sum of its partitions' end offsets); 0 if it does not exist.
+
+    Every generated event is at least one record, so starting the next run's event index here gives
+    it new event ids and later event times: a second `make pipeline` adds new windows instead of
+    resending the first run's events (which the job drops as duplicates and late data).
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "odradek-generate-probe",
+                  "enable.auto.commit": False})
+    try:
+        meta = c.list_topics(topic, timeout=30).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return 0
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in meta.partitions)
+    finally:
+        c.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pipeline.generate", description=__doc__.split("\n\n")[0])
     ap.add_argument("--bootstrap", default="localhost:9092")
@@ -160,17 +180,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--start", default="2024-05-01T12:00:00Z", help="event time of the first event (ISO-8601)")
     ap.add_argument("--rate", type=float, default=20.0, help="events per second of event time")
-    ap.add_argument("--first-index", type=int, default=0, help="continue a previous run's event ids and times")
+    ap.add_argument("--first-index", default="auto",
+                    help="index of the first event (its id and time); 'auto' (the default) continues after "
+                         "what the topic already holds, so each run adds new events")
     ap.add_argument("--create-topic", action="store_true")
     ap.add_argument("--partitions", type=int, default=3)
     a = ap.parse_args(argv)
     if a.create_topic:
         create_topic(a.bootstrap, a.topic, a.partitions)
     start = datetime.fromisoformat(a.start.replace("Z", "+00:00"))
-    records = generate(a.events, a.seed, a.users, a.bad_ratio, a.duplicate_ratio, start, a.rate, a.first_index)
+    first = records_in_topic(a.bootstrap, a.topic) if a.first_index == "auto" else int(a.first_index)
+    # A different seed per continuation, or every run would repeat the same users and amounts.
+    records = generate(a.events, a.seed + first, a.users, a.bad_ratio, a.duplicate_ratio, start, a.rate, first)
     produce(a.bootstrap, a.topic, records)
     bad = sum(1 for r in records if r.error)
-    print(f"sent {len(records)} records to {a.topic} ({bad} invalid, {len(records) - a.events} duplicates)")
+    print(f"sent {len(records)} records to {a.topic} (events {first}..{first + a.events - 1}, {bad} invalid, "
+          f"{len(records) - a.events} duplicates)")
     return 0
 
 

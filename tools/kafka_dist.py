@@ -23,7 +23,7 @@ and ``kill()`` SIGKILL. The server's own log goes to ``<data-dir>/kafka.log``; i
 
 CLI (also used by ``make bench`` and the Makefile's jars/kafka-start/kafka-stop targets)::
 
-    python -m tools.kafka_dist jars                         # fill the cache (no-op when current)
+    python -m tools.kafka_dist jars                         # fill the cache (silent no-op when current)
     python -m tools.kafka_dist classpath kafka|spark|driver # print a classpath
     python -m tools.kafka_dist start --port 9092 --data-dir .cache/kafka-run [--foreground]
     python -m tools.kafka_dist stop --data-dir .cache/kafka-run
@@ -92,11 +92,14 @@ def ensure_jars(quiet: bool = True) -> Path:
         return JARS
     for tool in ("java", "mvn"):
         if shutil.which(tool) is None:
-            raise ToolchainUnavailable(f"'{tool}' is not on PATH; the Java/Kafka/Spark tool chain needs JDK 17 and Maven")
+            raise ToolchainUnavailable(
+                f"'{tool}' is not on PATH: `make test`, `make pipeline` and the Kafka tools need JDK 17+ "
+                "and Maven (they fetch Kafka's and Spark's jars from Maven Central once); `make run` does not")
     for name in CLASSPATHS:
         # copy-dependencies only adds; stale jars from an older version would shadow the new ones.
         shutil.rmtree(JARS / name, ignore_errors=True)
-    cmd = ["mvn", "-B", "-s", str(JAVA_DIR / "settings.xml"), "-f", str(JAVA_DIR / "pom.xml"),
+    # -ntp: no per-artifact transfer progress (about 1,600 lines on a first fetch).
+    cmd = ["mvn", "-B", "-ntp", "-s", str(JAVA_DIR / "settings.xml"), "-f", str(JAVA_DIR / "pom.xml"),
            f"-Dmaven.repo.local={M2}", f"-Dodradek.cache={CACHE}", "package"]
     if quiet:
         cmd.insert(1, "-q")
@@ -344,9 +347,25 @@ def main(argv: list[str] | None = None) -> int:
     sp = sub.add_parser("stop", help="stop the broker started with `start` in --data-dir")
     sp.add_argument("--data-dir", type=Path, default=CACHE / "kafka-run")
     args = ap.parse_args(argv)
+    try:
+        return _run(args)
+    except ToolchainUnavailable as exc:
+        # A missing JDK/Maven or an unreachable Maven Central is the user's set-up, not a bug: one
+        # sentence saying what is needed, no traceback.
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
+
+def _run(args: argparse.Namespace) -> int:
     if args.cmd == "jars":
-        print(ensure_jars(quiet=False))
+        # `make test` runs this first: one line while Maven works (its output only on failure),
+        # nothing at all once the cache is current.
+        if not jars_current():
+            print(f"Fetching Kafka {KAFKA_VERSION} and Spark {SPARK_VERSION} jars with Maven into "
+                  f"{JARS} (once, about a minute)...", flush=True)
+            t0 = time.monotonic()
+            ensure_jars(quiet=True)
+            print(f"Jars ready in {time.monotonic() - t0:.0f} s.", flush=True)
         return 0
     if args.cmd == "classpath":
         print(classpath(args.name))

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -115,6 +116,9 @@ class GroupCoordinator:
         self.partitions: dict[int, str] = {}  # __consumer_offsets partition -> _LOADING / _ACTIVE
         self.active = False
         self._load_tasks: dict[int, asyncio.Task] = {}
+        # One INFO line per burst of loads (start-up loads every partition: 50 lines otherwise).
+        self._loads_since: float | None = None
+        self._loads_done = 0
         self.consumer = ConsumerGroupManager(self)  # KIP-848 groups, beside the classic ones
 
     # ==========================================================================================
@@ -146,6 +150,8 @@ class GroupCoordinator:
         if topic != OFFSETS_TOPIC or not self.active:
             return
         self.partitions[partition] = _LOADING
+        if self._loads_since is None:
+            self._loads_since = time.monotonic()
         old = self._load_tasks.pop(partition, None)
         if old is not None:
             old.cancel()
@@ -213,8 +219,14 @@ class GroupCoordinator:
                 for member in group.members.values():
                     self._reschedule_heartbeat(group, member)
         self.partitions[partition] = _ACTIVE
-        log.info("loaded %s-%d: %d groups", OFFSETS_TOPIC, partition,
-                 sum(1 for g in self.groups.values() if g.partition == partition))
+        log.debug("loaded %s-%d: %d groups", OFFSETS_TOPIC, partition,
+                  sum(1 for g in self.groups.values() if g.partition == partition))
+        self._loads_done += 1
+        if _LOADING not in self.partitions.values():
+            started = self._loads_since if self._loads_since is not None else time.monotonic()
+            log.info("loaded %d %s partition%s: %d groups in %.0f ms", self._loads_done, OFFSETS_TOPIC,
+                     "" if self._loads_done == 1 else "s", len(self.groups), (time.monotonic() - started) * 1000)
+            self._loads_since, self._loads_done = None, 0
 
     @staticmethod
     def _replay(rec: Record, group_values: dict, offsets: dict) -> None:

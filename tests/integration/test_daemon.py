@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from tests.support.broker_process import REPO, BrokerProcess, free_port
 from tests.support.wire import WireClient
@@ -207,3 +208,65 @@ def test_empty_security_setting_and_the_default_protocol_map_still_start(tmp_pat
             assert c.request(18, 0, {})["error_code"] == 0
     finally:
         broker.stop()
+
+
+def test_a_second_broker_on_the_same_data_directory_names_it_and_the_holder(tmp_path) -> None:
+    first = BrokerProcess(tmp_path / "first").start()
+    try:
+        logs = first.overrides["log.dirs"]
+        second = BrokerProcess(tmp_path / "second", overrides={"log.dirs": logs})
+        assert second.spawn().wait(20) == 1
+        second.kill()
+        text = second.log_text()
+        assert "Traceback" not in text, text
+        (error,) = [line for line in text.splitlines() if " ERROR " in line]
+        assert str(Path(logs).resolve()) in error and f"process {first.proc.pid}" in error, error
+        # The first broker was not disturbed and still serves.
+        with WireClient(first.host, first.port) as c:
+            assert c.request(18, 0, {})["error_code"] == 0
+    finally:
+        assert first.stop() == 0
+
+
+def test_odradek_without_a_config_file_runs_the_single_node_default(tmp_path) -> None:
+    # `pip install odradek && odradek`: no file, no node.id. The port comes from the environment only
+    # because 9092 may be taken on a shared machine; everything else is the built-in configuration.
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(REPO), KAFKA_LISTENERS=f"PLAINTEXT://127.0.0.1:{port}")
+    env.pop("KAFKA_LOG_DIRS", None)
+    env.pop("KAFKA_NODE_ID", None)
+    proc = subprocess.Popen([sys.executable, "-m", "broker.main"], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                c = WireClient("127.0.0.1", port)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+                time.sleep(0.05)
+        with c:
+            resp = c.request(3, 12, {"topics": [{"name": "first-hour"}], "allow_auto_topic_creation": True})
+        assert resp["topics"][0]["error_code"] == 0
+        assert (tmp_path / "data" / "kafka-logs" / "first-hour-0").is_dir()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+
+
+def test_loading_the_offsets_topic_logs_one_summary_line(tmp_path) -> None:
+    b = BrokerProcess(tmp_path, overrides={"offsets.topic.num.partitions": "8"}).start()
+    try:
+        with WireClient(b.host, b.port) as c:  # creates __consumer_offsets (8 partitions)
+            deadline = time.monotonic() + 20
+            while c.request(10, 3, {"key": "g", "key_type": 0})["error_code"] != 0:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        assert b.restart().stop() == 0
+    finally:
+        b.kill()
+    lines = [line for line in b.log_text().splitlines() if "__consumer_offsets" in line and " INFO " in line]
+    loaded = [line for line in lines if "loaded" in line]
+    assert len(loaded) == 2, lines  # one at creation, one at the restart - not one per partition
+    assert all("loaded 8 __consumer_offsets partitions" in line for line in loaded), loaded

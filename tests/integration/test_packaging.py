@@ -23,3 +23,31 @@ def test_wheel_holds_the_four_packages_and_the_odradek_command(tmp_path) -> None
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "odradek = broker.main:main" in text
+
+
+def _make_dry_run(target: str, venv: Path) -> str:
+    """The commands `make TARGET` would run for a fresh virtualenv at ``venv`` (make -n runs nothing)."""
+    result = subprocess.run(["make", "-n", "-C", str(REPO), target, f"VENV={venv}"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_make_run_installs_only_the_runtime_and_make_test_the_test_extra(tmp_path) -> None:
+    # `make run` used to install the whole test extra (pyspark: 613 MB, 44 s before the first byte).
+    run = _make_dry_run("run", tmp_path / "venv")
+    assert "pip install --quiet -e .\n" in run  # editable: builds protocol/_record_scan.c in place
+    assert "[test]" not in run and "pyspark" not in run
+    for target in ("test", "pipeline"):
+        assert "pip install --quiet -e '.[test]'" in _make_dry_run(target, tmp_path / "venv")
+
+
+def test_editable_install_builds_the_extension_without_a_setuptools_warning(tmp_path) -> None:
+    # What `make` runs (pip install -e .), with setuptools' own output shown (-v). The meta-path
+    # finder strategy used to end every install with "BuildBackendWarning: Editable installation ...".
+    result = subprocess.run([sys.executable, "-m", "pip", "install", "-v", "--no-deps", "-e", str(REPO),
+                             "--prefix", str(tmp_path / "prefix")], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    output = result.stdout + result.stderr
+    assert [line for line in output.splitlines() if "Warning" in line or "WARNING" in line] == []
+    assert "building 'protocol._record_scan' extension" in output

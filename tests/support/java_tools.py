@@ -1,21 +1,9 @@
 """Run Kafka's own Java tools against a broker: the CLI tools as Java main classes, and the odradek test
 driver (java/driver) as a long-lived process that answers JSON requests.
 
-Kafka 3.9.1's CLI entry points (what bin/kafka-*.sh run; found in .cache/jars/kafka):
-
-    kafka-topics            org.apache.kafka.tools.TopicCommand
-    kafka-console-producer  kafka.tools.ConsoleProducer              (still Scala in 3.9)
-    kafka-console-consumer  org.apache.kafka.tools.consumer.ConsoleConsumer
-    kafka-consumer-groups   org.apache.kafka.tools.consumer.group.ConsumerGroupCommand
-    kafka-configs           kafka.admin.ConfigCommand                (still Scala in 3.9)
-    kafka-get-offsets       org.apache.kafka.tools.GetOffsetShell
-    kafka-delete-records    org.apache.kafka.tools.DeleteRecordsCommand
-    kafka-producer-perf-test  org.apache.kafka.tools.ProducerPerformance
-    kafka-consumer-perf-test  org.apache.kafka.tools.ConsumerPerformance
-    kafka-e2e-latency       org.apache.kafka.tools.EndToEndLatency
-
-Each ``run_tool`` is one JVM launch (~1-2 s); tests keep their number small. The tools log through
-reload4j at WARN to stderr, so stdout holds only the tool's output.
+The tools, their main classes and the JVM/logging options are tools.kafka_cli's, the same code behind
+bin/kafka-tool, which users run. Each ``run_tool`` is one JVM launch (~1-2 s); tests keep their number
+small.
 
 ``JavaDriver``: ``java -jar odradek-driver.jar --serve`` reads one JSON request per line and answers one
 JSON line each; ``call(scenario, **args)`` returns the result or raises ``DriverError`` carrying Kafka's
@@ -32,38 +20,8 @@ import subprocess
 import tempfile
 import time
 
-from tools.kafka_dist import JARS, classpath, java_command, temp_config_file
-
-TOOLS: dict[str, str] = {
-    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
-    "kafka-console-producer": "kafka.tools.ConsoleProducer",
-    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
-    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-    "kafka-configs": "kafka.admin.ConfigCommand",
-    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
-    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
-    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
-    "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
-    "kafka-e2e-latency": "org.apache.kafka.tools.EndToEndLatency",
-}
-
-# Short-lived JVMs: C1 only and a small serial heap start noticeably faster than the defaults.
-TOOL_JVM_OPTS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
-
-_LOG4J_TOOLS = """\
-log4j.rootLogger=WARN, stderr
-log4j.appender.stderr=org.apache.log4j.ConsoleAppender
-log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
-log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.appender.stderr.Target=System.err
-"""
-
-
-def tool_command(tool: str, args: list[str]) -> list[str]:
-    main_class = TOOLS.get(tool, tool)  # a tool name from TOOLS, or any fully qualified main class
-    log4j = temp_config_file("odradek-tools-log4j.properties", _LOG4J_TOOLS)
-    opts = [*TOOL_JVM_OPTS, f"-Dlog4j.configuration=file:{log4j}"]
-    return java_command(main_class, list(args), classpath("kafka"), opts)
+from tools.kafka_cli import TOOLS, tool_command  # noqa: F401 (TOOLS re-exported for tests)
+from tools.kafka_dist import JARS, classpath, java_command
 
 
 def run_tool(tool: str, args: list[str], input: str | None = None, timeout: float = 120.0,

@@ -437,9 +437,10 @@ class TestInvalidValues:
         assert cfg.value_string("auto.create.topics.enable") == "false"
         assert cfg.value_string("log.retention.ms") is None
 
-    def test_node_id_required(self) -> None:
+    def test_node_id_required(self, tmp_path: Path) -> None:
+        # With a config file (without one, the built-in single-node configuration applies).
         with pytest.raises(ConfigError, match="node.id"):
-            load_config(None, [], {})
+            load_config(write(tmp_path, "num.partitions=1\n"), [], {})
 
     def test_broker_id_is_node_id_synonym(self) -> None:
         assert load_config(None, ["broker.id=4"], {}).node_id == 4
@@ -714,3 +715,44 @@ class TestDockerImageConfig:
         cfg = load_config(SHIPPED, [], env)
         assert [str(ep) for ep in cfg.listeners] == ["INTERNAL://0.0.0.0:9092", "EXTERNAL://0.0.0.0:29092"]
         assert [str(ep) for ep in cfg.advertised_listeners] == ["INTERNAL://broker:9092", "EXTERNAL://localhost:29092"]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Changing the port (a newcomer's `make run ARGS="--override listeners=..."`)
+
+
+class TestPortChange:
+    def test_changing_only_listeners_moves_the_advertised_address_too(self, caplog) -> None:
+        with caplog.at_level(logging.WARNING):
+            cfg = load_config(SHIPPED, ["listeners=PLAINTEXT://localhost:9093"], {})
+        assert cfg.advertised_listeners == [Listener("PLAINTEXT", "PLAINTEXT", "localhost", 9093)]
+        assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+    def test_an_advertised_port_other_than_the_listeners_is_warned_about(self, caplog) -> None:
+        with caplog.at_level(logging.WARNING):
+            load_config(SHIPPED, ["listeners=PLAINTEXT://localhost:9093",
+                                  "advertised.listeners=PLAINTEXT://localhost:9092"], {})
+        (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert "advertised.listeners" in warning and "9092" in warning and "9093" in warning
+
+    def test_matching_ports_and_port_zero_are_not_warned_about(self, caplog) -> None:
+        with caplog.at_level(logging.WARNING):
+            load_config(SHIPPED, ["listeners=PLAINTEXT://0.0.0.0:9093",
+                                  "advertised.listeners=PLAINTEXT://broker:9093"], {})
+            load_config(SHIPPED, ["listeners=PLAINTEXT://127.0.0.1:0",
+                                  "advertised.listeners=PLAINTEXT://localhost:9092"], {})
+        assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+class TestBuiltInSingleNode:
+    def test_the_built_in_configuration_is_the_shipped_file(self) -> None:
+        from broker.config import SINGLE_NODE_DEFAULTS
+
+        assert dict(SINGLE_NODE_DEFAULTS) == dict(load_properties(SHIPPED))
+
+    def test_no_file_and_no_node_id_runs_the_built_in_single_node(self) -> None:
+        cfg = load_config(None, [], {})
+        assert cfg.node_id == 1 and cfg.log_dirs == [Path("data/kafka-logs")]
+        assert cfg["offsets.topic.replication.factor"] == 1
+        # A node.id given anywhere keeps Kafka's own defaults underneath, as before.
+        assert load_config(None, ["node.id=2", "log.dirs=/x"], {})["offsets.topic.replication.factor"] == 3

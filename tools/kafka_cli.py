@@ -1,0 +1,79 @@
+"""Apache Kafka's own command-line tools (3.9.1) over the jars tools.kafka_dist already fetches, so a
+newcomer can use kafka-topics, kafka-console-consumer, kafka-consumer-groups ... without downloading
+a Kafka distribution. ``bin/kafka-tool NAME ARGS...`` (and the ``bin/kafka-topics``-style links) run
+``python -m tools.kafka_cli NAME ARGS...``, which replaces itself with the JVM: stdin, stdout, the
+exit code and Ctrl-C are the tool's own.
+
+Kafka 3.9.1's CLI entry points (what Kafka's bin/kafka-*.sh run; found in .cache/jars/kafka):
+
+    kafka-topics            org.apache.kafka.tools.TopicCommand
+    kafka-console-producer  kafka.tools.ConsoleProducer              (still Scala in 3.9)
+    kafka-console-consumer  org.apache.kafka.tools.consumer.ConsoleConsumer
+    kafka-consumer-groups   org.apache.kafka.tools.consumer.group.ConsumerGroupCommand
+    kafka-configs           kafka.admin.ConfigCommand                (still Scala in 3.9)
+    kafka-get-offsets       org.apache.kafka.tools.GetOffsetShell
+    kafka-delete-records    org.apache.kafka.tools.DeleteRecordsCommand
+    kafka-producer-perf-test  org.apache.kafka.tools.ProducerPerformance
+    kafka-consumer-perf-test  org.apache.kafka.tools.ConsumerPerformance
+    kafka-e2e-latency       org.apache.kafka.tools.EndToEndLatency
+
+The tools log through reload4j at WARN to stderr (Kafka's tools-log4j.properties does the same), so
+stdout holds only the tool's output. The tests (tests/support/java_tools.py) launch them the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from tools.kafka_dist import ToolchainUnavailable, classpath, java_command, temp_config_file
+
+TOOLS: dict[str, str] = {
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-console-producer": "kafka.tools.ConsoleProducer",
+    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+    "kafka-e2e-latency": "org.apache.kafka.tools.EndToEndLatency",
+}
+
+# Short-lived JVMs: C1 only and a small serial heap start noticeably faster than the defaults.
+TOOL_JVM_OPTS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
+
+_LOG4J_TOOLS = """\
+log4j.rootLogger=WARN, stderr
+log4j.appender.stderr=org.apache.log4j.ConsoleAppender
+log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
+log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.appender.stderr.Target=System.err
+"""
+
+
+def tool_command(tool: str, args: list[str]) -> list[str]:
+    """The java command line running ``tool`` (a name from TOOLS, or any fully qualified main class)."""
+    main_class = TOOLS.get(tool, tool)
+    log4j = temp_config_file("odradek-tools-log4j.properties", _LOG4J_TOOLS)
+    opts = [*TOOL_JVM_OPTS, f"-Dlog4j.configuration=file:{log4j}"]
+    return java_command(main_class, list(args), classpath("kafka"), opts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in TOOLS:
+        print("usage: bin/kafka-tool NAME [ARGS...]   (e.g. bin/kafka-topics --bootstrap-server localhost:9092 "
+              "--list)\nNAME is one of: " + ", ".join(TOOLS), file=sys.stderr)
+        return 2
+    try:
+        cmd = tool_command(argv[0], argv[1:])
+    except ToolchainUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    os.execv(cmd[0], cmd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
