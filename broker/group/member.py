@@ -77,7 +77,11 @@ class ClassicGroupMember:
         return self.is_awaiting_join or self.is_awaiting_sync
 
     def protocol_names(self) -> list[str]:
-        return [name for name, _ in self.protocols]
+        """Each protocol name once, in preference order. A JoinGroup may name one twice; the group
+        counts how many members support each name (ClassicGroup.supported_protocols), and a
+        duplicate counted twice left no protocol supported by exactly every member: the join
+        timer then failed and the member never got its answer (Kafka counts a set, too)."""
+        return list(dict.fromkeys(name for name, _ in self.protocols))
 
     def metadata(self, protocol: str | None) -> bytes | None:
         for name, meta in self.protocols:

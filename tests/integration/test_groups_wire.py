@@ -138,6 +138,23 @@ def test_member_id_required_then_join(w: WireClient) -> None:
     assert describe(w, "w-mir") == ("CompletingRebalance", [(first["member_id"], None)])
 
 
+def test_a_protocol_named_twice_still_completes_the_join(w: WireClient) -> None:
+    """Found by the fuzzer: a member naming one protocol twice was counted twice, no protocol was
+    then supported by every member, and the join never completed (an ERROR traceback instead)."""
+    find_coordinator(w, "w-dup")
+    body = join_body("w-dup")
+    body["protocols"] = [{"name": "range", "metadata": subscription(TOPIC)}] * 2
+    first = w.request(JOIN, 5, body)
+    assert first["error_code"] == ErrorCode.MEMBER_ID_REQUIRED
+    body["member_id"] = first["member_id"]
+    joined = w.request(JOIN, 5, body)
+    assert (joined["error_code"], joined["protocol_name"], joined["leader"]) == \
+        (ErrorCode.NONE, "range", first["member_id"]), joined
+    # A second member naming the protocol once is consistent with the first.
+    other = join(w, "w-dup")
+    assert other["error_code"] == ErrorCode.MEMBER_ID_REQUIRED
+
+
 def test_invalid_session_timeout_creates_nothing(w: WireClient) -> None:
     find_coordinator(w, "w-ist")
     for session in (499, 1_800_001):  # group.min.session.timeout.ms=500, group.max default 30 min
