@@ -1,0 +1,51 @@
+"""Regression tests for what the fuzzer (tests/fuzz) found in protocol decoding and the dispatcher.
+
+Each sends the finding's bytes over a real socket to a real broker and checks that the broker
+answers as Kafka does (here: closes that connection, logs no ERROR) and keeps serving others.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from tests.support.wire import WireClient
+
+
+def _closed(sock: socket.socket, timeout: float = 5.0) -> bool:
+    sock.settimeout(timeout)
+    try:
+        while True:
+            if not sock.recv(65536):
+                return True
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def _no_error_logged(broker) -> None:
+    text = broker.log_text()
+    assert "] ERROR " not in text and "Traceback" not in text, text[-3000:]
+
+
+def test_overlong_varint_length_closes_the_connection(broker) -> None:
+    """Fuzz finding (mutation "overlong"): a compact length padded past 5 varint bytes was read as
+    a valid length; Kafka refuses it ("Varint is too long") and closes the connection."""
+    # ApiVersions v3: header v2 (client_id "c", no tags), client_software_name "ab" with its length
+    # as a 6-byte varint, client_software_version "1", no tags.
+    body = struct.pack(">hhih", 18, 3, 77, 1) + b"c" + b"\x00" + b"\x83\x80\x80\x80\x80\x00ab" + b"\x021" + b"\x00"
+    with WireClient(broker.host, broker.port) as bystander, \
+            socket.create_connection((broker.host, broker.port), timeout=5) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        assert _closed(s), "broker answered a request with a 6-byte varint"
+        assert bystander.request(18, 3, {"client_software_name": "ab", "client_software_version": "1"})[
+            "error_code"] == 0
+    # Padding within 5 bytes is still a valid varint (Kafka reads it), so it is answered.
+    body5 = struct.pack(">hhih", 18, 3, 78, 1) + b"c" + b"\x00" + b"\x83\x80\x80\x80\x00ab" + b"\x021" + b"\x00"
+    with socket.create_connection((broker.host, broker.port), timeout=5) as s:
+        s.sendall(struct.pack(">i", len(body5)) + body5)
+        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+        frame = s.recv(size, socket.MSG_WAITALL)
+        assert struct.unpack_from(">ih", frame) == (78, 0)
+    _no_error_logged(broker)
