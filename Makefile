@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CONFIG ?= config/server.properties
 
-.PHONY: run test lint bench bench-micro compile venv clean
+.PHONY: run test lint bench bench-micro compile venv clean fuzz
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,14 @@ bench-micro: compile
 	$(PY) bench/codec_bench.py
 	$(PY) bench/scale_bench.py
 	$(PY) bench/reactor_bench.py
+
+# The long fuzz run (tests/fuzz): schema-aware requests, mutated, against a broker subprocess, with
+# its memory, fds, log and a real client watched; prints the inputs sent and every finding with
+# its (seed, case). The CI run is tests/fuzz/test_fuzz_short.py.
+FUZZ_MINUTES ?= 30
+FUZZ_SEED ?= 1
+fuzz: compile
+	$(PY) -m tests.fuzz --minutes $(FUZZ_MINUTES) --seed $(FUZZ_SEED) $(FUZZ_ARGS)
 
 clean:
 	rm -rf $(VENV) data build *.egg-info
