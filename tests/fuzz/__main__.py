@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
           f"outcomes {h.outcomes}; peak RSS {h.peak_rss_mb:.0f} MB; slowest probe {h.probe_max_s:.2f}s")
     for (api, version), (n, case) in sorted(h.closed_decodable.items()):
         print(f"  note: {n} decodable api={api} v{version} requests closed, e.g. {case.describe()}")
+    for (api, mutation), (n, case) in sorted(h.waiting.items()):
+        print(f"  note: {n} api={api} {mutation} cases still waiting after {h.case_timeout}s, e.g. {case.describe()}")
     print(f"{len(h.findings)} findings")
     for f in h.findings:
         print(" ", f.describe())

@@ -16,6 +16,8 @@ its length, count, tag and integer fields) and gets at most one mutation:
                  batch cut short, bits flipped — with the CRC recomputed most of the time so the
                  damage gets past the checksum
     trailing     junk bytes after a valid body
+    framing      the frame size off by -8..8 from the bytes that follow (the request then eats into,
+                 or leaves bytes before, the next request on the connection)
 
 Every random choice comes from ``random.Random(f"{seed}:{index}")``, so a case is rebuilt exactly
 from its (seed, index), whatever ran before it.
@@ -35,8 +37,8 @@ from protocol.headers import decode_request_header, peek_api
 from protocol.records import read_varint, read_varlong
 from tests.fuzz.generate import Encoded, Span, encode_header, generate, request_name
 
-MUTATIONS = ("valid", "truncate", "length", "overlong", "tags", "integer", "bitflip", "records", "trailing")
-WEIGHTS = (12, 14, 24, 6, 6, 10, 12, 0, 4)
+MUTATIONS = ("valid", "truncate", "length", "overlong", "tags", "integer", "bitflip", "records", "trailing", "framing")
+WEIGHTS = (12, 14, 24, 6, 6, 10, 12, 0, 4, 3)
 RECORDS_WEIGHT = 30  # for requests that carry record batches (Produce)
 
 LEN16 = (-1, 0, 2**15 - 1, -2, -(2**15), 1)
@@ -44,6 +46,13 @@ LEN32 = (-1, 0, 2**31 - 1, 2**15 - 1, -2, -(2**31), 1, 2**20)
 UVAR = (0, 1, 2, 2**31, 2**31 - 1, 2**32, 2**32 + 1, 2**35, 2**63, 2**64 - 1, 2**31 + 2)
 HUGE_TAGS = (2**31 - 1, 2**32 - 1, 2**63, 1_000_000, 255)
 CLIENT_IDS = ("fuzz", None, "", "c" * 200)
+# The harness sends this ApiVersions v0 request after each case: its answer proves the case was
+# processed (see tests/fuzz/harness.py).
+BARRIER_CORR = -1_234_567
+BARRIER = struct.pack(">ihhih", 10, 18, 0, BARRIER_CORR, -1)
+# ...except after a framing case, which gets zeros: what its frame leaves over then reads as a
+# zero-size frame, which the broker refuses at once by closing (a barrier would be read as a size).
+FRAMING_PAD = bytes(64)
 
 
 @dataclass
@@ -229,6 +238,14 @@ def build_case(seed: int, index: int, apis: dict[int, tuple[int, int]]) -> Case:
         v = rng.choice(_int_extremes(s.fmt))
         payload = _replace(payload, s, struct.pack(">" + s.fmt, v))
         detail = f"{s.path}={v}"
+    elif mutation == "framing":
+        delta = rng.choice((-8, -4, -2, -1, 1, 2, 4, 8))
+        detail = f"frame size {len(payload)}{delta:+d}"
+        # What the broker frames: the payload cut short, or followed by the first of the zero
+        # bytes the harness sends after a framing case (FRAMING_PAD, instead of the barrier).
+        framed = (payload + FRAMING_PAD)[: len(payload) + delta]
+        return Case(seed, index, api_key, version, mutation, detail, struct.pack(">i", len(payload) + delta) + payload,
+                    enc.value, decode_as_broker(framed, apis))
     elif mutation == "trailing":
         payload += bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
         detail = "junk after the body"
