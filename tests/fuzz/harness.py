@@ -97,15 +97,6 @@ KNOWN_FINDINGS: list[KnownFinding] = [
         lambda c: _version_sent(c)[0] == 3 and _version_sent(c)[1] in (10, 11)
         and any(t["name"] is None for t in _topics(c)),
     ),
-    KnownFinding(
-        "OffsetCommit v2-v4 with retention_time_ms near 2^63 overflows the expire timestamp "
-        "(commit time + retention > int64): encoding the __consumer_offsets record raises struct.error, "
-        "the handler fails at ERROR (broker/group/coordinator.py commit_offsets)",
-        "none of the listed defects: group coordinator (no branch owns it; reported by the fuzz branch)",
-        "seed=209 case=2138 (OffsetCommit v3, retention_time_ms=9223372036854775807)",
-        lambda c: _version_sent(c)[0] == 8 and 2 <= _version_sent(c)[1] <= 4
-        and (c.decoded or {}).get("retention_time_ms", -1) > 2**62,
-    ),
 ]
 
 
