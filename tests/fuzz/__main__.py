@@ -12,7 +12,7 @@ import argparse
 import sys
 import time
 
-from tests.fuzz.harness import Harness
+from tests.fuzz.harness import Harness, known_finding
 from tests.fuzz.mutate import build_case
 
 
@@ -35,7 +35,11 @@ def main(argv: list[str] | None = None) -> int:
             case = build_case(args.seed, args.case, h.apis)
             print(case.describe())
             print(f"value: {case.value}")
+            print(f"decoded by the broker's codec: {case.decoded}")
             print(f"frame: {case.frame.hex()}")
+            known = known_finding(case)
+            if known is not None:
+                print(f"known finding: {known.name} [{known.defect}]")
             h.run_burst([case])
             print(f"outcome: {h.outcomes}")
         else:

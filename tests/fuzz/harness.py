@@ -84,7 +84,8 @@ KNOWN_FINDINGS: list[KnownFinding] = [
         "value length, or header count wrong); a later ListOffsets by timestamp decodes it and its handler "
         "fails with InvalidRecordError at ERROR (traceback in storage/log.py _find_record)",
         "record-level validation of batches (/work/wt/validate)",
-        "seed=22: the Produce that stored it, then case=1146 (ListOffsets v9) trips on it",
+        "seed=22 case=1017 (Produce v3 to fz-b, a record's value_length 10000, CRC fixed) is stored; "
+        "case=1146 (ListOffsets v9 on fz-b by timestamp) then fails",
         lambda c: _version_sent(c)[0] == 0 and c.mutation == "records" and "crc fixed" in c.detail
         and ("record " in c.detail or "bits flipped" in c.detail),
     ),
