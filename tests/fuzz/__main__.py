@@ -2,8 +2,8 @@
 
 Runs seeds ``--seed``, ``--seed``+1, ... (``--cases`` cases each) until the time is up, then prints
 the number of inputs sent and every finding with its (seed, case). ``--seed S --case N`` replays one
-case alone and prints what it is and what the broker did with it. Exit status 1 when anything was
-found.
+case alone (``--after K``: after cases K..N-1, for findings that need earlier state) and prints what
+it is and what the broker did with it. Exit status 1 when anything was found.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--cases", type=int, default=20_000, help="cases per seed before moving to the next seed")
     ap.add_argument("--case", type=int, help="replay this one case of --seed")
+    ap.add_argument("--after", type=int, help="with --case: first run the cases --after..case-1 of --seed in "
+                    "bursts, for findings that need the state earlier cases left (a stored batch, a group)")
     ap.add_argument("--conns", type=int, default=8)
     ap.add_argument("--burst", type=int, default=300)
     ap.add_argument("--include-known", action="store_true", help="also send the cases of KNOWN_FINDINGS")
@@ -32,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         if args.case is not None:
+            if args.after is not None:
+                h.include_known = False
+                h.run(args.seed, range(args.after, args.case))
+                h.include_known = True
             case = build_case(args.seed, args.case, h.apis)
             print(case.describe())
             print(f"value: {case.value}")
