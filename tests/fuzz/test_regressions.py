@@ -6,10 +6,15 @@ answers as Kafka does (here: closes that connection, logs no ERROR) and keeps se
 
 from __future__ import annotations
 
+import random
 import socket
 import struct
 import time
 
+from protocol.codec import is_flexible
+from tests.fuzz.generate import encode_header, generate
+from tests.fuzz.harness import served_apis
+from tests.fuzz.mutate import BARRIER
 from tests.support.wire import WireClient, create_topic
 
 
@@ -73,4 +78,35 @@ def test_offset_commit_with_retention_near_int64_max_is_stored(broker) -> None:
         assert code == 0
         fetched = c.request(9, 1, {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}]})
         assert fetched["topics"][0]["partitions"][0]["committed_offset"] == 5
+    _no_error_logged(broker)
+
+
+def test_every_length_and_count_at_its_maximum_is_refused_before_allocating(broker) -> None:
+    """Each length/count field of one valid request per served API, set to its type's maximum in a
+    small frame: the broker closes each connection, never allocates what the field claims, logs no
+    ERROR, and still serves."""
+    def rss_mb() -> float:
+        with open(f"/proc/{broker.proc.pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+    before = rss_mb()
+    sent = 0
+    for api_key, (_, version) in served_apis().items():
+        enc = generate(random.Random(f"max:{api_key}"), api_key, version)
+        header, _ = encode_header(api_key, version, 1, "t", is_flexible(enc.name, version))
+        for span in enc.spans:
+            if span.kind not in ("len16", "len32", "uvar"):
+                continue
+            top = {"len16": struct.pack(">h", 0x7FFF), "len32": struct.pack(">i", 0x7FFFFFFF),
+                   "uvar": b"\xff\xff\xff\xff\x0f"}[span.kind]
+            body = enc.body[: span.pos] + top + enc.body[span.pos + span.size:]
+            frame = header + body
+            with socket.create_connection((broker.host, broker.port), timeout=5) as s:
+                s.sendall(struct.pack(">i", len(frame)) + frame + BARRIER)
+                assert _closed(s), f"{enc.name} v{version} {span.path} at its maximum was answered"
+            sent += 1
+    assert sent > 100
+    assert rss_mb() - before < 50
+    with WireClient(broker.host, broker.port) as c:
+        assert c.request(18, 0, {})["error_code"] == 0
     _no_error_logged(broker)
