@@ -362,10 +362,10 @@ class Harness:
             key = (case.api_key, case.mutation)
             self.waiting.setdefault(key, [0, case])[0] += 1
         if (outcome == "closed" and case.decoded is not None and case.mutation != "framing"
-                and not (case.api_key == 0 and case.decoded["acks"] == 0)):
+                and not (_version_sent(case)[0] == 0 and case.decoded["acks"] == 0)):
             # Not a finding by itself (Kafka closes on some errors, as on any failed Produce with
             # acks=0, left out here), but listed at the end of a run for a look.
-            key = (case.api_key, case.version)
+            key = _version_sent(case)
             self.closed_decodable.setdefault(key, [0, case])[0] += 1
 
     # -- checking ------------------------------------------------------------------------------
