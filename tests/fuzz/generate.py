@@ -9,8 +9,8 @@ field as a :class:`Span`. The walk mirrors protocol/codec.py's encoder byte for 
 
 Values come from :class:`ValueGen`: small integers mostly (so requests reach deep into handlers),
 type extremes sometimes, strings from a small pool of topic-like names (so a run touches a bounded
-set of topics and groups), nulls for nullable fields, arrays of 0-3 elements, tagged fields, and
-for ``records`` fields valid v2 record batches built with protocol/records.py.
+set of topics and groups), nulls for nullable fields, arrays of 0-3 elements (rarely 10-40), tagged
+fields, and for ``records`` fields valid v2 record batches built with protocol/records.py.
 """
 
 from __future__ import annotations
@@ -140,7 +140,8 @@ class ValueGen:
             return self.struct(children, version)
         if kind.startswith("[]"):
             elem = kind[2:]
-            n = rng.choice((0, 1, 1, 2, 3))
+            # Mostly 0-3 elements; now and then a longer array, for the handlers' loops.
+            n = rng.choice((0, 1, 1, 2, 3)) if rng.random() > 0.02 else rng.randint(10, 40)
             if elem == "struct":
                 return [self.struct(children, version) for _ in range(n)]
             sub = (name, elem, versions, None, None, None, None, no_flex, None)
