@@ -15,7 +15,7 @@ from tests.fuzz.harness import Harness
 from tests.fuzz.mutate import sweep_indexes
 
 SEED = 2026
-RANDOM_CASES = 50_000
+RANDOM_CASES = 40_000
 
 
 def test_fuzz_short(tmp_path: Path) -> None:
