@@ -8,7 +8,7 @@ RUNTIME_STAMP := $(VENV)/.installed-runtime
 TEST_STAMP := $(VENV)/.installed-test
 CONFIG ?= config/server.properties
 
-.PHONY: run test lint bench bench-micro compile venv clean
+.PHONY: run test lint bench bench-micro compile venv clean fuzz
 
 # Two installs, each with its own stamp: `make run` needs only the broker's runtime dependencies
 # (a few MB, seconds); `make test`, `make lint` and `make pipeline` add the `test` extra (pytest,
@@ -57,6 +57,14 @@ bench-micro: compile
 	$(PY) bench/codec_bench.py
 	$(PY) bench/scale_bench.py
 	$(PY) bench/reactor_bench.py
+
+# The long fuzz run (tests/fuzz): schema-aware requests, mutated, against a broker subprocess, with
+# its memory, fds, log and a real client watched; prints the inputs sent and every finding with
+# its (seed, case). The CI run is tests/fuzz/test_fuzz_short.py.
+FUZZ_MINUTES ?= 30
+FUZZ_SEED ?= 1
+fuzz: compile
+	$(PY) -m tests.fuzz --minutes $(FUZZ_MINUTES) --seed $(FUZZ_SEED) $(FUZZ_ARGS)
 
 clean:
 	rm -rf $(VENV) data build *.egg-info

@@ -7,7 +7,8 @@ Wire formats (all big-endian; see Kafka's protocol guide and types/Type.java):
     float64                    IEEE 754 double
     bool                       one byte, 0 = false, anything else = true
     uuid                       16 raw bytes
-    unsigned_varint            7 bits per byte, low groups first, high bit = "more follows"
+    unsigned_varint            7 bits per byte, low groups first, high bit = "more follows";
+                               at most 5 bytes (Kafka reads an int32)
     varint/varlong             zigzag-encoded signed values in unsigned varint form (records)
     string                     int16 length (-1 = null) + UTF-8 bytes
     compact_string             unsigned_varint (length + 1; 0 = null) + UTF-8 bytes
@@ -75,8 +76,11 @@ def read_uvarint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, in
         if b < 0x80:
             return result, pos
         shift += 7
-        if shift > 63:
-            raise DecodeError("varint longer than 10 bytes")
+        if shift > 28:
+            # Kafka's ByteUtils.readUnsignedVarint reads at most 5 bytes (an int32) and rejects
+            # the rest as "Varint is too long": a compact length or tag padded with needless
+            # continuation bytes is a malformed request, not a value to accept.
+            raise DecodeError("unsigned varint longer than 5 bytes")
 
 
 def write_uvarint(out: bytearray, value: int) -> None:
@@ -95,7 +99,7 @@ def uvarint_bytes(value: int) -> bytes:
 
 
 def read_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
-    """Zigzag-decoded signed varint/varlong."""
+    """Zigzag-decoded signed varint (at most 5 bytes; record varlongs are protocol/records.py's)."""
     raw, pos = read_uvarint(buf, pos)
     return (raw >> 1) ^ -(raw & 1), pos
 

@@ -62,6 +62,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # Kafka's group.classic... new member join timeout
 UNKNOWN_MEMBER_ID = ""
 NO_GENERATION = -1
+_INT64_MAX = 2**63 - 1
 CLASSIC = "classic"
 
 _LOADING = "loading"
@@ -833,7 +834,9 @@ class GroupCoordinator:
                 errors.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
             else:
                 commit_at = commit_ts if commit_ts >= 0 else now
-                expire_at = commit_at + retention_time_ms if retention_time_ms >= 0 else -1
+                # An explicit retention near 2**63 (OffsetCommit v2-v4) would push the expire
+                # timestamp past int64, which the __consumer_offsets record cannot hold: cap it.
+                expire_at = min(commit_at + retention_time_ms, _INT64_MAX) if retention_time_ms >= 0 else -1
                 to_write.append(((topic, partition),
                                  R.OffsetAndMetadata(offset, leader_epoch, metadata or "", commit_at, expire_at)))
                 errors.append(ErrorCode.NONE)

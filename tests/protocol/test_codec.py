@@ -220,3 +220,18 @@ def test_element_encoder_needs_a_struct_array_of_that_version() -> None:
         codec("MetadataResponse", 12).element_encoder("brokers", "nope")
     with pytest.raises(ValueError, match="no struct array"):
         codec("MetadataResponse", 12).element_encoder("cluster_id")
+
+
+def test_unsigned_varint_longer_than_five_bytes_is_refused() -> None:
+    # ApiVersions v3 (flexible): client_software_name "ab" as compact string, length+1 = 3.
+    # Kafka reads at most 5 varint bytes ("Varint is too long"); 5 padded bytes are still a varint.
+    c = codec("ApiVersionsRequest", 3)
+    five = b"\x83\x80\x80\x80\x00"
+    body, _ = c.decode(five + b"ab" + b"\x021" + b"\x00")
+    assert body["client_software_name"] == "ab"
+    for padded in (b"\x83\x80\x80\x80\x80\x00", b"\x83" + b"\x80" * 8 + b"\x00"):
+        with pytest.raises(DecodeError, match="longer than 5 bytes"):
+            c.decode(padded + b"ab" + b"\x021" + b"\x00")
+    # The same holds for tagged-field counts and the request header's tag section.
+    with pytest.raises(DecodeError):
+        c.decode(b"\x03ab\x021" + b"\x80\x80\x80\x80\x80\x00")
