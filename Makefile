@@ -63,7 +63,7 @@ bench-micro: compile
 # its (seed, case). The CI run is tests/fuzz/test_fuzz_short.py.
 FUZZ_MINUTES ?= 30
 FUZZ_SEED ?= 1
-fuzz: compile
+fuzz: compile $(TEST_STAMP)
 	$(PY) -m tests.fuzz --minutes $(FUZZ_MINUTES) --seed $(FUZZ_SEED) $(FUZZ_ARGS)
 
 clean:
