@@ -10,6 +10,17 @@ import pytest
 from tests.support.broker_process import BrokerProcess
 
 
+def _odradek_plugin_installed() -> bool:
+    from importlib.metadata import entry_points
+
+    return any(ep.value == "broker.pytest_plugin" for ep in entry_points(group="pytest11"))
+
+
+# The project's own tests use the fixtures it ships (odradek_broker, odradek_topic): an install that
+# registers the pytest11 entry point loads them already, an older editable install does not.
+pytest_plugins = [] if _odradek_plugin_installed() else ["broker.pytest_plugin"]
+
+
 @pytest.fixture
 def broker_factory(tmp_path: Path) -> Iterator:
     started: list[BrokerProcess] = []
