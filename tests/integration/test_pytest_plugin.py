@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -128,3 +129,13 @@ def test_installed_package_registers_the_fixtures_through_its_pytest11_entry_poi
     blocked = pytester.runpytest_subprocess("-p", "no:odradek", "-p", "no:cacheprovider")
     blocked.assert_outcomes(errors=2)
     blocked.stdout.fnmatch_lines(["*fixture 'odradek_broker' not found*"])
+
+
+def test_a_broker_that_cannot_start_raises_with_its_log_and_leaves_no_temp_dir(tmp_path) -> None:
+    from broker.testing import BrokerStartError
+
+    before = set(Path(tempfile.gettempdir()).glob("odradek-*"))
+    with pytest.raises(BrokerStartError, match=r"exited with 1(.|\n)*num.partitions"):
+        with running_broker(overrides={"num.partitions": "zero"}):
+            pass
+    assert set(Path(tempfile.gettempdir()).glob("odradek-*")) == before
