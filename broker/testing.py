@@ -3,9 +3,9 @@
 The broker is a subprocess (``python -m broker.main``, the same interpreter and the same broker
 package as the caller) with its data in a temporary directory. A subprocess rather than the asyncio
 server on a background thread: it starts in about 0.4 s (measured; in-process saves ~0.07 s of
-that), and it shares nothing with the test process -- no signal handlers, no raised RLIMIT_NOFILE,
-no logging set-up, no Prometheus registry, no tasks left on a foreign loop -- and ``stop()`` is the
-same graceful SIGTERM shutdown a deployment gets.
+that), and it shares nothing with the test process -- no raised RLIMIT_NOFILE, no logging set-up,
+no Prometheus registry, no accept task left pending at shutdown (an in-process prototype did) --
+and ``stop()`` is the same graceful SIGTERM shutdown a deployment gets.
 
 Topics are created with one raw CreateTopics request framed by the project's own codecs, so this
 module needs no Kafka client library (the runtime package depends on none).
