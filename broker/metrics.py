@@ -83,6 +83,9 @@ class TopicStats(Collector):
     def __init__(self) -> None:
         self.total = [0] * len(_TOPIC_SERIES)
         self.topics: dict[str, list[int]] = {}
+        # The topics that exist now (set by broker.server): a deleted topic's series go at the
+        # next scrape, as Kafka's BrokerTopicStats.removeMetrics drops them on deletion.
+        self.existing: Callable[[], Any] | None = None
 
     def of(self, topic: str) -> list[int]:
         found = self.topics.get(topic)
@@ -102,6 +105,10 @@ class TopicStats(Collector):
             row[_FETCH_REQUESTS] += 1
 
     def collect(self) -> Any:
+        if self.existing is not None:
+            existing = self.existing()
+            for gone in [t for t in list(self.topics) if t not in existing]:
+                self.topics.pop(gone, None)
         topics = list(self.topics.items())
         for i, (name, doc) in enumerate(_TOPIC_SERIES):
             family = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{name}", doc)

@@ -205,6 +205,7 @@ class Broker:
         rm = self.replica_manager
         lm = rm.log_manager
         node = self.node_id
+        metrics.topic_stats.existing = lambda: self.metadata.image.topics
 
         def led() -> list[Any]:
             return [p for p in list(rm.partitions.values()) if p.leader == node]

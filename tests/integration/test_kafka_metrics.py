@@ -150,3 +150,27 @@ def test_every_metric_the_dashboard_queries_is_served(broker_factory) -> None:
         c.request(18, 3, {"client_software_name": "m", "client_software_version": "1"})
     missing = sorted(dashboard_metrics() - names(scrape(port)))
     assert not missing, missing
+
+
+def test_a_deleted_topics_series_go_and_the_totals_stay(broker_factory) -> None:
+    from protocol.records import Record, encode_batch
+
+    broker, port = start(broker_factory)
+    records = encode_batch([Record(timestamp=1, value=b"x" * 50), Record(timestamp=1, value=b"y")])
+    with WireClient(broker.host, broker.port) as c:
+        c.request(19, 5, {"topics": [{"name": "gone", "num_partitions": 1, "replication_factor": 1,
+                                      "configs": []}], "timeout_ms": 5000})
+        resp = c.request(0, 9, {"acks": 1, "timeout_ms": 1000, "topic_data": [
+            {"name": "gone", "partition_data": [{"index": 0, "records": records}]}]})
+        assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0, resp
+        s = series(scrape(port))
+        assert s['kafka_server_brokertopicmetrics_messagesin_total{topic="gone"}'] == 2
+        assert s['kafka_server_brokertopicmetrics_bytesin_total{topic="gone"}'] == len(records)
+        resp = c.request(20, 4, {"topic_names": ["gone"], "timeout_ms": 5000})
+        assert resp["responses"][0]["error_code"] == 0, resp
+    deadline = time.monotonic() + 5
+    while 'topic="gone"' in scrape(port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    s = series(scrape(port))
+    assert not [k for k in s if 'topic="gone"' in k]
+    assert s["kafka_server_brokertopicmetrics_messagesin_total"] == 2
