@@ -256,9 +256,12 @@ class Dispatcher:
     def _record(self, request: Request) -> None:
         metrics = self.broker.metrics
         if metrics is not None:
-            count, latency = metrics.for_api(request.spec.name)
+            count, latency, kafka_count, kafka_time = metrics.for_api(request.spec.name, request.api_version)
+            elapsed = time.monotonic() - request.received_at
             count.inc()
-            latency.observe(time.monotonic() - request.received_at)
+            latency.observe(elapsed)
+            kafka_count.inc()
+            kafka_time.observe(elapsed * 1000)
 
     def respond(self, request: Request, body: dict | None) -> None:
         self._record(request)

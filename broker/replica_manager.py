@@ -461,6 +461,8 @@ class ReplicaManager:
             metrics = self.broker.metrics
             if metrics is not None:
                 metrics.bytes_in.inc(info.size)
+                # Kafka's MessagesInPerSec counts records from the batches' offsets, not by decoding.
+                metrics.topic_stats.appended(part.topic, info.size, info.last_offset - info.first_offset + 1)
         return info
 
     def append_internal(self, topic: str, partition: int, records: bytes) -> int:

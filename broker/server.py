@@ -194,8 +194,47 @@ class Broker:
         for d in lm.log_dirs:
             metrics.gauge("odradek_log_directory_offline", "1 if the log directory is offline, else 0",
                           lambda d=d: 1 if d in lm.offline_dirs else 0, labels={"log_directory": str(d)})
+        self._kafka_gauges(metrics)
         self.metrics_port = metrics.serve(self.config["odradek.metrics.host"], self.config["odradek.metrics.port"])
         self.metrics = metrics
+
+    def _kafka_gauges(self, metrics: Any) -> None:
+        """Kafka's gauges under the names the Prometheus JMX exporter gives them (broker.metrics).
+        Each is computed at scrape time, so nothing on the request path pays for it."""
+        server = self.socket_server
+        rm = self.replica_manager
+        lm = rm.log_manager
+        node = self.node_id
+        metrics.topic_stats.existing = lambda: self.metadata.image.topics
+
+        def led() -> list[Any]:
+            return [p for p in list(rm.partitions.values()) if p.leader == node]
+
+        metrics.gauge("kafka_server_replicamanager_partitioncount", "Partitions on this broker",
+                      lambda: len(rm.partitions))
+        metrics.gauge("kafka_server_replicamanager_leadercount", "Partitions this broker leads",
+                      lambda: len(led()))
+        metrics.gauge("kafka_server_replicamanager_underreplicatedpartitions",
+                      "Led partitions whose ISR is smaller than their replica set",
+                      lambda: sum(1 for p in led() if len(p.isr) < len(p.replicas)))
+        metrics.gauge("kafka_server_replicamanager_offlinereplicacount",
+                      "Partitions whose log is in an offline log directory",
+                      lambda: sum(1 for p in list(rm.partitions.values()) if p.log.offline))
+        metrics.gauge("kafka_network_requestchannel_requestqueuesize", "Requests waiting in the request queue",
+                      lambda: len(server.channel.queue))
+        metrics.gauge("kafka_server_delayedoperationpurgatory_purgatorysize", "Operations waiting in a purgatory",
+                      lambda: rm.fetch_purgatory.delayed, labels={"delayedOperation": "Fetch"})
+        # acks=all waits for no follower on a broker without replication: Produce never waits.
+        metrics.gauge("kafka_server_delayedoperationpurgatory_purgatorysize", "Operations waiting in a purgatory",
+                      lambda: 0, labels={"delayedOperation": "Produce"})
+        metrics.gauge("kafka_log_logmanager_offlinelogdirectorycount", "Log directories offline after an I/O error",
+                      lambda: len(lm.offline_dirs))
+        for d in lm.log_dirs:
+            metrics.gauge("kafka_log_logmanager_logdirectoryoffline", "1 if the log directory is offline, else 0",
+                          lambda d=d: 1 if d in lm.offline_dirs else 0, labels={"logDirectory": str(d)})
+        # Kafka's BrokerState: 3 = RUNNING, 6 = PENDING_CONTROLLED_SHUTDOWN (metrics start once running).
+        metrics.gauge("kafka_server_kafkaserver_brokerstate", "Broker state (3 = running, 6 = shutting down)",
+                      lambda: 6 if self.stopping else 3)
 
     def _process(self, conn: Any, slot: Any, frame: bytes) -> None:
         self.dispatcher.process(conn, slot, frame)  # type: ignore[union-attr]

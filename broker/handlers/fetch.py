@@ -67,13 +67,14 @@ def _partition_response(index: int, code: int, hw: int = -1, lso: int = -1, log_
 class _Read:
     """The outcome of reading a fetch's partitions once."""
 
-    __slots__ = ("partitions", "total_bytes", "has_error", "close_connection")
+    __slots__ = ("partitions", "total_bytes", "has_error", "close_connection", "bytes_by_topic")
 
     def __init__(self) -> None:
         self.partitions: list[tuple[CachedPartition, dict, int]] = []  # (entry, response, record bytes)
         self.total_bytes = 0
         self.has_error = False
         self.close_connection = False  # a segment was truncated under the broker: answer nothing
+        self.bytes_by_topic: dict[str, int] = {}  # record bytes read, by topic name (for metrics)
 
 
 def read_partitions(request: Any, ctx: FetchContext) -> _Read:
@@ -120,6 +121,8 @@ def read_partitions(request: Any, ctx: FetchContext) -> _Read:
             resp = _partition_response(cp.partition, ErrorCode.NONE, hw, lso, part.log_start_offset, aborted, records)
             out.total_bytes += size
             out.partitions.append((cp, resp, size))
+            if size:
+                out.bytes_by_topic[name] = out.bytes_by_topic.get(name, 0) + size
         except SegmentTruncatedError as exc:
             _report_truncated(exc)
             out.close_connection = True
@@ -141,6 +144,12 @@ def build_response(request: Any, ctx: FetchContext, result: _Read) -> dict:
     uses_ids = request.api_version >= 13
     topics: list[dict] = []
     by_topic: dict[Any, dict] = {}
+    metrics = request.broker.metrics
+    if metrics is not None:
+        # Kafka's BytesOutPerSec: record bytes sent to consumers (followers are refused in
+        # handle()); counted here, once per response, not on each re-read of a waiting fetch.
+        for name, size in result.bytes_by_topic.items():
+            metrics.topic_stats.sent(name, size)
     for cp, resp, size in result.partitions:
         # must_respond also records what the client was told, for the next incremental fetch.
         changed = cp.must_respond(resp, size > 0)

@@ -227,6 +227,10 @@ def test_full_disk_takes_its_dir_offline_and_the_other_dir_keeps_serving(disks: 
         assert metric(text, "odradek_offline_log_directory_count") == 1
         assert metric(text, f'odradek_log_directory_offline{{log_directory="{full / "logs"}"}}') == 1
         assert metric(text, f'odradek_log_directory_offline{{log_directory="{healthy / "logs"}"}}') == 0
+        # The same under Kafka's names (kafka.log:type=LogManager, as the JMX exporter names them).
+        assert metric(text, "kafka_log_logmanager_offlinelogdirectorycount") == 1
+        assert metric(text, f'kafka_log_logmanager_logdirectoryoffline{{logDirectory="{full / "logs"}"}}') == 1
+        assert metric(text, f'kafka_log_logmanager_logdirectoryoffline{{logDirectory="{healthy / "logs"}"}}') == 0
 
         # The healthy dir serves on: its partition takes writes, a new topic is placed there.
         assert produce(c, "a", on_healthy, b"still here")["error_code"] == 0
