@@ -270,3 +270,45 @@ def test_loading_the_offsets_topic_logs_one_summary_line(tmp_path) -> None:
     loaded = [line for line in lines if "loaded" in line]
     assert len(loaded) == 2, lines  # one at creation, one at the restart - not one per partition
     assert all("loaded 8 __consumer_offsets partitions" in line for line in loaded), loaded
+
+
+def test_log_config_file_routes_logs_to_a_file_at_its_level(tmp_path) -> None:
+    """--log-config (a logging.config.fileConfig file) is honoured: the broker's own logs, and the
+    request logger at DEBUG, go to the file the operator chose."""
+    log_file = tmp_path / "odradek.log"
+    ini = (REPO / "config" / "logging.ini").read_text()
+    ini = ini.replace("keys=stderr", "keys=stderr,file").replace("handlers=stderr", "handlers=stderr,file")
+    ini = ini.replace("[logger_request]\nlevel=INFO\nhandlers=", "[logger_request]\nlevel=DEBUG\nhandlers=")
+    ini += f"\n[handler_file]\nclass=FileHandler\nformatter=kafka\nargs=({str(log_file)!r},)\n"
+    conf = tmp_path / "logging.ini"
+    conf.write_text(ini)
+    broker = BrokerProcess(tmp_path / "b", overrides={})
+    broker.command = lambda: [sys.executable, "-m", "broker.main", "--log-config", str(conf),  # type: ignore[method-assign]
+                              *(a for k, v in broker.overrides.items() for a in ("--override", f"{k}={v}"))]
+    broker.start()
+    try:
+        with WireClient(broker.host, broker.port) as c:
+            assert c.request(18, 0, {})["error_code"] == 0
+    finally:
+        broker.stop()
+    text = log_file.read_text()
+    assert "] INFO " in text and "(odradek." in text  # the default Kafka-like layout
+    assert "(odradek.request)" in text  # DEBUG of the request logger honoured
+
+
+def test_missing_log_config_file_exits_with_one_line(tmp_path) -> None:
+    result = run_daemon(["--log-config", str(tmp_path / "nope.ini"), "--override", "node.id=1",
+                         "--override", f"log.dirs={tmp_path}"])
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "nope.ini" in lines[0] and "Traceback" not in result.stderr
+
+
+def test_bad_log_config_file_exits_with_one_line(tmp_path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"version": 1, "handlers": {"h": {"class": "no.such.Handler"}}}')
+    result = run_daemon(["--override", "node.id=1", "--override", f"log.dirs={tmp_path}"],
+                        env={"ODRADEK_LOG_CONFIG": str(bad)})
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "bad.json" in lines[0] and "Traceback" not in result.stderr
