@@ -151,3 +151,35 @@ def test_a_log_that_may_live_in_an_offline_dir_is_not_created_afresh(tmp_path):
     # A partition that exists nowhere is new: it goes to the online dir.
     assert again.get_or_create_log("t", 1) is not None and again.log_dir_of("t", 1) == dirs[1]
     again.shutdown()
+
+
+def test_loading_many_partitions_logs_progress_and_a_summary(tmp_path, caplog):
+    """A long load (recovery after a crash) reports partitions done / total and MB/s at most every
+    progress_interval_s, then one summary line; a short interval makes every partition report."""
+    import logging
+
+    mgr, dirs = _manager(tmp_path, n_dirs=1)
+    for p in range(12):
+        mgr.get_or_create_log("t", p).append(batch(3, value_size=200), leader_epoch=0)
+    mgr.flush_dirty()  # no shutdown(): the next start-up is an unclean one that recovers
+    caplog.set_level(logging.INFO, logger="storage.log_manager")
+    mgr2 = LogManager(dirs, small_config(), node_id=1, cluster_id="abc", progress_interval_s=0.0)
+    mgr2.startup()
+    try:
+        messages = [r.getMessage() for r in caplog.records if r.name == "storage.log_manager"]
+        progress = [m for m in messages if m.startswith("Loading logs in")]
+        assert len(progress) == 11  # every partition but the last; the summary covers the last
+        assert "recovering" in progress[0] and "1/12 partitions" in progress[0] and "MB/s" in progress[0]
+        assert "11/12 partitions, 91% done" in progress[-1]
+        summary = [m for m in messages if m.startswith("Loaded 12 partitions")]
+        assert len(summary) == 1 and "recovered" in summary[0]
+        assert len(mgr2.all_logs()) == 12
+    finally:
+        mgr2.shutdown()
+    caplog.clear()
+    mgr3 = LogManager(dirs, small_config(), node_id=1, cluster_id="abc")  # default interval: 10 s
+    mgr3.startup()
+    mgr3.shutdown()
+    messages = [r.getMessage() for r in caplog.records if r.name == "storage.log_manager"]
+    assert not [m for m in messages if m.startswith("Loading logs in")]
+    assert [m for m in messages if m.startswith("Loaded 12 partitions") and "(clean shutdown)" in m]
