@@ -27,6 +27,16 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def _serve(tmp_path_factory: pytest.TempPathFactory, overrides: dict[str, str]) -> Iterator[RunningBroker]:
+    """A broker in a fresh temp dir for as long as the fixture lives."""
+    b = RunningBroker(tmp_path_factory.mktemp("odradek"), overrides=overrides)
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
 @pytest.fixture(scope="session")
 def odradek_broker_overrides() -> dict[str, str]:
     """server.properties overrides for the session broker; override this fixture to change them."""
@@ -36,12 +46,7 @@ def odradek_broker_overrides() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def odradek_broker(tmp_path_factory: pytest.TempPathFactory,
                    odradek_broker_overrides: dict[str, str]) -> Iterator[RunningBroker]:
-    b = RunningBroker(tmp_path_factory.mktemp("odradek"), overrides=odradek_broker_overrides)
-    b.start()
-    try:
-        yield b
-    finally:
-        b.stop()
+    yield from _serve(tmp_path_factory, odradek_broker_overrides)
 
 
 @pytest.fixture
@@ -49,12 +54,7 @@ def odradek_private_broker(request: pytest.FixtureRequest,
                            tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     marker = request.node.get_closest_marker("odradek_broker")
     overrides = (marker.kwargs.get("overrides") if marker else None) or {}
-    b = RunningBroker(tmp_path_factory.mktemp("odradek"), overrides=overrides)
-    b.start()
-    try:
-        yield b
-    finally:
-        b.stop()
+    yield from _serve(tmp_path_factory, overrides)
 
 
 @pytest.fixture

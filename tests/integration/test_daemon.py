@@ -45,6 +45,17 @@ def test_unknown_key_warns_and_the_broker_serves(tmp_path) -> None:
     assert "no.such.setting" in broker.log_text()
 
 
+def connect_when_up(proc: subprocess.Popen, port: int, timeout: float = 20.0) -> WireClient:
+    """A client connected to the daemon ``proc`` once it listens on ``port`` (its stderr if it dies)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return WireClient("127.0.0.1", port)
+        except OSError:
+            assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.05)
+
+
 def test_environment_variables_configure_the_broker(tmp_path) -> None:
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(REPO), KAFKA_NODE_ID="1", KAFKA_LOG_DIRS=str(tmp_path / "logs"),
@@ -52,14 +63,7 @@ def test_environment_variables_configure_the_broker(tmp_path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "broker.main"], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                c = WireClient("127.0.0.1", port)
-                break
-            except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None
-                time.sleep(0.05)
+        c = connect_when_up(proc, port)
         with c:
             resp = c.request(3, 12, {"topics": [{"name": "env-auto"}], "allow_auto_topic_creation": True})
         assert len(resp["topics"][0]["partitions"]) == 3
@@ -238,14 +242,7 @@ def test_odradek_without_a_config_file_runs_the_single_node_default(tmp_path) ->
     proc = subprocess.Popen([sys.executable, "-m", "broker.main"], cwd=tmp_path, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                c = WireClient("127.0.0.1", port)
-                break
-            except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
-                time.sleep(0.05)
+        c = connect_when_up(proc, port)
         with c:
             resp = c.request(3, 12, {"topics": [{"name": "first-hour"}], "allow_auto_topic_creation": True})
         assert resp["topics"][0]["error_code"] == 0
