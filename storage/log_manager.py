@@ -171,8 +171,10 @@ class LogManager:
                             log_dir, mode, done, total, done * 100 // total,
                             loaded_bytes / 1e6 / max(now_mono - started, 1e-9))
         elapsed = time.monotonic() - started
+        # A new, empty dir has no clean-shutdown marker either: "unclean" would alarm a first start.
+        how = "clean shutdown" if clean else "unclean shutdown, recovered" if total else "no logs yet"
         logger.info("Loaded %d partitions (%.1f MB) in %s in %.1f s (%s)", total, loaded_bytes / 1e6, log_dir,
-                    elapsed, "clean shutdown" if clean else "unclean shutdown, recovered")
+                    elapsed, how)
         if clean:
             marker.unlink()
             fsync_dir(log_dir)
