@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tools.kafka_dist import classpath, java_command, temp_config_file  # noqa: E402
+from tools.kafka_dist import LOG4J_TOOLS, classpath, java_command, temp_config_file  # noqa: E402
 
 PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance"
@@ -38,21 +38,13 @@ JVM_OPTS = ["-Xmx512M", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
             "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
             "-Djava.awt.headless=true"]
 
-_LOG4J = """\
-log4j.rootLogger=WARN, stderr
-log4j.appender.stderr=org.apache.log4j.ConsoleAppender
-log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
-log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.appender.stderr.Target=System.err
-"""
-
 
 class ToolFailed(RuntimeError):
     pass
 
 
 def command(main_class: str, args: list[str]) -> list[str]:
-    log4j = temp_config_file("odradek-bench-log4j.properties", _LOG4J)
+    log4j = temp_config_file("odradek-bench-log4j.properties", LOG4J_TOOLS)
     return java_command(main_class, args, classpath("kafka"), [*JVM_OPTS, f"-Dlog4j.configuration=file:{log4j}"])
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tools.kafka_dist import ToolchainUnavailable, classpath, java_command, temp_config_file
+from tools.kafka_dist import LOG4J_TOOLS, ToolchainUnavailable, classpath, java_command, temp_config_file
 
 TOOLS: dict[str, str] = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
@@ -44,19 +44,11 @@ TOOLS: dict[str, str] = {
 # Short-lived JVMs: C1 only and a small serial heap start noticeably faster than the defaults.
 TOOL_JVM_OPTS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
 
-_LOG4J_TOOLS = """\
-log4j.rootLogger=WARN, stderr
-log4j.appender.stderr=org.apache.log4j.ConsoleAppender
-log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
-log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.appender.stderr.Target=System.err
-"""
-
 
 def tool_command(tool: str, args: list[str]) -> list[str]:
     """The java command line running ``tool`` (a name from TOOLS, or any fully qualified main class)."""
     main_class = TOOLS.get(tool, tool)
-    log4j = temp_config_file("odradek-tools-log4j.properties", _LOG4J_TOOLS)
+    log4j = temp_config_file("odradek-tools-log4j.properties", LOG4J_TOOLS)
     opts = [*TOOL_JVM_OPTS, f"-Dlog4j.configuration=file:{log4j}"]
     return java_command(main_class, list(args), classpath("kafka"), opts)
 

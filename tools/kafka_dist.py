@@ -153,6 +153,16 @@ def random_cluster_id() -> str:
     return new_cluster_id()
 
 
+# The Java tools (CLI launchers, perf tools): warnings and errors only, to stderr, in Kafka's layout
+# (Kafka's own tools-log4j.properties logs WARN to stderr as well).
+LOG4J_TOOLS = """\
+log4j.rootLogger=WARN, stderr
+log4j.appender.stderr=org.apache.log4j.ConsoleAppender
+log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
+log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.appender.stderr.Target=System.err
+"""
+
 LOG4J_SERVER = """\
 log4j.rootLogger=INFO, file
 log4j.appender.file=org.apache.log4j.FileAppender
