@@ -20,9 +20,12 @@ Runs on the handler loop, which owns all broker state. For each framed request i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
+import sys
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from broker.handlers import api_versions
@@ -58,6 +61,13 @@ OFF_LOOP_APIS = frozenset({
     32,  # DescribeConfigs
     35,  # DescribeLogDirs
 })
+# While a large request is worked on (decoded or encoded in a worker thread, answered in slices on
+# the handler loop), some thread runs pure Python back to back, and the network threads wait for
+# the GIL on every callback they run: at CPython's default 5 ms switch interval another client's
+# ApiVersions + Metadata took 0.5-1.3 s during a 300,000-partition ListOffsets; at 1 ms, under
+# 0.2 s. The interval is shortened only while such a request is in progress, so the hot path
+# keeps the default.
+OFF_LOOP_SWITCH_INTERVAL_S = 0.001
 
 
 class Request:
@@ -125,6 +135,28 @@ class _PreEncoded:
         self.body = body
 
 
+class _ShortGilSwitch:
+    """Shortens the interpreter's switch interval while at least one off-loop job runs (entered
+    and left on the handler loop only, so the count needs no lock)."""
+
+    def __init__(self) -> None:
+        self.jobs = 0
+        self.saved = sys.getswitchinterval()
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        if self.jobs == 0:
+            self.saved = sys.getswitchinterval()
+            sys.setswitchinterval(min(self.saved, OFF_LOOP_SWITCH_INTERVAL_S))
+        self.jobs += 1
+        try:
+            yield
+        finally:
+            self.jobs -= 1
+            if self.jobs == 0:
+                sys.setswitchinterval(self.saved)
+
+
 class Dispatcher:
     def __init__(self, broker: Any, handlers: dict[int, HandlerSpec], channel: RequestChannel | None = None):
         self.broker = broker
@@ -132,6 +164,7 @@ class Dispatcher:
         self.channel = channel
         self.trace = request_log.isEnabledFor(logging.DEBUG)
         self.tasks: set[asyncio.Task] = set()
+        self.short_gil_switch = _ShortGilSwitch()
 
     def process(self, conn: Connection, slot: Any, frame: bytes) -> None:
         try:
@@ -195,9 +228,13 @@ class Dispatcher:
             work = spec.handle_large(request, view, header.body_offset)
         else:
             work = self._decode_off_loop_then_handle(request, view, header.body_offset)
-        task = asyncio.ensure_future(work)
+        task = asyncio.ensure_future(self._with_short_gil_switch(work))
         self.tasks.add(task)
         task.add_done_callback(lambda t, r=request: self._finish_async(r, t))
+
+    async def _with_short_gil_switch(self, work: Any) -> Any:
+        with self.short_gil_switch.active():
+            return await work
 
     async def _decode_off_loop_then_handle(self, request: Request, view: memoryview, offset: int) -> Any:
         """Decode in a worker thread (the codec is pure), run the handler on the loop, and encode
