@@ -31,7 +31,8 @@ METRICS: dict[str, list[tuple[str, str, str, bool]]] = {
     "consume": [("fetch_mb_per_sec", "fetch throughput", "MB/s", True),
                 ("mb_per_sec", "throughput incl. group join", "MB/s", True),
                 ("broker_cpu_s_per_gb", "broker CPU per GB", "CPU-s/GB", False)],
-    "e2e": [("p50_ms", "p50", "ms", False), ("p99_ms", "p99", "ms", False), ("avg_ms", "average", "ms", False)],
+    "e2e": [("p50_ms", "p50", "ms", False), ("p99_ms", "p99", "ms", False), ("avg_ms", "average", "ms", False),
+            ("broker_cpu_s_per_gb", "broker CPU per GB", "CPU-s/GB", False)],
 }
 
 
