@@ -75,6 +75,7 @@ from storage.errors import (
 from storage.leader_epoch_cache import LeaderEpochCache
 from storage.log_config import LONG_MAX, LogConfig
 from storage.partition_metadata import read_partition_metadata, write_partition_metadata
+from storage.producer_state import ProducerStateManager
 from storage.record_validator import plain_records_ok, uncompressed_limit, validate_records
 from storage.results import EMPTY_SLICE, AppendInfo, FetchSlice
 from storage.segment import (
@@ -1029,6 +1030,17 @@ class Log:
         # Every snapshot is taken at a roll or the LEO, so the newest one is never below the
         # first segment; older ones only describe deleted data.
         producer_state.delete_snapshots_before(self._state.segments[0].base_offset)
+
+    def remove_expired_producers(self, now_ms: int) -> list[int]:
+        """Forget producers idle for producer.id.expiration.ms (Kafka's UnifiedLog.removeExpiredProducers,
+        run by the log manager every producer.id.expiration.check.interval.ms); returns their ids.
+
+        Under the log's lock: appends on the handler loop update the same map."""
+        with self._lock:
+            producer_state = self.producer_state
+            if self.closed or self.offline or not isinstance(producer_state, ProducerStateManager):
+                return []
+            return producer_state.remove_expired_producers(now_ms)
 
     def remove_deleted_files(self, now_ms: int | None = None) -> int:
         """Physically remove ``*.deleted`` segments whose file.delete.delay.ms has passed."""

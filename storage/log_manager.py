@@ -401,6 +401,17 @@ class LogManager:
                 continue
         return flushed
 
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Drop the producer state of producers idle for producer.id.expiration.ms from every
+        online log (Kafka's PeriodicProducerExpirationCheck); returns producers removed.
+
+        Without it a long-running broker keeps every producer id that ever wrote, forever."""
+        now = _now_ms() if now_ms is None else now_ms
+        removed = 0
+        for log in self.all_logs().values():
+            removed += len(log.remove_expired_producers(now))
+        return removed
+
     # ------------------------------------------------------------------------------------------
     # failures
 
