@@ -72,6 +72,7 @@ from typing import Any
 
 from protocol.batch_header import NO_PRODUCER_ID, BatchHeader, parse_header
 from protocol.records import LOG_APPEND_TIME, Record, RecordBatch, decode_batch, encode_batch
+from storage import clock
 from storage.checkpoint_file import CheckpointFormatError, read_checkpoint, write_checkpoint
 from storage.errors import KafkaStorageError
 from storage.log import Log
@@ -280,7 +281,7 @@ class LogCleaner:
         if not self.config.enable or self._stopped:
             return None
         with self._lock:
-            now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+            now = clock.now_ms() if now_ms is None else now_ms
             ltc = self.grab_filthiest_log(now)
             if ltc is None:
                 return None

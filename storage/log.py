@@ -44,7 +44,6 @@ import os
 import shutil
 import struct
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
@@ -62,6 +61,7 @@ from protocol.batch_header import (
     BatchHeader,
 )
 from protocol.checksum import crc32c
+from storage import clock
 from storage.checkpoint_file import fsync_dir
 from storage.errors import (
     CorruptRecordError,
@@ -102,10 +102,6 @@ _PREFIX_SIZE = _PREFIX.size
 _UINT32 = struct.Struct(">I")
 # Linux's IOV_MAX is 1024; a record set with more batches is joined into one buffer instead.
 _MAX_IOV = 1024
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 _flusher_pool: ThreadPoolExecutor | None = None
@@ -176,7 +172,7 @@ class Log:
         self.closed = False
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._unflushed_messages = 0
-        self.last_flush_ms = _now_ms()
+        self.last_flush_ms = clock.now_ms()
         self.topic_id: str | None = None
         # Bumped by every truncation; a background flush or snapshot begun before one must not
         # advance the recovery point or publish its snapshot afterwards.
@@ -197,7 +193,7 @@ class Log:
         ``topic_id`` (Kafka's base64 Uuid string) is written to partition.metadata if the file is
         absent; the stored one is exposed as ``log.topic_id``.
         """
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         dir = Path(dir)
         dir.mkdir(parents=True, exist_ok=True)
         log = cls(dir, config)
@@ -427,7 +423,7 @@ class Log:
         batches are decompressed for it, with an output cap), as Kafka's LogValidator reads every
         record; on compacted topics null keys are refused there too.
         """
-        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         view = records if type(records) is memoryview else memoryview(records)
         if assign_offsets and self._plain_appends and len(view) >= HEADER_SIZE:
             raw = _HEADER_STRUCT.unpack_from(view, 0)
@@ -798,7 +794,7 @@ class Log:
 
     def roll(self, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at the LEO (no-op if the active segment is empty)."""
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_online()
             try:
@@ -900,7 +896,7 @@ class Log:
 
     def flush(self, up_to: int | None = None, now_ms: int | None = None) -> None:
         """fsync segments holding offsets below ``up_to`` (default: LEO); advance the recovery point."""
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_online()
             try:
@@ -936,7 +932,7 @@ class Log:
         Never deletes the active segment. Deleted segments are renamed ``*.deleted`` and removed
         by :meth:`remove_deleted_files` after file.delete.delay.ms. Returns segments deleted.
         """
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_online()
             segs = list(self._state.segments[:-1])
@@ -1004,7 +1000,7 @@ class Log:
                 cleaned.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
                 fsync_dir(self.dir)
                 self._state = _snapshot(segments[:i] + (cleaned,) + segments[i + len(old):])
-                due = _now_ms() + self.config.file_delete_delay_ms
+                due = clock.now_ms() + self.config.file_delete_delay_ms
                 for seg in old:
                     seg.mark_deleted()
                     self._pending_deletes.append((due, seg))
@@ -1044,7 +1040,7 @@ class Log:
 
     def remove_deleted_files(self, now_ms: int | None = None) -> int:
         """Physically remove ``*.deleted`` segments whose file.delete.delay.ms has passed."""
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         with self._lock:
             due = [(t, s) for t, s in self._pending_deletes if t <= now]
             self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now]
@@ -1060,7 +1056,7 @@ class Log:
 
         Returns the new log start offset. Raises OffsetOutOfRangeError beyond the LEO.
         """
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_online()
             if offset > self._log_end_offset or offset < 0:
@@ -1085,7 +1081,7 @@ class Log:
         For replication (follower truncation). A full ProducerStateManager is reloaded from its
         newest snapshot at or below the new end and the log replayed after it.
         """
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_online()
             if offset >= self._log_end_offset:
@@ -1117,7 +1113,7 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
         """Drop every segment and start an empty log at ``offset`` (log start = LEO = offset)."""
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_online()
             try:
@@ -1154,7 +1150,7 @@ class Log:
                 return
             try:
                 if not self.offline:
-                    self._flush(self._log_end_offset, _now_ms())
+                    self._flush(self._log_end_offset, clock.now_ms())
                     self.epoch_cache.flush()
                     producer_state = self.producer_state
                     if producer_state is not None and hasattr(producer_state, "take_snapshot"):

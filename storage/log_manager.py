@@ -56,6 +56,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from storage import clock
 from storage.checkpoint_file import (
     CheckpointFormatError,
     fsync_dir,
@@ -85,10 +86,6 @@ _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 TRANSIENT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 TopicPartition = tuple[str, int]
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class LogManager:
@@ -121,7 +118,7 @@ class LogManager:
 
     def startup(self, topic_configs: Mapping[str, LogConfig] | None = None, now_ms: int | None = None) -> None:
         """Load every partition in every log dir, recovering those of uncleanly stopped dirs."""
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         self._topic_configs.update(topic_configs or {})
         for log_dir in self.log_dirs:
             try:
@@ -380,7 +377,7 @@ class LogManager:
 
     def run_retention(self, now_ms: int | None = None) -> int:
         """Retention and delayed file removal for every online log; returns segments deleted."""
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         deleted = 0
         for log in self.all_logs().values():
             try:
@@ -392,7 +389,7 @@ class LogManager:
 
     def flush_dirty(self, now_ms: int | None = None) -> int:
         """Apply flush.ms to every online log; returns logs flushed."""
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         flushed = 0
         for log in self.all_logs().values():
             try:
@@ -406,7 +403,7 @@ class LogManager:
         online log (Kafka's PeriodicProducerExpirationCheck); returns producers removed.
 
         Without it a long-running broker keeps every producer id that ever wrote, forever."""
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         removed = 0
         for log in self.all_logs().values():
             removed += len(log.remove_expired_producers(now))
