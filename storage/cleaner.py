@@ -74,7 +74,7 @@ from protocol.batch_header import NO_PRODUCER_ID, BatchHeader, parse_header
 from protocol.records import LOG_APPEND_TIME, Record, RecordBatch, decode_batch, encode_batch
 from storage import clock
 from storage.checkpoint_file import CheckpointFormatError, read_checkpoint, write_checkpoint
-from storage.errors import KafkaStorageError
+from storage.errors import CleaningAbortedError, KafkaStorageError
 from storage.log import Log
 from storage.log_config import LONG_MAX
 from storage.record_validator import uncompressed_limit
@@ -85,10 +85,6 @@ _MAP_ENTRY_OVERHEAD = 64  # bytes charged per offset-map entry besides the key i
 _WRITE_CHUNK = 1 << 20
 
 logger = logging.getLogger(__name__)
-
-
-class CleaningAbortedError(Exception):
-    """The log changed (or the cleaner stopped) while a group was being cleaned; nothing was swapped."""
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ from protocol.checksum import crc32c
 from storage import clock
 from storage.checkpoint_file import fsync_dir
 from storage.errors import (
+    CleaningAbortedError,
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
@@ -978,12 +979,10 @@ class Log:
 
         Kafka's replaceSegments: rename ``.cleaned`` -> ``.swap``, replace the segments in memory,
         rename the old ones ``.deleted`` (removed after file.delete.delay.ms; their fds stay open
-        for readers), rename ``.swap`` -> final names. Raises storage.cleaner's
+        for readers), rename ``.swap`` -> final names. Raises
         CleaningAbortedError (after deleting the cleaned files) if ``old`` is no longer exactly
         part of the log with ``old_sizes`` bytes (truncated, deleted or closed meanwhile).
         """
-        from storage.cleaner import CleaningAbortedError  # the cleaner imports this module
-
         with self._lock:
             segments = self._state.segments
             try:
