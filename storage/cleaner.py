@@ -426,10 +426,7 @@ def _read_batch(seg: LogSegment, position: int, header: BatchHeader) -> bytes:
 def _last_offsets_of_active_producers(log: Log) -> dict[int, int]:
     """producer id -> last data offset, for producers producer state still tracks (Kafka's
     lastRecordsOfActiveProducers): their last batch is kept, even empty, to keep the sequence."""
-    producers = getattr(log.producer_state, "producers", None)
-    if not producers:
-        return {}
-    return {pid: entry.last_data_offset for pid, entry in list(producers.items()) if entry.last_data_offset >= 0}
+    return log.producer_state.last_data_offsets()
 
 
 def _clean_group(log: Log, group: list[LogSegment], offset_map: dict[bytes, int], latest: int,

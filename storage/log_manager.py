@@ -65,9 +65,10 @@ from storage.checkpoint_file import (
     write_checkpoint,
 )
 from storage.errors import KafkaStorageError, LogDirOfflineError
-from storage.log import Log, ProducerStateHook
+from storage.log import Log
 from storage.log_config import LogConfig
 from storage.partition_metadata import topic_id_to_str
+from storage.producer_state_contract import ProducerState
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ TopicPartition = tuple[str, int]
 class LogManager:
     def __init__(self, log_dirs: list[Path], default_config: LogConfig, *, node_id: int | None = None,
                  cluster_id: str | None = None,
-                 producer_state_factory: Callable[[str, int, Path], ProducerStateHook] | None = None,
+                 producer_state_factory: Callable[[str, int, Path], ProducerState] | None = None,
                  progress_interval_s: float = 10.0) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
@@ -176,7 +177,7 @@ class LogManager:
             marker.unlink()
             fsync_dir(log_dir)
 
-    def _producer_state(self, tp: TopicPartition, dir: Path) -> ProducerStateHook | None:
+    def _producer_state(self, tp: TopicPartition, dir: Path) -> ProducerState | None:
         return self.producer_state_factory(tp[0], tp[1], dir) if self.producer_state_factory else None
 
     def _check_meta_properties(self, log_dir: Path) -> None:
