@@ -20,6 +20,9 @@ Rules, as in Kafka's ``ConfigDef``/``KafkaConfig``:
   around commas dropped, empty string = empty list).
 - An unknown key logs a warning naming it and start-up continues (Kafka logs "supplied but not
   used"); it stays in :attr:`BrokerConfig.originals`.
+- A Kafka key Odradek accepts but does not act on (replication, transactions, KRaft quorum, ...)
+  is marked ``no_effect`` in :data:`DEFINITIONS`, with the reason; when any is set, one warning at
+  start-up lists them (:func:`warn_keys_without_effect`).
 - An unparsable or invalid value raises :class:`ConfigError` naming the key, the value and what is
   accepted; so do the cross-key rules in ``_validate`` (listeners, advertised.listeners, node.id,
   log.dirs, retention/roll times, group session bounds). Start-up must stop on it.
@@ -76,6 +79,8 @@ __all__ = [
     "parse_overrides",
     "parse_listeners",
     "load_config",
+    "keys_without_effect",
+    "warn_keys_without_effect",
 ]
 
 log = logging.getLogger(__name__)
@@ -210,7 +215,9 @@ class ConfigDef:
     """One broker config key: Kafka's name, type, typed default (None = unset), validator and docs.
 
     ``dynamic`` marks keys Kafka can change at runtime (DynamicBrokerConfig) — the ones
-    :meth:`BrokerConfig.with_dynamic` accepts.
+    :meth:`BrokerConfig.with_dynamic` accepts. ``no_effect`` says why a key Kafka has is accepted
+    (so Kafka's configs load unchanged) but changes nothing in Odradek; empty = the key works. The
+    broker warns at start-up about such keys that were set (:func:`warn_keys_without_effect`).
     """
 
     name: str
@@ -220,6 +227,7 @@ class ConfigDef:
     importance: str = "medium"
     doc: str = ""
     dynamic: bool = False
+    no_effect: str = ""
 
     def parse(self, raw: str) -> Any:
         """Parse and validate a raw string; raise ConfigError naming key, value and what is accepted."""
@@ -334,12 +342,20 @@ _COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer
 
 
 def _d(name: str, type_: ConfigType, default: Any, validator: Validator | None = None,
-       importance: str = _M, doc: str = "", dynamic: bool = False) -> ConfigDef:
-    return ConfigDef(name, type_, default, validator, importance, doc, dynamic)
+       importance: str = _M, doc: str = "", dynamic: bool = False, no_effect: str = "") -> ConfigDef:
+    return ConfigDef(name, type_, default, validator, importance, doc, dynamic, no_effect)
 
 
 def _at_least(n: float) -> Range:
     return Range(min=n)
+
+
+# Why keys are accepted but have no effect (ConfigDef.no_effect), for the start-up warning.
+_KRAFT = "the controller is embedded: no KRaft quorum to configure"
+_REPLICATION = "no replication yet: one node, no inter-broker connections"
+_NO_RECOMPRESSION = "batches are stored as the producer compressed them (no broker-side recompression)"
+_NO_GROUP_CONFIGS = "bounds of per-group configs, which are not implemented"
+_NO_TRANSACTIONS = "transactions are not implemented yet"
 
 
 DEFINITIONS: tuple[ConfigDef, ...] = (
@@ -348,12 +364,15 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("broker.id", _I, -1, _at_least(-1), _H, "Legacy synonym of node.id; if both are set they must match."),
     _d("process.roles", _LI, [], ValidList(("broker", "controller")), _H,
        "KRaft roles of this process. Odradek always runs broker and embedded controller; accepted for "
-       "compatibility with Kafka configs."),
+       "compatibility with Kafka configs.",
+       no_effect=_KRAFT),
     _d("cluster.id", _ST, None, _ClusterIdValidator(), _H,
        "Odradek extension: the cluster id written to meta.properties on first start (Kafka sets it with "
        "kafka-storage format). Unset = generate one."),
-    _d("controller.quorum.voters", _LI, [], None, _H, "KRaft static voters (id@host:port); accepted, unused."),
-    _d("controller.quorum.bootstrap.servers", _LI, [], None, _H, "KRaft bootstrap servers; accepted, unused."),
+    _d("controller.quorum.voters", _LI, [], None, _H, "KRaft static voters (id@host:port); accepted, unused.",
+       no_effect=_KRAFT),
+    _d("controller.quorum.bootstrap.servers", _LI, [], None, _H, "KRaft bootstrap servers; accepted, unused.",
+       no_effect=_KRAFT),
     _d("controller.listener.names", _LI, [], None, _H,
        "Listener names used by the KRaft controller; such listeners are not advertised to clients."),
     _d("broker.rack", _ST, None, None, _M, "Rack of this broker, returned in Metadata."),
@@ -366,9 +385,11 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
        "Listeners handed to clients in Metadata; defaults to listeners.", dynamic=True),
     _d("listener.security.protocol.map", _ST, _DEFAULT_PROTOCOL_MAP, None, _L,
        "Listener name -> security protocol pairs NAME:PROTOCOL.", dynamic=True),
-    _d("inter.broker.listener.name", _ST, None, None, _M, "Listener used between brokers."),
+    _d("inter.broker.listener.name", _ST, None, None, _M, "Listener used between brokers.",
+       no_effect=_REPLICATION),
     _d("security.inter.broker.protocol", _ST, "PLAINTEXT", ValidString(_SECURITY_PROTOCOLS), _M,
-       "Security protocol between brokers when inter.broker.listener.name is unset."),
+       "Security protocol between brokers when inter.broker.listener.name is unset.",
+       no_effect=_REPLICATION),
     _d("socket.send.buffer.bytes", _I, 100 * 1024, None, _H, "SO_SNDBUF of client sockets; -1 = OS default."),
     _d("socket.receive.buffer.bytes", _I, 100 * 1024, None, _H, "SO_RCVBUF of client sockets; -1 = OS default."),
     _d("socket.request.max.bytes", _I, 100 * 1024 * 1024, _at_least(1), _H,
@@ -377,7 +398,8 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("num.network.threads", _I, 3, _at_least(1), _H, "Network threads (event loops serving sockets).",
        dynamic=True),
     _d("num.io.threads", _I, 8, _at_least(1), _H, "Threads doing request work and disk I/O.", dynamic=True),
-    _d("background.threads", _I, 10, _at_least(1), _H, "Threads for background tasks.", dynamic=True),
+    _d("background.threads", _I, 10, _at_least(1), _H, "Threads for background tasks.", dynamic=True,
+       no_effect="no background thread pool: periodic work runs on the IO threads"),
     _d("queued.max.requests", _I, 500, _at_least(1), _H,
        "Requests queued for the I/O threads before the network stops reading."),
     _d("queued.max.request.bytes", _LG, -1, None, _M, "Bytes of queued requests before reading stops; -1 = no limit."),
@@ -387,20 +409,26 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
        dynamic=True),
     _d("max.connections.per.ip.overrides", _ST, "", None, _M, "host:count overrides of max.connections.per.ip.",
        dynamic=True),
-    _d("request.timeout.ms", _I, 30000, None, _H, "Timeout of the broker's own requests."),
+    _d("request.timeout.ms", _I, 30000, None, _H, "Timeout of the broker's own requests.",
+       no_effect="the broker sends no requests of its own yet"),
     # --- message and fetch sizes ------------------------------------------------------------------
     _d("message.max.bytes", _I, _DEFAULT_MAX_MESSAGE_BYTES, _at_least(0), _H,
        "Largest record batch accepted (topic synonym max.message.bytes).", dynamic=True),
     _d("fetch.max.bytes", _I, 55 * 1024 * 1024, _at_least(1024), _M, "Upper bound on bytes in a Fetch response."),
     _d("max.incremental.fetch.session.cache.slots", _I, 1000, _at_least(0), _M,
        "Incremental fetch sessions kept (KIP-227)."),
-    _d("max.request.partition.size.limit", _I, 2000, _at_least(1), _M, "Partitions allowed in one request."),
+    _d("max.request.partition.size.limit", _I, 2000, _at_least(1), _M, "Partitions allowed in one request.",
+       no_effect="not enforced"),
     _d("compression.type", _ST, "producer", ValidString(_COMPRESSION_TYPES), _H,
-       "Final compression of topics; producer = keep what the producer sent.", dynamic=True),
-    _d("compression.gzip.level", _I, -1, None, _M, "gzip level when compression.type=gzip.", dynamic=True),
-    _d("compression.lz4.level", _I, 9, Range(1, 17), _M, "lz4 level when compression.type=lz4.", dynamic=True),
+       "Final compression of topics; producer = keep what the producer sent.", dynamic=True,
+       no_effect=_NO_RECOMPRESSION),
+    _d("compression.gzip.level", _I, -1, None, _M, "gzip level when compression.type=gzip.", dynamic=True,
+       no_effect=_NO_RECOMPRESSION),
+    _d("compression.lz4.level", _I, 9, Range(1, 17), _M, "lz4 level when compression.type=lz4.", dynamic=True,
+       no_effect=_NO_RECOMPRESSION),
     _d("compression.zstd.level", _I, 3, Range(-131072, 22), _M, "zstd level when compression.type=zstd.",
-       dynamic=True),
+       dynamic=True,
+       no_effect=_NO_RECOMPRESSION),
     # --- topics -----------------------------------------------------------------------------------
     _d("num.partitions", _I, 1, _at_least(1), _M, "Partitions of an auto-created topic."),
     _d("max.broker.partitions", _I, INT_MAX, _at_least(1), _M,
@@ -414,12 +442,14 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("auto.create.topics.enable", _B, True, None, _H, "Create unknown topics on Metadata/Produce."),
     _d("delete.topic.enable", _B, True, None, _H, "Allow DeleteTopics."),
     _d("unclean.leader.election.enable", _B, False, None, _H, "Allow out-of-sync replicas to become leader.",
-       dynamic=True),
+       dynamic=True,
+       no_effect=_REPLICATION),
     # --- log basics -------------------------------------------------------------------------------
     _d("log.dir", _ST, "/tmp/kafka-logs", None, _H, "Log directory when log.dirs is unset."),
     _d("log.dirs", _ST, None, None, _H, "Comma-separated log directories; wins over log.dir."),
     _d("num.recovery.threads.per.data.dir", _I, 1, _at_least(1), _H, "Threads recovering each log dir at start-up.",
-       dynamic=True),
+       dynamic=True,
+       no_effect="each log directory is loaded by one thread"),
     _d("log.segment.bytes", _I, 1024 * 1024 * 1024, _at_least(14), _H, "Roll a segment at this size.",
        dynamic=True),
     _d("log.roll.ms", _LG, None, None, _H, "Roll a segment after this age (ms); wins over log.roll.hours.",
@@ -450,11 +480,13 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("log.flush.offset.checkpoint.interval.ms", _I, 60000, _at_least(0), _H,
        "How often recovery-point checkpoints are written."),
     _d("log.flush.start.offset.checkpoint.interval.ms", _I, 60000, _at_least(0), _H,
-       "How often log-start-offset checkpoints are written."),
+       "How often log-start-offset checkpoints are written.",
+       no_effect="the log start offsets are checkpointed with the recovery points, every log.flush.offset.checkpoint.interval.ms"),
     _d("log.segment.delete.delay.ms", _LG, 60000, _at_least(0), _H,
        "Delay before a deleted segment's files are removed (topic synonym file.delete.delay.ms).",
        dynamic=True),
-    _d("log.preallocate", _B, False, None, _M, "Preallocate segment files.", dynamic=True),
+    _d("log.preallocate", _B, False, None, _M, "Preallocate segment files.", dynamic=True,
+       no_effect="segment files are not preallocated"),
     _d("log.message.timestamp.type", _ST, "CreateTime", ValidString(("CreateTime", "LogAppendTime")), _M,
        "CreateTime keeps the producer's timestamp; LogAppendTime stamps the broker's.", dynamic=True),
     _d("log.message.timestamp.before.max.ms", _LG, LONG_MAX, _at_least(0), _M,
@@ -462,15 +494,19 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("log.message.timestamp.after.max.ms", _LG, LONG_MAX, _at_least(0), _M,
        "How far in the future a CreateTime timestamp may be.", dynamic=True),
     _d("log.local.retention.ms", _LG, -2, _at_least(-2), _M,
-       "Tiered storage local retention; accepted, unused (no tiered storage).", dynamic=True),
+       "Tiered storage local retention; accepted, unused (no tiered storage).", dynamic=True,
+       no_effect="no tiered storage"),
     _d("log.local.retention.bytes", _LG, -2, _at_least(-2), _M,
-       "Tiered storage local retention; accepted, unused (no tiered storage).", dynamic=True),
-    _d("log.message.downconversion.enable", _B, True, None, _L, "Accepted for compatibility.", dynamic=True),
+       "Tiered storage local retention; accepted, unused (no tiered storage).", dynamic=True,
+       no_effect="no tiered storage"),
+    _d("log.message.downconversion.enable", _B, True, None, _L, "Accepted for compatibility.", dynamic=True,
+       no_effect="no down-conversion: Kafka 4 removed it too"),
     # --- log cleaner (compaction) -----------------------------------------------------------------
     _d("log.cleaner.enable", _B, True, None, _M, "Run the log cleaner (needed for compacted topics)."),
     _d("log.cleaner.threads", _I, 1, _at_least(0), _M, "Cleaner threads.", dynamic=True),
     _d("log.cleaner.io.max.bytes.per.second", _D, 1.7976931348623157e308, None, _M,
-       "Cleaner I/O throttle.", dynamic=True),
+       "Cleaner I/O throttle.", dynamic=True,
+       no_effect="the log cleaner is not throttled"),
     _d("log.cleaner.dedupe.buffer.size", _LG, 128 * 1024 * 1024, None, _M, "Memory for cleaner key maps.",
        dynamic=True),
     _d("log.cleaner.io.buffer.size", _I, 512 * 1024, _at_least(0), _M, "Cleaner I/O buffers.", dynamic=True),
@@ -486,18 +522,28 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("log.cleaner.max.compaction.lag.ms", _LG, LONG_MAX, _at_least(1), _M,
        "Maximum age before a message must be compactable.", dynamic=True),
     # --- replication ------------------------------------------------------------------------------
-    _d("replica.lag.time.max.ms", _LG, 30000, None, _H, "A follower this far behind leaves the ISR."),
-    _d("replica.fetch.max.bytes", _I, 1024 * 1024, _at_least(0), _M, "Bytes per partition in a replica fetch."),
-    _d("replica.fetch.min.bytes", _I, 1, None, _H, "Minimum bytes for a replica fetch response."),
-    _d("replica.fetch.wait.max.ms", _I, 500, None, _H, "Maximum wait of a replica fetch."),
-    _d("replica.fetch.backoff.ms", _I, 1000, _at_least(0), _M, "Sleep after a replica fetch error."),
+    _d("replica.lag.time.max.ms", _LG, 30000, None, _H, "A follower this far behind leaves the ISR.",
+       no_effect=_REPLICATION),
+    _d("replica.fetch.max.bytes", _I, 1024 * 1024, _at_least(0), _M, "Bytes per partition in a replica fetch.",
+       no_effect=_REPLICATION),
+    _d("replica.fetch.min.bytes", _I, 1, None, _H, "Minimum bytes for a replica fetch response.",
+       no_effect=_REPLICATION),
+    _d("replica.fetch.wait.max.ms", _I, 500, None, _H, "Maximum wait of a replica fetch.",
+       no_effect=_REPLICATION),
+    _d("replica.fetch.backoff.ms", _I, 1000, _at_least(0), _M, "Sleep after a replica fetch error.",
+       no_effect=_REPLICATION),
     _d("replica.fetch.response.max.bytes", _I, 10 * 1024 * 1024, _at_least(0), _M,
-       "Bytes in a whole replica fetch response."),
-    _d("replica.socket.timeout.ms", _I, 30000, None, _H, "Socket timeout of replica fetches."),
-    _d("replica.socket.receive.buffer.bytes", _I, 64 * 1024, None, _H, "SO_RCVBUF of replica fetches."),
+       "Bytes in a whole replica fetch response.",
+       no_effect=_REPLICATION),
+    _d("replica.socket.timeout.ms", _I, 30000, None, _H, "Socket timeout of replica fetches.",
+       no_effect=_REPLICATION),
+    _d("replica.socket.receive.buffer.bytes", _I, 64 * 1024, None, _H, "SO_RCVBUF of replica fetches.",
+       no_effect=_REPLICATION),
     _d("replica.high.watermark.checkpoint.interval.ms", _LG, 5000, None, _H,
-       "How often the high watermark is checkpointed."),
-    _d("num.replica.fetchers", _I, 1, None, _H, "Replica fetcher threads.", dynamic=True),
+       "How often the high watermark is checkpointed.",
+       no_effect=_REPLICATION),
+    _d("num.replica.fetchers", _I, 1, None, _H, "Replica fetcher threads.", dynamic=True,
+       no_effect=_REPLICATION),
     # --- group coordinator ------------------------------------------------------------------------
     _d("group.min.session.timeout.ms", _I, 6000, None, _M, "Smallest session timeout a classic member may ask."),
     _d("group.max.session.timeout.ms", _I, 1800000, None, _M, "Largest session timeout a classic member may ask."),
@@ -506,16 +552,23 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("group.max.size", _I, INT_MAX, _at_least(1), _M, "Maximum members of a classic group."),
     _d("group.coordinator.rebalance.protocols", _LI, ["classic", "consumer"],
        ValidList(("classic", "consumer", "share", "streams")), _M,
-       "Enabled rebalance protocols (consumer = KIP-848)."),
-    _d("group.coordinator.threads", _I, 1, _at_least(1), _M, "Group coordinator threads."),
-    _d("group.coordinator.append.linger.ms", _I, 10, _at_least(0), _M, "Batching delay of coordinator writes."),
+       "Enabled rebalance protocols (consumer = KIP-848).",
+       no_effect="the classic and consumer (KIP-848) protocols are always enabled"),
+    _d("group.coordinator.threads", _I, 1, _at_least(1), _M, "Group coordinator threads.",
+       no_effect="the group coordinator runs on the request handler loop"),
+    _d("group.coordinator.append.linger.ms", _I, 10, _at_least(0), _M, "Batching delay of coordinator writes.",
+       no_effect="group coordinator writes are not batched"),
     _d("group.consumer.session.timeout.ms", _I, 45000, _at_least(1), _M, "KIP-848 member session timeout."),
-    _d("group.consumer.min.session.timeout.ms", _I, 45000, _at_least(1), _M, "KIP-848 minimum session timeout."),
-    _d("group.consumer.max.session.timeout.ms", _I, 60000, _at_least(1), _M, "KIP-848 maximum session timeout."),
+    _d("group.consumer.min.session.timeout.ms", _I, 45000, _at_least(1), _M, "KIP-848 minimum session timeout.",
+       no_effect=_NO_GROUP_CONFIGS),
+    _d("group.consumer.max.session.timeout.ms", _I, 60000, _at_least(1), _M, "KIP-848 maximum session timeout.",
+       no_effect=_NO_GROUP_CONFIGS),
     _d("group.consumer.heartbeat.interval.ms", _I, 5000, _at_least(1), _M, "KIP-848 heartbeat interval."),
-    _d("group.consumer.min.heartbeat.interval.ms", _I, 5000, _at_least(1), _M, "KIP-848 minimum heartbeat interval."),
+    _d("group.consumer.min.heartbeat.interval.ms", _I, 5000, _at_least(1), _M, "KIP-848 minimum heartbeat interval.",
+       no_effect=_NO_GROUP_CONFIGS),
     _d("group.consumer.max.heartbeat.interval.ms", _I, 15000, _at_least(1), _M,
-       "KIP-848 maximum heartbeat interval."),
+       "KIP-848 maximum heartbeat interval.",
+       no_effect=_NO_GROUP_CONFIGS),
     _d("group.consumer.max.size", _I, INT_MAX, _at_least(1), _M, "Maximum members of a KIP-848 group."),
     _d("group.consumer.assignors", _LI, ["uniform", "range"], None, _M,
        "Server-side assignors for KIP-848 groups, first = default. Kafka's default names the classes "
@@ -529,26 +582,37 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("offsets.retention.minutes", _I, 7 * 24 * 60, _at_least(1), _H,
        "Committed offsets of an empty group expire after this."),
     _d("offsets.retention.check.interval.ms", _LG, 600000, _at_least(1), _H, "How often offsets are expired."),
-    _d("offsets.commit.timeout.ms", _I, 5000, _at_least(1), _H, "Timeout of an offset commit write."),
+    _d("offsets.commit.timeout.ms", _I, 5000, _at_least(1), _H, "Timeout of an offset commit write.",
+       no_effect="offset commits do not wait for replication (single node)"),
     # --- transactions and producer ids ------------------------------------------------------------
-    _d("transaction.state.log.num.partitions", _I, 50, _at_least(1), _H, "Partitions of __transaction_state."),
+    _d("transaction.state.log.num.partitions", _I, 50, _at_least(1), _H, "Partitions of __transaction_state.",
+       no_effect=_NO_TRANSACTIONS),
     _d("transaction.state.log.replication.factor", _S, 3, _at_least(1), _H,
-       "Replication factor of __transaction_state."),
-    _d("transaction.state.log.min.isr", _I, 2, _at_least(1), _H, "min.insync.replicas of __transaction_state."),
+       "Replication factor of __transaction_state.",
+       no_effect=_NO_TRANSACTIONS),
+    _d("transaction.state.log.min.isr", _I, 2, _at_least(1), _H, "min.insync.replicas of __transaction_state.",
+       no_effect=_NO_TRANSACTIONS),
     _d("transaction.state.log.segment.bytes", _I, 100 * 1024 * 1024, _at_least(1), _H,
-       "Segment size of __transaction_state."),
+       "Segment size of __transaction_state.",
+       no_effect=_NO_TRANSACTIONS),
     _d("transaction.state.log.load.buffer.size", _I, 5 * 1024 * 1024, _at_least(1), _H,
-       "Read size when loading transaction state."),
+       "Read size when loading transaction state.",
+       no_effect=_NO_TRANSACTIONS),
     _d("transaction.max.timeout.ms", _I, 15 * 60 * 1000, _at_least(1), _H,
-       "Largest transaction timeout a producer may ask."),
+       "Largest transaction timeout a producer may ask.",
+       no_effect=_NO_TRANSACTIONS),
     _d("transactional.id.expiration.ms", _I, 7 * 24 * _HOUR_MS, _at_least(1), _H,
-       "Idle transactional ids expire after this."),
+       "Idle transactional ids expire after this.",
+       no_effect=_NO_TRANSACTIONS),
     _d("transaction.abort.timed.out.transaction.cleanup.interval.ms", _I, 10000, _at_least(1), _L,
-       "How often timed-out transactions are aborted."),
+       "How often timed-out transactions are aborted.",
+       no_effect=_NO_TRANSACTIONS),
     _d("transaction.remove.expired.transaction.cleanup.interval.ms", _I, _HOUR_MS, _at_least(1), _L,
-       "How often expired transactional ids are removed."),
+       "How often expired transactional ids are removed.",
+       no_effect=_NO_TRANSACTIONS),
     _d("transaction.partition.verification.enable", _B, True, None, _L,
-       "Verify partitions are in the transaction before appending (KIP-890).", dynamic=True),
+       "Verify partitions are in the transaction before appending (KIP-890).", dynamic=True,
+       no_effect=_NO_TRANSACTIONS),
     _d("producer.id.expiration.ms", _I, 24 * _HOUR_MS, _at_least(1), _L,
        "Idle producer ids' state expires after this.", dynamic=True),
     _d("producer.id.expiration.check.interval.ms", _I, 600000, _at_least(1), _L,
@@ -1139,10 +1203,7 @@ SINGLE_NODE_DEFAULTS: Mapping[str, str] = {
     "num.partitions": "1",
     "default.replication.factor": "1",
     "auto.create.topics.enable": "true",
-    "num.recovery.threads.per.data.dir": "1",
     "offsets.topic.replication.factor": "1",
-    "transaction.state.log.replication.factor": "1",
-    "transaction.state.log.min.isr": "1",
     "log.retention.hours": "168",
     "log.segment.bytes": "1073741824",
     "log.retention.check.interval.ms": "300000",
@@ -1190,7 +1251,24 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
     cfg = BrokerConfig(layers)
     cfg.log_config()  # topic-level defaults must be valid too, or start-up stops here, not later
     warn_advertised_port_mismatch(cfg)
+    warn_keys_without_effect(cfg)
     return cfg
+
+
+def keys_without_effect(cfg: BrokerConfig) -> list[tuple[str, str]]:
+    """(key, why) for every key given (file, environment, --override) that Odradek accepts but does
+    not act on (``ConfigDef.no_effect``), in definition order."""
+    return [(d.name, d.no_effect) for d in cfg.definitions.values()
+            if d.no_effect and cfg.origin(d.name) != "default"]
+
+
+def warn_keys_without_effect(cfg: BrokerConfig) -> None:
+    """One start-up warning naming every key set that has no effect, so nobody tunes a setting that
+    changes nothing (Kafka's own configs load unchanged: such keys are accepted, not refused)."""
+    keys = keys_without_effect(cfg)
+    if keys:
+        log.warning("These settings are accepted but have no effect in Odradek: %s",
+                    "; ".join(f"{key} ({why})" for key, why in keys))
 
 
 def warn_advertised_port_mismatch(cfg: BrokerConfig) -> None:

@@ -319,10 +319,7 @@ class Dispatcher:
         self._send(request.conn, request.slot, chunks)
 
     def _unsupported_api_versions(self, conn: Connection, slot: Any, correlation_id: int) -> None:
-        class _Ctx:
-            broker = self.broker
-
-        body = api_versions.unsupported_version_response(_Ctx)
+        body = api_versions.unsupported_version_response(self.handlers)
         self._send(conn, slot, encode_response("ApiVersionsResponse", 0, correlation_id, body, False))
 
     def _close(self, conn: Connection) -> None:

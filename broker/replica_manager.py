@@ -157,6 +157,7 @@ class ReplicaManager:
             loop.create_task(self._every(cfg["log.retention.check.interval.ms"], self._retention)),
             loop.create_task(self._every(cfg.log_flush_interval_ms, self.log_manager.flush_dirty)),
             loop.create_task(self._every(cfg["log.flush.offset.checkpoint.interval.ms"], self.log_manager.checkpoint)),
+            loop.create_task(self._every(cfg["producer.id.expiration.check.interval.ms"], self.log_manager.remove_expired_producers)),
         ]
         if self.cleaner.config.enable:
             # Kafka's LogCleaner threads: one log cleaned per round, then back off.

@@ -44,10 +44,6 @@ log = logging.getLogger(__name__)
 SHUTDOWN_DRAIN_SECONDS = 5.0
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config

@@ -72,8 +72,9 @@ from typing import Any
 
 from protocol.batch_header import NO_PRODUCER_ID, BatchHeader, parse_header
 from protocol.records import LOG_APPEND_TIME, Record, RecordBatch, decode_batch, encode_batch
+from storage import clock
 from storage.checkpoint_file import CheckpointFormatError, read_checkpoint, write_checkpoint
-from storage.errors import KafkaStorageError
+from storage.errors import CleaningAbortedError, KafkaStorageError
 from storage.log import Log
 from storage.log_config import LONG_MAX
 from storage.record_validator import uncompressed_limit
@@ -84,10 +85,6 @@ _MAP_ENTRY_OVERHEAD = 64  # bytes charged per offset-map entry besides the key i
 _WRITE_CHUNK = 1 << 20
 
 logger = logging.getLogger(__name__)
-
-
-class CleaningAbortedError(Exception):
-    """The log changed (or the cleaner stopped) while a group was being cleaned; nothing was swapped."""
 
 
 @dataclass(frozen=True)
@@ -280,7 +277,7 @@ class LogCleaner:
         if not self.config.enable or self._stopped:
             return None
         with self._lock:
-            now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+            now = clock.now_ms() if now_ms is None else now_ms
             ltc = self.grab_filthiest_log(now)
             if ltc is None:
                 return None
@@ -429,10 +426,7 @@ def _read_batch(seg: LogSegment, position: int, header: BatchHeader) -> bytes:
 def _last_offsets_of_active_producers(log: Log) -> dict[int, int]:
     """producer id -> last data offset, for producers producer state still tracks (Kafka's
     lastRecordsOfActiveProducers): their last batch is kept, even empty, to keep the sequence."""
-    producers = getattr(log.producer_state, "producers", None)
-    if not producers:
-        return {}
-    return {pid: entry.last_data_offset for pid, entry in list(producers.items()) if entry.last_data_offset >= 0}
+    return log.producer_state.last_data_offsets()
 
 
 def _clean_group(log: Log, group: list[LogSegment], offset_map: dict[bytes, int], latest: int,

@@ -2,7 +2,8 @@
 
 Raised by :mod:`storage.log`, :mod:`storage.log_manager` and :mod:`storage.log_config`; any thread
 may catch them. All subclass :class:`protocol.errors.KafkaApiError`, so a handler can turn any of
-them into a response with ``exc.code`` without knowing the storage layer.
+them into a response with ``exc.code`` without knowing the storage layer — except
+:class:`CleaningAbortedError`, which never leaves storage (the cleaner catches it).
 """
 
 from __future__ import annotations
@@ -93,3 +94,9 @@ class InvalidTimestampError(StorageError):
     """A CreateTime batch's timestamps are outside message.timestamp.before/after.max.ms."""
 
     default_code = ErrorCode.INVALID_TIMESTAMP
+
+
+class CleaningAbortedError(Exception):
+    """The log changed (truncated, retention, deleted, closed) or the cleaner stopped while a group
+    of segments was being cleaned; nothing was swapped. Raised by storage.log.Log.replace_segments
+    and the cleaner itself, caught by storage.cleaner.LogCleaner.clean_once: not a Kafka error."""

@@ -16,8 +16,12 @@ Crash story (:meth:`Log.open`): after a clean shutdown every segment is opened w
 (indexes are still sanity-checked and rebuilt if broken). Otherwise every segment from the one
 holding the recovery point onward is rescanned (storage.segment.LogSegment.recover): the first
 invalid or partial batch and everything after it, including later segments, is dropped; indexes,
-the leader epoch cache and (through the hook) producer state are rebuilt from the surviving
-batches. The recovery point is the offset below which data is known to be fsynced.
+the leader epoch cache and producer state (from its newest snapshot, then replaying the batches
+after it) are rebuilt from the surviving batches. The recovery point is the offset below which
+data is known to be fsynced.
+
+Producer state: the log talks to it only through storage.producer_state_contract.ProducerState
+(storage.producer_state.ProducerStateManager in the broker; NoProducerState when opened without).
 
 Durability: by default (flush.messages and flush.ms at Long.MAX) nothing is fsynced on append,
 like Kafka; a segment is fsynced when it rolls and on close, and :meth:`flush` fsyncs up to an
@@ -44,12 +48,11 @@ import os
 import shutil
 import struct
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from protocol.batch_header import (
     CONTROL_BIT,
@@ -62,8 +65,10 @@ from protocol.batch_header import (
     BatchHeader,
 )
 from protocol.checksum import crc32c
+from storage import clock
 from storage.checkpoint_file import fsync_dir
 from storage.errors import (
+    CleaningAbortedError,
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
@@ -75,6 +80,7 @@ from storage.errors import (
 from storage.leader_epoch_cache import LeaderEpochCache
 from storage.log_config import LONG_MAX, LogConfig
 from storage.partition_metadata import read_partition_metadata, write_partition_metadata
+from storage.producer_state_contract import DuplicateBatch, NoProducerState, ProducerState
 from storage.record_validator import plain_records_ok, uncompressed_limit, validate_records
 from storage.results import EMPTY_SLICE, AppendInfo, FetchSlice
 from storage.segment import (
@@ -103,10 +109,6 @@ _UINT32 = struct.Struct(">I")
 _MAX_IOV = 1024
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 _flusher_pool: ThreadPoolExecutor | None = None
 _flusher_lock = threading.Lock()
 
@@ -118,31 +120,6 @@ def _flusher() -> ThreadPoolExecutor:
         if _flusher_pool is None:
             _flusher_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-log-flusher")
         return _flusher_pool
-
-
-class DuplicateBatch(NamedTuple):
-    """What ``producer_state.check_append`` returns for a retried batch already in the log."""
-
-    first_offset: int
-    last_offset: int
-    log_append_time: int
-
-
-class ProducerStateHook(Protocol):
-    """The minimal interface the log needs from storage.producer_state (written separately).
-
-    ``check_append(header)`` runs for each batch with producer_id >= 0 before anything is written
-    (header as sent: client base offset); it returns None, or a DuplicateBatch-like object with
-    ``first_offset``, ``last_offset``, ``log_append_time`` (then nothing is appended and the
-    append returns the original offsets with ``duplicate=True``), or raises its own KafkaApiError
-    (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, ...). ``on_append(header, now_ms)`` runs
-    after the write for each such batch with its assigned offsets, and during recovery for every
-    replayed batch with a producer id.
-    """
-
-    def check_append(self, header: BatchHeader) -> Any: ...
-
-    def on_append(self, header: BatchHeader, now_ms: int) -> None: ...
 
 
 class _Segments(NamedTuple):
@@ -169,13 +146,14 @@ class Log:
         self._log_end_offset = 0
         self.recovery_point = 0
         self.epoch_cache = LeaderEpochCache(dir)
-        self.producer_state: ProducerStateHook | None = None
+        # Always present (NoProducerState without one): the log calls it without asking.
+        self.producer_state: ProducerState = NoProducerState()
         self.on_dir_failure: Callable[[Path], None] | None = None
         self.offline = False
         self.closed = False
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._unflushed_messages = 0
-        self.last_flush_ms = _now_ms()
+        self.last_flush_ms = clock.now_ms()
         self.topic_id: str | None = None
         # Bumped by every truncation; a background flush or snapshot begun before one must not
         # advance the recovery point or publish its snapshot afterwards.
@@ -188,7 +166,7 @@ class Log:
 
     @classmethod
     def open(cls, dir: Path, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int = 0,
-             clean_shutdown: bool = False, producer_state: ProducerStateHook | None = None,
+             clean_shutdown: bool = False, producer_state: ProducerState | None = None,
              now_ms: int | None = None, topic_id: str | None = None,
              on_dir_failure: Callable[[Path], None] | None = None) -> Log:
         """Open (creating if needed) the log in ``dir``; recover it unless ``clean_shutdown``.
@@ -196,11 +174,12 @@ class Log:
         ``topic_id`` (Kafka's base64 Uuid string) is written to partition.metadata if the file is
         absent; the stored one is exposed as ``log.topic_id``.
         """
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         dir = Path(dir)
         dir.mkdir(parents=True, exist_ok=True)
         log = cls(dir, config)
-        log.producer_state = producer_state
+        if producer_state is not None:
+            log.producer_state = producer_state
         log.on_dir_failure = on_dir_failure
         try:
             log._load(recovery_point, log_start_offset, clean_shutdown, now)
@@ -327,16 +306,12 @@ class Log:
 
     def _rebuild_producer_state(self, now: int) -> None:
         """Load the newest producer snapshot and replay batch headers after it (Kafka's
-        loadProducerState). Only for a full ProducerStateManager; the minimal hook was fed by recovery."""
-        producer_state = self.producer_state
-        if producer_state is None or not hasattr(producer_state, "truncate_and_reload"):
-            return
-        replay_from = producer_state.truncate_and_reload(self._log_start_offset, self._log_end_offset, now)
+        loadProducerState)."""
+        replay_from = self.producer_state.truncate_and_reload(self._log_start_offset, self._log_end_offset, now)
         self._replay_producer_state(replay_from, now)
 
     def _replay_producer_state(self, replay_from: int, now: int) -> None:
         producer_state = self.producer_state
-        assert producer_state is not None
         for seg in self._state.segments:
             if seg.next_offset <= replay_from or seg.size == 0:
                 continue
@@ -349,16 +324,13 @@ class Log:
         producer_state.update_map_end_offset(self._log_end_offset)
 
     def _replay_batch_hook(self, now: int) -> Callable[[BatchHeader], None]:
+        # Recovery rebuilds the leader epoch cache; producer state is rebuilt afterwards, from its
+        # snapshot, by _rebuild_producer_state.
         cache = self.epoch_cache
-        producer_state = self.producer_state
-        if producer_state is not None and hasattr(producer_state, "truncate_and_reload"):
-            producer_state = None  # rebuilt from its snapshot by _rebuild_producer_state
 
         def on_batch(header: BatchHeader) -> None:
             if header.partition_leader_epoch > cache.latest_epoch:
                 cache.assign(header.partition_leader_epoch, header.base_offset)
-            if producer_state is not None and header.producer_id >= 0:
-                producer_state.on_append(header, now)
 
         return on_batch
 
@@ -426,7 +398,7 @@ class Log:
         batches are decompressed for it, with an output cap), as Kafka's LogValidator reads every
         record; on compacted topics null keys are refused there too.
         """
-        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         view = records if type(records) is memoryview else memoryview(records)
         if assign_offsets and self._plain_appends and len(view) >= HEADER_SIZE:
             raw = _HEADER_STRUCT.unpack_from(view, 0)
@@ -443,10 +415,9 @@ class Log:
             if self.offline or self.closed:
                 self._check_online()
             producer_state = self.producer_state
-            if producer_state is not None:
-                dup = self._check_producer_state(producer_state, batches)
-                if dup is not None:
-                    return self._duplicate_info(dup, len(batches), len(view))
+            dup = self._check_producer_state(producer_state, batches)
+            if dup is not None:
+                return self._duplicate_info(dup, len(batches), len(view))
             leo = self._log_end_offset
             log_append = config.log_append_time
             total = len(view)
@@ -516,10 +487,9 @@ class Log:
                 for _, header in assigned:
                     if header[2] > self.epoch_cache.latest_epoch:
                         self._io(self.epoch_cache.assign, header[2], header[0])
-            if producer_state is not None:
-                for _, header in assigned:
-                    if header[9] >= 0:
-                        producer_state.on_append(header, now)
+            for _, header in assigned:
+                if header[9] >= 0:
+                    producer_state.on_append(header, now)
             if config.flush_messages != LONG_MAX:
                 self._unflushed_messages += records_count
                 if self._unflushed_messages >= config.flush_messages:
@@ -577,8 +547,9 @@ class Log:
             return _make_info((first_offset, last_offset, max_ts, offset_of_max, -1, self._log_start_offset, 1, size,
                                False))
 
-    def _check_producer_state(self, producer_state: ProducerStateHook,
-                              batches: list[tuple[int, BatchHeader]]) -> Any:
+    @staticmethod
+    def _check_producer_state(producer_state: ProducerState,
+                              batches: list[tuple[int, BatchHeader]]) -> DuplicateBatch | None:
         """Run the producer checks; several batches of one producer are checked in order as if the
         earlier ones were already appended (Kafka's per-append ProducerAppendInfo). Returns the
         first duplicate found (the whole append is then answered as that duplicate), else None."""
@@ -587,14 +558,7 @@ class Log:
             return None
         if len(idempotent) == 1:
             return producer_state.check_append(idempotent[0])
-        check_batches = getattr(producer_state, "check_append_batches", None)
-        if check_batches is not None:
-            return check_batches(idempotent)
-        for header in idempotent:
-            dup = producer_state.check_append(header)
-            if dup is not None:
-                return dup
-        return None
+        return producer_state.check_append_batches(idempotent)
 
     def _validate(self, view: memoryview, assign_offsets: bool, now: int) -> list[tuple[int, BatchHeader]]:
         total = len(view)
@@ -797,7 +761,7 @@ class Log:
 
     def roll(self, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at the LEO (no-op if the active segment is empty)."""
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_online()
             try:
@@ -813,13 +777,9 @@ class Log:
         old.on_become_inactive()
         new = LogSegment.create(self.dir, new_base, self.config, now)
         self._state = _snapshot(self._state.segments + (new,))
-        snapshot = None
-        producer_state = self.producer_state
-        if producer_state is not None and hasattr(producer_state, "snapshot_bytes"):
-            # Kafka snapshots producer state at the new segment's base offset on every roll, so
-            # recovery replays at most the active segment. Serialized here, written in the background.
-            producer_state.update_map_end_offset(new_base)
-            snapshot = (producer_state.snapshot_path(new_base), producer_state.snapshot_bytes())
+        # Kafka snapshots producer state at the new segment's base offset on every roll, so
+        # recovery replays at most the active segment. Serialized here, written in the background.
+        snapshot = self.producer_state.prepare_snapshot(new_base)
         # Like Kafka, the rolled segment is fsynced asynchronously (the appender does not wait);
         # the recovery point advances only once that fsync is done.
         self._flush_in_background(new_base, snapshot)
@@ -883,9 +843,7 @@ class Log:
                 if snapshot is not None and tmp is not None:
                     os.replace(tmp, snapshot[0])
                     fsync_dir(self.dir)
-                    prune = getattr(self.producer_state, "_prune_snapshots", None)
-                    if prune is not None:
-                        prune()
+                    self.producer_state.prune_snapshots()
             except OSError:
                 pass  # a lost snapshot only means a longer replay at the next open
             for seg, size in flushed:
@@ -899,7 +857,7 @@ class Log:
 
     def flush(self, up_to: int | None = None, now_ms: int | None = None) -> None:
         """fsync segments holding offsets below ``up_to`` (default: LEO); advance the recovery point."""
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_online()
             try:
@@ -935,7 +893,7 @@ class Log:
         Never deletes the active segment. Deleted segments are renamed ``*.deleted`` and removed
         by :meth:`remove_deleted_files` after file.delete.delay.ms. Returns segments deleted.
         """
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_online()
             segs = list(self._state.segments[:-1])
@@ -981,12 +939,10 @@ class Log:
 
         Kafka's replaceSegments: rename ``.cleaned`` -> ``.swap``, replace the segments in memory,
         rename the old ones ``.deleted`` (removed after file.delete.delay.ms; their fds stay open
-        for readers), rename ``.swap`` -> final names. Raises storage.cleaner's
+        for readers), rename ``.swap`` -> final names. Raises
         CleaningAbortedError (after deleting the cleaned files) if ``old`` is no longer exactly
         part of the log with ``old_sizes`` bytes (truncated, deleted or closed meanwhile).
         """
-        from storage.cleaner import CleaningAbortedError  # the cleaner imports this module
-
         with self._lock:
             segments = self._state.segments
             try:
@@ -1003,7 +959,7 @@ class Log:
                 cleaned.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
                 fsync_dir(self.dir)
                 self._state = _snapshot(segments[:i] + (cleaned,) + segments[i + len(old):])
-                due = _now_ms() + self.config.file_delete_delay_ms
+                due = clock.now_ms() + self.config.file_delete_delay_ms
                 for seg in old:
                     seg.mark_deleted()
                     self._pending_deletes.append((due, seg))
@@ -1023,16 +979,24 @@ class Log:
     def _on_log_start_advanced(self) -> None:
         """Tell producer state the log start moved; drop snapshots below the first segment."""
         producer_state = self.producer_state
-        if producer_state is None or not hasattr(producer_state, "on_log_start_offset_advanced"):
-            return
         producer_state.on_log_start_offset_advanced(self._log_start_offset)
         # Every snapshot is taken at a roll or the LEO, so the newest one is never below the
         # first segment; older ones only describe deleted data.
         producer_state.delete_snapshots_before(self._state.segments[0].base_offset)
 
+    def remove_expired_producers(self, now_ms: int) -> list[int]:
+        """Forget producers idle for producer.id.expiration.ms (Kafka's UnifiedLog.removeExpiredProducers,
+        run by the log manager every producer.id.expiration.check.interval.ms); returns their ids.
+
+        Under the log's lock: appends on the handler loop update the same map."""
+        with self._lock:
+            if self.closed or self.offline:
+                return []
+            return self.producer_state.remove_expired_producers(now_ms)
+
     def remove_deleted_files(self, now_ms: int | None = None) -> int:
         """Physically remove ``*.deleted`` segments whose file.delete.delay.ms has passed."""
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         with self._lock:
             due = [(t, s) for t, s in self._pending_deletes if t <= now]
             self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now]
@@ -1048,7 +1012,7 @@ class Log:
 
         Returns the new log start offset. Raises OffsetOutOfRangeError beyond the LEO.
         """
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_online()
             if offset > self._log_end_offset or offset < 0:
@@ -1073,7 +1037,7 @@ class Log:
         For replication (follower truncation). A full ProducerStateManager is reloaded from its
         newest snapshot at or below the new end and the log replayed after it.
         """
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_online()
             if offset >= self._log_end_offset:
@@ -1105,7 +1069,7 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
         """Drop every segment and start an empty log at ``offset`` (log start = LEO = offset)."""
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_online()
             try:
@@ -1124,9 +1088,7 @@ class Log:
         self._truncations += 1
         self._log_start_offset = self._log_end_offset = self.recovery_point = offset
         self.epoch_cache.clear()
-        producer_state = self.producer_state
-        if producer_state is not None and hasattr(producer_state, "truncate_fully_and_start_at"):
-            producer_state.truncate_fully_and_start_at(offset)
+        self.producer_state.truncate_fully_and_start_at(offset)
 
     # ------------------------------------------------------------------------------------------
     # lifecycle and failure
@@ -1142,13 +1104,11 @@ class Log:
                 return
             try:
                 if not self.offline:
-                    self._flush(self._log_end_offset, _now_ms())
+                    self._flush(self._log_end_offset, clock.now_ms())
                     self.epoch_cache.flush()
-                    producer_state = self.producer_state
-                    if producer_state is not None and hasattr(producer_state, "take_snapshot"):
-                        # Kafka snapshots at the LEO on clean close: the next open replays nothing.
-                        producer_state.update_map_end_offset(self._log_end_offset)
-                        producer_state.take_snapshot(self._log_end_offset)
+                    # Kafka snapshots at the LEO on clean close: the next open replays nothing.
+                    self.producer_state.update_map_end_offset(self._log_end_offset)
+                    self.producer_state.take_snapshot(self._log_end_offset)
             except OSError as exc:
                 self.close_quietly()
                 self._fail(exc)

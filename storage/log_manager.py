@@ -56,6 +56,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from storage import clock
 from storage.checkpoint_file import (
     CheckpointFormatError,
     fsync_dir,
@@ -64,9 +65,10 @@ from storage.checkpoint_file import (
     write_checkpoint,
 )
 from storage.errors import KafkaStorageError, LogDirOfflineError
-from storage.log import Log, ProducerStateHook
+from storage.log import Log
 from storage.log_config import LogConfig
 from storage.partition_metadata import topic_id_to_str
+from storage.producer_state_contract import ProducerState
 
 logger = logging.getLogger(__name__)
 
@@ -87,14 +89,10 @@ TRANSIENT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 TopicPartition = tuple[str, int]
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class LogManager:
     def __init__(self, log_dirs: list[Path], default_config: LogConfig, *, node_id: int | None = None,
                  cluster_id: str | None = None,
-                 producer_state_factory: Callable[[str, int, Path], ProducerStateHook] | None = None,
+                 producer_state_factory: Callable[[str, int, Path], ProducerState] | None = None,
                  progress_interval_s: float = 10.0) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
@@ -121,7 +119,7 @@ class LogManager:
 
     def startup(self, topic_configs: Mapping[str, LogConfig] | None = None, now_ms: int | None = None) -> None:
         """Load every partition in every log dir, recovering those of uncleanly stopped dirs."""
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         self._topic_configs.update(topic_configs or {})
         for log_dir in self.log_dirs:
             try:
@@ -179,7 +177,7 @@ class LogManager:
             marker.unlink()
             fsync_dir(log_dir)
 
-    def _producer_state(self, tp: TopicPartition, dir: Path) -> ProducerStateHook | None:
+    def _producer_state(self, tp: TopicPartition, dir: Path) -> ProducerState | None:
         return self.producer_state_factory(tp[0], tp[1], dir) if self.producer_state_factory else None
 
     def _check_meta_properties(self, log_dir: Path) -> None:
@@ -380,7 +378,7 @@ class LogManager:
 
     def run_retention(self, now_ms: int | None = None) -> int:
         """Retention and delayed file removal for every online log; returns segments deleted."""
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         deleted = 0
         for log in self.all_logs().values():
             try:
@@ -392,7 +390,7 @@ class LogManager:
 
     def flush_dirty(self, now_ms: int | None = None) -> int:
         """Apply flush.ms to every online log; returns logs flushed."""
-        now = _now_ms() if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         flushed = 0
         for log in self.all_logs().values():
             try:
@@ -400,6 +398,17 @@ class LogManager:
             except KafkaStorageError:
                 continue
         return flushed
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Drop the producer state of producers idle for producer.id.expiration.ms from every
+        online log (Kafka's PeriodicProducerExpirationCheck); returns producers removed.
+
+        Without it a long-running broker keeps every producer id that ever wrote, forever."""
+        now = clock.now_ms() if now_ms is None else now_ms
+        removed = 0
+        for log in self.all_logs().values():
+            removed += len(log.remove_expired_producers(now))
+        return removed
 
     # ------------------------------------------------------------------------------------------
     # failures

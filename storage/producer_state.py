@@ -59,15 +59,20 @@ from __future__ import annotations
 
 import struct
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from protocol.batch_header import CONTROL_BIT, NO_PRODUCER_ID, NO_SEQUENCE, TRANSACTIONAL_BIT, BatchHeader
 from protocol.checksum import crc32c
 from protocol.errors import ErrorCode, KafkaApiError
 from storage.checkpoint_file import write_atomically
+from storage.producer_state_contract import DuplicateBatch
+
+if TYPE_CHECKING:
+    from storage.producer_state_contract import ProducerState
 
 NO_PRODUCER_EPOCH = -1
 NUM_BATCHES_TO_RETAIN = 5
@@ -98,19 +103,6 @@ class OutOfOrderSequenceError(KafkaApiError):
 
 class CorruptSnapshotError(Exception):
     """A producer snapshot file cannot be read; load() skips and deletes it."""
-
-
-class DuplicateBatch(NamedTuple):
-    """A retried batch already in the log: answer with these instead of appending again."""
-
-    first_offset: int
-    last_offset: int
-    timestamp: int
-
-    @property
-    def log_append_time(self) -> int:
-        # Kafka answers a duplicate with the original batch's timestamp as log_append_time.
-        return self.timestamp
 
 
 def _decrement_sequence(sequence: int, decrement: int) -> int:
@@ -196,7 +188,9 @@ class ProducerStateEntry:
 
 
 class ProducerStateManager:
-    """Per-partition producer id -> state map, its checks, and its snapshots (see module doc)."""
+    """Per-partition producer id -> state map, its checks, and its snapshots (see module doc).
+
+    Implements storage.producer_state_contract.ProducerState, the log's whole view of it."""
 
     def __init__(
         self,
@@ -329,6 +323,12 @@ class ProducerStateManager:
     def update_map_end_offset(self, offset: int) -> None:
         self.map_end_offset = offset
 
+    def last_data_offsets(self) -> dict[int, int]:
+        """Producer id -> last data offset of every producer with one (the cleaner keeps those
+        batches). Called from the cleaner's thread: iterates a copy of the map."""
+        return {pid: entry.last_data_offset for pid, entry in list(self.producers.items())
+                if entry.last_data_offset >= 0}
+
     # --- expiry and log start ------------------------------------------------------------------
 
     def _is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
@@ -364,12 +364,18 @@ class ProducerStateManager:
         """Write the state (which must reflect the log below ``end_offset``) and prune old ones."""
         path = self.snapshot_path(end_offset)
         write_snapshot_file(path, self.snapshot_bytes())
-        self._prune_snapshots()
+        self.prune_snapshots()
         return path
+
+    def prepare_snapshot(self, end_offset: int) -> tuple[Path, bytes]:
+        """At a roll: the state covers the log below ``end_offset``; the snapshot for the log to write
+        in the background (Kafka snapshots at every roll so recovery replays one segment at most)."""
+        self.update_map_end_offset(end_offset)
+        return self.snapshot_path(end_offset), self.snapshot_bytes()
 
     def snapshot_offsets(self) -> list[int]:
         """End offsets of the snapshot files present, ascending."""
-        offsets = []
+        offsets: list[int] = []
         if not self.partition_dir.is_dir():
             return offsets
         for path in self.partition_dir.iterdir():
@@ -387,7 +393,7 @@ class ProducerStateManager:
             if snapshot_offset < offset:
                 self.snapshot_path(snapshot_offset).unlink(missing_ok=True)
 
-    def _prune_snapshots(self) -> None:
+    def prune_snapshots(self) -> None:
         offsets = self.snapshot_offsets()
         for snapshot_offset in offsets[: max(0, len(offsets) - self.snapshots_to_keep)]:
             self.snapshot_path(snapshot_offset).unlink(missing_ok=True)
@@ -440,7 +446,9 @@ class ProducerStateManager:
         self.log_start_offset = offset
 
 
-def producer_state_factory(producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS):
+def producer_state_factory(
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+) -> Callable[[str, int, Path], ProducerStateManager]:
     """The ``producer_state_factory`` for storage.log_manager.LogManager: a ProducerStateManager per
     partition directory, forgetting producers idle for ``producer_id_expiration_ms``
     (``producer.id.expiration.ms``)."""
@@ -454,7 +462,7 @@ def producer_state_factory(producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_
 # --- snapshot file format ------------------------------------------------------------------------
 
 
-def encode_snapshot(entries) -> bytes:
+def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
     """Kafka's ProducerSnapshot v1 bytes for ``entries`` (ProducerStateEntry), sorted by id."""
     ordered = sorted(entries, key=lambda entry: entry.producer_id)
     out = bytearray(_SNAPSHOT_PREFIX.pack(SNAPSHOT_VERSION, 0, len(ordered)))
@@ -513,3 +521,8 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
 def write_snapshot_file(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` durably: temp file, fsync, rename, fsync the directory."""
     write_atomically(path, data)
+
+
+if TYPE_CHECKING:
+    def _implements_the_contract(manager: ProducerStateManager) -> ProducerState:
+        return manager  # the type checker proves ProducerStateManager is a whole ProducerState

@@ -17,8 +17,10 @@ header is always v0.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
+from broker.handlers.registry import HandlerSpec
 from protocol.errors import ErrorCode
 
 API_KEY = 18
@@ -26,10 +28,11 @@ NAME = "ApiVersions"
 VERSIONS = (0, 4)
 
 
-def api_keys(request: Any) -> list[dict]:
+def api_keys(handlers: Mapping[int, HandlerSpec]) -> list[dict]:
+    """The ApiVersions list: every registered handler's api key and version range."""
     return [
         {"api_key": spec.api_key, "min_version": spec.min_version, "max_version": spec.max_version}
-        for spec in request.broker.handlers.values()
+        for spec in handlers.values()
     ]
 
 
@@ -45,11 +48,13 @@ def handle(request: Any) -> dict:
                 return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
     return {
         "error_code": ErrorCode.NONE,
-        "api_keys": api_keys(request),
+        "api_keys": api_keys(request.broker.handlers),
         "throttle_time_ms": 0,
         "finalized_features_epoch": -1,
     }
 
 
-def unsupported_version_response(request: Any) -> dict:
-    return {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": api_keys(request)}
+def unsupported_version_response(handlers: Mapping[int, HandlerSpec]) -> dict:
+    """The v0-shaped answer to an ApiVersions version we do not serve (built by the dispatcher
+    before any request object exists)."""
+    return {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": api_keys(handlers)}

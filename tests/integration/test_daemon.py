@@ -45,6 +45,23 @@ def test_unknown_key_warns_and_the_broker_serves(tmp_path) -> None:
     assert "no.such.setting" in broker.log_text()
 
 
+def test_settings_without_effect_are_listed_in_one_start_up_warning(tmp_path) -> None:
+    broker = BrokerProcess(tmp_path, overrides={
+        "replica.lag.time.max.ms": "10000", "transactional.id.expiration.ms": "3600000",  # no effect
+        "fetch.max.bytes": "1048576", "max.connections": "500", "producer.id.expiration.ms": "60000",  # work
+    }).start()
+    try:
+        with WireClient(broker.host, broker.port) as c:
+            assert c.request(18, 0, {})["error_code"] == 0
+    finally:
+        broker.stop()
+    lines = [ln for ln in broker.log_text().splitlines() if "have no effect" in ln]
+    assert len(lines) == 1, lines
+    listed = lines[0].split("have no effect in Odradek: ", 1)[1]
+    keys = [item.split(" (", 1)[0] for item in listed.split("; ")]
+    assert keys == ["replica.lag.time.max.ms", "transactional.id.expiration.ms"]
+
+
 def connect_when_up(proc: subprocess.Popen, port: int, timeout: float = 20.0) -> WireClient:
     """A client connected to the daemon ``proc`` once it listens on ``port`` (its stderr if it dies)."""
     deadline = time.monotonic() + timeout

@@ -201,6 +201,29 @@ def test_idempotent_duplicate_detected_after_restart(broker) -> None:
         assert leo(c, "idem-restart") == 1
 
 
+def test_idle_producer_state_expires_and_active_state_stays(broker_factory) -> None:
+    # producer.id.expiration.ms / .check.interval.ms: without expiry the state of every producer
+    # that ever wrote stays in memory (and in snapshots) forever.
+    broker = broker_factory({"producer.id.expiration.ms": "2000",
+                             "producer.id.expiration.check.interval.ms": "100"})
+    now = int(time.time() * 1000)
+    with WireClient(broker.host, broker.port) as c:
+        create(c, "expiry")
+        idle, active = (c.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000})["producer_id"]
+                        for _ in range(2))
+        # The batch timestamp is the producer's last activity: one long ago, one a minute ahead.
+        assert produce(c, "expiry", batch([b"a"], [now - 60_000], producer_id=idle, producer_epoch=0,
+                                          base_sequence=0))["error_code"] == 0
+        assert produce(c, "expiry", batch([b"b"], [now + 60_000], producer_id=active, producer_epoch=0,
+                                          base_sequence=0))["error_code"] == 0
+        time.sleep(1.0)  # several expiry checks
+        # An expired producer is unknown: Kafka (KIP-360) accepts it at any sequence.
+        assert produce(c, "expiry", batch([b"c"], producer_id=idle, producer_epoch=0,
+                                          base_sequence=5))["error_code"] == 0
+        gap = produce(c, "expiry", batch([b"d"], producer_id=active, producer_epoch=0, base_sequence=5))
+        assert gap["error_code"] == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER: its state is still there
+
+
 def test_long_poll_returns_at_max_wait_without_data(client) -> None:
     create(client, "lp")
     t0 = time.monotonic()

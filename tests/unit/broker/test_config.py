@@ -20,6 +20,7 @@ from broker.config import (
     Listener,
     config_from_environ,
     env_to_config_key,
+    keys_without_effect,
     load_config,
     parse_listeners,
     parse_overrides,
@@ -220,8 +221,8 @@ class TestShippedConfig:
         assert cfg.advertised_listeners == [Listener("PLAINTEXT", "PLAINTEXT", "localhost", 9092)]
         assert cfg.log_dirs == [Path("data/kafka-logs")]
         assert cfg["offsets.topic.replication.factor"] == 1
-        assert cfg["transaction.state.log.replication.factor"] == 1
-        assert cfg["transaction.state.log.min.isr"] == 1
+        # Transactions are not implemented: the shipped file only shows their settings, commented out.
+        assert "transaction.state.log.replication.factor" not in cfg.originals
         assert cfg["group.initial.rebalance.delay.ms"] == 0
         assert cfg.source("log.retention.hours") is ConfigSource.STATIC_BROKER_CONFIG
         assert cfg.origin("log.retention.hours") == "file"
@@ -379,6 +380,34 @@ class TestUnknownKeys:
         with caplog.at_level(logging.WARNING, logger="broker.config"):
             load_config(p, ["foo.bar=2"], {})
         assert len([r for r in caplog.records if "foo.bar" in r.getMessage()]) == 1
+
+
+class TestKeysWithoutEffect:
+    def test_set_keys_without_effect_are_warned_about_once(self, tmp_path: Path,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+        p = write(tmp_path, "node.id=1\nreplica.fetch.max.bytes=2097152\nfetch.max.bytes=1048576\n")
+        with caplog.at_level(logging.WARNING, logger="broker.config"):
+            cfg = load_config(p, ["transaction.max.timeout.ms=60000", "max.connections=100"],
+                              {"KAFKA_NUM_REPLICA_FETCHERS": "4"})
+        messages = [r.getMessage() for r in caplog.records if "no effect" in r.getMessage()]
+        assert len(messages) == 1
+        assert [key for key, _ in keys_without_effect(cfg)] == [
+            "replica.fetch.max.bytes", "num.replica.fetchers", "transaction.max.timeout.ms"]
+        assert "transaction.max.timeout.ms (transactions are not implemented yet)" in messages[0]
+        # Keys that work (fetch.max.bytes, max.connections) are not listed, nor unset ones.
+        assert "; fetch.max.bytes" not in messages[0] and "max.connections" not in messages[0]
+
+    def test_keys_that_work_are_not_marked(self) -> None:
+        for key in ("fetch.max.bytes", "max.connections", "max.connections.per.ip",
+                    "max.connections.per.ip.overrides", "producer.id.expiration.ms",
+                    "producer.id.expiration.check.interval.ms", "log.retention.ms", "broker.id", "log.dir"):
+            assert CONFIG_DEFS[key].no_effect == "", key
+        assert CONFIG_DEFS["replica.lag.time.max.ms"].no_effect
+
+    def test_defaults_alone_warn_nothing(self, caplog: pytest.LogCaptureFixture) -> None:
+        with caplog.at_level(logging.WARNING, logger="broker.config"):
+            cfg = load_config(None, ["node.id=1"], {})
+        assert keys_without_effect(cfg) == [] and caplog.records == []
 
 
 class TestInvalidValues:

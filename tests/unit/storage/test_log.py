@@ -20,6 +20,7 @@ from storage.errors import (
 from storage.log import DuplicateBatch, Log
 from storage.log_config import LogConfig
 from storage.partition_metadata import read_partition_metadata
+from storage.producer_state_contract import NoProducerState
 from storage.results import AppendInfo
 
 
@@ -357,7 +358,9 @@ def test_replication_append_keeps_offsets(log):
         log.append(raw, leader_epoch=-1, assign_offsets=False)  # below the LEO
 
 
-class RecordingProducerState:
+class RecordingProducerState(NoProducerState):
+    """The producer-state contract with only the append checks recorded (the rest does nothing)."""
+
     def __init__(self):
         self.checked, self.appended = [], []
         self.dup = None

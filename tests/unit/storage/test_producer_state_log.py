@@ -11,16 +11,22 @@ from log_test_helpers import small_config
 from protocol.records import Record, encode_batch
 from storage.log import Log, _flusher
 from storage.log_manager import LogManager
-from storage.producer_state import OutOfOrderSequenceError, ProducerStateManager, producer_state_factory
+from storage.producer_state import (
+    OutOfOrderSequenceError,
+    ProducerStateManager,
+    decode_snapshot,
+    producer_state_factory,
+)
 
 PID = 42
 
 
-def pbatch(seq: int, n: int = 2, epoch: int = 0, pid: int = PID) -> bytes:
+def pbatch(seq: int, n: int = 2, epoch: int = 0, pid: int = PID, ts: int | None = None,
+           transactional: bool = False) -> bytes:
     # Current timestamps: producers idle for producer.id.expiration.ms are dropped on load.
-    now = time.time_ns() // 1_000_000
+    now = time.time_ns() // 1_000_000 if ts is None else ts
     return encode_batch([Record(timestamp=now, key=b"k", value=b"v" * 20) for _ in range(n)],
-                        producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+                        producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=transactional)
 
 
 def open_with_state(dir, **kwargs) -> Log:
@@ -132,6 +138,37 @@ def test_log_manager_default_factory(tmp_path):
     log.append(pbatch(0), leader_epoch=0)
     mgr.shutdown()
     assert (tmp_path / "t-0" / f"{2:020d}.snapshot").exists()
+
+
+def test_log_manager_expires_idle_producers_and_keeps_active_ones(tmp_path):
+    # Kafka's removeExpiredProducers, run by the broker every producer.id.expiration.check.interval.ms.
+    mgr = LogManager([tmp_path], small_config(), producer_state_factory=producer_state_factory(1000))
+    mgr.startup()
+    log = mgr.get_or_create_log("t", 0)
+    other = mgr.get_or_create_log("u", 0)
+    now = time.time_ns() // 1_000_000
+    idle, active, in_txn = 1, 2, 3
+    log.append(pbatch(0, pid=idle, ts=now - 5000), leader_epoch=0)
+    log.append(pbatch(0, pid=active, ts=now - 5000), leader_epoch=0)
+    log.append(pbatch(2, pid=active, ts=now), leader_epoch=0)  # wrote again just now
+    log.append(pbatch(0, pid=in_txn, ts=now - 5000, transactional=True), leader_epoch=0)  # open transaction
+    other.append(pbatch(0, pid=idle, ts=now - 5000), leader_epoch=0)
+    assert mgr.remove_expired_producers(now) == 2  # from both logs
+    assert set(log.producer_state.producers) == {active, in_txn}
+    assert {e.producer_id for e in decode_snapshot(log.producer_state.snapshot_bytes())} == {active, in_txn}
+    assert not other.producer_state.producers
+    # The expired producer is unknown again: like Kafka (KIP-360) any sequence is accepted; the
+    # active one keeps its sequence checks.
+    assert log.append(pbatch(7, pid=idle), leader_epoch=0).duplicate is False
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(pbatch(7, pid=active), leader_epoch=0)
+    assert log.append(pbatch(4, pid=active), leader_epoch=0).duplicate is False
+    assert mgr.remove_expired_producers(now) == 0
+    mgr.shutdown()
+    reopened = Log.open(tmp_path / "t-0", small_config(), clean_shutdown=True,
+                        producer_state=ProducerStateManager(tmp_path / "t-0", 1000))
+    assert set(reopened.producer_state.producers) == {idle, active, in_txn}
+    reopened.close()
 
 
 def test_roll_fsync_runs_in_background_and_truncation_wins(tmp_path):

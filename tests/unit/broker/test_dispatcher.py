@@ -1,0 +1,277 @@
+"""The dispatcher (broker/dispatcher.py) over a real RequestChannel, SocketServer and Connection.
+
+No broker: a handler loop in a thread of its own, a real listener on 127.0.0.1 and a small handler
+registry of real Kafka schemas (ApiVersions is the real handler module; ListGroups, Metadata and
+ListOffsets get test handlers, sync, async, failing, large). Clients are plain sockets speaking the
+wire protocol (tests.support.wire). What is checked is what a client sees: the answer, its
+correlation id and order, or the connection closing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from broker.dispatcher import LARGE_REQUEST_BYTES, OFF_LOOP_SWITCH_INTERVAL_S, Dispatcher
+from broker.handlers import api_versions
+from broker.handlers.registry import HandlerSpec, spec_from_module
+from broker.network import Endpoint, SocketServer, new_event_loop
+from broker.request_channel import RequestChannel
+from protocol.codec import codec
+from protocol.errors import ErrorCode
+from tests.support.wire import WireClient
+
+LIST_GROUPS, METADATA, LIST_OFFSETS = 16, 3, 2
+
+
+class Handlers:
+    """Test handlers, and what they saw. ``behaviour`` picks what ListGroups does for a request
+    whose states_filter names it: "sync" (default), "async:<seconds>", "none", "raise"."""
+
+    def __init__(self) -> None:
+        self.loop_thread: threading.Thread | None = None
+        self.seen_large: list[int] = []
+        self.off_loop: list[tuple[int, bool, float]] = []
+
+    def list_groups(self, request: Any) -> Any:
+        (tag,) = request.body.get("states_filter") or ["sync"]
+        response = {"error_code": 0, "throttle_time_ms": 0,
+                    "groups": [{"group_id": tag, "protocol_type": "", "group_state": "", "group_type": ""}]}
+        if tag == "raise":
+            raise RuntimeError("handler bug")
+        if tag == "none":
+            return None
+        if tag.startswith("async:"):
+            async def later() -> dict:
+                await asyncio.sleep(float(tag.split(":")[1]))
+                return response
+            return later()
+        return response
+
+    @staticmethod
+    def list_groups_error(request: Any, code: int) -> dict:
+        return {"error_code": code, "throttle_time_ms": 0, "groups": []}
+
+    async def metadata_large(self, request: Any, buf: Any, body_offset: int) -> dict:
+        body, _ = codec("MetadataRequest", request.api_version).decode(buf, body_offset)
+        self.seen_large.append(len(body["topics"]))
+        return {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1, "topics": []}
+
+    def metadata(self, request: Any) -> dict:
+        raise AssertionError("a large Metadata frame must go to handle_large")
+
+    def list_offsets(self, request: Any) -> dict:
+        partitions = request.body["topics"][0]["partitions"]
+        on_loop = threading.current_thread() is self.loop_thread
+        self.off_loop.append((len(partitions), on_loop, sys.getswitchinterval()))
+        return {"throttle_time_ms": 0, "topics": [{"name": request.body["topics"][0]["name"], "partitions": [
+            {"partition_index": p["partition_index"], "error_code": 0, "timestamp": -1, "offset": 7,
+             "leader_epoch": -1} for p in partitions[:3]]}]}
+
+
+class FakeBroker:
+    """What the dispatcher and ApiVersions read from the broker: the registry, no metrics."""
+
+    def __init__(self, handlers: dict[int, HandlerSpec]) -> None:
+        self.handlers = handlers
+        self.metrics = None
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.calls = Handlers()
+        registry = {
+            18: spec_from_module(api_versions),
+            LIST_GROUPS: HandlerSpec(LIST_GROUPS, "ListGroups", 0, 5, self.calls.list_groups, "ListGroupsRequest",
+                                     "ListGroupsResponse", Handlers.list_groups_error),
+            METADATA: HandlerSpec(METADATA, "Metadata", 0, 12, self.calls.metadata, "MetadataRequest",
+                                  "MetadataResponse", None, self.calls.metadata_large),
+            LIST_OFFSETS: HandlerSpec(LIST_OFFSETS, "ListOffsets", 1, 8, self.calls.list_offsets,
+                                      "ListOffsetsRequest", "ListOffsetsResponse", None),
+        }
+        self.loop = new_event_loop("asyncio")
+        self.thread = threading.Thread(target=self.loop.run_forever, name="test-handler-loop", daemon=True)
+        self.calls.loop_thread = self.thread
+        self.thread.start()
+        self.channel = RequestChannel(self.loop, 100, self._process)
+        self.dispatcher = Dispatcher(FakeBroker(registry), registry, self.channel)
+        self.server = SocketServer(self.loop, self.channel, [Endpoint("PLAINTEXT", "127.0.0.1", 0)],
+                                   num_network_threads=1, max_request_size=16 << 20, idle_ms=600_000,
+                                   loop_kind="asyncio")
+        self.run(self.server.start())
+        self.port = self.server.bound_ports["PLAINTEXT"]
+
+    def _process(self, conn: Any, slot: Any, frame: bytes) -> None:
+        self.dispatcher.process(conn, slot, frame)
+
+    def run(self, coro: Any, timeout: float = 10.0) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def client(self) -> WireClient:
+        return WireClient("127.0.0.1", self.port)
+
+    def close(self) -> None:
+        async def stop() -> None:
+            self.server.stop_accepting()
+            await self.server.close_all()
+
+        self.run(stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        self.loop.close()
+
+
+@pytest.fixture
+def harness() -> Iterator[Harness]:
+    h = Harness()
+    yield h
+    h.close()
+
+
+def list_groups(tag: str) -> dict:
+    return {"states_filter": [tag], "types_filter": []}
+
+
+def raw_frame(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:
+    """A request frame with a v1 header (null client id) and ``body`` as is."""
+    payload = struct.pack(">hhih", api_key, version, correlation_id, -1) + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def test_sync_handler_answers_with_its_correlation_id(harness: Harness) -> None:
+    with harness.client() as c:
+        for version in (0, 4):  # classic and flexible response headers
+            resp = c.request(LIST_GROUPS, version, list_groups("sync") if version >= 4 else {})
+            assert resp["error_code"] == 0
+
+
+def test_async_handler_result_is_awaited_and_others_keep_flowing(harness: Harness) -> None:
+    with harness.client() as slow, harness.client() as fast:
+        corr, data = slow.encode_request(LIST_GROUPS, 4, list_groups("async:0.5"))
+        slow.send_raw(data)
+        # The other connection is answered while the first handler waits.
+        assert fast.request(LIST_GROUPS, 4, list_groups("sync"))["groups"][0]["group_id"] == "sync"
+        assert slow.read_response(LIST_GROUPS, 4, corr)["groups"][0]["group_id"] == "async:0.5"
+
+
+def test_responses_leave_in_request_order_on_one_connection(harness: Harness) -> None:
+    with harness.client() as c:
+        sent = []
+        for tag in ("async:0.3", "sync", "none", "async:0.1", "sync"):
+            corr, data = c.encode_request(LIST_GROUPS, 4, list_groups(tag))
+            c.send_raw(data)
+            sent.append((corr, tag))
+        # "none" (like Produce acks=0) is answered with nothing; the rest in the order sent, although
+        # the later ones finished first.
+        for corr, tag in sent:
+            if tag != "none":
+                assert c.read_response(LIST_GROUPS, 4, corr)["groups"][0]["group_id"] == tag
+
+
+def test_handler_exception_answers_unknown_server_error_where_the_api_allows(harness: Harness) -> None:
+    with harness.client() as c:
+        resp = c.request(LIST_GROUPS, 4, list_groups("raise"))
+        assert resp["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR and resp["groups"] == []
+        assert c.request(LIST_GROUPS, 4, list_groups("sync"))["error_code"] == 0  # connection still serves
+
+
+def test_handler_exception_without_an_error_shape_closes_the_connection(harness: Harness) -> None:
+    def boom(request: Any) -> dict:
+        raise RuntimeError("handler bug")
+
+    spec = harness.dispatcher.handlers[LIST_OFFSETS]
+    harness.dispatcher.handlers[LIST_OFFSETS] = HandlerSpec(LIST_OFFSETS, spec.name, spec.min_version,
+                                                            spec.max_version, boom, spec.request_schema,
+                                                            spec.response_schema, None)
+    with harness.client() as c:
+        corr, data = c.encode_request(LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": []})
+        c.send_raw(data)
+        assert c.is_closed_by_peer()
+
+
+@pytest.mark.parametrize("frame", [
+    raw_frame(9999, 0, 1),  # unknown api key
+    raw_frame(LIST_GROUPS, 99, 1),  # unsupported version of anything but ApiVersions
+    raw_frame(LIST_OFFSETS, 0, 1),  # below the served range
+    struct.pack(">i", 3) + b"\x00\x10\x00",  # too short for a request header
+], ids=["unknown-key", "version-too-new", "version-too-old", "short-header"])
+def test_requests_we_cannot_answer_close_the_connection(harness: Harness, frame: bytes) -> None:
+    with harness.client() as c:
+        c.send_raw(frame)
+        assert c.is_closed_by_peer()
+
+
+def test_unsupported_api_versions_version_gets_a_v0_error_with_the_list(harness: Harness) -> None:
+    with harness.client() as c:
+        c.send_raw(raw_frame(18, 99, 42, b"\x00\x00garbage of a future version"))
+        frame = c.recv_frame()
+        assert struct.unpack_from(">i", frame)[0] == 42
+        body, end = codec("ApiVersionsResponse", 0).decode(frame, 4)  # header v0, body v0
+        assert end == len(frame) and body["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+        assert {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]} == {
+            18: api_versions.VERSIONS, LIST_GROUPS: (0, 5), METADATA: (0, 12), LIST_OFFSETS: (1, 8)}
+        # The client retries with a version we serve, on the same connection.
+        assert c.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})["error_code"] == 0
+
+
+def test_malformed_body_closes_only_that_connection(harness: Harness) -> None:
+    with harness.client() as bad, harness.client() as good:
+        # ListGroups v4 (flexible): header v2 (its empty tag buffer), then a states_filter array of
+        # four strings that the frame ends before.
+        bad.send_raw(raw_frame(LIST_GROUPS, 4, 1, b"\x00\x05"))
+        assert bad.is_closed_by_peer()
+        assert good.request(LIST_GROUPS, 4, list_groups("sync"))["error_code"] == 0
+
+
+def test_large_frame_goes_to_handle_large(harness: Harness) -> None:
+    topics = [{"topic_id": uuid.UUID(int=0), "name": f"topic-{i:06d}"} for i in range(25_000)]
+    body = {"topics": topics, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    with harness.client() as c:
+        corr, data = c.encode_request(METADATA, 12, body)
+        assert len(data) > LARGE_REQUEST_BYTES
+        c.send_raw(data)
+        assert c.read_response(METADATA, 12, corr)["topics"] == []
+        assert harness.calls.seen_large == [25_000]
+    # A small frame of the same API goes to ``handle`` (which raises here, and Metadata has no error
+    # shape in this registry: the connection closes).
+    with harness.client() as c:
+        c.send_raw(c.encode_request(METADATA, 12, {**body, "topics": topics[:10]})[1])
+        assert c.is_closed_by_peer() and harness.calls.seen_large == [25_000]
+
+
+def test_large_frame_of_an_off_loop_api_is_decoded_off_the_loop(harness: Harness) -> None:
+    partitions = [{"partition_index": i, "current_leader_epoch": -1, "timestamp": -1} for i in range(20_000)]
+    body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "t", "partitions": partitions}]}
+    with harness.client() as c, harness.client() as other:
+        corr, data = c.encode_request(LIST_OFFSETS, 7, body)
+        assert len(data) > LARGE_REQUEST_BYTES
+        c.send_raw(data)
+        resp = c.read_response(LIST_OFFSETS, 7, corr)
+        assert [p["offset"] for p in resp["topics"][0]["partitions"]] == [7, 7, 7]
+        # The handler itself runs on the handler loop, with the short GIL switch interval while
+        # the large request is in progress; afterwards the interval is restored.
+        count, on_loop, interval = harness.calls.off_loop[0]
+        assert count == 20_000 and on_loop and interval == pytest.approx(OFF_LOOP_SWITCH_INTERVAL_S)
+        assert sys.getswitchinterval() > OFF_LOOP_SWITCH_INTERVAL_S
+        assert other.request(LIST_GROUPS, 4, list_groups("sync"))["error_code"] == 0
+
+
+def test_close_during_an_async_handler_drops_the_answer_quietly(harness: Harness) -> None:
+    c = harness.client()
+    _, data = c.encode_request(LIST_GROUPS, 4, list_groups("async:0.2"))
+    c.send_raw(data)
+    c.sock.shutdown(socket.SHUT_RDWR)
+    c.close()
+    # The dispatcher finishes the task and finds the connection gone; the server keeps serving.
+    with harness.client() as again:
+        assert again.request(LIST_GROUPS, 4, list_groups("async:0.3"))["error_code"] == 0
+    assert not harness.dispatcher.tasks
+
