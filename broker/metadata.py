@@ -20,6 +20,7 @@ from broker.topic_metadata_cache import TopicMetadataCache
 from controller.controller import DEFAULT_LEASE_TTL_MS, Controller
 from controller.image import BrokerRegistration, MetadataImage
 from controller.lease import LocalLeaseStore
+from controller.log_store import LocalMetadataLogStore
 from protocol.errors import ErrorCode, KafkaApiError
 
 if TYPE_CHECKING:
@@ -35,11 +36,12 @@ class BrokerMetadata:
         self.config = config
         metadata_dir = config.get("metadata.log.dir") or config.log_dirs[0]
         self.metadata_dir = Path(metadata_dir)
-        self.lease_store = LocalLeaseStore(self.metadata_dir / "controller.lease")
+        self.lease_store = LocalLeaseStore(self.metadata_dir / "controller.lease", broker.io_pool)
         self.controller = Controller(
             config.node_id,
             self.metadata_dir,
             self.lease_store,
+            log_store=LocalMetadataLogStore(self.metadata_dir, broker.io_pool),
             default_num_partitions=config["num.partitions"],
             default_replication_factor=config["default.replication.factor"],
             delete_topic_enable=config["delete.topic.enable"],
@@ -89,7 +91,7 @@ class BrokerMetadata:
         while True:
             await asyncio.sleep(interval)
             try:
-                self.controller.renew_lease()
+                await self.controller.renew_lease()
             except Exception as exc:
                 log.error("controller lease renewal failed; metadata changes are refused: %s", exc)
                 return
@@ -98,4 +100,4 @@ class BrokerMetadata:
         if self._renewer is not None:
             self._renewer.cancel()
         await self.controller.stop()
-        self.lease_store.close()
+        await self.lease_store.close()
