@@ -4,8 +4,10 @@ In single-node mode the controller runs inside the broker process on the handler
 combined mode, ``process.roles=broker,controller``): it takes its epoch-fenced lease from a
 ``LocalLeaseStore`` in the metadata directory, replays the ``LocalMetadataLogStore`` there, and
 publishes each committed image to the broker's ``BrokerMetadata``. Both stores do their file I/O on
-the broker's IO executor. The lease is renewed on a timer; losing it makes the controller refuse
-writes (NOT_CONTROLLER), which is the fencing a multi-node deployment relies on.
+the controller's own one-thread executor, not on the broker's IO pool: a lease renewal must never
+wait behind log loading or segment work (a renewal late by a TTL loses the lease), and one thread
+also keeps the stores' calls in order. The lease is renewed on a timer; losing it makes the
+controller refuse writes (NOT_CONTROLLER), which is the fencing a multi-node deployment relies on.
 
 Nothing on the broker side talks to this object except ``broker.server`` (life cycle and wiring):
 requests go through ``broker.controller_client.LocalControllerClient``, metadata comes back through
@@ -17,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from broker.config import BrokerConfig
@@ -33,8 +35,10 @@ LEASE_FILE_NAME = "controller.lease"
 
 
 class EmbeddedController:
-    def __init__(self, config: BrokerConfig, metadata_dir: Path, executor: Executor) -> None:
+    def __init__(self, config: BrokerConfig, metadata_dir: Path) -> None:
         self.metadata_dir = Path(metadata_dir)
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-controller-io")
+        self._executor = executor
         self.lease_store = LocalLeaseStore(self.metadata_dir / LEASE_FILE_NAME, executor)
         self.controller = Controller(
             config.node_id,
@@ -82,5 +86,8 @@ class EmbeddedController:
     async def shutdown(self) -> None:
         if self._renewer is not None:
             self._renewer.cancel()
-        await self.controller.stop()
-        await self.lease_store.close()
+        try:
+            await self.controller.stop()
+            await self.lease_store.close()
+        finally:
+            self._executor.shutdown(wait=True)

@@ -22,11 +22,9 @@ from pathlib import Path
 from broker.config import BrokerConfig
 from broker.topic_metadata_cache import TopicMetadataCache
 from controller.image import MetadataDelta, MetadataImage
+from controller.publisher import MetadataListener
 
 log = logging.getLogger(__name__)
-
-MetadataListener = Callable[[MetadataDelta], None]
-
 
 def metadata_dir_of(config: BrokerConfig) -> Path:
     """``metadata.log.dir``, else the first of ``log.dirs`` (KRaft's rule)."""

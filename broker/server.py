@@ -96,7 +96,7 @@ class Broker:
         self.reaper = AsyncReaper(self.timer, self.loop)
         self.reaper.start()
         self.metadata = BrokerMetadata(metadata_dir_of(self.config))
-        self.embedded_controller = EmbeddedController(self.config, self.metadata.metadata_dir, self.io_pool)
+        self.embedded_controller = EmbeddedController(self.config, self.metadata.metadata_dir)
         self.embedded_controller.add_publisher(self.metadata)
         await self.embedded_controller.start()
         self.controller_client = LocalControllerClient(self.embedded_controller.controller)

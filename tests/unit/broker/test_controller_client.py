@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -104,29 +103,25 @@ async def test_deletion_disabled_is_the_controllers_error(tmp_path: Path) -> Non
 
 async def test_embedded_controller_publishes_and_refuses_a_second_one_on_its_dir(tmp_path: Path) -> None:
     config = BrokerConfig.from_props({"node.id": "1", "log.dirs": str(tmp_path / "logs"), "num.partitions": "2"})
-    pool = ThreadPoolExecutor(max_workers=1)
-    try:
-        metadata = BrokerMetadata(metadata_dir_of(config))
-        assert metadata.metadata_dir == tmp_path / "logs"
-        embedded = EmbeddedController(config, metadata.metadata_dir, pool)
-        embedded.add_publisher(metadata)
-        await embedded.start()
-        client = LocalControllerClient(embedded.controller)
-        await register_this_broker(client, config, {})
-        await client.create_topics([CreatableTopic("t")])
-        assert len(metadata.image.topics["t"].partitions) == 2
+    metadata = BrokerMetadata(metadata_dir_of(config))
+    assert metadata.metadata_dir == tmp_path / "logs"
+    embedded = EmbeddedController(config, metadata.metadata_dir)
+    embedded.add_publisher(metadata)
+    await embedded.start()
+    client = LocalControllerClient(embedded.controller)
+    await register_this_broker(client, config, {})
+    await client.create_topics([CreatableTopic("t")])
+    assert len(metadata.image.topics["t"].partitions) == 2
 
-        second = EmbeddedController(config, metadata.metadata_dir, pool)
-        with pytest.raises(KafkaApiError) as e:
-            await second.start()
-        assert e.value.code == ErrorCode.NOT_CONTROLLER
-        assert f"is in use by process {os.getpid()}" in str(e.value)
-        await second.shutdown()
+    second = EmbeddedController(config, metadata.metadata_dir)
+    with pytest.raises(KafkaApiError) as e:
+        await second.start()
+    assert e.value.code == ErrorCode.NOT_CONTROLLER
+    assert f"is in use by process {os.getpid()}" in str(e.value)
+    await second.shutdown()
 
-        await embedded.shutdown()
-        again = EmbeddedController(config, metadata.metadata_dir, pool)
-        await again.start()  # the lease was released
-        assert again.controller.controller_epoch == 2 and "t" in again.controller.image.topics
-        await again.shutdown()
-    finally:
-        pool.shutdown(wait=True)
+    await embedded.shutdown()
+    again = EmbeddedController(config, metadata.metadata_dir)
+    await again.start()  # the lease was released
+    assert again.controller.controller_epoch == 2 and "t" in again.controller.image.topics
+    await again.shutdown()
