@@ -1,101 +1,74 @@
-"""The broker's side of cluster metadata: the embedded controller and what handlers read from it.
+"""The broker's view of cluster metadata: the current image, fed by a publisher, and who watches it.
 
-In single-node mode the controller runs inside the broker process on the handler loop: it takes
-its epoch-fenced lease from a lease store in the metadata directory (``metadata.log.dir``, else the
-first of ``log.dirs``, as in KRaft), replays the metadata log, and this broker registers with its
-advertised endpoint once its sockets are bound. Handlers read ``image`` (topics, partitions,
-leaders, epochs, topic ids) and send changes through ``controller``; nothing else mutates
-metadata. The lease is renewed on a timer; losing it makes the controller refuse writes
-(NOT_CONTROLLER), which is the fencing a multi-node deployment relies on.
+``BrokerMetadata`` is a ``controller.publisher.MetadataPublisher``: the controller (in-process
+today, remote later) calls ``publish(image, delta)`` after every commit; ``image`` becomes the
+current one and each listener added with ``subscribe`` then gets the delta (Kafka's
+BrokerMetadataPublisher). Broker components read ``image`` (topics, partitions, leaders, epochs,
+topic ids, dynamic broker configs) and watch changes through ``subscribe``; they never reach the
+controller, and they send changes through ``broker.controller_client``. ``metadata_dir`` is the
+directory of the metadata log (``metadata.log.dir``, else the first of ``log.dirs``, as in KRaft),
+where other node-level state (producer ids) lives too.
+
+Ownership: the handler loop. ``publish`` runs there, synchronously; the image is read-only to the
+broker (in-process it is the controller's own object, changed in place by the next commit).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from broker.config import BrokerConfig
 from broker.topic_metadata_cache import TopicMetadataCache
-from controller.controller import DEFAULT_LEASE_TTL_MS, Controller
-from controller.image import BrokerRegistration, MetadataImage
-from controller.lease import LocalLeaseStore
-from protocol.errors import ErrorCode, KafkaApiError
-
-if TYPE_CHECKING:
-    from broker.server import Broker
+from controller.image import MetadataDelta, MetadataImage
+from controller.publisher import MetadataListener
 
 log = logging.getLogger(__name__)
 
+def metadata_dir_of(config: BrokerConfig) -> Path:
+    """``metadata.log.dir``, else the first of ``log.dirs`` (KRaft's rule)."""
+    return Path(config.get("metadata.log.dir") or config.log_dirs[0])
+
 
 class BrokerMetadata:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        config = broker.config
-        self.config = config
-        metadata_dir = config.get("metadata.log.dir") or config.log_dirs[0]
+    def __init__(self, metadata_dir: Path) -> None:
         self.metadata_dir = Path(metadata_dir)
-        self.lease_store = LocalLeaseStore(self.metadata_dir / "controller.lease")
-        self.controller = Controller(
-            config.node_id,
-            self.metadata_dir,
-            self.lease_store,
-            default_num_partitions=config["num.partitions"],
-            default_replication_factor=config["default.replication.factor"],
-            delete_topic_enable=config["delete.topic.enable"],
-            max_broker_partitions=config["max.broker.partitions"],
-        )
-        self._renewer: asyncio.Task | None = None
-        self.advertised: list[BrokerRegistration] = []
+        self._image = MetadataImage()
+        self._listeners: list[MetadataListener] = []
         self.topic_metadata_cache = TopicMetadataCache()
 
     @property
     def image(self) -> MetadataImage:
-        return self.controller.image
+        return self._image
 
     @property
     def cluster_id(self) -> str:
-        return self.controller.image.cluster_id
+        return self._image.cluster_id
 
-    async def start(self) -> None:
-        self.metadata_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            await self.controller.start()
-        except KafkaApiError as exc:
-            if exc.code != ErrorCode.NOT_CONTROLLER or self.controller.lease is not None:
-                raise
-            # On one machine the lease is refused only while another process holds its lock: another
-            # broker on the same directory (Kafka: "Failed to acquire lock on file .lock in ...").
-            pid = self.lease_store.holder_pid()
-            holder = f"process {pid}" if pid is not None else "another process"
-            raise KafkaApiError(ErrorCode.NOT_CONTROLLER,
-                                f"the data directory {self.metadata_dir.resolve()} is in use by {holder} (another "
-                                f"broker holds {self.lease_store.path.name}.lock); stop it or choose another "
-                                "log.dirs") from None
-        self._renewer = asyncio.get_running_loop().create_task(self._renew_forever())
-
-    async def on_listening(self, bound_ports: dict[str, int]) -> None:
-        """Register this broker's advertised endpoint (a configured port 0 becomes the bound one)."""
-        listeners = self.config.advertised_listeners
-        if not listeners:
+    def publish(self, image: MetadataImage, delta: MetadataDelta) -> None:
+        """Take ``image`` as current, then tell every listener what changed (nothing for an empty delta)."""
+        self._image = image
+        if delta.is_empty():
             return
-        first = listeners[0]
-        port = first.port or bound_ports.get(first.name, 0)
-        await self.controller.register_broker(self.config.node_id, first.host, port, self.config.get("broker.rack"),
-                                              listener_name=first.name)
-
-    async def _renew_forever(self) -> None:
-        interval = DEFAULT_LEASE_TTL_MS / 3000.0
-        while True:
-            await asyncio.sleep(interval)
+        for listener in list(self._listeners):
             try:
-                self.controller.renew_lease()
-            except Exception as exc:
-                log.error("controller lease renewal failed; metadata changes are refused: %s", exc)
-                return
+                listener(delta)
+            except Exception:  # the change is committed; one bad listener must not hide it from others
+                log.exception("metadata listener %r failed", listener)
 
-    async def shutdown(self) -> None:
-        if self._renewer is not None:
-            self._renewer.cancel()
-        await self.controller.stop()
-        self.lease_store.close()
+    def subscribe(self, callback: MetadataListener) -> Callable[[], None]:
+        """Call ``callback(delta)`` after each published change; returns the unsubscribe function."""
+        self._listeners.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._listeners:
+                self._listeners.remove(callback)
+
+        return unsubscribe
+
+    @property
+    def controller(self) -> BrokerMetadata:
+        """Only for broker/replica_manager.py, which calls ``metadata.controller.subscribe`` until it
+        moves to broker/replica/ (issue 11) and calls ``metadata.subscribe``; delete then."""
+        return self

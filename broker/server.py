@@ -29,7 +29,7 @@ import asyncio
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.config import BrokerConfig, parse_ip_overrides
 from broker.dispatcher import Dispatcher
@@ -38,6 +38,10 @@ from broker.network import Endpoint, SocketServer
 from broker.request_channel import RequestChannel
 from broker.timing_wheel import AsyncReaper, Timer
 from protocol.errors import KafkaApiError
+
+if TYPE_CHECKING:
+    from broker.controller_client import ControllerClient
+    from broker.embedded_controller import EmbeddedController
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +58,9 @@ class Broker:
         self.socket_server: SocketServer | None = None
         self.dispatcher: Dispatcher | None = None
         self.metadata: Any = None  # broker.metadata.BrokerMetadata, set in start()
+        # The controller in this process (life cycle only) and the handlers' one way to it.
+        self.embedded_controller: EmbeddedController | None = None
+        self.controller_client: ControllerClient | None = None
         self.replica_manager: Any = None  # broker.replica_manager.ReplicaManager
         self.fetch_sessions: Any = None  # broker.fetch_session.FetchSessionCache
         self.group_coordinator: Any = None  # broker.group.coordinator.GroupCoordinator
@@ -76,14 +83,19 @@ class Broker:
     async def start(self) -> None:
         t0 = time.monotonic()
         self.loop = asyncio.get_running_loop()
+        from broker.controller_client import LocalControllerClient
+        from broker.embedded_controller import EmbeddedController
         from broker.fetch_session import FetchSessionCache
-        from broker.metadata import BrokerMetadata
+        from broker.metadata import BrokerMetadata, metadata_dir_of
         from broker.replica_manager import ReplicaManager
 
         self.reaper = AsyncReaper(self.timer, self.loop)
         self.reaper.start()
-        self.metadata = BrokerMetadata(self)
-        await self.metadata.start()
+        self.metadata = BrokerMetadata(metadata_dir_of(self.config))
+        self.embedded_controller = EmbeddedController(self.config, self.metadata.metadata_dir)
+        self.embedded_controller.add_publisher(self.metadata)
+        await self.embedded_controller.start()
+        self.controller_client = LocalControllerClient(self.embedded_controller.controller)
         from broker.producer_ids import ProducerIdManager
 
         self.producer_ids = ProducerIdManager(self.metadata.metadata_dir)
@@ -117,12 +129,14 @@ class Broker:
         self._applied_overrides = limits[2]
         # max.connections and the per-IP limits are dynamic broker configs (Kafka's
         # DynamicConnectionQuota): IncrementalAlterConfigs/AlterConfigs changes apply at once.
-        self._unsubscribe_limits = self.metadata.controller.subscribe(self._on_metadata_delta)
+        self._unsubscribe_limits = self.metadata.subscribe(self._on_metadata_delta)
         # Register the bound endpoint before accepting: a client that connects the moment the port
         # opens must already find this broker in Metadata and DescribeCluster (Kafka likewise
         # opens its client listeners only once the broker is registered and unfenced).
         self.socket_server.bind()
-        await self.metadata.on_listening(self.socket_server.bound_ports)
+        from broker.broker_registration import register_this_broker
+
+        await register_this_broker(self.controller_client, self.config, self.socket_server.bound_ports)
         await self.socket_server.start_accepting()
         if self.config["odradek.metrics.port"] >= 0:
             self._start_metrics()
@@ -279,8 +293,8 @@ class Broker:
                                 "its logs were not closed cleanly and are recovered at the next start")
         if self.reaper is not None:
             self.reaper.stop()
-        if self.metadata is not None:
-            await step("releasing the controller lease", self.metadata.shutdown)
+        if self.embedded_controller is not None:
+            await step("releasing the controller lease", self.embedded_controller.shutdown)
         self.io_pool.shutdown(wait=True)
         if problems:
             log.error("Odradek broker %d shut down with errors: %s", self.node_id, "; ".join(problems))

@@ -1,8 +1,10 @@
 """Cluster metadata and leadership: the controller and its pieces.
 
 Layout (each module opens with its format/behaviour and ownership rules):
-- ``lease``          epoch-fenced controller lease (LeaseStore interface, LocalLeaseStore)
-- ``metadata_log``   append-only, fsynced, epoch-fenced log of metadata record batches
+- ``lease``          epoch-fenced controller lease (async LeaseStore interface, LocalLeaseStore)
+- ``log_store``      where committed metadata lives (async MetadataLogStore, LocalMetadataLogStore)
+- ``metadata_log``   the local store's file: append-only, fsynced, epoch-fenced metadata batches
+- ``publisher``      MetadataPublisher: how each committed (image, delta) leaves the controller
 - ``records``        KRaft-named metadata records and their JSON encoding
 - ``image``          MetadataImage (what the broker reads) and ``apply(record)``
 - ``controller``     Controller: topic lifecycle, configs, brokers, leader election
@@ -13,7 +15,9 @@ Layout (each module opens with its format/behaviour and ownership rules):
 from controller.controller import Controller
 from controller.image import BrokerRegistration, MetadataDelta, MetadataImage, PartitionState, TopicImage
 from controller.lease import Lease, LeaseLostError, LeaseStore, LocalLeaseStore
+from controller.log_store import AppendResult, LocalMetadataLogStore, MetadataLogStore
 from controller.metadata_log import MetadataLog, StaleControllerEpochError
+from controller.publisher import MetadataPublisher
 from controller.records import ConfigResourceType
 from controller.requests import (
     AlterableConfig,
@@ -31,6 +35,7 @@ from controller.requests import (
 
 __all__ = [
     "AlterConfigOp",
+    "AppendResult",
     "AlterConfigsResource",
     "AlterConfigsResult",
     "AlterableConfig",
@@ -47,9 +52,12 @@ __all__ = [
     "LeaseLostError",
     "LeaseStore",
     "LocalLeaseStore",
+    "LocalMetadataLogStore",
     "MetadataDelta",
     "MetadataImage",
     "MetadataLog",
+    "MetadataLogStore",
+    "MetadataPublisher",
     "PartitionState",
     "ReplicaAssignment",
     "StaleControllerEpochError",

@@ -9,12 +9,12 @@ Theory of operation (the KRaft QuorumController pattern, with one node):
    ReplicationControlManager / ConfigurationControlManager / ControllerApis do, producing per-item
    results (Kafka error codes and messages) and a list of records.
 3. Unless ``validate_only``, the records of one operation are appended to the metadata log as one
-   atomic, fsynced batch stamped with the controller epoch, and only then applied to the image and
-   announced to subscribers. A crash before the fsync loses the change and the client saw no
-   success; after it, replay restores it.
+   atomic, durable batch stamped with the controller epoch (``controller.log_store``), and only then
+   applied to the image and published (``controller.publisher``). A crash before the append
+   returns loses the change and the client saw no success; after it, replay restores it.
 4. Operations are serialised by an asyncio lock, so validation always sees the image the records
-   will be applied to. The blocking append runs in a worker thread; the image is never touched
-   off the loop thread.
+   will be applied to. The lease and log stores are asynchronous (the local ones run their file
+   I/O on an executor); the image is never touched off the loop thread.
 
 Fencing: if the lease is lost (``LeaseLostError``) or the log holds a newer controller epoch
 (``StaleControllerEpochError``), this controller stops: later operations raise ``KafkaApiError``
@@ -25,8 +25,9 @@ the ISR; on one node that is always this broker. A leader change bumps the leade
 ``controller.image``), which is how a later multi-broker cluster will fence stale leaders too.
 
 Ownership: a ``Controller`` and its ``image`` belong to the asyncio event loop thread that called
-``start``. Handlers on that loop read ``controller.image`` directly (cheap; do not mutate it).
-Subscribers are called on that loop, synchronously, after each committed change.
+``start``. Nothing on the broker reads the controller: brokers get the image from a publisher
+(``add_publisher``) and send changes through a ``broker.controller_client.ControllerClient``.
+Publishers are called on that loop, synchronously, after each committed change.
 """
 
 from __future__ import annotations
@@ -41,9 +42,11 @@ from pathlib import Path
 
 from controller.image import MetadataDelta, MetadataImage, PartitionState, TopicImage, apply
 from controller.lease import Lease, LeaseLostError, LeaseStore
+from controller.log_store import LocalMetadataLogStore, MetadataLogStore
 from controller.meta_properties import load_or_create_cluster_id, new_kafka_uuid
-from controller.metadata_log import MetadataBatch, MetadataLog, StaleControllerEpochError
+from controller.metadata_log import MetadataBatch, StaleControllerEpochError
 from controller.placement import PlacementError, place_replicas
+from controller.publisher import DeltaListenerPublisher, MetadataListener, MetadataPublisher
 from controller.records import (
     NO_LEADER,
     BrokerRegistrationChangeRecord,
@@ -95,8 +98,6 @@ EXCESSIVE_PARTITIONS_MESSAGE = "Excessively large number of partitions per reque
 # max.broker.partitions (the name KIP-578 gave it; Kafka never shipped a per-broker limit) is passed
 # in by the broker (broker/config.py has its default); a Controller built without it has no cap.
 
-MetadataListener = Callable[[MetadataDelta], None]
-
 
 class _ApiError(Exception):
     """Internal: one item's failure, turned into a per-item result."""
@@ -124,6 +125,7 @@ class Controller:
         metadata_dir: Path,
         lease_store: LeaseStore,
         *,
+        log_store: MetadataLogStore | None = None,
         default_num_partitions: int = 1,
         default_replication_factor: int = 1,
         lease_ttl_ms: int = DEFAULT_LEASE_TTL_MS,
@@ -136,6 +138,8 @@ class Controller:
         self.node_id = node_id
         self.metadata_dir = Path(metadata_dir)
         self._lease_store = lease_store
+        self._log_store: MetadataLogStore = log_store if log_store is not None else LocalMetadataLogStore(metadata_dir)
+        self._log_open = False
         self.default_num_partitions = default_num_partitions
         self.default_replication_factor = default_replication_factor
         self._lease_ttl_ms = lease_ttl_ms
@@ -143,10 +147,9 @@ class Controller:
         self.max_broker_partitions = max_broker_partitions
         self._clock = clock
         self._image = MetadataImage()
-        self._log: MetadataLog | None = None
         self._lease: Lease | None = None
         self._active = False
-        self._listeners: list[MetadataListener] = []
+        self._publishers: list[MetadataPublisher] = []
         self._write_lock = asyncio.Lock()
         # unify_collision_chars(name) -> names of existing topics with '.' or '_' (Kafka's
         # topicsWithCollisionChars), maintained from applied records.
@@ -185,29 +188,31 @@ class Controller:
         Raises ``KafkaApiError(NOT_CONTROLLER)`` if another holder has the lease.
         """
         now = self._clock() if now_ms is None else now_ms
-        lease = self._lease_store.try_acquire(self.node_id, self._lease_ttl_ms, now)
+        lease = await self._lease_store.try_acquire(self.node_id, self._lease_ttl_ms, now)
         if lease is None:
             raise KafkaApiError(ErrorCode.NOT_CONTROLLER, "Another controller holds the controller lease.")
         self._lease = lease
         try:
             self._image.cluster_id = load_or_create_cluster_id(self.metadata_dir, self.node_id)
-            metadata_log, batches = MetadataLog.open(self.metadata_dir)
-            self._log = metadata_log
+            batches = await self._log_store.open()
+            self._log_open = True
+            replayed = MetadataDelta()
             for batch in batches:
-                self._apply_batch(batch.records, notify=False)
-            if lease.epoch <= metadata_log.newest_epoch:
+                replayed.merge(self._apply_batch(batch.records))
+            if not replayed.is_empty():
+                self._publish(replayed)  # publishers installed before start see the replayed image
+            newest_epoch = self._log_store.newest_epoch
+            if lease.epoch <= newest_epoch:
                 # The lease state was lost or rolled back; writing would be refused anyway.
-                raise StaleControllerEpochError(lease.epoch, metadata_log.newest_epoch)
+                raise StaleControllerEpochError(lease.epoch, newest_epoch)
             self._active = True
             async with self._write_lock:
                 await self._commit([LeaderChangeRecord(self.node_id, lease.epoch)])
         except BaseException:
             self._active = False
-            self._lease_store.release(lease)
+            await self._lease_store.release(lease)
             self._lease = None
-            if self._log is not None:
-                self._log.close()
-                self._log = None
+            await self._close_log()
             raise
         log.info("controller %d active with epoch %d, cluster id %s", self.node_id, lease.epoch,
                  self._image.cluster_id)
@@ -219,57 +224,67 @@ class Controller:
         async with self._write_lock:
             self._active = False
             if self._lease is not None:
-                self._lease_store.release(self._lease)
+                await self._lease_store.release(self._lease)
                 self._lease = None
-            if self._log is not None:
-                self._log.close()
-                self._log = None
+            await self._close_log()
 
-    def renew_lease(self, now_ms: int | None = None) -> None:
+    async def _close_log(self) -> None:
+        if self._log_open:
+            self._log_open = False
+            await self._log_store.close()
+
+    async def renew_lease(self, now_ms: int | None = None) -> None:
         """Extend the lease; call periodically (well within the TTL). Loses control on failure."""
         if self._lease is None or not self._active:
             raise KafkaApiError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller.")
         now = self._clock() if now_ms is None else now_ms
         try:
-            self._lease = self._lease_store.renew(self._lease, now)
+            self._lease = await self._lease_store.renew(self._lease, now)
         except LeaseLostError:
             self._active = False
             raise
 
+    def add_publisher(self, publisher: MetadataPublisher) -> Callable[[], None]:
+        """Install ``publisher``: it gets the current image now (empty delta), then every commit.
+
+        Returns the function that removes it again.
+        """
+        self._publishers.append(publisher)
+        publisher.publish(self._image, MetadataDelta())
+        return lambda: self._publishers.remove(publisher)
+
     def subscribe(self, listener: MetadataListener) -> Callable[[], None]:
         """Call ``listener(delta)`` after every committed change; returns an unsubscribe function."""
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener)
+        return self.add_publisher(DeltaListenerPublisher(listener))
 
     # ----------------------------------------------------------------------------------------
     # Commit path
 
-    def _check_active(self) -> None:
-        if not self._active or self._lease is None or self._log is None:
+    async def _check_active(self) -> None:
+        if not self._active or self._lease is None or not self._log_open:
             raise KafkaApiError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller.")
         now = self._clock()
         if now + self._lease_ttl_ms // 2 >= self._lease.expires_at_ms:
-            self.renew_lease(now)
+            await self.renew_lease(now)
 
     async def _commit(self, records: Sequence[MetadataRecord]) -> MetadataDelta:
-        """Append ``records`` as one batch, then apply and announce them. Caller holds the write lock."""
-        assert self._log is not None and self._lease is not None
-        self._check_active()
-        metadata_log, epoch = self._log, self._lease.epoch
+        """Append ``records`` as one batch, then apply and publish them. Caller holds the write lock."""
+        await self._check_active()
+        assert self._lease is not None
         try:
-            await asyncio.to_thread(metadata_log.append, records, epoch)
+            appended = await self._log_store.append(records, self._lease.epoch)
         except StaleControllerEpochError:
             self._active = False
             raise
         delta = MetadataDelta()
-        for batch in metadata_log.take_caught_up():
+        for batch in appended.caught_up:
             # Written by another writer before our append (only possible at take-over).
-            delta.merge(self._apply_batch(batch.records, notify=False))
-        delta.merge(self._apply_batch(records, notify=False))
-        self._notify(delta)
+            delta.merge(self._apply_batch(batch.records))
+        delta.merge(self._apply_batch(records))
+        self._publish(delta)
         return delta
 
-    def _apply_batch(self, records: Iterable[MetadataRecord], *, notify: bool) -> MetadataDelta:
+    def _apply_batch(self, records: Iterable[MetadataRecord]) -> MetadataDelta:
         delta = MetadataDelta()
         for record in records:
             if isinstance(record, TopicRecord) and has_collision_chars(record.name):
@@ -283,16 +298,14 @@ class Controller:
                         if not names:
                             del self._collisions[unify_collision_chars(topic.name)]
             apply(self._image, record, delta)
-        if notify:
-            self._notify(delta)
         return delta
 
-    def _notify(self, delta: MetadataDelta) -> None:
-        for listener in list(self._listeners):
+    def _publish(self, delta: MetadataDelta) -> None:
+        for publisher in list(self._publishers):
             try:
-                listener(delta)
-            except Exception:  # the change is committed; one bad listener must not hide it from others
-                log.exception("metadata listener %r failed", listener)
+                publisher.publish(self._image, delta)
+            except Exception:  # the change is committed; one bad publisher must not hide it from others
+                log.exception("metadata publisher %r failed", publisher)
 
     # ----------------------------------------------------------------------------------------
     # Brokers
@@ -311,9 +324,8 @@ class Controller:
         if not 0 < port <= 65535:
             raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Invalid port {port}.")
         async with self._write_lock:
-            self._check_active()
-            assert self._log is not None
-            broker_epoch = self._log.next_offset
+            await self._check_active()
+            broker_epoch = self._log_store.next_offset
             record = RegisterBrokerRecord(
                 broker_id=node_id,
                 broker_epoch=broker_epoch,
@@ -342,7 +354,7 @@ class Controller:
 
     async def _set_fenced(self, node_id: int, fenced: bool) -> None:
         async with self._write_lock:
-            self._check_active()
+            await self._check_active()
             broker = self._image.brokers.get(node_id)
             if broker is None:
                 raise KafkaApiError(ErrorCode.BROKER_ID_NOT_REGISTERED, f"No node with id {node_id} found.")
@@ -401,7 +413,7 @@ class Controller:
         UNKNOWN_TOPIC_OR_PARTITION for unknown partitions (Kafka's ElectLeaders codes).
         """
         async with self._write_lock:
-            self._check_active()
+            await self._check_active()
             wanted = (
                 [(t.name, p.partition) for t, p in self._all_partitions()] if partitions is None else list(partitions)
             )
@@ -448,7 +460,7 @@ class Controller:
         self, topics: Sequence[CreatableTopic], validate_only: bool, *, internal: bool
     ) -> list[CreateTopicResult]:
         async with self._write_lock:
-            self._check_active()
+            await self._check_active()
             order: list[str] = []
             by_name: dict[str, CreatableTopic] = {}
             duplicates: set[str] = set()
@@ -662,7 +674,7 @@ class Controller:
         if not self.delete_topic_enable:
             raise KafkaApiError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         async with self._write_lock:
-            self._check_active()
+            await self._check_active()
             results: list[DeleteTopicResult] = []
             name_counts: dict[str, int] = {}
             for n in names:
@@ -715,7 +727,7 @@ class Controller:
     ) -> list[CreatePartitionsResult]:
         """Add partitions to existing topics; one result per distinct name, in request order."""
         async with self._write_lock:
-            self._check_active()
+            await self._check_active()
             counts: dict[str, int] = {}
             for t in topics:
                 counts[t.name] = counts.get(t.name, 0) + 1
@@ -824,7 +836,7 @@ class Controller:
         self, resources: Sequence[AlterConfigsResource], validate_only: bool, *, incremental: bool
     ) -> list[AlterConfigsResult]:
         async with self._write_lock:
-            self._check_active()
+            await self._check_active()
             counts: dict[tuple[int, str], int] = {}
             for r in resources:
                 key = (r.resource_type, r.resource_name)

@@ -2,17 +2,31 @@
 
 The controller writes metadata only while it holds the lease; the lease's ``epoch`` becomes the
 controller epoch stamped on every metadata-log append, so a deposed controller's late writes are
-refused (see ``controller.metadata_log``). ``LeaseStore`` is the interface; ``LocalLeaseStore`` is
-the single-node implementation. A replicated cluster will provide a distributed ``LeaseStore`` with
-the same contract:
+refused (see ``controller.metadata_log``). ``LeaseStore`` is the interface, asynchronous because a
+distributed store answers over the network; ``LocalLeaseStore`` is the single-node implementation.
+Every store keeps the same contract:
 
 1. ``try_acquire`` returns a lease with an epoch strictly greater than every epoch ever handed out
    by this store, or ``None`` while another holder's lease is live.
 2. ``renew`` extends a lease only if it is still the current one (same holder, same epoch, not
    expired); otherwise it raises ``LeaseLostError`` and the holder must stop writing.
-3. ``release`` gives the lease up early; the epoch is never reused.
+3. ``release`` gives the lease up early; the epoch is never reused. ``close`` drops whatever the
+   store holds without releasing (what process death does): the lease then lapses by its TTL.
+4. ``now_ms`` arguments are the caller's clock; ``Lease.expires_at_ms`` is expressed in it, so the
+   controller can renew ahead of expiry without knowing the store's clock.
 
-``LocalLeaseStore`` on-disk format: a JSON file (by default ``<metadata dir>/controller.lease``)::
+How an etcd store fits (the next issue): ``try_acquire`` = LeaseGrant(ttl) giving ``lease_id``,
+then one Txn: compare ``create_revision(<leader key>) == 0`` and ``value(<epoch key>) == e`` (read
+just before), put ``<leader key> = holder`` attached to ``lease_id`` and ``<epoch key> = e + 1``; a
+failed compare revokes the granted lease and returns ``None``; the returned ``Lease`` carries
+``lease_id`` and epoch ``e + 1``. ``renew`` = LeaseKeepAliveOnce(lease_id) plus a Get of the leader
+key; a TTL of 0 or a leader key naming another holder/epoch raises ``LeaseLostError``. ``current`` =
+Get of the leader key. ``release`` = LeaseRevoke(lease_id), which deletes the leader key; the epoch
+key stays, so epochs never repeat. ``close`` closes the client without revoking.
+
+``LocalLeaseStore`` runs the file work of ``LeaseFile`` on an executor (the broker's IO pool), one
+call at a time, so the event loop never blocks on the fsync. ``LeaseFile`` on-disk format: a JSON
+file (by default ``<metadata dir>/controller.lease``)::
 
     {"epoch": <int>, "holder_id": <int, -1 when free>, "expires_at_ms": <int>}
 
@@ -27,23 +41,30 @@ TTL has lapsed - on one machine the lock, not the clock, is what fences. TTL exp
 locally: an expired lease cannot be renewed, so a holder that stalled past its TTL must re-acquire
 and get a new epoch.
 
-Not thread-safe: a store object is used by the controller on its event-loop thread. Calls do
-blocking file I/O (a few small writes and an fsync); they are rare (start-up, renewal).
+``LeaseFile`` is synchronous and not thread-safe (blocking file I/O: a few small writes and an
+fsync); ``LocalLeaseStore`` serialises its calls with an asyncio lock.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
+from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from protocol.errors import ErrorCode, KafkaApiError
 from storage.checkpoint_file import write_atomically
 
 NO_HOLDER = -1
+# Lease.lease_id of a store with no server-side lease object (the local file store).
+NO_LEASE_ID = 0
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +72,8 @@ class Lease:
     holder_id: int
     epoch: int
     expires_at_ms: int
+    # The store's own handle for the lease (an etcd lease id); NO_LEASE_ID for the local store.
+    lease_id: int = NO_LEASE_ID
 
     def is_live(self, now_ms: int) -> bool:
         return now_ms < self.expires_at_ms
@@ -64,13 +87,17 @@ class LeaseLostError(KafkaApiError):
 
 
 class LeaseStore(Protocol):
-    def try_acquire(self, holder_id: int, ttl_ms: int, now_ms: int) -> Lease | None: ...
+    """Where the controller lease lives (see the module docstring for the contract)."""
 
-    def renew(self, lease: Lease, now_ms: int) -> Lease: ...
+    async def try_acquire(self, holder_id: int, ttl_ms: int, now_ms: int) -> Lease | None: ...
 
-    def current(self, now_ms: int) -> Lease | None: ...
+    async def renew(self, lease: Lease, now_ms: int) -> Lease: ...
 
-    def release(self, lease: Lease) -> None: ...
+    async def current(self, now_ms: int) -> Lease | None: ...
+
+    async def release(self, lease: Lease) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -85,8 +112,8 @@ class _LeaseState:
 write_file_atomically = write_atomically
 
 
-class LocalLeaseStore:
-    """Single-node ``LeaseStore``: a JSON state file plus an flock'd lock file in the data dir."""
+class LeaseFile:
+    """The local lease, synchronously: a JSON state file plus an flock'd lock file in the data dir."""
 
     def __init__(self, path: Path) -> None:
         self._path = Path(path)
@@ -208,3 +235,43 @@ class LocalLeaseStore:
     def close(self) -> None:
         """Drop the lock without touching the file (what process death does)."""
         self._unlock()
+
+
+class LocalLeaseStore:
+    """Single-node ``LeaseStore``: a ``LeaseFile`` whose blocking calls run on ``executor``.
+
+    ``executor`` None means the event loop's default executor. Calls are serialised (a renewal
+    from the renew timer never overlaps one from a write), as ``LeaseFile`` requires.
+    """
+
+    def __init__(self, path: Path, executor: Executor | None = None) -> None:
+        self._file = LeaseFile(path)
+        self._executor = executor
+        self._lock = asyncio.Lock()
+
+    @property
+    def path(self) -> Path:
+        return self._file.path
+
+    def holder_pid(self) -> int | None:
+        """The pid written by the process holding the lock, if it wrote one (a one-line read)."""
+        return self._file.holder_pid()
+
+    async def _run(self, fn: Callable[..., _T], *args: object) -> _T:
+        async with self._lock:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def try_acquire(self, holder_id: int, ttl_ms: int, now_ms: int) -> Lease | None:
+        return await self._run(self._file.try_acquire, holder_id, ttl_ms, now_ms)
+
+    async def renew(self, lease: Lease, now_ms: int) -> Lease:
+        return await self._run(self._file.renew, lease, now_ms)
+
+    async def current(self, now_ms: int) -> Lease | None:
+        return await self._run(self._file.current, now_ms)
+
+    async def release(self, lease: Lease) -> None:
+        await self._run(self._file.release, lease)
+
+    async def close(self) -> None:
+        await self._run(self._file.close)

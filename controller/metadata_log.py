@@ -39,9 +39,9 @@ torn write, and raises ``MetadataLogCorruptError`` instead of silently dropping 
 TODO(snapshot): the log is never compacted. KRaft periodically writes a snapshot of the image and
 deletes the log prefix; until we do, start-up reads the whole file into memory.
 
-Ownership: one ``MetadataLog`` object per process, used by the controller. ``append`` does blocking
-I/O (write + fsync) and may be run in a worker thread, but calls must not overlap; the controller
-serialises them with its write lock.
+Ownership: one ``MetadataLog`` object per process, used by the controller through
+``controller.log_store.LocalMetadataLogStore``, which runs its blocking I/O (write + fsync) on an
+executor, one call at a time (calls on one object must not overlap: flock belongs to the open file).
 """
 
 from __future__ import annotations
@@ -222,6 +222,21 @@ class MetadataLog:
             self._next_offset = batches[-1].next_offset
             self._newest_epoch = batches[-1].controller_epoch
         self._end_position += valid_len
+
+    def read_batches(self, from_offset: int = 0) -> list[MetadataBatch]:
+        """Every complete batch in the file whose records reach ``from_offset`` or later, oldest first.
+
+        Reads under a shared lock, so a concurrent writer's frame is seen whole or not at all; an
+        invalid tail is left alone here (``open`` and ``append`` are the ones that truncate).
+        """
+        fcntl.flock(self._fd, fcntl.LOCK_SH)
+        try:
+            size = os.fstat(self._fd).st_size
+            data = os.pread(self._fd, size, 0) if size else b""
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        batches, _, _ = _scan(data, 0, 0, -1)
+        return [b for b in batches if b.next_offset > from_offset]
 
     def take_caught_up(self) -> list[MetadataBatch]:
         """Batches other writers appended that this object read while appending; oldest first."""

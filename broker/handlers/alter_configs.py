@@ -13,7 +13,7 @@ is Kafka's KRaft split, both halves here (the controller is embedded):
    config must validate (``validate_broker_change``); a TOPIC name must be legal and non-empty
    (ControllerConfigurationValidator); any other type -> INVALID_REQUEST "Unknown resource type N"
    (BROKER_LOGGER is incremental-only; GROUP and CLIENT_METRICS are not implemented).
-2. the controller (``Controller.alter_configs``): topic existence (UNKNOWN_TOPIC_OR_PARTITION),
+2. the controller (through ``controller_client.alter_configs``): topic existence (UNKNOWN_TOPIC_OR_PARTITION),
    topic config validation (INVALID_CONFIG), and - unless validate_only - one atomic, fsynced
    metadata-log batch; its delta (``changed_topic_configs`` / ``changed_broker_configs``) is what
    makes the replica manager reload the affected logs' LogConfig.
@@ -27,10 +27,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from broker.config import BrokerConfig, ConfigError
+from broker.controller_client import AlterConfigsResource, AlterConfigsResult, invalid_topic_reason
 from broker.handlers.describe_configs import BROKER, TOPIC, _ResourceError, parse_broker_id
 from broker.topic_config_view import BrokerConfigLayers, config_layers, effective_broker_config, merged_props
-from controller.requests import AlterConfigsResource, AlterConfigsResult
-from controller.topic_names import invalid_topic_reason
 from protocol.errors import ErrorCode
 
 API_KEY = 33
@@ -138,7 +137,7 @@ async def alter_resources(request: Any, rules: ResourceRules, operation: Any) ->
     body = request.body
     resources = body["resources"]
     config = request.broker.config
-    image = request.broker.metadata.controller.image
+    image = request.broker.metadata.image
     layers = config_layers(config, image.broker_configs, config.node_id)
     errors: dict[int, Error] = {}
     dups = duplicate_resources(resources)
@@ -184,7 +183,7 @@ class _LegacyRules(ResourceRules):
 
 
 async def handle(request: Any) -> dict:
-    return await alter_resources(request, _LegacyRules(), request.broker.metadata.controller.alter_configs)
+    return await alter_resources(request, _LegacyRules(), request.broker.controller_client.alter_configs)
 
 
 async def _call_controller(operation: Any, forwarded: list[tuple[int, AlterConfigsResource]],

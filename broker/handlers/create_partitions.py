@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.requests import CreatePartitionsTopic
+from broker.controller_client import CreatePartitionsTopic
 
 API_KEY = 37
 NAME = "CreatePartitions"
@@ -31,8 +31,8 @@ async def handle(request: Any) -> dict:
         )
         for t in body["topics"]
     ]
-    controller = request.broker.metadata.controller
-    results = await controller.create_partitions(topics, validate_only=bool(body["validate_only"]))
+    client = request.broker.controller_client
+    results = await client.create_partitions(topics, validate_only=bool(body["validate_only"]))
     # New partitions whose logs could not be made here answer that error, not success.
     log_errors = await request.broker.replica_manager.wait_for_logs(r.name for r in results if r.error_code == 0)
     return {

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.controller_client import CreatableTopic, ReplicaAssignment
 from broker.topic_config_view import topic_config_entries
-from controller.requests import CreatableTopic, ReplicaAssignment
 from protocol.errors import ErrorCode
 
 API_KEY = 19
@@ -43,8 +43,8 @@ async def handle(request: Any) -> dict:
                 configs={c["name"]: c["value"] for c in t["configs"]},
             )
         )
-    controller = request.broker.metadata.controller
-    results = await controller.create_topics(topics, validate_only=bool(body["validate_only"]))
+    client = request.broker.controller_client
+    results = await client.create_topics(topics, validate_only=bool(body["validate_only"]))
     # A topic whose logs could not be made here answers their error (KAFKA_STORAGE_ERROR), not
     # success: it exists in the metadata, but nothing can be produced to it.
     log_errors = await request.broker.replica_manager.wait_for_logs(

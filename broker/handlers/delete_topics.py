@@ -40,9 +40,9 @@ def _requested(request: Any) -> tuple[list[str], list[uuid.UUID]]:
 
 async def handle(request: Any) -> dict:
     names, ids = _requested(request)
-    controller = request.broker.metadata.controller
+    client = request.broker.controller_client
     try:
-        results = await controller.delete_topics(names=names, topic_ids=ids)
+        results = await client.delete_topics(names=names, topic_ids=ids)
     except KafkaApiError as exc:
         code = exc.code
         if code == ErrorCode.TOPIC_DELETION_DISABLED and request.api_version < 3:

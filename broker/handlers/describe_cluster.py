@@ -14,7 +14,7 @@ Kafka's AuthHelper.computeDescribeClusterResponse on a broker endpoint:
 - cluster_authorized_operations: Integer.MIN_VALUE unless requested; with no authorizer every
   CLUSTER operation is allowed (the same bitfield Metadata reports).
 
-Reads the controller's image on the handler loop; writes nothing.
+Reads the broker's metadata image on the handler loop; writes nothing.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ Resources (answered in request order, one result each):
   message (ConfigHelper throws before describing anything).
 
 ``configuration_keys`` null or empty means all keys; otherwise only those named (unknown names are
-simply absent). Nothing here writes: it reads the broker config and the controller's image on the
+simply absent). Nothing here writes: it reads the broker config and the metadata image on the
 handler loop.
 """
 
@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.controller_client import invalid_topic_reason
 from broker.topic_config_view import broker_config_entries, config_layers, entry_to_wire, topic_config_entries
-from controller.topic_names import invalid_topic_reason
 from protocol.errors import ErrorCode
 
 API_KEY = 32
@@ -66,8 +66,7 @@ def handle(request: Any) -> dict:
     include_synonyms = bool(body["include_synonyms"]) and version >= 1
     include_docs = bool(body["include_documentation"]) and version >= 3
     broker = request.broker
-    controller = broker.metadata.controller
-    layers = config_layers(broker.config, controller.image.broker_configs, broker.config.node_id)
+    layers = config_layers(broker.config, broker.metadata.image.broker_configs, broker.config.node_id)
     results = []
     for r in resources:
         rtype, name = r["resource_type"], r["resource_name"]

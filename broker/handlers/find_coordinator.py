@@ -45,7 +45,7 @@ async def _ensure_offsets_topic(request: Any) -> bool:
     cfg = request.broker.config
     live = len(metadata.image.live_broker_ids()) or 1
     rf = min(int(cfg["offsets.topic.replication.factor"]), live)
-    result = await metadata.controller.create_internal_topic(
+    result = await request.broker.controller_client.create_internal_topic(
         OFFSETS_TOPIC, cfg["offsets.topic.num.partitions"], rf,
         {"cleanup.policy": "compact", "compression.type": "producer",
          "segment.bytes": str(cfg["offsets.topic.segment.bytes"])})

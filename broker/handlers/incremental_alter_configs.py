@@ -26,10 +26,10 @@ from __future__ import annotations
 from typing import Any
 
 from broker.config import ConfigType, format_value
+from broker.controller_client import AlterableConfig, AlterConfigOp
 from broker.handlers.alter_configs import ResourceRules, alter_resources, validate_broker_change
 from broker.handlers.alter_configs import error_response as _legacy_error_response
 from broker.handlers.describe_configs import BROKER, _ResourceError
-from controller.requests import AlterableConfig, AlterConfigOp
 from protocol.errors import ErrorCode
 
 API_KEY = 44
@@ -93,7 +93,7 @@ class _IncrementalRules(ResourceRules):
 
 async def handle(request: Any) -> dict:
     return await alter_resources(request, _IncrementalRules(),
-                                 request.broker.metadata.controller.incremental_alter_configs)
+                                 request.broker.controller_client.incremental_alter_configs)
 
 
 def error_response(request: Any, code: int) -> dict:

@@ -37,9 +37,7 @@ import inspect
 import uuid
 from typing import Any
 
-from controller.controller import MAX_PARTITIONS_PER_BATCH
-from controller.requests import CreatableTopic
-from controller.topic_names import invalid_topic_reason
+from broker.controller_client import MAX_PARTITIONS_PER_BATCH, CreatableTopic, invalid_topic_reason
 from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from protocol.codec import EncodedArray, codec, read_array_header
 from protocol.errors import ErrorCode
@@ -140,8 +138,7 @@ def handle(request: Any) -> Any:
 
 
 async def _create_then_answer(request: Any, names: list[str]) -> dict:
-    controller = request.broker.metadata.controller
-    await controller.create_topics([CreatableTopic(name) for name in names])
+    await request.broker.controller_client.create_topics([CreatableTopic(name) for name in names])
     log_errors = await request.broker.replica_manager.wait_for_logs(names)
     response = build_response(request)
     if log_errors:
@@ -274,7 +271,7 @@ async def handle_large(request: Any, buf: memoryview, pos: int) -> dict:
         allow_auto = body["allow_auto_topic_creation"] if version >= 4 else True
         if may_create and allow_auto and candidates and not too_many:
             names = list(candidates)
-            await broker.metadata.controller.create_topics([CreatableTopic(name) for name in names])
+            await broker.controller_client.create_topics([CreatableTopic(name) for name in names])
             await broker.replica_manager.wait_for_logs(names)
     del candidates
     encode_entry = codec("MetadataResponse", version).element_encoder("topics")

@@ -1,4 +1,4 @@
-"""LocalLeaseStore: monotonic epochs across restarts, exclusion between holders and processes."""
+"""LeaseFile, the local lease store's synchronous core: monotonic epochs, exclusion between holders."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from controller.lease import Lease, LeaseLostError, LocalLeaseStore
+from controller.lease import Lease, LeaseFile, LeaseLostError
 from protocol.errors import ErrorCode
 
 
 def test_epoch_increases_across_acquisitions_and_restarts(tmp_path: Path) -> None:
     path = tmp_path / "controller.lease"
-    store = LocalLeaseStore(path)
+    store = LeaseFile(path)
     first = store.try_acquire(1, ttl_ms=1000, now_ms=0)
     assert first == Lease(1, 1, 1000)
     store.release(first)
@@ -23,7 +23,7 @@ def test_epoch_increases_across_acquisitions_and_restarts(tmp_path: Path) -> Non
     assert second is not None and second.epoch == 2
     store.close()  # "crash": lock dropped, file says holder 1 until 1010
 
-    restarted = LocalLeaseStore(path)
+    restarted = LeaseFile(path)
     third = restarted.try_acquire(1, ttl_ms=1000, now_ms=20)
     assert third is not None and third.epoch == 3
     assert restarted.current(now_ms=30) == third
@@ -33,8 +33,8 @@ def test_epoch_increases_across_acquisitions_and_restarts(tmp_path: Path) -> Non
 
 def test_second_holder_cannot_acquire_while_held(tmp_path: Path) -> None:
     path = tmp_path / "controller.lease"
-    a = LocalLeaseStore(path)
-    b = LocalLeaseStore(path)
+    a = LeaseFile(path)
+    b = LeaseFile(path)
     lease = a.try_acquire(1, ttl_ms=1000, now_ms=0)
     assert lease is not None
     assert b.try_acquire(2, ttl_ms=1000, now_ms=5) is None
@@ -51,13 +51,13 @@ def test_second_holder_cannot_acquire_while_held(tmp_path: Path) -> None:
 
 def test_other_process_cannot_acquire(tmp_path: Path) -> None:
     path = tmp_path / "controller.lease"
-    store = LocalLeaseStore(path)
+    store = LeaseFile(path)
     lease = store.try_acquire(1, ttl_ms=60_000, now_ms=0)
     assert lease is not None
     script = textwrap.dedent(f"""
         from pathlib import Path
-        from controller.lease import LocalLeaseStore
-        print(LocalLeaseStore(Path({str(path)!r})).try_acquire(2, 1000, 0))
+        from controller.lease import LeaseFile
+        print(LeaseFile(Path({str(path)!r})).try_acquire(2, 1000, 0))
     """)
     repo = Path(__file__).resolve().parents[3]
     out = subprocess.run([sys.executable, "-c", script], cwd=repo, capture_output=True, text=True, check=True)
@@ -68,7 +68,7 @@ def test_other_process_cannot_acquire(tmp_path: Path) -> None:
 
 
 def test_renew_extends_and_rejects_expired_or_superseded(tmp_path: Path) -> None:
-    store = LocalLeaseStore(tmp_path / "controller.lease")
+    store = LeaseFile(tmp_path / "controller.lease")
     lease = store.try_acquire(1, ttl_ms=100, now_ms=0)
     assert lease is not None
     renewed = store.renew(lease, now_ms=50)
@@ -82,7 +82,7 @@ def test_renew_extends_and_rejects_expired_or_superseded(tmp_path: Path) -> None
 
 
 def test_bad_ttl_rejected(tmp_path: Path) -> None:
-    store = LocalLeaseStore(tmp_path / "controller.lease")
+    store = LeaseFile(tmp_path / "controller.lease")
     with pytest.raises(ValueError):
         store.try_acquire(1, ttl_ms=0, now_ms=0)
     assert store.current(0) is None

@@ -82,7 +82,9 @@ async def test_stale_controller_is_fenced_by_log_epoch(tmp_path: Path) -> None:
     assert r.error_code == ErrorCode.NONE
 
     new_store = LocalLeaseStore(tmp_path / "new.lease")
-    new_store.release(new_store.try_acquire(1, 1000, 0))  # the successor's lease store is one epoch ahead
+    first = await new_store.try_acquire(1, 1000, 0)  # the successor's lease store is one epoch ahead
+    assert first is not None
+    await new_store.release(first)
     new = Controller(1, tmp_path, new_store)
     await new.start()
     assert new.controller_epoch == 2 > old.controller_epoch

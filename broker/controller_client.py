@@ -1,0 +1,135 @@
+"""The broker's only door to the controller: ``ControllerClient`` and what crosses it.
+
+Handlers and broker components send every metadata change through a ``ControllerClient`` (Kafka:
+the broker forwards CreateTopics, DeleteTopics, CreatePartitions, (Incremental)AlterConfigs and
+its own registration to the active controller); they read metadata from ``broker.metadata``'s
+image, never from the controller. The methods are async because a remote controller answers over
+the network. ``LocalControllerClient`` calls the controller running in this process; a forwarding
+client (the next issue) will send the same calls to a remote controller and return the same
+results, so no handler changes.
+
+This module also carries the values that cross the seam (``controller.requests``: requests and
+per-item results with Kafka's error codes and messages) and the rules a handler applies before
+forwarding, as the controller would (topic-name validity, the partitions-per-request bound), so
+that no handler imports the ``controller`` package.
+
+Ownership: the handler loop; a client holds no state of its own.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Protocol
+
+from controller.controller import MAX_PARTITIONS_PER_BATCH, Controller
+from controller.requests import (
+    AlterableConfig,
+    AlterConfigOp,
+    AlterConfigsResource,
+    AlterConfigsResult,
+    CreatableTopic,
+    CreatePartitionsResult,
+    CreatePartitionsTopic,
+    CreateTopicResult,
+    DeleteTopicResult,
+    ReplicaAssignment,
+)
+from controller.topic_names import invalid_topic_reason
+
+__all__ = [
+    "MAX_PARTITIONS_PER_BATCH",
+    "AlterConfigOp",
+    "AlterConfigsResource",
+    "AlterConfigsResult",
+    "AlterableConfig",
+    "CreatableTopic",
+    "CreatePartitionsResult",
+    "CreatePartitionsTopic",
+    "CreateTopicResult",
+    "ControllerClient",
+    "DeleteTopicResult",
+    "LocalControllerClient",
+    "ReplicaAssignment",
+    "invalid_topic_reason",
+]
+
+
+class ControllerClient(Protocol):
+    """The controller operations a broker asks for; results per item, Kafka's codes and messages.
+
+    A call may raise ``KafkaApiError``: NOT_CONTROLLER when no controller can take it (lost lease,
+    fenced epoch), TOPIC_DELETION_DISABLED from ``delete_topics``; per-item failures are results.
+    """
+
+    async def create_topics(
+        self, topics: Sequence[CreatableTopic], validate_only: bool = False
+    ) -> list[CreateTopicResult]: ...
+
+    async def create_internal_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str] | None = None
+    ) -> CreateTopicResult: ...
+
+    async def delete_topics(
+        self, names: Sequence[str] = (), topic_ids: Sequence[uuid.UUID] = ()
+    ) -> list[DeleteTopicResult]: ...
+
+    async def create_partitions(
+        self, topics: Sequence[CreatePartitionsTopic], validate_only: bool = False
+    ) -> list[CreatePartitionsResult]: ...
+
+    async def alter_configs(
+        self, resources: Sequence[AlterConfigsResource], validate_only: bool = False
+    ) -> list[AlterConfigsResult]: ...
+
+    async def incremental_alter_configs(
+        self, resources: Sequence[AlterConfigsResource], validate_only: bool = False
+    ) -> list[AlterConfigsResult]: ...
+
+    async def register_broker(
+        self, node_id: int, host: str, port: int, rack: str | None = None, *, listener_name: str = "PLAINTEXT"
+    ) -> int:
+        """Register (or re-register) a broker's endpoint; returns its broker epoch."""
+        ...
+
+
+class LocalControllerClient:
+    """``ControllerClient`` for the controller in this process: each call is the controller's own."""
+
+    def __init__(self, controller: Controller) -> None:
+        self._controller = controller
+
+    async def create_topics(
+        self, topics: Sequence[CreatableTopic], validate_only: bool = False
+    ) -> list[CreateTopicResult]:
+        return await self._controller.create_topics(topics, validate_only)
+
+    async def create_internal_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str] | None = None
+    ) -> CreateTopicResult:
+        return await self._controller.create_internal_topic(name, num_partitions, replication_factor, configs)
+
+    async def delete_topics(
+        self, names: Sequence[str] = (), topic_ids: Sequence[uuid.UUID] = ()
+    ) -> list[DeleteTopicResult]:
+        return await self._controller.delete_topics(names, topic_ids)
+
+    async def create_partitions(
+        self, topics: Sequence[CreatePartitionsTopic], validate_only: bool = False
+    ) -> list[CreatePartitionsResult]:
+        return await self._controller.create_partitions(topics, validate_only)
+
+    async def alter_configs(
+        self, resources: Sequence[AlterConfigsResource], validate_only: bool = False
+    ) -> list[AlterConfigsResult]:
+        return await self._controller.alter_configs(resources, validate_only)
+
+    async def incremental_alter_configs(
+        self, resources: Sequence[AlterConfigsResource], validate_only: bool = False
+    ) -> list[AlterConfigsResult]:
+        return await self._controller.incremental_alter_configs(resources, validate_only)
+
+    async def register_broker(
+        self, node_id: int, host: str, port: int, rack: str | None = None, *, listener_name: str = "PLAINTEXT"
+    ) -> int:
+        return await self._controller.register_broker(node_id, host, port, rack, listener_name=listener_name)

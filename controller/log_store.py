@@ -1,0 +1,134 @@
+"""Where committed metadata records live: the ``MetadataLogStore`` interface and its local file store.
+
+The controller appends each operation's records as one batch stamped with its controller epoch,
+and replays every committed batch at start-up; it never touches a file itself. The interface is
+asynchronous because a distributed store answers over the network. Every store keeps the
+``controller.metadata_log`` contract:
+
+1. ``open`` recovers the store (a torn local tail is cut off) and returns every committed batch,
+   oldest first, for replay. ``next_offset`` and ``newest_epoch`` then describe its end.
+2. ``append(records, epoch)`` commits the records as one atomic batch (all or nothing) and returns
+   its base offset, together with any batches another writer committed since this store last
+   looked (``caught_up``), which the caller applies before its own. An epoch older than the newest
+   one committed is refused with ``StaleControllerEpochError`` and nothing is written: this is the
+   fencing of a deposed controller.
+3. ``read(from_offset)`` returns the committed batches holding offsets ``>= from_offset`` (a broker
+   or a standby catching up; tools).
+4. ``close`` releases the store; the records stay.
+
+There is no snapshot yet (see the TODO in ``controller.metadata_log``): ``open`` replays from offset
+0. A snapshot would add ``write_snapshot(image, offset)`` and make ``open`` return it plus the
+batches after it.
+
+How an etcd store fits (the next issue): batch ``b`` is the value of key
+``<prefix>/log/<base offset, zero-padded>`` (the encoded frame of ``metadata_log.encode_batch``),
+and ``<prefix>/head`` holds ``{next_offset, newest_epoch}``. ``append`` is one Txn: compare
+``mod_revision(<prefix>/head) == r`` (the revision this store last read), then put the batch key
+and the new head. A failed compare means another writer got in: Range the log keys from
+``next_offset`` (those are ``caught_up``), refuse if the newest epoch is now newer than ours, else
+retry with the new revision. ``open`` and ``read`` are Range reads of ``<prefix>/log/``; brokers
+may Watch that prefix instead of polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from controller.metadata_log import MetadataBatch, MetadataLog
+from controller.records import MetadataRecord
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    # Batches another writer committed before ours (only possible at a take-over), oldest first.
+    caught_up: tuple[MetadataBatch, ...] = ()
+
+
+class MetadataLogStore(Protocol):
+    """The committed metadata records (see the module docstring for the contract)."""
+
+    @property
+    def next_offset(self) -> int:
+        """Offset the next appended record gets (= number of records committed so far)."""
+        ...
+
+    @property
+    def newest_epoch(self) -> int:
+        """Newest controller epoch committed (-1 when empty)."""
+        ...
+
+    async def open(self) -> list[MetadataBatch]: ...
+
+    async def append(self, records: Sequence[MetadataRecord], controller_epoch: int) -> AppendResult: ...
+
+    async def read(self, from_offset: int = 0) -> list[MetadataBatch]: ...
+
+    async def close(self) -> None: ...
+
+
+class LocalMetadataLogStore:
+    """``MetadataLogStore`` on the local ``MetadataLog`` file under ``metadata_dir``.
+
+    Blocking file work runs on ``executor`` (None: the loop's default executor), one call at a
+    time. The store may be opened again after ``close`` (a controller restarting in-process).
+    """
+
+    def __init__(self, metadata_dir: Path, executor: Executor | None = None) -> None:
+        self._metadata_dir = Path(metadata_dir)
+        self._executor = executor
+        self._lock = asyncio.Lock()
+        self._log: MetadataLog | None = None
+
+    @property
+    def path(self) -> Path | None:
+        """The log file, once open."""
+        return None if self._log is None else self._log.path
+
+    @property
+    def next_offset(self) -> int:
+        return self._open_log().next_offset
+
+    @property
+    def newest_epoch(self) -> int:
+        return self._open_log().newest_epoch
+
+    def _open_log(self) -> MetadataLog:
+        if self._log is None:
+            raise RuntimeError(f"the metadata log in {self._metadata_dir} is not open")
+        return self._log
+
+    async def _run(self, fn: Callable[..., _T], *args: object) -> _T:
+        async with self._lock:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def open(self) -> list[MetadataBatch]:
+        if self._log is not None:
+            raise RuntimeError(f"the metadata log in {self._metadata_dir} is already open")
+        metadata_log, batches = await self._run(MetadataLog.open, self._metadata_dir)
+        self._log = metadata_log
+        return batches
+
+    async def append(self, records: Sequence[MetadataRecord], controller_epoch: int) -> AppendResult:
+        return await self._run(_append, self._open_log(), records, controller_epoch)
+
+    async def read(self, from_offset: int = 0) -> list[MetadataBatch]:
+        return await self._run(self._open_log().read_batches, from_offset)
+
+    async def close(self) -> None:
+        metadata_log, self._log = self._log, None
+        if metadata_log is not None:
+            await self._run(metadata_log.close)
+
+
+def _append(metadata_log: MetadataLog, records: Sequence[MetadataRecord], controller_epoch: int) -> AppendResult:
+    """One executor call: the append and the batches it caught up on belong together."""
+    base_offset = metadata_log.append(records, controller_epoch)
+    return AppendResult(base_offset, tuple(metadata_log.take_caught_up()))
