@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -81,6 +80,7 @@ from controller.topic_names import (
     unify_collision_chars,
 )
 from protocol.errors import ErrorCode, KafkaApiError
+from storage.clock import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -114,10 +114,6 @@ class _NewPartition:
     isr: tuple[int, ...]
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class Controller:
     def __init__(
         self,
@@ -131,7 +127,7 @@ class Controller:
         lease_ttl_ms: int = DEFAULT_LEASE_TTL_MS,
         delete_topic_enable: bool = True,
         max_broker_partitions: int | None = None,
-        clock: Callable[[], int] = _now_ms,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         if default_num_partitions <= 0 or default_replication_factor <= 0:
             raise ValueError("default_num_partitions and default_replication_factor must be positive")

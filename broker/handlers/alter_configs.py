@@ -28,7 +28,7 @@ from typing import Any
 
 from broker.config import BrokerConfig, ConfigError
 from broker.controller_client import AlterConfigsResource, AlterConfigsResult, invalid_topic_reason
-from broker.handlers.describe_configs import BROKER, TOPIC, _ResourceError, parse_broker_id
+from broker.handlers.config_resources import BROKER, TOPIC, ResourceError, parse_broker_id
 from broker.topic_config_view import BrokerConfigLayers, config_layers, effective_broker_config, merged_props
 from protocol.errors import ErrorCode
 
@@ -60,10 +60,10 @@ def duplicate_resources(resources: Sequence[dict]) -> set[int]:
 
 def check_topic_name(name: str) -> None:
     if name == "":
-        raise _ResourceError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
+        raise ResourceError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
     reason = invalid_topic_reason(name)
     if reason is not None:
-        raise _ResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        raise ResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
 
 
 def check_broker_name(name: str, node_id: int) -> None:
@@ -71,20 +71,20 @@ def check_broker_name(name: str, node_id: int) -> None:
         return
     got = parse_broker_id(name, "Node id must be an integer, but it is: ")
     if got != node_id:
-        raise _ResourceError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {node_id}, but received {name}")
+        raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {node_id}, but received {name}")
 
 
 def validate_broker_change(config: BrokerConfig, layers: BrokerConfigLayers, props: Mapping[str, str],
                            per_broker: bool) -> None:
     """Kafka's DynamicBrokerConfig.validate: ``props`` would become the whole dynamic layer.
 
-    Raises _ResourceError(INVALID_REQUEST, ...) like Kafka (KAFKA-13609: not INVALID_CONFIG).
+    Raises ResourceError(INVALID_REQUEST, ...) like Kafka (KAFKA-13609: not INVALID_CONFIG).
     Unknown keys are allowed (custom configs), as in Kafka.
     """
     defs = config.definitions
     static_only = [k for k in props if k in defs and not defs[k].dynamic]
     if static_only:
-        raise _ResourceError(ErrorCode.INVALID_REQUEST,
+        raise ResourceError(ErrorCode.INVALID_REQUEST,
                              f"Cannot update these configs dynamically: {java_set(static_only)}")
     for key, raw in props.items():
         d = defs.get(key)
@@ -92,11 +92,11 @@ def validate_broker_change(config: BrokerConfig, layers: BrokerConfigLayers, pro
             try:
                 d.parse(raw)
             except ConfigError as e:
-                raise _ResourceError(ErrorCode.INVALID_REQUEST, str(e)) from None
+                raise ResourceError(ErrorCode.INVALID_REQUEST, str(e)) from None
     if not per_broker:
         listener_keys = [k for k in props if k in PER_BROKER_ONLY]
         if listener_keys:
-            raise _ResourceError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster "
+            raise ResourceError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster "
                                  f"level, broker id must be specified: {java_set(listener_keys)}")
     if per_broker:
         candidate = BrokerConfigLayers(dict(props), layers.dynamic_default, layers.static, layers.defaults)
@@ -106,14 +106,14 @@ def validate_broker_change(config: BrokerConfig, layers: BrokerConfigLayers, pro
         new = BrokerConfig.from_props(merged_props(config, candidate))
         new.log_config()
     except ConfigError as e:
-        raise _ResourceError(ErrorCode.INVALID_REQUEST, str(e)) from None
+        raise ResourceError(ErrorCode.INVALID_REQUEST, str(e)) from None
     old = effective_broker_config(config, layers)
     if [str(x) for x in new.advertised_listeners] != [str(x) for x in old.advertised_listeners]:
-        raise _ResourceError(ErrorCode.INVALID_REQUEST,
+        raise ResourceError(ErrorCode.INVALID_REQUEST,
                              "Advertised listeners cannot be altered when using a Raft-based metadata quorum.")
     if [str(x) for x in new.listeners] != [str(x) for x in old.listeners]:
         # Kafka can add listeners at runtime; Odradek cannot yet, so it refuses rather than ignore.
-        raise _ResourceError(ErrorCode.INVALID_REQUEST, "Listeners cannot be altered at runtime by this broker; "
+        raise ResourceError(ErrorCode.INVALID_REQUEST, "Listeners cannot be altered at runtime by this broker; "
                              "change them in server.properties and restart.")
 
 
@@ -126,7 +126,7 @@ class ResourceRules:
 
     def payload(self, rtype: int, name: str, entries: list[dict], config: BrokerConfig,
                 layers: BrokerConfigLayers, image: Any) -> Any:
-        """The configs to forward to the controller; validates broker changes; may raise _ResourceError."""
+        """The configs to forward to the controller; validates broker changes; may raise ResourceError."""
         raise NotImplementedError
 
 
@@ -151,16 +151,16 @@ async def alter_resources(request: Any, rules: ResourceRules, operation: Any) ->
         try:
             names = [c["name"] for c in entries]
             if len(set(names)) != len(names):
-                raise _ResourceError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+                raise ResourceError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
             rules.check_entries(entries)
             if rtype == BROKER:
                 check_broker_name(name, config.node_id)
             elif rtype == TOPIC:
                 check_topic_name(name)
             elif rtype not in FORWARDED_TYPES:
-                raise _ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {rtype}")
+                raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {rtype}")
             payload = rules.payload(rtype, name, entries, config, layers, image)
-        except _ResourceError as e:
+        except ResourceError as e:
             errors[i] = (e.code, e.message)
             continue
         forwarded.append((i, AlterConfigsResource(rtype, name, payload)))
@@ -172,7 +172,7 @@ class _LegacyRules(ResourceRules):
     def check_entries(self, entries: list[dict]) -> None:
         nulls = [c["name"] for c in entries if c["value"] is None]
         if nulls:
-            raise _ResourceError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+            raise ResourceError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
 
     def payload(self, rtype: int, name: str, entries: list[dict], config: BrokerConfig,
                 layers: BrokerConfigLayers, image: Any) -> dict[str, str]:

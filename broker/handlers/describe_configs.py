@@ -29,6 +29,13 @@ from __future__ import annotations
 from typing import Any
 
 from broker.controller_client import invalid_topic_reason
+from broker.handlers.config_resources import (
+    BROKER,
+    KNOWN_TYPES,
+    TOPIC,
+    ResourceError,
+    parse_broker_id,
+)
 from broker.topic_config_view import broker_config_entries, config_layers, entry_to_wire, topic_config_entries
 from protocol.errors import ErrorCode
 
@@ -36,25 +43,11 @@ API_KEY = 32
 NAME = "DescribeConfigs"
 VERSIONS = (0, 4)
 
-TOPIC = 2
-BROKER = 4
-BROKER_LOGGER = 8
-CLIENT_METRICS = 16
-GROUP = 32
-KNOWN_TYPES = {TOPIC: "TOPIC", BROKER: "BROKER", BROKER_LOGGER: "BROKER_LOGGER", CLIENT_METRICS: "CLIENT_METRICS",
-               GROUP: "GROUP"}
 # Errors.INVALID_REQUEST.message(): what Kafka writes when the whole request fails.
 INVALID_REQUEST_DEFAULT_MESSAGE = (
     "This most likely occurs because of a request being malformed by the client library or the message was "
     "sent to an incompatible broker. See the broker logs for more details."
 )
-
-
-class _ResourceError(Exception):
-    def __init__(self, code: ErrorCode, message: str | None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def handle(request: Any) -> dict:
@@ -72,7 +65,7 @@ def handle(request: Any) -> dict:
         rtype, name = r["resource_type"], r["resource_name"]
         try:
             entries = _describe(request, rtype, name, layers)
-        except _ResourceError as e:
+        except ResourceError as e:
             results.append({"error_code": e.code, "error_message": e.message, "resource_type": rtype,
                             "resource_name": name, "configs": []})
             continue
@@ -95,30 +88,20 @@ def _describe(request: Any, rtype: int, name: str, layers: Any) -> list:
     if rtype == TOPIC:
         reason = invalid_topic_reason(name)
         if reason is not None:
-            raise _ResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+            raise ResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
         topic = request.broker.metadata.image.topics.get(name)
         if topic is None:
-            raise _ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+            raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
         return topic_config_entries(config, topic.configs, layers, describe=True)
     if rtype == BROKER:
         if name == "":
             return broker_config_entries(config, layers, per_broker=False)
         node_id = parse_broker_id(name, "Broker id must be an integer, but it is: ")
         if node_id != config.node_id:
-            raise _ResourceError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {config.node_id} or "
+            raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {config.node_id} or "
                                  f"empty string, but received {name}")
         return broker_config_entries(config, layers, per_broker=True)
-    raise _ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {KNOWN_TYPES[rtype]}")
-
-
-def parse_broker_id(name: str, message_prefix: str) -> int:
-    """Java's Integer.parseInt rules (optional sign, ASCII digits, int range); else INVALID_REQUEST."""
-    text = name[1:] if name[:1] in "+-" else name
-    if text.isascii() and text.isdigit():
-        value = int(name)
-        if -(2**31) <= value < 2**31:
-            return value
-    raise _ResourceError(ErrorCode.INVALID_REQUEST, message_prefix + name)
+    raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {KNOWN_TYPES[rtype]}")
 
 
 def _fail_all(resources: list[dict], code: ErrorCode, message: str | None) -> dict:

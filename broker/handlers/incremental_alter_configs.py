@@ -29,7 +29,7 @@ from broker.config import ConfigType, format_value
 from broker.controller_client import AlterableConfig, AlterConfigOp
 from broker.handlers.alter_configs import ResourceRules, alter_resources, validate_broker_change
 from broker.handlers.alter_configs import error_response as _legacy_error_response
-from broker.handlers.describe_configs import BROKER, _ResourceError
+from broker.handlers.config_resources import BROKER, ResourceError
 from protocol.errors import ErrorCode
 
 API_KEY = 44
@@ -55,9 +55,9 @@ def _broker_ops(config: Any, current: dict[str, str], ops: list[dict]) -> tuple[
         else:
             d = config.definitions.get(name)
             if d is None:
-                raise _ResourceError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {name}")
+                raise ResourceError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {name}")
             if d.type is not ConfigType.LIST:
-                raise _ResourceError(ErrorCode.INVALID_CONFIG, f"Config value {kind.name.lower()} is not allowed "
+                raise ResourceError(ErrorCode.INVALID_CONFIG, f"Config value {kind.name.lower()} is not allowed "
                                      f"for config key: {name}")
             base = props.get(name)
             if base is None:
@@ -77,10 +77,10 @@ class _IncrementalRules(ResourceRules):
     def check_entries(self, entries: list[dict]) -> None:
         nulls = [c["name"] for c in entries if c["config_operation"] != AlterConfigOp.DELETE and c["value"] is None]
         if nulls:
-            raise _ResourceError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+            raise ResourceError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
         for c in entries:
             if c["config_operation"] not in AlterConfigOp._value2member_map_:
-                raise _ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {c['config_operation']}")
+                raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {c['config_operation']}")
 
     def payload(self, rtype: int, name: str, entries: list[dict], config: Any, layers: Any,
                 image: Any) -> list[AlterableConfig]:
