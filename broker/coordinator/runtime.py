@@ -130,13 +130,15 @@ class CoordinatorRuntime(Generic[S]):
 
     def __init__(self, topic: str, writer: PartitionWriter, shard_factory: Callable[[int], S], *,
                  compression: int = 0, load_buffer_size: int = 5 * 1024 * 1024,
-                 time_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+                 time_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                 load_summary: Callable[[], str] | None = None) -> None:
         self.topic = topic
         self.writer = writer
         self.shard_factory = shard_factory
         self.compression = compression
         self.load_buffer_size = load_buffer_size
         self.time_ms = time_ms
+        self.load_summary = load_summary  # e.g. ": 12 groups", for the one INFO line per burst of loads
         self.active = False
         self._contexts: dict[int, _Context[S]] = {}
         # One INFO line per burst of loads (start-up loads every partition: 50 lines otherwise).
@@ -217,8 +219,9 @@ class CoordinatorRuntime(Generic[S]):
         self._loads_done += 1
         if not any(c.state is PartitionState.LOADING for c in self._contexts.values()):
             started = self._loads_since if self._loads_since is not None else time.monotonic()
-            log.info("loaded %d %s partition%s in %.0f ms", self._loads_done, topic,
-                     "" if self._loads_done == 1 else "s", (time.monotonic() - started) * 1000)
+            log.info("loaded %d %s partition%s%s in %.0f ms", self._loads_done, topic,
+                     "" if self._loads_done == 1 else "s", self.load_summary() if self.load_summary else "",
+                     (time.monotonic() - started) * 1000)
             self._loads_since, self._loads_done = None, 0
 
     def _load_done(self, ctx: _Context[S], task: asyncio.Task) -> None:

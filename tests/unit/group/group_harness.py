@@ -11,6 +11,8 @@ import uuid
 from pathlib import Path
 
 from broker.config import BrokerConfig
+from broker.coordinator.partition_writer import ReplicaManagerWriter
+from broker.group.context import GroupConfig
 from broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from broker.timing_wheel import Timer
 from controller.image import MetadataImage, PartitionState, TopicImage
@@ -81,7 +83,7 @@ class _Metadata:
 
 
 class Node:
-    """The attributes of Broker that GroupCoordinator reads."""
+    """What a broker hands the GroupCoordinator: config, timer, metadata, node id and the replica manager."""
 
     def __init__(self, root: Path, clock: Clock, **overrides: str) -> None:
         props = {"node.id": "1", "log.dirs": str(root), "group.min.session.timeout.ms": "100",
@@ -105,7 +107,8 @@ async def started(node: Node) -> GroupCoordinator:
     """A coordinator that has loaded every partition."""
     import asyncio
 
-    coordinator = GroupCoordinator(node)
+    coordinator = GroupCoordinator(GroupConfig.from_broker_config(node.config), ReplicaManagerWriter(node.replica_manager),
+                                   node.timer, node.metadata, node.node_id)
     await coordinator.start()
     for _ in range(100):
         if all(state == "active" for state in coordinator.partitions.values()) and \
