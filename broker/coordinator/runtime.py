@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import logging
 import time
 from collections import deque
@@ -208,7 +209,7 @@ class CoordinatorRuntime(Generic[S]):
                     # Transactional records (TxnOffsetCommit) arrive with the transaction
                     # coordinator; until then there are none to apply.
                     for rec in batch.records:
-                        ctx.shard.replay(rec.offset, rec.key, rec.value)
+                        ctx.shard.replay(batch.base_offset if rec.offset is None else rec.offset, rec.key, rec.value)
                 offset = batch.next_offset
             await asyncio.sleep(0)  # let other requests through while a big partition loads
         if ctx.state is not PartitionState.LOADING:
@@ -326,7 +327,7 @@ class CoordinatorRuntime(Generic[S]):
                 self._on_durable(ctx, result, future, durable)
                 continue
             ctx.busy = True
-            durable.add_done_callback(lambda d, r=result, f=future: self._on_durable_later(ctx, r, f, d))
+            durable.add_done_callback(functools.partial(self._on_durable_later, ctx, result, future))
 
     def _on_durable_later(self, ctx: _Context[S], result: CoordinatorResult, future: asyncio.Future,
                           durable: asyncio.Future) -> None:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import logging
 import re
 import uuid
@@ -908,9 +909,10 @@ class ConsumerGroupManager:
             for member in group.members.values():
                 self._schedule_session_timeout(group_id, member.member_id)
                 if member.state == MemberState.UNREVOKED_PARTITIONS:
-                    mid, e = member.member_id, member.member_epoch
-                    self.timer.schedule(("cg-rebalance", group_id, mid), max(member.rebalance_timeout_ms, 0),
-                                        lambda g=group_id, m=mid, ep=e: self._rebalance_timeout(g, m, ep))
+                    self.timer.schedule(("cg-rebalance", group_id, member.member_id),
+                                        max(member.rebalance_timeout_ms, 0),
+                                        functools.partial(self._rebalance_timeout, group_id, member.member_id,
+                                                          member.member_epoch))
 
     def list_groups(self, active_partitions: set[int], states: set[str] | None,
                     types: set[str] | None) -> list[dict[str, Any]]:

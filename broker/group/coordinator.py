@@ -27,6 +27,7 @@ from the replica manager). No locks.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from broker.coordinator.runtime import (
@@ -171,7 +172,7 @@ class GroupCoordinator:
         for group_id in group_ids:
             try:
                 partition = self.ctx.check_coordinator(group_id)
-                await self.runtime.write(partition, lambda shard, g=group_id: self._delete_group_op(g))
+                await self.runtime.write(partition, functools.partial(self._delete_group_op, group_id))
                 results[group_id] = ErrorCode.NONE
             except CoordinatorWriteError as exc:
                 results[group_id] = append_error(exc.code)
@@ -179,7 +180,7 @@ class GroupCoordinator:
                 results[group_id] = ErrorCode(exc.code)
         return results
 
-    def _delete_group_op(self, group_id: str) -> CoordinatorResult[None]:
+    def _delete_group_op(self, group_id: str, shard: GroupShard) -> CoordinatorResult[None]:
         if group_id in self.consumer.groups:
             return self.consumer.delete_group(group_id)  # a KIP-848 group
         return self.classic.delete_group(group_id)

@@ -19,6 +19,7 @@ Owned by the handler loop; no locks.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -231,7 +232,7 @@ class OffsetManager:
             if not self.ctx.is_active(group.partition):
                 continue
             writes.append((group_id, self.ctx.runtime.write(group.partition,
-                                                            lambda shard, g=group_id: self._expire_op(g, now))))
+                                                            functools.partial(self._expire_op, group_id, now))))
         total = 0
         for group_id, future in writes:
             try:
@@ -240,7 +241,7 @@ class OffsetManager:
                 log.warning("could not expire offsets of group %s: %s", group_id, exc)
         return total
 
-    def _expire_op(self, group_id: str, now: int) -> CoordinatorResult[int]:
+    def _expire_op(self, group_id: str, now: int, shard: GroupShard) -> CoordinatorResult[int]:
         classic = self.classic.groups.get(group_id)
         if classic is not None:
             return self._expire_classic(classic, now)

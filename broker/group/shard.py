@@ -41,6 +41,8 @@ class GroupShard:
         if self._consumer_loader.replay(key, value):  # KIP-848 records go to their loader
             return
         try:
+            if key is None:
+                raise R.CorruptRecordError("a record without a key")
             k = R.decode_key(key)
             if isinstance(k, R.OffsetKey):
                 om = None if value is None else R.decode_offset_value(value)

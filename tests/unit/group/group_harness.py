@@ -12,6 +12,7 @@ from pathlib import Path
 
 from broker.config import BrokerConfig
 from broker.coordinator.partition_writer import ReplicaManagerWriter
+from broker.coordinator.runtime import PartitionWriter
 from broker.group.context import GroupConfig
 from broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from broker.timing_wheel import Timer
@@ -103,11 +104,13 @@ class Node:
             self.replica_manager.open(OFFSETS_TOPIC, p)
 
 
-async def started(node: Node) -> GroupCoordinator:
-    """A coordinator that has loaded every partition."""
+async def started(node: Node, writer: PartitionWriter | None = None) -> GroupCoordinator:
+    """A coordinator that has loaded every partition (through ``writer``: by default the
+    replica-manager adapter over the node's logs)."""
     import asyncio
 
-    coordinator = GroupCoordinator(GroupConfig.from_broker_config(node.config), ReplicaManagerWriter(node.replica_manager),
+    coordinator = GroupCoordinator(GroupConfig.from_broker_config(node.config),
+                                   writer if writer is not None else ReplicaManagerWriter(node.replica_manager),
                                    node.timer, node.metadata, node.node_id)
     await coordinator.start()
     for _ in range(100):
