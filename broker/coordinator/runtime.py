@@ -9,7 +9,8 @@ What it owns:
 1. Ownership by leadership. Partition ``p`` of the runtime's topic is served here while this
    broker leads it. ``on_become_leader`` creates a fresh shard (``shard_factory(p)``) and *loads*
    it: the partition's records from log start to log end are replayed into the shard, a chunk at
-   a time, yielding to the loop between chunks. Until the load ends requests for ``p`` get
+   a time, yielding to the loop between chunks (a repeated notification for a partition already
+   loading or loaded only moves its leader epoch, as Kafka's). Until the load ends requests for ``p`` get
    COORDINATOR_LOAD_IN_PROGRESS; partitions not led here get NOT_COORDINATOR; before ``start`` and
    after ``shutdown`` everything gets COORDINATOR_NOT_AVAILABLE. ``on_resign`` unloads the shard
    (``shard.on_unloaded``) and fails the writes still queued or awaiting durability with
@@ -167,8 +168,12 @@ class CoordinatorRuntime(Generic[S]):
     def on_become_leader(self, topic: str, partition: int, leader_epoch: int) -> None:
         if topic != self.topic or not self.active:
             return
-        if partition in self._contexts:
-            self._unload(partition)  # a new epoch: reload from the log
+        current = self._contexts.get(partition)
+        if current is not None:
+            # Already loading or loaded here (Kafka's scheduleLoadOperation): the state is the
+            # log's either way; only the epoch moves.
+            current.leader_epoch = max(current.leader_epoch, leader_epoch)
+            return
         ctx = _Context(partition, leader_epoch, self.shard_factory(partition))
         self._contexts[partition] = ctx
         if self._loads_since is None:
@@ -332,8 +337,12 @@ class CoordinatorRuntime(Generic[S]):
     def _on_durable_later(self, ctx: _Context[S], result: CoordinatorResult, future: asyncio.Future,
                           durable: asyncio.Future) -> None:
         ctx.busy = False
-        self._on_durable(ctx, result, future, durable)
-        self._drain(ctx)
+        ctx.draining = True  # writes queued by the apply wait their turn behind the queue
+        try:
+            self._on_durable(ctx, result, future, durable)
+            self._drain_queue(ctx)
+        finally:
+            ctx.draining = False
 
     def _on_durable(self, ctx: _Context[S], result: CoordinatorResult, future: asyncio.Future,
                     durable: asyncio.Future) -> None:

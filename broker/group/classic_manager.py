@@ -13,8 +13,9 @@ SyncGroup, Heartbeat, LeaveGroup, DescribeGroups and the classic side of ListGro
    assignment is set, when a static member is replaced, or when a group becomes Empty is a write
    queued behind the current operation; what depends on it (the leader's assignment reaching the
    members, a static member's rejoin answer) runs when it is durable, and a failure is answered
-   with Kafka's mapped error. Heartbeat, LeaveGroup and the timers change only memory (no
-   records, as in Kafka) and act on the applied state directly.
+   with Kafka's mapped error. Heartbeat, LeaveGroup, SyncGroup and the timeouts write no records
+   themselves (as in Kafka) but still run as operations on the partition's queue, so none of them
+   runs between another operation's write and its apply.
 3. Timeouts on the broker's timing wheel (keyed_timer.py): each member's session timeout (reset by
    every heartbeat, join and sync), a new member's join timeout (5 minutes, KIP-394), the group's
    join phase (rebalance timeout, or group.initial.rebalance.delay.ms steps for an Empty group) and
@@ -233,7 +234,7 @@ class ClassicGroupManager:
                 elif api_version >= 4:
                     # KIP-394: hand out the id first; the member joins again with it.
                     group.add_pending_member(new_id)
-                    self.timer.schedule(("heartbeat", group_id, new_id), session_timeout_ms,
+                    self._schedule(("heartbeat", group_id, new_id), session_timeout_ms,
                                         lambda: self._expire_heartbeat(group_id, new_id))
                     future.set_result(join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id))
                 else:
@@ -399,14 +400,14 @@ class ClassicGroupManager:
             # extending by the delay while members keep arriving, up to the rebalance timeout.
             delay = self.initial_rebalance_delay_ms
             remaining = max(group.rebalance_timeout_ms() - delay, 0)
-            self.timer.schedule(("join", group_id), delay,
+            self._schedule(("join", group_id), delay,
                                 lambda: self._initial_rebalance_step(group_id, delay, remaining))
         group.transition_to(GroupState.PREPARING_REBALANCE)
         if not initial:
             if group.has_all_members_joined():
                 self._complete_join(group)
             else:
-                self.timer.schedule(("join", group_id), group.rebalance_timeout_ms(),
+                self._schedule(("join", group_id), group.rebalance_timeout_ms(),
                                     lambda: self._complete_join_by_id(group_id))
 
     def _initial_rebalance_step(self, group_id: str, delay_ms: int, remaining_ms: int) -> None:
@@ -417,7 +418,7 @@ class ClassicGroupManager:
             group.new_member_added = False
             new_delay = min(self.initial_rebalance_delay_ms, remaining_ms)
             new_remaining = max(remaining_ms - delay_ms, 0)
-            self.timer.schedule(("join", group_id), new_delay,
+            self._schedule(("join", group_id), new_delay,
                                 lambda: self._initial_rebalance_step(group_id, new_delay, new_remaining))
         else:
             self._complete_join(group)
@@ -438,7 +439,7 @@ class ClassicGroupManager:
             self.timer.cancel(("heartbeat", group_id, failed.member_id))
         if not group.maybe_elect_new_joined_leader() and group.members:
             log.error("group %s could not complete rebalance because no members rejoined", group_id)
-            self.timer.schedule(("join", group_id), group.rebalance_timeout_ms(),
+            self._schedule(("join", group_id), group.rebalance_timeout_ms(),
                                 lambda: self._complete_join_by_id(group_id))
             return
         group.init_next_generation()
@@ -454,7 +455,7 @@ class ClassicGroupManager:
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
         generation = group.generation_id
-        self.timer.schedule(("sync", group_id), group.rebalance_timeout_ms(),
+        self._schedule(("sync", group_id), group.rebalance_timeout_ms(),
                             lambda: self._expire_pending_sync(group_id, generation))
 
     def _expire_pending_sync(self, group_id: str, generation_id: int) -> None:
@@ -482,6 +483,23 @@ class ClassicGroupManager:
 
     # -- heartbeats and member removal ----------------------------------------------------------
 
+    def _schedule(self, key: tuple[str, ...], delay_ms: int, fn: Callable[[], None]) -> None:
+        """Arm the group's timeout ``key`` (key[1] is the group id). When it fires, its action runs
+        as an operation on the group's partition queue (Kafka's CoordinatorTimer), so it never
+        runs between a write and its apply; re-armed meanwhile, the stale action is skipped."""
+        partition = self.ctx.partition_for(key[1])
+
+        def op(shard: GroupShard) -> CoordinatorResult[None]:
+            if not self.timer.is_scheduled(key):
+                fn()
+            return CoordinatorResult()
+
+        def fire() -> None:
+            if self.ctx.is_active(partition):
+                self.ctx.runtime.schedule_write(partition, op, f"run timeout {key!r}")
+
+        self.timer.schedule(key, delay_ms, fire)
+
     def touch_member(self, group: ClassicGroup, member_id: str) -> None:
         """A request proved the member alive (an OffsetCommit of its generation): push its session out."""
         self._reschedule_heartbeat(group, group.members[member_id])
@@ -489,7 +507,7 @@ class ClassicGroupManager:
     def _reschedule_heartbeat(self, group: ClassicGroup, member: ClassicGroupMember,
                               timeout_ms: int | None = None) -> None:
         group_id, member_id = group.group_id, member.member_id
-        self.timer.schedule(("heartbeat", group_id, member_id),
+        self._schedule(("heartbeat", group_id, member_id),
                             member.session_timeout_ms if timeout_ms is None else timeout_ms,
                             lambda: self._expire_heartbeat(group_id, member_id))
 
@@ -540,9 +558,14 @@ class ClassicGroupManager:
         try:
             if not group_id:
                 raise KafkaApiError(ErrorCode.INVALID_GROUP_ID)
-            self.ctx.check_coordinator(group_id)
-            self._sync(future, group_id, generation_id, member_id, group_instance_id, protocol_type,
-                       protocol_name, assignments)
+            partition = self.ctx.check_coordinator(group_id)
+
+            def op(shard: GroupShard) -> CoordinatorResult[None]:
+                self._sync(future, group_id, generation_id, member_id, group_instance_id, protocol_type,
+                           protocol_name, assignments)
+                return CoordinatorResult()
+
+            await self.ctx.runtime.write(partition, op)
         except KafkaApiError as exc:
             if not future.done():
                 future.set_result(sync_error(exc.code))
@@ -608,7 +631,19 @@ class ClassicGroupManager:
             raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return group
 
-    def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
+    async def heartbeat(self, group_id: str, generation_id: int, member_id: str,
+                        group_instance_id: str | None) -> ErrorCode:
+        """Heartbeat, as an operation on the group's partition queue (it writes no records)."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        try:
+            partition = self.ctx.check_coordinator(group_id)
+            return await self.ctx.runtime.write(partition, lambda shard: CoordinatorResult(
+                response=self._heartbeat(group_id, generation_id, member_id, group_instance_id)))
+        except KafkaApiError as exc:
+            return ErrorCode(exc.code)
+
+    def _heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
         try:
             group = self._member_group(group_id)
             group.validate_member(member_id, group_instance_id)
@@ -623,8 +658,20 @@ class ClassicGroupManager:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
-    def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
-        """LeaveGroup for (member_id, group_instance_id) pairs: (group error, one error per member)."""
+    async def leave_group(self, group_id: str,
+                          members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+        """LeaveGroup for (member_id, group_instance_id) pairs: (group error, one error per member);
+        an operation on the group's partition queue (it writes no records)."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, []
+        try:
+            partition = self.ctx.check_coordinator(group_id)
+            return await self.ctx.runtime.write(partition, lambda shard: CoordinatorResult(
+                response=self._leave(group_id, members)))
+        except KafkaApiError as exc:
+            return ErrorCode(exc.code), []
+
+    def _leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
         try:
             group = self._member_group(group_id)
         except KafkaApiError as exc:

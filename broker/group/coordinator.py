@@ -124,11 +124,13 @@ class GroupCoordinator:
         return await self.classic.sync_group(group_id, generation_id, member_id, group_instance_id, protocol_type,
                                              protocol_name, assignments)
 
-    def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
-        return self.classic.heartbeat(group_id, generation_id, member_id, group_instance_id)
+    async def heartbeat(self, group_id: str, generation_id: int, member_id: str,
+                        group_instance_id: str | None) -> ErrorCode:
+        return await self.classic.heartbeat(group_id, generation_id, member_id, group_instance_id)
 
-    def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
-        return self.classic.leave_group(group_id, members)
+    async def leave_group(self, group_id: str,
+                          members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+        return await self.classic.leave_group(group_id, members)
 
     def describe_group(self, group_id: str) -> dict[str, Any]:
         return self.classic.describe_group(group_id)

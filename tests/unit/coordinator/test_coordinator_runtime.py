@@ -250,3 +250,11 @@ async def test_resign_during_load_stops_it(writer: DelayedWriter) -> None:
     for _ in range(50):
         await asyncio.sleep(0)
     assert fresh.state(0) is None and fresh.active_partitions() == set()
+
+
+async def test_a_repeated_become_leader_keeps_the_loaded_shard(writer: DelayedWriter) -> None:
+    runtime = await loaded(writer)
+    await runtime.write(0, put(b"k", b"v"))
+    shard = runtime.shard(0)
+    writer.leader_cbs[-1](TOPIC, 0, 5)
+    assert runtime.shard(0) is shard and shard.kv == {b"k": b"v"} and not shard.unloaded
