@@ -321,6 +321,7 @@ class CoordinatorRuntime(Generic[S]):
             if not result.records:
                 self._complete(ctx, result, future)
                 continue
+            # From here on the operation is applied once durable even if its caller goes away.
             batch = encode_batch([Record(timestamp=self.time_ms(), key=k, value=v) for k, v in result.records],
                                  compression=self.compression)
             try:
@@ -346,17 +347,19 @@ class CoordinatorRuntime(Generic[S]):
 
     def _on_durable(self, ctx: _Context[S], result: CoordinatorResult, future: asyncio.Future,
                     durable: asyncio.Future) -> None:
-        if future.done():
-            return
+        # A caller that went away (its future cancelled) does not stop the apply: the records are
+        # in the log, so memory must follow.
         if ctx.state is not PartitionState.ACTIVE:
             # Unloaded while the append was in flight: the next leader owns the state now.
-            future.set_exception(KafkaApiError(ErrorCode.NOT_COORDINATOR))
+            if not future.done():
+                future.set_exception(KafkaApiError(ErrorCode.NOT_COORDINATOR))
             return
         exc = durable.exception() if not durable.cancelled() else KafkaApiError(ErrorCode.REQUEST_TIMED_OUT)
         if exc is not None:
             code = exc.code if isinstance(exc, KafkaApiError) else ErrorCode.UNKNOWN_SERVER_ERROR
-            future.set_exception(CoordinatorWriteError(code, str(exc) if not isinstance(exc, KafkaApiError)
-                                                       else exc.message))
+            if not future.done():
+                future.set_exception(CoordinatorWriteError(code, str(exc) if not isinstance(exc, KafkaApiError)
+                                                           else exc.message))
             return
         self._complete(ctx, result, future)
 
@@ -367,6 +370,8 @@ class CoordinatorRuntime(Generic[S]):
                 result.apply()
         except Exception as exc:
             log.exception("applying a coordinator write to partition %d failed", ctx.partition)
-            future.set_exception(exc)
+            if not future.done():
+                future.set_exception(exc)
             return
-        future.set_result(result.response)
+        if not future.done():
+            future.set_result(result.response)

@@ -258,3 +258,13 @@ async def test_a_repeated_become_leader_keeps_the_loaded_shard(writer: DelayedWr
     shard = runtime.shard(0)
     writer.leader_cbs[-1](TOPIC, 0, 5)
     assert runtime.shard(0) is shard and shard.kv == {b"k": b"v"} and not shard.unloaded
+
+
+async def test_a_durable_write_is_applied_even_if_its_caller_went_away(writer: DelayedWriter) -> None:
+    runtime = await loaded(writer)
+    writer.hold = True
+    future = runtime.write(0, put(b"k", b"v"))
+    future.cancel()  # e.g. the client disconnected while the append was replicating
+    writer.release()
+    await asyncio.sleep(0)
+    assert runtime.shard(0).kv == {b"k": b"v"}  # memory follows the log
