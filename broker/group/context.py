@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from broker.coordinator.runtime import CoordinatorRuntime, PartitionState
 from broker.group.hashing import partition_for
@@ -21,6 +21,7 @@ from broker.group.keyed_timer import KeyedTimer
 from protocol.errors import ErrorCode, KafkaApiError
 
 if TYPE_CHECKING:
+    from broker.config import BrokerConfig
     from broker.group.classic_group import ClassicGroup
     from broker.group.consumer_group import ConsumerGroup
     from broker.group.shard import GroupShard
@@ -56,8 +57,7 @@ class GroupConfig:
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
 
     @classmethod
-    def from_broker_config(cls, cfg: Any) -> GroupConfig:
-        """From a broker.config.BrokerConfig."""
+    def from_broker_config(cls, cfg: BrokerConfig) -> GroupConfig:
         return cls(
             num_partitions=cfg["offsets.topic.num.partitions"],
             min_session_timeout_ms=cfg["group.min.session.timeout.ms"],

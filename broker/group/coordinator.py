@@ -28,6 +28,7 @@ from the replica manager). No locks.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from broker.coordinator.runtime import (
@@ -55,15 +56,15 @@ class GroupCoordinator:
     partitions this broker leads."""
 
     def __init__(self, config: GroupConfig, writer: PartitionWriter, timer: Timer, metadata: MetadataView,
-                 node_id: int) -> None:
+                 node_id: int, time_ms: Callable[[], int] = now_ms) -> None:
         self.config = config
         self.metadata = metadata
         self.node_id = node_id
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
             OFFSETS_TOPIC, writer, self._new_shard, compression=config.compression,
-            load_buffer_size=config.load_buffer_size, time_ms=now_ms, load_summary=self._load_summary)
+            load_buffer_size=config.load_buffer_size, time_ms=time_ms, load_summary=self._load_summary)
         self.timer = KeyedTimer(timer)
-        self.ctx = GroupContext(config, self.runtime, self.timer, metadata, now_ms)
+        self.ctx = GroupContext(config, self.runtime, self.timer, metadata, time_ms)
         self.consumer = ConsumerGroupManager(self.ctx)
         self.classic = ClassicGroupManager(self.ctx, self.consumer)
         self.offsets = OffsetManager(self.ctx, self.classic, self.consumer)
