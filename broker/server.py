@@ -102,9 +102,13 @@ class Broker:
         self.replica_manager = ReplicaManager(self)
         await self.replica_manager.start()
         self.fetch_sessions = FetchSessionCache(self.config["max.incremental.fetch.session.cache.slots"])
+        from broker.coordinator.partition_writer import ReplicaManagerWriter
+        from broker.group.context import GroupConfig
         from broker.group.coordinator import GroupCoordinator
 
-        self.group_coordinator = GroupCoordinator(self)
+        self.group_coordinator = GroupCoordinator(GroupConfig.from_broker_config(self.config),
+                                                  ReplicaManagerWriter(self.replica_manager), self.timer,
+                                                  self.metadata, self.node_id)
         await self.group_coordinator.start()
         channel = RequestChannel(self.loop, self.config["queued.max.requests"], self._process,
                                  max_queued_bytes=self.config["queued.max.request.bytes"])

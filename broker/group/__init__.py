@@ -1,18 +1,25 @@
-"""The group coordinator: Kafka's classic consumer-group protocol and committed offsets.
+"""The group coordinator: classic groups, KIP-848 consumer groups and committed offsets.
 
 Modules, each with one job:
 
 - ``hashing``           which __consumer_offsets partition owns a group (Java String.hashCode).
 - ``records``           the __consumer_offsets record formats (keys and values, Kafka's schemas).
+- ``consumer_group_records`` the KIP-848 records.
 - ``consumer_protocol`` the few bytes of the embedded consumer protocol the broker must read
                         (subscribed topics, for OffsetDelete and offset expiry).
 - ``member``            one member of a classic group.
 - ``classic_group``     a classic group's members, generation and state machine.
 - ``keyed_timer``       named timeouts on the broker's timing wheel (session, join, sync).
-- ``coordinator``       ``GroupCoordinator``: the APIs, persistence through the replica manager,
-                        loading a partition, offset expiry.
+- ``context``           ``GroupConfig`` and ``GroupContext``: what the parts share (config, the
+                        coordinator runtime, the timer, the metadata view, the group id space).
+- ``errors``            how a failed __consumer_offsets write is answered.
+- ``shard``             ``GroupShard``: one partition's loading and unloading on the runtime.
+- ``classic_manager``   the classic protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ...
+- ``consumer_group``    KIP-848 consumer groups: ConsumerGroupHeartbeat/Describe.
+- ``offset_manager``    OffsetCommit/Fetch/Delete and offset expiry.
+- ``coordinator``       ``GroupCoordinator``: wires the parts on a CoordinatorRuntime
+                        (broker/coordinator/runtime.py) and routes the APIs.
 
-Everything here is owned by the handler loop; there are no locks. KIP-848 consumer groups
-(ConsumerGroupHeartbeat) can live beside classic groups: the coordinator's group map and the
-partition loader are the places they would join.
+Every write goes through the runtime: write -> await durable -> apply. Everything here is owned by
+the handler loop; there are no locks.
 """

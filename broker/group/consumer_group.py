@@ -23,13 +23,13 @@ Theory of operation (numbered as the rules a reader must check):
    bumps the group epoch. A static member (instance id) leaving with epoch -2 keeps its
    assignment and is replaced by the next member with that instance id (UNRELEASED_INSTANCE_ID
    while the old one has not left).
-4. Persistence, as Kafka: every change is computed as consumer_group_records (without touching
-   memory), appended to the group's __consumer_offsets partition, and only then *replayed* into
-   memory with the same ``ConsumerGroup.replay`` that loads a partition after a restart. Memory is
-   therefore always the replay of the log; a failed append changes nothing. Timers are armed
-   after a successful append.
-5. Groups of both protocols share one id space (GroupCoordinator.groups holds classic groups,
-   ``ConsumerGroupManager.groups`` these). A heartbeat joining an id held by an Empty classic
+4. Persistence, as Kafka: every change is a write operation on the coordinator runtime. It is
+   computed as consumer_group_records (without touching memory), appended to the group's
+   __consumer_offsets partition, and only once durable *replayed* into memory with the same
+   ``ConsumerGroup.replay`` that loads a partition after a restart. Memory is therefore always the
+   replay of the log; a failed append changes nothing. Timers are armed after a durable append.
+5. Groups of both protocols share one id space (``GroupContext.classic_groups`` and
+   ``GroupContext.consumer_groups``). A heartbeat joining an id held by an Empty classic
    group replaces it (GroupMetadata tombstone, offsets carried over); a non-empty classic group
    answers GROUP_ID_NOT_FOUND. A classic JoinGroup on an Empty consumer group replaces it the other
    way; on a non-empty one it is INCONSISTENT_GROUP_PROTOCOL. Online upgrade/downgrade of
@@ -48,20 +48,27 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import logging
 import re
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from broker.coordinator.runtime import CoordinatorResult, CoordinatorWriteError, KeyValue
 from broker.group import consumer_group_records as CR
 from broker.group.assignors import MemberSpec, PartitionAssignorError, assignors_from_config
 from broker.group.classic_group import GroupState
+from broker.group.context import GroupContext
+from broker.group.errors import append_error
 from broker.group.records import OffsetAndMetadata, group_metadata_key, offset_commit_key
 from controller.meta_properties import new_kafka_uuid, uuid_to_base64
 from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
 from protocol.errors import ErrorCode, KafkaApiError
+
+if TYPE_CHECKING:
+    from broker.group.shard import GroupShard
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +76,8 @@ LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 PROTOCOL_TYPE = "consumer"
 GROUP_TYPE = "consumer"
+
+T = TypeVar("T")
 
 Assignment = dict[uuid.UUID, frozenset[int]]
 Owned = list[tuple[uuid.UUID, list[int]]] | None
@@ -402,39 +411,51 @@ class _Change:
         self.after: list[Callable[[], None]] = []
 
 
+class ConsumerGroupReplacement:
+    """An Empty consumer group giving way to a classic JoinGroup (rule 5): its tombstones, and
+    ``apply`` (once they are durable) deleting it and returning the offsets to carry over."""
+
+    def __init__(self, records: list[KeyValue], apply: Callable[[], dict[tuple[str, int], OffsetAndMetadata]]) -> None:
+        self.records = records
+        self.apply = apply
+
+
 class ConsumerGroupManager:
     """ConsumerGroupHeartbeat, ConsumerGroupDescribe and the KIP-848 side of the other group APIs."""
 
-    def __init__(self, coordinator: Any) -> None:
-        self.coordinator = coordinator
-        cfg = coordinator.broker.config
-        self.session_timeout_ms: int = cfg["group.consumer.session.timeout.ms"]
-        self.heartbeat_interval_ms: int = cfg["group.consumer.heartbeat.interval.ms"]
-        self.max_size: int = cfg["group.consumer.max.size"]
-        self.assignors = assignors_from_config(list(cfg["group.consumer.assignors"]))
+    def __init__(self, ctx: GroupContext) -> None:
+        self.ctx = ctx
+        cfg = ctx.config
+        self.session_timeout_ms = cfg.consumer_session_timeout_ms
+        self.heartbeat_interval_ms = cfg.consumer_heartbeat_interval_ms
+        self.max_size = cfg.consumer_max_size
+        self.assignors = assignors_from_config(list(cfg.consumer_assignors))
         self.default_assignor = next(iter(self.assignors))
-        self.groups: dict[str, ConsumerGroup] = {}
+        self.groups = ctx.consumer_groups
+        self.timer = ctx.timer
         self._regex_cache: dict[str, re.Pattern[str]] = {}
-
-    @property
-    def timer(self) -> Any:
-        return self.coordinator.timer
 
     # ==========================================================================================
     # ConsumerGroupHeartbeat
 
-    def heartbeat(self, version: int, req: dict[str, Any], client_id: str, client_host: str) -> dict[str, Any]:
-        """One ConsumerGroupHeartbeat; returns the response body (errors included)."""
+    async def heartbeat(self, version: int, req: dict[str, Any], client_id: str, client_host: str) -> dict[str, Any]:
+        """One ConsumerGroupHeartbeat; returns the response body (errors included) once its
+        records are durable and applied."""
         try:
-            self.coordinator.check_coordinator(req["group_id"])
+            partition = self.ctx.check_coordinator(req["group_id"])
             self._validate(version, req)
-            change = _Change()
-            if req["member_epoch"] in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                response = self._leave(req, change)
-            else:
-                response = self._heartbeat(version, req, client_id, client_host, change)
-            self._commit(req["group_id"], change)
-            return response
+
+            def op(shard: GroupShard) -> CoordinatorResult[dict[str, Any]]:
+                change = _Change()
+                if req["member_epoch"] in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                    response = self._leave(req, change)
+                else:
+                    response = self._heartbeat(version, req, client_id, client_host, change)
+                return self._result(req["group_id"], change, response)
+
+            return await self.ctx.runtime.write(partition, op)
+        except CoordinatorWriteError as exc:
+            return _error(append_error(exc.code), None)
         except KafkaApiError as exc:
             return _error(exc.code, exc.message or None)
 
@@ -495,14 +516,14 @@ class ConsumerGroupManager:
         group = self.groups.get(group_id)
         if group is not None:
             return group
-        classic = self.coordinator.groups.get(group_id)
+        classic = self.ctx.classic_groups.get(group_id)
         if classic is not None:
             if not (create and classic.is_in(GroupState.EMPTY)):
                 raise _fail(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             change.classic_tombstone = group_id  # rule 5: an Empty classic group gives way
         elif not create:
             raise _fail(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
-        return ConsumerGroup(group_id, self.coordinator.partition_for(group_id))
+        return ConsumerGroup(group_id, self.ctx.partition_for(group_id))
 
     def _heartbeat(self, version: int, req: dict[str, Any], client_id: str, client_host: str,
                    change: _Change) -> dict[str, Any]:
@@ -663,7 +684,7 @@ class ConsumerGroupManager:
                                removed: str | None, leaving: str | None = None) -> dict[str, tuple[uuid.UUID, int]]:
         """Subscribed topic -> (id, partition count) for the group with ``updated`` in place of its
         old self, without the member ids ``removed`` / ``leaving``; only topics that exist."""
-        image = self.coordinator.broker.metadata.image
+        image = self.ctx.metadata.image
         names: set[str] = set()
         for m in group.members.values():
             if m.member_id in (removed, leaving) or (updated is not None and m.member_id == updated.member_id):
@@ -684,7 +705,7 @@ class ConsumerGroupManager:
         """Kafka's updateTargetAssignment + TargetAssignmentBuilder: records for changed targets."""
         name = group.preferred_assignor(self.default_assignor, (member, updated))
         assignor = self.assignors.get(name) or self.assignors[self.default_assignor]
-        image = self.coordinator.broker.metadata.image
+        image = self.ctx.metadata.image
         ids = {n: tid for n, (tid, _) in metadata.items()}
 
         def spec(m: ConsumerGroupMember, assignment: Assignment) -> MemberSpec:
@@ -716,7 +737,7 @@ class ConsumerGroupManager:
         instance_id = req["instance_id"]
         group = self.groups.get(group_id)
         if group is None:
-            kind = "consumer group" if group_id not in self.coordinator.groups else "group, not a consumer group,"
+            kind = "consumer group" if group_id not in self.ctx.classic_groups else "group, not a consumer group,"
             raise _fail(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer {kind} {group_id} not found.")
         response = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
                     "member_id": member_id, "member_epoch": epoch, "heartbeat_interval_ms": 0, "assignment": None}
@@ -773,48 +794,57 @@ class ConsumerGroupManager:
             return
         if only_at_epoch is not None and member.member_epoch != only_at_epoch:
             return
-        if self.coordinator.partitions.get(group.partition) != "active":
+        if not self.ctx.is_active(group.partition):
             return
-        log.info("group %s: member %s fenced because %s", group_id, member_id, reason)
-        change = _Change()
-        self._fence(group, member, change)
-        try:
-            self._commit(group_id, change)
-        except KafkaApiError as exc:
-            # The write failed (e.g. leadership moving); try again one session later.
-            log.warning("group %s: could not fence %s: %s", group_id, member_id, exc)
-            self._schedule_session_timeout(group_id, member_id)
+
+        def op(shard: GroupShard) -> CoordinatorResult[None]:
+            # Computed when its turn comes: the member may be gone or moved on by then.
+            current = self.groups.get(group_id)
+            now = current.members.get(member_id) if current is not None else None
+            if current is None or now is None or (only_at_epoch is not None and now.member_epoch != only_at_epoch):
+                return CoordinatorResult()
+            log.info("group %s: member %s fenced because %s", group_id, member_id, reason)
+            change = _Change()
+            self._fence(current, now, change)
+            return self._result(group_id, change, None)
+
+        def done(f: Any) -> None:
+            exc = None if f.cancelled() else f.exception()
+            if exc is not None and self.ctx.is_active(group.partition):
+                # The write failed (e.g. leadership moving); try again one session later.
+                log.warning("group %s: could not fence %s: %s", group_id, member_id, exc)
+                self._schedule_session_timeout(group_id, member_id)
+
+        self.ctx.runtime.write(group.partition, op).add_done_callback(done)
 
     # -- writing (rule 4) -------------------------------------------------------------------------
 
-    def _commit(self, group_id: str, change: _Change) -> None:
-        """Append the change's records, then replay them and run its after-actions."""
-        if change.records or change.classic_tombstone is not None:
-            pairs: list[tuple[bytes, bytes | None]] = []
-            if change.classic_tombstone is not None:
-                pairs.append((group_metadata_key(change.classic_tombstone), None))
-            pairs += [r.encode() for r in change.records]
-            try:
-                self.coordinator._append(self.coordinator.partition_for(group_id), pairs)
-            except KafkaApiError as exc:
-                from broker.group.coordinator import _append_error
+    def _result(self, group_id: str, change: _Change, response: T) -> CoordinatorResult[T]:
+        """The write operation's result: the change's records; once durable, replay them and run
+        its after-actions."""
+        pairs: list[KeyValue] = []
+        if change.classic_tombstone is not None:
+            pairs.append((group_metadata_key(change.classic_tombstone), None))
+        pairs += [r.encode() for r in change.records]
 
-                raise _fail(_append_error(exc.code), "") from None
+        def apply() -> None:
             carried: dict[tuple[str, int], OffsetAndMetadata] = {}
             if change.classic_tombstone is not None:
-                classic = self.coordinator.groups.pop(change.classic_tombstone)
+                classic = self.ctx.classic_groups.pop(change.classic_tombstone)
                 classic.transition_to(GroupState.DEAD)
                 carried = classic.offsets
             self.apply(change.records)
             group = self.groups.get(group_id)
             if group is not None and carried:
                 group.offsets.update(carried)
-        for fn in change.after:
-            fn()
+            for fn in change.after:
+                fn()
+
+        return CoordinatorResult(pairs, response, apply)
 
     def apply(self, records: Iterable[CR.CgRecord]) -> None:
         for rec in records:
-            replay_into(self.groups, rec, self.coordinator.partition_for(rec.group_id))
+            replay_into(self.groups, rec, self.ctx.partition_for(rec.group_id))
 
     # ==========================================================================================
     # ConsumerGroupDescribe
@@ -824,17 +854,17 @@ class ConsumerGroupManager:
                                  "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
                                  "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
         try:
-            self.coordinator.check_coordinator(group_id)
+            self.ctx.check_coordinator(group_id)
         except KafkaApiError as exc:
             entry["error_code"] = exc.code
             return entry
         group = self.groups.get(group_id)
         if group is None:
             entry["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
-            entry["error_message"] = (f"Group {group_id} is not a consumer group." if group_id in self.coordinator.groups
+            entry["error_message"] = (f"Group {group_id} is not a consumer group." if group_id in self.ctx.classic_groups
                                       else f"Group {group_id} not found.")
             return entry
-        topics_by_id = {t.topic_id: t.name for t in self.coordinator.broker.metadata.image.topics.values()}
+        topics_by_id = {t.topic_id: t.name for t in self.ctx.metadata.image.topics.values()}
 
         def described(assignment: Assignment) -> dict[str, Any]:
             return {"topic_partitions": [
@@ -879,9 +909,10 @@ class ConsumerGroupManager:
             for member in group.members.values():
                 self._schedule_session_timeout(group_id, member.member_id)
                 if member.state == MemberState.UNREVOKED_PARTITIONS:
-                    mid, e = member.member_id, member.member_epoch
-                    self.timer.schedule(("cg-rebalance", group_id, mid), max(member.rebalance_timeout_ms, 0),
-                                        lambda g=group_id, m=mid, ep=e: self._rebalance_timeout(g, m, ep))
+                    self.timer.schedule(("cg-rebalance", group_id, member.member_id),
+                                        max(member.rebalance_timeout_ms, 0),
+                                        functools.partial(self._rebalance_timeout, group_id, member.member_id,
+                                                          member.member_epoch))
 
     def list_groups(self, active_partitions: set[int], states: set[str] | None,
                     types: set[str] | None) -> list[dict[str, Any]]:
@@ -899,29 +930,35 @@ class ConsumerGroupManager:
                         "group_type": GROUP_TYPE})
         return out
 
-    def delete_group(self, group_id: str) -> None:
-        """DeleteGroups of a consumer group: NON_EMPTY_GROUP unless Empty; tombstones for everything."""
+    def delete_group(self, group_id: str) -> CoordinatorResult[None]:
+        """DeleteGroups of a consumer group (a write operation): NON_EMPTY_GROUP unless Empty;
+        tombstones for everything."""
         group = self.groups[group_id]
         if group.state is not ConsumerGroupState.EMPTY:
             raise _fail(ErrorCode.NON_EMPTY_GROUP, "")
-        self._delete(group, list(group.offsets))
+        records, apply = self._deletion(group, list(group.offsets))
+        return CoordinatorResult(records, None, apply)
 
-    def _delete(self, group: ConsumerGroup, offsets: list[tuple[str, int]]) -> None:
-        pairs = [(offset_commit_key(group.group_id, t, p), None) for t, p in offsets]
+    def _deletion(self, group: ConsumerGroup, offsets: list[tuple[str, int]]
+                  ) -> tuple[list[KeyValue], Callable[[], None]]:
+        """Tombstones for ``offsets`` and the whole group, and the in-memory deletion."""
+        pairs: list[KeyValue] = [(offset_commit_key(group.group_id, t, p), None) for t, p in offsets]
         pairs += [r.encode() for r in group.tombstones()]
-        try:
-            self.coordinator._append(group.partition, pairs)
-        except KafkaApiError as exc:
-            from broker.group.coordinator import _append_error
 
-            raise _fail(_append_error(exc.code), "") from None
-        group.offsets.clear()
-        group.deleted = True
-        del self.groups[group.group_id]
+        def apply() -> None:
+            for member_id in group.members:
+                self._cancel_timers(group.group_id, member_id)
+            group.offsets.clear()
+            group.deleted = True
+            if self.groups.get(group.group_id) is group:
+                del self.groups[group.group_id]
 
-    def yield_to_classic(self, group_id: str, is_new_member: bool) -> dict[tuple[str, int], OffsetAndMetadata] | None:
+        return pairs, apply
+
+    def yield_to_classic(self, group_id: str, is_new_member: bool) -> ConsumerGroupReplacement | None:
         """A classic JoinGroup for ``group_id`` (rule 5): None if no consumer group has the id; the
-        offsets to carry over if an Empty one did and is now deleted; else raises."""
+        replacement (tombstones, then deletion carrying its offsets over) if an Empty one does;
+        else raises."""
         group = self.groups.get(group_id)
         if group is None:
             return None
@@ -930,39 +967,38 @@ class ConsumerGroupManager:
                         f"Group {group_id} is a consumer group using the consumer protocol.")
         if not is_new_member:
             raise _fail(ErrorCode.UNKNOWN_MEMBER_ID, "")
-        offsets = dict(group.offsets)
-        self._delete(group, [])
-        return offsets
+        records, delete = self._deletion(group, [])
 
-    def cleanup_expired_offsets(self, now: int, retention_ms: int, active_partitions: set[int]) -> int:
-        """Kafka's offset expiry for consumer groups: offsets of topics the group does not subscribe
-        to, ``retention_ms`` after their commit (or at their explicit expiry); an Empty group left
-        without offsets is deleted."""
-        total = 0
-        for group in list(self.groups.values()):
-            if group.partition not in active_partitions:
+        def apply() -> dict[tuple[str, int], OffsetAndMetadata]:
+            offsets = dict(group.offsets)
+            delete()
+            return offsets
+
+        return ConsumerGroupReplacement(records, apply)
+
+    def expire_offsets(self, group: ConsumerGroup, now: int, retention_ms: int) -> CoordinatorResult[int]:
+        """Kafka's offset expiry for a consumer group (a write operation): offsets of topics the
+        group does not subscribe to, ``retention_ms`` after their commit (or at their explicit
+        expiry); an Empty group left without offsets is deleted. The response: how many expired."""
+        expired = []
+        for (topic, p), om in group.offsets.items():
+            if group.is_subscribed_to_topic(topic):
                 continue
-            expired = []
-            for (topic, p), om in group.offsets.items():
-                if group.is_subscribed_to_topic(topic):
-                    continue
-                if (om.expire_timestamp_ms >= 0 and now >= om.expire_timestamp_ms) or \
-                        (om.expire_timestamp_ms < 0 and now - om.commit_timestamp_ms >= retention_ms):
-                    expired.append((topic, p))
-            delete = group.state is ConsumerGroupState.EMPTY and len(expired) == len(group.offsets)
-            try:
-                if delete:
-                    self._delete(group, expired)
-                elif expired:
-                    self.coordinator._append(group.partition,
-                                             [(offset_commit_key(group.group_id, t, p), None) for t, p in expired])
-                    for tp in expired:
-                        del group.offsets[tp]
-            except KafkaApiError as exc:
-                log.warning("could not expire offsets of consumer group %s: %s", group.group_id, exc)
-                continue
-            total += len(expired)
-        return total
+            if (om.expire_timestamp_ms >= 0 and now >= om.expire_timestamp_ms) or \
+                    (om.expire_timestamp_ms < 0 and now - om.commit_timestamp_ms >= retention_ms):
+                expired.append((topic, p))
+        if group.state is ConsumerGroupState.EMPTY and len(expired) == len(group.offsets):
+            records, apply = self._deletion(group, expired)
+            return CoordinatorResult(records, len(expired), apply)
+        if not expired:
+            return CoordinatorResult(response=0)
+
+        def drop() -> None:
+            for tp in expired:
+                group.offsets.pop(tp, None)
+
+        return CoordinatorResult([(offset_commit_key(group.group_id, t, p), None) for t, p in expired],
+                                 len(expired), drop)
 
 
 def replay_into(groups: dict[str, ConsumerGroup], rec: CR.CgRecord, partition: int) -> None:

@@ -24,12 +24,12 @@ NAME = "ConsumerGroupHeartbeat"
 VERSIONS = (0, 1)
 
 
-def handle(request: Any) -> dict:
+async def handle(request: Any) -> dict:
     coordinator = coordinator_of(request)
     if coordinator is None:
         return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    return coordinator.consumer.heartbeat(request.api_version, request.body, request.client_id or "",
-                                          client_host(request))
+    return await coordinator.consumer.heartbeat(request.api_version, request.body, request.client_id or "",
+                                                client_host(request))
 
 
 def error_response(request: Any, code: int) -> dict:

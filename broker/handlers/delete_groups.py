@@ -20,12 +20,12 @@ NAME = "DeleteGroups"
 VERSIONS = (0, 2)
 
 
-def handle(request: Any) -> dict:
+async def handle(request: Any) -> dict:
     names = request.body["groups_names"]
     coordinator = coordinator_of(request)
     if coordinator is None:
         return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    results = coordinator.delete_groups(list(dict.fromkeys(names)))
+    results = await coordinator.delete_groups(list(dict.fromkeys(names)))
     return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": results[g]} for g in dict.fromkeys(names)]}
 
 

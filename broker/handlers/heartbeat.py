@@ -19,14 +19,14 @@ NAME = "Heartbeat"
 VERSIONS = (0, 4)
 
 
-def handle(request: Any) -> dict:
+async def handle(request: Any) -> dict:
     body = request.body
     coordinator = coordinator_of(request)
     if coordinator is None:
         return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     # Before v3 there is no group_instance_id: Kafka's null, not the "" our codec fills in.
-    code = coordinator.heartbeat(body["group_id"], body["generation_id"], body["member_id"],
-                                 body["group_instance_id"] if request.api_version >= 3 else None)
+    code = await coordinator.heartbeat(body["group_id"], body["generation_id"], body["member_id"],
+                                       body["group_instance_id"] if request.api_version >= 3 else None)
     return {"throttle_time_ms": 0, "error_code": code}
 
 

@@ -11,7 +11,7 @@ Versions 0-9.
 - v8: reason (KIP-800).
 - v9: skip_assignment for a static leader rejoining a Stable group (KIP-814).
 
-The state machine is broker/group/coordinator.py; this module maps request fields.
+The state machine is broker/group/classic_manager.py; this module maps request fields.
 """
 
 from __future__ import annotations

@@ -29,12 +29,12 @@ def _identities(request: Any) -> list[tuple[str, str | None]]:
     return [(body["member_id"], None)]
 
 
-def handle(request: Any) -> dict:
+async def handle(request: Any) -> dict:
     coordinator = coordinator_of(request)
     if coordinator is None:
         return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     identities = _identities(request)
-    error, member_errors = coordinator.leave_group(request.body["group_id"], identities)
+    error, member_errors = await coordinator.leave_group(request.body["group_id"], identities)
     if request.api_version < 3:
         if error == ErrorCode.NONE and member_errors:
             error = member_errors[0]

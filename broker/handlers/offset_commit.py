@@ -35,7 +35,7 @@ def _respond(request: Any, codes: list[int]) -> dict:
         for t in request.body["topics"]]}
 
 
-def handle(request: Any) -> dict:
+async def handle(request: Any) -> dict:
     body = request.body
     version = request.api_version
     coordinator = coordinator_of(request)
@@ -49,8 +49,8 @@ def handle(request: Any) -> dict:
     retention = body["retention_time_ms"] if 2 <= version <= 4 else -1
     # Before v7 there is no group_instance_id: Kafka's null, not the "" our codec fills in.
     instance_id = body["group_instance_id"] if version >= 7 else None
-    codes = coordinator.commit_offsets(body["group_id"], member_id, instance_id, generation,
-                                       version, retention, partitions)
+    codes = await coordinator.commit_offsets(body["group_id"], member_id, instance_id, generation,
+                                             version, retention, partitions)
     return _respond(request, codes)
 
 

@@ -20,13 +20,13 @@ NAME = "OffsetDelete"
 VERSIONS = (0, 0)
 
 
-def handle(request: Any) -> dict:
+async def handle(request: Any) -> dict:
     body = request.body
     coordinator = coordinator_of(request)
     if coordinator is None:
         return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     partitions = [(t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]]
-    error, codes = coordinator.delete_offsets(body["group_id"], partitions)
+    error, codes = await coordinator.delete_offsets(body["group_id"], partitions)
     if error != ErrorCode.NONE:
         return error_response(request, error)
     it = iter(codes)

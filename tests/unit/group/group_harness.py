@@ -11,6 +11,9 @@ import uuid
 from pathlib import Path
 
 from broker.config import BrokerConfig
+from broker.coordinator.partition_writer import ReplicaManagerWriter
+from broker.coordinator.runtime import PartitionWriter
+from broker.group.context import GroupConfig
 from broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from broker.timing_wheel import Timer
 from controller.image import MetadataImage, PartitionState, TopicImage
@@ -81,7 +84,7 @@ class _Metadata:
 
 
 class Node:
-    """The attributes of Broker that GroupCoordinator reads."""
+    """What a broker hands the GroupCoordinator: config, timer, metadata, node id and the replica manager."""
 
     def __init__(self, root: Path, clock: Clock, **overrides: str) -> None:
         props = {"node.id": "1", "log.dirs": str(root), "group.min.session.timeout.ms": "100",
@@ -101,11 +104,14 @@ class Node:
             self.replica_manager.open(OFFSETS_TOPIC, p)
 
 
-async def started(node: Node) -> GroupCoordinator:
-    """A coordinator that has loaded every partition."""
+async def started(node: Node, writer: PartitionWriter | None = None) -> GroupCoordinator:
+    """A coordinator that has loaded every partition (through ``writer``: by default the
+    replica-manager adapter over the node's logs)."""
     import asyncio
 
-    coordinator = GroupCoordinator(node)
+    coordinator = GroupCoordinator(GroupConfig.from_broker_config(node.config),
+                                   writer if writer is not None else ReplicaManagerWriter(node.replica_manager),
+                                   node.timer, node.metadata, node.node_id)
     await coordinator.start()
     for _ in range(100):
         if all(state == "active" for state in coordinator.partitions.values()) and \

@@ -67,14 +67,14 @@ async def one_member_group(c: GroupCoordinator, group: str = "g", **kw) -> tuple
 async def test_join_sync_heartbeat_and_second_member_rebalance(node: Node, clock: Clock) -> None:
     c = await started(node)
     m1, gen = await one_member_group(c)
-    assert c.heartbeat("g", gen, m1, None) == ErrorCode.NONE
+    assert await c.heartbeat("g", gen, m1, None) == ErrorCode.NONE
     # A second member joins: the group rebalances; the first learns it from its heartbeat.
     first = await join(c, client="other")
     m2 = first["member_id"]
     t2 = start_join(c, member=m2, client="other")
     await settle()
     assert c.groups["g"].state is GroupState.PREPARING_REBALANCE
-    assert c.heartbeat("g", gen, m1, None) == ErrorCode.REBALANCE_IN_PROGRESS
+    assert await c.heartbeat("g", gen, m1, None) == ErrorCode.REBALANCE_IN_PROGRESS
     assert not t2.done()
     r1 = await join(c, member=m1)
     r2 = await t2
@@ -106,20 +106,20 @@ async def test_error_cases(node: Node, clock: Clock) -> None:
     assert (await join(c, group=""))["error_code"] == ErrorCode.INVALID_GROUP_ID
     assert (await join(c, member="nobody"))["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
     m1, gen = await one_member_group(c)
-    assert c.heartbeat("g", gen, "nobody", None) == ErrorCode.UNKNOWN_MEMBER_ID
-    assert c.heartbeat("g", gen + 5, m1, None) == ErrorCode.ILLEGAL_GENERATION
-    assert c.heartbeat("missing", 1, m1, None) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert await c.heartbeat("g", gen, "nobody", None) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert await c.heartbeat("g", gen + 5, m1, None) == ErrorCode.ILLEGAL_GENERATION
+    assert await c.heartbeat("missing", 1, m1, None) == ErrorCode.UNKNOWN_MEMBER_ID
     sync = await c.sync_group("g", gen + 1, m1, None, None, None, {})
     assert sync["error_code"] == ErrorCode.ILLEGAL_GENERATION
     sync = await c.sync_group("g", gen, m1, None, "consumer", "roundrobin", {})
     assert sync["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-    codes = c.commit_offsets("g", m1, None, gen + 1, 8, -1, [("t", 0, 5, -1, "", -1)])
+    codes = await c.commit_offsets("g", m1, None, gen + 1, 8, -1, [("t", 0, 5, -1, "", -1)])
     assert codes == [ErrorCode.ILLEGAL_GENERATION]
-    assert c.commit_offsets("g", "x", None, gen, 8, -1, [("t", 0, 5, -1, "", -1)]) == [ErrorCode.UNKNOWN_MEMBER_ID]
+    assert await c.commit_offsets("g", "x", None, gen, 8, -1, [("t", 0, 5, -1, "", -1)]) == [ErrorCode.UNKNOWN_MEMBER_ID]
     # Nothing was stored by the refused commits.
     assert c.fetch_offsets("g", [("t", [0])]) == [("t", [(0, None)])]
     # Group 'g' is not empty: it can't be deleted.
-    assert c.delete_groups(["g", "missing"]) == {"g": ErrorCode.NON_EMPTY_GROUP,
+    assert await c.delete_groups(["g", "missing"]) == {"g": ErrorCode.NON_EMPTY_GROUP,
                                                  "missing": ErrorCode.GROUP_ID_NOT_FOUND}
 
 
@@ -134,7 +134,7 @@ async def test_static_member_fencing_and_rejoin_without_rebalance(node: Node, cl
     m1b = r2["member_id"]
     assert m1b != m1 and r2["generation_id"] == 1 and c.groups["g"].state is GroupState.STABLE
     assert r2["skip_assignment"] is True  # it is the leader (KIP-814)
-    assert c.heartbeat("g", 1, m1, "inst-1") == ErrorCode.FENCED_INSTANCE_ID
+    assert await c.heartbeat("g", 1, m1, "inst-1") == ErrorCode.FENCED_INSTANCE_ID
     s = await c.sync_group("g", 1, m1b, "inst-1", None, None, {})
     assert s["error_code"] == ErrorCode.NONE and s["assignment"] == b"mine"
     assert (await join(c, member=m1, instance="inst-1"))["error_code"] == ErrorCode.FENCED_INSTANCE_ID
@@ -153,7 +153,7 @@ async def test_session_timeout_removes_member_and_rebalances(node: Node, clock: 
     # m2 keeps heartbeating, m1 goes silent past its session timeout.
     for _ in range(3):
         tick(node, clock, 400)
-        assert c.heartbeat("g", 2, m2, None) in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS)
+        assert await c.heartbeat("g", 2, m2, None) in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS)
     assert m1 not in c.groups["g"].members
     assert c.groups["g"].state is GroupState.PREPARING_REBALANCE
     r = await join(c, member=m2, client="b")
@@ -163,24 +163,24 @@ async def test_session_timeout_removes_member_and_rebalances(node: Node, clock: 
 async def test_leave_group_and_empty_group(node: Node, clock: Clock) -> None:
     c = await started(node)
     m1, _ = await one_member_group(c)
-    err, per_member = c.leave_group("g", [(m1, None), ("ghost", None)])
+    err, per_member = await c.leave_group("g", [(m1, None), ("ghost", None)])
     assert err == ErrorCode.NONE and per_member == [ErrorCode.NONE, ErrorCode.UNKNOWN_MEMBER_ID]
     assert c.groups["g"].state is GroupState.EMPTY and c.groups["g"].generation_id == 2
-    assert c.delete_groups(["g"]) == {"g": ErrorCode.NONE}
+    assert await c.delete_groups(["g"]) == {"g": ErrorCode.NONE}
     assert "g" not in c.groups
 
 
 async def test_offsets_and_groups_survive_reload(node: Node, clock: Clock, tmp_path: Path) -> None:
     c = await started(node)
     m1, gen = await one_member_group(c, protocols=[("range", subscription("t"))])
-    assert c.commit_offsets("g", m1, None, gen, 8, -1,
+    assert await c.commit_offsets("g", m1, None, gen, 8, -1,
                             [("t", 0, 10, 3, "meta ✓", -1), ("t", 1, 20, -1, None, -1),
                              ("nope", 0, 1, -1, "", -1), ("t", 2, 1, -1, "x" * 5000, -1)]) == [
         ErrorCode.NONE, ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.OFFSET_METADATA_TOO_LARGE]
     # a simple (offsets-only) group, and a group that is then deleted
-    assert c.commit_offsets("simple", "", None, -1, 8, -1, [("u", 0, 7, -1, "s", -1)]) == [ErrorCode.NONE]
-    assert c.commit_offsets("gone", "", None, -1, 8, -1, [("u", 0, 1, -1, "", -1)]) == [ErrorCode.NONE]
-    assert c.delete_groups(["gone"]) == {"gone": ErrorCode.NONE}
+    assert await c.commit_offsets("simple", "", None, -1, 8, -1, [("u", 0, 7, -1, "s", -1)]) == [ErrorCode.NONE]
+    assert await c.commit_offsets("gone", "", None, -1, 8, -1, [("u", 0, 1, -1, "", -1)]) == [ErrorCode.NONE]
+    assert await c.delete_groups(["gone"]) == {"gone": ErrorCode.NONE}
     await c.shutdown()
     # A new coordinator over the same files (a restart).
     node.replica_manager.close()
@@ -196,18 +196,18 @@ async def test_offsets_and_groups_survive_reload(node: Node, clock: Clock, tmp_p
     assert c2.fetch_offsets("simple", [("u", [0])])[0][1][0][1].committed_offset == 7
     assert "gone" not in c2.groups and c2.fetch_offsets("gone", None) == []
     # The reloaded member is alive until its session timeout, then removed.
-    assert c2.heartbeat("g", 1, m1, None) == ErrorCode.NONE
+    assert await c2.heartbeat("g", 1, m1, None) == ErrorCode.NONE
     tick(node, clock, 1500)
     assert m1 not in c2.groups["g"].members
 
 
 async def test_failed_append_changes_nothing(node: Node, clock: Clock) -> None:
     c = await started(node)
-    assert c.commit_offsets("s", "", None, -1, 8, -1, [("u", 0, 1, -1, "", -1)]) == [ErrorCode.NONE]
+    assert await c.commit_offsets("s", "", None, -1, 8, -1, [("u", 0, 1, -1, "", -1)]) == [ErrorCode.NONE]
     node.replica_manager.fail_with = ErrorCode.NOT_LEADER_OR_FOLLOWER
-    assert c.commit_offsets("s", "", None, -1, 8, -1, [("u", 0, 99, -1, "", -1)]) == [ErrorCode.NOT_COORDINATOR]
+    assert await c.commit_offsets("s", "", None, -1, 8, -1, [("u", 0, 99, -1, "", -1)]) == [ErrorCode.NOT_COORDINATOR]
     assert c.fetch_offsets("s", [("u", [0])])[0][1][0][1].committed_offset == 1
-    assert c.commit_offsets("new", "", None, -1, 8, -1, [("u", 0, 5, -1, "", -1)]) == [ErrorCode.NOT_COORDINATOR]
+    assert await c.commit_offsets("new", "", None, -1, 8, -1, [("u", 0, 5, -1, "", -1)]) == [ErrorCode.NOT_COORDINATOR]
     assert "new" not in c.groups
     resp = await join(c, group="fresh", version=3)
     assert resp["error_code"] == ErrorCode.NOT_COORDINATOR and "fresh" not in c.groups
@@ -216,21 +216,21 @@ async def test_failed_append_changes_nothing(node: Node, clock: Clock) -> None:
 async def test_offset_expiry_writes_tombstones(node: Node, clock: Clock) -> None:
     node2 = node
     c = await started(node2)
-    c.offsets_retention_ms = 1000
-    assert c.commit_offsets("s", "", None, -1, 8, -1, [("u", 0, 1, -1, "", -1)]) == [ErrorCode.NONE]
-    assert c.cleanup_expired_offsets() == 0
+    c.offsets.offsets_retention_ms = 1000
+    assert await c.commit_offsets("s", "", None, -1, 8, -1, [("u", 0, 1, -1, "", -1)]) == [ErrorCode.NONE]
+    assert await c.cleanup_expired_offsets() == 0
     import time
-    assert c.cleanup_expired_offsets(int(time.time() * 1000) + 2000) == 1
+    assert await c.cleanup_expired_offsets(int(time.time() * 1000) + 2000) == 1
     assert "s" not in c.groups  # empty and without offsets: deleted too
 
 
 async def test_not_coordinator_and_loading(node: Node, clock: Clock) -> None:
     c = await started(node)
-    c.on_resign("__consumer_offsets", c.partition_for("g"))
+    c.runtime.on_resign("__consumer_offsets", c.partition_for("g"))
     assert (await join(c))["error_code"] == ErrorCode.NOT_COORDINATOR
-    c.on_become_leader("__consumer_offsets", c.partition_for("g"), 1)
-    assert c.heartbeat("g", 1, "m", None) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    c.runtime.on_become_leader("__consumer_offsets", c.partition_for("g"), 1)
+    assert await c.heartbeat("g", 1, "m", None) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     await settle()
-    assert c.heartbeat("g", 1, "m", None) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert await c.heartbeat("g", 1, "m", None) == ErrorCode.UNKNOWN_MEMBER_ID
     await c.shutdown()
-    assert c.heartbeat("g", 1, "m", None) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert await c.heartbeat("g", 1, "m", None) == ErrorCode.COORDINATOR_NOT_AVAILABLE

@@ -1,0 +1,105 @@
+"""What the group coordinator's parts share: configuration, the runtime, the timer, the group maps.
+
+Groups of both protocols share one id space (Kafka's GroupMetadataManager keeps one map): a
+classic group and a KIP-848 consumer group never have the same id. The two maps live here, not in
+either manager, so each manager can check the other's ids without calling into it. Group ``g``
+belongs to partition ``partition_for(g, offsets.topic.num.partitions)`` of __consumer_offsets
+and is served while the runtime has that partition loaded.
+
+Owned by the handler loop; no locks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from broker.coordinator.runtime import CoordinatorRuntime, PartitionState
+from broker.group.hashing import partition_for
+from broker.group.keyed_timer import KeyedTimer
+from protocol.errors import ErrorCode, KafkaApiError
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from broker.group.classic_group import ClassicGroup
+    from broker.group.consumer_group import ConsumerGroup
+    from broker.group.shard import GroupShard
+    from controller.image import MetadataImage
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class MetadataView(Protocol):
+    """The broker's current metadata image (topics and their partitions)."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """The group.* and offsets.* settings the group coordinator reads."""
+
+    num_partitions: int = 50
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3000
+    max_group_size: int = 2**31 - 1
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4096
+    load_buffer_size: int = 5 * 1024 * 1024
+    compression: int = 0
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_max_size: int = 2**31 - 1
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+
+    @classmethod
+    def from_broker_config(cls, cfg: BrokerConfig) -> GroupConfig:
+        return cls(
+            num_partitions=cfg["offsets.topic.num.partitions"],
+            min_session_timeout_ms=cfg["group.min.session.timeout.ms"],
+            max_session_timeout_ms=cfg["group.max.session.timeout.ms"],
+            initial_rebalance_delay_ms=cfg["group.initial.rebalance.delay.ms"],
+            max_group_size=cfg["group.max.size"],
+            offsets_retention_ms=cfg.offsets_retention_ms,
+            retention_check_interval_ms=cfg["offsets.retention.check.interval.ms"],
+            offset_metadata_max_bytes=cfg["offset.metadata.max.bytes"],
+            load_buffer_size=cfg["offsets.load.buffer.size"],
+            compression=cfg["offsets.topic.compression.codec"],
+            consumer_session_timeout_ms=cfg["group.consumer.session.timeout.ms"],
+            consumer_heartbeat_interval_ms=cfg["group.consumer.heartbeat.interval.ms"],
+            consumer_max_size=cfg["group.consumer.max.size"],
+            consumer_assignors=tuple(cfg["group.consumer.assignors"]),
+        )
+
+
+@dataclass
+class GroupContext:
+    """The shared parts; built by broker.group.coordinator.GroupCoordinator."""
+
+    config: GroupConfig
+    runtime: CoordinatorRuntime[GroupShard]
+    timer: KeyedTimer
+    metadata: MetadataView
+    time_ms: Callable[[], int]
+    classic_groups: dict[str, ClassicGroup] = field(default_factory=dict)
+    consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.num_partitions)
+
+    def check_coordinator(self, group_id: str | None) -> int:
+        """Kafka's coordinator checks, in its order; the group's partition, or KafkaApiError."""
+        if not self.runtime.active:
+            raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if group_id is None:
+            raise KafkaApiError(ErrorCode.INVALID_GROUP_ID)
+        partition = self.partition_for(group_id)
+        self.runtime.check(partition)
+        return partition
+
+    def is_active(self, partition: int) -> bool:
+        return self.runtime.state(partition) is PartitionState.ACTIVE
