@@ -27,7 +27,6 @@ Owned by the handler loop. The coordinator drives it; this module has no I/O and
 from __future__ import annotations
 
 import enum
-import time
 import uuid
 from typing import Any
 
@@ -35,6 +34,7 @@ from broker.group import consumer_protocol
 from broker.group.member import ClassicGroupMember
 from broker.group.records import OffsetAndMetadata
 from protocol.errors import ErrorCode, KafkaApiError
+from storage.clock import now_ms
 
 
 class GroupState(enum.Enum):
@@ -53,10 +53,6 @@ _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
     GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
     GroupState.DEAD: frozenset(GroupState),
 }
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ClassicGroup:

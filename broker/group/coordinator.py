@@ -37,7 +37,6 @@ from broker.coordinator.runtime import (
     CoordinatorWriteError,
     PartitionWriter,
 )
-from broker.group.classic_group import now_ms
 from broker.group.classic_manager import ClassicGroupManager, join_error, sync_error
 from broker.group.consumer_group import ConsumerGroupManager
 from broker.group.context import OFFSETS_TOPIC, GroupConfig, GroupContext, MetadataView
@@ -47,6 +46,7 @@ from broker.group.offset_manager import OffsetManager
 from broker.group.shard import GroupShard
 from broker.timing_wheel import Timer
 from protocol.errors import ErrorCode, KafkaApiError
+from storage.clock import now_ms
 
 __all__ = ["OFFSETS_TOPIC", "GroupCoordinator", "client_host", "coordinator_of", "join_error", "sync_error"]
 
