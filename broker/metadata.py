@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from broker.topic_metadata_cache import TopicMetadataCache
 from controller.controller import DEFAULT_LEASE_TTL_MS, Controller
-from controller.image import BrokerRegistration, MetadataImage
+from controller.image import BrokerRegistration, MetadataDelta, MetadataImage
 from controller.lease import LocalLeaseStore
 from protocol.errors import ErrorCode, KafkaApiError
 
@@ -52,6 +53,10 @@ class BrokerMetadata:
     @property
     def image(self) -> MetadataImage:
         return self.controller.image
+
+    def subscribe(self, callback: Callable[[MetadataDelta], None]) -> Callable[[], None]:
+        """Call ``callback(delta)`` after every committed metadata change; returns the unsubscribe."""
+        return self.controller.subscribe(callback)
 
     @property
     def cluster_id(self) -> str:

@@ -12,8 +12,8 @@ them too, KIP-896).
 - v11: same as v10 (TRANSACTION_ABORTABLE may be returned, KIP-890).
 
 Each batch's header and CRC32C are checked once and its base offset rewritten by the log
-(storage/log.py); its records are checked by one native pass over their framing, decompressed
-first when compressed (storage/record_validator.py), without building a Python object per record. acks=0 gets no response at all (on an error Kafka
+(the partition's log, reached through broker/replica/partition.py); its records are checked by one native pass over their framing, decompressed
+first when compressed (the log's native record validator), without building a Python object per record. acks=0 gets no response at all (on an error Kafka
 closes the connection so the client notices); acks=1 and acks=-1 answer once the batch is in
 the log (on one node the in-sync replica set is this broker, so acks=-1 needs no wait, unless
 min.insync.replicas is larger than the ISR: NOT_ENOUGH_REPLICAS).
@@ -28,6 +28,7 @@ is not 0, 1 or -1.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from protocol.batch_header import COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_BIT
@@ -73,54 +74,77 @@ def _check_batches(records: Any, version: int) -> None:
         pos += size
 
 
-def handle(request: Any) -> dict | None:
+class _Reply:
+    """Turns the replica manager's per-partition results into the response (at once, or later
+    through a future when an acks=-1 produce waits for the high watermark)."""
+
+    __slots__ = ("request", "entries", "response", "future")
+
+    def __init__(self, request: Any, entries: list[tuple[str, int, Any]]) -> None:
+        self.request = request
+        self.entries = entries
+        self.response: dict | None = None
+        self.future: asyncio.Future | None = None
+
+    def __call__(self, results: list[Any]) -> None:
+        response = _response(self.request, results)
+        if self.future is None:
+            self.response = response
+        elif not self.future.done():
+            self.future.set_result(response)
+
+
+def _response(request: Any, results: list[Any]) -> dict | None:
+    responses = []
+    any_error = False
+    i = 0
+    for topic in request.body["topic_data"]:
+        out = []
+        for pd in topic["partition_data"]:
+            info = results[i]
+            i += 1
+            if isinstance(info, KafkaApiError):
+                any_error = True
+                # KIP-467: which batch/record was refused, e.g. a null key on a compacted topic.
+                errors = [{"batch_index": b, "batch_index_error_message": msg}
+                          for b, msg in getattr(info, "record_errors", None) or ()]
+                out.append(_partition_result(pd["index"], info.code, info.message, record_errors=errors))
+            else:
+                out.append(_partition_result(pd["index"], ErrorCode.NONE, None, info.first_offset,
+                                             info.log_append_time, info.log_start_offset))
+        responses.append({"name": topic["name"], "partition_responses": out})
+    if request.body["acks"] == 0:
+        if any_error:
+            # The client does not read a response for acks=0; closing tells it something failed.
+            request.conn.close_threadsafe()
+        return None
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
+def handle(request: Any) -> Any:
     body = request.body
     version = request.api_version
     acks = body["acks"]
-    broker = request.broker
-    rm = broker.replica_manager
-    responses = []
-    any_error = False
-    bad_acks = acks not in (0, 1, -1)
-    for topic in body["topic_data"]:
-        name = topic["name"]
-        results = []
-        for pd in topic["partition_data"]:
-            index = pd["index"]
-            if bad_acks:
-                results.append(_partition_result(index, ErrorCode.INVALID_REQUIRED_ACKS))
-                continue
-            try:
-                part = rm.leader_partition(name, index)
-                if part.is_internal:
-                    raise KafkaApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}")
-                records = pd["records"]
-                if records is None or len(records) == 0:
-                    raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE, "empty record set")
-                config = part.log.config
-                if len(records) > config.segment_bytes:
-                    raise KafkaApiError(ErrorCode.RECORD_LIST_TOO_LARGE,
-                                        f"record set of {len(records)} bytes exceeds segment.bytes")
-                if acks == -1 and len(part.isr) < config.min_insync_replicas:
-                    raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
-                                        f"ISR {list(part.isr)} smaller than min.insync.replicas")
-                _check_batches(records, version)
-                info = rm.append(part, records)
-                results.append(_partition_result(index, ErrorCode.NONE, None, info.first_offset,
-                                                 info.log_append_time, info.log_start_offset))
-            except KafkaApiError as exc:
-                any_error = True
-                # KIP-467: which batch/record was refused, e.g. a null key on a compacted topic.
-                errors = [{"batch_index": i, "batch_index_error_message": msg}
-                          for i, msg in getattr(exc, "record_errors", None) or ()]
-                results.append(_partition_result(index, exc.code, exc.message, record_errors=errors))
-        responses.append({"name": name, "partition_responses": results})
-    if acks == 0:
-        if any_error or bad_acks:
-            # The client does not read a response for acks=0; closing tells it something failed.
-            request.conn.channel.close(request.conn)
-        return None
-    return {"responses": responses, "throttle_time_ms": 0}
+    if acks not in (0, 1, -1):
+        return error_response(request, ErrorCode.INVALID_REQUIRED_ACKS)
+    entries = [(topic["name"], pd["index"], pd["records"])
+               for topic in body["topic_data"] for pd in topic["partition_data"]]
+    reply = _Reply(request, entries)
+    check = _check_batches_v7 if version >= 7 else _check_batches_v3
+    request.broker.replica_manager.append_records(entries, acks, body["timeout_ms"], reply, check)
+    if reply.response is not None or acks == 0:
+        # acks=0 never waits (Kafka answers nothing; acks other than -1 complete at once).
+        return reply.response
+    reply.future = asyncio.get_running_loop().create_future()
+    return reply.future
+
+
+def _check_batches_v3(records: Any) -> None:
+    _check_batches(records, 3)
+
+
+def _check_batches_v7(records: Any) -> None:
+    _check_batches(records, 7)
 
 
 def error_response(request: Any, code: int) -> dict:
