@@ -62,7 +62,8 @@ def _partition_response(index: int, code: int, hw: int = -1, lso: int = -1, log_
 
 def build_response(request: Any, ctx: FetchContext, result: FetchResult) -> dict:
     uses_ids = request.api_version >= 13
-    aborted = [] if request.body["isolation_level"] == READ_COMMITTED else None
+    # No transactions yet: read_committed gets an empty aborted list, read_uncommitted null.
+    aborted: list | None = [] if request.body["isolation_level"] == READ_COMMITTED else None
     topics: list[dict] = []
     by_topic: dict[Any, dict] = {}
     metrics = request.broker.metrics

@@ -111,6 +111,12 @@ class Partition:
         self._update_last_stable_offset()
         return True
 
+    def update_follower_fetch_state(self, replica_id: int, log_end_offset: int) -> bool:
+        """A follower's fetch reported its log end offset (Kafka's updateFollowerFetchState);
+        True if that moved the HW (the caller then completes what waited on it)."""
+        self._follower_end_offsets[replica_id] = log_end_offset
+        return self.maybe_increment_high_watermark()
+
     def _update_last_stable_offset(self) -> None:
         """The LSO is the HW until transactions exist; then: min(HW, first open transaction)."""
         self.last_stable_offset = self.high_watermark

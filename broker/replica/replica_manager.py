@@ -10,7 +10,7 @@ read their internal topics through ``append_internal``/``read_internal``.
 Purgatories: acks=-1 produces wait in the produce purgatory (broker.replica.delayed_produce)
 until the high watermark passes their batches; long-poll fetches wait in the fetch purgatory
 (broker.replica.delayed_fetch) until enough bytes are readable. Both are checked for a partition
-when its high watermark or last stable offset moves (``_complete_delayed_requests``) — after
+when its high watermark or last stable offset moves (``try_complete_delayed_requests``) — after
 each leader append on one node; with replication, also when a follower's fetch moves the HW.
 
 Threading: partition state and the purgatories are owned by the handler loop. Appends run on
@@ -270,13 +270,13 @@ class ReplicaManager:
                 part.isr, part.replicas = p.isr, p.replicas
                 if moved:
                     # Requests waiting on the old leadership answer now (fenced or not leader).
-                    self._complete_delayed_requests(key)
+                    self.try_complete_delayed_requests(key)
                 if p.leader == self.node_id and not was_leader:
-                    for cb in self._leader_listeners:
-                        cb(name, p.partition, p.leader_epoch)
+                    for on_leader in self._leader_listeners:
+                        on_leader(name, p.partition, p.leader_epoch)
                 elif was_leader and p.leader != self.node_id:
-                    for cb in self._resign_listeners:
-                        cb(name, p.partition)
+                    for on_resign in self._resign_listeners:
+                        on_resign(name, p.partition)
 
     def _on_delta(self, delta: MetadataDelta) -> None:
         """Called on the handler loop after each committed metadata change."""
@@ -286,7 +286,7 @@ class ReplicaManager:
                 part = self.partitions.pop((name, index), None)
                 if part is not None:
                     # Waiting requests on a deleted partition answer now (with its error).
-                    self._complete_delayed_requests((name, index))
+                    self.try_complete_delayed_requests((name, index))
                     for cb in self._resign_listeners:
                         cb(name, index)
             self._log_admin_job(name, self._delete_topic_logs, name, list(old.partitions))
@@ -402,7 +402,7 @@ class ReplicaManager:
                   "the broker restarts", log_dir, reason, len(hosted))
         for tp in hosted:
             # Long-polling fetches on them answer now (with the error), not at their timeout.
-            self._complete_delayed_requests(tp)
+            self.try_complete_delayed_requests(tp)
         fatal = self._fatal_log_dir_failure()
         if fatal is not None and self._started:
             self._fail(fatal)  # (during start(), start itself raises it)
@@ -508,9 +508,9 @@ class ReplicaManager:
             # Kafka's MessagesInPerSec counts records from the batches' offsets, not by decoding.
             metrics.topic_stats.appended(part.topic, info.size, info.last_offset - info.first_offset + 1)
         if part.maybe_increment_high_watermark():
-            self._complete_delayed_requests((part.topic, part.index))
+            self.try_complete_delayed_requests((part.topic, part.index))
 
-    def _complete_delayed_requests(self, key: TopicPartition) -> None:
+    def try_complete_delayed_requests(self, key: TopicPartition) -> None:
         """A partition's HW/LSO moved (or it went away): answer what waited on it."""
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
