@@ -29,6 +29,7 @@ is not 0, 1 or -1.
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 from protocol.batch_header import COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_BIT
@@ -56,7 +57,7 @@ def _partition_result(index: int, code: int, message: str | None = None, base_of
     }
 
 
-def _check_batches(records: Any, version: int) -> None:
+def _check_batches(records: Any, version: int = 7) -> None:
     """Header-only checks the log does not know about (they depend on the request version)."""
     pos, total = 0, len(records)
     while total - pos >= HEADER_SIZE:
@@ -78,11 +79,10 @@ class _Reply:
     """Turns the replica manager's per-partition results into the response (at once, or later
     through a future when an acks=-1 produce waits for the high watermark)."""
 
-    __slots__ = ("request", "entries", "response", "future")
+    __slots__ = ("request", "response", "future")
 
-    def __init__(self, request: Any, entries: list[tuple[str, int, Any]]) -> None:
+    def __init__(self, request: Any) -> None:
         self.request = request
-        self.entries = entries
         self.response: dict | None = None
         self.future: asyncio.Future | None = None
 
@@ -123,14 +123,13 @@ def _response(request: Any, results: list[Any]) -> dict | None:
 
 def handle(request: Any) -> Any:
     body = request.body
-    version = request.api_version
     acks = body["acks"]
     if acks not in (0, 1, -1):
         return error_response(request, ErrorCode.INVALID_REQUIRED_ACKS)
     entries = [(topic["name"], pd["index"], pd["records"])
                for topic in body["topic_data"] for pd in topic["partition_data"]]
-    reply = _Reply(request, entries)
-    check = _check_batches_v7 if version >= 7 else _check_batches_v3
+    reply = _Reply(request)
+    check = _check_batches if request.api_version >= 7 else _check_batches_before_v7
     request.broker.replica_manager.append_records(entries, acks, body["timeout_ms"], reply, check)
     if reply.response is not None or acks == 0:
         # acks=0 never waits (Kafka answers nothing; acks other than -1 complete at once).
@@ -139,12 +138,8 @@ def handle(request: Any) -> Any:
     return reply.future
 
 
-def _check_batches_v3(records: Any) -> None:
-    _check_batches(records, 3)
-
-
-def _check_batches_v7(records: Any) -> None:
-    _check_batches(records, 7)
+# The per-record-set check handed to the replica manager (a C-level partial, not a wrapper).
+_check_batches_before_v7 = functools.partial(_check_batches, version=6)
 
 
 def error_response(request: Any, code: int) -> dict:

@@ -96,7 +96,8 @@ class Partition:
         Kafka's Partition.maybeIncrementLeaderHW. The HW never goes back here (a new leader's
         truncation is the follower path's business).
         """
-        new_hw = self.log.log_end_offset
+        log_end = self.log.log_end_offset
+        new_hw = log_end
         followers = self._follower_end_offsets
         if followers:
             for replica in self.isr:
@@ -106,9 +107,12 @@ class Partition:
         if new_hw <= self.high_watermark:
             return False
         self.high_watermark = new_hw
-        if new_hw == self.log.log_end_offset:
+        if new_hw == log_end:
             self.high_watermark_bytes = self._appended_bytes
-        self._update_last_stable_offset()
+        # _update_last_stable_offset, inlined while the LSO is the HW (the produce hot path):
+        # transactions replace these two lines with a call to it.
+        self.last_stable_offset = new_hw
+        self.last_stable_bytes = self.high_watermark_bytes
         return True
 
     def update_follower_fetch_state(self, replica_id: int, log_end_offset: int) -> bool:
@@ -187,7 +191,10 @@ class Partition:
                                 f"ISR {list(self.isr)} smaller than min.insync.replicas")
         if record_check is not None:
             record_check(records)
-        return self.append_internal(records)
+        info = self.log.append(records, leader_epoch=self.leader_epoch)
+        if not info.duplicate:
+            self._appended_bytes += info.size
+        return info
 
     def append_internal(self, records: Any) -> AppendInfo:
         """Append as the leader without the client checks (coordinators' internal topics)."""

@@ -258,6 +258,7 @@ class ReplicaManager:
                 if self.node_id not in p.replicas:
                     continue
                 part = self.partitions.get(key)
+                created = part is None
                 if part is None:
                     lg = self.log_manager.get_log(name, p.partition)
                     if lg is None or (lg.topic_id is not None and lg.topic_id != topic_id_to_str(topic.topic_id)):
@@ -265,7 +266,7 @@ class ReplicaManager:
                     part = self.partitions[key] = Partition(name, p.partition, topic.topic_id, lg)
                 part.is_internal = topic.is_internal
                 was_leader = part.leader == self.node_id
-                moved = part.leader != p.leader or part.leader_epoch != p.leader_epoch
+                moved = not created and (part.leader != p.leader or part.leader_epoch != p.leader_epoch)
                 part.leader, part.leader_epoch = p.leader, p.leader_epoch
                 part.isr, part.replicas = p.isr, p.replicas
                 if moved:
@@ -461,7 +462,12 @@ class ReplicaManager:
         The callback may run before this returns.
         """
         results: list[ProduceResult] = []
-        appended = 0
+        short = False  # some appended partition's HW is not past its batches yet (acks=-1)
+        metrics = self.metrics
+        # Only requests (handlers) add delayed operations, never a completion inside this loop:
+        # a purgatory with nothing waiting now stays so until the loop ends, and is not checked.
+        produce_waiters = self.produce_purgatory.check_and_complete if self.produce_purgatory.delayed else None
+        fetch_waiters = self.fetch_purgatory.check_and_complete if self.fetch_purgatory.delayed else None
         for topic, index, records in entries:
             try:
                 part = self.leader_partition(topic, index)
@@ -470,31 +476,29 @@ class ReplicaManager:
                 results.append(exc)
                 continue
             results.append(info)
-            appended += 1
             if not info.duplicate:
-                self._after_leader_append(part, info)
-        if required_acks != -1 or not appended or self._replicated(results, entries):
+                # _after_leader_append, inlined: this loop is the produce hot path.
+                if metrics is not None:
+                    metrics.bytes_in.inc(info.size)
+                    metrics.topic_stats.appended(topic, info.size, info.last_offset - info.first_offset + 1)
+                if part.maybe_increment_high_watermark():
+                    # try_complete_delayed_requests, inlined
+                    if produce_waiters is not None:
+                        produce_waiters((topic, index))
+                    if fetch_waiters is not None:
+                        fetch_waiters((topic, index))
+            # Kafka's DelayedProduce.tryComplete, done before making one (the ISR cannot change
+            # during this loop, and append_records_to_leader refused acks=-1 below
+            # min.insync.replicas): on a single node the HW is always past, and no
+            # DelayedProduce is allocated.
+            if required_acks == -1 and part.high_watermark <= info.last_offset:
+                short = True
+        if not short:
             callback(results)
             return
         waiting = [(i, (e[0], e[1])) for i, e in enumerate(entries) if isinstance(results[i], AppendInfo)]
         op = DelayedProduce(timeout_ms, results, waiting, self._led_partition, callback)
         self.produce_purgatory.try_complete_else_watch(op, [key for _, key in waiting])
-
-    def _replicated(self, results: list[ProduceResult], entries: list[tuple[str, int, Any]]) -> bool:
-        """True if every appended partition's HW already passed its batches, with no error to
-        report (Kafka's DelayedProduce.tryComplete, done before making one: on a single node
-        this is always the case, so no DelayedProduce is allocated)."""
-        partitions = self.partitions
-        for i, info in enumerate(results):
-            if isinstance(info, AppendInfo):
-                entry = entries[i]
-                part = partitions.get((entry[0], entry[1]))
-                if part is None:
-                    return False
-                done, code = part.check_enough_replicas_reach_offset(info.last_offset + 1)
-                if not done or code:
-                    return False
-        return True
 
     def _led_partition(self, key: TopicPartition) -> Partition | None:
         part = self.partitions.get(key)
