@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from broker.completion import Completion
 from broker.replica.fetch_params import FetchParams, FetchResult
 from broker.replica.fetch_session import FetchContext
 from protocol.errors import ErrorCode
@@ -95,32 +96,15 @@ def build_response(request: Any, ctx: FetchContext, result: FetchResult) -> dict
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": ctx.session_id, "responses": topics}
 
 
-class _Reply:
-    """Turns the replica manager's read into the response: at once, or through a future when
-    the fetch waited in the purgatory."""
+def _respond(request: Any, ctx: FetchContext, result: FetchResult) -> dict | None:
+    if result.truncated is not None:
+        request.conn.close_threadsafe()  # nothing of this response may be sent
+        return None
+    return build_response(request, ctx, result)
 
-    __slots__ = ("request", "ctx", "done", "response", "future")
 
-    def __init__(self, request: Any, ctx: FetchContext) -> None:
-        self.request = request
-        self.ctx = ctx
-        self.done = False
-        self.response: dict | None = None
-        self.future: asyncio.Future | None = None
-
-    def __call__(self, result: FetchResult) -> None:
-        response: dict | None
-        if result.truncated is not None:
-            self.request.conn.close_threadsafe()  # nothing of this response may be sent
-            response = None
-        else:
-            response = build_response(self.request, self.ctx, result)
-        future = self.future
-        if future is None:
-            self.done = True
-            self.response = response
-        elif not future.done():
-            future.set_result(response)
+async def _respond_later(request: Any, ctx: FetchContext, waiting: asyncio.Future[FetchResult]) -> dict | None:
+    return _respond(request, ctx, await waiting)
 
 
 def handle(request: Any) -> Any:
@@ -140,12 +124,13 @@ def handle(request: Any) -> Any:
     conn = request.conn
     params = FetchParams(body["max_wait_ms"], min(body["min_bytes"], max_bytes), max_bytes,
                          body["isolation_level"], uses_ids, lambda: conn.closed)
-    reply = _Reply(request, ctx)
-    broker.replica_manager.fetch_messages(params, ctx.partitions, reply)
-    if reply.done:
-        return reply.response
-    reply.future = asyncio.get_running_loop().create_future()
-    return reply.future
+    done: Completion[FetchResult] = Completion()
+    broker.replica_manager.fetch_messages(params, ctx.partitions, done)
+    if done.done:
+        return _respond(request, ctx, done.value)
+    # A long poll: the replica manager's DelayedFetch completes the future; the response is
+    # built here, on this request's own turn, not inside the append that woke it.
+    return _respond_later(request, ctx, done.wait())
 
 
 def error_response(request: Any, code: int) -> dict:

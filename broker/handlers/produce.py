@@ -11,12 +11,17 @@ them too, KIP-896).
 - v10: current_leader / node_endpoints tagged fields (KIP-951).
 - v11: same as v10 (TRANSACTION_ABORTABLE may be returned, KIP-890).
 
-Each batch's header and CRC32C are checked once and its base offset rewritten by the log
-(the partition's log, reached through broker/replica/partition.py); its records are checked by one native pass over their framing, decompressed
-first when compressed (the log's native record validator), without building a Python object per record. acks=0 gets no response at all (on an error Kafka
-closes the connection so the client notices); acks=1 and acks=-1 answer once the batch is in
-the log (on one node the in-sync replica set is this broker, so acks=-1 needs no wait, unless
-min.insync.replicas is larger than the ISR: NOT_ENOUGH_REPLICAS).
+The appends are the replica manager's (``ReplicaManager.append_records``, then
+``Partition.append_records_to_leader``): each batch's header and CRC32C are checked once and its
+base offset rewritten by the partition's log; its records are checked by one native pass over
+their framing, decompressed first when compressed, without building a Python object per record.
+This module translates the request into that call (plus the version-dependent header checks,
+``_check_batches``) and the per-partition results into the response.
+
+acks=0 gets no response at all (on an error Kafka closes the connection so the client notices);
+acks=1 answers once the batch is in the log; acks=-1 once the high watermark passed it (on one
+node the in-sync replica set is this broker, so at once; NOT_ENOUGH_REPLICAS when
+min.insync.replicas is larger than the ISR).
 
 Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, CORRUPT_MESSAGE (nothing
 appended), MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD (records that do not add up,
@@ -32,6 +37,7 @@ import asyncio
 import functools
 from typing import Any
 
+from broker.completion import Completion
 from protocol.batch_header import COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_BIT
 from protocol.errors import ErrorCode, KafkaApiError
 
@@ -75,25 +81,6 @@ def _check_batches(records: Any, version: int = 7) -> None:
         pos += size
 
 
-class _Reply:
-    """Turns the replica manager's per-partition results into the response (at once, or later
-    through a future when an acks=-1 produce waits for the high watermark)."""
-
-    __slots__ = ("request", "response", "future")
-
-    def __init__(self, request: Any) -> None:
-        self.request = request
-        self.response: dict | None = None
-        self.future: asyncio.Future | None = None
-
-    def __call__(self, results: list[Any]) -> None:
-        response = _response(self.request, results)
-        if self.future is None:
-            self.response = response
-        elif not self.future.done():
-            self.future.set_result(response)
-
-
 def _response(request: Any, results: list[Any]) -> dict | None:
     responses = []
     any_error = False
@@ -128,14 +115,17 @@ def handle(request: Any) -> Any:
         return error_response(request, ErrorCode.INVALID_REQUIRED_ACKS)
     entries = [(topic["name"], pd["index"], pd["records"])
                for topic in body["topic_data"] for pd in topic["partition_data"]]
-    reply = _Reply(request)
+    done: Completion[list[Any]] = Completion()
     check = _check_batches if request.api_version >= 7 else _check_batches_before_v7
-    request.broker.replica_manager.append_records(entries, acks, body["timeout_ms"], reply, check)
-    if reply.response is not None or acks == 0:
-        # acks=0 never waits (Kafka answers nothing; acks other than -1 complete at once).
-        return reply.response
-    reply.future = asyncio.get_running_loop().create_future()
-    return reply.future
+    request.broker.replica_manager.append_records(entries, acks, body["timeout_ms"], done, check)
+    if done.done:
+        return _response(request, done.value)
+    # acks=-1 waiting for the high watermark: answered on this request's own turn.
+    return _respond_later(request, done.wait())
+
+
+async def _respond_later(request: Any, waiting: asyncio.Future[list[Any]]) -> dict | None:
+    return _response(request, await waiting)
 
 
 # The per-record-set check handed to the replica manager (a C-level partial, not a wrapper).

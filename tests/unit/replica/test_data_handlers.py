@@ -3,7 +3,7 @@ ReplicaManager on real temp-dir logs: wire dicts in, wire dicts out, no broker p
 
 from __future__ import annotations
 
-import asyncio
+import inspect
 from typing import Any
 
 from broker.handlers import delete_records, fetch, list_offsets, offset_for_leader_epoch, produce
@@ -69,11 +69,12 @@ async def test_produce_acks_all_waits_for_the_high_watermark(node: Node) -> None
     part = node.rm.leader_partition("t", 0)
     part.isr = (1, 2)
     part.update_follower_fetch_state(2, 0)
-    future = produce.handle(Request(node, produce_body(-1, ("t", 0, batch())), 9))
-    assert isinstance(future, asyncio.Future) and not future.done()
+    later = produce.handle(Request(node, produce_body(-1, ("t", 0, batch())), 9))
+    assert inspect.iscoroutine(later) and node.rm.produce_purgatory.delayed == 1
     part.update_follower_fetch_state(2, 1)
     node.rm.try_complete_delayed_requests(("t", 0))
-    assert partition_results(await future) == [(0, 0)]
+    assert node.rm.produce_purgatory.delayed == 0
+    assert partition_results(await later) == [(0, 0)]
 
 
 async def test_produce_acks_zero_closes_the_connection_on_error(node: Node) -> None:
@@ -90,7 +91,7 @@ async def test_produce_zstd_needs_v7(node: Node) -> None:
     assert partition_results(response) == [(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1)]
 
 
-async def test_fetch_reads_zero_copy_and_long_polls(node: Node) -> None:
+async def test_fetch_reads_zero_copy_and_long_polls(node: Node, monkeypatch) -> None:
     raw = batch(2)
     produce.handle(Request(node, produce_body(1, ("t", 0, raw)), 9))
     response = fetch.handle(Request(node, fetch_body(("t", 0, 0)), 12))
@@ -99,10 +100,16 @@ async def test_fetch_reads_zero_copy_and_long_polls(node: Node) -> None:
     assert isinstance(p["records"], FetchSlice) and p["records"].size == len(raw)
     assert p["aborted_transactions"] is None
     waiting = fetch.handle(Request(node, fetch_body(("t", 0, 2), max_wait_ms=500), 12))
-    assert isinstance(waiting, asyncio.Future) and not waiting.done()
+    assert inspect.iscoroutine(waiting) and node.rm.fetch_purgatory.delayed == 1
+    built: list[int] = []
+    real_build = fetch.build_response
+    monkeypatch.setattr(fetch, "build_response", lambda *a: built.append(1) or real_build(*a))
     produce.handle(Request(node, produce_body(1, ("t", 0, batch())), 9))
+    # The append completed the DelayedFetch, but the produce path never ran fetch handler code:
+    # the response is built on the fetch's own turn.
+    assert node.rm.fetch_purgatory.delayed == 0 and built == []
     (p,) = (await waiting)["responses"][0]["partitions"]
-    assert p["high_watermark"] == 3 and p["records"].size > 0
+    assert p["high_watermark"] == 3 and p["records"].size > 0 and built == [1]
 
 
 async def test_fetch_read_committed_lists_no_aborted_transactions(node: Node) -> None:
