@@ -464,8 +464,9 @@ class ReplicaManager:
         results: list[ProduceResult] = []
         short = False  # some appended partition's HW is not past its batches yet (acks=-1)
         metrics = self.metrics
-        # Only requests (handlers) add delayed operations, never a completion inside this loop:
-        # a purgatory with nothing waiting now stays so until the loop ends, and is not checked.
+        # Delayed operations are added only by requests, never by what completes inside this
+        # loop: a purgatory with nothing waiting now stays empty until the loop ends, so it is
+        # not checked per partition.
         produce_waiters = self.produce_purgatory.check_and_complete if self.produce_purgatory.delayed else None
         fetch_waiters = self.fetch_purgatory.check_and_complete if self.fetch_purgatory.delayed else None
         for topic, index, records in entries:
