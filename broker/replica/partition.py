@@ -87,9 +87,6 @@ class Partition:
     def offline(self) -> bool:
         return self.log.offline
 
-    def is_leader(self, node_id: int) -> bool:
-        return self.leader == node_id
-
     def maybe_increment_high_watermark(self) -> bool:
         """Move the HW to the smallest log end offset in the ISR; True if it moved.
 
