@@ -25,9 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from broker.connection import FileRegion  # noqa: E402
 from broker.dispatcher import encode_response  # noqa: E402
 from protocol.codec import codec  # noqa: E402
+from storage.results import FetchSlice  # noqa: E402
 
 BATCH = bytes(65536)
 
@@ -54,7 +54,7 @@ def fetch_response(partitions: int) -> dict:
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [{"topic": "bench", "partitions": [
         {"partition_index": p, "error_code": 0, "high_watermark": 5000, "last_stable_offset": 5000,
          "log_start_offset": 0, "aborted_transactions": None, "preferred_read_replica": -1,
-         "records": FileRegion(0, 4096 * p, 1048576)} for p in range(partitions)]}]}
+         "records": FetchSlice(None, 4096 * p, 1048576)} for p in range(partitions)]}]}
 
 
 def metadata_response(partitions: int) -> dict:

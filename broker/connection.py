@@ -12,7 +12,8 @@ Theory of operation
    await their responses, while the transport's write buffer is above its high-water mark
    (``pause_writing``), or while the shared request queue is full (``queued.max.requests`` or
    ``queued.max.request.bytes``); it resumes when all of those clear.
-4. Zero-copy fetch: a response may contain file regions (segment bytes). They are written with
+4. Zero-copy fetch: a response may contain file regions (segment bytes: the log's
+   ``storage.results.FetchSlice``, sent as the log handed it out). They are written with
    ``os.sendfile`` straight from the segment file to the socket, but only once the transport's
    own buffer is empty so bytes stay in order. A region holds the segment's file handle, not a
    bare fd number (storage/file_handle.py), so however long it waits, it sends that file's bytes
@@ -39,6 +40,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from protocol import primitives as P
+from storage.results import FetchSlice
 
 if TYPE_CHECKING:
     from broker.request_channel import RequestChannel
@@ -55,22 +57,6 @@ COMPACT_AT = 1 << 20
 # Bytes of a region copied through the transport when sendfile meets a full socket: enough to
 # make the transport buffer (and so call pause_writing), small enough to bound a slow reader.
 REGION_CHUNK = 64 * 1024
-
-
-class FileRegion:
-    """Bytes ``[position, position + size)`` of a file, sent with os.sendfile.
-
-    ``file`` is any object with an ``fd`` attribute that keeps the descriptor open while it is
-    referenced (storage.file_handle.FileHandle). ``position``/``size`` advance as bytes are sent;
-    the frame's length was computed from the initial size when the response was encoded.
-    """
-
-    __slots__ = ("file", "position", "size")
-
-    def __init__(self, file: Any, position: int, size: int) -> None:
-        self.file = file
-        self.position = position
-        self.size = size
 
 
 class _Slot:
@@ -95,6 +81,9 @@ class Connection(asyncio.Protocol):
         self.pos = 0
         self.slots: deque[_Slot] = deque()
         self.out_queue: deque[Any] = deque()
+        # Bytes already sent of the head of out_queue when it is a FetchSlice (slices are the
+        # log's immutable values, so the progress is kept here).
+        self._region_sent = 0
         self.closed = False
         self.read_paused = False
         self.write_paused = False
@@ -121,6 +110,7 @@ class Connection(asyncio.Protocol):
         self.closed = True
         self.slots.clear()
         self.out_queue.clear()
+        self._region_sent = 0
         if self.on_close is not None:
             self.on_close(self)
 
@@ -218,7 +208,7 @@ class Connection(asyncio.Protocol):
             return
         while q:
             chunk = q[0]
-            if not isinstance(chunk, FileRegion):
+            if type(chunk) is not FetchSlice:
                 q.popleft()
                 transport.write(chunk)
                 continue
@@ -228,26 +218,30 @@ class Connection(asyncio.Protocol):
                 return
             if self._send_region(chunk):
                 q.popleft()
+                self._region_sent = 0
             elif self.closed:
                 return
 
-    def _send_region(self, region: FileRegion) -> bool:
+    def _send_region(self, region: FetchSlice) -> bool:
         """Send as much of ``region`` as the socket takes; True once all of it is sent.
 
-        On EAGAIN one bounded chunk goes through the transport (see the module docstring), and
-        the caller stops while the transport holds it: resume_writing continues from there.
+        ``self._region_sent`` says how much of it earlier calls sent. On EAGAIN one bounded
+        chunk goes through the transport (see the module docstring), and the caller stops while
+        the transport holds it: resume_writing continues from there.
         """
-        fd = region.file.fd
+        fd = region.fd
+        end = region.position + region.size
+        position = region.position + self._region_sent
         sock_fd = self.sock_fd
         if sock_fd >= 0:
             try:
-                while region.size > 0:
-                    n = os.sendfile(sock_fd, fd, region.position, region.size)
+                while position < end:
+                    n = os.sendfile(sock_fd, fd, position, end - position)
                     if n == 0:
-                        self._region_truncated(region)
+                        self._region_truncated(region, position)
                         return False
-                    region.position += n
-                    region.size -= n
+                    position += n
+                    self._region_sent += n
                 return True
             except BlockingIOError:
                 pass
@@ -255,26 +249,25 @@ class Connection(asyncio.Protocol):
                 log.debug("sendfile to %s failed: %s", self.peer, exc)
                 self.close()
                 return False
-        n = min(region.size, REGION_CHUNK)
+        n = min(end - position, REGION_CHUNK)
         try:
-            data = os.pread(fd, n, region.position)
+            data = os.pread(fd, n, position)
         except OSError as exc:
             log.error("reading a fetch region for %s failed: %s; closing the connection", self.peer, exc)
             self.close()
             return False
         if len(data) < n:
-            self._region_truncated(region)
+            self._region_truncated(region, position)
             return False
-        region.position += n
-        region.size -= n
+        self._region_sent += n
         self.transport.write(data)  # type: ignore[union-attr]
-        return region.size == 0
+        return position + n == end
 
-    def _region_truncated(self, region: FileRegion) -> None:
+    def _region_truncated(self, region: FetchSlice, position: int) -> None:
         # Kafka's FileRecords.writeTo: "truncated during write"; the channel is closed. The client
         # has the frame length already, so there is no way to finish the response honestly.
         log.error("segment file (fd %d) ends before its fetch region [%d, +%d): truncated under the broker; "
-                  "closing %s", region.file.fd, region.position, region.size, self.peer)
+                  "closing %s", region.fd, position, region.position + region.size - position, self.peer)
         self.close()
 
     def close_threadsafe(self) -> None:

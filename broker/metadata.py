@@ -66,9 +66,3 @@ class BrokerMetadata:
                 self._listeners.remove(callback)
 
         return unsubscribe
-
-    @property
-    def controller(self) -> BrokerMetadata:
-        """Only for broker/replica_manager.py, which calls ``metadata.controller.subscribe`` until it
-        moves to broker/replica/ (issue 11) and calls ``metadata.subscribe``; delete then."""
-        return self

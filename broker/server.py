@@ -61,8 +61,8 @@ class Broker:
         # The controller in this process (life cycle only) and the handlers' one way to it.
         self.embedded_controller: EmbeddedController | None = None
         self.controller_client: ControllerClient | None = None
-        self.replica_manager: Any = None  # broker.replica_manager.ReplicaManager
-        self.fetch_sessions: Any = None  # broker.fetch_session.FetchSessionCache
+        self.replica_manager: Any = None  # broker.replica.replica_manager.ReplicaManager
+        self.fetch_sessions: Any = None  # broker.replica.fetch_session.FetchSessionCache
         self.group_coordinator: Any = None  # broker.group.coordinator.GroupCoordinator
         # Delayed operations (long-poll fetches, joins, heartbeats) share one timing wheel, driven
         # by the handler loop.
@@ -85,9 +85,9 @@ class Broker:
         self.loop = asyncio.get_running_loop()
         from broker.controller_client import LocalControllerClient
         from broker.embedded_controller import EmbeddedController
-        from broker.fetch_session import FetchSessionCache
         from broker.metadata import BrokerMetadata, metadata_dir_of
-        from broker.replica_manager import ReplicaManager
+        from broker.replica.fetch_session import FetchSessionCache
+        from broker.replica.replica_manager import ReplicaManager
 
         self.reaper = AsyncReaper(self.timer, self.loop)
         self.reaper.start()
@@ -99,7 +99,8 @@ class Broker:
         from broker.producer_ids import ProducerIdManager
 
         self.producer_ids = ProducerIdManager(self.metadata.metadata_dir)
-        self.replica_manager = ReplicaManager(self)
+        self.replica_manager = ReplicaManager(self.config, self.metadata, self.timer, self.io_pool, self.fail,
+                                              lambda: self.stopping)
         await self.replica_manager.start()
         self.fetch_sessions = FetchSessionCache(self.config["max.incremental.fetch.session.cache.slots"])
         from broker.coordinator.partition_writer import ReplicaManagerWriter
@@ -211,6 +212,7 @@ class Broker:
         self._kafka_gauges(metrics)
         self.metrics_port = metrics.serve(self.config["odradek.metrics.host"], self.config["odradek.metrics.port"])
         self.metrics = metrics
+        rm.metrics = metrics
 
     def _kafka_gauges(self, metrics: Any) -> None:
         """Kafka's gauges under the names the Prometheus JMX exporter gives them (broker.metrics).
@@ -233,14 +235,13 @@ class Broker:
                       lambda: sum(1 for p in led() if len(p.isr) < len(p.replicas)))
         metrics.gauge("kafka_server_replicamanager_offlinereplicacount",
                       "Partitions whose log is in an offline log directory",
-                      lambda: sum(1 for p in list(rm.partitions.values()) if p.log.offline))
+                      lambda: sum(1 for p in list(rm.partitions.values()) if p.offline))
         metrics.gauge("kafka_network_requestchannel_requestqueuesize", "Requests waiting in the request queue",
                       lambda: len(server.channel.queue))
         metrics.gauge("kafka_server_delayedoperationpurgatory_purgatorysize", "Operations waiting in a purgatory",
                       lambda: rm.fetch_purgatory.delayed, labels={"delayedOperation": "Fetch"})
-        # acks=all waits for no follower on a broker without replication: Produce never waits.
         metrics.gauge("kafka_server_delayedoperationpurgatory_purgatorysize", "Operations waiting in a purgatory",
-                      lambda: 0, labels={"delayedOperation": "Produce"})
+                      lambda: rm.produce_purgatory.delayed, labels={"delayedOperation": "Produce"})
         metrics.gauge("kafka_log_logmanager_offlinelogdirectorycount", "Log directories offline after an I/O error",
                       lambda: len(lm.offline_dirs))
         for d in lm.log_dirs:

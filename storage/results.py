@@ -32,9 +32,10 @@ class AppendInfo(NamedTuple):
 class FetchSlice:
     """A byte range of one segment file holding whole batches, ready for ``os.sendfile``.
 
-    ``file`` is the segment's :class:`~storage.file_handle.FileHandle`: while the slice (or a
-    response region made from it) exists, the descriptor stays open on the same file even if the
-    segment is closed or deleted meanwhile, so the bytes sent are always this segment's.
+    ``file`` is the segment's :class:`~storage.file_handle.FileHandle`: while the slice exists (a
+    Fetch response carries it until broker/connection.py has sent it), the descriptor stays open
+    on the same file even if the segment is closed or deleted meanwhile, so the bytes sent are
+    always this segment's.
     ``file`` is None and ``size`` 0 for an empty slice (fetch at the log end / high watermark).
     """
 

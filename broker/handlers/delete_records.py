@@ -28,9 +28,7 @@ SLICE = 1000
 
 
 async def handle(request: Any) -> dict:
-    broker = request.broker
-    rm = broker.replica_manager
-    loop = asyncio.get_running_loop()
+    rm = request.broker.replica_manager
     topics = []
     done = 0
     for t in request.body["topics"]:
@@ -41,17 +39,7 @@ async def handle(request: Any) -> dict:
                 await asyncio.sleep(0)
             out = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": ErrorCode.NONE}
             try:
-                part = rm.leader_partition(t["name"], p["partition_index"])
-                offset = p["offset"]
-                hw = part.high_watermark
-                if offset == -1:
-                    offset = hw
-                if offset < 0 or offset > hw:
-                    raise KafkaApiError(ErrorCode.OFFSET_OUT_OF_RANGE)
-                if offset > part.log_start_offset:
-                    # Deleting segments renames files: blocking work for the IO pool.
-                    await loop.run_in_executor(broker.io_pool, part.log.delete_records_before, offset)
-                out["low_watermark"] = part.log_start_offset
+                out["low_watermark"] = await rm.delete_records(t["name"], p["partition_index"], p["offset"])
             except KafkaApiError as exc:
                 out["error_code"] = exc.code
             partitions.append(out)

@@ -12,7 +12,7 @@ Versions 1-10 (v0's old-style offset lists were dropped by Kafka 4, KIP-896).
 
 Timestamp T >= 0 answers the first offset whose record timestamp is >= T, with that record's
 own timestamp — looked up in the time index, then inside the one batch that holds it (also in
-compressed batches). When no record qualifies the answer is offset -1, timestamp -1 (a negative
+compressed batches; broker/replica/partition.py ``fetch_offset_for_timestamp``). When no record qualifies the answer is offset -1, timestamp -1 (a negative
 timestamp with a real offset makes the Java client throw). Only offsets below the high watermark
 (last stable offset for read_committed) are visible. Latest/earliest answer timestamp -1.
 A partition listed twice in one request gets INVALID_REQUEST, as in Kafka.
@@ -36,45 +36,6 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 EARLIEST_PENDING_UPLOAD = -5
 READ_COMMITTED = 1
-
-
-def _epoch_for(part: Any, offset: int) -> int:
-    """Leader epoch of the batch holding ``offset`` (the latest epoch that started at or before it)."""
-    entries = getattr(part.log.epoch_cache, "entries", None)
-    if entries:
-        epoch = -1
-        for e, start in entries:
-            if start <= offset:
-                epoch = e
-            else:
-                break
-        return epoch
-    return part.leader_epoch
-
-
-def lookup(part: Any, timestamp: int, isolation_level: int) -> tuple[int, int, int]:
-    """(offset, timestamp, leader_epoch) for one partition."""
-    visible = part.last_stable_offset if isolation_level == READ_COMMITTED else part.high_watermark
-    if timestamp in (EARLIEST, EARLIEST_LOCAL):
-        offset = part.log_start_offset
-        return offset, -1, _epoch_for(part, offset)
-    if timestamp == LATEST:
-        return visible, -1, part.leader_epoch
-    if timestamp == EARLIEST_PENDING_UPLOAD:
-        return -1, -1, -1
-    if timestamp == MAX_TIMESTAMP:
-        found = part.log.max_timestamp_and_offset()
-        if found is None or found[1] >= visible:
-            return -1, -1, -1
-        ts, offset = found
-        return offset, ts, _epoch_for(part, offset)
-    if timestamp < 0:
-        raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
-    found = part.log.offset_for_timestamp(timestamp, max_offset=visible)
-    if found is None:
-        return -1, -1, -1
-    offset, ts = found
-    return offset, ts, _epoch_for(part, offset)
 
 
 def _min_version_for(timestamp: int) -> int:
@@ -138,9 +99,8 @@ def _answer(request: Any) -> Generator[None, None, dict]:
                     raise KafkaApiError(ErrorCode.INVALID_REQUEST, "partition listed more than once")
                 if version < _min_version_for(p["timestamp"]):
                     raise KafkaApiError(ErrorCode.UNSUPPORTED_VERSION, "timestamp needs a newer ListOffsets")
-                part = rm.leader_partition(name, index)
-                rm.check_leader_epoch(part, p["current_leader_epoch"])
-                out["offset"], out["timestamp"], out["leader_epoch"] = lookup(part, p["timestamp"], isolation)
+                out["offset"], out["timestamp"], out["leader_epoch"] = rm.fetch_offset_for_timestamp(
+                    name, index, p["current_leader_epoch"], p["timestamp"], isolation)
             except KafkaApiError as exc:
                 out["error_code"] = exc.code
             partitions.append(out)

@@ -31,12 +31,9 @@ def handle(request: Any) -> dict:
         for p in t["partitions"]:
             out = {"error_code": ErrorCode.NONE, "partition": p["partition"], "leader_epoch": -1, "end_offset": -1}
             try:
-                part = rm.leader_partition(t["topic"], p["partition"])
-                rm.check_leader_epoch(part, p["current_leader_epoch"])
-                epoch, end = part.log.end_offset_for_epoch(p["leader_epoch"])
-                out["leader_epoch"] = epoch
-                # A consumer must not learn of offsets beyond the high watermark.
-                out["end_offset"] = min(end, part.high_watermark) if end >= 0 else end
+                # Capped at the high watermark: a consumer must not learn of offsets beyond it.
+                out["leader_epoch"], out["end_offset"] = rm.last_offset_for_leader_epoch(
+                    t["topic"], p["partition"], p["current_leader_epoch"], p["leader_epoch"])
             except KafkaApiError as exc:
                 out["error_code"] = exc.code
             partitions.append(out)

@@ -11,12 +11,17 @@ them too, KIP-896).
 - v10: current_leader / node_endpoints tagged fields (KIP-951).
 - v11: same as v10 (TRANSACTION_ABORTABLE may be returned, KIP-890).
 
-Each batch's header and CRC32C are checked once and its base offset rewritten by the log
-(storage/log.py); its records are checked by one native pass over their framing, decompressed
-first when compressed (storage/record_validator.py), without building a Python object per record. acks=0 gets no response at all (on an error Kafka
-closes the connection so the client notices); acks=1 and acks=-1 answer once the batch is in
-the log (on one node the in-sync replica set is this broker, so acks=-1 needs no wait, unless
-min.insync.replicas is larger than the ISR: NOT_ENOUGH_REPLICAS).
+The appends are the replica manager's (``ReplicaManager.append_records``, then
+``Partition.append_records_to_leader``): each batch's header and CRC32C are checked once and its
+base offset rewritten by the partition's log; its records are checked by one native pass over
+their framing, decompressed first when compressed, without building a Python object per record.
+This module translates the request into that call (plus the version-dependent header checks,
+``_check_batches``) and the per-partition results into the response.
+
+acks=0 gets no response at all (on an error Kafka closes the connection so the client notices);
+acks=1 answers once the batch is in the log; acks=-1 once the high watermark passed it (on one
+node the in-sync replica set is this broker, so at once; NOT_ENOUGH_REPLICAS when
+min.insync.replicas is larger than the ISR).
 
 Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, CORRUPT_MESSAGE (nothing
 appended), MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD (records that do not add up,
@@ -28,8 +33,11 @@ is not 0, 1 or -1.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from typing import Any
 
+from broker.completion import Completion
 from protocol.batch_header import COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_BIT
 from protocol.errors import ErrorCode, KafkaApiError
 
@@ -55,7 +63,7 @@ def _partition_result(index: int, code: int, message: str | None = None, base_of
     }
 
 
-def _check_batches(records: Any, version: int) -> None:
+def _check_batches(records: Any, version: int = 7) -> None:
     """Header-only checks the log does not know about (they depend on the request version)."""
     pos, total = 0, len(records)
     while total - pos >= HEADER_SIZE:
@@ -73,54 +81,55 @@ def _check_batches(records: Any, version: int) -> None:
         pos += size
 
 
-def handle(request: Any) -> dict | None:
-    body = request.body
-    version = request.api_version
-    acks = body["acks"]
-    broker = request.broker
-    rm = broker.replica_manager
+def _response(request: Any, results: list[Any]) -> dict | None:
     responses = []
     any_error = False
-    bad_acks = acks not in (0, 1, -1)
-    for topic in body["topic_data"]:
-        name = topic["name"]
-        results = []
+    i = 0
+    for topic in request.body["topic_data"]:
+        out = []
         for pd in topic["partition_data"]:
-            index = pd["index"]
-            if bad_acks:
-                results.append(_partition_result(index, ErrorCode.INVALID_REQUIRED_ACKS))
-                continue
-            try:
-                part = rm.leader_partition(name, index)
-                if part.is_internal:
-                    raise KafkaApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}")
-                records = pd["records"]
-                if records is None or len(records) == 0:
-                    raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE, "empty record set")
-                config = part.log.config
-                if len(records) > config.segment_bytes:
-                    raise KafkaApiError(ErrorCode.RECORD_LIST_TOO_LARGE,
-                                        f"record set of {len(records)} bytes exceeds segment.bytes")
-                if acks == -1 and len(part.isr) < config.min_insync_replicas:
-                    raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
-                                        f"ISR {list(part.isr)} smaller than min.insync.replicas")
-                _check_batches(records, version)
-                info = rm.append(part, records)
-                results.append(_partition_result(index, ErrorCode.NONE, None, info.first_offset,
-                                                 info.log_append_time, info.log_start_offset))
-            except KafkaApiError as exc:
+            info = results[i]
+            i += 1
+            if isinstance(info, KafkaApiError):
                 any_error = True
                 # KIP-467: which batch/record was refused, e.g. a null key on a compacted topic.
-                errors = [{"batch_index": i, "batch_index_error_message": msg}
-                          for i, msg in getattr(exc, "record_errors", None) or ()]
-                results.append(_partition_result(index, exc.code, exc.message, record_errors=errors))
-        responses.append({"name": name, "partition_responses": results})
-    if acks == 0:
-        if any_error or bad_acks:
+                errors = [{"batch_index": b, "batch_index_error_message": msg}
+                          for b, msg in getattr(info, "record_errors", None) or ()]
+                out.append(_partition_result(pd["index"], info.code, info.message, record_errors=errors))
+            else:
+                out.append(_partition_result(pd["index"], ErrorCode.NONE, None, info.first_offset,
+                                             info.log_append_time, info.log_start_offset))
+        responses.append({"name": topic["name"], "partition_responses": out})
+    if request.body["acks"] == 0:
+        if any_error:
             # The client does not read a response for acks=0; closing tells it something failed.
-            request.conn.channel.close(request.conn)
+            request.conn.close_threadsafe()
         return None
     return {"responses": responses, "throttle_time_ms": 0}
+
+
+def handle(request: Any) -> Any:
+    body = request.body
+    acks = body["acks"]
+    if acks not in (0, 1, -1):
+        return error_response(request, ErrorCode.INVALID_REQUIRED_ACKS)
+    entries = [(topic["name"], pd["index"], pd["records"])
+               for topic in body["topic_data"] for pd in topic["partition_data"]]
+    done: Completion[list[Any]] = Completion()
+    check = _check_batches if request.api_version >= 7 else _check_batches_before_v7
+    request.broker.replica_manager.append_records(entries, acks, body["timeout_ms"], done, check)
+    if done.done:
+        return _response(request, done.value)
+    # acks=-1 waiting for the high watermark: answered on this request's own turn.
+    return _respond_later(request, done.wait())
+
+
+async def _respond_later(request: Any, waiting: asyncio.Future[list[Any]]) -> dict | None:
+    return _response(request, await waiting)
+
+
+# The per-record-set check handed to the replica manager (a C-level partial, not a wrapper).
+_check_batches_before_v7 = functools.partial(_check_batches, version=6)
 
 
 def error_response(request: Any, code: int) -> dict:

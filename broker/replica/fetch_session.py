@@ -143,9 +143,10 @@ class FetchSessionCache:
             # A full response lists every partition; reading goes through the session's entries
             # so what is sent is remembered for the first incremental response.
             return FetchContext(session.session_id, list(session.partitions.values()), False, session)
-        session = self.sessions.get(session_id)
-        if session is None:
+        found = self.sessions.get(session_id)
+        if found is None:
             return FetchContext(0, [], False, error=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        session = found
         if session.epoch != epoch or session.uses_topic_ids != uses_topic_ids:
             return FetchContext(0, [], False, error=ErrorCode.INVALID_FETCH_SESSION_EPOCH)
         self.sessions.move_to_end(session_id)

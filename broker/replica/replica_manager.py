@@ -1,56 +1,66 @@
-"""The replica manager: this broker's partitions, their logs, high watermarks and delayed fetches.
+"""The replica manager: this broker's partitions, their logs, and the two purgatories.
 
-It turns the controller's metadata into local state: every partition this broker hosts has a
-:class:`Partition` with its storage ``Log`` and the leader epoch the controller assigned. Produce
-appends through it, Fetch/ListOffsets read through it, and the group coordinator writes
-``__consumer_offsets`` through ``append_internal``/``read_internal``.
+Kafka's kafka.server.ReplicaManager. It turns the controller's metadata into local state: every
+partition this broker hosts has a :class:`~broker.replica.partition.Partition` with its storage
+``Log`` and the leader epoch the controller assigned. Requests reach partition data only through
+it: ``append_records`` (Produce), ``fetch_messages`` (Fetch), ``fetch_offset_for_timestamp``
+(ListOffsets), ``delete_records``, ``last_offset_for_leader_epoch``; the coordinators write and
+read their internal topics through ``append_internal``/``read_internal``.
 
-High watermark: on a single node the in-sync replica set is this broker alone, so the high
-watermark is the log end offset after every append (acks=-1 is satisfied at once). The cluster
-work will make it the minimum of the ISR's fetched offsets; everything reads ``high_watermark``
-rather than the log end for that reason. The last stable offset equals the high watermark until
-transactions exist.
+Purgatories: acks=-1 produces wait in the produce purgatory (broker.replica.delayed_produce)
+until the high watermark passes their batches; long-poll fetches wait in the fetch purgatory
+(broker.replica.delayed_fetch) until enough bytes are readable. Both are checked for a partition
+when its high watermark or last stable offset moves (``try_complete_delayed_requests``) — after
+each leader append on one node; with replication, also when a follower's fetch moves the HW.
 
 Threading: partition state and the purgatories are owned by the handler loop. Appends run on
 the loop: a page-cache ``pwrite`` costs microseconds, less than a hand-off to the IO pool would
 (measured in bench/storage_bench.py); segment rolls fsync the old segment (rare: every
 ``segment.bytes``). Blocking, slow work — start-up recovery, log creation and deletion,
-retention, flushes, checkpoints — runs on the IO pool.
+retention, flushes, checkpoints, DeleteRecords — runs on the IO pool.
 
 Disk faults, as in Kafka (``_on_dir_offline``; the storage side is storage.log_manager): a log
 dir with an I/O error goes offline until the broker restarts and its partitions answer
 KAFKA_STORAGE_ERROR; with no online log dir left, or the metadata log's dir failed (KIP-858),
-the broker shuts down (``Broker.fail``: one line, exit 1) instead of looking alive while serving
-nothing. A topic whose logs could not be created answers KAFKA_STORAGE_ERROR to CreateTopics /
-CreatePartitions / auto-creation (``wait_for_logs``) and to requests for its partitions, and the
-creation is retried on those requests at most once a second (a transient EMFILE passes).
+the broker shuts down (the ``fail`` callback: one line, exit 1) instead of looking alive while
+serving nothing. A topic whose logs could not be created answers KAFKA_STORAGE_ERROR to
+CreateTopics / CreatePartitions / auto-creation (``wait_for_logs``) and to requests for its
+partitions, and the creation is retried on those requests at most once a second (a transient
+EMFILE passes).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.purgatory import DelayedOperationPurgatory
+from broker.replica.delayed_fetch import DelayedFetch, FetchStatus
+from broker.replica.delayed_produce import DelayedProduce, ProduceCallback, ProduceResult
+from broker.replica.fetch_params import FetchCallback, FetchParams, FetchResult, LogReadResult
+from broker.replica.fetch_session import CachedPartition
+from broker.replica.partition import Partition, RecordCheck
+from broker.timing_wheel import Timer
 from broker.topic_config_view import config_layers, effective_log_defaults
 from controller.image import MetadataDelta, MetadataImage, TopicImage
 from protocol.errors import ErrorCode, KafkaApiError
 from storage.cleaner import CleanerConfig, LogCleaner
-from storage.errors import InvalidConfigError, KafkaStorageError
-from storage.log import Log
+from storage.errors import InvalidConfigError, KafkaStorageError, SegmentTruncatedError
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.partition_metadata import topic_id_to_str
 from storage.producer_state import ProducerStateManager
-from storage.results import AppendInfo, FetchSlice
+from storage.results import AppendInfo
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from broker.config import BrokerConfig
+    from broker.metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -61,58 +71,49 @@ TopicPartition = tuple[str, int]
 LOG_CREATION_RETRY_S = 1.0
 
 
+class MetadataView(Protocol):
+    """What the replica manager reads of the broker's metadata."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def metadata_dir(self) -> Path | None: ...
+
+    def subscribe(self, callback: Callable[[MetadataDelta], None]) -> Callable[[], None]: ...
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class Partition:
-    """A partition hosted here: its log and leadership state (owned by the handler loop)."""
-
-    __slots__ = ("topic", "index", "topic_id", "log", "leader", "leader_epoch", "isr", "replicas", "is_internal")
-
-    def __init__(self, topic: str, index: int, topic_id: Any, log: Log) -> None:
-        self.topic = topic
-        self.index = index
-        self.topic_id = topic_id
-        self.log = log
-        self.leader = -1
-        self.leader_epoch = -1
-        self.isr: tuple[int, ...] = ()
-        self.replicas: tuple[int, ...] = ()
-        self.is_internal = False
-
-    @property
-    def high_watermark(self) -> int:
-        return self.log.log_end_offset
-
-    @property
-    def last_stable_offset(self) -> int:
-        return self.high_watermark
-
-    @property
-    def log_start_offset(self) -> int:
-        return self.log.log_start_offset
-
-    @property
-    def log_end_offset(self) -> int:
-        return self.log.log_end_offset
-
-
 class ReplicaManager:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.node_id = broker.node_id
-        self.base_log_config: LogConfig = broker.config.log_config()
-        expiration = broker.config["producer.id.expiration.ms"]
+    def __init__(self, config: BrokerConfig, metadata: MetadataView, timer: Timer, io_pool: Executor,
+                 fail: Callable[[str], None], is_stopping: Callable[[], bool],
+                 metrics: BrokerMetrics | None = None) -> None:
+        """``fail(reason)`` stops the broker (a fatal log dir failure); ``is_stopping()`` tells a
+        shutdown in progress; ``metrics`` may be set later (it starts after the replica manager)."""
+        self.config = config
+        self.metadata = metadata
+        self.io_pool = io_pool
+        self.metrics = metrics
+        self._fail = fail
+        self._is_stopping = is_stopping
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.node_id: int = config.node_id
+        self.base_log_config: LogConfig = config.log_config()
+        expiration = config["producer.id.expiration.ms"]
         self.log_manager = LogManager(
-            broker.config.log_dirs,
+            config.log_dirs,
             self.base_log_config,
             node_id=self.node_id,
             producer_state_factory=lambda _t, _p, d: ProducerStateManager(d, expiration),
         )
         self.partitions: dict[TopicPartition, Partition] = {}
-        self.fetch_purgatory = DelayedOperationPurgatory("Fetch", broker.timer)
+        self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory("Produce", timer)
+        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory("Fetch", timer)
+        self._zero_copy: bool = config["odradek.fetch.sendfile"]
+        self._reported_truncations: set[str] = set()
         self._leader_listeners: list[Callable[[str, int, int], None]] = []
         self._resign_listeners: list[Callable[[str, int], None]] = []
         self._tasks: list[asyncio.Task] = []
@@ -128,6 +129,7 @@ class ReplicaManager:
     # -- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         image = self.image
         self.log_manager.cluster_id = image.cluster_id
         # Dynamic broker defaults stored by the controller apply from the first log opened.
@@ -148,7 +150,7 @@ class ReplicaManager:
         self._started = True
         self._apply_leadership(image, set(image.topics))
         await self._io(self._delete_strays, image)
-        self._unsubscribe = self.broker.metadata.controller.subscribe(self._on_delta)
+        self._unsubscribe = self.metadata.subscribe(self._on_delta)
         loop = asyncio.get_running_loop()
         cfg = self.config
         self.cleaner = LogCleaner(self.log_manager, CleanerConfig.from_broker_props(cfg),
@@ -176,12 +178,13 @@ class ReplicaManager:
             self.cleaner.shutdown()
         if self._unsubscribe is not None:
             self._unsubscribe()
+        self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
         self._log_admin.shutdown(wait=True)
         await self._io(self.log_manager.shutdown)
 
-    async def _io(self, fn: Callable, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.broker.io_pool, fn, *args)
+    async def _io(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.io_pool, fn, *args)
 
     async def _every(self, interval_ms: int, fn: Callable[[], Any]) -> None:
         interval = max(interval_ms, 10) / 1000.0
@@ -202,7 +205,7 @@ class ReplicaManager:
 
     @property
     def image(self) -> MetadataImage:
-        return self.broker.metadata.image
+        return self.metadata.image
 
     def topic_log_config(self, topic: TopicImage) -> LogConfig:
         try:
@@ -256,6 +259,7 @@ class ReplicaManager:
                 if self.node_id not in p.replicas:
                     continue
                 part = self.partitions.get(key)
+                created = part is None
                 if part is None:
                     lg = self.log_manager.get_log(name, p.partition)
                     if lg is None or (lg.topic_id is not None and lg.topic_id != topic_id_to_str(topic.topic_id)):
@@ -263,14 +267,18 @@ class ReplicaManager:
                     part = self.partitions[key] = Partition(name, p.partition, topic.topic_id, lg)
                 part.is_internal = topic.is_internal
                 was_leader = part.leader == self.node_id
+                moved = not created and (part.leader != p.leader or part.leader_epoch != p.leader_epoch)
                 part.leader, part.leader_epoch = p.leader, p.leader_epoch
                 part.isr, part.replicas = p.isr, p.replicas
+                if moved:
+                    # Requests waiting on the old leadership answer now (fenced or not leader).
+                    self.try_complete_delayed_requests(key)
                 if p.leader == self.node_id and not was_leader:
-                    for cb in self._leader_listeners:
-                        cb(name, p.partition, p.leader_epoch)
+                    for on_leader in self._leader_listeners:
+                        on_leader(name, p.partition, p.leader_epoch)
                 elif was_leader and p.leader != self.node_id:
-                    for cb in self._resign_listeners:
-                        cb(name, p.partition)
+                    for on_resign in self._resign_listeners:
+                        on_resign(name, p.partition)
 
     def _on_delta(self, delta: MetadataDelta) -> None:
         """Called on the handler loop after each committed metadata change."""
@@ -279,8 +287,8 @@ class ReplicaManager:
             for index in old.partitions:
                 part = self.partitions.pop((name, index), None)
                 if part is not None:
-                    # Waiting fetches on a deleted partition answer now (with its error).
-                    self.fetch_purgatory.check_and_complete((name, index))
+                    # Waiting requests on a deleted partition answer now (with its error).
+                    self.try_complete_delayed_requests((name, index))
                     for cb in self._resign_listeners:
                         cb(name, index)
             self._log_admin_job(name, self._delete_topic_logs, name, list(old.partitions))
@@ -373,7 +381,7 @@ class ReplicaManager:
 
     def _dir_offline_threadsafe(self, log_dir: Path, reason: str) -> None:
         """LogManager's callback, from any thread (maybe inside a Log's lock): hand over to the loop."""
-        loop = self.broker.loop
+        loop = self._loop
         if loop is None or loop.is_closed():
             return
         try:
@@ -389,25 +397,24 @@ class ReplicaManager:
         when the dir holds the metadata log (KIP-858): a broker that cannot write anything must
         not look alive.
         """
-        if self.broker.stopping:
+        if self._is_stopping():
             return  # found while shutting down: the shutdown's last line reports it
         hosted = [tp for tp in self.partitions if self.log_manager.log_dir_of(*tp) == log_dir]
         log.error("Log directory %s is offline (%s); its %d partitions answer KAFKA_STORAGE_ERROR until "
                   "the broker restarts", log_dir, reason, len(hosted))
         for tp in hosted:
             # Long-polling fetches on them answer now (with the error), not at their timeout.
-            self.fetch_purgatory.check_and_complete(tp)
+            self.try_complete_delayed_requests(tp)
         fatal = self._fatal_log_dir_failure()
         if fatal is not None and self._started:
-            self.broker.fail(fatal)  # (during start(), start itself raises it)
+            self._fail(fatal)  # (during start(), start itself raises it)
 
     def _fatal_log_dir_failure(self) -> str | None:
         """Kafka's reason to shut the broker down after log dir failures, or None."""
         lm = self.log_manager
         if not lm.online_dirs():
             return f"Shutdown broker because all log dirs in {', '.join(str(d) for d in lm.log_dirs)} have failed"
-        metadata = self.broker.metadata
-        metadata_dir = getattr(metadata, "metadata_dir", None)
+        metadata_dir = self.metadata.metadata_dir
         if metadata_dir is not None:
             for d in lm.offline_dirs:
                 if Path(d).resolve() == Path(metadata_dir).resolve():
@@ -438,42 +445,92 @@ class ReplicaManager:
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if part.leader != self.node_id:
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if part.log.offline:
+        if part.offline:
             raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR,
                                 f"Partition {topic}-{index} is in an offline log directory")
         return part
 
-    @staticmethod
-    def check_leader_epoch(part: Partition, current_leader_epoch: int) -> None:
-        """KIP-320 fencing: a client's view of the leader epoch must match ours (-1 = unknown)."""
-        if current_leader_epoch < 0 or current_leader_epoch == part.leader_epoch:
+    # -- appends (Kafka's ReplicaManager.appendRecords) ---------------------------------------
+
+    def append_records(self, entries: list[tuple[str, int, Any]], required_acks: int, timeout_ms: int,
+                       callback: ProduceCallback, record_check: RecordCheck | None = None) -> None:
+        """Append each (topic, partition, records) as the leader; ``callback(results)`` gets, in
+        entry order, each partition's AppendInfo or the KafkaApiError it was refused with.
+
+        acks 0 and 1 answer once the records are in the log; acks=-1 once the high watermark
+        passed them (the produce purgatory), at once when it already has — always on one node.
+        ``record_check`` is the request's own per-record-set check, run after the partition's.
+        The callback may run before this returns.
+        """
+        results: list[ProduceResult] = []
+        short = False  # some appended partition's HW is not past its batches yet (acks=-1)
+        metrics = self.metrics
+        # Delayed operations are added only by requests, never by what completes inside this
+        # loop: a purgatory with nothing waiting now stays empty until the loop ends, so it is
+        # not checked per partition.
+        produce_waiters = self.produce_purgatory.check_and_complete if self.produce_purgatory.delayed else None
+        fetch_waiters = self.fetch_purgatory.check_and_complete if self.fetch_purgatory.delayed else None
+        for topic, index, records in entries:
+            try:
+                part = self.leader_partition(topic, index)
+                info = part.append_records_to_leader(records, required_acks, record_check)
+            except KafkaApiError as exc:
+                results.append(exc)
+                continue
+            results.append(info)
+            if not info.duplicate:
+                # _after_leader_append, inlined: this loop is the produce hot path.
+                if metrics is not None:
+                    metrics.bytes_in.inc(info.size)
+                    metrics.topic_stats.appended(topic, info.size, info.last_offset - info.first_offset + 1)
+                if part.maybe_increment_high_watermark():
+                    # try_complete_delayed_requests, inlined
+                    if produce_waiters is not None:
+                        produce_waiters((topic, index))
+                    if fetch_waiters is not None:
+                        fetch_waiters((topic, index))
+            # Kafka's DelayedProduce.tryComplete, done before making one (the ISR cannot change
+            # during this loop, and append_records_to_leader refused acks=-1 below
+            # min.insync.replicas): on a single node the HW is always past, and no
+            # DelayedProduce is allocated.
+            if required_acks == -1 and part.high_watermark <= info.last_offset:
+                short = True
+        if not short:
+            callback(results)
             return
-        if current_leader_epoch < part.leader_epoch:
-            raise KafkaApiError(ErrorCode.FENCED_LEADER_EPOCH)
-        raise KafkaApiError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        waiting = [(i, (e[0], e[1])) for i, e in enumerate(entries) if isinstance(results[i], AppendInfo)]
+        op = DelayedProduce(timeout_ms, results, waiting, self._led_partition, callback)
+        self.produce_purgatory.try_complete_else_watch(op, [key for _, key in waiting])
 
-    # -- appends ----------------------------------------------------------------------------
+    def _led_partition(self, key: TopicPartition) -> Partition | None:
+        part = self.partitions.get(key)
+        return part if part is not None and part.leader == self.node_id else None
 
-    def append(self, part: Partition, records: Any) -> AppendInfo:
-        """Append a produced record set to a partition this broker leads; wakes waiting fetches."""
-        info = part.log.append(records, leader_epoch=part.leader_epoch)
-        if not info.duplicate:
-            self.fetch_purgatory.check_and_complete((part.topic, part.index))
-            metrics = self.broker.metrics
-            if metrics is not None:
-                metrics.bytes_in.inc(info.size)
-                # Kafka's MessagesInPerSec counts records from the batches' offsets, not by decoding.
-                metrics.topic_stats.appended(part.topic, info.size, info.last_offset - info.first_offset + 1)
-        return info
+    def _after_leader_append(self, part: Partition, info: AppendInfo) -> None:
+        """Metrics, then the HW: if it moved, waiting produces and fetches are checked."""
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.bytes_in.inc(info.size)
+            # Kafka's MessagesInPerSec counts records from the batches' offsets, not by decoding.
+            metrics.topic_stats.appended(part.topic, info.size, info.last_offset - info.first_offset + 1)
+        if part.maybe_increment_high_watermark():
+            self.try_complete_delayed_requests((part.topic, part.index))
+
+    def try_complete_delayed_requests(self, key: TopicPartition) -> None:
+        """A partition's HW/LSO moved (or it went away): answer what waited on it."""
+        self.produce_purgatory.check_and_complete(key)
+        self.fetch_purgatory.check_and_complete(key)
 
     def append_internal(self, topic: str, partition: int, records: bytes) -> int:
         """Append coordinator records (e.g. __consumer_offsets); returns the first offset."""
         part = self.leader_partition(topic, partition)
-        return self.append(part, records).first_offset
+        info = part.append_internal(records)
+        if not info.duplicate:
+            self._after_leader_append(part, info)
+        return info.first_offset
 
     def read_internal(self, topic: str, partition: int, start_offset: int, max_bytes: int) -> bytes:
-        part = self.leader_partition(topic, partition)
-        return part.log.read(start_offset, max_bytes, max_offset=part.high_watermark).read_bytes()
+        return self.leader_partition(topic, partition).read_committed_bytes(start_offset, max_bytes)
 
     def log_start_offset(self, topic: str, partition: int) -> int:
         return self.leader_partition(topic, partition).log_start_offset
@@ -481,16 +538,166 @@ class ReplicaManager:
     def log_end_offset(self, topic: str, partition: int) -> int:
         return self.leader_partition(topic, partition).log_end_offset
 
-    # -- reads ------------------------------------------------------------------------------
+    # -- fetches (Kafka's ReplicaManager.fetchMessages) -------------------------------------
 
-    @staticmethod
-    def read(part: Partition, offset: int, max_bytes: int, max_offset: int, min_one_batch: bool) -> FetchSlice:
-        return part.log.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
+    def fetch_messages(self, params: FetchParams, partitions: list[CachedPartition], callback: FetchCallback) -> None:
+        """Read ``partitions`` once; answer at once if there is enough (or an error, or no wait),
+        else wait in the fetch purgatory for ``min_bytes`` or ``max_wait_ms``.
 
-    def log_dirs_info(self) -> dict[Path, list[tuple[TopicPartition, Log]]]:
-        out: dict[Path, list[tuple[TopicPartition, Log]]] = {d: [] for d in self.log_manager.log_dirs}
-        for tp, lg in self.log_manager.all_logs().items():
-            d = self.log_manager.log_dir_of(*tp)
-            if d is not None:
-                out.setdefault(d, []).append((tp, lg))
+        ``callback(result)`` may run before this returns.
+        """
+        result = self.read_from_local_log(params, partitions)
+        if (params.max_wait_ms <= 0 or not partitions or result.total_bytes >= params.min_bytes
+                or result.has_error or result.truncated is not None):
+            callback(result)
+            return
+        status: list[FetchStatus] = []
+        keys: list[TopicPartition] = []
+        for read in result.partitions:
+            cp = read.partition
+            key = (self._topic_name(params, cp), cp.partition)
+            part = self.partitions[key]  # read without error: it exists
+            status.append((key, cp, part.bytes_below_bound(params.isolation_level) - read.size))
+            keys.append(key)
+        op = DelayedFetch(params, partitions, status, self.partitions.get, self.read_from_local_log,
+                          self.node_id, callback)
+        self.fetch_purgatory.try_complete_else_watch(op, keys)
+
+    def _topic_name(self, params: FetchParams, cp: CachedPartition) -> str:
+        if not params.uses_topic_ids:
+            return cp.topic  # type: ignore[return-value]
+        topic = self.image.topics_by_id.get(cp.topic_id)
+        return topic.name if topic is not None else ""
+
+    def read_from_local_log(self, params: FetchParams, partitions: list[CachedPartition]) -> FetchResult:
+        """One read of every partition within the response budget (Kafka's readFromLocalLog).
+
+        The first batch of the first partition with data comes whole even past the limits
+        (KIP-74 ``minOneMessage``), so a consumer always makes progress.
+        """
+        image = self.image
+        uses_ids = params.uses_topic_ids
+        isolation = params.isolation_level
+        budget = params.max_bytes
+        zero_copy = self._zero_copy
+        out = FetchResult()
+        reads = out.partitions
+        for cp in partitions:
+            if uses_ids:
+                topic = image.topics_by_id.get(cp.topic_id)
+                if topic is None:
+                    reads.append(LogReadResult(cp, ErrorCode.UNKNOWN_TOPIC_ID))
+                    out.has_error = True
+                    continue
+                name = topic.name
+            else:
+                name = cp.topic  # type: ignore[assignment]
+            try:
+                part = self.leader_partition(name, cp.partition)
+                part.check_leader_epoch(cp.current_leader_epoch)
+                min_one = out.total_bytes == 0
+                limit = min(cp.partition_max_bytes, max(budget - out.total_bytes, 0))
+                records: Any = b""
+                size = 0
+                if limit > 0 or min_one:
+                    piece = part.read(cp.fetch_offset, limit, isolation, min_one)
+                    size = piece.size
+                    if size:
+                        records = piece if zero_copy else piece.read_bytes()
+                        out.total_bytes += size
+                        out.bytes_by_topic[name] = out.bytes_by_topic.get(name, 0) + size
+                reads.append(LogReadResult(cp, ErrorCode.NONE, part.high_watermark, part.last_stable_offset,
+                                           part.log_start_offset, records, size))
+            except SegmentTruncatedError as exc:
+                self._report_truncated(exc)
+                out.truncated = exc
+                reads.clear()  # drop slices already read: nothing of this response is sent
+                return out
+            except KafkaApiError as exc:
+                out.has_error = True
+                found = self.partitions.get((name, cp.partition))
+                if found is not None and exc.code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    reads.append(LogReadResult(cp, exc.code, found.high_watermark, found.last_stable_offset,
+                                               found.log_start_offset))
+                else:
+                    reads.append(LogReadResult(cp, exc.code))
         return out
+
+    def _report_truncated(self, exc: SegmentTruncatedError) -> None:
+        """One error per truncated segment file (each retrying consumer would otherwise log again);
+        later fetches of it close their connections quietly."""
+        if exc.path in self._reported_truncations:
+            log.debug("closing a fetch connection: %s", exc)
+            return
+        if len(self._reported_truncations) < 10_000:
+            self._reported_truncations.add(exc.path)
+        log.error("%s; closing the fetching connection (Kafka: truncated during read)", exc)
+
+    # -- offsets, deletion ------------------------------------------------------------------
+
+    def fetch_offset_for_timestamp(self, topic: str, index: int, current_leader_epoch: int, timestamp: int,
+                                   isolation_level: int) -> tuple[int, int, int]:
+        """ListOffsets: (offset, timestamp, leader epoch); Kafka's errors as KafkaApiError."""
+        part = self.leader_partition(topic, index)
+        part.check_leader_epoch(current_leader_epoch)
+        return part.fetch_offset_for_timestamp(timestamp, isolation_level)
+
+    def last_offset_for_leader_epoch(self, topic: str, index: int, current_leader_epoch: int,
+                                     leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset), (-1, -1) for an unknown epoch."""
+        return self.leader_partition(topic, index).last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
+
+    async def delete_records(self, topic: str, index: int, offset: int) -> int:
+        """DeleteRecords: advance the log start offset to ``offset`` (-1 = the HW); returns the
+        low watermark. Deleting segments renames files: the IO pool does it."""
+        part = self.leader_partition(topic, index)
+        target = part.delete_records_target(offset)
+        if target > part.log_start_offset:
+            return await self._io(part.delete_records_before, target)
+        return part.log_start_offset
+
+    # -- log dirs ---------------------------------------------------------------------------
+
+    def describe_log_dirs(self, wanted: dict[str, set[int]] | None) -> list[dict[str, Any]]:
+        """Blocking (statvfs and segment sizes; the IO pool runs it): each log dir with the
+        partitions it holds, as DescribeLogDirs answers. ``wanted`` None means every partition.
+
+        ``offset_lag`` is the log end offset minus the high watermark (0 on one node). An offline
+        dir is listed with KAFKA_STORAGE_ERROR and no partitions, as Kafka does.
+        """
+        lm = self.log_manager
+        by_dir: dict[Path, list[tuple[TopicPartition, Any]]] = {d: [] for d in lm.log_dirs}
+        for tp, lg in lm.all_logs().items():
+            d = lm.log_dir_of(*tp)
+            if d is not None:
+                by_dir.setdefault(d, []).append((tp, lg))
+        results: list[dict[str, Any]] = []
+        offline = lm.offline_dirs
+        for log_dir, logs in sorted(by_dir.items()):
+            path = str(os.path.abspath(log_dir))
+            if log_dir in offline:
+                results.append({"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "log_dir": path, "topics": [],
+                                "total_bytes": -1, "usable_bytes": -1})
+                continue
+            topics: dict[str, list[dict[str, Any]]] = {}
+            for (topic, index), lg in sorted(logs, key=lambda item: item[0]):
+                if wanted is not None and index not in wanted.get(topic, ()):
+                    continue
+                part = self.partitions.get((topic, index))
+                lag = max(0, lg.log_end_offset - part.high_watermark) if part is not None else 0
+                topics.setdefault(topic, []).append(
+                    {"partition_index": index, "partition_size": lg.size_in_bytes, "offset_lag": lag,
+                     "is_future_key": False})
+            try:
+                st = os.statvfs(log_dir)
+                total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+            except OSError:
+                total = usable = -1
+            results.append({
+                "error_code": ErrorCode.NONE,
+                "log_dir": path,
+                "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+                "total_bytes": total,
+                "usable_bytes": usable,
+            })
+        return results

@@ -1,0 +1,71 @@
+"""What a fetch asks of the replica manager, and what one read of its partitions found.
+
+Kafka's FetchParams / LogReadResult / FetchPartitionData, reduced to what a consumer fetch
+uses. The handler builds :class:`FetchParams` from the request; the replica manager answers with
+one :class:`FetchResult` (one :class:`LogReadResult` per partition, in request order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from broker.replica.fetch_session import CachedPartition
+from storage.errors import SegmentTruncatedError
+from storage.results import FetchSlice
+
+
+class FetchParams:
+    """One fetch request's limits (Kafka's FetchParams)."""
+
+    __slots__ = ("max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "uses_topic_ids", "client_gone")
+
+    def __init__(self, max_wait_ms: int, min_bytes: int, max_bytes: int, isolation_level: int,
+                 uses_topic_ids: bool, client_gone: Callable[[], bool] | None = None) -> None:
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes  # the response budget: min(request max_bytes, fetch.max.bytes)
+        self.isolation_level = isolation_level
+        self.uses_topic_ids = uses_topic_ids  # Fetch v13+: partitions name topics by id
+        # True once nobody waits for the answer (the connection closed): a waiting fetch ends.
+        self.client_gone = client_gone
+
+
+class LogReadResult:
+    """One partition of a fetch: an error, or its offsets and records.
+
+    ``records`` is a :class:`~storage.results.FetchSlice` (sent with sendfile), bytes (when
+    ``odradek.fetch.sendfile`` is off), or ``b""``; ``size`` is its byte count.
+    """
+
+    __slots__ = ("partition", "error_code", "high_watermark", "last_stable_offset", "log_start_offset",
+                 "records", "size")
+
+    def __init__(self, partition: CachedPartition, error_code: int, high_watermark: int = -1,
+                 last_stable_offset: int = -1, log_start_offset: int = -1,
+                 records: FetchSlice | bytes = b"", size: int = 0) -> None:
+        self.partition = partition
+        self.error_code = error_code
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.records = records
+        self.size = size
+
+
+class FetchResult:
+    """The outcome of reading a fetch's partitions once."""
+
+    __slots__ = ("partitions", "total_bytes", "has_error", "truncated", "bytes_by_topic")
+
+    def __init__(self) -> None:
+        self.partitions: list[LogReadResult] = []
+        self.total_bytes = 0
+        self.has_error = False
+        # A segment was cut short under the broker: nothing of this response may be sent (the
+        # handler closes the connection, Kafka's "truncated during read").
+        self.truncated: SegmentTruncatedError | None = None
+        self.bytes_by_topic: dict[str, int] = {}  # record bytes read, by topic name (for metrics)
+
+
+FetchCallback = Callable[[FetchResult], Any]

@@ -1,0 +1,283 @@
+"""One partition hosted by this broker: its log, leadership, high watermark and last stable offset.
+
+Kafka's kafka.cluster.Partition. Everything that reads or writes a partition's data goes through
+here; no handler touches a :class:`~storage.log.Log`.
+
+High watermark (HW): the offset below which every in-sync replica has the records, and so the
+end of what consumers may read. It is a field this class moves itself, in
+:meth:`maybe_increment_high_watermark`, after each leader append: the minimum log end offset of
+the ISR. On one node the ISR is this broker alone, so the HW is the log end offset after every
+append; replication adds the followers' fetched offsets (``_follower_end_offsets``) to that
+minimum without changing any caller. The last stable offset (LSO) bounds read_committed reads:
+the first offset of the oldest open transaction, equal to the HW until transactions exist
+(``_update_last_stable_offset`` is where the transaction state plugs in).
+
+``high_watermark_bytes`` is the count of bytes appended (since this Partition was made) that lie
+below the HW, and ``last_stable_bytes`` the same below the LSO: a waiting fetch adds up what
+became readable from these two numbers instead of re-reading the log (Kafka keeps a segment
+position in the HW's LogOffsetMetadata for the same reason).
+
+Owned by the handler loop (the cleaner reads ``last_stable_offset`` from its IO thread: a racy
+read of an int only makes one cleaning round more conservative).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from protocol.errors import ErrorCode, KafkaApiError
+from storage.log import Log
+from storage.results import AppendInfo, FetchSlice
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+# ListOffsets special timestamps (KIP-734, KIP-405, KIP-1005).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -5
+
+# A per-request check of a produced record set (Produce's version-dependent header checks).
+RecordCheck = Callable[[Any], None]
+
+
+class Partition:
+    """A partition hosted here (leader or follower): its log and replication state."""
+
+    __slots__ = ("topic", "index", "topic_id", "log", "leader", "leader_epoch", "isr", "replicas",
+                 "is_internal", "high_watermark", "last_stable_offset", "high_watermark_bytes",
+                 "last_stable_bytes", "_appended_bytes", "_follower_end_offsets")
+
+    def __init__(self, topic: str, index: int, topic_id: Any, log: Log) -> None:
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = log
+        self.leader = -1
+        self.leader_epoch = -1
+        self.isr: tuple[int, ...] = ()
+        self.replicas: tuple[int, ...] = ()
+        self.is_internal = False
+        # Kafka reads the HW from its checkpoint at start-up; a single node's HW is its log end.
+        self.high_watermark = log.log_end_offset
+        self.last_stable_offset = self.high_watermark
+        self._appended_bytes = 0
+        self.high_watermark_bytes = 0
+        self.last_stable_bytes = 0
+        # Followers' log end offsets as their fetches report them (replication fills this in).
+        self._follower_end_offsets: dict[int, int] = {}
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic}-{self.index}, leader={self.leader}, epoch={self.leader_epoch})"
+
+    # -- offsets -----------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def offline(self) -> bool:
+        return self.log.offline
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """Move the HW to the smallest log end offset in the ISR; True if it moved.
+
+        Kafka's Partition.maybeIncrementLeaderHW. The HW never goes back here (a new leader's
+        truncation is the follower path's business).
+        """
+        log_end = self.log.log_end_offset
+        new_hw = log_end
+        followers = self._follower_end_offsets
+        if followers:
+            for replica in self.isr:
+                end = followers.get(replica)
+                if end is not None and end < new_hw:
+                    new_hw = end
+        if new_hw <= self.high_watermark:
+            return False
+        self.high_watermark = new_hw
+        if new_hw == log_end:
+            self.high_watermark_bytes = self._appended_bytes
+        # _update_last_stable_offset, inlined while the LSO is the HW (the produce hot path):
+        # transactions replace these two lines with a call to it.
+        self.last_stable_offset = new_hw
+        self.last_stable_bytes = self.high_watermark_bytes
+        return True
+
+    def update_follower_fetch_state(self, replica_id: int, log_end_offset: int) -> bool:
+        """A follower's fetch reported its log end offset (Kafka's updateFollowerFetchState);
+        True if that moved the HW (the caller then completes what waited on it)."""
+        self._follower_end_offsets[replica_id] = log_end_offset
+        return self.maybe_increment_high_watermark()
+
+    def _update_last_stable_offset(self) -> None:
+        """The LSO is the HW until transactions exist; then: min(HW, first open transaction)."""
+        self.last_stable_offset = self.high_watermark
+        self.last_stable_bytes = self.high_watermark_bytes
+
+    def fetch_bound(self, isolation_level: int) -> int:
+        """The end of what a consumer may read: the LSO under read_committed, else the HW."""
+        return self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark
+
+    def bytes_below_bound(self, isolation_level: int) -> int:
+        """Bytes appended below the fetch bound (see the module docstring)."""
+        return self.last_stable_bytes if isolation_level == READ_COMMITTED else self.high_watermark_bytes
+
+    # -- leader epoch ------------------------------------------------------------------------
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """KIP-320 fencing: a client's view of the leader epoch must match ours (-1 = unknown)."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise KafkaApiError(ErrorCode.FENCED_LEADER_EPOCH)
+        raise KafkaApiError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) of ``leader_epoch``, (-1, -1) if unknown.
+
+        A consumer must not learn of offsets beyond the high watermark (Kafka caps it likewise
+        for consumers; a follower would get the log end).
+        """
+        self.check_leader_epoch(current_leader_epoch)
+        epoch, end = self.log.end_offset_for_epoch(leader_epoch)
+        return epoch, (min(end, self.high_watermark) if end >= 0 else end)
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """Leader epoch of the batch holding ``offset`` (the latest epoch started at or before it)."""
+        entries = self.log.epoch_cache.entries
+        if entries:
+            epoch = -1
+            for e, start in entries:
+                if start <= offset:
+                    epoch = e
+                else:
+                    break
+            return epoch
+        return self.leader_epoch
+
+    # -- appends -----------------------------------------------------------------------------
+
+    def append_records_to_leader(self, records: Any, required_acks: int,
+                                 record_check: RecordCheck | None = None) -> AppendInfo:
+        """Append a produced record set as the leader (Kafka's appendRecordsToLeader).
+
+        Checks, in Kafka's order: internal topics refuse clients, an empty set is corrupt, a set
+        larger than a segment can never be stored, acks=-1 needs min.insync.replicas in the ISR;
+        then ``record_check`` (the request's own checks) and the log's validation and append.
+        The caller moves the HW (:meth:`maybe_increment_high_watermark`) and wakes waiters.
+        """
+        if self.is_internal:
+            raise KafkaApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {self.topic}")
+        if records is None or len(records) == 0:
+            raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE, "empty record set")
+        config = self.log.config
+        if len(records) > config.segment_bytes:
+            raise KafkaApiError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                                f"record set of {len(records)} bytes exceeds segment.bytes")
+        if required_acks == -1 and len(self.isr) < config.min_insync_replicas:
+            raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                f"ISR {list(self.isr)} smaller than min.insync.replicas")
+        if record_check is not None:
+            record_check(records)
+        info = self.log.append(records, leader_epoch=self.leader_epoch)
+        if not info.duplicate:
+            self._appended_bytes += info.size
+        return info
+
+    def append_internal(self, records: Any) -> AppendInfo:
+        """Append as the leader without the client checks (coordinators' internal topics)."""
+        info = self.log.append(records, leader_epoch=self.leader_epoch)
+        if not info.duplicate:
+            self._appended_bytes += info.size
+        return info
+
+    def append_records_to_follower(self, records: Any) -> AppendInfo:
+        """Append batches fetched from the leader, keeping their offsets and leader epochs.
+
+        Kafka's appendRecordsToFollowerOrFutureReplica; the follower's HW then comes from the
+        leader's fetch response (replication sets it), not from this append.
+        """
+        info = self.log.append(records, leader_epoch=self.leader_epoch, assign_offsets=False)
+        self._appended_bytes += info.size
+        return info
+
+    def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, int]:
+        """acks=-1: (done, error code) once the HW passed ``required_offset`` (Kafka's name).
+
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below min.insync.replicas while
+        the produce waited; NOT_LEADER_OR_FOLLOWER if this broker stopped leading.
+        """
+        if self.high_watermark >= required_offset:
+            if len(self.isr) < self.log.config.min_insync_replicas:
+                return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            return True, ErrorCode.NONE
+        return False, ErrorCode.NONE
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def read(self, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_batch: bool) -> FetchSlice:
+        """Whole batches from ``fetch_offset``, never past the isolation level's bound."""
+        bound = self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark
+        return self.log.read(fetch_offset, max_bytes, max_offset=bound, min_one_batch=min_one_batch)
+
+    def read_committed_bytes(self, start_offset: int, max_bytes: int) -> bytes:
+        """Bytes below the HW from ``start_offset`` (coordinators loading their internal topic)."""
+        return self.log.read(start_offset, max_bytes, max_offset=self.high_watermark).read_bytes()
+
+    def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int) -> tuple[int, int, int]:
+        """ListOffsets: (offset, timestamp, leader epoch) for a timestamp or a special value.
+
+        T >= 0: the first offset whose record timestamp is >= T, with that record's timestamp,
+        or (-1, -1, -1); only offsets below the isolation level's bound are visible.
+        """
+        visible = self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            offset = self.log_start_offset
+            return offset, -1, self.epoch_for_offset(offset)
+        if timestamp == LATEST_TIMESTAMP:
+            return visible, -1, self.leader_epoch
+        if timestamp == EARLIEST_PENDING_UPLOAD_TIMESTAMP:
+            return -1, -1, -1
+        if timestamp == MAX_TIMESTAMP:
+            found = self.log.max_timestamp_and_offset()
+            if found is None or found[1] >= visible:
+                return -1, -1, -1
+            ts, offset = found
+            return offset, ts, self.epoch_for_offset(offset)
+        if timestamp < 0:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
+        found_ts = self.log.offset_for_timestamp(timestamp, max_offset=visible)
+        if found_ts is None:
+            return -1, -1, -1
+        offset, ts = found_ts
+        return offset, ts, self.epoch_for_offset(offset)
+
+    # -- delete records ----------------------------------------------------------------------
+
+    def delete_records_target(self, offset: int) -> int:
+        """DeleteRecords' new log start offset for ``offset`` (-1 = the HW); on the loop.
+
+        OFFSET_OUT_OF_RANGE beyond the HW or below 0.
+        """
+        hw = self.high_watermark
+        if offset == -1:
+            offset = hw
+        if offset < 0 or offset > hw:
+            raise KafkaApiError(ErrorCode.OFFSET_OUT_OF_RANGE)
+        return offset
+
+    def delete_records_before(self, offset: int) -> int:
+        """Blocking (renames segment files; the IO pool runs it): make ``offset`` the log start
+        offset if it is above it; returns the low watermark (the log start offset)."""
+        if offset > self.log.log_start_offset:
+            self.log.delete_records_before(offset)
+        return self.log.log_start_offset
