@@ -410,6 +410,12 @@ class LogManager:
             removed += len(log.remove_expired_producers(now))
         return removed
 
+    def set_producer_id_expiration_ms(self, expiration_ms: int) -> None:
+        """A dynamic change of producer.id.expiration.ms reaches every open log's producer state
+        (Kafka's DynamicProducerStateManagerConfig); new logs get it from their factory."""
+        for log in self.all_logs().values():
+            log.producer_state.set_producer_id_expiration_ms(expiration_ms)
+
     # ------------------------------------------------------------------------------------------
     # failures
 

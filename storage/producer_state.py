@@ -345,6 +345,9 @@ class ProducerStateManager:
             del self.producers[pid]
         return expired
 
+    def set_producer_id_expiration_ms(self, expiration_ms: int) -> None:
+        self.producer_id_expiration_ms = expiration_ms
+
     def on_log_start_offset_advanced(self, log_start_offset: int) -> None:
         """Retention or DeleteRecords moved the log start. Producers are kept (Kafka >= 2.5);
         only the map's own bounds move, so replay never starts below the new start."""

@@ -97,6 +97,10 @@ class ProducerState(Protocol):
         """Forget producers idle for producer.id.expiration.ms; returns their ids."""
         ...
 
+    def set_producer_id_expiration_ms(self, expiration_ms: int) -> None:
+        """A new producer.id.expiration.ms (a dynamic broker config change), used from the next check."""
+        ...
+
     def last_data_offsets(self) -> dict[int, int]:
         """Producer id -> offset of its last data batch, for producers with state (Kafka's
         lastRecordsOfActiveProducers): compaction keeps those batches so sequences survive."""
@@ -141,6 +145,9 @@ class NoProducerState:
 
     def remove_expired_producers(self, now_ms: int) -> list[int]:
         return []
+
+    def set_producer_id_expiration_ms(self, expiration_ms: int) -> None:
+        pass
 
     def last_data_offsets(self) -> dict[int, int]:
         return {}

@@ -47,7 +47,7 @@ from broker.replica.fetch_params import FetchCallback, FetchParams, FetchResult,
 from broker.replica.fetch_session import CachedPartition
 from broker.replica.partition import Partition, RecordCheck
 from broker.timing_wheel import Timer
-from broker.topic_config_view import config_layers, effective_log_defaults
+from broker.topic_config_view import config_layers, effective_broker_config, effective_log_defaults
 from controller.image import MetadataDelta, MetadataImage, TopicImage
 from protocol.errors import ErrorCode, KafkaApiError
 from storage.cleaner import CleanerConfig, LogCleaner
@@ -102,12 +102,13 @@ class ReplicaManager:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.node_id: int = config.node_id
         self.base_log_config: LogConfig = config.log_config()
-        expiration = config["producer.id.expiration.ms"]
+        # producer.id.expiration.ms is dynamic: read when a log is made, pushed to open logs on change.
+        self.producer_id_expiration_ms: int = config["producer.id.expiration.ms"]
         self.log_manager = LogManager(
             config.log_dirs,
             self.base_log_config,
             node_id=self.node_id,
-            producer_state_factory=lambda _t, _p, d: ProducerStateManager(d, expiration),
+            producer_state_factory=lambda _t, _p, d: ProducerStateManager(d, self.producer_id_expiration_ms),
         )
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory("Produce", timer)
@@ -133,8 +134,9 @@ class ReplicaManager:
         image = self.image
         self.log_manager.cluster_id = image.cluster_id
         # Dynamic broker defaults stored by the controller apply from the first log opened.
-        self.base_log_config = effective_log_defaults(
-            self.config, config_layers(self.config, image.broker_configs, self.node_id))
+        layers = config_layers(self.config, image.broker_configs, self.node_id)
+        self.base_log_config = effective_log_defaults(self.config, layers)
+        self.producer_id_expiration_ms = effective_broker_config(self.config, layers)["producer.id.expiration.ms"]
         topic_configs = {name: self.topic_log_config(t) for name, t in image.topics.items()}
         await self._io(self.log_manager.startup, topic_configs)
         for topic in list(image.topics.values()):
@@ -315,6 +317,10 @@ class ReplicaManager:
         self.base_log_config = effective_log_defaults(self.config, layers)
         for name, topic in self.image.topics.items():
             self.log_manager.update_config(name, self.topic_log_config(topic))
+        expiration = effective_broker_config(self.config, layers)["producer.id.expiration.ms"]
+        if expiration != self.producer_id_expiration_ms:
+            self.producer_id_expiration_ms = expiration
+            self.log_manager.set_producer_id_expiration_ms(expiration)
 
     def _delete_topic_logs(self, topic: str, partitions: list[int]) -> None:
         for index in partitions:

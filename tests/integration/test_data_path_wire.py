@@ -224,6 +224,32 @@ def test_idle_producer_state_expires_and_active_state_stays(broker_factory) -> N
         assert gap["error_code"] == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER: its state is still there
 
 
+def test_producer_id_expiration_is_dynamic(broker_factory) -> None:
+    # Kafka's DynamicProducerStateManagerConfig: an IncrementalAlterConfigs of the cluster-wide
+    # default reaches the producer state of partitions already open, from the next check.
+    broker = broker_factory({"producer.id.expiration.check.interval.ms": "100"})
+    now = int(time.time() * 1000)
+    with WireClient(broker.host, broker.port) as c:
+        create(c, "dyn-expiry")
+        idle, active = (c.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000})["producer_id"]
+                        for _ in range(2))
+        assert produce(c, "dyn-expiry", batch([b"a"], [now - 60_000], producer_id=idle, producer_epoch=0,
+                                              base_sequence=0))["error_code"] == 0
+        assert produce(c, "dyn-expiry", batch([b"b"], [now + 60_000], producer_id=active, producer_epoch=0,
+                                              base_sequence=0))["error_code"] == 0
+        time.sleep(0.5)  # the default (a day) expires nobody
+        assert produce(c, "dyn-expiry", batch([b"c"], producer_id=idle, producer_epoch=0,
+                                              base_sequence=5))["error_code"] == 45
+        alter = {"resources": [{"resource_type": 4, "resource_name": "", "configs": [
+            {"name": "producer.id.expiration.ms", "config_operation": 0, "value": "2000"}]}], "validate_only": False}
+        assert c.request(44, 1, alter)["responses"][0]["error_code"] == 0
+        time.sleep(1.0)  # several expiry checks at the new value
+        assert produce(c, "dyn-expiry", batch([b"c"], producer_id=idle, producer_epoch=0,
+                                              base_sequence=5))["error_code"] == 0
+        assert produce(c, "dyn-expiry", batch([b"d"], producer_id=active, producer_epoch=0,
+                                              base_sequence=5))["error_code"] == 45
+
+
 def test_long_poll_returns_at_max_wait_without_data(client) -> None:
     create(client, "lp")
     t0 = time.monotonic()
