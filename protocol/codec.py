@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from protocol import primitives as P
@@ -461,7 +461,7 @@ class MessageCodec:
     __slots__ = ("name", "version", "flexible", "_decode", "_encode", "_fields", "_element_encoders",
                  "_element_decoders")
 
-    def __init__(self, name: str, version: int, messages: dict[str, dict] | None = None) -> None:
+    def __init__(self, name: str, version: int, messages: Mapping[str, dict] | None = None) -> None:
         # ``messages``: another schema table of the same shape (e.g. protocol/coordinator_schema_data.py
         # for __consumer_offsets records); default: the request/response table.
         spec = (MESSAGES if messages is None else messages)[name]
