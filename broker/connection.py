@@ -36,7 +36,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from protocol import primitives as P
 
@@ -73,11 +73,16 @@ class FileRegion:
         self.size = size
 
 
+# One piece of an encoded response frame, as the dispatcher hands it over: bytes to write, or a file
+# region to sendfile (records of a Fetch). Sent in order.
+ResponseChunk: TypeAlias = bytes | bytearray | memoryview | FileRegion
+
+
 class _Slot:
     __slots__ = ("chunks", "done")
 
     def __init__(self) -> None:
-        self.chunks: list[Any] | None = None
+        self.chunks: list[ResponseChunk] | None = None
         self.done = False
 
 
@@ -94,7 +99,7 @@ class Connection(asyncio.Protocol):
         self.buf = bytearray()
         self.pos = 0
         self.slots: deque[_Slot] = deque()
-        self.out_queue: deque[Any] = deque()
+        self.out_queue: deque[ResponseChunk] = deque()
         self.closed = False
         self.read_paused = False
         self.write_paused = False
@@ -105,7 +110,8 @@ class Connection(asyncio.Protocol):
     # -- asyncio callbacks ------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # A stream socket's protocol is always given a (read-write) asyncio.Transport.
+        self.transport = cast(asyncio.Transport, transport)
         self.loop = asyncio.get_running_loop()
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
@@ -115,7 +121,7 @@ class Connection(asyncio.Protocol):
         # (uvloop writes immediately and buffers only the rest) and resume_writing when its
         # buffer is empty again, which is exactly when a file region may be sendfile'd without
         # reordering bytes, and when reading more requests makes sense again.
-        self.transport.set_write_buffer_limits(high=0, low=0)  # type: ignore[union-attr]
+        self.transport.set_write_buffer_limits(high=0, low=0)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -197,7 +203,7 @@ class Connection(asyncio.Protocol):
 
     # -- responses --------------------------------------------------------------------------
 
-    def complete(self, slot: _Slot, chunks: list[Any] | None) -> None:
+    def complete(self, slot: _Slot, chunks: list[ResponseChunk] | None) -> None:
         """Record a response (``None``: the request gets no response, e.g. acks=0)."""
         if self.closed:
             return
@@ -226,12 +232,12 @@ class Connection(asyncio.Protocol):
                 # Earlier bytes are still queued in the transport, so the protocol is paused;
                 # resume_writing pumps again once the buffer is empty.
                 return
-            if self._send_region(chunk):
+            if self._send_region(chunk, transport):
                 q.popleft()
             elif self.closed:
                 return
 
-    def _send_region(self, region: FileRegion) -> bool:
+    def _send_region(self, region: FileRegion, transport: asyncio.Transport) -> bool:
         """Send as much of ``region`` as the socket takes; True once all of it is sent.
 
         On EAGAIN one bounded chunk goes through the transport (see the module docstring), and
@@ -267,7 +273,7 @@ class Connection(asyncio.Protocol):
             return False
         region.position += n
         region.size -= n
-        self.transport.write(data)  # type: ignore[union-attr]
+        transport.write(data)
         return region.size == 0
 
     def _region_truncated(self, region: FileRegion) -> None:
