@@ -36,12 +36,12 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from protocol import primitives as P
 
 if TYPE_CHECKING:
-    from broker.request_channel import RequestChannel
+    from broker.request_channel import RequestChannel, ResponseChunk
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +73,6 @@ class FileRegion:
         self.size = size
 
 
-# One piece of an encoded response frame, as the dispatcher hands it over: bytes to write, or a file
-# region to sendfile (records of a Fetch). Sent in order.
-ResponseChunk: TypeAlias = bytes | bytearray | memoryview | FileRegion
-
-
 class _Slot:
     __slots__ = ("chunks", "done")
 
@@ -99,7 +94,7 @@ class Connection(asyncio.Protocol):
         self.buf = bytearray()
         self.pos = 0
         self.slots: deque[_Slot] = deque()
-        self.out_queue: deque[ResponseChunk] = deque()
+        self.out_queue: deque[Any] = deque()
         self.closed = False
         self.read_paused = False
         self.write_paused = False
@@ -232,12 +227,12 @@ class Connection(asyncio.Protocol):
                 # Earlier bytes are still queued in the transport, so the protocol is paused;
                 # resume_writing pumps again once the buffer is empty.
                 return
-            if self._send_region(chunk, transport):
+            if self._send_region(chunk):
                 q.popleft()
             elif self.closed:
                 return
 
-    def _send_region(self, region: FileRegion, transport: asyncio.Transport) -> bool:
+    def _send_region(self, region: FileRegion) -> bool:
         """Send as much of ``region`` as the socket takes; True once all of it is sent.
 
         On EAGAIN one bounded chunk goes through the transport (see the module docstring), and
@@ -273,7 +268,7 @@ class Connection(asyncio.Protocol):
             return False
         region.position += n
         region.size -= n
-        transport.write(data)
+        self.transport.write(data)  # type: ignore[union-attr]
         return region.size == 0
 
     def _region_truncated(self, region: FileRegion) -> None:

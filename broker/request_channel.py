@@ -25,10 +25,14 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
-    from broker.connection import Connection, ResponseChunk, _Slot
+    from broker.connection import Connection, FileRegion, _Slot
+
+# One piece of an encoded response frame, as the dispatcher hands it over: bytes to write, or a file
+# region to sendfile (records of a Fetch). The connection sends them in order.
+ResponseChunk: TypeAlias = "bytes | bytearray | memoryview | FileRegion"
 
 
 class RequestChannel:
