@@ -38,12 +38,13 @@ run: compile
 
 # The Java/Spark tests need Kafka's and Spark's jars: `jars` fetches them from Maven Central into
 # .cache/ on first use (about a minute) and is a no-op afterwards.
-test: compile $(TEST_STAMP) jars
-	$(PY) -m ruff check broker protocol storage controller tests tools bench pipeline
+test: compile $(TEST_STAMP) jars lint
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
+# ruff, then mypy on broker/, storage/, controller/ and protocol/ ([tool.mypy] in pyproject.toml).
 lint: $(TEST_STAMP)
 	$(PY) -m ruff check broker protocol storage controller tests tools bench pipeline
+	$(PY) -m mypy
 
 bench: compile
 	$(PY) -m pip install --quiet -e '.[bench]'

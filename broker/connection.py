@@ -37,13 +37,13 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from protocol import primitives as P
 from storage.results import FetchSlice
 
 if TYPE_CHECKING:
-    from broker.request_channel import RequestChannel
+    from broker.request_channel import RequestChannel, ResponseChunk
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class _Slot:
     __slots__ = ("chunks", "done")
 
     def __init__(self) -> None:
-        self.chunks: list[Any] | None = None
+        self.chunks: list[ResponseChunk] | None = None
         self.done = False
 
 
@@ -94,7 +94,8 @@ class Connection(asyncio.Protocol):
     # -- asyncio callbacks ------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # A stream socket's protocol is always given a (read-write) asyncio.Transport.
+        self.transport = cast(asyncio.Transport, transport)
         self.loop = asyncio.get_running_loop()
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
@@ -104,7 +105,7 @@ class Connection(asyncio.Protocol):
         # (uvloop writes immediately and buffers only the rest) and resume_writing when its
         # buffer is empty again, which is exactly when a file region may be sendfile'd without
         # reordering bytes, and when reading more requests makes sense again.
-        self.transport.set_write_buffer_limits(high=0, low=0)  # type: ignore[union-attr]
+        self.transport.set_write_buffer_limits(high=0, low=0)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -187,7 +188,7 @@ class Connection(asyncio.Protocol):
 
     # -- responses --------------------------------------------------------------------------
 
-    def complete(self, slot: _Slot, chunks: list[Any] | None) -> None:
+    def complete(self, slot: _Slot, chunks: list[ResponseChunk] | None) -> None:
         """Record a response (``None``: the request gets no response, e.g. acks=0)."""
         if self.closed:
             return

@@ -20,7 +20,7 @@ import signal
 import sys
 from pathlib import Path
 
-from broker.config import ConfigError, load_config
+from broker.config import BrokerConfig, ConfigError, load_config
 
 log = logging.getLogger("odradek")
 
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         return runner.run(_serve(config))
 
 
-async def _serve(config) -> int:
+async def _serve(config: BrokerConfig) -> int:
     from broker.server import Broker
     from protocol.errors import KafkaApiError
 

@@ -26,11 +26,11 @@ appended or fetched batch set, a few integer additions in TopicStats (no per-rec
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Container, Iterator
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ class TopicStats(Collector):
         self.topics: dict[str, list[int]] = {}
         # The topics that exist now (set by broker.server): a deleted topic's series go at the
         # next scrape, as Kafka's BrokerTopicStats.removeMetrics drops them on deletion.
-        self.existing: Callable[[], Any] | None = None
+        self.existing: Callable[[], Container[str]] | None = None
 
     def of(self, topic: str) -> list[int]:
         found = self.topics.get(topic)
@@ -104,7 +104,7 @@ class TopicStats(Collector):
             row[_BYTES_OUT] += size
             row[_FETCH_REQUESTS] += 1
 
-    def collect(self) -> Any:
+    def collect(self) -> Iterator[Metric]:
         if self.existing is not None:
             existing = self.existing()
             for gone in [t for t in list(self.topics) if t not in existing]:
@@ -143,11 +143,11 @@ class BrokerMetrics:
         # stay 0, but dashboards and alerts expect the series.
         self.isr_shrinks = Counter("kafka_server_replicamanager_isrshrinks", "ISR shrinks", registry=self.registry)
         self.isr_expands = Counter("kafka_server_replicamanager_isrexpands", "ISR expands", registry=self.registry)
-        self._per_api: dict[tuple[str, int], tuple[Any, Any, Any, Any]] = {}
+        self._per_api: dict[tuple[str, int], tuple[Counter, Histogram, Counter, Histogram]] = {}
         self._labelled: dict[str, Gauge] = {}
-        self.server: Any = None
+        self.server: WSGIServer | None = None
 
-    def for_api(self, api: str, version: int) -> tuple[Any, Any, Any, Any]:
+    def for_api(self, api: str, version: int) -> tuple[Counter, Histogram, Counter, Histogram]:
         """The per-request children for ``api`` at ``version``: (count, latency in s, Kafka's
         RequestsPerSec count, Kafka's TotalTimeMs), resolved once."""
         key = (api, version)
@@ -170,8 +170,9 @@ class BrokerMetrics:
         self._labelled[name].labels(**labels).set_function(fn)
 
     def serve(self, host: str, port: int) -> int:
-        self.server, _thread = start_http_server(port, addr=host or "0.0.0.0", registry=self.registry)
-        bound = self.server.server_address[1]
+        server, _thread = start_http_server(port, addr=host or "0.0.0.0", registry=self.registry)
+        self.server = server
+        bound = server.server_address[1]
         log.info("metrics on http://%s:%d/metrics", host or "0.0.0.0", bound)
         return bound
 

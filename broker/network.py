@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import itertools
 import logging
 import socket
@@ -344,7 +345,7 @@ class SocketServer:
         """Start a Connection for each accepted socket, on ``net``'s own loop."""
         for client, ip in clients:
             task = net.loop.create_task(net.loop.connect_accepted_socket(self._factory(net, listener, ip), client))
-            task.add_done_callback(lambda t, client=client, ip=ip: self._adopted(t, client, ip))
+            task.add_done_callback(functools.partial(self._adopted, client=client, ip=ip))
 
     def _adopted(self, task: asyncio.Task, client: socket.socket, ip: str) -> None:
         if task.cancelled() or task.exception() is not None:

@@ -25,10 +25,14 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
-    from broker.connection import Connection, _Slot
+    from broker.connection import Connection, FileRegion, _Slot
+
+# One piece of an encoded response frame, as the dispatcher hands it over: bytes to write, or a file
+# region to sendfile (records of a Fetch). The connection sends them in order.
+ResponseChunk: TypeAlias = "bytes | bytearray | memoryview | FileRegion"
 
 
 class RequestChannel:
@@ -36,7 +40,7 @@ class RequestChannel:
         self,
         handler_loop: asyncio.AbstractEventLoop,
         max_queued: int,
-        process: Callable[[Connection, Any, bytes], None],
+        process: Callable[[Connection, _Slot, bytes], None],
         max_queued_bytes: int = -1,
     ) -> None:
         self.handler_loop = handler_loop
@@ -126,7 +130,7 @@ class RequestChannel:
         elif conn.loop is not None and not conn.closed:
             conn.loop.call_soon_threadsafe(conn.close)
 
-    def send(self, conn: Connection, slot: _Slot, chunks: list[Any] | None) -> None:
+    def send(self, conn: Connection, slot: _Slot, chunks: list[ResponseChunk] | None) -> None:
         """Hand a finished response back to the connection's own loop."""
         if conn.loop is self.handler_loop:
             conn.complete(slot, chunks)

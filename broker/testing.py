@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 import broker
 
@@ -71,7 +72,7 @@ class RunningBroker:
         self.log_path = self.data_dir / "broker.log"
         self.proc: subprocess.Popen | None = None
         self.start_seconds: float | None = None
-        self._log = None
+        self._log: BinaryIO | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -204,7 +205,7 @@ def running_broker(data_dir: str | Path | None = None, overrides: Mapping[str, s
     ``overrides`` are server.properties keys, e.g. ``{"auto.create.topics.enable": "false"}``.
     """
     own_dir = data_dir is None
-    path = Path(tempfile.mkdtemp(prefix="odradek-")) if own_dir else Path(data_dir)
+    path = Path(tempfile.mkdtemp(prefix="odradek-")) if data_dir is None else Path(data_dir)
     b = RunningBroker(path, host=host, port=port, overrides=overrides)
     try:
         b.start(timeout)

@@ -315,6 +315,7 @@ class TimingWheel:
                 entry.next = root
                 entry.prev = tail
                 entry.list = bucket
+                # root.prev is never None (a list is circular); add()'s assert is left out here.
                 tail.next = entry  # type: ignore[union-attr]
                 root.prev = entry
                 bucket.size += 1

@@ -14,21 +14,37 @@ from. Owned by the handler loop, like the image.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from protocol.codec import Encoded, codec
 
 RESPONSE_SCHEMA = "MetadataResponse"
 
 
+class VersionedImage(Protocol):
+    """What the cache reads of a metadata image (controller.image.MetadataImage)."""
+
+    @property
+    def offset(self) -> int:
+        """Bumped by every record applied to the image."""
+        ...
+
+
+class NamedTopic(Protocol):
+    """What the cache reads of a topic of that image (controller.image.TopicImage)."""
+
+    @property
+    def name(self) -> str: ...
+
+
 class TopicMetadataCache:
     def __init__(self) -> None:
-        self._image: Any = None
+        self._image: VersionedImage | None = None
         self._offset = -2
         self._entries: dict[tuple[str, int, bool], Encoded] = {}
 
-    def entry(self, image: Any, version: int, include_ops: bool, topic: Any,
-              build: Callable[[], dict]) -> Encoded:
+    def entry(self, image: VersionedImage, version: int, include_ops: bool, topic: NamedTopic,
+              build: Callable[[], dict[str, Any]]) -> Encoded:
         """The encoded entry of ``topic`` for this image; ``build()`` makes it when missing."""
         if image is not self._image or image.offset != self._offset:
             self._image, self._offset = image, image.offset

@@ -32,6 +32,7 @@ does, so :func:`set_log_append_time` recomputes it.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from protocol.checksum import crc32c
@@ -176,7 +177,9 @@ def set_log_append_time(buf: bytearray | memoryview, timestamp_ms: int, pos: int
     _UINT32.pack_into(buf, pos + CRC_AT, compute_crc(buf, pos, header.size))
 
 
-def iter_headers(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None):
+def iter_headers(
+    buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None
+) -> Iterator[tuple[int, BatchHeader]]:
     """Yield (position, header) for each complete batch in ``buf[pos:end]``; stops at a partial one."""
     end = len(buf) if end is None else end
     while end - pos >= HEADER_SIZE:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from protocol import primitives as P
@@ -70,7 +70,7 @@ def _zero(kind: str, default: Any, nullable: bool) -> Any:
     return None
 
 
-def _read_uuid(buf, pos: int) -> tuple[uuid.UUID, int]:
+def _read_uuid(buf: bytes | bytearray | memoryview, pos: int) -> tuple[uuid.UUID, int]:
     if pos + 16 > len(buf):
         raise DecodeError("truncated uuid")
     return uuid.UUID(bytes=bytes(buf[pos : pos + 16])), pos + 16
@@ -95,7 +95,7 @@ def _write_records(out: bytearray, regions: list, value: Any, compact: bool) -> 
     regions.append((len(out), value))
 
 
-def _check_count(n: int, buf, pos: int) -> None:
+def _check_count(n: int, buf: bytes | bytearray | memoryview, pos: int) -> None:
     # Every element takes at least one byte, so a count beyond the remaining bytes is a lie;
     # refusing it here stops a hostile 2**31 count before any list is built.
     if n > len(buf) - pos:
@@ -451,7 +451,7 @@ class EncodedArray:
     def __len__(self) -> int:
         return self.count
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Encoded]:
         return iter(self.chunks)
 
 
@@ -461,7 +461,7 @@ class MessageCodec:
     __slots__ = ("name", "version", "flexible", "_decode", "_encode", "_fields", "_element_encoders",
                  "_element_decoders")
 
-    def __init__(self, name: str, version: int, messages: dict[str, dict] | None = None) -> None:
+    def __init__(self, name: str, version: int, messages: Mapping[str, dict] | None = None) -> None:
         # ``messages``: another schema table of the same shape (e.g. protocol/coordinator_schema_data.py
         # for __consumer_offsets records); default: the request/response table.
         spec = (MESSAGES if messages is None else messages)[name]

@@ -388,7 +388,7 @@ def encode_batch(
         )
     payload = compress(compression, body)
 
-    attributes = codec_of(compression)
+    attributes = int(codec_of(compression))
     if timestamp_type == LOG_APPEND_TIME:
         attributes |= TIMESTAMP_TYPE_BIT
     if is_transactional:

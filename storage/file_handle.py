@@ -24,6 +24,7 @@ an fd per pending partition).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 
 class FileHandle:
@@ -34,7 +35,7 @@ class FileHandle:
     def __init__(self, fd: int) -> None:
         self.fd = fd
 
-    def __del__(self, _close=os.close) -> None:  # bound early: still callable at interpreter exit
+    def __del__(self, _close: Callable[[int], None] = os.close) -> None:  # bound early: still callable at interpreter exit
         try:
             _close(self.fd)
         except OSError:

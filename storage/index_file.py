@@ -309,16 +309,16 @@ class IndexFile:
         The last entry is tried first: a consumer that has caught up fetches past it, and one
         probe beats a ~15-probe search (each ~0.3 us in Python here).
         """
-        if count <= 0:
+        if count <= 0 or buffer is None:  # None only when there is nothing to search (count 0)
             return -1
         unpack, size = self._key.unpack_from, self.entry_size
-        if unpack(buffer, (count - 1) * size)[0] <= key:  # type: ignore[arg-type]
+        if unpack(buffer, (count - 1) * size)[0] <= key:
             return count - 1
         lo, hi = 0, count - 2
         found = -1
         while lo <= hi:
             mid = (lo + hi) >> 1
-            if unpack(buffer, mid * size)[0] <= key:  # type: ignore[arg-type]
+            if unpack(buffer, mid * size)[0] <= key:
                 found = mid
                 lo = mid + 1
             else:

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from protocol.batch_header import (
@@ -156,7 +156,7 @@ class LogSegment:
         self.bytes_since_last_index_entry = self.size - position
 
     # -- appending ------------------------------------------------------------------------------
-    def append(self, buf: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]) -> None:
+    def append(self, buf: bytes | bytearray | memoryview, batches: Sequence[tuple[int, BatchHeader]]) -> None:
         """Write ``buf`` (whole batches with offsets assigned) at the end; index each batch.
 
         ``batches`` holds (position within buf, header) for each batch. On OSError the file is
@@ -164,7 +164,7 @@ class LogSegment:
         """
         self.append_iov([buf], len(buf), batches)
 
-    def append_iov(self, iov: list, total: int, batches: list[tuple[int, BatchHeader]]) -> None:
+    def append_iov(self, iov: list, total: int, batches: Sequence[tuple[int, BatchHeader]]) -> None:
         """Like :meth:`append` with the bytes given as buffers written back to back (one pwritev).
 
         The append path passes each batch as a rewritten 16-byte prefix plus the caller's own

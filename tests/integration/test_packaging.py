@@ -42,6 +42,14 @@ def test_make_run_installs_only_the_runtime_and_make_test_the_test_extra(tmp_pat
         assert "pip install --quiet -e '.[test]'" in _make_dry_run(target, tmp_path / "venv")
 
 
+def test_make_test_runs_ruff_and_mypy_before_the_suite(tmp_path) -> None:
+    # The type checker is part of `make lint`, and `make test` (what CI runs) lints first.
+    commands = _make_dry_run("test", tmp_path / "venv").splitlines()
+    ruff, mypy, pytest = (next(i for i, c in enumerate(commands) if f" -m {tool}" in c)
+                          for tool in ("ruff check", "mypy", "pytest"))
+    assert ruff < mypy < pytest
+
+
 def test_editable_install_builds_the_extension_without_a_setuptools_warning(tmp_path) -> None:
     # What `make` runs (pip install -e .), with setuptools' own output shown (-v). The meta-path
     # finder strategy used to end every install with "BuildBackendWarning: Editable installation ...".
