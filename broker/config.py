@@ -759,7 +759,7 @@ def _check_distinct_ports(listeners: list[Listener], raw: str, key: str) -> None
     for port, group in by_port.items():
         if len(group) == 1:
             continue
-        versions = []
+        versions: list[int | None] = []
         for listener in group:
             try:
                 versions.append(ipaddress.ip_address(listener.host).version)

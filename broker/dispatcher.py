@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import sys
@@ -218,7 +219,7 @@ class Dispatcher:
         if result is not None and type(result) is not dict and inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
             self.tasks.add(task)
-            task.add_done_callback(lambda t, r=request: self._finish_async(r, t))
+            task.add_done_callback(functools.partial(self._finish_async, request))
         else:
             self.respond(request, result)
 
@@ -230,7 +231,7 @@ class Dispatcher:
             work = self._decode_off_loop_then_handle(request, view, header.body_offset)
         task = asyncio.ensure_future(self._with_short_gil_switch(work))
         self.tasks.add(task)
-        task.add_done_callback(lambda t, r=request: self._finish_async(r, t))
+        task.add_done_callback(functools.partial(self._finish_async, request))
 
     async def _with_short_gil_switch(self, work: Any) -> Any:
         with self.short_gil_switch.active():

@@ -28,11 +28,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
-    from broker.connection import Connection, FileRegion, _Slot
+    from broker.connection import Connection, _Slot
+    from storage.results import FetchSlice
 
 # One piece of an encoded response frame, as the dispatcher hands it over: bytes to write, or a file
-# region to sendfile (records of a Fetch). The connection sends them in order.
-ResponseChunk: TypeAlias = "bytes | bytearray | memoryview | FileRegion"
+# slice to sendfile (records of a Fetch). The connection sends them in order.
+ResponseChunk: TypeAlias = "bytes | bytearray | memoryview | FetchSlice"
 
 
 class RequestChannel:

@@ -26,6 +26,7 @@ goes to ``io_pool`` (``num.io.threads`` threads).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -188,6 +189,7 @@ class Broker:
 
         metrics = BrokerMetrics()
         server = self.socket_server
+        assert server is not None, "metrics start after the listeners"
         rm = self.replica_manager
         metrics.gauge("odradek_connections", "Open client connections", lambda: len(server.connections()))
         metrics.gauge("odradek_partitions", "Partitions hosted by this broker", lambda: len(rm.partitions))
@@ -208,7 +210,7 @@ class Broker:
                       lambda: len(lm.offline_dirs))
         for d in lm.log_dirs:
             metrics.gauge("odradek_log_directory_offline", "1 if the log directory is offline, else 0",
-                          lambda d=d: 1 if d in lm.offline_dirs else 0, labels={"log_directory": str(d)})
+                          functools.partial(_is_offline, lm, d), labels={"log_directory": str(d)})
         self._kafka_gauges(metrics)
         self.metrics_port = metrics.serve(self.config["odradek.metrics.host"], self.config["odradek.metrics.port"])
         self.metrics = metrics
@@ -218,6 +220,7 @@ class Broker:
         """Kafka's gauges under the names the Prometheus JMX exporter gives them (broker.metrics).
         Each is computed at scrape time, so nothing on the request path pays for it."""
         server = self.socket_server
+        assert server is not None, "metrics start after the listeners"
         rm = self.replica_manager
         lm = rm.log_manager
         node = self.node_id
@@ -309,3 +312,8 @@ class Broker:
             return False
         log.info("Odradek broker %d shut down cleanly", self.node_id)
         return True
+
+
+def _is_offline(log_manager: Any, log_dir: Any) -> int:
+    """The LogDirectoryOffline gauge of one log dir: 1 if offline, else 0."""
+    return 1 if log_dir in log_manager.offline_dirs else 0

@@ -199,10 +199,10 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
             delta.changed_topic_configs.discard(topic.name)
         case ConfigRecord(resource_type=rtype, resource_name=rname, name=key, value=value):
             if rtype == ConfigResourceType.TOPIC:
-                topic = image.topics.get(rname)
-                if topic is None:
+                configured = image.topics.get(rname)
+                if configured is None:
                     raise MetadataApplyError(f"ConfigRecord for unknown topic {rname!r}")
-                target = topic.configs
+                target = configured.configs
                 delta.changed_topic_configs.add(rname)
             elif rtype == ConfigResourceType.BROKER:
                 target = image.broker_configs.setdefault(rname, {})

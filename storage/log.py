@@ -797,6 +797,9 @@ class Log:
         future = _flusher().submit(self._background_flush, up_to, generation, snapshot)
         self._background = [f for f in self._background if not f.done()] + [future]
 
+    def _closed_or_truncated_since(self, generation: int) -> bool:
+        return self.closed or generation != self._truncations
+
     def _background_flush(self, up_to: int, generation: int, snapshot: tuple[Path, bytes] | None) -> None:
         failure: OSError | None = None
         fds: list[int] = []
@@ -830,7 +833,9 @@ class Log:
             for fd in fds:
                 os.close(fd)
         with self._lock:
-            if self.closed or generation != self._truncations:
+            # Re-read under the lock (not the value seen above): the log may have been closed or
+            # truncated while the fsyncs ran without it.
+            if self._closed_or_truncated_since(generation):
                 if tmp is not None:
                     tmp.unlink(missing_ok=True)
                 return

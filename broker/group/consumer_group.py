@@ -1026,7 +1026,7 @@ class ConsumerGroupLoader:
         if not CR.is_consumer_group_key(key):
             return False
         try:
-            replay_into(self.groups, CR.decode(key, value), self.partition)  # type: ignore[arg-type]
+            replay_into(self.groups, CR.decode(key, value), self.partition)
         except CR.CorruptConsumerGroupRecord as exc:
             log.error("skipping unreadable consumer-group record in __consumer_offsets-%d: %s", self.partition, exc)
         return True

@@ -107,7 +107,7 @@ def is_consumer_group_key(key: bytes | None) -> bool:
     return key is not None and len(key) >= 2 and _VERSION.unpack_from(key, 0)[0] in KEY_VERSIONS
 
 
-def decode(key: bytes, value: bytes | None) -> CgRecord:
+def decode(key: bytes | None, value: bytes | None) -> CgRecord:
     """A stored record back into a CgRecord; CorruptConsumerGroupRecord if it does not parse."""
     if key is None or len(key) < 2:
         raise CorruptConsumerGroupRecord("key shorter than its version")

@@ -127,7 +127,7 @@ def group_metadata_value(value: dict[str, Any]) -> bytes:
     return _encode("GroupMetadataValue", GROUP_METADATA_VALUE_VERSION, value)
 
 
-def decode_key(data: bytes) -> OffsetKey | GroupKey | OtherKey:
+def decode_key(data: bytes | None) -> OffsetKey | GroupKey | OtherKey:
     if data is None or len(data) < 2:
         raise CorruptRecordError("__consumer_offsets key shorter than its version")
     (version,) = _VERSION.unpack_from(data, 0)

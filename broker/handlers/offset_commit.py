@@ -17,6 +17,7 @@ generation) go to every partition. The answer is sent after the records are appe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from broker.group.coordinator import coordinator_of
@@ -27,7 +28,7 @@ NAME = "OffsetCommit"
 VERSIONS = (0, 9)
 
 
-def _respond(request: Any, codes: list[int]) -> dict:
+def _respond(request: Any, codes: Sequence[int]) -> dict:
     it = iter(codes)
     return {"throttle_time_ms": 0, "topics": [
         {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": next(it)}
