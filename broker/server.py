@@ -43,6 +43,12 @@ from protocol.errors import KafkaApiError
 if TYPE_CHECKING:
     from broker.controller_client import ControllerClient
     from broker.embedded_controller import EmbeddedController
+    from broker.group.coordinator import GroupCoordinator
+    from broker.metadata import BrokerMetadata
+    from broker.metrics import BrokerMetrics
+    from broker.producer_ids import ProducerIdManager
+    from broker.replica.fetch_session import FetchSessionCache
+    from broker.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +56,14 @@ SHUTDOWN_DRAIN_SECONDS = 5.0
 
 
 class Broker:
+    # Built by start() before the first request is served (the handlers' BrokerServices,
+    # broker/request_types.py); shutdown() looks up which of them exist, as start may have failed.
+    metadata: BrokerMetadata
+    controller_client: ControllerClient
+    replica_manager: ReplicaManager
+    fetch_sessions: FetchSessionCache
+    producer_ids: ProducerIdManager
+
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.node_id = config.node_id
@@ -58,16 +72,12 @@ class Broker:
         self.io_pool = ThreadPoolExecutor(max_workers=config["num.io.threads"], thread_name_prefix="odradek-io")
         self.socket_server: SocketServer | None = None
         self.dispatcher: Dispatcher | None = None
-        self.metadata: Any = None  # broker.metadata.BrokerMetadata, set in start()
-        # The controller in this process (life cycle only) and the handlers' one way to it.
+        # The controller in this process (life cycle only); handlers reach it through controller_client.
         self.embedded_controller: EmbeddedController | None = None
-        self.controller_client: ControllerClient | None = None
-        self.replica_manager: Any = None  # broker.replica.replica_manager.ReplicaManager
-        self.fetch_sessions: Any = None  # broker.replica.fetch_session.FetchSessionCache
-        self.group_coordinator: Any = None  # broker.group.coordinator.GroupCoordinator
+        self.group_coordinator: GroupCoordinator | None = None
         # Delayed operations (long-poll fetches, joins, heartbeats) share one timing wheel, driven
         # by the handler loop.
-        self.metrics: Any = None  # broker.metrics.BrokerMetrics when odradek.metrics.port >= 0
+        self.metrics: BrokerMetrics | None = None  # when odradek.metrics.port >= 0
         self.timer = Timer()
         self.reaper: AsyncReaper | None = None
         self.started = False
@@ -291,7 +301,7 @@ class Broker:
             await step("stopping the group coordinator", self.group_coordinator.shutdown)
         if self.metrics is not None:
             await step("stopping metrics", self.metrics.shutdown)
-        rm = self.replica_manager
+        rm: ReplicaManager | None = vars(self).get("replica_manager")
         if rm is not None:
             await step("closing logs", rm.shutdown)
             lm = rm.log_manager

@@ -44,6 +44,7 @@ from broker.group.errors import append_error
 from broker.group.keyed_timer import KeyedTimer
 from broker.group.offset_manager import OffsetManager
 from broker.group.shard import GroupShard
+from broker.request_types import ApiRequest
 from broker.timing_wheel import Timer
 from protocol.errors import ErrorCode, KafkaApiError
 from storage.clock import now_ms
@@ -189,13 +190,13 @@ class GroupCoordinator:
         return self.classic.delete_group(group_id)
 
 
-def coordinator_of(request: Any) -> GroupCoordinator | None:
+def coordinator_of(request: ApiRequest) -> GroupCoordinator | None:
     """The broker's group coordinator, or None before it is wired/started (→ COORDINATOR_NOT_AVAILABLE)."""
-    coordinator = getattr(request.broker, "group_coordinator", None)
+    coordinator = request.broker.group_coordinator
     return coordinator if coordinator is not None and coordinator.active else None
 
 
-def client_host(request: Any) -> str:
+def client_host(request: ApiRequest) -> str:
     """Kafka's clientHost: InetAddress.toString() of the peer, e.g. "/127.0.0.1"."""
     peer = getattr(request.conn, "peer", "?")
     host = peer.rsplit(":", 1)[0] if ":" in peer else peer

@@ -29,6 +29,7 @@ from typing import Any
 from broker.config import BrokerConfig, ConfigError
 from broker.controller_client import AlterConfigsResource, AlterConfigsResult, invalid_topic_reason
 from broker.handlers.config_resources import BROKER, TOPIC, ResourceError, parse_broker_id
+from broker.request_types import ApiRequest
 from broker.topic_config_view import BrokerConfigLayers, config_layers, effective_broker_config, merged_props
 from protocol.errors import ErrorCode
 
@@ -130,7 +131,7 @@ class ResourceRules:
         raise NotImplementedError
 
 
-async def alter_resources(request: Any, rules: ResourceRules, operation: Any) -> dict:
+async def alter_resources(request: ApiRequest, rules: ResourceRules, operation: Any) -> dict:
     """The loop both config-altering APIs share: broker-side preprocessing of every resource
     (duplicates, keys, names, types — Kafka's ConfigAdminManager.preprocess), then one controller
     call for the resources that passed, then one answer per request resource in request order."""
@@ -182,7 +183,7 @@ class _LegacyRules(ResourceRules):
         return new_configs
 
 
-async def handle(request: Any) -> dict:
+async def handle(request: ApiRequest) -> dict:
     return await alter_resources(request, _LegacyRules(), request.broker.controller_client.alter_configs)
 
 
@@ -210,7 +211,7 @@ def assemble(resources: Sequence[dict], errors: Mapping[int, Error],
     return out
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return {"throttle_time_ms": 0, "responses": [
         {"error_code": code, "error_message": None, "resource_type": r["resource_type"],
          "resource_name": r["resource_name"]} for r in request.body["resources"]]}

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from broker.handlers.registry import HandlerSpec
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode
 
 API_KEY = 18
@@ -40,7 +40,7 @@ def api_keys(handlers: Mapping[int, HandlerSpec]) -> list[dict]:
 _SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-def handle(request: Any) -> dict:
+def handle(request: ApiRequest) -> dict:
     if request.api_version >= 3:
         body = request.body
         for field in ("client_software_name", "client_software_version"):

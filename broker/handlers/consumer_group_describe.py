@@ -11,9 +11,8 @@ errors (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS...) are per group.
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.group.coordinator import coordinator_of
+from broker.request_types import ApiRequest
 
 # The same group resource as DescribeGroups: without an authorizer, every operation it supports.
 from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
@@ -24,7 +23,7 @@ NAME = "ConsumerGroupDescribe"
 VERSIONS = (0, 0)
 
 
-def handle(request: Any) -> dict:
+def handle(request: ApiRequest) -> dict:
     body = request.body
     coordinator = coordinator_of(request)
     groups = []
@@ -44,5 +43,5 @@ def _error_entry(group_id: str, code: int) -> dict:
             "assignment_epoch": 0, "assignor_name": "", "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return {"throttle_time_ms": 0, "groups": [_error_entry(g, code) for g in request.body["group_ids"]]}

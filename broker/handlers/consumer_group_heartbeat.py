@@ -14,9 +14,8 @@ Kafka.
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.group.coordinator import client_host, coordinator_of
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode
 
 API_KEY = 68
@@ -24,7 +23,7 @@ NAME = "ConsumerGroupHeartbeat"
 VERSIONS = (0, 1)
 
 
-async def handle(request: Any) -> dict:
+async def handle(request: ApiRequest) -> dict:
     coordinator = coordinator_of(request)
     if coordinator is None:
         return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -32,6 +31,6 @@ async def handle(request: Any) -> dict:
                                                 client_host(request))
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return {"throttle_time_ms": 0, "error_code": code, "error_message": None, "member_id": None,
             "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}

@@ -12,16 +12,15 @@ twice). Every requested topic gets a result — an empty results array is a bug 
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.controller_client import CreatePartitionsTopic
+from broker.request_types import ApiRequest
 
 API_KEY = 37
 NAME = "CreatePartitions"
 VERSIONS = (0, 3)
 
 
-async def handle(request: Any) -> dict:
+async def handle(request: ApiRequest) -> dict:
     body = request.body
     topics = [
         CreatePartitionsTopic(
@@ -44,7 +43,7 @@ async def handle(request: Any) -> dict:
     }
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return {
         "throttle_time_ms": 0,
         "results": [{"name": t["name"], "error_code": code, "error_message": None} for t in request.body["topics"]],

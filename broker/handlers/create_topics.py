@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.controller_client import CreatableTopic, ReplicaAssignment
+from broker.request_types import ApiRequest
 from broker.topic_config_view import topic_config_entries
 from protocol.errors import ErrorCode
 
@@ -27,7 +28,7 @@ NAME = "CreateTopics"
 VERSIONS = (0, 7)
 
 
-async def handle(request: Any) -> dict:
+async def handle(request: ApiRequest) -> dict:
     body = request.body
     version = request.api_version
     topics = []
@@ -74,7 +75,7 @@ async def handle(request: Any) -> dict:
     return {"throttle_time_ms": 0, "topics": out}
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return {
         "throttle_time_ms": 0,
         "topics": [{"name": t["name"], "error_code": code, "error_message": None, "configs": None}

@@ -10,9 +10,8 @@ coordinator errors. Deletion writes tombstones for every offset and for the grou
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.group.coordinator import coordinator_of
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode
 
 API_KEY = 42
@@ -20,7 +19,7 @@ NAME = "DeleteGroups"
 VERSIONS = (0, 2)
 
 
-async def handle(request: Any) -> dict:
+async def handle(request: ApiRequest) -> dict:
     names = request.body["groups_names"]
     coordinator = coordinator_of(request)
     if coordinator is None:
@@ -29,6 +28,6 @@ async def handle(request: Any) -> dict:
     return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": results[g]} for g in dict.fromkeys(names)]}
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": code}
                                                for g in dict.fromkeys(request.body["groups_names"])]}

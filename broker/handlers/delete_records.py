@@ -13,8 +13,8 @@ a no-op that returns the current low watermark, as in Kafka.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 21
@@ -27,7 +27,7 @@ VERSIONS = (0, 2)
 SLICE = 1000
 
 
-async def handle(request: Any) -> dict:
+async def handle(request: ApiRequest) -> dict:
     rm = request.broker.replica_manager
     topics = []
     done = 0

@@ -14,8 +14,8 @@ predates that code — Kafka does the same).
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 20
@@ -25,7 +25,7 @@ VERSIONS = (0, 6)
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _requested(request: Any) -> tuple[list[str], list[uuid.UUID]]:
+def _requested(request: ApiRequest) -> tuple[list[str], list[uuid.UUID]]:
     body = request.body
     if request.api_version < 6:
         return list(body["topic_names"]), []
@@ -38,7 +38,7 @@ def _requested(request: Any) -> tuple[list[str], list[uuid.UUID]]:
     return names, ids
 
 
-async def handle(request: Any) -> dict:
+async def handle(request: ApiRequest) -> dict:
     names, ids = _requested(request)
     client = request.broker.controller_client
     try:
@@ -57,12 +57,12 @@ async def handle(request: Any) -> dict:
     }
 
 
-def _all_failed(request: Any, code: int, message: str | None) -> dict:
+def _all_failed(request: ApiRequest, code: int, message: str | None) -> dict:
     names, ids = _requested(request)
     responses = [{"name": n, "topic_id": ZERO_UUID, "error_code": code, "error_message": message} for n in names]
     responses += [{"name": None, "topic_id": i, "error_code": code, "error_message": message} for i in ids]
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return _all_failed(request, code, None)

@@ -19,8 +19,7 @@ Reads the broker's metadata image on the handler loop; writes nothing.
 
 from __future__ import annotations
 
-from typing import Any
-
+from broker.request_types import ApiRequest
 from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS
 from protocol.errors import ErrorCode
 
@@ -33,7 +32,7 @@ ENDPOINT_CONTROLLER = 2
 _ENDPOINT_NAMES = {ENDPOINT_BROKER: "BROKER", ENDPOINT_CONTROLLER: "CONTROLLER"}
 
 
-def handle(request: Any) -> dict:
+def handle(request: ApiRequest) -> dict:
     body = request.body
     version = request.api_version
     endpoint_type = body["endpoint_type"] if version >= 1 else ENDPOINT_BROKER
@@ -70,5 +69,5 @@ def _error(code: ErrorCode, message: str | None) -> dict:
             "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return _error(ErrorCode(code), None)

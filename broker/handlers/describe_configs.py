@@ -36,6 +36,7 @@ from broker.handlers.config_resources import (
     ResourceError,
     parse_broker_id,
 )
+from broker.request_types import ApiRequest
 from broker.topic_config_view import broker_config_entries, config_layers, entry_to_wire, topic_config_entries
 from protocol.errors import ErrorCode
 
@@ -50,7 +51,7 @@ INVALID_REQUEST_DEFAULT_MESSAGE = (
 )
 
 
-def handle(request: Any) -> dict:
+def handle(request: ApiRequest) -> dict:
     body = request.body
     version = request.api_version
     resources = body["resources"]
@@ -83,7 +84,7 @@ def handle(request: Any) -> dict:
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _describe(request: Any, rtype: int, name: str, layers: Any) -> list:
+def _describe(request: ApiRequest, rtype: int, name: str, layers: Any) -> list:
     config = request.broker.config
     if rtype == TOPIC:
         reason = invalid_topic_reason(name)
@@ -112,5 +113,5 @@ def _fail_all(resources: list[dict], code: ErrorCode, message: str | None) -> di
     }
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return _fail_all(request.body["resources"], ErrorCode(code), None)

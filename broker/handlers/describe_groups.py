@@ -13,9 +13,8 @@ and assignment are only filled in while the group is Stable, as in Kafka.
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.group.coordinator import coordinator_of
+from broker.request_types import ApiRequest
 from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
 from protocol.errors import ErrorCode
 
@@ -24,7 +23,7 @@ NAME = "DescribeGroups"
 VERSIONS = (0, 5)
 
 
-def handle(request: Any) -> dict:
+def handle(request: ApiRequest) -> dict:
     body = request.body
     coordinator = coordinator_of(request)
     groups = []
@@ -46,5 +45,5 @@ def _error_entry(group_id: str, code: int) -> dict:
             "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return {"throttle_time_ms": 0, "groups": [_error_entry(g, code) for g in request.body["groups"]]}

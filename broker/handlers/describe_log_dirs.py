@@ -14,8 +14,8 @@ log dir is listed with KAFKA_STORAGE_ERROR and no partitions, as Kafka does.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode
 
 API_KEY = 35
@@ -23,7 +23,7 @@ NAME = "DescribeLogDirs"
 VERSIONS = (0, 4)
 
 
-async def handle(request: Any) -> dict:
+async def handle(request: ApiRequest) -> dict:
     broker = request.broker
     requested = request.body["topics"]
     wanted = None if requested is None else {t["topic"]: set(t["partitions"]) for t in requested}
@@ -33,5 +33,5 @@ async def handle(request: Any) -> dict:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results}
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return {"throttle_time_ms": 0, "error_code": code, "results": []}

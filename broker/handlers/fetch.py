@@ -38,6 +38,7 @@ from typing import Any
 from broker.completion import Completion
 from broker.replica.fetch_params import FetchParams, FetchResult
 from broker.replica.fetch_session import FetchContext
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode
 
 API_KEY = 1
@@ -61,7 +62,7 @@ def _partition_response(index: int, code: int, hw: int = -1, lso: int = -1, log_
     }
 
 
-def build_response(request: Any, ctx: FetchContext, result: FetchResult) -> dict:
+def build_response(request: ApiRequest, ctx: FetchContext, result: FetchResult) -> dict:
     uses_ids = request.api_version >= 13
     # No transactions yet: read_committed gets an empty aborted list, read_uncommitted null.
     aborted: list | None = [] if request.body["isolation_level"] == READ_COMMITTED else None
@@ -96,18 +97,18 @@ def build_response(request: Any, ctx: FetchContext, result: FetchResult) -> dict
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": ctx.session_id, "responses": topics}
 
 
-def _respond(request: Any, ctx: FetchContext, result: FetchResult) -> dict | None:
+def _respond(request: ApiRequest, ctx: FetchContext, result: FetchResult) -> dict | None:
     if result.truncated is not None:
         request.conn.close_threadsafe()  # nothing of this response may be sent
         return None
     return build_response(request, ctx, result)
 
 
-async def _respond_later(request: Any, ctx: FetchContext, waiting: asyncio.Future[FetchResult]) -> dict | None:
+async def _respond_later(request: ApiRequest, ctx: FetchContext, waiting: asyncio.Future[FetchResult]) -> dict | None:
     return _respond(request, ctx, await waiting)
 
 
-def handle(request: Any) -> Any:
+def handle(request: ApiRequest) -> Any:
     body = request.body
     broker = request.broker
     if body["replica_id"] >= 0 or (body["replica_state"] or {}).get("replica_id", -1) >= 0:
@@ -133,7 +134,7 @@ def handle(request: Any) -> Any:
     return _respond_later(request, ctx, done.wait())
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     """Every requested partition with ``code`` (v4-6 have no top-level error field)."""
     return {
         "throttle_time_ms": 0,

@@ -25,6 +25,7 @@ from typing import Any
 
 from broker.group.coordinator import OFFSETS_TOPIC, coordinator_of
 from broker.group.hashing import partition_for
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode
 
 API_KEY = 10
@@ -37,7 +38,7 @@ TRANSACTION = 1
 log = logging.getLogger(__name__)
 
 
-async def _ensure_offsets_topic(request: Any) -> bool:
+async def _ensure_offsets_topic(request: ApiRequest) -> bool:
     """True if __consumer_offsets exists; else start creating it and return False."""
     metadata = request.broker.metadata
     if OFFSETS_TOPIC in metadata.image.topics:
@@ -54,7 +55,7 @@ async def _ensure_offsets_topic(request: Any) -> bool:
     return False
 
 
-async def _lookup(request: Any, key_type: int, key: str) -> dict[str, Any]:
+async def _lookup(request: ApiRequest, key_type: int, key: str) -> dict[str, Any]:
     entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1}
 
     def error(code: ErrorCode) -> dict[str, Any]:
@@ -81,7 +82,7 @@ async def _lookup(request: Any, key_type: int, key: str) -> dict[str, Any]:
     return entry
 
 
-async def handle(request: Any) -> dict:
+async def handle(request: ApiRequest) -> dict:
     body = request.body
     if request.api_version >= 4:
         return {"throttle_time_ms": 0,
@@ -92,7 +93,7 @@ async def handle(request: Any) -> dict:
     return found
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     if request.api_version >= 4:
         return {"throttle_time_ms": 0, "coordinators": [
             {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": None}

@@ -9,9 +9,8 @@ Versions 0-4.
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.group.coordinator import coordinator_of
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode
 
 API_KEY = 12
@@ -19,7 +18,7 @@ NAME = "Heartbeat"
 VERSIONS = (0, 4)
 
 
-async def handle(request: Any) -> dict:
+async def handle(request: ApiRequest) -> dict:
     body = request.body
     coordinator = coordinator_of(request)
     if coordinator is None:
@@ -30,5 +29,5 @@ async def handle(request: Any) -> dict:
     return {"throttle_time_ms": 0, "error_code": code}
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return {"throttle_time_ms": 0, "error_code": code}

@@ -30,6 +30,7 @@ from broker.controller_client import AlterableConfig, AlterConfigOp
 from broker.handlers.alter_configs import ResourceRules, alter_resources, validate_broker_change
 from broker.handlers.alter_configs import error_response as _legacy_error_response
 from broker.handlers.config_resources import BROKER, ResourceError
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode
 
 API_KEY = 44
@@ -91,10 +92,10 @@ class _IncrementalRules(ResourceRules):
         return [AlterableConfig(c["name"], AlterConfigOp(c["config_operation"]), c["value"]) for c in entries]
 
 
-async def handle(request: Any) -> dict:
+async def handle(request: ApiRequest) -> dict:
     return await alter_resources(request, _IncrementalRules(),
                                  request.broker.controller_client.incremental_alter_configs)
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return _legacy_error_response(request, code)

@@ -19,8 +19,7 @@ transactional client fails with a timeout instead of proceeding without guarante
 
 from __future__ import annotations
 
-from typing import Any
-
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode
 
 API_KEY = 22
@@ -28,7 +27,7 @@ NAME = "InitProducerId"
 VERSIONS = (0, 5)
 
 
-def handle(request: Any) -> dict:
+def handle(request: ApiRequest) -> dict:
     body = request.body
     if body["transactional_id"] is not None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "producer_id": -1,
@@ -37,5 +36,5 @@ def handle(request: Any) -> dict:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": 0}
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}

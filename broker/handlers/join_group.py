@@ -16,9 +16,8 @@ The state machine is broker/group/classic_manager.py; this module maps request f
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.group.coordinator import client_host, coordinator_of, join_error
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode
 
 API_KEY = 11
@@ -34,7 +33,7 @@ def _shape(response: dict, version: int) -> dict:
     return response
 
 
-async def handle(request: Any) -> dict:
+async def handle(request: ApiRequest) -> dict:
     body = request.body
     version = request.api_version
     coordinator = coordinator_of(request)
@@ -51,5 +50,5 @@ async def handle(request: Any) -> dict:
     return _shape(dict(response), version)
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return _shape(join_error(code, request.body["member_id"]), request.api_version)

@@ -12,9 +12,8 @@ Before v3 the single member's error is the top-level error (as Kafka's LeaveGrou
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.group.coordinator import coordinator_of
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode
 
 API_KEY = 13
@@ -22,14 +21,14 @@ NAME = "LeaveGroup"
 VERSIONS = (0, 5)
 
 
-def _identities(request: Any) -> list[tuple[str, str | None]]:
+def _identities(request: ApiRequest) -> list[tuple[str, str | None]]:
     body = request.body
     if request.api_version >= 3:
         return [(m["member_id"], m["group_instance_id"]) for m in body["members"]]
     return [(body["member_id"], None)]
 
 
-async def handle(request: Any) -> dict:
+async def handle(request: ApiRequest) -> dict:
     coordinator = coordinator_of(request)
     if coordinator is None:
         return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -44,5 +43,5 @@ async def handle(request: Any) -> dict:
         for (mid, iid), code in zip(identities, member_errors, strict=False)]}
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return {"throttle_time_ms": 0, "error_code": code, "members": []}

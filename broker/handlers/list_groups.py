@@ -13,9 +13,8 @@ the groups of the loaded partitions (as Kafka).
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.group.coordinator import coordinator_of
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode
 
 API_KEY = 16
@@ -23,7 +22,7 @@ NAME = "ListGroups"
 VERSIONS = (0, 5)
 
 
-def handle(request: Any) -> dict:
+def handle(request: ApiRequest) -> dict:
     body = request.body
     coordinator = coordinator_of(request)
     if coordinator is None:
@@ -35,5 +34,5 @@ def handle(request: Any) -> dict:
     return {"throttle_time_ms": 0, "error_code": error, "groups": groups}
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return {"throttle_time_ms": 0, "error_code": code, "groups": []}

@@ -24,6 +24,7 @@ import asyncio
 from collections.abc import Generator
 from typing import Any
 
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 2
@@ -48,7 +49,7 @@ def _min_version_for(timestamp: int) -> int:
 SLICE = 1000
 
 
-def handle(request: Any) -> Any:
+def handle(request: ApiRequest) -> Any:
     answer = _answer(request)
     if sum(len(t["partitions"]) for t in request.body["topics"]) > SLICE:
         return _answer_in_slices(answer)
@@ -68,7 +69,7 @@ async def _answer_in_slices(answer: Generator[None, None, dict]) -> dict:
         return stop.value
 
 
-def _answer(request: Any) -> Generator[None, None, dict]:
+def _answer(request: ApiRequest) -> Generator[None, None, dict]:
     """Build the answer (the generator's return value), yielding every SLICE partitions."""
     body = request.body
     version = request.api_version
@@ -108,7 +109,7 @@ def _answer(request: Any) -> Generator[None, None, dict]:
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return {
         "throttle_time_ms": 0,
         "topics": [

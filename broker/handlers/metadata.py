@@ -38,6 +38,7 @@ import uuid
 from typing import Any
 
 from broker.controller_client import MAX_PARTITIONS_PER_BATCH, CreatableTopic, invalid_topic_reason
+from broker.request_types import ApiRequest
 from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from protocol.codec import EncodedArray, codec, read_array_header
 from protocol.errors import ErrorCode
@@ -111,7 +112,7 @@ def _invalid_request_topic(t: dict) -> dict:
             "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
-def handle(request: Any) -> Any:
+def handle(request: ApiRequest) -> Any:
     broker = request.broker
     body = request.body
     version = request.api_version
@@ -137,7 +138,7 @@ def handle(request: Any) -> Any:
     return build_response(request)
 
 
-async def _create_then_answer(request: Any, names: list[str]) -> dict:
+async def _create_then_answer(request: ApiRequest, names: list[str]) -> dict:
     await request.broker.controller_client.create_topics([CreatableTopic(name) for name in names])
     log_errors = await request.broker.replica_manager.wait_for_logs(names)
     response = build_response(request)
@@ -158,7 +159,7 @@ class _Answerer:
 
     __slots__ = ("image", "version", "include_ops", "cache", "live")
 
-    def __init__(self, request: Any, include_ops: bool) -> None:
+    def __init__(self, request: ApiRequest, include_ops: bool) -> None:
         metadata = request.broker.metadata
         self.image = metadata.image
         self.version = request.api_version
@@ -188,7 +189,7 @@ class _Answerer:
         return _error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
 
 
-def build_response(request: Any) -> dict:
+def build_response(request: ApiRequest) -> dict:
     body = request.body
     answerer = _Answerer(request, bool(body["include_topic_authorized_operations"]))
     requested = body["topics"]
@@ -201,7 +202,7 @@ def build_response(request: Any) -> dict:
     return _response(request, topics)
 
 
-def _response(request: Any, topics: Any) -> dict:
+def _response(request: ApiRequest, topics: Any) -> dict:
     body = request.body
     image = request.broker.metadata.image
     brokers = [
@@ -227,7 +228,7 @@ def _response(request: Any, topics: Any) -> dict:
 SLICE = 2000  # topics decoded (or answered) between two yields to the handler loop
 
 
-async def handle_large(request: Any, buf: memoryview, pos: int) -> dict:
+async def handle_large(request: ApiRequest, buf: memoryview, pos: int) -> dict:
     """``handle`` for a large frame: ``buf[pos:]`` is the undecoded request body.
 
     Pass 1 walks the topics array (checking it, finding the fields after it, noting the names

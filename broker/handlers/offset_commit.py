@@ -18,9 +18,9 @@ generation) go to every partition. The answer is sent after the records are appe
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from broker.group.coordinator import coordinator_of
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode
 
 API_KEY = 8
@@ -28,7 +28,7 @@ NAME = "OffsetCommit"
 VERSIONS = (0, 9)
 
 
-def _respond(request: Any, codes: Sequence[int]) -> dict:
+def _respond(request: ApiRequest, codes: Sequence[int]) -> dict:
     it = iter(codes)
     return {"throttle_time_ms": 0, "topics": [
         {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": next(it)}
@@ -36,7 +36,7 @@ def _respond(request: Any, codes: Sequence[int]) -> dict:
         for t in request.body["topics"]]}
 
 
-async def handle(request: Any) -> dict:
+async def handle(request: ApiRequest) -> dict:
     body = request.body
     version = request.api_version
     coordinator = coordinator_of(request)
@@ -55,6 +55,6 @@ async def handle(request: Any) -> dict:
     return _respond(request, codes)
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     n = sum(len(t["partitions"]) for t in request.body["topics"])
     return _respond(request, [code] * n)

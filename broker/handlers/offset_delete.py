@@ -10,9 +10,8 @@ get tombstones.
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.group.coordinator import coordinator_of
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode
 
 API_KEY = 47
@@ -20,7 +19,7 @@ NAME = "OffsetDelete"
 VERSIONS = (0, 0)
 
 
-async def handle(request: Any) -> dict:
+async def handle(request: ApiRequest) -> dict:
     body = request.body
     coordinator = coordinator_of(request)
     if coordinator is None:
@@ -35,5 +34,5 @@ async def handle(request: Any) -> dict:
                                            for p in t["partitions"]]} for t in body["topics"]]}
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return {"error_code": code, "throttle_time_ms": 0, "topics": []}

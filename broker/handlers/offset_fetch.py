@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.group.coordinator import coordinator_of
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 9
@@ -36,7 +37,7 @@ def _partition(index: int, om: Any, error: int = ErrorCode.NONE) -> dict:
             "committed_leader_epoch": om.leader_epoch, "metadata": om.metadata, "error_code": error}
 
 
-def _fetch_group(request: Any, group_id: str, topics: list[dict] | None, member_id: str | None = None,
+def _fetch_group(request: ApiRequest, group_id: str, topics: list[dict] | None, member_id: str | None = None,
                  member_epoch: int = -1) -> tuple[int, list[dict]]:
     wanted = None if topics is None else [(t["name"], list(t["partition_indexes"])) for t in topics]
     coordinator = coordinator_of(request)
@@ -53,7 +54,7 @@ def _fetch_group(request: Any, group_id: str, topics: list[dict] | None, member_
     return ErrorCode.NONE, [{"name": t, "partitions": [_partition(p, om) for p, om in parts]} for t, parts in found]
 
 
-def handle(request: Any) -> dict:
+def handle(request: ApiRequest) -> dict:
     body = request.body
     if request.api_version >= 8:
         groups = []
@@ -67,7 +68,7 @@ def handle(request: Any) -> dict:
     return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     body = request.body
     if request.api_version >= 8:
         return {"throttle_time_ms": 0, "groups": [{"group_id": g["group_id"], "topics": [], "error_code": code}

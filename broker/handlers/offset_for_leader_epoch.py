@@ -14,8 +14,7 @@ offset for the current epoch; unknown epochs answer -1/-1.
 
 from __future__ import annotations
 
-from typing import Any
-
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 23
@@ -23,7 +22,7 @@ NAME = "OffsetForLeaderEpoch"
 VERSIONS = (0, 4)
 
 
-def handle(request: Any) -> dict:
+def handle(request: ApiRequest) -> dict:
     rm = request.broker.replica_manager
     topics = []
     for t in request.body["topics"]:

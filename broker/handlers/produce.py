@@ -38,6 +38,7 @@ import functools
 from typing import Any
 
 from broker.completion import Completion
+from broker.request_types import ApiRequest
 from protocol.batch_header import COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_BIT
 from protocol.errors import ErrorCode, KafkaApiError
 
@@ -81,7 +82,7 @@ def _check_batches(records: Any, version: int = 7) -> None:
         pos += size
 
 
-def _response(request: Any, results: list[Any]) -> dict | None:
+def _response(request: ApiRequest, results: list[Any]) -> dict | None:
     responses = []
     any_error = False
     i = 0
@@ -108,7 +109,7 @@ def _response(request: Any, results: list[Any]) -> dict | None:
     return {"responses": responses, "throttle_time_ms": 0}
 
 
-def handle(request: Any) -> Any:
+def handle(request: ApiRequest) -> Any:
     body = request.body
     acks = body["acks"]
     if acks not in (0, 1, -1):
@@ -124,7 +125,7 @@ def handle(request: Any) -> Any:
     return _respond_later(request, done.wait())
 
 
-async def _respond_later(request: Any, waiting: asyncio.Future[list[Any]]) -> dict | None:
+async def _respond_later(request: ApiRequest, waiting: asyncio.Future[list[Any]]) -> dict | None:
     return _response(request, await waiting)
 
 
@@ -132,7 +133,7 @@ async def _respond_later(request: Any, waiting: asyncio.Future[list[Any]]) -> di
 _check_batches_before_v7 = functools.partial(_check_batches, version=6)
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return {
         "responses": [
             {"name": t["name"], "partition_responses": [_partition_result(p["index"], code) for p in t["partition_data"]]}

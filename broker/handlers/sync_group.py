@@ -13,9 +13,8 @@ A member's SyncGroup in CompletingRebalance waits until the leader's assignment 
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.group.coordinator import coordinator_of, sync_error
+from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode
 
 API_KEY = 14
@@ -23,7 +22,7 @@ NAME = "SyncGroup"
 VERSIONS = (0, 5)
 
 
-async def handle(request: Any) -> dict:
+async def handle(request: ApiRequest) -> dict:
     body = request.body
     coordinator = coordinator_of(request)
     if coordinator is None:
@@ -41,5 +40,5 @@ async def handle(request: Any) -> dict:
     return dict(response, throttle_time_ms=0)
 
 
-def error_response(request: Any, code: int) -> dict:
+def error_response(request: ApiRequest, code: int) -> dict:
     return dict(sync_error(code), throttle_time_ms=0)
