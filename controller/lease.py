@@ -24,7 +24,8 @@ key; a TTL of 0 or a leader key naming another holder/epoch raises ``LeaseLostEr
 Get of the leader key. ``release`` = LeaseRevoke(lease_id), which deletes the leader key; the epoch
 key stays, so epochs never repeat. ``close`` closes the client without revoking.
 
-``LocalLeaseStore`` runs the file work of ``LeaseFile`` on an executor (the broker's IO pool), one
+``LocalLeaseStore`` runs the file work of ``LeaseFile`` on an executor (the embedded controller's own
+thread, broker/embedded_controller.py: a renewal must not queue behind log loading), one
 call at a time, so the event loop never blocks on the fsync. ``LeaseFile`` on-disk format: a JSON
 file (by default ``<metadata dir>/controller.lease``)::
 
