@@ -201,53 +201,52 @@ def test_idempotent_duplicate_detected_after_restart(broker) -> None:
         assert leo(c, "idem-restart") == 1
 
 
+def _idle_and_active_producers(c: WireClient, topic: str) -> tuple[int, int]:
+    """Two producers that wrote sequence 0: the batch timestamp is the producer's last activity,
+    one a minute ago (idle), one a minute ahead (active)."""
+    now = int(time.time() * 1000)
+    idle, active = (c.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000})["producer_id"]
+                    for _ in range(2))
+    for pid, ts in ((idle, now - 60_000), (active, now + 60_000)):
+        assert produce(c, topic, batch([b"a"], [ts], producer_id=pid, producer_epoch=0,
+                                       base_sequence=0))["error_code"] == 0
+    return idle, active
+
+
+def _answer_to_a_sequence_gap(c: WireClient, topic: str, pid: int) -> int:
+    """0 if the broker has no state for ``pid`` (Kafka, KIP-360: an unknown producer is accepted at
+    any sequence); OUT_OF_ORDER_SEQUENCE_NUMBER (45) while its state is kept."""
+    return produce(c, topic, batch([b"gap"], producer_id=pid, producer_epoch=0, base_sequence=5))["error_code"]
+
+
 def test_idle_producer_state_expires_and_active_state_stays(broker_factory) -> None:
     # producer.id.expiration.ms / .check.interval.ms: without expiry the state of every producer
     # that ever wrote stays in memory (and in snapshots) forever.
     broker = broker_factory({"producer.id.expiration.ms": "2000",
                              "producer.id.expiration.check.interval.ms": "100"})
-    now = int(time.time() * 1000)
     with WireClient(broker.host, broker.port) as c:
         create(c, "expiry")
-        idle, active = (c.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000})["producer_id"]
-                        for _ in range(2))
-        # The batch timestamp is the producer's last activity: one long ago, one a minute ahead.
-        assert produce(c, "expiry", batch([b"a"], [now - 60_000], producer_id=idle, producer_epoch=0,
-                                          base_sequence=0))["error_code"] == 0
-        assert produce(c, "expiry", batch([b"b"], [now + 60_000], producer_id=active, producer_epoch=0,
-                                          base_sequence=0))["error_code"] == 0
+        idle, active = _idle_and_active_producers(c, "expiry")
         time.sleep(1.0)  # several expiry checks
-        # An expired producer is unknown: Kafka (KIP-360) accepts it at any sequence.
-        assert produce(c, "expiry", batch([b"c"], producer_id=idle, producer_epoch=0,
-                                          base_sequence=5))["error_code"] == 0
-        gap = produce(c, "expiry", batch([b"d"], producer_id=active, producer_epoch=0, base_sequence=5))
-        assert gap["error_code"] == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER: its state is still there
+        assert _answer_to_a_sequence_gap(c, "expiry", idle) == 0
+        assert _answer_to_a_sequence_gap(c, "expiry", active) == 45
 
 
 def test_producer_id_expiration_is_dynamic(broker_factory) -> None:
     # Kafka's DynamicProducerStateManagerConfig: an IncrementalAlterConfigs of the cluster-wide
     # default reaches the producer state of partitions already open, from the next check.
     broker = broker_factory({"producer.id.expiration.check.interval.ms": "100"})
-    now = int(time.time() * 1000)
     with WireClient(broker.host, broker.port) as c:
         create(c, "dyn-expiry")
-        idle, active = (c.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000})["producer_id"]
-                        for _ in range(2))
-        assert produce(c, "dyn-expiry", batch([b"a"], [now - 60_000], producer_id=idle, producer_epoch=0,
-                                              base_sequence=0))["error_code"] == 0
-        assert produce(c, "dyn-expiry", batch([b"b"], [now + 60_000], producer_id=active, producer_epoch=0,
-                                              base_sequence=0))["error_code"] == 0
+        idle, active = _idle_and_active_producers(c, "dyn-expiry")
         time.sleep(0.5)  # the default (a day) expires nobody
-        assert produce(c, "dyn-expiry", batch([b"c"], producer_id=idle, producer_epoch=0,
-                                              base_sequence=5))["error_code"] == 45
+        assert _answer_to_a_sequence_gap(c, "dyn-expiry", idle) == 45
         alter = {"resources": [{"resource_type": 4, "resource_name": "", "configs": [
             {"name": "producer.id.expiration.ms", "config_operation": 0, "value": "2000"}]}], "validate_only": False}
         assert c.request(44, 1, alter)["responses"][0]["error_code"] == 0
         time.sleep(1.0)  # several expiry checks at the new value
-        assert produce(c, "dyn-expiry", batch([b"c"], producer_id=idle, producer_epoch=0,
-                                              base_sequence=5))["error_code"] == 0
-        assert produce(c, "dyn-expiry", batch([b"d"], producer_id=active, producer_epoch=0,
-                                              base_sequence=5))["error_code"] == 45
+        assert _answer_to_a_sequence_gap(c, "dyn-expiry", idle) == 0
+        assert _answer_to_a_sequence_gap(c, "dyn-expiry", active) == 45
 
 
 def test_long_poll_returns_at_max_wait_without_data(client) -> None:
