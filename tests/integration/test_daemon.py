@@ -269,6 +269,13 @@ def test_odradek_without_a_config_file_runs_the_single_node_default(tmp_path) ->
         assert proc.wait(20) == 0
 
 
+def _wait_for_lines(b: BrokerProcess, text: str, count: int, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while b.log_text().count(text) < count:
+        assert time.monotonic() < deadline, f"{count} x {text!r} not logged"
+        time.sleep(0.05)
+
+
 def test_loading_the_offsets_topic_logs_one_summary_line(tmp_path) -> None:
     b = BrokerProcess(tmp_path, overrides={"offsets.topic.num.partitions": "8"}).start()
     try:
@@ -277,7 +284,12 @@ def test_loading_the_offsets_topic_logs_one_summary_line(tmp_path) -> None:
             while c.request(10, 3, {"key": "g", "key_type": 0})["error_code"] != 0:
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
-        assert b.restart().stop() == 0
+        # FindCoordinator answers before the partitions are loaded (as Kafka's does: later group
+        # requests get COORDINATOR_LOAD_IN_PROGRESS), so wait for the load's line, at each start.
+        _wait_for_lines(b, "loaded 8 __consumer_offsets partitions", 1)
+        b.restart()
+        _wait_for_lines(b, "loaded 8 __consumer_offsets partitions", 2)
+        assert b.stop() == 0
     finally:
         b.kill()
     lines = [line for line in b.log_text().splitlines() if "__consumer_offsets" in line and " INFO " in line]
