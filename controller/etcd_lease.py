@@ -24,6 +24,11 @@ The operations, as ``controller.lease`` describes them:
 - ``close``: closes the client without revoking (what process death does): the lease lapses by its
   TTL, after which another candidate's ``try_acquire`` succeeds with a higher epoch.
 
+Fencing of writes: ``fence(holder_id)`` gives the compare ``EtcdMetadataLogStore`` adds to each append
+Txn: the leader key's value is still exactly ``{"holder_id": h, "epoch": e}`` for the append's epoch.
+A holder whose lease lapsed (cut off from etcd, stalled) cannot write even before a successor has
+written anything: the epoch guard of the issue's design, enforced by etcd itself.
+
 etcd leases count whole seconds and etcd raises a TTL below its minimum (1.5 election timeouts,
 2 s with etcd's defaults) to that minimum; ``ttl_ms`` is rounded up to whole seconds. The returned
 ``Lease.expires_at_ms`` is ``now_ms + min(ttl_ms, granted TTL)`` in the caller's clock: never later
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from controller.etcd_client import EtcdError, etcd_client
@@ -62,6 +68,10 @@ class EtcdLeaseStore:
     def epoch_key(self) -> bytes:
         return self._epoch_key
 
+    def fence(self, holder_id: int) -> LeaseFence:
+        """The guard ``EtcdMetadataLogStore`` adds to every append of ``holder_id``."""
+        return LeaseFence(self._leader_key, self._epoch_key, holder_id)
+
     async def _read_epoch(self) -> int:
         kv = await self._client.get(self._epoch_key)
         return 0 if kv is None else int(kv.value)
@@ -74,7 +84,7 @@ class EtcdLeaseStore:
         lease_id = int(granted.id)
         t = self._client.transactions
         epoch_unchanged = t.create(self._epoch_key) == 0 if epoch == 0 else t.value(self._epoch_key) == str(epoch)
-        value = json.dumps({"holder_id": holder_id, "epoch": epoch + 1}).encode()
+        value = leader_value(holder_id, epoch + 1)
         try:
             succeeded, _ = await self._client.transaction(
                 compare=[t.create(self._leader_key) == 0, epoch_unchanged],
@@ -146,6 +156,25 @@ class EtcdLeaseStore:
             await self._client.revoke_lease(lease_id)
         except EtcdError:
             pass
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseFence:
+    """"The lease of ``holder_id`` at the append's epoch is still live": a compare on the leader
+    key's exact value, which etcd deletes with the lease (a lapsed or revoked lease fails it at once,
+    before any successor has written) and a successor overwrites with its own epoch."""
+
+    leader_key: bytes
+    epoch_key: bytes
+    holder_id: int
+
+    def leader_value(self, epoch: int) -> bytes:
+        return leader_value(self.holder_id, epoch)
+
+
+def leader_value(holder_id: int, epoch: int) -> bytes:
+    """The leader key's value; byte-exact, since the fence compares it."""
+    return json.dumps({"holder_id": holder_id, "epoch": epoch}).encode()
 
 
 def _decode_holder(kv: Any) -> tuple[int, int]:

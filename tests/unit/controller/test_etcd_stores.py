@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from controller.etcd_lease import EtcdLeaseStore
-from controller.etcd_log_store import EtcdMetadataLogStore
+from controller.etcd_log_store import EtcdMetadataLogStore, LeaseFencedError
 from controller.lease import Lease, LeaseLostError, LeaseStore, LocalLeaseStore
 from controller.log_store import LocalMetadataLogStore, MetadataLogStore
 from controller.metadata_log import MetadataBatch, StaleControllerEpochError
@@ -185,7 +185,10 @@ async def test_contract_log_refuses_stale_epoch_writing_nothing(stores: Stores) 
     assert e.value.code == ErrorCode.STALE_CONTROLLER_EPOCH
     assert e.value.newest_epoch == 2
     assert await observer.read() == before and [b.controller_epoch for b in before] == [1, 2]
-    assert old.newest_epoch == 2  # the refused writer caught up on the way
+    assert old.newest_epoch == 2  # the refused writer caught up on the way...
+    resumed = await old.append([LeaderChangeRecord(1, 3)], 3)
+    # ...and the batch it read then is handed out by its next append that succeeds, not lost.
+    assert resumed.base_offset == 2 and [b.base_offset for b in resumed.caught_up] == [1]
 
 
 async def test_contract_log_interleaved_writers_catch_up(stores: Stores) -> None:
@@ -260,3 +263,37 @@ async def test_etcd_epochs_and_batches_survive_an_etcd_restart(tmp_path: Path) -
         await log.close()
     finally:
         server.stop()
+
+
+async def test_etcd_fenced_append_needs_the_live_lease_at_its_epoch(etcd_server: EtcdServer) -> None:  # noqa: F811
+    prefix = f"/odradek/test-{uuid.uuid4()}"
+    one, two = EtcdLeaseStore(etcd_server.endpoint, prefix), EtcdLeaseStore(etcd_server.endpoint, prefix)
+    log_one = EtcdMetadataLogStore(etcd_server.endpoint, f"{prefix}/metadata", fence=one.fence(1))
+    log_two = EtcdMetadataLogStore(etcd_server.endpoint, f"{prefix}/metadata", fence=two.fence(2))
+    observer = EtcdMetadataLogStore(etcd_server.endpoint, f"{prefix}/metadata")
+    try:
+        for log in (log_one, log_two, observer):
+            await log.open()
+        lease = await one.try_acquire(1, ttl_ms=TTL_MS, now_ms=0)
+        assert lease is not None
+        assert (await log_one.append([LeaderChangeRecord(1, lease.epoch)], lease.epoch)).base_offset == 0
+        with pytest.raises(StaleControllerEpochError):
+            await log_two.append([_topic("not-mine")], lease.epoch)  # right epoch, wrong holder
+        # The lease goes (revoked here; lapsing by TTL deletes the same key): no successor has
+        # written anything, yet the old holder's next write is refused by etcd.
+        await one.release(lease)
+        with pytest.raises(LeaseFencedError) as e:
+            await log_one.append([_topic("late")], lease.epoch)
+        assert e.value.code == ErrorCode.STALE_CONTROLLER_EPOCH and "no holder" in str(e.value)
+        taken = await two.try_acquire(2, ttl_ms=TTL_MS, now_ms=0)
+        assert taken is not None and taken.epoch == 2
+        appended = await log_two.append([LeaderChangeRecord(2, taken.epoch)], taken.epoch)
+        assert appended.base_offset == 1 and [b.base_offset for b in appended.caught_up] == [0]
+        with pytest.raises(StaleControllerEpochError) as e:
+            await log_one.append([_topic("later")], lease.epoch)
+        assert e.value.newest_epoch == 2
+        assert [b.controller_epoch for b in await observer.read()] == [1, 2]  # nothing else written
+        await two.release(taken)
+    finally:
+        for store in (one, two, log_one, log_two, observer):
+            await store.close()
