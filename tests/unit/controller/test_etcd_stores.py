@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from controller.etcd_client import etcd_client
 from controller.etcd_lease import EtcdLeaseStore
 from controller.etcd_log_store import EtcdMetadataLogStore, LeaseFencedError
 from controller.lease import Lease, LeaseLostError, LeaseStore, LocalLeaseStore
-from controller.log_store import LocalMetadataLogStore, MetadataLogStore
+from controller.log_store import AppendResult, LocalMetadataLogStore, MetadataLogStore
 from controller.metadata_log import MetadataBatch, StaleControllerEpochError
 from controller.records import LeaderChangeRecord, TopicRecord
 from protocol.errors import ErrorCode
@@ -164,9 +165,7 @@ async def test_contract_log_appends_reads_back_and_replays(stores: Stores) -> No
     assert await reopened.append([_topic("c")], 2) == _result(3)
 
 
-def _result(base_offset: int) -> object:
-    from controller.log_store import AppendResult
-
+def _result(base_offset: int) -> AppendResult:
     return AppendResult(base_offset)
 
 
@@ -297,3 +296,20 @@ async def test_etcd_fenced_append_needs_the_live_lease_at_its_epoch(etcd_server:
     finally:
         for store in (one, two, log_one, log_two, observer):
             await store.close()
+
+
+async def test_etcd_renew_checks_the_leader_key_not_only_the_lease(etcd_server: EtcdServer) -> None:  # noqa: F811
+    prefix = f"/odradek/test-{uuid.uuid4()}"
+    store = EtcdLeaseStore(etcd_server.endpoint, prefix)
+    raw = etcd_client(etcd_server.endpoint)
+    try:
+        lease = await store.try_acquire(1, ttl_ms=TTL_MS, now_ms=0)
+        assert lease is not None
+        await raw.delete(store.leader_key)  # an operator (or a bug) removed the key; the lease lives on
+        with pytest.raises(LeaseLostError, match="superseded"):
+            await store.renew(lease, now_ms=1)
+        # The holder revoked its lease on the way out: a new acquisition is admitted at once.
+        assert (await store.try_acquire(2, ttl_ms=TTL_MS, now_ms=2)) is not None
+    finally:
+        await store.close()
+        await raw.close()
