@@ -15,7 +15,8 @@ Every store keeps the same contract:
 4. ``now_ms`` arguments are the caller's clock; ``Lease.expires_at_ms`` is expressed in it, so the
    controller can renew ahead of expiry without knowing the store's clock.
 
-How an etcd store fits (the next issue): ``try_acquire`` = LeaseGrant(ttl) giving ``lease_id``,
+How an etcd store fits (implemented by ``controller.etcd_lease.EtcdLeaseStore``, not yet wired into
+the broker): ``try_acquire`` = LeaseGrant(ttl) giving ``lease_id``,
 then one Txn: compare ``create_revision(<leader key>) == 0`` and ``value(<epoch key>) == e`` (read
 just before), put ``<leader key> = holder`` attached to ``lease_id`` and ``<epoch key> = e + 1``; a
 failed compare revokes the granted lease and returns ``None``; the returned ``Lease`` carries

@@ -20,7 +20,8 @@ There is no snapshot yet (see the TODO in ``controller.metadata_log``): ``open``
 0. A snapshot would add ``write_snapshot(image, offset)`` and make ``open`` return it plus the
 batches after it.
 
-How an etcd store fits (the next issue): batch ``b`` is the value of key
+How an etcd store fits (implemented by ``controller.etcd_log_store.EtcdMetadataLogStore``, not yet
+wired into the broker; it can also guard each append with the lease, see there): batch ``b`` is the value of key
 ``<prefix>/log/<base offset, zero-padded>`` (the encoded frame of ``metadata_log.encode_batch``),
 and ``<prefix>/head`` holds ``{next_offset, newest_epoch}``. ``append`` is one Txn: compare
 ``mod_revision(<prefix>/head) == r`` (the revision this store last read), then put the batch key

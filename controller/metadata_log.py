@@ -147,6 +147,15 @@ def _scan(
     return batches, pos, None
 
 
+def decode_batches(data: bytes, next_offset: int = 0, newest_epoch: int = -1) -> list[MetadataBatch]:
+    """Decode concatenated frames that must all be valid (a store whose writes are atomic, such as
+    etcd, has no torn tail to cut off): any invalid frame raises ``MetadataLogCorruptError``."""
+    batches, _, problem = _scan(data, 0, next_offset, newest_epoch)
+    if problem is not None:
+        raise MetadataLogCorruptError(f"invalid metadata batch after offset {next_offset}: {problem}")
+    return batches
+
+
 class MetadataLog:
     """An open metadata log. Create with ``MetadataLog.open(metadata_dir)``."""
 
