@@ -22,6 +22,11 @@ TARGETS: dict[tuple[str, str], tuple[str, float]] = {
     ("consume 1024B 8p", "fetch_mb_per_sec"): (">=", 0.7),
     ("e2e 1024B acks=all", "p99_ms"): ("<=", 2.0),
     ("start-up", "ms"): ("<=", 0.1),
+    # Issue 18, the broker-bound case.
+    ("saturate 1024B 3+3 procs 6p", "produce_mb_per_sec"): (">=", 2.0),
+    ("saturate 1024B 3+3 procs 6p", "produce_cpu_s_per_gb"): ("<=", 0.3),
+    ("saturate 1024B 3+3 procs 6p", "consume_mb_per_sec"): (">=", 1.5),
+    ("half-rate 1024B 3 procs 6p", "p99_ms"): ("<=", 1.0),
 }
 
 # kind -> [(field, label, unit, higher_is_better)]
@@ -33,6 +38,17 @@ METRICS: dict[str, list[tuple[str, str, str, bool]]] = {
                 ("broker_cpu_s_per_gb", "broker CPU per GB", "CPU-s/GB", False)],
     "e2e": [("p50_ms", "p50", "ms", False), ("p99_ms", "p99", "ms", False), ("avg_ms", "average", "ms", False),
             ("broker_cpu_s_per_gb", "broker CPU per GB", "CPU-s/GB", False)],
+    # Broker cores are shown as a figure, not judged: more cores used is how a broker scales.
+    "saturate": [("produce_mb_per_sec", "produce throughput", "MB/s", True),
+                 ("produce_broker_cores", "broker cores while producing", "cores", True),
+                 ("produce_cpu_s_per_gb", "broker CPU per GB produced", "CPU-s/GB", False),
+                 ("consume_mb_per_sec", "consume throughput", "MB/s", True),
+                 ("consume_broker_cores", "broker cores while consuming", "cores", True),
+                 ("consume_cpu_s_per_gb", "broker CPU per GB consumed", "CPU-s/GB", False)],
+    "halfrate": [("p50_ms", "p50 delivery latency at half saturation", "ms", False),
+                 ("p99_ms", "p99 delivery latency at half saturation", "ms", False),
+                 ("rate_mb_per_sec", "rate achieved", "MB/s", True),
+                 ("rate_cpu_s_per_gb", "broker CPU per GB", "CPU-s/GB", False)],
 }
 
 
@@ -240,4 +256,12 @@ def one_line(row: dict) -> str:
         return f"{row['mb_per_sec']:.1f} MB/s, p99 {row['p99_ms']:.0f} ms ({extra})"
     if row["kind"] == "consume":
         return f"{row['fetch_mb_per_sec']:.1f} MB/s fetch, {row['mb_per_sec']:.1f} MB/s overall ({extra})"
+    if row["kind"] == "saturate":
+        return (f"produce {row['produce_mb_per_sec']:.1f} MB/s, {row['produce_broker_cores']:.2f} cores, "
+                f"{row['produce_cpu_s_per_gb']:.1f} CPU-s/GB; consume {row['consume_mb_per_sec']:.1f} MB/s, "
+                f"{row['consume_broker_cores']:.2f} cores, {row['consume_cpu_s_per_gb']:.2f} CPU-s/GB "
+                f"(rss {row['rss_peak_mb']:.0f} MiB, load {row['load1']:.1f})")
+    if row["kind"] == "halfrate":
+        return (f"{row['rate_mb_per_sec']:.1f} of {row['target_mb_per_sec']:.1f} MB/s, p50 {row['p50_ms']:.1f} ms, "
+                f"p99 {row['p99_ms']:.1f} ms ({extra})")
     return f"p50 {row['p50_ms']:.0f} ms, p99 {row['p99_ms']:.0f} ms, avg {row['avg_ms']:.2f} ms ({extra})"
