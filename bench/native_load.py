@@ -174,16 +174,17 @@ def _consume_worker(bootstrap: str, topic: str, partitions: list[int], ready: An
         # consume() returns when it has num_messages or at the timeout: a short timeout, so the
         # last, partial batch does not add up to a second to the phase.
         batch = consumer.consume(num_messages=2000, timeout=0.02)
-        # Per message only what must be: the bytes; errors and positions once per partition and batch
-        # (a Python loop per record would make the client, not the broker, the bottleneck).
+        # Per message: bytes and the last offset seen; the end check once per partition and batch
+        # (the less Python per record, the less the client is the bottleneck).
         last: dict[int, int] = {}
         for msg in batch:
-            if msg.error() is not None:
+            value, partition, offset = msg.value(), msg.partition(), msg.offset()
+            if msg.error() is not None or value is None or partition is None or offset is None:
                 error = str(msg.error())
                 continue
-            nbytes += len(msg.value())
+            nbytes += len(value)
             records += 1
-            last[msg.partition()] = msg.offset()
+            last[partition] = offset
         for p, offset in last.items():
             if p in remaining and offset + 1 >= remaining[p]:
                 del remaining[p]
