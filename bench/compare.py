@@ -27,15 +27,17 @@ What one full run does (about 15-25 minutes on 2 cores):
 4. Topics are deleted after use so the disk does not fill; data dirs are removed at the end.
 
 ``--quick`` (< 5 minutes): one run, fewer records, the 1 KiB acks=1 cases plus one 100 B case,
-end-to-end latency, and the broker-bound case with 150 MB and a 5 s half-rate run. It writes to .cache/bench-quick unless --out is given, so iteration never
-overwrites the published table in docs/benchmarks/.
+end-to-end latency, and the broker-bound case with 150 MB and a 5 s half-rate run. It writes to
+.cache/bench-quick unless --out is given, so iteration never overwrites the published table in
+docs/benchmarks/.
 
 Before/after a change: ``--baseline DIR`` adds a third broker, Odradek from another checkout (e.g.
 ``git worktree add /tmp/base <commit>``), alternated with the others in every run; the report then
 has a second table, this checkout against the baseline. ``--no-kafka`` leaves Kafka out (a quicker
-before/after; without ``--baseline`` it only prints and stores Odradek's raw runs). Every produce and consume figure carries the broker's CPU-seconds per GB moved
-(process CPU time over the bytes of the run): on a machine where the Java clients use most of the
-CPU it is the fairest efficiency figure.
+before/after; without ``--baseline`` it only prints and stores Odradek's raw runs). Every produce
+and consume figure carries the broker's CPU-seconds per GB moved (process CPU time over the bytes
+of the run): on a machine where the Java clients use most of the CPU it is the fairest efficiency
+figure.
 
 Who may call it: the command line (one process; it owns both brokers and stops them on exit).
 """

@@ -86,7 +86,9 @@ def test_the_broker_bound_rows_carry_throughput_cores_cpu_per_gb_and_half_rate_p
     assert (produce.ratio, produce.met) == (2.5, True)
     assert rows[("saturate 1024B 3+3 procs 6p", "produce_cpu_s_per_gb")].met is True  # 4/15 <= 0.3
     assert rows[("saturate 1024B 3+3 procs 6p", "produce_broker_cores")].target is None  # shown, not judged
-    assert ("saturate 1024B 3+3 procs 6p", "consume_cpu_s_per_gb") in rows
+    consume = rows[("saturate 1024B 3+3 procs 6p", "consume_cpu_s_per_gb")]
+    assert (consume.kafka_cpu, consume.odradek_cpu) == (0.3, 0.3)  # the consume phase's cores
+    assert produce.odradek_cpu == 0.9
     assert rows[("half-rate 1024B 3 procs 6p", "p99_ms")].met is True
     table = report.markdown_table(list(rows.values()))
     assert "p99 delivery latency at half saturation" in table
