@@ -2,7 +2,7 @@
 this machine, alternating, median of the runs; writes a markdown table, the raw runs (JSON) and a
 plot of the Odradek/Kafka ratios.
 
-    python -m bench.compare [--quick] [--runs N] [--out DIR] [--only produce,consume,e2e,startup]
+    python -m bench.compare [--quick] [--runs N] [--out DIR] [--only produce,consume,e2e,startup,saturate]
                             [--baseline CHECKOUT] [--no-kafka]
 
 What one full run does (about 15-25 minutes on 2 cores):
@@ -16,21 +16,28 @@ What one full run does (about 15-25 minutes on 2 cores):
      batch.size=64 KiB, unthrottled;
    - ConsumerPerformance over the topic just written (after the acks=1 cases; acks does not
      change what is stored), a new group each time;
-   - EndToEndLatency: 1 KiB, acks=all, 1 partition (sequential send-then-poll).
+   - EndToEndLatency: 1 KiB, acks=all, 1 partition (sequential send-then-poll);
+   - saturate (broker-bound, bench/native_load.py): 3 librdkafka producer processes write 1.2 GB of
+     1 KiB records (acks=1, linger.ms=5, batch.size=64 KiB, no compression) into 6 partitions, then 3
+     consumer processes read it back: MB/s, broker cores and broker CPU-s/GB of each phase;
+   - half-rate: the same producers held to half the slower broker's saturation MB/s of this run,
+     for 20 s: p50/p99 of every record's delivery latency.
    Each figure is stored with the 1-minute load average when it started, the broker's CPU time
    over the run (cores used) and the peak resident set sampled every 200 ms ("RSS under load").
 4. Topics are deleted after use so the disk does not fill; data dirs are removed at the end.
 
-``--quick`` (< 5 minutes): one run, fewer records, the 1 KiB acks=1 cases plus one 100 B case and
-end-to-end latency. It writes to .cache/bench-quick unless --out is given, so iteration never
-overwrites the published table in docs/benchmarks/.
+``--quick`` (< 5 minutes): one run, fewer records, the 1 KiB acks=1 cases plus one 100 B case,
+end-to-end latency, and the broker-bound case with 150 MB and a 5 s half-rate run. It writes to
+.cache/bench-quick unless --out is given, so iteration never overwrites the published table in
+docs/benchmarks/.
 
 Before/after a change: ``--baseline DIR`` adds a third broker, Odradek from another checkout (e.g.
 ``git worktree add /tmp/base <commit>``), alternated with the others in every run; the report then
 has a second table, this checkout against the baseline. ``--no-kafka`` leaves Kafka out (a quicker
-before/after). Every produce and consume figure carries the broker's CPU-seconds per GB moved
-(process CPU time over the bytes of the run): on a machine where the Java clients use most of the
-CPU it is the fairest efficiency figure.
+before/after; without ``--baseline`` it only prints and stores Odradek's raw runs). Every produce
+and consume figure carries the broker's CPU-seconds per GB moved (process CPU time over the bytes
+of the run): on a machine where the Java clients use most of the CPU it is the fairest efficiency
+figure.
 
 Who may call it: the command line (one process; it owns both brokers and stops them on exit).
 """
@@ -46,27 +53,34 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench import perf_tools, report  # noqa: E402
+from bench import native_load, perf_tools, report  # noqa: E402
 from bench.servers import KafkaTarget, OdradekTarget, RssSampler, Target  # noqa: E402
 from tools.kafka_dist import KAFKA_VERSION, ensure_jars  # noqa: E402
 
 
 @dataclass(frozen=True)
 class Case:
-    kind: str  # "produce", "consume" or "e2e"
+    kind: str  # "produce", "consume", "e2e", "saturate" or "halfrate"
     size: int
     acks: str
     partitions: int
     records: int
+    processes: int = 1  # saturate/halfrate: producer processes, and as many consumers
+    seconds: float = 0.0  # halfrate: how long the rate-limited producers run
+    rate_mb: float = 0.0  # halfrate: total MB/s, set in the run from the saturate results
 
     @property
     def key(self) -> str:
+        if self.kind == "saturate":
+            return f"saturate {self.size}B {self.processes}+{self.processes} procs {self.partitions}p"
+        if self.kind == "halfrate":
+            return f"half-rate {self.size}B {self.processes} procs {self.partitions}p"
         if self.kind == "e2e":
             return f"e2e {self.size}B acks={self.acks}"
         if self.kind == "consume":
@@ -81,7 +95,7 @@ class Plan:
     e2e_messages: int
     startup_runs: int
     quick: bool
-    kinds: set[str] = field(default_factory=lambda: {"startup", "produce", "consume", "e2e"})
+    kinds: set[str] = field(default_factory=lambda: {"startup", "produce", "consume", "e2e", "saturate"})
 
 
 def make_plan(quick: bool, runs: int | None, only: set[str] | None) -> Plan:
@@ -89,20 +103,27 @@ def make_plan(quick: bool, runs: int | None, only: set[str] | None) -> Plan:
         counts = {100: 150_000, 1024: 30_000}
         shapes = [(1024, "1", 1), (1024, "1", 8), (1024, "all", 1), (100, "1", 1)]
         e2e = 500
+        saturate_records, halfrate_s = 150_000, 5.0  # ~150 MB
     else:
         counts = {100: 1_000_000, 1024: 200_000}  # ~100 MB and ~200 MB of values per run
         shapes = [(size, acks, parts) for size in (100, 1024) for acks in ("1", "all") for parts in (1, 8)]
         e2e = 3000
+        saturate_records, halfrate_s = 1_200_000, 20.0  # ~1.2 GB, the issue 18 reference load
     cases: list[Case] = []
     for size, acks, parts in shapes:
         cases.append(Case("produce", size, acks, parts, counts[size]))
         if acks == "1":
             cases.append(Case("consume", size, acks, parts, counts[size]))
     cases.append(Case("e2e", 1024, "all", 1, e2e))
+    # Broker-bound: 3 librdkafka producers then 3 consumers on 6 partitions, then the producers at
+    # half the slower broker's saturation rate for the latency figure (bench/native_load.py).
+    cases.append(Case("saturate", 1024, "1", 6, saturate_records, processes=3))
+    cases.append(Case("halfrate", 1024, "1", 6, 0, processes=3, seconds=halfrate_s))
     plan = Plan(runs or (1 if quick else 3), cases, e2e, 1 if quick else 3, quick)
     if only:
         plan.kinds = set(only)
-        plan.cases = [c for c in cases if c.kind in only or (c.kind == "produce" and "consume" in only)]
+        plan.cases = [c for c in cases if c.kind in only or (c.kind == "produce" and "consume" in only)
+                      or (c.kind == "halfrate" and "saturate" in only)]
     return plan
 
 
@@ -137,9 +158,52 @@ def delete_topic(bootstrap: str, name: str) -> None:
 
 # -- one measurement ----------------------------------------------------------------------------
 
+def measure_native(target: Target, case: Case, topic: str) -> dict:
+    """The broker-bound case: saturation produce then consume (each phase with its own broker CPU
+    time), or the half-rate latency run. Cores = broker CPU-s over the phase's wall time."""
+    boot = target.bootstrap
+
+    class BrokerCpu(native_load.Probe):
+        def start(self) -> None:
+            self.cpu0, self.t0 = target.cpu(), time.monotonic()
+
+        def end(self) -> None:
+            self.cpu_s, self.wall = target.cpu() - self.cpu0, time.monotonic() - self.t0
+
+    started = BrokerCpu()
+
+    def figures(prefix: str, phase: native_load.PhaseResult) -> dict:
+        cpu_s, wall = started.cpu_s, started.wall
+        if phase.errors:
+            print(f"  ({prefix}: {phase.errors[0]})", flush=True)
+        return {f"{prefix}_mb_per_sec": round(phase.mb_per_sec, 2), f"{prefix}_records": phase.records,
+                f"{prefix}_wall_s": round(phase.wall_s, 2), f"{prefix}_broker_cores": round(cpu_s / wall, 3),
+                f"{prefix}_cpu_s_per_gb": round(cpu_s / (phase.bytes / 1e9), 3) if phase.bytes else float("nan")}
+
+    if case.kind == "halfrate":
+        phase = native_load.rate_phase(boot, topic, case.rate_mb * native_load.MB, case.seconds, case.size,
+                                       case.processes, started)
+        row = figures("rate", phase)
+        ms = [x * 1000 for x in phase.latencies]
+        return {**row, "target_mb_per_sec": round(case.rate_mb, 2), "p50_ms": round(native_load.percentile(ms, 50), 2),
+                "p99_ms": round(native_load.percentile(ms, 99), 2), "max_ms": round(max(ms, default=float("nan")), 2),
+                "broker_cpu_cores": row["rate_broker_cores"], "broker_cpu_s_per_gb": row["rate_cpu_s_per_gb"]}
+    produced = figures("produce", native_load.produce_phase(boot, topic, case.records, case.size, case.processes,
+                                                            started))
+    consumed = figures("consume", native_load.consume_phase(boot, topic, case.partitions, case.processes, started))
+    return {**produced, **consumed, "broker_cpu_cores": produced["produce_broker_cores"],
+            "broker_cpu_s_per_gb": produced["produce_cpu_s_per_gb"]}
+
+
 def measure(target: Target, case: Case, sampler: RssSampler, topic: str, run: int) -> dict:
     load = os.getloadavg()[0]
     sampler.reset()
+    if case.kind in ("saturate", "halfrate"):
+        t0 = time.monotonic()
+        result = measure_native(target, case, topic)
+        return {"target": target.name, "case": case.key, "kind": case.kind, "run": run, "load1": round(load, 2),
+                "wall_s": round(time.monotonic() - t0, 2), "rss_peak_mb": round(sampler.peak(target.pid) / 2**20, 1),
+                **result}
     cpu0, t0 = target.cpu(), time.monotonic()
     boot = target.bootstrap
     if case.kind == "produce":
@@ -159,6 +223,14 @@ def measure(target: Target, case: Case, sampler: RssSampler, topic: str, run: in
             "rss_peak_mb": round(sampler.peak(target.pid) / 2**20, 1), **result}
 
 
+def halfrate_mb(runs: list[dict], run: int) -> float:
+    """The half-rate case's total rate: half the slowest broker's saturation produce MB/s in this
+    run, so every broker is measured at the same rate and none of them is near its limit."""
+    rates = [row["produce_mb_per_sec"] for row in runs if row["kind"] == "saturate" and row["run"] == run
+             and row.get("produce_mb_per_sec", 0) > 0]
+    return min(rates) / 2 if rates else float("nan")
+
+
 def run_cases(plan: Plan, targets: list[Target], sampler: RssSampler, runs: list[dict]) -> None:
     for r in range(plan.runs):
         order = targets if r % 2 == 0 else list(reversed(targets))
@@ -166,6 +238,11 @@ def run_cases(plan: Plan, targets: list[Target], sampler: RssSampler, runs: list
             order = order[r // 2 % len(order):] + order[:r // 2 % len(order)]
         topics: dict[tuple[str, int, int, str], str] = {}
         for case in plan.cases:
+            if case.kind == "halfrate":
+                case = replace(case, rate_mb=halfrate_mb(runs, r))
+                if case.rate_mb != case.rate_mb or case.rate_mb <= 0:
+                    print(f"[run {r + 1}/{plan.runs}] {case.key}: no saturation figure, skipped", flush=True)
+                    continue
             for target in order:
                 if case.kind == "consume":
                     topic = topics[(target.name, case.size, case.partitions, "1")]
@@ -217,12 +294,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, help="runs per case (default 3, --quick 1)")
     ap.add_argument("--out", type=Path, help="output dir (default docs/benchmarks, --quick .cache/bench-quick)")
     ap.add_argument("--work", type=Path, default=REPO / ".cache" / "bench-run", help="broker data dirs")
-    ap.add_argument("--only", help="comma list of startup,produce,consume,e2e")
+    ap.add_argument("--only", help="comma list of startup,produce,consume,e2e,saturate")
     ap.add_argument("--baseline", type=Path, help="another Odradek checkout to run alongside (before/after)")
-    ap.add_argument("--no-kafka", action="store_true", help="leave Apache Kafka out (needs --baseline)")
+    ap.add_argument("--no-kafka", action="store_true",
+                    help="leave Apache Kafka out (with --baseline: a before/after; alone: Odradek's raw runs only)")
     args = ap.parse_args(argv)
-    if args.no_kafka and args.baseline is None:
-        ap.error("--no-kafka needs --baseline: there would be nothing to compare with")
     plan = make_plan(args.quick, args.runs, set(args.only.split(",")) if args.only else None)
     out = args.out or (REPO / ".cache" / "bench-quick" if args.quick else REPO / "docs" / "benchmarks")
     out.mkdir(parents=True, exist_ok=True)
@@ -272,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
                    + " ".join(perf_tools.consumer_args("<bootstrap>", "<topic>", 0, "<new group>"))
                    .replace("--messages 0", "--messages <N>"),
         "e2e": "java ... " + perf_tools.END_TO_END + " <bootstrap> <topic> <N> all 1024",
+        "saturate": "bench/native_load.py: confluent-kafka " + " ".join(
+            f"{k}={v}" for k, v in native_load.PRODUCER_CONFIG.items() if k != "log_level"),
         "this": "python -m bench.compare" + (" --quick" if args.quick else "") + (f" --runs {args.runs}" if args.runs else "")
                 + (f" --baseline {args.baseline}" if args.baseline else "") + (" --no-kafka" if args.no_kafka else ""),
     }
@@ -286,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\nthis checkout against the baseline (ratio = this / baseline):")
         print(report.markdown_table(against_base, reference="baseline"))
     if args.no_kafka:
+        if args.baseline is None:  # nothing to compare with: the per-run lines above and the JSON
+            print(f"\nwrote {out / 'results.json'} (Odradek only: no comparison table)")
         return 0
     summary = report.summarise(data)
     (out / "results.md").write_text(report.markdown(data, summary))
