@@ -130,16 +130,3 @@ async def test_log_store_refuses_a_stale_epoch_and_catches_up(tmp_path: Path) ->
     assert [b.controller_epoch for b in await new.read()] == [1, 2]
     await old.close()
     await new.close()
-
-
-async def test_log_store_must_be_open(tmp_path: Path) -> None:
-    store = LocalMetadataLogStore(tmp_path)
-    with pytest.raises(RuntimeError):
-        await store.append([_topic("a")], 1)
-    await store.open()
-    with pytest.raises(RuntimeError):
-        await store.open()
-    await store.close()
-    await store.close()  # closing twice is harmless
-    assert await store.open() == []  # and the store opens again
-    await store.close()
