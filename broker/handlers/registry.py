@@ -17,11 +17,10 @@ ApiVersions, so nothing unimplemented is ever offered to a client.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
 
+from broker.request_types import ErrorResponse, Handler, LargeHandler
 from protocol.codec import valid_versions
 
 
@@ -31,14 +30,14 @@ class HandlerSpec:
     name: str
     min_version: int
     max_version: int
-    handle: Callable[[Any], Any]
+    handle: Handler
     request_schema: str
     response_schema: str
-    error_response: Callable[[Any, int], dict] | None
+    error_response: ErrorResponse | None
     # Optional ``handle_large(request, buf, body_offset)``: the coroutine the dispatcher calls instead
     # of decoding a frame over dispatcher.LARGE_REQUEST_BYTES itself, so the handler can decode and
     # answer it in slices and let other requests run in between.
-    handle_large: Callable[[Any, Any, int], Any] | None = None
+    handle_large: LargeHandler | None = None
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version

@@ -134,9 +134,7 @@ class ReplicaManager:
         image = self.image
         self.log_manager.cluster_id = image.cluster_id
         # Dynamic broker defaults stored by the controller apply from the first log opened.
-        layers = config_layers(self.config, image.broker_configs, self.node_id)
-        self.base_log_config = effective_log_defaults(self.config, layers)
-        self.producer_id_expiration_ms = effective_broker_config(self.config, layers)["producer.id.expiration.ms"]
+        self._apply_broker_defaults()
         topic_configs = {name: self.topic_log_config(t) for name, t in image.topics.items()}
         await self._io(self.log_manager.startup, topic_configs)
         for topic in list(image.topics.values()):
@@ -310,17 +308,22 @@ class ReplicaManager:
         if delta.changed_broker_configs:
             self._reload_broker_defaults()
 
-    def _reload_broker_defaults(self) -> None:
-        """Dynamic broker config changes to log.* keys become the new topic defaults, with Kafka's
-        precedence (a dynamic value also hides its synonyms in lower layers)."""
+    def _apply_broker_defaults(self) -> None:
+        """The controller-stored dynamic broker configs, with Kafka's precedence (a dynamic value
+        also hides its synonyms in lower layers): log.* keys become the topic defaults, and
+        producer.id.expiration.ms reaches the logs already open (at start-up there are none)."""
         layers = config_layers(self.config, self.image.broker_configs, self.node_id)
         self.base_log_config = effective_log_defaults(self.config, layers)
-        for name, topic in self.image.topics.items():
-            self.log_manager.update_config(name, self.topic_log_config(topic))
         expiration = effective_broker_config(self.config, layers)["producer.id.expiration.ms"]
         if expiration != self.producer_id_expiration_ms:
             self.producer_id_expiration_ms = expiration
             self.log_manager.set_producer_id_expiration_ms(expiration)
+
+    def _reload_broker_defaults(self) -> None:
+        """A dynamic broker config change: new defaults, then every topic's log config again."""
+        self._apply_broker_defaults()
+        for name, topic in self.image.topics.items():
+            self.log_manager.update_config(name, self.topic_log_config(topic))
 
     def _delete_topic_logs(self, topic: str, partitions: list[int]) -> None:
         for index in partitions:
