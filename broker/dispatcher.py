@@ -40,6 +40,7 @@ from protocol.primitives import DecodeError
 if TYPE_CHECKING:
     from broker.connection import Connection
     from broker.request_channel import RequestChannel
+    from broker.request_types import BrokerServices
 
 log = logging.getLogger(__name__)
 # Kafka's kafka.request.logger: at DEBUG, one line when a request is decoded and one when its
@@ -87,7 +88,8 @@ class Request:
         "received_at",
     )
 
-    def __init__(self, broker: Any, conn: Connection, slot: Any, spec: HandlerSpec, header: Any, body: dict):
+    def __init__(self, broker: BrokerServices, conn: Connection, slot: Any, spec: HandlerSpec, header: Any,
+                 body: dict):
         self.broker = broker
         self.conn = conn
         self.slot = slot
@@ -159,7 +161,8 @@ class _ShortGilSwitch:
 
 
 class Dispatcher:
-    def __init__(self, broker: Any, handlers: dict[int, HandlerSpec], channel: RequestChannel | None = None):
+    def __init__(self, broker: BrokerServices, handlers: dict[int, HandlerSpec],
+                 channel: RequestChannel | None = None):
         self.broker = broker
         self.handlers = handlers
         self.channel = channel
