@@ -477,6 +477,20 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("min.insync.replicas", _I, 1, _at_least(1), _H, "Replicas that must ack an acks=-1 produce.",
        dynamic=True),
     _d("auto.create.topics.enable", _B, True, None, _H, "Create unknown topics on Metadata/Produce."),
+    _d("controlled.shutdown.enable", _B, True, None, _M,
+       "Cluster mode: on SIGTERM, move this broker's leaderships to other ISR members before it stops "
+       "serving (its registration is withdrawn first, so the controller acts at once)."),
+    _d("controlled.shutdown.timeout.ms", _I, 30_000, _at_least(0), _M,
+       "Odradek extension: how long a controlled shutdown waits for the leaderships to move "
+       "(Kafka's ZooKeeper-era retries x backoff)."),
+    _d("auto.leader.rebalance.enable", _B, True, None, _H,
+       "Cluster mode: the controller moves leadership back to the preferred replica when a broker "
+       "leads too few of its preferred partitions (see leader.imbalance.*)."),
+    _d("leader.imbalance.check.interval.seconds", _I, 300, _at_least(1), _H,
+       "How often the controller checks the leader imbalance."),
+    _d("leader.imbalance.per.broker.percentage", _I, 10, _at_least(0), _H,
+       "Imbalance (percent of a broker's preferred partitions it does not lead) above which the "
+       "controller runs preferred elections for that broker."),
     _d("delete.topic.enable", _B, True, None, _H, "Allow DeleteTopics."),
     _d("unclean.leader.election.enable", _B, False, None, _H, "Allow out-of-sync replicas to become leader.",
        dynamic=True,
