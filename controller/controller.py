@@ -274,8 +274,9 @@ class Controller:
         assert self._lease is not None
         try:
             appended = await self._log_store.append(records, self._lease.epoch)
-        except StaleControllerEpochError:
+        except StaleControllerEpochError as exc:
             self._active = False
+            log.error("controller %d: metadata write refused, stepping down: %s", self.node_id, exc.message)
             raise
         delta = MetadataDelta()
         for batch in appended.caught_up:
