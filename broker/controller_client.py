@@ -87,9 +87,11 @@ class ControllerClient(Protocol):
     ) -> list[AlterConfigsResult]: ...
 
     async def register_broker(
-        self, node_id: int, host: str, port: int, rack: str | None = None, *, listener_name: str = "PLAINTEXT"
+        self, node_id: int, host: str, port: int, rack: str | None = None, *, listener_name: str = "PLAINTEXT",
+        endpoints: Sequence[tuple[str, str, int]] = (),
     ) -> int:
-        """Register (or re-register) a broker's endpoint; returns its broker epoch."""
+        """Register (or re-register) a broker's endpoint (and every advertised listener's); returns its
+        broker epoch."""
         ...
 
 
@@ -130,6 +132,8 @@ class LocalControllerClient:
         return await self._controller.incremental_alter_configs(resources, validate_only)
 
     async def register_broker(
-        self, node_id: int, host: str, port: int, rack: str | None = None, *, listener_name: str = "PLAINTEXT"
+        self, node_id: int, host: str, port: int, rack: str | None = None, *, listener_name: str = "PLAINTEXT",
+        endpoints: Sequence[tuple[str, str, int]] = (),
     ) -> int:
-        return await self._controller.register_broker(node_id, host, port, rack, listener_name=listener_name)
+        return await self._controller.register_broker(node_id, host, port, rack, listener_name=listener_name,
+                                                      endpoints=endpoints)

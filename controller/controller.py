@@ -322,6 +322,7 @@ class Controller:
         listener_name: str = "PLAINTEXT",
         fenced: bool = False,
         incarnation_id: uuid.UUID | None = None,
+        endpoints: Sequence[tuple[str, str, int]] = (),
     ) -> int:
         """Register (or re-register) a broker; returns its broker epoch (the record's log offset).
 
@@ -341,6 +342,7 @@ class Controller:
                 listener_name=listener_name,
                 rack=rack,
                 fenced=fenced,
+                endpoints=tuple((str(n), str(h), int(p)) for n, h, p in endpoints),
             )
             changes: list[MetadataRecord] = [record]
             await self._commit(changes)

@@ -62,6 +62,18 @@ class BrokerRegistration:
     broker_epoch: int = 0
     incarnation_id: uuid.UUID = ZERO_UUID
     fenced: bool = False
+    # (listener name, host, port) of every advertised listener; empty: only host/port above.
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def endpoint_for(self, listener: str) -> tuple[str, int] | None:
+        """Where a client that came in on ``listener`` reaches this broker (Kafka answers Metadata
+        with the endpoint of the listener the request arrived on); None if it has no such listener."""
+        if not self.endpoints:
+            return self.host, self.port
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +236,7 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
                 broker_epoch=record.broker_epoch,
                 incarnation_id=record.incarnation_id,
                 fenced=record.fenced,
+                endpoints=record.endpoints,
             )
             delta.changed_brokers.add(record.broker_id)
         case UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch):

@@ -62,6 +62,9 @@ class RegisterBrokerRecord:
     security_protocol: int = 0  # Kafka's SecurityProtocol id: 0 = PLAINTEXT
     rack: str | None = None
     fenced: bool = False
+    # Every advertised listener as (listener name, host, port); host/port above are the
+    # inter-broker listener's. Empty in records written before listeners were kept.
+    endpoints: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,5 +190,7 @@ def record_from_dict(data: dict[str, Any]) -> MetadataRecord:
             value = uuid.UUID(hex=value)
         elif key in _INT_LIST_FIELDS and value is not None:
             value = tuple(value)
+        elif key == "endpoints" and value is not None:
+            value = tuple((str(name), str(host), int(port)) for name, host, port in value)
         kwargs[key] = value
     return cls(**kwargs)
