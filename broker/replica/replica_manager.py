@@ -56,7 +56,7 @@ from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.partition_metadata import topic_id_to_str
 from storage.producer_state import ProducerStateManager
-from storage.results import AppendInfo
+from storage.results import EMPTY_SLICE, AppendInfo
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -498,6 +498,10 @@ class ReplicaManager:
                         produce_waiters((topic, index))
                     if fetch_waiters is not None:
                         fetch_waiters((topic, index))
+                elif fetch_waiters is not None:
+                    # The log end moved but not the HW (followers behind): a follower's fetch
+                    # waiting on this partition may have enough now (never on one node).
+                    fetch_waiters((topic, index))
             # Kafka's DelayedProduce.tryComplete, done before making one (the ISR cannot change
             # during this loop, and append_records_to_leader refused acks=-1 below
             # min.insync.replicas): on a single node the HW is always past, and no
@@ -524,6 +528,8 @@ class ReplicaManager:
             metrics.topic_stats.appended(part.topic, info.size, info.last_offset - info.first_offset + 1)
         if part.maybe_increment_high_watermark():
             self.try_complete_delayed_requests((part.topic, part.index))
+        elif self.fetch_purgatory.delayed:
+            self.fetch_purgatory.check_and_complete((part.topic, part.index))  # followers' fetches
 
     def try_complete_delayed_requests(self, key: TopicPartition) -> None:
         """A partition's HW/LSO moved (or it went away): answer what waited on it."""
@@ -562,11 +568,13 @@ class ReplicaManager:
             return
         status: list[FetchStatus] = []
         keys: list[TopicPartition] = []
+        follower = params.replica_id >= 0
         for read in result.partitions:
             cp = read.partition
             key = (self._topic_name(params, cp), cp.partition)
             part = self.partitions[key]  # read without error: it exists
-            status.append((key, cp, part.bytes_below_bound(params.isolation_level) - read.size))
+            readable = part.appended_bytes if follower else part.bytes_below_bound(params.isolation_level)
+            status.append((key, cp, readable - read.size))
             keys.append(key)
         op = DelayedFetch(params, partitions, status, self.partitions.get, self.read_from_local_log,
                           self.node_id, callback)
@@ -583,12 +591,19 @@ class ReplicaManager:
 
         The first batch of the first partition with data comes whole even past the limits
         (KIP-74 ``minOneMessage``), so a consumer always makes progress.
+
+        A follower's fetch (``params.replica_id``) reads up to the log end, is refused
+        (NOT_LEADER_OR_FOLLOWER) for a partition it is not a replica of, and reports its fetch
+        offset as its log end (Kafka's updateFollowerFetchState): the HWs it moves complete the
+        produces and fetches waiting on them, after this read.
         """
         image = self.image
         uses_ids = params.uses_topic_ids
         isolation = params.isolation_level
         budget = params.max_bytes
         zero_copy = self._zero_copy
+        replica_id = params.replica_id
+        moved: list[TopicPartition] | None = [] if replica_id >= 0 else None
         out = FetchResult()
         reads = out.partitions
         for cp in partitions:
@@ -608,7 +623,21 @@ class ReplicaManager:
                 limit = min(cp.partition_max_bytes, max(budget - out.total_bytes, 0))
                 records: Any = b""
                 size = 0
-                if limit > 0 or min_one:
+                if moved is not None:
+                    if replica_id not in part.replicas:
+                        raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                            f"Received fetch request from a non-replica {replica_id}")
+                    if limit > 0 or min_one:
+                        piece = part.read_for_follower(cp.fetch_offset, limit, min_one)
+                    else:
+                        piece = EMPTY_SLICE
+                    if part.update_follower_fetch_state(replica_id, cp.fetch_offset):
+                        moved.append((name, cp.partition))
+                    size = piece.size
+                    if size:
+                        records = piece if zero_copy else piece.read_bytes()
+                        out.total_bytes += size
+                elif limit > 0 or min_one:
                     piece = part.read(cp.fetch_offset, limit, isolation, min_one)
                     size = piece.size
                     if size:
@@ -630,6 +659,9 @@ class ReplicaManager:
                                                found.log_start_offset))
                 else:
                     reads.append(LogReadResult(cp, exc.code))
+        if moved:
+            for key in moved:
+                self.try_complete_delayed_requests(key)
         return out
 
     def _report_truncated(self, exc: SegmentTruncatedError) -> None:
@@ -652,9 +684,11 @@ class ReplicaManager:
         return part.fetch_offset_for_timestamp(timestamp, isolation_level)
 
     def last_offset_for_leader_epoch(self, topic: str, index: int, current_leader_epoch: int,
-                                     leader_epoch: int) -> tuple[int, int]:
-        """OffsetForLeaderEpoch: (epoch, end offset), (-1, -1) for an unknown epoch."""
-        return self.leader_partition(topic, index).last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
+                                     leader_epoch: int, for_follower: bool = False) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset), (-1, -1) for an unknown epoch; a follower
+        (``for_follower``) gets end offsets past the HW."""
+        return self.leader_partition(topic, index).last_offset_for_leader_epoch(
+            current_leader_epoch, leader_epoch, for_follower)
 
     async def delete_records(self, topic: str, index: int, offset: int) -> int:
         """DeleteRecords: advance the log start offset to ``offset`` (-1 = the HW); returns the
