@@ -118,8 +118,10 @@ async def _respond_later(request: ApiRequest, ctx: FetchContext, waiting: asynci
 def handle(request: ApiRequest) -> Any:
     body = request.body
     broker = request.broker
-    replica_state = body["replica_state"]
-    replica_id = body["replica_id"] if replica_state is None else replica_state["replica_id"]
+    if request.api_version < 15:
+        replica_id = body["replica_id"]
+    else:  # KIP-903: a tagged struct, absent (consumers) or holding the broker id and epoch
+        replica_id = (body["replica_state"] or {}).get("replica_id", -1)
     uses_ids = request.api_version >= 13
     ctx = broker.fetch_sessions.new_context(body, uses_ids)
     if ctx.error != ErrorCode.NONE:

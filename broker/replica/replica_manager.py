@@ -13,6 +13,12 @@ until the high watermark passes their batches; long-poll fetches wait in the fet
 when its high watermark or last stable offset moves (``try_complete_delayed_requests``) — after
 each leader append on one node; with replication, also when a follower's fetch moves the HW.
 
+Followers (replication): partitions hosted here but led elsewhere are followed by the replica
+fetchers (broker/replica/replica_fetcher.py), which this class starts, feeds from each metadata
+change (``_apply_leadership``: new followers and new leader epochs are added, new leaders and
+deleted partitions removed) and stops. A follower's Partition answers NOT_LEADER_OR_FOLLOWER to
+clients, as in Kafka.
+
 Threading: partition state and the purgatories are owned by the handler loop. Appends run on
 the loop: a page-cache ``pwrite`` costs microseconds, less than a hand-off to the IO pool would
 (measured in bench/storage_bench.py); segment rolls fsync the old segment (rare: every
@@ -46,6 +52,7 @@ from broker.replica.delayed_produce import DelayedProduce, ProduceCallback, Prod
 from broker.replica.fetch_params import FetchCallback, FetchParams, FetchResult, LogReadResult
 from broker.replica.fetch_session import CachedPartition
 from broker.replica.partition import Partition, RecordCheck
+from broker.replica.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from broker.timing_wheel import Timer
 from broker.topic_config_view import config_layers, effective_broker_config, effective_log_defaults
 from controller.image import MetadataDelta, MetadataImage, TopicImage
@@ -126,6 +133,8 @@ class ReplicaManager:
         self._started = False
         self._unsubscribe: Callable[[], None] | None = None
         self.log_manager.on_dir_offline = self._dir_offline_threadsafe
+        self.replica_fetchers = ReplicaFetcherManager(self, FetcherConfig.from_broker_config(config),
+                                                      self._broker_endpoint)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -172,6 +181,7 @@ class ReplicaManager:
         return None if part is None else part.last_stable_offset
 
     async def shutdown(self) -> None:
+        await self.replica_fetchers.shutdown()
         for task in self._tasks:
             task.cancel()
         if self.cleaner is not None:
@@ -250,6 +260,10 @@ class ReplicaManager:
                 log.warning("log %s-%d is not in the cluster metadata; kept as %s", topic, partition, target)
 
     def _apply_leadership(self, image: MetadataImage, topics: set[str]) -> None:
+        """Bring hosted partitions to the image's leadership; start and stop following them
+        (Kafka's makeLeaders / makeFollowers)."""
+        follow: dict[TopicPartition, tuple[int, int, Any, int]] = {}
+        unfollow: list[TopicPartition] = []
         for name in topics:
             topic = image.topics.get(name)
             if topic is None:
@@ -273,12 +287,43 @@ class ReplicaManager:
                 if moved:
                     # Requests waiting on the old leadership answer now (fenced or not leader).
                     self.try_complete_delayed_requests(key)
+                if p.leader == self.node_id:
+                    if moved or created:
+                        part.reset_follower_states()  # followers' positions unknown until they fetch
+                        unfollow.append(key)
+                elif moved or created:
+                    # A follower (again, or under a new leader epoch): truncate, then fetch.
+                    follow[key] = (p.leader, p.leader_epoch, topic.topic_id, part.log_end_offset)
                 if p.leader == self.node_id and not was_leader:
                     for on_leader in self._leader_listeners:
                         on_leader(name, p.partition, p.leader_epoch)
                 elif was_leader and p.leader != self.node_id:
                     for on_resign in self._resign_listeners:
                         on_resign(name, p.partition)
+        if unfollow:
+            self.replica_fetchers.remove_partitions(unfollow)
+        if follow:
+            self.replica_fetchers.add_partitions(follow)
+
+    # -- what the replica fetchers use (broker.replica.replica_fetcher.FollowerHost) -------------
+
+    def follower_partition(self, tp: TopicPartition, leader_epoch: int) -> Partition | None:
+        """The partition if it is still a follower here under ``leader_epoch``."""
+        part = self.partitions.get(tp)
+        if part is None or part.leader == self.node_id or part.leader_epoch != leader_epoch or part.offline:
+            return None
+        return part
+
+    def broker_epoch(self) -> int:
+        reg = self.image.brokers.get(self.node_id)
+        return reg.broker_epoch if reg is not None else -1
+
+    def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return self._io(fn, *args)
+
+    def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        reg = self.image.brokers.get(broker_id)
+        return (reg.host, reg.port) if reg is not None else None
 
     def _on_delta(self, delta: MetadataDelta) -> None:
         """Called on the handler loop after each committed metadata change."""
@@ -286,6 +331,7 @@ class ReplicaManager:
         for name, old in delta.deleted_topics.items():
             for index in old.partitions:
                 part = self.partitions.pop((name, index), None)
+                self.replica_fetchers.remove_partitions([(name, index)])
                 if part is not None:
                     # Waiting requests on a deleted partition answer now (with its error).
                     self.try_complete_delayed_requests((name, index))
@@ -307,6 +353,21 @@ class ReplicaManager:
                 self.log_manager.update_config(name, self.topic_log_config(topic))
         if delta.changed_broker_configs:
             self._reload_broker_defaults()
+        if delta.changed_brokers:
+            self._refollow(delta.changed_brokers)
+
+    def _refollow(self, brokers: set[int]) -> None:
+        """Leaders that (re)registered: follow their partitions not yet followed at that endpoint
+        (a leader unknown when its partition became a follower, or moved to another port)."""
+        follow: dict[TopicPartition, tuple[int, int, Any, int]] = {}
+        for key, part in self.partitions.items():
+            leader = part.leader
+            if leader in brokers and leader != self.node_id and leader >= 0:
+                endpoint = self._broker_endpoint(leader)
+                if endpoint is not None and not self.replica_fetchers.follows(key, endpoint):
+                    follow[key] = (leader, part.leader_epoch, part.topic_id, part.log_end_offset)
+        if follow:
+            self.replica_fetchers.add_partitions(follow)
 
     def _apply_broker_defaults(self) -> None:
         """The controller-stored dynamic broker configs, with Kafka's precedence (a dynamic value
