@@ -28,6 +28,7 @@ from controller.requests import (
     AlterConfigOp,
     AlterConfigsResource,
     AlterConfigsResult,
+    AlterPartitionResult,
     CreatableTopic,
     CreatePartitionsResult,
     CreatePartitionsTopic,
@@ -42,6 +43,7 @@ __all__ = [
     "AlterConfigOp",
     "AlterConfigsResource",
     "AlterConfigsResult",
+    "AlterPartitionResult",
     "AlterableConfig",
     "CreatableTopic",
     "CreatePartitionsResult",
@@ -94,6 +96,13 @@ class ControllerClient(Protocol):
         broker epoch."""
         ...
 
+    async def alter_partition(
+        self, topic_id: uuid.UUID, partition: int, leader_id: int, leader_epoch: int, partition_epoch: int,
+        new_isr: Sequence[int],
+    ) -> AlterPartitionResult:
+        """A leader's ISR change (AlterPartition, KIP-497); the result carries Kafka's error codes."""
+        ...
+
 
 class LocalControllerClient:
     """``ControllerClient`` for the controller in this process: each call is the controller's own."""
@@ -137,3 +146,10 @@ class LocalControllerClient:
     ) -> int:
         return await self._controller.register_broker(node_id, host, port, rack, listener_name=listener_name,
                                                       endpoints=endpoints)
+
+    async def alter_partition(
+        self, topic_id: uuid.UUID, partition: int, leader_id: int, leader_epoch: int, partition_epoch: int,
+        new_isr: Sequence[int],
+    ) -> AlterPartitionResult:
+        return await self._controller.alter_partition(topic_id, partition, leader_id, leader_epoch,
+                                                      partition_epoch, new_isr)

@@ -65,6 +65,7 @@ from controller.requests import (
     AlterConfigOp,
     AlterConfigsResource,
     AlterConfigsResult,
+    AlterPartitionResult,
     CreatableTopic,
     CreatePartitionsResult,
     CreatePartitionsTopic,
@@ -446,6 +447,65 @@ class Controller:
             if records:
                 await self._commit(records)
             return results
+
+    # ----------------------------------------------------------------------------------------
+    # AlterPartition (KIP-497): a leader's ISR change
+
+    async def alter_partition(self, topic_id: uuid.UUID, partition: int, leader_id: int, leader_epoch: int,
+                              partition_epoch: int, new_isr: Sequence[int]) -> AlterPartitionResult:
+        """Change a partition's ISR at its leader's request (Kafka's
+        ReplicationControlManager.alterPartition, one partition).
+
+        ``leader_id`` is the requesting broker. Refused, in Kafka's order: UNKNOWN_TOPIC_ID /
+        UNKNOWN_TOPIC_OR_PARTITION; NOT_CONTROLLER for epochs newer than ours (this controller is
+        behind); FENCED_LEADER_EPOCH for an older leader epoch; INVALID_REQUEST from a broker that
+        is not the leader; INVALID_UPDATE_VERSION for an older partition epoch (a stale request);
+        INVALID_REQUEST for an ISR with non-replicas, duplicates or without the leader;
+        INELIGIBLE_REPLICA for members not registered or fenced. Success commits a
+        PartitionChangeRecord (the partition epoch goes up) unless the ISR is unchanged.
+        """
+        async with self._write_lock:
+            await self._check_active()
+            topic = self._image.topics_by_id.get(topic_id)
+            if topic is None:
+                return AlterPartitionResult(ErrorCode.UNKNOWN_TOPIC_ID)
+            p = topic.partitions.get(partition)
+            isr = tuple(new_isr)
+            code = self._validate_alter_partition(topic, p, leader_id, leader_epoch, partition_epoch, isr)
+            if code != ErrorCode.NONE or p is None:
+                return AlterPartitionResult(code)
+            if isr != p.isr:
+                log.info("Node %d altered the ISR of %s-%d from %s to %s", leader_id, topic.name, partition,
+                         list(p.isr), list(isr))
+                await self._commit([PartitionChangeRecord(partition, topic_id, isr=isr)])
+                p = self._image.topics_by_id[topic_id].partitions[partition]
+            return AlterPartitionResult(ErrorCode.NONE, p.leader, p.leader_epoch, p.partition_epoch, p.isr)
+
+    def _validate_alter_partition(self, topic: TopicImage, p: PartitionState | None, broker_id: int,
+                                  leader_epoch: int, partition_epoch: int, isr: tuple[int, ...]) -> ErrorCode:
+        """Kafka's validateAlterPartitionData, its checks in its order."""
+        if p is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if leader_epoch > p.leader_epoch or partition_epoch > p.partition_epoch:
+            return ErrorCode.NOT_CONTROLLER
+        if leader_epoch < p.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if broker_id != p.leader:
+            log.info("Rejecting AlterPartition from node %d for %s-%d: the leader is %d", broker_id, topic.name,
+                     p.partition, p.leader)
+            return ErrorCode.INVALID_REQUEST
+        if partition_epoch < p.partition_epoch:
+            return ErrorCode.INVALID_UPDATE_VERSION
+        if len(set(isr)) != len(isr) or any(b not in p.replicas for b in isr) or p.leader not in isr:
+            log.error("Rejecting AlterPartition from node %d for %s-%d: invalid ISR %s", broker_id, topic.name,
+                      p.partition, list(isr))
+            return ErrorCode.INVALID_REQUEST
+        ineligible = [b for b in isr if not self._is_live(b)]
+        if ineligible:
+            log.info("Rejecting AlterPartition from node %d for %s-%d: ineligible replicas %s (not registered "
+                     "or fenced)", broker_id, topic.name, p.partition, ineligible)
+            return ErrorCode.INELIGIBLE_REPLICA
+        return ErrorCode.NONE
 
     # ----------------------------------------------------------------------------------------
     # CreateTopics

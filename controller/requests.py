@@ -105,6 +105,18 @@ class AlterConfigsResult:
 
 
 @dataclass(frozen=True, slots=True)
+class AlterPartitionResult:
+    """AlterPartition's answer for one partition (KIP-497): the error, and the partition's state
+    after the change (or its current state when nothing changed); -1/() with an error."""
+
+    error_code: ErrorCode = ErrorCode.NONE
+    leader_id: int = -1
+    leader_epoch: int = -1
+    partition_epoch: int = -1
+    isr: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ElectionResult:
     topic: str
     partition: int
