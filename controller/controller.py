@@ -25,6 +25,10 @@ Leader election: the rules (clean, unclean, preferred, auto rebalance, controlle
 ``rebalance_leaders`` and ``controlled_shutdown``. A leader change bumps the leader epoch (see
 ``controller.image``), which is how stale leaders are fenced.
 
+Reassignments (KIP-455): ``alter_partition_reassignments`` / ``list_partition_reassignments``, the
+records in ``controller.reassignments``; an ISR change completes one through
+``_maybe_complete_reassignment``.
+
 Ownership: a ``Controller`` and its ``image`` belong to the asyncio event loop thread that called
 ``start``. Nothing on the broker reads the controller: brokers get the image from a publisher
 (``add_publisher``) and send changes through a ``broker.controller_client.ControllerClient``.
@@ -40,7 +44,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller import elections
+from controller import elections, reassignments
 from controller.image import MetadataDelta, MetadataImage, PartitionState, TopicImage, apply
 from controller.lease import Lease, LeaseLostError, LeaseStore
 from controller.log_store import LocalMetadataLogStore, MetadataLogStore
@@ -54,6 +58,7 @@ from controller.records import (
     ConfigResourceType,
     LeaderChangeRecord,
     MetadataRecord,
+    PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
@@ -72,6 +77,9 @@ from controller.requests import (
     DeleteTopicResult,
     ElectionResult,
     ElectionType,
+    OngoingReassignment,
+    ReassignmentResult,
+    ReassignmentTarget,
 )
 from controller.topic_configs import TopicConfigError, is_list_config, list_default, validate_topic_configs
 from controller.topic_names import (
@@ -460,6 +468,92 @@ class Controller:
         if moved:
             log.info("auto leader rebalance: %d partition(s) moved back to their preferred leader", moved)
         return results
+
+    # ----------------------------------------------------------------------------------------
+    # Reassignments (the rules live in controller.reassignments)
+
+    async def alter_partition_reassignments(
+        self, targets: Sequence[ReassignmentTarget]
+    ) -> list[ReassignmentResult]:
+        """AlterPartitionReassignments: start, change or (replicas None) cancel reassignments.
+
+        One result per requested partition (Kafka's ReplicationControlManager.alterPartitionReassignments):
+        UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT (empty, duplicate or unregistered
+        replicas), NO_REASSIGNMENT_IN_PROGRESS (cancel without one). The records of every valid
+        partition are one batch.
+        """
+        async with self._write_lock:
+            await self._check_active()
+            results: list[ReassignmentResult] = []
+            records: list[MetadataRecord] = []
+            for target in targets:
+                try:
+                    change = self._reassignment_change(target)
+                except _ApiError as e:
+                    results.append(ReassignmentResult(target.topic, target.partition, e.code, e.message))
+                    continue
+                except reassignments.ReassignmentError as e:
+                    results.append(ReassignmentResult(target.topic, target.partition, e.code, e.message))
+                    continue
+                if change is not None:
+                    records.append(change)
+                results.append(ReassignmentResult(target.topic, target.partition))
+            if records:
+                await self._commit(records)
+            return results
+
+    def _reassignment_change(self, target: ReassignmentTarget) -> PartitionChangeRecord | None:
+        topic = self._image.topics.get(target.topic)
+        if topic is None:
+            raise _ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {target.topic}.")
+        p = topic.partitions.get(target.partition)
+        if p is None:
+            raise _ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            f"Unable to find partition {target.topic}:{target.partition}.")
+        if target.replicas is None:
+            return reassignments.cancel(self._image, topic, p, self.unclean_leader_election_enable)
+        self._validate_manual_assignment(target.replicas, None)
+        return reassignments.start_or_change(self._image, topic, p, tuple(target.replicas),
+                                             self.unclean_leader_election_enable)
+
+    async def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None = None
+    ) -> list[OngoingReassignment]:
+        """ListPartitionReassignments: the ongoing ones among ``partitions`` (None: all). Unknown
+        topics and partitions are left out, as Kafka does."""
+        await self._check_active()
+        out: list[OngoingReassignment] = []
+        if partitions is None:
+            for topic, p in self._all_partitions():
+                entry = reassignments.ongoing(topic, p)
+                if entry is not None:
+                    out.append(entry)
+            return out
+        for name, index in partitions:
+            named = self._image.topics.get(name)
+            state = None if named is None else named.partitions.get(index)
+            if named is not None and state is not None:
+                found = reassignments.ongoing(named, state)
+                if found is not None:
+                    out.append(found)
+        return out
+
+    def _maybe_complete_reassignment(
+        self, topic_id: uuid.UUID, partition: int, isr: Sequence[int] | None = None
+    ) -> PartitionChangeRecord | None:
+        """HOOK for ISR changes (``alter_partition``): the record completing the partition's
+        reassignment once ``isr`` (default: the image's ISR) holds every target replica, else None.
+
+        Call it under the write lock. Either after committing the ISR change (no ``isr``), then
+        commit what it returns; or before, with the new ISR, and commit its record *instead of*
+        the ISR change when it returns one (it carries the final ISR).
+        """
+        topic = self._image.topics_by_id.get(topic_id)
+        p = None if topic is None else topic.partitions.get(partition)
+        if topic is None or p is None:
+            return None
+        return reassignments.maybe_complete(self._image, topic, p, None if isr is None else tuple(isr),
+                                            self.unclean_leader_election_enable)
 
     # ----------------------------------------------------------------------------------------
     # CreateTopics
