@@ -379,7 +379,7 @@ class Controller:
             await self._commit([BrokerRegistrationChangeRecord(node_id, broker.broker_epoch, fenced)])
             records: list[MetadataRecord]
             if fenced:
-                records = list(elections.failover_records(self._image, node_id, self.unclean_leader_election_enable))
+                records = list(elections.failover_records(self._image, node_id, self._unclean_default()))
             else:
                 records = self._election_records(self._all_partitions())
             if records:
@@ -410,11 +410,14 @@ class Controller:
     def _is_live(self, node_id: int) -> bool:
         return elections.is_live(self._image, node_id)
 
+    def _unclean_default(self) -> bool:
+        return elections.unclean_default(self._image, self.node_id, self.unclean_leader_election_enable)
+
     def _all_partitions(self) -> list[tuple[TopicImage, PartitionState]]:
         return [(t, p) for t in self._image.topics.values() for p in t.partitions.values()]
 
     def _election_records(self, partitions: Iterable[tuple[TopicImage, PartitionState]]) -> list[MetadataRecord]:
-        return list(elections.offline_election_records(self._image, partitions, self.unclean_leader_election_enable))
+        return list(elections.offline_election_records(self._image, partitions, self._unclean_default()))
 
     async def elect_leaders(
         self, election_type: int = ElectionType.PREFERRED, partitions: Iterable[tuple[str, int]] | None = None
@@ -511,10 +514,10 @@ class Controller:
             raise _ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                             f"Unable to find partition {target.topic}:{target.partition}.")
         if target.replicas is None:
-            return reassignments.cancel(self._image, topic, p, self.unclean_leader_election_enable)
+            return reassignments.cancel(self._image, topic, p, self._unclean_default())
         self._validate_manual_assignment(target.replicas, None)
         return reassignments.start_or_change(self._image, topic, p, tuple(target.replicas),
-                                             self.unclean_leader_election_enable)
+                                             self._unclean_default())
 
     async def list_partition_reassignments(
         self, partitions: Sequence[tuple[str, int]] | None = None
@@ -553,7 +556,7 @@ class Controller:
         if topic is None or p is None:
             return None
         return reassignments.maybe_complete(self._image, topic, p, None if isr is None else tuple(isr),
-                                            self.unclean_leader_election_enable)
+                                            self._unclean_default())
 
     # ----------------------------------------------------------------------------------------
     # CreateTopics

@@ -59,14 +59,24 @@ def unclean_leader(image: MetadataImage, replicas: Sequence[int]) -> int:
     return NO_LEADER
 
 
-def unclean_allowed(image: MetadataImage, topic: TopicImage, broker_default: bool) -> bool:
-    """``unclean.leader.election.enable`` for ``topic``: its override, else the cluster-wide
-    dynamic default, else the controller's static config."""
+def unclean_default(image: MetadataImage, controller_node_id: int, static: bool) -> bool:
+    """``unclean.leader.election.enable`` below topic level, as Kafka's controller reads it: the
+    controller node's dynamic config, else the cluster-wide dynamic default, else its static config."""
+    for resource in (str(controller_node_id), ""):
+        raw = image.broker_configs.get(resource, {}).get(UNCLEAN_LEADER_ELECTION_ENABLE)
+        if raw is not None:
+            return _true(raw)
+    return static
+
+
+def unclean_allowed(image: MetadataImage, topic: TopicImage, default: bool) -> bool:
+    """``unclean.leader.election.enable`` for ``topic``: its override, else ``default``
+    (``unclean_default``)."""
     raw = topic.configs.get(UNCLEAN_LEADER_ELECTION_ENABLE)
-    if raw is None:
-        raw = image.broker_configs.get("", {}).get(UNCLEAN_LEADER_ELECTION_ENABLE)
-    if raw is None:
-        return broker_default
+    return default if raw is None else _true(raw)
+
+
+def _true(raw: str) -> bool:
     return raw.strip().lower() == "true"
 
 
@@ -85,7 +95,7 @@ def _elect(image: MetadataImage, topic: TopicImage, p: PartitionState, isr: tupl
                                  isr=None if isr == p.isr else isr)
 
 
-def failover_records(image: MetadataImage, node_id: int, broker_unclean: bool) -> list[PartitionChangeRecord]:
+def failover_records(image: MetadataImage, node_id: int, default_unclean: bool) -> list[PartitionChangeRecord]:
     """``node_id`` was just fenced: drop it from ISRs (never emptying one) and move its leaderships."""
     records: list[PartitionChangeRecord] = []
     for topic in image.topics.values():
@@ -95,20 +105,20 @@ def failover_records(image: MetadataImage, node_id: int, broker_unclean: bool) -
             # Kafka keeps the last ISR member even when it is fenced (no data loss by shrinking
             # below it); the leader then becomes NO_LEADER unless an unclean election may run.
             isr = tuple(b for b in p.isr if b != node_id) or p.isr
-            change = _elect(image, topic, p, isr, unclean_allowed(image, topic, broker_unclean))
+            change = _elect(image, topic, p, isr, unclean_allowed(image, topic, default_unclean))
             if change is not None:
                 records.append(change)
     return records
 
 
 def offline_election_records(image: MetadataImage, partitions: Iterable[tuple[TopicImage, PartitionState]],
-                             broker_unclean: bool) -> list[PartitionChangeRecord]:
+                             default_unclean: bool) -> list[PartitionChangeRecord]:
     """Leaders for partitions whose leader is missing or not live (after a broker (re)joins)."""
     records: list[PartitionChangeRecord] = []
     for topic, p in partitions:
         if p.leader != NO_LEADER and is_live(image, p.leader):
             continue
-        change = _elect(image, topic, p, p.isr, unclean_allowed(image, topic, broker_unclean))
+        change = _elect(image, topic, p, p.isr, unclean_allowed(image, topic, default_unclean))
         if change is not None and change.leader != p.leader:
             records.append(change)
     return records

@@ -80,7 +80,7 @@ def _completed(replicas: tuple[int, ...], isr: tuple[int, ...], adding: tuple[in
 
 
 def start_or_change(image: MetadataImage, topic: TopicImage, p: PartitionState, target: tuple[int, ...],
-                    broker_unclean: bool) -> PartitionChangeRecord | None:
+                    default_unclean: bool) -> PartitionChangeRecord | None:
     """The record moving ``p`` towards ``target`` (already validated); None if nothing changes.
 
     The current replica list is the base, so changing an ongoing reassignment works from its
@@ -95,12 +95,12 @@ def start_or_change(image: MetadataImage, topic: TopicImage, p: PartitionState, 
     if done is not None:
         replicas, isr = done
         adding = removing = ()
-    leader = _leader_for(image, p, replicas, isr, unclean_allowed(image, topic, broker_unclean))
+    leader = _leader_for(image, p, replicas, isr, unclean_allowed(image, topic, default_unclean))
     return _change(p, topic, replicas, isr, leader, adding, removing)
 
 
 def maybe_complete(image: MetadataImage, topic: TopicImage, p: PartitionState, isr: tuple[int, ...] | None,
-                   broker_unclean: bool) -> PartitionChangeRecord | None:
+                   default_unclean: bool) -> PartitionChangeRecord | None:
     """The record completing ``p``'s reassignment once its ISR (``isr``, or the image's) qualifies."""
     if not p.is_reassigning:
         return None
@@ -109,18 +109,18 @@ def maybe_complete(image: MetadataImage, topic: TopicImage, p: PartitionState, i
     if done is None:
         return None
     replicas, new_isr = done
-    leader = _leader_for(image, p, replicas, new_isr, unclean_allowed(image, topic, broker_unclean))
+    leader = _leader_for(image, p, replicas, new_isr, unclean_allowed(image, topic, default_unclean))
     return _change(p, topic, replicas, new_isr, leader, (), ())
 
 
-def cancel(image: MetadataImage, topic: TopicImage, p: PartitionState, broker_unclean: bool) -> PartitionChangeRecord:
+def cancel(image: MetadataImage, topic: TopicImage, p: PartitionState, default_unclean: bool) -> PartitionChangeRecord:
     """The record reverting ``p`` to its original replicas; raises ReassignmentError if none is ongoing."""
     if not p.is_reassigning:
         raise ReassignmentError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, NO_REASSIGNMENT_IN_PROGRESS_MESSAGE)
     adding = set(p.adding_replicas)
     replicas = tuple(b for b in p.replicas if b not in adding)
     isr = tuple(b for b in p.isr if b not in adding)
-    unclean = unclean_allowed(image, topic, broker_unclean)
+    unclean = unclean_allowed(image, topic, default_unclean)
     if not isr:
         if not unclean:
             raise ReassignmentError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,

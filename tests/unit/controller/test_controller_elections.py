@@ -160,3 +160,28 @@ async def test_controlled_shutdown(controller: Controller) -> None:
     with pytest.raises(KafkaApiError) as e:
         await controller.controlled_shutdown(9, 0)
     assert e.value.code == ErrorCode.BROKER_ID_NOT_REGISTERED
+
+
+async def test_unclean_setting_precedence(controller: Controller) -> None:
+    """Topic override, then the controller node's dynamic config, then the cluster-wide dynamic
+    default, then the static broker config."""
+    from controller.elections import unclean_allowed, unclean_default
+
+    await _topic(controller, "plain", (1,))
+    await _topic(controller, "off", (1,), configs={"unclean.leader.election.enable": "false"})
+    image = controller.image
+    plain, off = image.topics["plain"], image.topics["off"]
+    assert unclean_default(image, 1, static=True) is True
+    assert unclean_allowed(image, off, unclean_default(image, 1, static=True)) is False
+
+    async def set_unclean(resource: str, value: str) -> None:
+        (r,) = await controller.incremental_alter_configs([AlterConfigsResource(
+            ConfigResourceType.BROKER, resource,
+            [AlterableConfig("unclean.leader.election.enable", AlterConfigOp.SET, value)])])
+        assert r.error_code == ErrorCode.NONE
+
+    await set_unclean("", "true")
+    assert unclean_allowed(image, plain, unclean_default(image, 1, static=False)) is True
+    await set_unclean("1", "false")
+    assert unclean_allowed(image, plain, unclean_default(image, 1, static=True)) is False
+    assert unclean_default(image, 2, static=False) is True  # another controller node: the cluster default
