@@ -81,12 +81,17 @@ ALTER_PARTITION = (56, 3)
 TOPIC_CONFIG_SOURCE = 1  # DescribeConfigs ConfigSource.TOPIC_CONFIG: a topic's own override
 
 
-class _Retry(Exception):
-    """Internal: this attempt found no usable controller; wait and re-read the target."""
+# "This node is not (or no longer) the controller": retry on the current one. A controller that
+# found a newer epoch in the metadata log answers STALE_CONTROLLER_EPOCH for the call that found it.
+NOT_CONTROLLER_CODES = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.STALE_CONTROLLER_EPOCH})
 
 
 def _all_items_not_controller(items: Sequence[dict[str, Any]]) -> bool:
-    return bool(items) and all(i["error_code"] == ErrorCode.NOT_CONTROLLER for i in items)
+    return bool(items) and all(i["error_code"] in NOT_CONTROLLER_CODES for i in items)
+
+
+def _top_level_not_controller(response: dict[str, Any]) -> bool:
+    return response["error_code"] in NOT_CONTROLLER_CODES
 
 
 class ForwardingControllerClient:
@@ -146,6 +151,9 @@ class ForwardingControllerClient:
                     response = await self._client_for(host, port).request(api_key, version, body,
                                                                            timeout_s=max(remaining, 0.001))
                 except NodeUnavailableError as exc:
+                    # Also when the connection broke after the request was sent: it may have been
+                    # applied, and the retry then answers e.g. TOPIC_ALREADY_EXISTS. Kafka's
+                    # forwarding retries on disconnection the same way.
                     last = str(exc)
                 else:
                     if not not_controller(response):
@@ -283,7 +291,7 @@ class ForwardingControllerClient:
                 "timeout_ms": int(self.timeout_s * 1000)}
 
         def not_controller(r: dict[str, Any]) -> bool:
-            if r["error_code"] == ErrorCode.NOT_CONTROLLER:
+            if _top_level_not_controller(r):
                 return True
             return _all_items_not_controller([p for t in r["replica_election_results"] for p in t["partition_result"]])
 
@@ -303,7 +311,7 @@ class ForwardingControllerClient:
         body = {"timeout_ms": int(self.timeout_s * 1000),
                 "topics": [{"name": n, "partitions": p} for n, p in by_topic.items()]}
         response = await self._send(ALTER_PARTITION_REASSIGNMENTS, body,
-                                    lambda r: r["error_code"] == ErrorCode.NOT_CONTROLLER)
+                                    _top_level_not_controller)
         if response["error_code"] != ErrorCode.NONE:
             raise KafkaApiError(ErrorCode(response["error_code"]), response["error_message"])
         return [ReassignmentResult(t["name"], p["partition_index"], ErrorCode(p["error_code"]), p["error_message"])
@@ -320,7 +328,7 @@ class ForwardingControllerClient:
             topics = [{"name": n, "partition_indexes": p} for n, p in by_topic.items()]
         body = {"timeout_ms": int(self.timeout_s * 1000), "topics": topics}
         response = await self._send(LIST_PARTITION_REASSIGNMENTS, body,
-                                    lambda r: r["error_code"] == ErrorCode.NOT_CONTROLLER)
+                                    _top_level_not_controller)
         if response["error_code"] != ErrorCode.NONE:
             raise KafkaApiError(ErrorCode(response["error_code"]), response["error_message"])
         return [OngoingReassignment(t["name"], p["partition_index"], tuple(p["replicas"]),
@@ -330,7 +338,7 @@ class ForwardingControllerClient:
     async def controlled_shutdown(self, node_id: int, broker_epoch: int) -> list[tuple[str, int]]:
         body = {"broker_id": node_id, "broker_epoch": broker_epoch}
         response = await self._send(CONTROLLED_SHUTDOWN, body,
-                                    lambda r: r["error_code"] == ErrorCode.NOT_CONTROLLER)
+                                    _top_level_not_controller)
         if response["error_code"] != ErrorCode.NONE:
             raise KafkaApiError(ErrorCode(response["error_code"]), None)
         return [(p["topic_name"], p["partition_index"]) for p in response["remaining_partitions"]]
@@ -350,7 +358,7 @@ class ForwardingControllerClient:
                 "partition_epoch": partition_epoch,
             }]}],
         }
-        response = await self._send(ALTER_PARTITION, body, lambda r: r["error_code"] == ErrorCode.NOT_CONTROLLER)
+        response = await self._send(ALTER_PARTITION, body, _top_level_not_controller)
         if response["error_code"] != ErrorCode.NONE:
             return AlterPartitionResult(ErrorCode(response["error_code"]))
         for t in response["topics"]:
@@ -428,7 +436,7 @@ class RoutingControllerClient:
                 return await call(LocalControllerClient(local))
             except KafkaApiError as exc:
                 # Lost the lease during the call: the next controller (maybe remote) takes it.
-                if exc.code != ErrorCode.NOT_CONTROLLER or loop.time() >= deadline:
+                if exc.code not in NOT_CONTROLLER_CODES or loop.time() >= deadline:
                     raise
             await asyncio.sleep(min(backoff, max(deadline - loop.time(), 0.0)))
             backoff = min(backoff * 2, self._max_backoff_s)

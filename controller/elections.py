@@ -161,7 +161,7 @@ def imbalanced_partitions(image: MetadataImage, percentage: int) -> list[tuple[s
 
     Per live preferred leader: imbalance = partitions it should lead but does not / partitions it
     should lead. Over ``percentage`` %, each of its partitions not led by it, whose preferred
-    leader is in the ISR, is returned.
+    leader is in the ISR and which is not being reassigned, is returned.
     """
     should_lead: dict[int, list[tuple[str, int, bool]]] = {}
     for topic in image.topics.values():
@@ -179,7 +179,8 @@ def imbalanced_partitions(image: MetadataImage, percentage: int) -> list[tuple[s
             continue
         for t, i in not_led:
             state = image.topics[t].partitions[i]
-            if broker in state.isr:
+            # A partition being reassigned is left alone: its completion may move the leader anyway.
+            if broker in state.isr and not state.is_reassigning:
                 out.append((t, i))
     return out
 

@@ -228,3 +228,25 @@ async def test_routing_local_remote_and_never_itself(broker: BrokerProcess, tmp_
     finally:
         await routing.close()
         await controller.stop()
+
+
+async def test_routing_after_the_local_lease_is_lost(broker: BrokerProcess, tmp_path: Path) -> None:
+    """The local controller believes it is active, but its lease expired (it could not renew in
+    time): the call fails with NOT_CONTROLLER there, and the routing client sends it to the image's
+    controller instead."""
+    now = [1_000_000]
+    deposed = Controller(2, tmp_path, LocalLeaseStore(tmp_path / "controller.lease"), lease_ttl_ms=1000,
+                         clock=lambda: now[0])
+    await deposed.start(host="127.0.0.1", port=1)
+    now[0] += 5000
+    image = MetadataImage(controller_id=1)
+    image.brokers[1] = BrokerRegistration(1, broker.host, broker.port)
+    routing = RoutingControllerClient(2, lambda: deposed, lambda: image, timeout_s=5.0)
+    try:
+        assert deposed.is_active
+        (r,) = await routing.create_topics([CreatableTopic("routed-after-loss", 1, 1)])
+        assert r.error_code == ErrorCode.NONE
+        assert not deposed.is_active and "routed-after-loss" not in deposed.image.topics
+    finally:
+        await routing.close()
+        await deposed.stop()

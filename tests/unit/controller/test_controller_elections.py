@@ -185,3 +185,16 @@ async def test_unclean_setting_precedence(controller: Controller) -> None:
     await set_unclean("1", "false")
     assert unclean_allowed(image, plain, unclean_default(image, 1, static=True)) is False
     assert unclean_default(image, 2, static=False) is True  # another controller node: the cluster default
+
+
+async def test_rebalance_leaves_reassigning_partitions_alone(controller: Controller) -> None:
+    from controller.requests import ReassignmentTarget
+
+    await _three_brokers(controller)
+    await _topic(controller, "m", (2, 1))
+    await controller.fence_broker(2)
+    await controller.unfence_broker(2)
+    await controller._commit([_isr_change(controller, "m", 0, (1, 2))])
+    (r,) = await controller.alter_partition_reassignments([ReassignmentTarget("m", 0, (2, 1, 3))])
+    assert r.error_code == ErrorCode.NONE and controller.image.topics["m"].partitions[0].is_reassigning
+    assert await controller.rebalance_leaders() == []
