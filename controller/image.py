@@ -85,6 +85,13 @@ class PartitionState:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     offline_replicas: tuple[int, ...] = ()
+    # An ongoing reassignment (KIP-455): ``replicas`` is then target + removing.
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def is_reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
 
 
 @dataclass(slots=True)
@@ -179,6 +186,8 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
                 partition_epoch=record.partition_epoch,
                 replicas=record.replicas,
                 isr=record.isr,
+                adding_replicas=record.adding_replicas,
+                removing_replicas=record.removing_replicas,
             )
             delta.changed_partitions.add((topic.name, record.partition_id))
         case PartitionChangeRecord():
@@ -198,6 +207,9 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
                 partition_epoch=old.partition_epoch + 1,
                 isr=old.isr if record.isr is None else record.isr,
                 replicas=old.replicas if record.replicas is None else record.replicas,
+                adding_replicas=old.adding_replicas if record.adding_replicas is None else record.adding_replicas,
+                removing_replicas=old.removing_replicas if record.removing_replicas is None
+                else record.removing_replicas,
             )
             delta.changed_partitions.add((topic.name, record.partition_id))
         case RemoveTopicRecord(topic_id=topic_id):

@@ -14,7 +14,8 @@ defaults, never renamed - the same rule Kafka's versioned records follow).
 Special values kept from Kafka:
 - ``PartitionChangeRecord.leader``: ``LEADER_NO_CHANGE`` (-2) leaves the leader alone, ``NO_LEADER``
   (-1) means the partition is offline.
-- ``PartitionChangeRecord.isr`` / ``replicas`` of ``None`` mean "unchanged".
+- ``PartitionChangeRecord.isr`` / ``replicas`` / ``removing_replicas`` / ``adding_replicas`` of
+  ``None`` mean "unchanged" (older logs lack the last two: unchanged, as Kafka's version 0 record).
 - ``ConfigRecord.value`` of ``None`` deletes the key.
 
 Pure data: safe to use from any thread.
@@ -111,6 +112,9 @@ class PartitionChangeRecord:
     leader: int = LEADER_NO_CHANGE
     isr: tuple[int, ...] | None = None
     replicas: tuple[int, ...] | None = None
+    # A reassignment's state (KIP-455); None = unchanged, () = none in progress.
+    removing_replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,3 +122,38 @@ class ElectionResult:
     partition: int
     error_code: ErrorCode = ErrorCode.NONE
     error_message: str | None = None
+
+
+class ElectionType(IntEnum):
+    """Kafka's ElectionType ids (ElectLeadersRequest election_type)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentTarget:
+    """One partition of AlterPartitionReassignments: the target replicas, or None to cancel."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentResult:
+    topic: str
+    partition: int
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OngoingReassignment:
+    """One in-progress reassignment as ListPartitionReassignments reports it."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
