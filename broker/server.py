@@ -181,12 +181,12 @@ class Broker:
 
     async def _join_cluster(self) -> None:
         """Cluster mode: cluster id, metadata followed from etcd, controller candidate (broker.cluster)."""
-        from broker.cluster.cluster_node import ClusterNode, LocalOrRefuseControllerClient
+        from broker.cluster.cluster_node import ClusterNode
         from broker.cluster.producer_id_blocks import EtcdProducerIdManager
 
         self.cluster = ClusterNode(self.config, self.metadata, self.stop_requested.is_set)
         await self.cluster.start()
-        self.controller_client = LocalOrRefuseControllerClient(self.cluster)
+        self.controller_client = self.cluster.controller_client()
         assert self.cluster.keys is not None
         self.producer_ids = EtcdProducerIdManager(self.cluster.etcd, self.cluster.keys)
 

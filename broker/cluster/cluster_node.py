@@ -36,10 +36,11 @@ from broker.cluster.keys import ClusterKeys
 from broker.cluster.metadata_follower import MetadataFollower
 from broker.cluster.registration import BrokerRegistrationLease
 from broker.config import BrokerConfig, etcd_endpoints
+from broker.controller_client import ControllerClient
+from broker.forwarding_controller_client import RoutingControllerClient
 from broker.metadata import BrokerMetadata
 from controller.etcd_client import EtcdError, etcd_client
 from controller.image import MetadataImage
-from protocol.errors import ErrorCode, KafkaApiError
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ class ClusterNode:
         self.candidate: ControllerCandidate | None = None
         self.registration: BrokerRegistrationLease | None = None
         self.on_fenced: Callable[[bool], None] = lambda fenced: None
+        self._router: RoutingControllerClient | None = None
 
     async def _retrying(self, what: str, attempt: Callable[[], Any]) -> Any:
         """Run ``attempt`` until etcd answers; one ERROR line per failure, backoff 0.5 s -> 10 s."""
@@ -134,6 +136,8 @@ class ClusterNode:
         return True
 
     async def stop(self) -> None:
+        if self._router is not None:
+            await self._router.close()
         if self.registration is not None:
             await self.registration.stop()
         if self.candidate is not None:
@@ -158,29 +162,47 @@ class ClusterNode:
     def image(self) -> MetadataImage:
         return self._metadata.image
 
-    async def caught_up_with_local_controller(self, timeout_s: float = 5.0) -> None:
-        """Wait until this broker's image holds every record the local controller committed."""
+    async def sync_metadata(self, timeout_s: float = 5.0) -> None:
+        """Read your writes: after a controller call returned, make this broker's image hold what it
+        committed - wait for the follower to pass the local controller's offset, or (the controller
+        being elsewhere, which committed before it answered) read the log once more now."""
+        follower = self.follower
+        if follower is None:
+            return
         controller = self.local_controller()
-        if controller is not None and self.follower is not None:
-            await self.follower.wait_for_offset(controller.committed_offset, timeout_s)
+        try:
+            if controller is not None:
+                await follower.wait_for_offset(controller.committed_offset, timeout_s)
+            else:
+                await asyncio.wait_for(follower.catch_up(), timeout_s)
+        except (EtcdError, OSError, TimeoutError) as exc:
+            log.warning("metadata not re-read after a controller call: %s", exc)
+
+    def controller_client(self) -> ControllerClient:
+        """The broker's door to the controller: local when this node leads, else forwarded (KIP-590)."""
+        router = RoutingControllerClient(self.node_id, self.local_controller, self.image)
+        self._router = router
+        return ReadYourWritesControllerClient(router, self)
 
 
-class LocalOrRefuseControllerClient:
-    """Until forwarding exists: the local controller when this node is the active one, else NOT_CONTROLLER."""
+class ReadYourWritesControllerClient:
+    """A ``ControllerClient`` whose calls return once this broker's image holds their effect (a handler
+    that created a topic finds it in ``metadata.image`` right after, as on a single node)."""
 
-    def __init__(self, node: ClusterNode) -> None:
+    def __init__(self, inner: ControllerClient, node: ClusterNode) -> None:
+        self._inner = inner
         self._node = node
 
     def __getattr__(self, name: str) -> Any:
+        method = getattr(self._inner, name)
+
         async def call(*args: Any, **kwargs: Any) -> Any:
-            controller = self._node.local_controller()
-            if controller is None:
-                raise KafkaApiError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller.")
-            result = await getattr(controller, name)(*args, **kwargs)
-            await self._node.caught_up_with_local_controller()
-            return result
+            try:
+                return await method(*args, **kwargs)
+            finally:
+                await self._node.sync_metadata()
 
         return call
 
 
-__all__: Sequence[str] = ["ClusterNode", "LocalOrRefuseControllerClient"]
+__all__: Sequence[str] = ["ClusterNode", "ReadYourWritesControllerClient"]

@@ -128,14 +128,21 @@ class ControllerCandidate:
     async def _lead(self) -> None:
         controller = self.controller
         assert controller is not None
+        loop = asyncio.get_running_loop()
         renew_every = max(0.2, self._lease_ttl_ms / 3000)
-        next_renewal = asyncio.get_running_loop().time() + renew_every
+        next_renewal = loop.time() + renew_every
+        rebalance_every = controller.leader_imbalance_check_interval_s()
+        next_rebalance = loop.time() + rebalance_every
         while not self._stopping and controller.is_active:
             try:
                 await self._reconcile_brokers(controller)
-                if asyncio.get_running_loop().time() >= next_renewal:
+                if loop.time() >= next_renewal:
                     await controller.renew_lease()
-                    next_renewal = asyncio.get_running_loop().time() + renew_every
+                    next_renewal = loop.time() + renew_every
+                if rebalance_every > 0 and loop.time() >= next_rebalance:
+                    # Kafka's auto.leader.rebalance.enable: leadership back to preferred replicas.
+                    next_rebalance = loop.time() + rebalance_every
+                    await controller.rebalance_leaders()
             except (LeaseLostError, StaleControllerEpochError) as exc:
                 await self._step_down(f"lost the controller lease: {exc}")
                 return
@@ -209,6 +216,10 @@ def controller_factory(node_id: int, metadata_dir: Path, config: Any) -> Control
             lease_ttl_ms=config["controller.lease.ttl.ms"],
             delete_topic_enable=config["delete.topic.enable"],
             max_broker_partitions=config["max.broker.partitions"],
+            unclean_leader_election_enable=config["unclean.leader.election.enable"],
+            auto_leader_rebalance_enable=config["auto.leader.rebalance.enable"],
+            leader_imbalance_check_interval_seconds=config["leader.imbalance.check.interval.seconds"],
+            leader_imbalance_per_broker_percentage=config["leader.imbalance.per.broker.percentage"],
         )
 
     return make

@@ -50,6 +50,7 @@ class MetadataFollower:
         self._offset_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._outage_logged = False
+        self._reading = asyncio.Lock()  # one catch_up at a time: batches are applied exactly once
 
     def _batch_key(self, offset: int) -> bytes:
         return self._log_prefix + str(offset).zfill(OFFSET_DIGITS).encode()
@@ -86,12 +87,12 @@ class MetadataFollower:
 
     async def catch_up(self) -> int:
         """Apply every batch committed after ``next_offset``; returns how many records were applied."""
-        rng = await self._client.get_range(self._batch_key(self.next_offset), prefix_range_end(self._log_prefix))
-        if not rng:
-            return 0
-        batches = decode_batches(b"".join(bytes(kv.value) for kv in rng), self.next_offset, -1)
-        applied = self._apply(batches)
-        return applied
+        async with self._reading:
+            rng = await self._client.get_range(self._batch_key(self.next_offset), prefix_range_end(self._log_prefix))
+            if not rng:
+                return 0
+            batches = decode_batches(b"".join(bytes(kv.value) for kv in rng), self.next_offset, -1)
+            return self._apply(batches)
 
     def _apply(self, batches: list[MetadataBatch]) -> int:
         delta = MetadataDelta()

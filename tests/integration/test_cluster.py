@@ -204,3 +204,19 @@ def test_a_broker_cut_off_from_etcd_stops_leading_and_comes_back(tmp_path: Path)
     finally:
         proxy.close()
         c.close()
+
+
+def test_admin_requests_sent_to_a_non_controller_are_forwarded(cluster: ClusterProcesses) -> None:
+    controller = cluster.controller_id()
+    other = next(n for n in cluster.node_ids if n != controller)
+    created = create_topic(cluster, other, "forwarded", 3, 3)
+    assert created["error_code"] == 0, created
+    # Read your writes: the receiving broker's own Metadata shows the topic at once.
+    assert len(partitions(cluster, other, "forwarded")) == 3
+    # Errors come back as the controller gave them.
+    again = create_topic(cluster, other, "forwarded", 3, 3)
+    assert again["error_code"] == 36 and "already exists" in again["error_message"]  # TOPIC_ALREADY_EXISTS
+    deleted = cluster.request(other, "DeleteTopics", 6, {"topics": [{"name": "forwarded", "topic_id": None}],
+                                                         "timeout_ms": 10000})
+    assert deleted["responses"][0]["error_code"] == 0, deleted
+    assert cluster.wait_until(lambda: "forwarded" not in {t["name"] for t in cluster.metadata(controller)["topics"]}, 10)
