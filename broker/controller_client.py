@@ -64,7 +64,18 @@ __all__ = [
     "ReassignmentTarget",
     "ReplicaAssignment",
     "invalid_topic_reason",
+    "is_forwarded",
 ]
+
+# The client id prefix of requests one broker forwards to the controller node
+# (broker.forwarding_controller_client): the receiving handlers skip the broker-side preprocessing
+# the sending broker already did (Kafka marks them by wrapping them in an EnvelopeRequest).
+FORWARDING_CLIENT_ID_PREFIX = "odradek-forwarding"
+
+
+def is_forwarded(client_id: str | None) -> bool:
+    """True for a request another broker forwarded to this (controller) node."""
+    return client_id is not None and client_id.startswith(FORWARDING_CLIENT_ID_PREFIX)
 
 
 class ControllerClient(Protocol):

@@ -19,8 +19,11 @@ controller; the client cannot tell which node did the work. Here that seam is th
 
 Differences from Kafka: Kafka wraps the client's request in an EnvelopeRequest (API 58) so the
 controller sees the original principal and request; Odradek has no authorisation, so it re-sends the
-decoded call as a plain request from this broker. Broker registration is not forwarded: in cluster
-mode brokers register through etcd (``register_broker`` works only where the controller is local).
+decoded call as a plain request from this broker, marked by its client id
+(``FORWARDING_CLIENT_ID_PREFIX``) so the controller node's handlers skip the broker-side
+preprocessing done here (a BROKER config resource names this node, not the controller's). Broker
+registration is not forwarded: in cluster mode brokers register through etcd (``register_broker``
+works only where the controller is local).
 
 Ownership: the broker's handler loop (NodeClient is not thread-safe).
 """
@@ -33,7 +36,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from broker.controller_client import ControllerClient, LocalControllerClient
+from broker.controller_client import FORWARDING_CLIENT_ID_PREFIX, ControllerClient, LocalControllerClient
 from broker.inter_broker_client import NodeClient, NodeUnavailableError
 from controller.controller import Controller
 from controller.image import MetadataImage
@@ -101,7 +104,7 @@ class ForwardingControllerClient:
         self,
         target: Callable[[], ControllerTarget | None],
         *,
-        client_id: str = "odradek-forwarding",
+        client_id: str = FORWARDING_CLIENT_ID_PREFIX,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         initial_backoff_s: float = INITIAL_BACKOFF_S,
         max_backoff_s: float = MAX_BACKOFF_S,
@@ -399,7 +402,7 @@ class RoutingControllerClient:
         self._initial_backoff_s = initial_backoff_s
         self._max_backoff_s = max_backoff_s
         self._forwarding = ForwardingControllerClient(
-            self._remote_target, client_id=f"odradek-broker-{node_id}", timeout_s=timeout_s,
+            self._remote_target, client_id=f"{FORWARDING_CLIENT_ID_PREFIX}-broker-{node_id}", timeout_s=timeout_s,
             initial_backoff_s=initial_backoff_s, max_backoff_s=max_backoff_s)
 
     async def close(self) -> None:

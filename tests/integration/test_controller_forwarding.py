@@ -125,6 +125,14 @@ async def test_forwarded_results_equal_the_local_controllers(broker: BrokerProce
         (cluster,) = await _both(local, remote, lambda c: c.incremental_alter_configs([AlterConfigsResource(
             BROKER, "", [AlterableConfig("log.retention.ms", AlterConfigOp.SET, "3600000")])], validate_only=True))
         assert cluster.error_code == ErrorCode.NONE
+        # Another broker's own resource: preprocessed by that broker, so the controller node takes it
+        # (here: it knows no broker 2) rather than refusing a broker id that is not its own.
+        (other,) = await _both(local, remote, lambda c: c.incremental_alter_configs([AlterConfigsResource(
+            BROKER, "2", [AlterableConfig("log.retention.ms", AlterConfigOp.SET, "3600000")])], validate_only=True))
+        assert (other.error_code, other.error_message) == (ErrorCode.BROKER_ID_NOT_REGISTERED, "No node with id 2 found.")
+        (mine,) = await _both(local, remote, lambda c: c.alter_configs([AlterConfigsResource(
+            BROKER, "1", {"log.retention.ms": "3600000"})], validate_only=True))
+        assert mine.error_code == ErrorCode.NONE
 
         elected = await _both(local, remote, lambda c: c.elect_leaders(ElectionType.PREFERRED,
                                                                          [("fwd-a", 0), ("fwd-a", 9)]))
