@@ -258,3 +258,16 @@ async def test_routing_after_the_local_lease_is_lost(broker: BrokerProcess, tmp_
     finally:
         await routing.close()
         await deposed.stop()
+
+
+async def test_deletion_disabled_is_raised_as_locally(broker_factory, tmp_path: Path) -> None:
+    b = broker_factory({"delete.topic.enable": "false", "odradek.metrics.port": "-1"})
+    controller = Controller(1, tmp_path, LocalLeaseStore(tmp_path / "controller.lease"), delete_topic_enable=False)
+    await controller.start(host=b.host, port=b.port)
+    remote = _forwarding(b)
+    try:
+        error = await _both(LocalControllerClient(controller), remote, lambda c: c.delete_topics(["any"]))
+        assert error[0] == ErrorCode.TOPIC_DELETION_DISABLED
+    finally:
+        await remote.close()
+        await controller.stop()
