@@ -114,22 +114,25 @@ class ForwardingControllerClient:
         self.timeout_s = timeout_s
         self._initial_backoff_s = initial_backoff_s
         self._max_backoff_s = max_backoff_s
-        self._clients: dict[tuple[str, int], NodeClient] = {}
+        # One connection, to the current controller; replaced when the controller moves.
+        self._client: NodeClient | None = None
 
     async def close(self) -> None:
-        clients, self._clients = list(self._clients.values()), {}
-        for c in clients:
-            await c.close()
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
 
     # ----------------------------------------------------------------------------------------
     # The send loop
 
-    def _client_for(self, host: str, port: int) -> NodeClient:
-        client = self._clients.get((host, port))
-        if client is None:
-            # A connect to a dead node must not eat the whole deadline: cap it, then retry.
-            client = NodeClient(host, port, self._client_id, timeout_s=min(self.timeout_s, 5.0))
-            self._clients[(host, port)] = client
+    async def _client_for(self, host: str, port: int) -> NodeClient:
+        client = self._client
+        if client is not None and (client.host, client.port) == (host, port):
+            return client
+        if client is not None:
+            await client.close()  # the controller moved; requests still waiting on it fail and retry
+        # A connect to a dead node must not eat the whole deadline: cap it, then retry.
+        client = self._client = NodeClient(host, port, self._client_id, timeout_s=min(self.timeout_s, 5.0))
         return client
 
     async def _send(
@@ -151,8 +154,8 @@ class ForwardingControllerClient:
                 node_id, host, port = target
                 remaining = deadline - loop.time()
                 try:
-                    response = await self._client_for(host, port).request(api_key, version, body,
-                                                                           timeout_s=max(remaining, 0.001))
+                    client = await self._client_for(host, port)
+                    response = await client.request(api_key, version, body, timeout_s=max(remaining, 0.001))
                 except NodeUnavailableError as exc:
                     # Also when the connection broke after the request was sent: it may have been
                     # applied, and the retry then answers e.g. TOPIC_ALREADY_EXISTS. Kafka's

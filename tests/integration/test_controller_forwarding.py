@@ -271,3 +271,15 @@ async def test_deletion_disabled_is_raised_as_locally(broker_factory, tmp_path: 
     finally:
         await remote.close()
         await controller.stop()
+
+
+async def test_follows_the_controller_when_it_moves(broker: BrokerProcess) -> None:
+    """The target is re-read on every attempt: a dead node, then the live one."""
+    target: list[tuple[int, str, int]] = [(2, "127.0.0.1", free_port())]
+    asyncio.get_running_loop().call_later(0.3, target.__setitem__, 0, (1, broker.host, broker.port))
+    remote = ForwardingControllerClient(lambda: target[0], timeout_s=10.0)
+    try:
+        (r,) = await remote.create_topics([CreatableTopic("moved-controller", 1, 1)])
+        assert r.error_code == ErrorCode.NONE
+    finally:
+        await remote.close()
