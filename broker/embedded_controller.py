@@ -49,6 +49,7 @@ class EmbeddedController:
             default_replication_factor=config["default.replication.factor"],
             delete_topic_enable=config["delete.topic.enable"],
             max_broker_partitions=config["max.broker.partitions"],
+            unclean_leader_election_enable=config["unclean.leader.election.enable"],
         )
         self._renewer: asyncio.Task[None] | None = None
 
