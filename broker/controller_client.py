@@ -1,11 +1,13 @@
 """The broker's only door to the controller: ``ControllerClient`` and what crosses it.
 
 Handlers and broker components send every metadata change through a ``ControllerClient`` (Kafka:
-the broker forwards CreateTopics, DeleteTopics, CreatePartitions, (Incremental)AlterConfigs and
-its own registration to the active controller); they read metadata from ``broker.metadata``'s
-image, never from the controller. The methods are async because a remote controller answers over
-the network. ``LocalControllerClient`` calls the controller running in this process; ``broker.forwarding_controller_client``
-sends the same calls to a remote controller and returns the same results, so no handler changes.
+the broker forwards CreateTopics, DeleteTopics, CreatePartitions, (Incremental)AlterConfigs,
+ElectLeaders and the reassignment APIs to the active controller; a broker sends its controlled
+shutdown and its leaders' ISR changes (AlterPartition) there too); they read metadata from
+``broker.metadata``'s image, never from the controller. The methods are async because a remote
+controller answers over the network. ``LocalControllerClient`` calls the controller running in this
+process; ``broker.forwarding_controller_client`` sends the same calls to a remote controller and
+returns the same results, so no handler changes.
 
 This module also carries the values that cross the seam (``controller.requests``: requests and
 per-item results with Kafka's error codes and messages) and the rules a handler applies before
@@ -63,7 +65,18 @@ __all__ = [
     "ReassignmentTarget",
     "ReplicaAssignment",
     "invalid_topic_reason",
+    "is_forwarded",
 ]
+
+# The client id prefix of requests one broker forwards to the controller node
+# (broker.forwarding_controller_client): the receiving handlers skip the broker-side preprocessing
+# the sending broker already did (Kafka marks them by wrapping them in an EnvelopeRequest).
+FORWARDING_CLIENT_ID_PREFIX = "odradek-forwarding"
+
+
+def is_forwarded(client_id: str | None) -> bool:
+    """True for a request another broker forwarded to this (controller) node."""
+    return client_id is not None and client_id.startswith(FORWARDING_CLIENT_ID_PREFIX)
 
 
 class ControllerClient(Protocol):

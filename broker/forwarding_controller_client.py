@@ -19,8 +19,11 @@ controller; the client cannot tell which node did the work. Here that seam is th
 
 Differences from Kafka: Kafka wraps the client's request in an EnvelopeRequest (API 58) so the
 controller sees the original principal and request; Odradek has no authorisation, so it re-sends the
-decoded call as a plain request from this broker. Broker registration is not forwarded: in cluster
-mode brokers register through etcd (``register_broker`` works only where the controller is local).
+decoded call as a plain request from this broker, marked by its client id
+(``FORWARDING_CLIENT_ID_PREFIX``) so the controller node's handlers skip the broker-side
+preprocessing done here (a BROKER config resource names this node, not the controller's). Broker
+registration is not forwarded: in cluster mode brokers register through etcd (``register_broker``
+works only where the controller is local).
 
 Ownership: the broker's handler loop (NodeClient is not thread-safe).
 """
@@ -33,7 +36,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from broker.controller_client import ControllerClient, LocalControllerClient
+from broker.controller_client import FORWARDING_CLIENT_ID_PREFIX, ControllerClient, LocalControllerClient
 from broker.inter_broker_client import NodeClient, NodeUnavailableError
 from controller.controller import Controller
 from controller.image import MetadataImage
@@ -101,7 +104,7 @@ class ForwardingControllerClient:
         self,
         target: Callable[[], ControllerTarget | None],
         *,
-        client_id: str = "odradek-forwarding",
+        client_id: str = FORWARDING_CLIENT_ID_PREFIX,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         initial_backoff_s: float = INITIAL_BACKOFF_S,
         max_backoff_s: float = MAX_BACKOFF_S,
@@ -111,22 +114,25 @@ class ForwardingControllerClient:
         self.timeout_s = timeout_s
         self._initial_backoff_s = initial_backoff_s
         self._max_backoff_s = max_backoff_s
-        self._clients: dict[tuple[str, int], NodeClient] = {}
+        # One connection, to the current controller; replaced when the controller moves.
+        self._client: NodeClient | None = None
 
     async def close(self) -> None:
-        clients, self._clients = list(self._clients.values()), {}
-        for c in clients:
-            await c.close()
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
 
     # ----------------------------------------------------------------------------------------
     # The send loop
 
-    def _client_for(self, host: str, port: int) -> NodeClient:
-        client = self._clients.get((host, port))
-        if client is None:
-            # A connect to a dead node must not eat the whole deadline: cap it, then retry.
-            client = NodeClient(host, port, self._client_id, timeout_s=min(self.timeout_s, 5.0))
-            self._clients[(host, port)] = client
+    async def _client_for(self, host: str, port: int) -> NodeClient:
+        client = self._client
+        if client is not None and (client.host, client.port) == (host, port):
+            return client
+        if client is not None:
+            await client.close()  # the controller moved; requests still waiting on it fail and retry
+        # A connect to a dead node must not eat the whole deadline: cap it, then retry.
+        client = self._client = NodeClient(host, port, self._client_id, timeout_s=min(self.timeout_s, 5.0))
         return client
 
     async def _send(
@@ -148,8 +154,8 @@ class ForwardingControllerClient:
                 node_id, host, port = target
                 remaining = deadline - loop.time()
                 try:
-                    response = await self._client_for(host, port).request(api_key, version, body,
-                                                                           timeout_s=max(remaining, 0.001))
+                    client = await self._client_for(host, port)
+                    response = await client.request(api_key, version, body, timeout_s=max(remaining, 0.001))
                 except NodeUnavailableError as exc:
                     # Also when the connection broke after the request was sent: it may have been
                     # applied, and the retry then answers e.g. TOPIC_ALREADY_EXISTS. Kafka's
@@ -400,7 +406,7 @@ class RoutingControllerClient:
         self._initial_backoff_s = initial_backoff_s
         self._max_backoff_s = max_backoff_s
         self._forwarding = ForwardingControllerClient(
-            self._remote_target, client_id=f"odradek-broker-{node_id}", timeout_s=timeout_s,
+            self._remote_target, client_id=f"{FORWARDING_CLIENT_ID_PREFIX}-broker-{node_id}", timeout_s=timeout_s,
             initial_backoff_s=initial_backoff_s, max_backoff_s=max_backoff_s)
 
     async def close(self) -> None:

@@ -27,7 +27,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from broker.config import BrokerConfig, ConfigError
-from broker.controller_client import AlterConfigsResource, AlterConfigsResult, invalid_topic_reason
+from broker.controller_client import (
+    AlterConfigsResource,
+    AlterConfigsResult,
+    invalid_topic_reason,
+    is_forwarded,
+)
 from broker.handlers.config_resources import BROKER, TOPIC, ResourceError, parse_broker_id
 from broker.request_types import ApiRequest
 from broker.topic_config_view import BrokerConfigLayers, config_layers, effective_broker_config, merged_props
@@ -130,6 +135,10 @@ class ResourceRules:
         """The configs to forward to the controller; validates broker changes; may raise ResourceError."""
         raise NotImplementedError
 
+    def raw_payload(self, entries: list[dict]) -> Any:
+        """The configs as sent, for a request another broker forwards after preprocessing it."""
+        raise NotImplementedError
+
 
 async def alter_resources(request: ApiRequest, rules: ResourceRules, operation: Any) -> dict:
     """The loop both config-altering APIs share: broker-side preprocessing of every resource
@@ -141,6 +150,10 @@ async def alter_resources(request: ApiRequest, rules: ResourceRules, operation: 
     image = request.broker.metadata.image
     layers = config_layers(config, image.broker_configs, config.node_id)
     errors: dict[int, Error] = {}
+    # Another broker's forwarded call (broker.forwarding_controller_client) was preprocessed there,
+    # for its own node id and config: only the controller half runs here (Kafka's ControllerApis
+    # does not run ConfigAdminManager.preprocess either).
+    from_broker = is_forwarded(request.client_id)
     dups = duplicate_resources(resources)
     forwarded: list[tuple[int, AlterConfigsResource]] = []
     for i, r in enumerate(resources):
@@ -154,13 +167,14 @@ async def alter_resources(request: ApiRequest, rules: ResourceRules, operation: 
             if len(set(names)) != len(names):
                 raise ResourceError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
             rules.check_entries(entries)
-            if rtype == BROKER:
+            if rtype == BROKER and not from_broker:
                 check_broker_name(name, config.node_id)
             elif rtype == TOPIC:
                 check_topic_name(name)
             elif rtype not in FORWARDED_TYPES:
                 raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {rtype}")
-            payload = rules.payload(rtype, name, entries, config, layers, image)
+            payload = (rules.raw_payload(entries) if from_broker and rtype == BROKER
+                       else rules.payload(rtype, name, entries, config, layers, image))
         except ResourceError as e:
             errors[i] = (e.code, e.message)
             continue
@@ -170,6 +184,9 @@ async def alter_resources(request: ApiRequest, rules: ResourceRules, operation: 
 
 
 class _LegacyRules(ResourceRules):
+    def raw_payload(self, entries: list[dict]) -> dict[str, str]:
+        return {c["name"]: c["value"] for c in entries}
+
     def check_entries(self, entries: list[dict]) -> None:
         nulls = [c["name"] for c in entries if c["value"] is None]
         if nulls:
@@ -177,7 +194,7 @@ class _LegacyRules(ResourceRules):
 
     def payload(self, rtype: int, name: str, entries: list[dict], config: BrokerConfig,
                 layers: BrokerConfigLayers, image: Any) -> dict[str, str]:
-        new_configs = {c["name"]: c["value"] for c in entries}
+        new_configs = self.raw_payload(entries)
         if rtype == BROKER:
             validate_broker_change(config, layers, new_configs, per_broker=name != "")
         return new_configs

@@ -83,13 +83,16 @@ class _IncrementalRules(ResourceRules):
             if c["config_operation"] not in AlterConfigOp._value2member_map_:
                 raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {c['config_operation']}")
 
+    def raw_payload(self, entries: list[dict]) -> list[AlterableConfig]:
+        return [AlterableConfig(c["name"], AlterConfigOp(c["config_operation"]), c["value"]) for c in entries]
+
     def payload(self, rtype: int, name: str, entries: list[dict], config: Any, layers: Any,
                 image: Any) -> list[AlterableConfig]:
         if rtype == BROKER:
             new_props, ops = _broker_ops(config, dict(image.broker_configs.get(name, {})), entries)
             validate_broker_change(config, layers, new_props, per_broker=name != "")
             return ops
-        return [AlterableConfig(c["name"], AlterConfigOp(c["config_operation"]), c["value"]) for c in entries]
+        return self.raw_payload(entries)
 
 
 async def handle(request: ApiRequest) -> dict:

@@ -125,6 +125,14 @@ async def test_forwarded_results_equal_the_local_controllers(broker: BrokerProce
         (cluster,) = await _both(local, remote, lambda c: c.incremental_alter_configs([AlterConfigsResource(
             BROKER, "", [AlterableConfig("log.retention.ms", AlterConfigOp.SET, "3600000")])], validate_only=True))
         assert cluster.error_code == ErrorCode.NONE
+        # Another broker's own resource: preprocessed by that broker, so the controller node takes it
+        # (here: it knows no broker 2) rather than refusing a broker id that is not its own.
+        (other,) = await _both(local, remote, lambda c: c.incremental_alter_configs([AlterConfigsResource(
+            BROKER, "2", [AlterableConfig("log.retention.ms", AlterConfigOp.SET, "3600000")])], validate_only=True))
+        assert (other.error_code, other.error_message) == (ErrorCode.BROKER_ID_NOT_REGISTERED, "No node with id 2 found.")
+        (mine,) = await _both(local, remote, lambda c: c.alter_configs([AlterConfigsResource(
+            BROKER, "1", {"log.retention.ms": "3600000"})], validate_only=True))
+        assert mine.error_code == ErrorCode.NONE
 
         elected = await _both(local, remote, lambda c: c.elect_leaders(ElectionType.PREFERRED,
                                                                          [("fwd-a", 0), ("fwd-a", 9)]))
@@ -250,3 +258,28 @@ async def test_routing_after_the_local_lease_is_lost(broker: BrokerProcess, tmp_
     finally:
         await routing.close()
         await deposed.stop()
+
+
+async def test_deletion_disabled_is_raised_as_locally(broker_factory, tmp_path: Path) -> None:
+    b = broker_factory({"delete.topic.enable": "false", "odradek.metrics.port": "-1"})
+    controller = Controller(1, tmp_path, LocalLeaseStore(tmp_path / "controller.lease"), delete_topic_enable=False)
+    await controller.start(host=b.host, port=b.port)
+    remote = _forwarding(b)
+    try:
+        error = await _both(LocalControllerClient(controller), remote, lambda c: c.delete_topics(["any"]))
+        assert error[0] == ErrorCode.TOPIC_DELETION_DISABLED
+    finally:
+        await remote.close()
+        await controller.stop()
+
+
+async def test_follows_the_controller_when_it_moves(broker: BrokerProcess) -> None:
+    """The target is re-read on every attempt: a dead node, then the live one."""
+    target: list[tuple[int, str, int]] = [(2, "127.0.0.1", free_port())]
+    asyncio.get_running_loop().call_later(0.3, target.__setitem__, 0, (1, broker.host, broker.port))
+    remote = ForwardingControllerClient(lambda: target[0], timeout_s=10.0)
+    try:
+        (r,) = await remote.create_topics([CreatableTopic("moved-controller", 1, 1)])
+        assert r.error_code == ErrorCode.NONE
+    finally:
+        await remote.close()
