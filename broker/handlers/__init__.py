@@ -21,6 +21,7 @@ HANDLER_MODULES = (
     "alter_partition_reassignments",
     "list_partition_reassignments",
     "controlled_shutdown",
+    "alter_partition",
     "describe_cluster",
     "produce",
     "fetch",

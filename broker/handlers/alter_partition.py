@@ -6,8 +6,8 @@ controller does not check yet). Each partition goes through ``controller_client.
 codes: FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER, INELIGIBLE_REPLICA...).
 A broker that is not the controller forwards (``broker.controller_client``).
 
-Not registered in ``broker.handlers.HANDLER_MODULES`` until ``Controller.alter_partition`` (the
-replication work) is merged: ApiVersions must not offer an API no controller takes.
+Leaders send it to the controller to shrink or expand an ISR (broker/replica); tested on the wire in
+tests/integration/test_alter_partition_wire.py.
 """
 
 from __future__ import annotations
