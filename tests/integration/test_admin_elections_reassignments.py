@@ -47,7 +47,7 @@ def test_api_versions_advertises_the_new_apis(client: WireClient) -> None:
     assert keys[ELECT_LEADERS] == (0, 2)
     assert keys[ALTER_REASSIGNMENTS] == (0, 0) and keys[LIST_REASSIGNMENTS] == (0, 0)
     assert keys[CONTROLLED_SHUTDOWN] == (3, 3)
-    assert 56 not in keys  # AlterPartition: not until the controller takes ISR changes
+    assert keys[56] == (2, 3)  # AlterPartition: leaders change ISRs through the controller
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])

@@ -220,3 +220,51 @@ def test_admin_requests_sent_to_a_non_controller_are_forwarded(cluster: ClusterP
                                                          "timeout_ms": 10000})
     assert deleted["responses"][0]["error_code"] == 0, deleted
     assert cluster.wait_until(lambda: "forwarded" not in {t["name"] for t in cluster.metadata(controller)["topics"]}, 10)
+
+
+def test_preferred_election_and_reassignment_with_kafkas_tools(cluster: ClusterProcesses, tmp_path: Path) -> None:
+    """A broker that died and came back leads nothing until a preferred election (kafka-leader-election)
+    gives its partitions back - once it is in the ISR again; kafka-reassign-partitions moves a partition
+    to other brokers and completes when the new replicas caught up."""
+    import json
+
+    from tests.support.java_tools import run_tool
+
+    controller = cluster.controller_id()
+    assert create_topic(cluster, controller, "prefer", 3, 3)["error_code"] == 0
+    victim = next(n for n in cluster.node_ids if n != controller)
+    assert cluster.wait_until(lambda: len(partitions(cluster, victim, "prefer")) == 3, 10)
+    preferred = {i for i, p in partitions(cluster, controller, "prefer").items() if p["replica_nodes"][0] == victim}
+    assert preferred
+    cluster.kill(victim)
+    assert cluster.wait_until(lambda: all(partitions(cluster, controller, "prefer")[i]["leader_id"] != victim
+                                          for i in preferred), 30)
+    cluster.start(victim)
+    # Back in every ISR once its fetchers caught up (the leaders expand the ISR through AlterPartition).
+    assert cluster.wait_until(lambda: all(victim in p["isr_nodes"]
+                                          for p in partitions(cluster, controller, "prefer").values()), 60), \
+        cluster.logs()
+    out = run_tool("kafka-leader-election", ["--bootstrap-server", cluster.bootstrap, "--election-type", "preferred",
+                                             "--topic", "prefer", "--partition", str(min(preferred))])
+    assert "Successfully completed leader election (PREFERRED)" in out.stdout, out.stdout
+    assert cluster.wait_until(lambda: partitions(cluster, controller, "prefer")[min(preferred)]["leader_id"] == victim,
+                              10)
+
+    # Reassign partition 0 of a new RF-2 topic to the two brokers that do not hold it.
+    assert create_topic(cluster, controller, "moving", 1, 2)["error_code"] == 0
+    assert cluster.wait_until(lambda: len(partitions(cluster, controller, "moving")) == 1, 10)
+    before = partitions(cluster, controller, "moving")[0]["replica_nodes"]
+    outside = next(n for n in cluster.node_ids if n not in before)
+    target = [outside, before[0]]
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "moving", "partition": 0, "replicas": target,
+                                                              "log_dirs": ["any", "any"]}]}))
+    args = ["--bootstrap-server", cluster.bootstrap, "--reassignment-json-file", str(plan)]
+    out = run_tool("kafka-reassign-partitions", [*args, "--execute"])
+    assert "Successfully started partition reassignment" in out.stdout, out.stdout
+
+    def completed() -> bool:
+        return "is completed" in run_tool("kafka-reassign-partitions", [*args, "--verify"], check=False).stdout
+
+    assert cluster.wait_until(completed, 60, interval=2), cluster.logs()
+    assert sorted(partitions(cluster, controller, "moving")[0]["replica_nodes"]) == sorted(target)
