@@ -9,16 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from broker.cluster.registration import BrokerEndpoint
 from broker.config import BrokerConfig
 from broker.controller_client import ControllerClient
 
 
-async def register_this_broker(client: ControllerClient, config: BrokerConfig, bound_ports: Mapping[str, int]) -> None:
-    """Register this broker's advertised endpoint; nothing when it advertises no listener."""
+def advertised_endpoint(config: BrokerConfig, bound_ports: Mapping[str, int]) -> BrokerEndpoint | None:
+    """The endpoint this broker registers: the first advertised listener, a port 0 made the bound one."""
     listeners = config.advertised_listeners
     if not listeners:
-        return
+        return None
     first = listeners[0]
     port = first.port or bound_ports.get(first.name, 0)
-    await client.register_broker(config.node_id, first.host, port, config.get("broker.rack"),
-                                 listener_name=first.name)
+    return BrokerEndpoint(first.host, port, first.name, config.get("broker.rack"))
+
+
+async def register_this_broker(client: ControllerClient, config: BrokerConfig, bound_ports: Mapping[str, int]) -> None:
+    """Register this broker's advertised endpoint; nothing when it advertises no listener."""
+    endpoint = advertised_endpoint(config, bound_ports)
+    if endpoint is None:
+        return
+    await client.register_broker(config.node_id, endpoint.host, endpoint.port, endpoint.rack,
+                                 listener_name=endpoint.listener_name)

@@ -350,6 +350,34 @@ def _at_least(n: float) -> Range:
     return Range(min=n)
 
 
+class _MetadataStoreValidator:
+    """``local`` or ``etcd://host:port[,host:port...]``."""
+
+    def __call__(self, value: Any) -> None:
+        if value is None or value == "local":
+            return
+        try:
+            etcd_endpoints(str(value))
+        except ValueError as e:
+            raise ValueError(f"value must be {self.describe()} ({e})") from None
+
+    def describe(self) -> str:
+        return "local or etcd://host:port[,host:port...]"
+
+
+def etcd_endpoints(store: str) -> list[tuple[str, int]]:
+    """The (host, port) endpoints of ``metadata.store=etcd://h:p[,h:p...]``; ValueError if malformed."""
+    if not store.startswith("etcd://"):
+        raise ValueError("must be 'local' or etcd://host:port[,host:port...]")
+    endpoints = []
+    for part in store.removeprefix("etcd://").rstrip("/").split(","):
+        host, sep, port = part.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+            raise ValueError(f"{part.strip()!r} is not host:port")
+        endpoints.append((host.strip("[]"), int(port)))
+    return endpoints
+
+
 # Why keys are accepted but have no effect (ConfigDef.no_effect), for the start-up warning.
 _KRAFT = "the controller is embedded: no KRaft quorum to configure"
 _REPLICATION = "no replication yet: one node, no inter-broker connections"
@@ -363,19 +391,28 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("node.id", _I, -1, _at_least(-1), _H, "This server's id in the cluster; required (broker.id is a synonym)."),
     _d("broker.id", _I, -1, _at_least(-1), _H, "Legacy synonym of node.id; if both are set they must match."),
     _d("process.roles", _LI, [], ValidList(("broker", "controller")), _H,
-       "KRaft roles of this process. Odradek always runs broker and embedded controller; accepted for "
-       "compatibility with Kafka configs.",
-       no_effect=_KRAFT),
+       "KRaft roles of this process. Refused when set: every Odradek node runs a broker and a controller "
+       "candidate, and metadata.store says where the cluster's metadata lives."),
     _d("cluster.id", _ST, None, _ClusterIdValidator(), _H,
        "Odradek extension: the cluster id written to meta.properties on first start (Kafka sets it with "
        "kafka-storage format). Unset = generate one."),
-    _d("controller.quorum.voters", _LI, [], None, _H, "KRaft static voters (id@host:port); accepted, unused.",
-       no_effect=_KRAFT),
+    _d("controller.quorum.voters", _LI, [], None, _H,
+       "KRaft static voters (id@host:port). Refused when set: Odradek's controllers elect through "
+       "metadata.store (etcd), not a KRaft quorum."),
     _d("controller.quorum.bootstrap.servers", _LI, [], None, _H, "KRaft bootstrap servers; accepted, unused.",
        no_effect=_KRAFT),
     _d("controller.listener.names", _LI, [], None, _H,
        "Listener names used by the KRaft controller; such listeners are not advertised to clients."),
     _d("broker.rack", _ST, None, None, _M, "Rack of this broker, returned in Metadata."),
+    _d("metadata.store", _ST, "local", _MetadataStoreValidator(), _H,
+       "Odradek extension: where cluster metadata and the controller lease live. 'local' (default): this "
+       "node alone, its controller embedded, lease and metadata log in metadata.log.dir. "
+       "'etcd://host:port[,host:port...]': join the cluster kept in that etcd (v3 API); every node "
+       "campaigns for the controller lease there."),
+    _d("controller.lease.ttl.ms", _I, 10_000, _at_least(1_000), _H,
+       "Odradek extension: TTL of the controller's lease and of each broker's registration in etcd. A "
+       "node that stops renewing loses the controller role (or its registration) this long after its "
+       "last renewal; etcd rounds it up to whole seconds."),
     _d("metadata.log.dir", _ST, None, None, _H,
        "Directory of the cluster metadata log; unset = the first log directory."),
     # --- sockets and listeners --------------------------------------------------------------------
@@ -440,6 +477,20 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("min.insync.replicas", _I, 1, _at_least(1), _H, "Replicas that must ack an acks=-1 produce.",
        dynamic=True),
     _d("auto.create.topics.enable", _B, True, None, _H, "Create unknown topics on Metadata/Produce."),
+    _d("controlled.shutdown.enable", _B, True, None, _M,
+       "Cluster mode: on SIGTERM, move this broker's leaderships to other ISR members before it stops "
+       "serving (its registration is withdrawn first, so the controller acts at once)."),
+    _d("controlled.shutdown.timeout.ms", _I, 30_000, _at_least(0), _M,
+       "Odradek extension: how long a controlled shutdown waits for the leaderships to move "
+       "(Kafka's ZooKeeper-era retries x backoff)."),
+    _d("auto.leader.rebalance.enable", _B, True, None, _H,
+       "Cluster mode: the controller moves leadership back to the preferred replica when a broker "
+       "leads too few of its preferred partitions (see leader.imbalance.*)."),
+    _d("leader.imbalance.check.interval.seconds", _I, 300, _at_least(1), _H,
+       "How often the controller checks the leader imbalance."),
+    _d("leader.imbalance.per.broker.percentage", _I, 10, _at_least(0), _H,
+       "Imbalance (percent of a broker's preferred partitions it does not lead) above which the "
+       "controller runs preferred elections for that broker."),
     _d("delete.topic.enable", _B, True, None, _H, "Allow DeleteTopics."),
     _d("unclean.leader.election.enable", _B, False, None, _H, "Allow out-of-sync replicas to become leader.",
        dynamic=True,
@@ -1117,6 +1168,13 @@ class BrokerConfig(Mapping[str, Any]):
     def _validate(self) -> None:
         check_no_security(self.originals)
         v = self._values
+        for kraft_key in ("process.roles", "controller.quorum.voters"):
+            if v[kraft_key]:
+                raise ConfigError(
+                    f"{kraft_key} is KRaft's and Odradek has no KRaft quorum: remove it. Every Odradek node "
+                    "runs a broker and a controller candidate; metadata.store=local (the default) runs "
+                    "one node alone, metadata.store=etcd://host:port[,host:port...] joins the cluster "
+                    "whose controller lease and metadata live in that etcd.")
         node_id, broker_id = v["node.id"], v["broker.id"]
         if node_id >= 0 and broker_id >= 0 and node_id != broker_id:
             raise ConfigError(f"node.id ({node_id}) and broker.id ({broker_id}) must be the same value when both "

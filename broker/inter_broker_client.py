@@ -87,10 +87,10 @@ class NodeClient:
             writer.write(out)
             await writer.drain()
             return await asyncio.wait_for(future, self.timeout_s if timeout_s is None else timeout_s)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             self._fail_connection(exc)
             raise NodeUnavailableError(f"{api_name(api_key)} to {self.host}:{self.port} failed: "
-                                       f"{exc or type(exc).__name__}") from exc
+                                       f"{str(exc) or type(exc).__name__}") from exc
         finally:
             self._pending.pop(correlation_id, None)
 
@@ -101,9 +101,9 @@ class NodeClient:
             try:
                 reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port),
                                                         self.timeout_s)
-            except (OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, OSError) as exc:
                 raise NodeUnavailableError(f"cannot connect to {self.host}:{self.port}: "
-                                           f"{exc or type(exc).__name__}") from exc
+                                           f"{str(exc) or type(exc).__name__}") from exc
             self._writer = writer
             self._reader_task = asyncio.get_running_loop().create_task(self._read_responses(reader, writer))
             return writer
@@ -147,10 +147,10 @@ class NodeClient:
         task, self._reader_task = self._reader_task, None
         if task is not None and task is not asyncio.current_task():
             task.cancel()
-        for future, name, _ in list(self._pending.values()):
+        for future, _, _ in list(self._pending.values()):
             if not future.done():
                 future.set_exception(NodeUnavailableError(f"connection to {self.host}:{self.port} lost "
-                                                          f"({exc or type(exc).__name__})"))
+                                                          f"({str(exc) or type(exc).__name__})"))
         self._pending.clear()
 
     async def close(self) -> None:

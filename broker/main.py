@@ -174,9 +174,15 @@ async def _serve(config: BrokerConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    from broker.cluster.cluster_node import STARTUP_REFUSALS, StartAborted
+
     try:
         await broker.start()
-    except (OSError, KafkaApiError) as exc:
+    except StartAborted as exc:
+        log.info("Odradek did not start: %s", exc)
+        await broker.shutdown()
+        return 0
+    except (OSError, KafkaApiError, *STARTUP_REFUSALS) as exc:  # type: ignore[misc]
         # A disk or storage fault at start-up (read-only or full disk, every log dir offline):
         # the message says it all.
         log.error("Odradek failed to start: %s", exc)

@@ -5,8 +5,8 @@ of that block is persisted (write-temp, fsync, rename) in ``<metadata dir>/produ
 After a crash or restart allocation continues after the persisted block end, so an id is never
 given out twice — the property idempotence depends on (a reused id would be treated as a
 duplicate or out-of-order producer by partitions that remember it). Kafka's KRaft controller does
-the same with ProducerIdsRecord blocks in its metadata log; the cluster work can move this file's
-job there behind the same ``next_id`` interface.
+the same with ProducerIdsRecord blocks in its metadata log; in cluster mode the blocks come from
+etcd instead (``broker.cluster.producer_id_blocks``), behind the same async ``next_id``.
 
 Owned by the handler loop.
 """
@@ -14,11 +14,18 @@ Owned by the handler loop.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 from storage.checkpoint_file import write_atomically
 
 BLOCK_SIZE = 1000
 FILE_NAME = "producer-id-block"
+
+
+class ProducerIdSource(Protocol):
+    """Where InitProducerId takes ids from: this file (one node) or etcd (a cluster)."""
+
+    async def next_id(self) -> int: ...
 
 
 class ProducerIdManager:
@@ -31,7 +38,7 @@ class ProducerIdManager:
             if text:
                 self._next = self._block_end = int(text)
 
-    def next_id(self) -> int:
+    async def next_id(self) -> int:
         if self._next >= self._block_end:
             self._persist(self._next + BLOCK_SIZE)
         pid = self._next

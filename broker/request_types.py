@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from broker.handlers.registry import HandlerSpec
     from broker.metadata import BrokerMetadata
     from broker.metrics import BrokerMetrics
-    from broker.producer_ids import ProducerIdManager
+    from broker.producer_ids import ProducerIdSource
     from broker.replica.fetch_session import FetchSessionCache
     from broker.replica.replica_manager import ReplicaManager
 
@@ -77,7 +77,7 @@ class BrokerServices(Protocol):
         ...
 
     @property
-    def producer_ids(self) -> ProducerIdManager: ...
+    def producer_ids(self) -> ProducerIdSource: ...
 
     @property
     def metrics(self) -> BrokerMetrics | None:

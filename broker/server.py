@@ -41,12 +41,13 @@ from broker.timing_wheel import AsyncReaper, Timer
 from protocol.errors import KafkaApiError
 
 if TYPE_CHECKING:
+    from broker.cluster.cluster_node import ClusterNode
     from broker.controller_client import ControllerClient
     from broker.embedded_controller import EmbeddedController
     from broker.group.coordinator import GroupCoordinator
     from broker.metadata import BrokerMetadata
     from broker.metrics import BrokerMetrics
-    from broker.producer_ids import ProducerIdManager
+    from broker.producer_ids import ProducerIdSource
     from broker.replica.fetch_session import FetchSessionCache
     from broker.replica.replica_manager import ReplicaManager
 
@@ -62,7 +63,7 @@ class Broker:
     controller_client: ControllerClient
     replica_manager: ReplicaManager
     fetch_sessions: FetchSessionCache
-    producer_ids: ProducerIdManager
+    producer_ids: ProducerIdSource
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -74,6 +75,8 @@ class Broker:
         self.dispatcher: Dispatcher | None = None
         # The controller in this process (life cycle only); handlers reach it through controller_client.
         self.embedded_controller: EmbeddedController | None = None
+        # Cluster mode (metadata.store=etcd://...): this node's cluster parts; None on one node.
+        self.cluster: ClusterNode | None = None
         self.group_coordinator: GroupCoordinator | None = None
         # Delayed operations (long-poll fetches, joins, heartbeats) share one timing wheel, driven
         # by the handler loop.
@@ -103,16 +106,21 @@ class Broker:
         self.reaper = AsyncReaper(self.timer, self.loop)
         self.reaper.start()
         self.metadata = BrokerMetadata(metadata_dir_of(self.config))
-        self.embedded_controller = EmbeddedController(self.config, self.metadata.metadata_dir)
-        self.embedded_controller.add_publisher(self.metadata)
-        await self.embedded_controller.start()
-        self.controller_client = LocalControllerClient(self.embedded_controller.controller)
-        from broker.producer_ids import ProducerIdManager
+        if self.config["metadata.store"] == "local":
+            self.embedded_controller = EmbeddedController(self.config, self.metadata.metadata_dir)
+            self.embedded_controller.add_publisher(self.metadata)
+            await self.embedded_controller.start()
+            self.controller_client = LocalControllerClient(self.embedded_controller.controller)
+            from broker.producer_ids import ProducerIdManager
 
-        self.producer_ids = ProducerIdManager(self.metadata.metadata_dir)
+            self.producer_ids = ProducerIdManager(self.metadata.metadata_dir)
+        else:
+            await self._join_cluster()
         self.replica_manager = ReplicaManager(self.config, self.metadata, self.timer, self.io_pool, self.fail,
                                               lambda: self.stopping)
         await self.replica_manager.start()
+        if self.cluster is not None:
+            self.cluster.on_fenced = self.replica_manager.set_self_fenced
         self.fetch_sessions = FetchSessionCache(self.config["max.incremental.fetch.session.cache.slots"])
         from broker.coordinator.partition_writer import ReplicaManagerWriter
         from broker.group.context import GroupConfig
@@ -150,9 +158,16 @@ class Broker:
         # opens must already find this broker in Metadata and DescribeCluster (Kafka likewise
         # opens its client listeners only once the broker is registered and unfenced).
         self.socket_server.bind()
-        from broker.broker_registration import register_this_broker
+        if self.cluster is None:
+            from broker.broker_registration import register_this_broker
 
-        await register_this_broker(self.controller_client, self.config, self.socket_server.bound_ports)
+            await register_this_broker(self.controller_client, self.config, self.socket_server.bound_ports)
+        else:
+            from broker.broker_registration import advertised_endpoint
+
+            endpoint = advertised_endpoint(self.config, self.socket_server.bound_ports)
+            if endpoint is not None:
+                await self.cluster.register(endpoint)
         await self.socket_server.start_accepting()
         if self.config["odradek.metrics.port"] >= 0:
             self._start_metrics()
@@ -163,6 +178,17 @@ class Broker:
             (time.monotonic() - t0) * 1000,
             ", ".join(f"{e.name}://{e.host}:{self.socket_server.bound_ports[e.name]}" for e in endpoints),
         )
+
+    async def _join_cluster(self) -> None:
+        """Cluster mode: cluster id, metadata followed from etcd, controller candidate (broker.cluster)."""
+        from broker.cluster.cluster_node import ClusterNode, LocalOrRefuseControllerClient
+        from broker.cluster.producer_id_blocks import EtcdProducerIdManager
+
+        self.cluster = ClusterNode(self.config, self.metadata, self.stop_requested.is_set)
+        await self.cluster.start()
+        self.controller_client = LocalOrRefuseControllerClient(self.cluster)
+        assert self.cluster.keys is not None
+        self.producer_ids = EtcdProducerIdManager(self.cluster.etcd, self.cluster.keys)
 
     def _connection_limits(self) -> tuple[int, int, dict[str, int]]:
         """max.connections, max.connections.per.ip and its overrides, dynamic values applied."""
@@ -291,6 +317,12 @@ class Broker:
                 problems.append(f"{what} failed")
 
         server = self.socket_server
+        cluster = self.cluster
+        if cluster is not None and self.fatal_reason is None and self.config["controlled.shutdown.enable"]:
+            # Leaderships move while this broker still answers (Kafka's controlled shutdown): clients
+            # learn the new leaders from NOT_LEADER_OR_FOLLOWER and their next Metadata.
+            await step("controlled shutdown", lambda: cluster.controlled_shutdown(
+                self.config["controlled.shutdown.timeout.ms"] / 1000))
         if server is not None:
             server.stop_accepting()
             await step("draining requests", lambda: server.drain(SHUTDOWN_DRAIN_SECONDS))
@@ -313,6 +345,8 @@ class Broker:
             self.reaper.stop()
         if self.embedded_controller is not None:
             await step("releasing the controller lease", self.embedded_controller.shutdown)
+        if cluster is not None:
+            await step("leaving the cluster", cluster.stop)
         self.io_pool.shutdown(wait=True)
         if problems:
             log.error("Odradek broker %d shut down with errors: %s", self.node_id, "; ".join(problems))

@@ -170,6 +170,11 @@ class Controller:
     def lease(self) -> Lease | None:
         return self._lease
 
+    @property
+    def committed_offset(self) -> int:
+        """Offset after the last committed record (what a follower of the log must reach to see it)."""
+        return self._log_store.next_offset if self._log_open else 0
+
     async def start(
         self,
         now_ms: int | None = None,
@@ -269,8 +274,9 @@ class Controller:
         assert self._lease is not None
         try:
             appended = await self._log_store.append(records, self._lease.epoch)
-        except StaleControllerEpochError:
+        except StaleControllerEpochError as exc:
             self._active = False
+            log.error("controller %d: metadata write refused, stepping down: %s", self.node_id, exc.message)
             raise
         delta = MetadataDelta()
         for batch in appended.caught_up:
@@ -315,8 +321,12 @@ class Controller:
         *,
         listener_name: str = "PLAINTEXT",
         fenced: bool = False,
+        incarnation_id: uuid.UUID | None = None,
     ) -> int:
-        """Register (or re-register) a broker; returns its broker epoch (the record's log offset)."""
+        """Register (or re-register) a broker; returns its broker epoch (the record's log offset).
+
+        ``incarnation_id`` names the broker process (cluster mode passes the one in its etcd
+        registration); None draws a fresh one."""
         if not 0 < port <= 65535:
             raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Invalid port {port}.")
         async with self._write_lock:
@@ -325,7 +335,7 @@ class Controller:
             record = RegisterBrokerRecord(
                 broker_id=node_id,
                 broker_epoch=broker_epoch,
-                incarnation_id=uuid.uuid4(),
+                incarnation_id=incarnation_id or uuid.uuid4(),
                 host=host,
                 port=port,
                 listener_name=listener_name,

@@ -61,19 +61,28 @@ def _parse(text: str) -> dict[str, str]:
     return props
 
 
-def load_or_create_cluster_id(metadata_dir: Path, node_id: int) -> str:
-    """Return the directory's cluster id, generating and persisting one on first use."""
+def read_cluster_id(metadata_dir: Path, node_id: int) -> str | None:
+    """The directory's cluster id, None when it has no ``meta.properties`` yet."""
     path = Path(metadata_dir) / META_PROPERTIES
-    if path.exists():
-        props = _parse(path.read_text())
-        cluster_id = props.get("cluster.id")
-        if not cluster_id:
-            raise MetaPropertiesError(f"{path} has no cluster.id")
-        stored_node = props.get("node.id")
-        if stored_node is not None and int(stored_node) != node_id:
-            raise MetaPropertiesError(f"{path} belongs to node {stored_node}, not node {node_id}")
-        return cluster_id
-    cluster_id = new_cluster_id()
+    if not path.exists():
+        return None
+    props = _parse(path.read_text())
+    cluster_id = props.get("cluster.id")
+    if not cluster_id:
+        raise MetaPropertiesError(f"{path} has no cluster.id")
+    stored_node = props.get("node.id")
+    if stored_node is not None and int(stored_node) != node_id:
+        raise MetaPropertiesError(f"{path} belongs to node {stored_node}, not node {node_id}")
+    return cluster_id
+
+
+def load_or_create_cluster_id(metadata_dir: Path, node_id: int, new_id: str | None = None) -> str:
+    """Return the directory's cluster id; on first use persist ``new_id`` (default: a fresh one)."""
+    existing = read_cluster_id(metadata_dir, node_id)
+    if existing is not None:
+        return existing
+    path = Path(metadata_dir) / META_PROPERTIES
+    cluster_id = new_id or new_cluster_id()
     Path(metadata_dir).mkdir(parents=True, exist_ok=True)
     text = f"#Written by Odradek\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"
     write_file_atomically(path, text.encode())

@@ -27,12 +27,12 @@ NAME = "InitProducerId"
 VERSIONS = (0, 5)
 
 
-def handle(request: ApiRequest) -> dict:
+async def handle(request: ApiRequest) -> dict:
     body = request.body
     if body["transactional_id"] is not None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "producer_id": -1,
                 "producer_epoch": -1}
-    producer_id = request.broker.producer_ids.next_id()
+    producer_id = await request.broker.producer_ids.next_id()
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": 0}
 
 

@@ -101,6 +101,8 @@ class ReplicaManager:
         self._is_stopping = is_stopping
         self._loop: asyncio.AbstractEventLoop | None = None
         self.node_id: int = config.node_id
+        # Cluster mode: set while this broker's registration has lapsed (set_self_fenced).
+        self.self_fenced = False
         self.base_log_config: LogConfig = config.log_config()
         # producer.id.expiration.ms is dynamic: read when a log is made, pushed to open logs on change.
         self.producer_id_expiration_ms: int = config["producer.id.expiration.ms"]
@@ -438,6 +440,11 @@ class ReplicaManager:
 
     # -- lookups ----------------------------------------------------------------------------
 
+    def set_self_fenced(self, fenced: bool) -> None:
+        """Cluster mode: this broker's registration lapsed (or came back). While fenced it acts as
+        leader of nothing - the controller has fenced it or will, and another replica may lead."""
+        self.self_fenced = fenced
+
     def leader_partition(self, topic: str, index: int) -> Partition:
         """The partition if this broker leads it; Kafka's errors otherwise."""
         part = self.partitions.get((topic, index))
@@ -452,7 +459,7 @@ class ReplicaManager:
                 self._retry_logs(t, failure[1])
                 raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR, failure[0])
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if part.leader != self.node_id:
+        if part.leader != self.node_id or self.self_fenced:
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if part.offline:
             raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR,

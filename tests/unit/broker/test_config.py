@@ -20,6 +20,7 @@ from broker.config import (
     Listener,
     config_from_environ,
     env_to_config_key,
+    etcd_endpoints,
     keys_without_effect,
     load_config,
     parse_listeners,
@@ -651,13 +652,28 @@ class TestListeners:
                                "advertised.listeners=CONTROLLER://h:9093", "controller.listener.names=CONTROLLER",
                                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"], {})
 
+    @pytest.mark.parametrize("kraft_key", ["process.roles=broker,controller", "controller.quorum.voters=1@h:9093"])
+    def test_kraft_quorum_keys_are_refused_pointing_to_metadata_store(self, kraft_key: str) -> None:
+        with pytest.raises(ConfigError) as e:
+            load_config(None, [*NODE, kraft_key], {})
+        assert kraft_key.split("=")[0] in str(e.value) and "metadata.store" in str(e.value)
+
+    @pytest.mark.parametrize("store", ["etcd://x", "zk://h:2181", "etcd://h:2379,h2", "etcd://h:0"])
+    def test_malformed_metadata_store(self, store: str) -> None:
+        with pytest.raises(ConfigError, match="metadata.store"):
+            load_config(None, [*NODE, f"metadata.store={store}"], {})
+
+    def test_metadata_store_endpoints(self) -> None:
+        cfg = load_config(None, [*NODE, "metadata.store=etcd://10.0.0.1:2379, etcd2:2380"], {})
+        assert etcd_endpoints(cfg["metadata.store"]) == [("10.0.0.1", 2379), ("etcd2", 2380)]
+        assert load_config(None, NODE, {})["metadata.store"] == "local"
+
     def test_kraft_style_config_with_controller_listener(self, tmp_path: Path) -> None:
-        # A Kafka 4 combined-mode file: the CONTROLLER listener is bound but never advertised.
+        # A Kafka 4 combined-mode file, less its KRaft quorum keys (refused, see above): the
+        # CONTROLLER listener is bound but never advertised.
         p = write(tmp_path, "\n".join([
-            "process.roles=broker,controller",
             "node.id=1",
             "controller.quorum.bootstrap.servers=localhost:9093",
-            "controller.quorum.voters=1@localhost:9093",
             "listeners=PLAINTEXT://:9092,CONTROLLER://:9093",
             "advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093",
             "controller.listener.names=CONTROLLER",
@@ -668,7 +684,6 @@ class TestListeners:
         cfg = load_config(p, [], {})
         assert [ep.name for ep in cfg.listeners] == ["PLAINTEXT", "CONTROLLER"]
         assert cfg.advertised_listeners == [Listener("PLAINTEXT", "PLAINTEXT", "localhost", 9092)]
-        assert cfg["process.roles"] == ["broker", "controller"]
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -1,0 +1,194 @@
+"""One broker's cluster-mode parts wired together, in start-up order, for ``broker.server``.
+
+Start (``start``, before the replica manager; ``register`` once the sockets are bound):
+1. agree on the cluster id with etcd (``cluster_identity``); while etcd cannot be reached, log one
+   clear line per attempt and retry with exponential backoff (0.5 s doubling to 10 s), until it
+   answers or the broker is asked to stop - never a crash;
+2. read the committed metadata log into the broker's image and follow it (``metadata_follower``);
+3. start the controller candidate (``controller_candidate``);
+4. ``register``: this broker's registration key under its session lease (``registration``); a
+   duplicate node.id refuses the start. Then wait until the controller has put this broker in the
+   image, so a client that connects the moment the port opens finds it in Metadata.
+
+Controlled shutdown (``controlled_shutdown``, when ``controlled.shutdown.enable``): the broker
+deletes its registration first (revoking its lease), so the controller - on this node or another -
+moves its leaderships to other ISR members at once instead of after a lease TTL; the broker waits
+until its image shows it leads nothing (bounded), then stops serving. The candidate stops last and
+releases the controller lease, so the next controller need not wait for a TTL either.
+
+Writes through ``controller_client`` wait until this broker's image has caught up with them, so a
+handler that created a topic finds it in ``metadata.image`` right after, as in single-node mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from broker.cluster.cluster_identity import ClusterIdentityError, agree_cluster_id
+from broker.cluster.controller_candidate import ControllerCandidate, controller_factory
+from broker.cluster.keys import ClusterKeys
+from broker.cluster.metadata_follower import MetadataFollower
+from broker.cluster.registration import BrokerEndpoint, BrokerRegistrationLease, DuplicateNodeIdError
+from broker.config import BrokerConfig, etcd_endpoints
+from broker.metadata import BrokerMetadata
+from controller.etcd_client import EtcdError, etcd_client
+from controller.image import MetadataImage
+from controller.meta_properties import MetaPropertiesError
+from protocol.errors import ErrorCode, KafkaApiError
+
+log = logging.getLogger(__name__)
+
+# Errors that refuse a start with one clear line (broker.main prints it, exit 1).
+STARTUP_REFUSALS: tuple[type[Exception], ...] = (ClusterIdentityError, DuplicateNodeIdError, MetaPropertiesError)
+
+
+class StartAborted(Exception):
+    """The broker was asked to stop while it waited for the metadata store."""
+
+
+class ClusterNode:
+    def __init__(self, config: BrokerConfig, metadata: BrokerMetadata, stop_requested: Callable[[], bool]) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self._metadata = metadata
+        self._stop_requested = stop_requested
+        host, port = etcd_endpoints(config["metadata.store"])[0]
+        self.endpoint = f"{host}:{port}"
+        self._client = etcd_client(self.endpoint)
+        self.lease_ttl_ms: int = config["controller.lease.ttl.ms"]
+        self.keys: ClusterKeys | None = None
+        self.follower: MetadataFollower | None = None
+        self.candidate: ControllerCandidate | None = None
+        self.registration: BrokerRegistrationLease | None = None
+        self.on_fenced: Callable[[bool], None] = lambda fenced: None
+
+    async def _retrying(self, what: str, attempt: Callable[[], Any]) -> Any:
+        """Run ``attempt`` until etcd answers; one ERROR line per failure, backoff 0.5 s -> 10 s."""
+        delay = 0.5
+        while True:
+            if self._stop_requested():
+                raise StartAborted(f"stopped while waiting for the metadata store to {what}")
+            try:
+                return await attempt()
+            except (EtcdError, OSError) as exc:
+                log.error("cannot %s: metadata store %s unreachable (%s); retrying in %.1f s", what,
+                          self.config["metadata.store"], exc or type(exc).__name__, delay)
+            deadline = time.monotonic() + delay
+            while time.monotonic() < deadline and not self._stop_requested():
+                await asyncio.sleep(0.1)
+            delay = min(delay * 2, 10.0)
+
+    async def start(self) -> None:
+        metadata_dir = self._metadata.metadata_dir
+        metadata_dir.mkdir(parents=True, exist_ok=True)
+        cluster_id: str = await self._retrying(
+            "agree on the cluster id",
+            lambda: agree_cluster_id(self._client, metadata_dir, self.node_id, self.config.get("cluster.id")))
+        self.keys = ClusterKeys(cluster_id)
+        follower = MetadataFollower(self._client, self.keys.metadata_prefix, cluster_id, self._metadata.publish)
+        await self._retrying("read the cluster metadata", follower.start)
+        self.follower = follower
+        self.candidate = ControllerCandidate(self.node_id, self.endpoint, self.keys, self.lease_ttl_ms,
+                                             controller_factory(self.node_id, metadata_dir, self.config),
+                                             self._client)
+        self.candidate.start()
+        log.info("node %d joined cluster %s (metadata store %s, metadata at offset %d)", self.node_id,
+                 cluster_id, self.config["metadata.store"], follower.next_offset)
+
+    async def register(self, endpoint: BrokerEndpoint, wait_s: float = 30.0) -> None:
+        assert self.keys is not None
+        registration = BrokerRegistrationLease(self._client, self.keys, self.node_id, endpoint, self.lease_ttl_ms,
+                                               lambda fenced: self.on_fenced(fenced))
+        await self._retrying("register this broker", registration.register)
+        self.registration = registration
+        registration.start_renewing()
+        deadline = time.monotonic() + wait_s
+        while not self._registered_in_image() and not self._stop_requested():
+            if time.monotonic() >= deadline:
+                log.warning("broker %d is registered but no controller has admitted it after %.0f s; "
+                            "serving anyway", self.node_id, wait_s)
+                return
+            await asyncio.sleep(0.05)
+
+    def _registered_in_image(self) -> bool:
+        assert self.registration is not None
+        b = self._metadata.image.brokers.get(self.node_id)
+        return b is not None and not b.fenced and b.incarnation_id == self.registration.incarnation_id
+
+    def leaderships(self) -> list[tuple[str, int]]:
+        image = self._metadata.image
+        return [(t.name, p.partition) for t in image.topics.values() for p in t.partitions.values()
+                if p.leader == self.node_id]
+
+    async def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Deregister and wait until this broker leads nothing; False if leaderships remain at the timeout."""
+        if self.registration is None:
+            return True
+        await self.registration.stop()
+        await self.registration.deregister()
+        deadline = time.monotonic() + timeout_s
+        while self.leaderships():
+            if time.monotonic() >= deadline:
+                remaining = self.leaderships()
+                log.warning("controlled shutdown of broker %d: %d partition(s) still led after %.0f s "
+                            "(no other live replica in their ISR?)", self.node_id, len(remaining), timeout_s)
+                return False
+            await asyncio.sleep(0.05)
+        log.info("controlled shutdown of broker %d: no leaderships left", self.node_id)
+        return True
+
+    async def stop(self) -> None:
+        if self.registration is not None:
+            await self.registration.stop()
+        if self.candidate is not None:
+            await self.candidate.stop()
+        if self.follower is not None:
+            await self.follower.stop()
+        try:
+            await self._client.close()
+        except Exception:
+            pass
+
+    @property
+    def etcd(self) -> Any:
+        """The etcd client this node's broker parts share (registration, follower, producer ids)."""
+        return self._client
+
+    # -- the controller, as the broker's ControllerClient reaches it -----------------------------
+
+    def local_controller(self) -> Any:
+        return None if self.candidate is None else self.candidate.active_controller
+
+    def image(self) -> MetadataImage:
+        return self._metadata.image
+
+    async def caught_up_with_local_controller(self, timeout_s: float = 5.0) -> None:
+        """Wait until this broker's image holds every record the local controller committed."""
+        controller = self.local_controller()
+        if controller is not None and self.follower is not None:
+            await self.follower.wait_for_offset(controller.committed_offset, timeout_s)
+
+
+class LocalOrRefuseControllerClient:
+    """Until forwarding exists: the local controller when this node is the active one, else NOT_CONTROLLER."""
+
+    def __init__(self, node: ClusterNode) -> None:
+        self._node = node
+
+    def __getattr__(self, name: str) -> Any:
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            controller = self._node.local_controller()
+            if controller is None:
+                raise KafkaApiError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller.")
+            result = await getattr(controller, name)(*args, **kwargs)
+            await self._node.caught_up_with_local_controller()
+            return result
+
+        return call
+
+
+__all__: Sequence[str] = ["STARTUP_REFUSALS", "ClusterNode", "LocalOrRefuseControllerClient", "StartAborted"]

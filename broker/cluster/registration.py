@@ -1,0 +1,169 @@
+"""This broker's registration in cluster mode: an ephemeral etcd key under its own session lease.
+
+Value of ``/odradek/<cluster-id>/brokers/<node id>`` (JSON, attached to the broker's lease, so etcd
+deletes it when the lease is revoked or lapses)::
+
+    {"node_id": 2, "host": "broker2", "port": 9092, "listener_name": "PLAINTEXT", "rack": null,
+     "incarnation_id": "<uuid of this process>"}
+
+The controller turns a new or changed key into a RegisterBrokerRecord and a deleted one into the
+broker's fencing (its leaderships move to other ISR members). Kafka's equivalents: the KRaft
+BrokerRegistration request plus heartbeats (or ZooKeeper's ephemeral /brokers/ids/<id> znode).
+
+- ``register``: grant a lease of ``controller.lease.ttl.ms``, then create the key only if it does
+  not exist. An existing key of another incarnation is another live process with this node.id:
+  ``DuplicateNodeIdError`` (the key lapses with its owner, so a restart after a crash waits at most
+  one TTL, retrying).
+- Renewal runs every TTL/3. While renewals fail, the broker keeps serving until the lease's TTL has
+  passed since the last good renewal; then it calls ``on_fenced(True)`` (the replica manager stops
+  acting as leader: the controller has fenced it or will, and another broker may lead now), and
+  keeps trying to register again; a new registration calls ``on_fenced(False)``.
+- ``deregister``: revoke the lease (the key goes at once); used by controlled shutdown.
+
+Ownership: the broker's handler loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from broker.cluster.keys import ClusterKeys
+from controller.etcd_client import EtcdError
+
+log = logging.getLogger(__name__)
+
+
+class DuplicateNodeIdError(Exception):
+    """Another live process is registered with this node.id."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    host: str
+    port: int
+    listener_name: str
+    rack: str | None
+
+
+def encode_registration(node_id: int, endpoint: BrokerEndpoint, incarnation_id: uuid.UUID) -> bytes:
+    return json.dumps({"node_id": node_id, "host": endpoint.host, "port": endpoint.port,
+                       "listener_name": endpoint.listener_name, "rack": endpoint.rack,
+                       "incarnation_id": str(incarnation_id)}).encode()
+
+
+def decode_registration(value: bytes) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(value)
+    data["incarnation_id"] = uuid.UUID(data["incarnation_id"])
+    return data
+
+
+class BrokerRegistrationLease:
+    def __init__(self, client: Any, keys: ClusterKeys, node_id: int, endpoint: BrokerEndpoint, ttl_ms: int,
+                 on_fenced: Callable[[bool], None]) -> None:
+        self._client = client
+        self._key = keys.broker_key(node_id)
+        self.node_id = node_id
+        self.endpoint = endpoint
+        self._ttl_s = max(1, math.ceil(ttl_ms / 1000))
+        self._on_fenced = on_fenced
+        self.incarnation_id = uuid.uuid4()
+        self._lease_id: int | None = None
+        self._last_renewal = 0.0
+        self.fenced = False
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    async def register(self) -> None:
+        """Create the registration key; ``DuplicateNodeIdError`` if another process holds this node.id."""
+        granted = await self._client.lease(self._ttl_s)
+        lease_id = int(granted.id)
+        t = self._client.transactions
+        value = encode_registration(self.node_id, self.endpoint, self.incarnation_id)
+        try:
+            succeeded, responses = await self._client.transaction(
+                compare=[t.create(self._key) == 0],
+                success=[t.put(self._key, value, lease=lease_id)],
+                failure=[t.get(self._key)],
+            )
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self._client.revoke_lease(lease_id)
+            raise
+        if not succeeded:
+            with contextlib.suppress(Exception):
+                await self._client.revoke_lease(lease_id)
+            existing = decode_registration(bytes(responses[0][0][0])) if responses[0] else {}
+            raise DuplicateNodeIdError(
+                f"node.id {self.node_id} is already registered in this cluster by a live broker at "
+                f"{existing.get('host')}:{existing.get('port')} (incarnation {existing.get('incarnation_id')}); "
+                "give each broker its own node.id")
+        self._lease_id = lease_id
+        self._last_renewal = time.monotonic()
+
+    def start_renewing(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._renew_forever())
+
+    async def _renew_forever(self) -> None:
+        interval = self._ttl_s / 3
+        while not self._stopping:
+            await asyncio.sleep(interval)
+            if self._stopping:
+                return
+            try:
+                if self._lease_id is None:
+                    await self.register()
+                    log.info("broker %d registered again (incarnation %s)", self.node_id, self.incarnation_id)
+                else:
+                    reply = await self._client.refresh_lease(self._lease_id)
+                    if reply is None or int(reply.TTL) <= 0:
+                        log.error("broker %d: its registration lease lapsed in the metadata store; "
+                                  "registering again", self.node_id)
+                        self._lease_id = None
+                        self._set_fenced(True)
+                        continue
+                    self._last_renewal = time.monotonic()
+                self._set_fenced(False)
+            except DuplicateNodeIdError as exc:
+                # Our old key (lapsed lease) may linger for a moment, or someone took our id.
+                log.error("broker %d cannot register again yet: %s", self.node_id, exc)
+                self._set_fenced(True)
+            except (EtcdError, OSError) as exc:
+                log.error("broker %d cannot renew its registration in the metadata store: %s", self.node_id, exc)
+                if time.monotonic() - self._last_renewal >= self._ttl_s:
+                    self._lease_id = None  # it has lapsed by now: register anew once etcd answers
+                    self._set_fenced(True)
+
+    def _set_fenced(self, fenced: bool) -> None:
+        if fenced == self.fenced:
+            return
+        self.fenced = fenced
+        if fenced:
+            log.error("broker %d fenced itself: its registration lapsed, so it stops acting as leader "
+                      "until it registers again", self.node_id)
+        else:
+            log.info("broker %d unfenced: registered again", self.node_id)
+        self._on_fenced(fenced)
+
+    async def deregister(self) -> None:
+        """Revoke the lease: the key disappears now and the controller moves this broker's leaderships."""
+        self._stopping = True
+        lease_id, self._lease_id = self._lease_id, None
+        if lease_id is not None:
+            with contextlib.suppress(Exception):
+                await self._client.revoke_lease(lease_id)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task

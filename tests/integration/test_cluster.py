@@ -1,0 +1,206 @@
+"""A 3-broker cluster on etcd (issue 12): membership, controller failover, leader election, fencing.
+
+Every test runs real processes: one etcd and three ``python -m broker.main`` brokers with
+``metadata.store=etcd://...`` (tests/support/cluster.py), killed, stopped and cut off for real. The
+controller lease TTL is 2 s (etcd runs with a 1 s minimum), so failovers take a few seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.testing_cluster import ClusterProcesses
+from tests.support.bad_batches import records, wrap
+from tests.support.cluster import cluster_or_skip
+from tests.support.tcp_proxy import TcpProxy
+
+TTL_MS = 2000
+FAST = {"controller.lease.ttl.ms": str(TTL_MS)}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
+    c = cluster_or_skip(tmp_path, 3, FAST)
+    with c:
+        assert c.wait_members(30), c.logs()
+        yield c
+
+
+def create_topic(c: ClusterProcesses, node_id: int, name: str, partitions: int, rf: int) -> dict[str, Any]:
+    response = c.request(node_id, "CreateTopics", 7, {
+        "topics": [{"name": name, "num_partitions": partitions, "replication_factor": rf}], "timeout_ms": 10000})
+    return response["topics"][0]
+
+
+def partitions(c: ClusterProcesses, node_id: int, topic: str) -> dict[int, dict[str, Any]]:
+    md = c.request(node_id, "Metadata", 12, {"topics": [{"name": topic, "topic_id": None}]})
+    return {p["partition_index"]: p for p in md["topics"][0]["partitions"]}
+
+
+def live_broker_ids(c: ClusterProcesses, node_id: int) -> list[int]:
+    return sorted(b["node_id"] for b in c.metadata(node_id)["brokers"])
+
+
+def test_three_brokers_form_one_cluster_and_spread_leaders(cluster: ClusterProcesses) -> None:
+    controllers = {cluster.controller_id(n) for n in cluster.node_ids}
+    assert len(controllers) == 1 and controllers.pop() in cluster.node_ids
+    cluster_ids = {cluster.metadata(n)["cluster_id"] for n in cluster.node_ids}
+    assert len(cluster_ids) == 1
+    for n in cluster.node_ids:
+        assert live_broker_ids(cluster, n) == [1, 2, 3]
+    controller = cluster.controller_id()
+    assert create_topic(cluster, controller, "spread", 6, 3)["error_code"] == 0
+    for n in cluster.node_ids:  # every broker's image follows the controller's writes
+        assert cluster.wait_until(lambda n=n: len(partitions(cluster, n, "spread")) == 6, 10)
+    parts = partitions(cluster, 1, "spread")
+    assert {p["leader_id"] for p in parts.values()} == {1, 2, 3}
+    assert all(sorted(p["replica_nodes"]) == [1, 2, 3] for p in parts.values())
+
+
+def test_kafka_cli_and_java_admin_see_the_cluster(cluster: ClusterProcesses) -> None:
+    from tests.support.java_tools import JavaDriver, run_tool
+
+    bootstrap = cluster.bootstrap
+    run_tool("kafka-topics", ["--bootstrap-server", bootstrap, "--create", "--topic", "cli-rf3",
+                              "--partitions", "3", "--replication-factor", "3"])
+    described = run_tool("kafka-topics", ["--bootstrap-server", bootstrap, "--describe", "--topic", "cli-rf3"]).stdout
+    leaders = {line.split("Leader:")[1].split()[0] for line in described.splitlines() if "Leader:" in line}
+    assert leaders == {"1", "2", "3"}, described
+    with JavaDriver(bootstrap) as driver:
+        info = driver.admin("describe_cluster")
+    assert sorted(n["id"] for n in info["nodes"]) == [1, 2, 3]
+    assert info["controller"] == cluster.controller_id()
+
+
+def test_sigkill_of_the_controller_elects_another_within_the_ttl(cluster: ClusterProcesses) -> None:
+    old = cluster.controller_id()
+    survivor = next(n for n in cluster.node_ids if n != old)
+    cluster.kill(old)
+    t0 = time.monotonic()
+    assert cluster.wait_until(lambda: cluster.controller_id(survivor) not in (-1, old), TTL_MS / 1000 + 5), \
+        cluster.logs()
+    took = time.monotonic() - t0
+    new = cluster.controller_id(survivor)
+    assert took < TTL_MS / 1000 + 5
+    assert cluster.wait_until(lambda: old not in live_broker_ids(cluster, survivor), 10)
+    assert create_topic(cluster, new, "after-failover", 2, 2)["error_code"] == 0
+    assert cluster.wait_until(lambda: len(partitions(cluster, survivor, "after-failover")) == 2, 10)
+
+
+def test_sigkill_of_a_broker_moves_its_leaderships_with_bumped_epochs(cluster: ClusterProcesses) -> None:
+    controller = cluster.controller_id()
+    assert create_topic(cluster, controller, "failover", 6, 3)["error_code"] == 0
+    victim = next(n for n in cluster.node_ids if n != controller)
+    assert cluster.wait_until(lambda: len(partitions(cluster, controller, "failover")) == 6, 10)
+    before = partitions(cluster, controller, "failover")
+    led = {i for i, p in before.items() if p["leader_id"] == victim}
+    assert led, before
+    cluster.kill(victim)
+    t0 = time.monotonic()
+
+    def moved() -> bool:
+        now = partitions(cluster, controller, "failover")
+        return all(now[i]["leader_id"] not in (victim, -1) for i in led)
+
+    assert cluster.wait_until(moved, 30), cluster.logs()
+    assert time.monotonic() - t0 < 30
+    after = partitions(cluster, controller, "failover")
+    for i in led:
+        assert after[i]["leader_epoch"] > before[i]["leader_epoch"]
+        assert after[i]["leader_id"] in before[i]["isr_nodes"]
+        assert victim not in after[i]["isr_nodes"]
+    for i in set(before) - led:  # partitions the victim did not lead keep their leader
+        assert after[i]["leader_id"] == before[i]["leader_id"]
+    # Clients continue: a producer bootstrapped on the cluster writes to the moved partitions.
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=[cluster.broker(n).bootstrap for n in cluster.live_ids()],
+                             acks=1, retries=10, request_timeout_ms=10000)
+    try:
+        sent = [producer.send("failover", b"after", partition=i) for i in sorted(led)]
+        for future in sent:
+            assert future.get(timeout=30).partition in led
+    finally:
+        producer.close()
+
+
+def test_controlled_shutdown_moves_leaderships_before_the_process_exits(cluster: ClusterProcesses) -> None:
+    controller = cluster.controller_id()
+    assert create_topic(cluster, controller, "controlled", 6, 3)["error_code"] == 0
+    victim = next(n for n in cluster.node_ids if n != controller)
+    assert cluster.wait_until(lambda: len(partitions(cluster, victim, "controlled")) == 6, 10)
+    assert any(p["leader_id"] == victim for p in partitions(cluster, controller, "controlled").values())
+    assert cluster.stop(victim) == 0, cluster.log_text(victim)
+    # The move happened before the exit, not a lease TTL later: the survivors show it at once.
+    after = partitions(cluster, controller, "controlled")
+    assert all(p["leader_id"] != victim for p in after.values()), after
+    assert "controlled shutdown of broker" in cluster.log_text(victim)
+
+
+def test_a_revoked_controller_lease_fences_the_next_write(tmp_path: Path) -> None:
+    """The epoch guard: the controller's lease is revoked in etcd behind its back (what a lapse while cut
+    off looks like to etcd). Its next write is refused by etcd itself - the transaction compares the
+    leader key with "me at my epoch" - nothing is written, and another node becomes controller.
+
+    A long TTL (renewals every 10 s) leaves the controller believing it leads when the write comes."""
+    with cluster_or_skip(tmp_path, 3, {"controller.lease.ttl.ms": "30000"}) as c:
+        assert c.wait_members(30), c.logs()
+        old = c.controller_id()
+
+        async def revoke_controller_lease() -> None:
+            from controller.etcd_client import etcd_client
+
+            client = etcd_client(c.etcd.endpoint)
+            try:
+                found = [kv for kv in await client.get_prefix(b"/odradek/") if bytes(kv.key).endswith(b"/controller")]
+                assert len(found) == 1
+                await client.revoke_lease(int(found[0].lease))
+            finally:
+                await client.close()
+
+        asyncio.run(revoke_controller_lease())
+        create_topic(c, old, "fenced-write", 1, 1)
+        assert c.wait_until(lambda: "no longer holds the lease" in c.log_text(old), 10), c.log_text(old)
+        assert "nothing was written" in c.log_text(old)
+        assert c.wait_until(lambda: c.controller_id(old) not in (-1, old), 10), c.logs()
+
+
+def test_a_broker_cut_off_from_etcd_stops_leading_and_comes_back(tmp_path: Path) -> None:
+    c = cluster_or_skip(tmp_path, 3, FAST)
+    c.cluster.etcd.start()
+    proxy = TcpProxy("127.0.0.1", int(c.etcd.endpoint.rsplit(":", 1)[1])).start()
+    try:
+        c.broker(3).overrides["metadata.store"] = f"etcd://{proxy.endpoint}"
+        # Nodes 1 and 2 first, so the controller is one of them and node 3 a plain broker.
+        for n in (1, 2):
+            c.start(n)
+        assert c.wait_until(lambda: c.controller_id(1) in (1, 2), 10), c.logs()
+        c.start(3)
+        assert c.wait_members(30), c.logs()
+        controller = c.controller_id(1)
+        assert create_topic(c, controller, "cutoff", 6, 3)["error_code"] == 0
+        assert c.wait_until(lambda: len(partitions(c, 3, "cutoff")) == 6, 10)
+        led = [i for i, p in partitions(c, controller, "cutoff").items() if p["leader_id"] == 3]
+        assert led
+        proxy.cut()
+        # Node 3 still runs and answers, but within TTL + margin it no longer acts as leader...
+        assert c.wait_until(lambda: "fenced itself" in c.log_text(3), TTL_MS / 1000 + 10), c.log_text(3)
+        batch = wrap(records(1), 1)
+        produce = c.request(3, "Produce", 9, {"acks": 1, "timeout_ms": 1000, "transactional_id": None,
+                                              "topic_data": [{"name": "cutoff", "partition_data": [
+                                                  {"index": led[0], "records": batch}]}]})
+        assert produce["responses"][0]["partition_responses"][0]["error_code"] == 6  # NOT_LEADER_OR_FOLLOWER
+        # ...and the controller moved its leaderships to the others.
+        assert c.wait_until(lambda: all(partitions(c, controller, "cutoff")[i]["leader_id"] != 3 for i in led), 30)
+        proxy.heal()
+        assert c.wait_until(lambda: 3 in live_broker_ids(c, controller), 30), c.log_text(3)
+        assert "unfenced" in c.log_text(3) or "registered again" in c.log_text(3)
+    finally:
+        proxy.close()
+        c.close()
