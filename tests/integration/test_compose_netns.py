@@ -71,8 +71,8 @@ def test_compose_services_run_in_their_namespaces_and_answer(compose: ComposeNet
     assert any((compose.work_dir / "volumes" / "etcd-data").iterdir())
 
 
-@pytest.mark.xfail(reason="Metadata gives every client the first advertised listener (broker/broker_registration.py "
-                          "registers only that one); Kafka answers with the endpoints of the listener the request "
+@pytest.mark.xfail(reason="Metadata gives every client the first advertised listener (a broker registers one endpoint: "
+                          "broker/cluster/registration.py, broker/broker_registration.py); Kafka answers with the endpoints of the listener the request "
                           "came in on, which host clients of the compose file need", strict=False)
 def test_the_external_listener_advertises_the_published_host_ports(compose: ComposeNetns) -> None:
     for n, name in enumerate(BROKERS, 1):
