@@ -8,10 +8,20 @@ socket was bound to, so clients learn a port they can reach.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
-from broker.cluster.registration import BrokerEndpoint
 from broker.config import BrokerConfig
 from broker.controller_client import ControllerClient
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    """Where clients and other brokers reach this broker (one advertised listener)."""
+
+    host: str
+    port: int
+    listener_name: str
+    rack: str | None
 
 
 def advertised_endpoint(config: BrokerConfig, bound_ports: Mapping[str, int]) -> BrokerEndpoint | None:

@@ -174,7 +174,7 @@ async def _serve(config: BrokerConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    from broker.cluster.cluster_node import STARTUP_REFUSALS, StartAborted
+    from broker.cluster.errors import STARTUP_REFUSALS, StartAborted
 
     try:
         await broker.start()

@@ -13,12 +13,13 @@ parser for watches. The cost: aetcd brings grpcio and protobuf (about 22 MB inst
 
 aetcd ships no type hints (``[tool.mypy.overrides]`` in pyproject.toml): the stores keep its
 untyped objects inside and expose only typed values. aetcd's ``Client`` connects lazily on its
-first call and reconnects after ``close``. It talks to one endpoint; several (``host:port,...``,
-for an etcd cluster) are the next step of issue 12.
+first call and reconnects after ``close``. Several endpoints (an etcd cluster) become one gRPC target
+(``grpc_target``).
 """
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import aetcd
@@ -36,7 +37,33 @@ def parse_endpoint(endpoint: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def grpc_target(endpoints: str) -> tuple[str, int]:
+    """The (host, port) to give aetcd for ``host:port[,host:port...]`` (an ``etcd://`` prefix allowed).
+
+    One endpoint is passed as it is. Several become one gRPC target listing every member's address
+    (``ipv4:a:p,b:p``; names are resolved once, here): gRPC's pick_first policy then connects to the
+    first member that answers and moves to the next when it goes away, which is how a broker rides
+    out the loss of one etcd member. aetcd builds its target as ``f"{host}:{port}"``, so the list
+    travels in ``host`` with the last port as ``port``.
+    """
+    parts = [parse_endpoint(e) for e in endpoints.removeprefix("etcd://").split(",") if e.strip()]
+    if len(parts) == 1:
+        return parts[0]
+    addresses = [f"{_ipv4(host)}:{port}" for host, port in parts]
+    last_host, last_port = addresses[-1].rsplit(":", 1)
+    return "ipv4:" + ",".join([*addresses[:-1], last_host]), int(last_port)
+
+
+def _ipv4(host: str) -> str:
+    try:
+        socket.inet_aton(host)
+        return host
+    except OSError:
+        return socket.gethostbyname(host.strip())
+
+
 def etcd_client(endpoint: str, timeout_s: float = 5.0) -> Any:
-    """An ``aetcd.Client`` for ``endpoint`` (``Any``: aetcd is untyped); it connects on first use."""
-    host, port = parse_endpoint(endpoint)
+    """An ``aetcd.Client`` for ``host:port[,host:port...]`` (``Any``: aetcd is untyped); it connects on
+    first use."""
+    host, port = grpc_target(endpoint)
     return aetcd.Client(host=host, port=port, timeout=timeout_s)

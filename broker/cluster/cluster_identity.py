@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from broker.cluster.errors import ClusterIdentityError
 from broker.cluster.keys import CLUSTER_ID_KEY
 from controller.meta_properties import (
     META_PROPERTIES,
@@ -24,10 +25,6 @@ from controller.meta_properties import (
     new_cluster_id,
     read_cluster_id,
 )
-
-
-class ClusterIdentityError(Exception):
-    """This node cannot join the cluster its metadata.store holds."""
 
 
 async def agree_cluster_id(client: Any, metadata_dir: Path, node_id: int, configured: str | None) -> str:

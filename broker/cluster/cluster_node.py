@@ -28,27 +28,20 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from broker.cluster.cluster_identity import ClusterIdentityError, agree_cluster_id
+from broker.broker_registration import BrokerEndpoint
+from broker.cluster.cluster_identity import agree_cluster_id
 from broker.cluster.controller_candidate import ControllerCandidate, controller_factory
+from broker.cluster.errors import StartAborted
 from broker.cluster.keys import ClusterKeys
 from broker.cluster.metadata_follower import MetadataFollower
-from broker.cluster.registration import BrokerEndpoint, BrokerRegistrationLease, DuplicateNodeIdError
+from broker.cluster.registration import BrokerRegistrationLease
 from broker.config import BrokerConfig, etcd_endpoints
 from broker.metadata import BrokerMetadata
 from controller.etcd_client import EtcdError, etcd_client
 from controller.image import MetadataImage
-from controller.meta_properties import MetaPropertiesError
 from protocol.errors import ErrorCode, KafkaApiError
 
 log = logging.getLogger(__name__)
-
-# Errors that refuse a start with one clear line (broker.main prints it, exit 1).
-STARTUP_REFUSALS: tuple[type[Exception], ...] = (ClusterIdentityError, DuplicateNodeIdError, MetaPropertiesError)
-
-
-class StartAborted(Exception):
-    """The broker was asked to stop while it waited for the metadata store."""
-
 
 class ClusterNode:
     def __init__(self, config: BrokerConfig, metadata: BrokerMetadata, stop_requested: Callable[[], bool]) -> None:
@@ -56,8 +49,7 @@ class ClusterNode:
         self.node_id = config.node_id
         self._metadata = metadata
         self._stop_requested = stop_requested
-        host, port = etcd_endpoints(config["metadata.store"])[0]
-        self.endpoint = f"{host}:{port}"
+        self.endpoint = ",".join(f"{host}:{port}" for host, port in etcd_endpoints(config["metadata.store"]))
         self._client = etcd_client(self.endpoint)
         self.lease_ttl_ms: int = config["controller.lease.ttl.ms"]
         self.keys: ClusterKeys | None = None
@@ -191,4 +183,4 @@ class LocalOrRefuseControllerClient:
         return call
 
 
-__all__: Sequence[str] = ["STARTUP_REFUSALS", "ClusterNode", "LocalOrRefuseControllerClient", "StartAborted"]
+__all__: Sequence[str] = ["ClusterNode", "LocalOrRefuseControllerClient"]

@@ -33,25 +33,14 @@ import math
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from broker.broker_registration import BrokerEndpoint
+from broker.cluster.errors import DuplicateNodeIdError
 from broker.cluster.keys import ClusterKeys
 from controller.etcd_client import EtcdError
 
 log = logging.getLogger(__name__)
-
-
-class DuplicateNodeIdError(Exception):
-    """Another live process is registered with this node.id."""
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerEndpoint:
-    host: str
-    port: int
-    listener_name: str
-    rack: str | None
 
 
 def encode_registration(node_id: int, endpoint: BrokerEndpoint, incarnation_id: uuid.UUID) -> bytes:

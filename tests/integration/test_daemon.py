@@ -338,3 +338,20 @@ def test_bad_log_config_file_exits_with_one_line(tmp_path) -> None:
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "bad.json" in lines[0] and "Traceback" not in result.stderr
+
+
+def test_single_node_start_up_stays_under_half_a_second(tmp_path) -> None:
+    """Cluster mode must not slow the default: the broker's own start (lease, replay, logs, sockets)
+    stays under 0.5 s, and a single node never loads the etcd client (gRPC)."""
+    import re
+
+    b = BrokerProcess(tmp_path, overrides={"odradek.metrics.port": "-1"}).start()
+    try:
+        started = re.findall(r"started in (\d+) ms", b.log_text())
+        assert started and int(started[0]) < 500, b.log_text()
+    finally:
+        b.stop()
+    code = ("import sys, broker.main, broker.server, broker.broker_registration, broker.handlers; "
+            "print(sorted(m for m in sys.modules if m.startswith(('grpc', 'aetcd'))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
