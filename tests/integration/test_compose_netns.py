@@ -116,9 +116,13 @@ def test_compose_brokers_form_one_cluster_and_replicate_a_topic(compose: Compose
         time.sleep(0.2)
     assert brokers == expected, compose.logs()
     with WireClient(compose.address("broker1"), 9092) as c:
+        controller = c.request(60, 0, {})["controller_id"]  # DescribeCluster
+    assert controller in expected, compose.logs()
+    # To the controller: a non-controller answers NOT_CONTROLLER until requests are forwarded.
+    with WireClient(compose.address(f"broker{controller}"), 9092) as c:
         created = c.request(19, 7, {"topics": [{"name": "replicated", "num_partitions": 3, "replication_factor": 3}],
                                     "timeout_ms": 15000})
-        assert created["topics"][0]["error_code"] == 0, created
+    assert created["topics"][0]["error_code"] == 0, (created, compose.logs())
     deadline = time.monotonic() + 30
     while True:
         meta = _metadata(compose.address("broker2"))
