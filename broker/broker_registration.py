@@ -22,16 +22,20 @@ class BrokerEndpoint:
     port: int
     listener_name: str
     rack: str | None
+    # Every advertised listener: (name, host, port).
+    endpoints: tuple[tuple[str, str, int], ...] = ()
 
 
 def advertised_endpoint(config: BrokerConfig, bound_ports: Mapping[str, int]) -> BrokerEndpoint | None:
-    """The endpoint this broker registers: the first advertised listener, a port 0 made the bound one."""
+    """What this broker registers: its inter-broker listener's endpoint (what other brokers use) and every
+    advertised listener's (what Metadata answers, per listener); a port 0 becomes the bound one."""
     listeners = config.advertised_listeners
     if not listeners:
         return None
-    first = listeners[0]
-    port = first.port or bound_ports.get(first.name, 0)
-    return BrokerEndpoint(first.host, port, first.name, config.get("broker.rack"))
+    endpoints = tuple((lst.name, lst.host, lst.port or bound_ports.get(lst.name, 0)) for lst in listeners)
+    inter_broker = config.inter_broker_listener_name
+    name, host, port = next((e for e in endpoints if e[0] == inter_broker), endpoints[0])
+    return BrokerEndpoint(host, port, name, config.get("broker.rack"), endpoints)
 
 
 async def register_this_broker(client: ControllerClient, config: BrokerConfig, bound_ports: Mapping[str, int]) -> None:
@@ -40,4 +44,4 @@ async def register_this_broker(client: ControllerClient, config: BrokerConfig, b
     if endpoint is None:
         return
     await client.register_broker(config.node_id, endpoint.host, endpoint.port, endpoint.rack,
-                                 listener_name=endpoint.listener_name)
+                                 listener_name=endpoint.listener_name, endpoints=endpoint.endpoints)

@@ -380,7 +380,7 @@ def etcd_endpoints(store: str) -> list[tuple[str, int]]:
 
 # Why keys are accepted but have no effect (ConfigDef.no_effect), for the start-up warning.
 _KRAFT = "the controller is embedded: no KRaft quorum to configure"
-_REPLICATION = "no replication yet: one node, no inter-broker connections"
+_REPLICATION = "not part of replication yet (followers fetch, the ISR does not change)"
 _NO_RECOMPRESSION = "batches are stored as the producer compressed them (no broker-side recompression)"
 _NO_GROUP_CONFIGS = "bounds of per-group configs, which are not implemented"
 _NO_TRANSACTIONS = "transactions are not implemented yet"
@@ -575,26 +575,21 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     # --- replication ------------------------------------------------------------------------------
     _d("replica.lag.time.max.ms", _LG, 30000, None, _H, "A follower this far behind leaves the ISR.",
        no_effect=_REPLICATION),
-    _d("replica.fetch.max.bytes", _I, 1024 * 1024, _at_least(0), _M, "Bytes per partition in a replica fetch.",
-       no_effect=_REPLICATION),
-    _d("replica.fetch.min.bytes", _I, 1, None, _H, "Minimum bytes for a replica fetch response.",
-       no_effect=_REPLICATION),
-    _d("replica.fetch.wait.max.ms", _I, 500, None, _H, "Maximum wait of a replica fetch.",
-       no_effect=_REPLICATION),
-    _d("replica.fetch.backoff.ms", _I, 1000, _at_least(0), _M, "Sleep after a replica fetch error.",
-       no_effect=_REPLICATION),
+    _d("replica.fetch.max.bytes", _I, 1024 * 1024, _at_least(0), _M, "Bytes per partition in a replica fetch."),
+    _d("replica.fetch.min.bytes", _I, 1, None, _H, "Minimum bytes for a replica fetch response."),
+    _d("replica.fetch.wait.max.ms", _I, 500, None, _H, "Maximum wait of a replica fetch."),
+    _d("replica.fetch.backoff.ms", _I, 1000, _at_least(0), _M, "Sleep after a replica fetch error."),
     _d("replica.fetch.response.max.bytes", _I, 10 * 1024 * 1024, _at_least(0), _M,
-       "Bytes in a whole replica fetch response.",
-       no_effect=_REPLICATION),
-    _d("replica.socket.timeout.ms", _I, 30000, None, _H, "Socket timeout of replica fetches.",
-       no_effect=_REPLICATION),
+       "Bytes in a whole replica fetch response."),
+    _d("replica.socket.timeout.ms", _I, 30000, None, _H, "Socket timeout of replica fetches."),
     _d("replica.socket.receive.buffer.bytes", _I, 64 * 1024, None, _H, "SO_RCVBUF of replica fetches.",
        no_effect=_REPLICATION),
     _d("replica.high.watermark.checkpoint.interval.ms", _LG, 5000, None, _H,
        "How often the high watermark is checkpointed.",
        no_effect=_REPLICATION),
-    _d("num.replica.fetchers", _I, 1, None, _H, "Replica fetcher threads.", dynamic=True,
-       no_effect=_REPLICATION),
+    _d("num.replica.fetchers", _I, 1, None, _H,
+       "Replica fetchers per source broker (read at start-up: a dynamic change applies at the next start).",
+       dynamic=True),
     # --- group coordinator ------------------------------------------------------------------------
     _d("group.min.session.timeout.ms", _I, 6000, None, _M, "Smallest session timeout a classic member may ask."),
     _d("group.max.session.timeout.ms", _I, 1800000, None, _M, "Largest session timeout a classic member may ask."),

@@ -4,9 +4,8 @@ Handlers and broker components send every metadata change through a ``Controller
 the broker forwards CreateTopics, DeleteTopics, CreatePartitions, (Incremental)AlterConfigs and
 its own registration to the active controller); they read metadata from ``broker.metadata``'s
 image, never from the controller. The methods are async because a remote controller answers over
-the network. ``LocalControllerClient`` calls the controller running in this process; a forwarding
-client (the next issue) will send the same calls to a remote controller and return the same
-results, so no handler changes.
+the network. ``LocalControllerClient`` calls the controller running in this process; ``broker.forwarding_controller_client``
+sends the same calls to a remote controller and returns the same results, so no handler changes.
 
 This module also carries the values that cross the seam (``controller.requests``: requests and
 per-item results with Kafka's error codes and messages) and the rules a handler applies before
@@ -28,11 +27,17 @@ from controller.requests import (
     AlterConfigOp,
     AlterConfigsResource,
     AlterConfigsResult,
+    AlterPartitionResult,
     CreatableTopic,
     CreatePartitionsResult,
     CreatePartitionsTopic,
     CreateTopicResult,
     DeleteTopicResult,
+    ElectionResult,
+    ElectionType,
+    OngoingReassignment,
+    ReassignmentResult,
+    ReassignmentTarget,
     ReplicaAssignment,
 )
 from controller.topic_names import invalid_topic_reason
@@ -42,6 +47,7 @@ __all__ = [
     "AlterConfigOp",
     "AlterConfigsResource",
     "AlterConfigsResult",
+    "AlterPartitionResult",
     "AlterableConfig",
     "CreatableTopic",
     "CreatePartitionsResult",
@@ -49,7 +55,12 @@ __all__ = [
     "CreateTopicResult",
     "ControllerClient",
     "DeleteTopicResult",
+    "ElectionResult",
+    "ElectionType",
     "LocalControllerClient",
+    "OngoingReassignment",
+    "ReassignmentResult",
+    "ReassignmentTarget",
     "ReplicaAssignment",
     "invalid_topic_reason",
 ]
@@ -86,10 +97,37 @@ class ControllerClient(Protocol):
         self, resources: Sequence[AlterConfigsResource], validate_only: bool = False
     ) -> list[AlterConfigsResult]: ...
 
+    async def elect_leaders(
+        self, election_type: int, partitions: Sequence[tuple[str, int]] | None = None
+    ) -> list[ElectionResult]:
+        """ElectLeaders: PREFERRED or UNCLEAN elections; ``partitions`` None = every partition."""
+        ...
+
+    async def alter_partition_reassignments(
+        self, targets: Sequence[ReassignmentTarget]
+    ) -> list[ReassignmentResult]: ...
+
+    async def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None = None
+    ) -> list[OngoingReassignment]: ...
+
+    async def controlled_shutdown(self, node_id: int, broker_epoch: int) -> list[tuple[str, int]]:
+        """Move ``node_id``'s leaderships away; returns the partitions it still leads."""
+        ...
+
     async def register_broker(
-        self, node_id: int, host: str, port: int, rack: str | None = None, *, listener_name: str = "PLAINTEXT"
+        self, node_id: int, host: str, port: int, rack: str | None = None, *, listener_name: str = "PLAINTEXT",
+        endpoints: Sequence[tuple[str, str, int]] = (),
     ) -> int:
-        """Register (or re-register) a broker's endpoint; returns its broker epoch."""
+        """Register (or re-register) a broker's endpoint (and every advertised listener's); returns its
+        broker epoch."""
+        ...
+
+    async def alter_partition(
+        self, topic_id: uuid.UUID, partition: int, leader_id: int, leader_epoch: int, partition_epoch: int,
+        new_isr: Sequence[int],
+    ) -> AlterPartitionResult:
+        """A leader's ISR change (AlterPartition, KIP-497); the result carries Kafka's error codes."""
         ...
 
 
@@ -130,6 +168,33 @@ class LocalControllerClient:
         return await self._controller.incremental_alter_configs(resources, validate_only)
 
     async def register_broker(
-        self, node_id: int, host: str, port: int, rack: str | None = None, *, listener_name: str = "PLAINTEXT"
+        self, node_id: int, host: str, port: int, rack: str | None = None, *, listener_name: str = "PLAINTEXT",
+        endpoints: Sequence[tuple[str, str, int]] = (),
     ) -> int:
-        return await self._controller.register_broker(node_id, host, port, rack, listener_name=listener_name)
+        return await self._controller.register_broker(node_id, host, port, rack, listener_name=listener_name,
+                                                      endpoints=endpoints)
+
+    async def elect_leaders(
+        self, election_type: int, partitions: Sequence[tuple[str, int]] | None = None
+    ) -> list[ElectionResult]:
+        return await self._controller.elect_leaders(election_type, partitions)
+
+    async def alter_partition_reassignments(
+        self, targets: Sequence[ReassignmentTarget]
+    ) -> list[ReassignmentResult]:
+        return await self._controller.alter_partition_reassignments(targets)
+
+    async def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None = None
+    ) -> list[OngoingReassignment]:
+        return await self._controller.list_partition_reassignments(partitions)
+
+    async def controlled_shutdown(self, node_id: int, broker_epoch: int) -> list[tuple[str, int]]:
+        return await self._controller.controlled_shutdown(node_id, broker_epoch)
+
+    async def alter_partition(
+        self, topic_id: uuid.UUID, partition: int, leader_id: int, leader_epoch: int, partition_epoch: int,
+        new_isr: Sequence[int],
+    ) -> AlterPartitionResult:
+        return await self._controller.alter_partition(topic_id, partition, leader_id, leader_epoch,
+                                                      partition_epoch, new_isr)

@@ -33,7 +33,7 @@ from broker.handlers import api_versions
 from broker.handlers.registry import HandlerSpec
 from protocol import primitives as P
 from protocol.codec import codec, is_flexible
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaApiError
 from protocol.headers import API_VERSIONS_KEY, decode_request_header, peek_api, response_header
 from protocol.primitives import DecodeError
 
@@ -213,6 +213,9 @@ class Dispatcher:
                               header.correlation_id, header.client_id, body)
         try:
             result = spec.handle(request)
+        except KafkaApiError as exc:
+            self._fail(request, exc)
+            return
         except Exception:
             log.exception("%s v%d handler failed", spec.name, api_version)
             self._fail(request)
@@ -268,6 +271,9 @@ class Dispatcher:
                         request.api_version, exc)
             self._close(request.conn)
             return
+        if isinstance(exc, KafkaApiError):
+            self._fail(request, exc)
+            return
         if exc is not None:
             log.error("%s v%d handler failed", request.spec.name, request.api_version, exc_info=exc)
             self._fail(request)
@@ -283,12 +289,17 @@ class Dispatcher:
             return
         self.respond(request, result)
 
-    def _fail(self, request: Request) -> None:
-        """An unexpected handler error: Kafka answers UNKNOWN_SERVER_ERROR where the API allows."""
+    def _fail(self, request: Request, error: KafkaApiError | None = None) -> None:
+        """A handler error: Kafka answers UNKNOWN_SERVER_ERROR where the API allows, or the code of a
+        ``KafkaApiError`` (NOT_CONTROLLER from a controller that lost its lease: a forwarding broker
+        must see it to retry elsewhere)."""
         spec = request.spec
+        if error is not None:
+            log.info("%s v%d failed: %s %s", spec.name, request.api_version, error.code.name, error.message or "")
         if spec.error_response is not None:
             try:
-                self.respond(request, spec.error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR))
+                code = ErrorCode.UNKNOWN_SERVER_ERROR if error is None else error.code
+                self.respond(request, spec.error_response(request, code))
                 return
             except Exception:
                 log.exception("building the error response failed")

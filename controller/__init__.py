@@ -7,7 +7,9 @@ Layout (each module opens with its format/behaviour and ownership rules):
 - ``publisher``      MetadataPublisher: how each committed (image, delta) leaves the controller
 - ``records``        KRaft-named metadata records and their JSON encoding
 - ``image``          MetadataImage (what the broker reads) and ``apply(record)``
-- ``controller``     Controller: topic lifecycle, configs, brokers, leader election
+- ``controller``     Controller: topic lifecycle, configs, brokers, leader election, reassignments
+- ``elections``      leader election rules: clean/unclean/preferred, auto rebalance, controlled shutdown
+- ``reassignments``  partition reassignment records (KIP-455): start, complete, cancel
 - ``requests``       request/result values of the controller's operations
 - ``topic_names``, ``topic_configs``, ``placement``, ``meta_properties``: validation and helpers
 """
@@ -30,6 +32,10 @@ from controller.requests import (
     CreateTopicResult,
     DeleteTopicResult,
     ElectionResult,
+    ElectionType,
+    OngoingReassignment,
+    ReassignmentResult,
+    ReassignmentTarget,
     ReplicaAssignment,
 )
 
@@ -48,6 +54,7 @@ __all__ = [
     "Controller",
     "DeleteTopicResult",
     "ElectionResult",
+    "ElectionType",
     "Lease",
     "LeaseLostError",
     "LeaseStore",
@@ -58,7 +65,10 @@ __all__ = [
     "MetadataLog",
     "MetadataLogStore",
     "MetadataPublisher",
+    "OngoingReassignment",
     "PartitionState",
+    "ReassignmentResult",
+    "ReassignmentTarget",
     "ReplicaAssignment",
     "StaleControllerEpochError",
     "TopicImage",

@@ -20,9 +20,14 @@ Fencing: if the lease is lost (``LeaseLostError``) or the log holds a newer cont
 (``StaleControllerEpochError``), this controller stops: later operations raise ``KafkaApiError``
 with NOT_CONTROLLER.
 
-Leader election (``elect_leaders``) picks the first live (registered, unfenced) replica that is in
-the ISR; on one node that is always this broker. A leader change bumps the leader epoch (see
-``controller.image``), which is how a later multi-broker cluster will fence stale leaders too.
+Leader election: the rules (clean, unclean, preferred, auto rebalance, controlled shutdown) are
+``controller.elections``; the controller runs them on fencing, (re)registration, ElectLeaders,
+``rebalance_leaders`` and ``controlled_shutdown``. A leader change bumps the leader epoch (see
+``controller.image``), which is how stale leaders are fenced.
+
+Reassignments (KIP-455): ``alter_partition_reassignments`` / ``list_partition_reassignments``, the
+records in ``controller.reassignments``; an ISR change completes one through
+``_maybe_complete_reassignment``.
 
 Ownership: a ``Controller`` and its ``image`` belong to the asyncio event loop thread that called
 ``start``. Nothing on the broker reads the controller: brokers get the image from a publisher
@@ -39,6 +44,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from controller import elections, reassignments
 from controller.image import MetadataDelta, MetadataImage, PartitionState, TopicImage, apply
 from controller.lease import Lease, LeaseLostError, LeaseStore
 from controller.log_store import LocalMetadataLogStore, MetadataLogStore
@@ -47,7 +53,6 @@ from controller.metadata_log import MetadataBatch, StaleControllerEpochError
 from controller.placement import PlacementError, place_replicas
 from controller.publisher import DeltaListenerPublisher, MetadataListener, MetadataPublisher
 from controller.records import (
-    NO_LEADER,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -65,12 +70,17 @@ from controller.requests import (
     AlterConfigOp,
     AlterConfigsResource,
     AlterConfigsResult,
+    AlterPartitionResult,
     CreatableTopic,
     CreatePartitionsResult,
     CreatePartitionsTopic,
     CreateTopicResult,
     DeleteTopicResult,
     ElectionResult,
+    ElectionType,
+    OngoingReassignment,
+    ReassignmentResult,
+    ReassignmentTarget,
 )
 from controller.topic_configs import TopicConfigError, is_list_config, list_default, validate_topic_configs
 from controller.topic_names import (
@@ -127,6 +137,10 @@ class Controller:
         lease_ttl_ms: int = DEFAULT_LEASE_TTL_MS,
         delete_topic_enable: bool = True,
         max_broker_partitions: int | None = None,
+        unclean_leader_election_enable: bool = False,
+        auto_leader_rebalance_enable: bool = True,
+        leader_imbalance_check_interval_seconds: int = 300,
+        leader_imbalance_per_broker_percentage: int = 10,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         if default_num_partitions <= 0 or default_replication_factor <= 0:
@@ -141,6 +155,12 @@ class Controller:
         self._lease_ttl_ms = lease_ttl_ms
         self.delete_topic_enable = delete_topic_enable
         self.max_broker_partitions = max_broker_partitions
+        # Kafka's broker configs of the same names; the topic config and the cluster-wide dynamic
+        # default of unclean.leader.election.enable override the first (controller.elections).
+        self.unclean_leader_election_enable = unclean_leader_election_enable
+        self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
+        self.leader_imbalance_check_interval_seconds = leader_imbalance_check_interval_seconds
+        self.leader_imbalance_per_broker_percentage = leader_imbalance_per_broker_percentage
         self._clock = clock
         self._image = MetadataImage()
         self._lease: Lease | None = None
@@ -322,6 +342,7 @@ class Controller:
         listener_name: str = "PLAINTEXT",
         fenced: bool = False,
         incarnation_id: uuid.UUID | None = None,
+        endpoints: Sequence[tuple[str, str, int]] = (),
     ) -> int:
         """Register (or re-register) a broker; returns its broker epoch (the record's log offset).
 
@@ -341,6 +362,7 @@ class Controller:
                 listener_name=listener_name,
                 rack=rack,
                 fenced=fenced,
+                endpoints=tuple((str(n), str(h), int(p)) for n, h, p in endpoints),
             )
             changes: list[MetadataRecord] = [record]
             await self._commit(changes)
@@ -352,7 +374,8 @@ class Controller:
             return broker_epoch
 
     async def fence_broker(self, node_id: int) -> None:
-        """Fence a broker: drop it from ISRs (never emptying one) and move its leaderships."""
+        """Fence a broker: drop it from ISRs (never emptying one) and move its leaderships
+        (unclean elections where ``unclean.leader.election.enable`` allows them)."""
         await self._set_fenced(node_id, True)
 
     async def unfence_broker(self, node_id: int) -> None:
@@ -367,83 +390,245 @@ class Controller:
             if broker.fenced == fenced:
                 return
             await self._commit([BrokerRegistrationChangeRecord(node_id, broker.broker_epoch, fenced)])
-            records: list[MetadataRecord] = []
+            records: list[MetadataRecord]
             if fenced:
-                for topic in self._image.topics.values():
-                    for p in topic.partitions.values():
-                        if node_id == p.leader or node_id in p.isr:
-                            # Kafka keeps the last ISR member even when it is fenced (no data loss
-                            # by shrinking below it); the leader then becomes NO_LEADER.
-                            isr = tuple(b for b in p.isr if b != node_id) or p.isr
-                            leader = self._choose_leader(p.replicas, isr)
-                            records.append(PartitionChangeRecord(p.partition, topic.topic_id, leader=leader,
-                                                                 isr=isr if isr != p.isr else None))
+                records = list(elections.failover_records(self._image, node_id, self._unclean_default()))
             else:
                 records = self._election_records(self._all_partitions())
             if records:
                 await self._commit(records)
 
+    async def controlled_shutdown(self, node_id: int, broker_epoch: int) -> list[tuple[str, int]]:
+        """KRaft's controlled shutdown: move every leadership off ``node_id`` to another live ISR
+        member and take it out of every ISR (never emptying one). Returns the partitions it still
+        leads (no other ISR member could take them). STALE_BROKER_EPOCH if ``broker_epoch`` is not
+        its registration's."""
+        async with self._write_lock:
+            await self._check_active()
+            broker = self._image.brokers.get(node_id)
+            if broker is None:
+                raise KafkaApiError(ErrorCode.BROKER_ID_NOT_REGISTERED, f"No node with id {node_id} found.")
+            if broker_epoch != -1 and broker_epoch != broker.broker_epoch:
+                raise KafkaApiError(ErrorCode.STALE_BROKER_EPOCH,
+                                    f"Broker epoch {broker_epoch} of broker {node_id} is stale; "
+                                    f"the registered epoch is {broker.broker_epoch}.")
+            records, remaining = elections.controlled_shutdown_records(self._image, node_id)
+            if records:
+                await self._commit(list(records))
+            return remaining
+
     # ----------------------------------------------------------------------------------------
-    # Leader election
+    # Leader election (the rules live in controller.elections)
 
     def _is_live(self, node_id: int) -> bool:
-        broker = self._image.brokers.get(node_id)
-        return broker is not None and not broker.fenced
+        return elections.is_live(self._image, node_id)
 
-    def _choose_leader(self, replicas: Sequence[int], isr: Sequence[int]) -> int:
-        """First replica (preferred order) that is in the ISR and live; NO_LEADER if none."""
-        in_sync = set(isr)
-        for replica in replicas:
-            if replica in in_sync and self._is_live(replica):
-                return replica
-        return NO_LEADER
+    def _unclean_default(self) -> bool:
+        return elections.unclean_default(self._image, self.node_id, self.unclean_leader_election_enable)
 
     def _all_partitions(self) -> list[tuple[TopicImage, PartitionState]]:
         return [(t, p) for t in self._image.topics.values() for p in t.partitions.values()]
 
     def _election_records(self, partitions: Iterable[tuple[TopicImage, PartitionState]]) -> list[MetadataRecord]:
-        records: list[MetadataRecord] = []
-        for topic, p in partitions:
-            if p.leader != NO_LEADER and self._is_live(p.leader):
-                continue
-            leader = self._choose_leader(p.replicas, p.isr)
-            if leader != p.leader:
-                records.append(PartitionChangeRecord(p.partition, topic.topic_id, leader=leader))
-        return records
+        return list(elections.offline_election_records(self._image, partitions, self._unclean_default()))
 
-    async def elect_leaders(self, partitions: Iterable[tuple[str, int]] | None = None) -> list[ElectionResult]:
-        """Elect a leader for partitions whose leader is missing or not live (clean election only).
+    async def elect_leaders(
+        self, election_type: int = ElectionType.PREFERRED, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> list[ElectionResult]:
+        """ElectLeaders (Kafka's ReplicationControlManager.electLeaders).
 
-        ``partitions`` of None means all. Results carry ELECTION_NOT_NEEDED when the leader is
-        already live, ELIGIBLE_LEADERS_NOT_AVAILABLE when no ISR member is live, and
-        UNKNOWN_TOPIC_OR_PARTITION for unknown partitions (Kafka's ElectLeaders codes).
+        PREFERRED: ``replicas[0]`` leads if it is live and in the ISR (ELECTION_NOT_NEEDED if it
+        leads already, PREFERRED_LEADER_NOT_AVAILABLE otherwise). UNCLEAN: a partition without a
+        live leader gets a live ISR member, else any live replica (ELECTION_NOT_NEEDED when it has a
+        leader, ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica is live). Unknown partitions:
+        UNKNOWN_TOPIC_OR_PARTITION. ``partitions`` of None means every partition, and then
+        ELECTION_NOT_NEEDED results are left out (as Kafka does).
         """
+        try:
+            kind = ElectionType(election_type)
+        except ValueError:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Unknown election type {election_type}") from None
         async with self._write_lock:
             await self._check_active()
-            wanted = (
-                [(t.name, p.partition) for t, p in self._all_partitions()] if partitions is None else list(partitions)
-            )
+            every = partitions is None
+            wanted = [(t.name, p.partition) for t, p in self._all_partitions()] if partitions is None \
+                else list(partitions)
             results: list[ElectionResult] = []
             records: list[MetadataRecord] = []
             for name, index in wanted:
-                topic = self._image.topics.get(name)
-                p = None if topic is None else topic.partitions.get(index)
-                if topic is None or p is None:
-                    results.append(ElectionResult(name, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                                  UNKNOWN_TOPIC_OR_PARTITION_MESSAGE))
+                result, change = elections.elect_leader(self._image, name, index, kind)
+                if every and result.error_code == ErrorCode.ELECTION_NOT_NEEDED:
                     continue
-                if p.leader != NO_LEADER and self._is_live(p.leader):
-                    results.append(ElectionResult(name, index, ErrorCode.ELECTION_NOT_NEEDED, None))
-                    continue
-                leader = self._choose_leader(p.replicas, p.isr)
-                if leader == NO_LEADER:
-                    results.append(ElectionResult(name, index, ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, None))
-                    continue
-                records.append(PartitionChangeRecord(index, topic.topic_id, leader=leader))
-                results.append(ElectionResult(name, index))
+                results.append(result)
+                if change is not None:
+                    records.append(change)
             if records:
                 await self._commit(records)
             return results
+
+    def leader_imbalance_check_interval_s(self) -> float:
+        """How often the cluster controller should call ``rebalance_leaders`` (0: never)."""
+        return self.leader_imbalance_check_interval_seconds if self.auto_leader_rebalance_enable else 0.0
+
+    async def rebalance_leaders(self) -> list[ElectionResult]:
+        """Kafka's auto leader rebalance: preferred elections for the partitions of every broker whose
+        leader imbalance is over ``leader.imbalance.per.broker.percentage``. A no-op when
+        ``auto.leader.rebalance.enable`` is off."""
+        if not self.auto_leader_rebalance_enable:
+            return []
+        wanted = elections.imbalanced_partitions(self._image, self.leader_imbalance_per_broker_percentage)
+        if not wanted:
+            return []
+        results = await self.elect_leaders(ElectionType.PREFERRED, wanted)
+        moved = sum(1 for r in results if r.error_code == ErrorCode.NONE)
+        if moved:
+            log.info("auto leader rebalance: %d partition(s) moved back to their preferred leader", moved)
+        return results
+
+    # ----------------------------------------------------------------------------------------
+    # Reassignments (the rules live in controller.reassignments)
+
+    async def alter_partition_reassignments(
+        self, targets: Sequence[ReassignmentTarget]
+    ) -> list[ReassignmentResult]:
+        """AlterPartitionReassignments: start, change or (replicas None) cancel reassignments.
+
+        One result per requested partition (Kafka's ReplicationControlManager.alterPartitionReassignments):
+        UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT (empty, duplicate or unregistered
+        replicas), NO_REASSIGNMENT_IN_PROGRESS (cancel without one). The records of every valid
+        partition are one batch.
+        """
+        async with self._write_lock:
+            await self._check_active()
+            results: list[ReassignmentResult] = []
+            records: list[MetadataRecord] = []
+            for target in targets:
+                try:
+                    change = self._reassignment_change(target)
+                except _ApiError as e:
+                    results.append(ReassignmentResult(target.topic, target.partition, e.code, e.message))
+                    continue
+                except reassignments.ReassignmentError as e:
+                    results.append(ReassignmentResult(target.topic, target.partition, e.code, e.message))
+                    continue
+                if change is not None:
+                    records.append(change)
+                results.append(ReassignmentResult(target.topic, target.partition))
+            if records:
+                await self._commit(records)
+            return results
+
+    def _reassignment_change(self, target: ReassignmentTarget) -> PartitionChangeRecord | None:
+        topic = self._image.topics.get(target.topic)
+        if topic is None:
+            raise _ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {target.topic}.")
+        p = topic.partitions.get(target.partition)
+        if p is None:
+            raise _ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            f"Unable to find partition {target.topic}:{target.partition}.")
+        if target.replicas is None:
+            return reassignments.cancel(self._image, topic, p, self._unclean_default())
+        self._validate_manual_assignment(target.replicas, None)
+        return reassignments.start_or_change(self._image, topic, p, tuple(target.replicas),
+                                             self._unclean_default())
+
+    async def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None = None
+    ) -> list[OngoingReassignment]:
+        """ListPartitionReassignments: the ongoing ones among ``partitions`` (None: all). Unknown
+        topics and partitions are left out, as Kafka does."""
+        await self._check_active()
+        out: list[OngoingReassignment] = []
+        if partitions is None:
+            for topic, p in self._all_partitions():
+                entry = reassignments.ongoing(topic, p)
+                if entry is not None:
+                    out.append(entry)
+            return out
+        for name, index in partitions:
+            named = self._image.topics.get(name)
+            state = None if named is None else named.partitions.get(index)
+            if named is not None and state is not None:
+                found = reassignments.ongoing(named, state)
+                if found is not None:
+                    out.append(found)
+        return out
+
+    def _maybe_complete_reassignment(
+        self, topic_id: uuid.UUID, partition: int, isr: Sequence[int] | None = None
+    ) -> PartitionChangeRecord | None:
+        """HOOK for ISR changes (``alter_partition``): the record completing the partition's
+        reassignment once ``isr`` (default: the image's ISR) holds every target replica, else None.
+
+        Call it under the write lock. Either after committing the ISR change (no ``isr``), then
+        commit what it returns; or before, with the new ISR, and commit its record *instead of*
+        the ISR change when it returns one (it carries the final ISR).
+        """
+        topic = self._image.topics_by_id.get(topic_id)
+        p = None if topic is None else topic.partitions.get(partition)
+        if topic is None or p is None:
+            return None
+        return reassignments.maybe_complete(self._image, topic, p, None if isr is None else tuple(isr),
+                                            self._unclean_default())
+
+    # ----------------------------------------------------------------------------------------
+    # AlterPartition (KIP-497): a leader's ISR change
+
+    async def alter_partition(self, topic_id: uuid.UUID, partition: int, leader_id: int, leader_epoch: int,
+                              partition_epoch: int, new_isr: Sequence[int]) -> AlterPartitionResult:
+        """Change a partition's ISR at its leader's request (Kafka's
+        ReplicationControlManager.alterPartition, one partition).
+
+        ``leader_id`` is the requesting broker. Refused, in Kafka's order: UNKNOWN_TOPIC_ID /
+        UNKNOWN_TOPIC_OR_PARTITION; NOT_CONTROLLER for epochs newer than ours (this controller is
+        behind); FENCED_LEADER_EPOCH for an older leader epoch; INVALID_REQUEST from a broker that
+        is not the leader; INVALID_UPDATE_VERSION for an older partition epoch (a stale request);
+        INVALID_REQUEST for an ISR with non-replicas, duplicates or without the leader;
+        INELIGIBLE_REPLICA for members not registered or fenced. Success commits a
+        PartitionChangeRecord (the partition epoch goes up) unless the ISR is unchanged.
+        """
+        async with self._write_lock:
+            await self._check_active()
+            topic = self._image.topics_by_id.get(topic_id)
+            if topic is None:
+                return AlterPartitionResult(ErrorCode.UNKNOWN_TOPIC_ID)
+            p = topic.partitions.get(partition)
+            isr = tuple(new_isr)
+            code = self._validate_alter_partition(topic, p, leader_id, leader_epoch, partition_epoch, isr)
+            if code != ErrorCode.NONE or p is None:
+                return AlterPartitionResult(code)
+            if isr != p.isr:
+                log.info("Node %d altered the ISR of %s-%d from %s to %s", leader_id, topic.name, partition,
+                         list(p.isr), list(isr))
+                await self._commit([PartitionChangeRecord(partition, topic_id, isr=isr)])
+                p = self._image.topics_by_id[topic_id].partitions[partition]
+            return AlterPartitionResult(ErrorCode.NONE, p.leader, p.leader_epoch, p.partition_epoch, p.isr)
+
+    def _validate_alter_partition(self, topic: TopicImage, p: PartitionState | None, broker_id: int,
+                                  leader_epoch: int, partition_epoch: int, isr: tuple[int, ...]) -> ErrorCode:
+        """Kafka's validateAlterPartitionData, its checks in its order."""
+        if p is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if leader_epoch > p.leader_epoch or partition_epoch > p.partition_epoch:
+            return ErrorCode.NOT_CONTROLLER
+        if leader_epoch < p.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if broker_id != p.leader:
+            log.info("Rejecting AlterPartition from node %d for %s-%d: the leader is %d", broker_id, topic.name,
+                     p.partition, p.leader)
+            return ErrorCode.INVALID_REQUEST
+        if partition_epoch < p.partition_epoch:
+            return ErrorCode.INVALID_UPDATE_VERSION
+        if len(set(isr)) != len(isr) or any(b not in p.replicas for b in isr) or p.leader not in isr:
+            log.error("Rejecting AlterPartition from node %d for %s-%d: invalid ISR %s", broker_id, topic.name,
+                      p.partition, list(isr))
+            return ErrorCode.INVALID_REQUEST
+        ineligible = [b for b in isr if not self._is_live(b)]
+        if ineligible:
+            log.info("Rejecting AlterPartition from node %d for %s-%d: ineligible replicas %s (not registered "
+                     "or fenced)", broker_id, topic.name, p.partition, ineligible)
+            return ErrorCode.INELIGIBLE_REPLICA
+        return ErrorCode.NONE
 
     # ----------------------------------------------------------------------------------------
     # CreateTopics

@@ -62,6 +62,18 @@ class BrokerRegistration:
     broker_epoch: int = 0
     incarnation_id: uuid.UUID = ZERO_UUID
     fenced: bool = False
+    # (listener name, host, port) of every advertised listener; empty: only host/port above.
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def endpoint_for(self, listener: str) -> tuple[str, int] | None:
+        """Where a client that came in on ``listener`` reaches this broker (Kafka answers Metadata
+        with the endpoint of the listener the request arrived on); None if it has no such listener."""
+        if not self.endpoints:
+            return self.host, self.port
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +85,13 @@ class PartitionState:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     offline_replicas: tuple[int, ...] = ()
+    # An ongoing reassignment (KIP-455): ``replicas`` is then target + removing.
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def is_reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
 
 
 @dataclass(slots=True)
@@ -167,6 +186,8 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
                 partition_epoch=record.partition_epoch,
                 replicas=record.replicas,
                 isr=record.isr,
+                adding_replicas=record.adding_replicas,
+                removing_replicas=record.removing_replicas,
             )
             delta.changed_partitions.add((topic.name, record.partition_id))
         case PartitionChangeRecord():
@@ -186,6 +207,9 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
                 partition_epoch=old.partition_epoch + 1,
                 isr=old.isr if record.isr is None else record.isr,
                 replicas=old.replicas if record.replicas is None else record.replicas,
+                adding_replicas=old.adding_replicas if record.adding_replicas is None else record.adding_replicas,
+                removing_replicas=old.removing_replicas if record.removing_replicas is None
+                else record.removing_replicas,
             )
             delta.changed_partitions.add((topic.name, record.partition_id))
         case RemoveTopicRecord(topic_id=topic_id):
@@ -224,6 +248,7 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
                 broker_epoch=record.broker_epoch,
                 incarnation_id=record.incarnation_id,
                 fenced=record.fenced,
+                endpoints=record.endpoints,
             )
             delta.changed_brokers.add(record.broker_id)
         case UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch):

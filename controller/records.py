@@ -14,7 +14,8 @@ defaults, never renamed - the same rule Kafka's versioned records follow).
 Special values kept from Kafka:
 - ``PartitionChangeRecord.leader``: ``LEADER_NO_CHANGE`` (-2) leaves the leader alone, ``NO_LEADER``
   (-1) means the partition is offline.
-- ``PartitionChangeRecord.isr`` / ``replicas`` of ``None`` mean "unchanged".
+- ``PartitionChangeRecord.isr`` / ``replicas`` / ``removing_replicas`` / ``adding_replicas`` of
+  ``None`` mean "unchanged" (older logs lack the last two: unchanged, as Kafka's version 0 record).
 - ``ConfigRecord.value`` of ``None`` deletes the key.
 
 Pure data: safe to use from any thread.
@@ -62,6 +63,9 @@ class RegisterBrokerRecord:
     security_protocol: int = 0  # Kafka's SecurityProtocol id: 0 = PLAINTEXT
     rack: str | None = None
     fenced: bool = False
+    # Every advertised listener as (listener name, host, port); host/port above are the
+    # inter-broker listener's. Empty in records written before listeners were kept.
+    endpoints: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +112,9 @@ class PartitionChangeRecord:
     leader: int = LEADER_NO_CHANGE
     isr: tuple[int, ...] | None = None
     replicas: tuple[int, ...] | None = None
+    # A reassignment's state (KIP-455); None = unchanged, () = none in progress.
+    removing_replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,5 +194,7 @@ def record_from_dict(data: dict[str, Any]) -> MetadataRecord:
             value = uuid.UUID(hex=value)
         elif key in _INT_LIST_FIELDS and value is not None:
             value = tuple(value)
+        elif key == "endpoints" and value is not None:
+            value = tuple((str(name), str(host), int(port)) for name, host, port in value)
         kwargs[key] = value
     return cls(**kwargs)

@@ -105,8 +105,55 @@ class AlterConfigsResult:
 
 
 @dataclass(frozen=True, slots=True)
+class AlterPartitionResult:
+    """AlterPartition's answer for one partition (KIP-497): the error, and the partition's state
+    after the change (or its current state when nothing changed); -1/() with an error."""
+
+    error_code: ErrorCode = ErrorCode.NONE
+    leader_id: int = -1
+    leader_epoch: int = -1
+    partition_epoch: int = -1
+    isr: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ElectionResult:
     topic: str
     partition: int
     error_code: ErrorCode = ErrorCode.NONE
     error_message: str | None = None
+
+
+class ElectionType(IntEnum):
+    """Kafka's ElectionType ids (ElectLeadersRequest election_type)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentTarget:
+    """One partition of AlterPartitionReassignments: the target replicas, or None to cancel."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentResult:
+    topic: str
+    partition: int
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OngoingReassignment:
+    """One in-progress reassignment as ListPartitionReassignments reports it."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]

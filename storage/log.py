@@ -415,7 +415,9 @@ class Log:
             if self.offline or self.closed:
                 self._check_online()
             producer_state = self.producer_state
-            dup = self._check_producer_state(producer_state, batches)
+            # A follower's batches were checked by the leader (Kafka skips the producer checks for
+            # AppendOrigin.REPLICATION): a duplicate must not stop its log short of the leader's.
+            dup = self._check_producer_state(producer_state, batches) if assign_offsets else None
             if dup is not None:
                 return self._duplicate_info(dup, len(batches), len(view))
             leo = self._log_end_offset

@@ -162,11 +162,12 @@ class ControllerCandidate:
         for node_id, reg in sorted(live.items()):
             known = image.brokers.get(node_id)
             same = (known is not None and known.incarnation_id == reg["incarnation_id"]
-                    and known.host == reg["host"] and known.port == reg["port"])
+                    and known.host == reg["host"] and known.port == reg["port"]
+                    and known.endpoints == reg["endpoints"])
             if not same or known is None:
                 await controller.register_broker(node_id, reg["host"], int(reg["port"]), reg.get("rack"),
                                                  listener_name=reg.get("listener_name") or "PLAINTEXT",
-                                                 incarnation_id=reg["incarnation_id"])
+                                                 incarnation_id=reg["incarnation_id"], endpoints=reg["endpoints"])
                 log.info("controller %d: broker %d registered at %s:%s", self.node_id, node_id, reg["host"],
                          reg["port"])
             elif known.fenced:

@@ -4,7 +4,10 @@ Value of ``/odradek/<cluster-id>/brokers/<node id>`` (JSON, attached to the brok
 deletes it when the lease is revoked or lapses)::
 
     {"node_id": 2, "host": "broker2", "port": 9092, "listener_name": "PLAINTEXT", "rack": null,
+     "endpoints": [["PLAINTEXT", "broker2", 9092], ["EXTERNAL", "localhost", 9093]],
      "incarnation_id": "<uuid of this process>"}
+
+(host/port/listener_name: the inter-broker listener; endpoints: every advertised listener.)
 
 The controller turns a new or changed key into a RegisterBrokerRecord and a deleted one into the
 broker's fencing (its leaderships move to other ISR members). Kafka's equivalents: the KRaft
@@ -46,12 +49,14 @@ log = logging.getLogger(__name__)
 def encode_registration(node_id: int, endpoint: BrokerEndpoint, incarnation_id: uuid.UUID) -> bytes:
     return json.dumps({"node_id": node_id, "host": endpoint.host, "port": endpoint.port,
                        "listener_name": endpoint.listener_name, "rack": endpoint.rack,
+                       "endpoints": [list(e) for e in endpoint.endpoints],
                        "incarnation_id": str(incarnation_id)}).encode()
 
 
 def decode_registration(value: bytes) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(value)
     data["incarnation_id"] = uuid.UUID(data["incarnation_id"])
+    data["endpoints"] = tuple((str(n), str(h), int(p)) for n, h, p in data.get("endpoints") or ())
     return data
 
 

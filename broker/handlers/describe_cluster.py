@@ -44,10 +44,11 @@ def handle(request: ApiRequest) -> dict:
         return _error(code, "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of "
                             f"type {_ENDPOINT_NAMES[endpoint_type]}")
     image = request.broker.metadata.image
+    listener = request.conn.listener
     brokers = [
-        {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+        {"broker_id": b.node_id, "host": ep[0], "port": ep[1], "rack": b.rack}
         for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
-        if not b.fenced
+        if not b.fenced and (ep := b.endpoint_for(listener)) is not None
     ]
     live = {b["broker_id"] for b in brokers}
     return {

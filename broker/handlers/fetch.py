@@ -5,10 +5,17 @@ Versions 4-17 (v0-3 predate message format v2; Kafka 4 dropped them too, KIP-896
 - v5: log_start_offset.
 - v7: fetch sessions (KIP-227): session_id/epoch, forgotten topics, top-level error_code.
 - v9: current_leader_epoch (KIP-320): FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH.
-- v11: rack_id, preferred_read_replica (always -1: no follower fetching here).
+- v11: rack_id, preferred_read_replica (always -1: consumers read from the leader, no KIP-392).
 - v12: flexible; last_fetched_epoch; diverging_epoch/current_leader/snapshot_id tagged.
 - v13: topic ids instead of names (KIP-516): UNKNOWN_TOPIC_ID.
 - v14-17: same for consumers (tiered storage, KIP-903 replica state, KIP-951, KIP-853).
+
+Followers (replication) fetch with their broker id: ``replica_id`` before v15,
+``replica_state.replica_id`` from v15 (KIP-903). They read up to the log end offset, not the high
+watermark, and their fetch offset moves the leader's high watermark
+(``ReplicaManager.read_from_local_log``); a broker that is not a replica of a partition gets
+NOT_LEADER_OR_FOLLOWER for it. Their bytes are not counted as BytesOut (Kafka counts them as
+ReplicationBytesOut).
 
 Every requested partition is answered, and no other (a sessionless or full fetch); incremental
 session fetches answer only partitions with news (broker/replica/fetch_session.py). Batches start at the
@@ -70,8 +77,8 @@ def build_response(request: ApiRequest, ctx: FetchContext, result: FetchResult) 
     by_topic: dict[Any, dict] = {}
     metrics = request.broker.metrics
     if metrics is not None:
-        # Kafka's BytesOutPerSec: record bytes sent to consumers (followers are refused in
-        # handle()); counted once per response.
+        # Kafka's BytesOutPerSec: record bytes sent to consumers (read_from_local_log does not
+        # count followers' reads); counted once per response.
         for name, size in result.bytes_by_topic.items():
             metrics.topic_stats.sent(name, size)
     incremental = ctx.incremental
@@ -111,10 +118,10 @@ async def _respond_later(request: ApiRequest, ctx: FetchContext, waiting: asynci
 def handle(request: ApiRequest) -> Any:
     body = request.body
     broker = request.broker
-    if body["replica_id"] >= 0 or (body["replica_state"] or {}).get("replica_id", -1) >= 0:
-        # Follower fetching arrives with replication; until then only consumers fetch.
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER, "session_id": 0,
-                "responses": []}
+    if request.api_version < 15:
+        replica_id = body["replica_id"]
+    else:  # KIP-903: a tagged struct, absent (consumers) or holding the broker id and epoch
+        replica_id = (body["replica_state"] or {}).get("replica_id", -1)
     uses_ids = request.api_version >= 13
     ctx = broker.fetch_sessions.new_context(body, uses_ids)
     if ctx.error != ErrorCode.NONE:
@@ -124,7 +131,7 @@ def handle(request: ApiRequest) -> Any:
     max_bytes = min(body["max_bytes"], broker.config["fetch.max.bytes"])
     conn = request.conn
     params = FetchParams(body["max_wait_ms"], min(body["min_bytes"], max_bytes), max_bytes,
-                         body["isolation_level"], uses_ids, lambda: conn.closed)
+                         body["isolation_level"], uses_ids, lambda: conn.closed, replica_id)
     done: Completion[FetchResult] = Completion()
     broker.replica_manager.fetch_messages(params, ctx.partitions, done)
     if done.done:

@@ -205,10 +205,11 @@ def build_response(request: ApiRequest) -> dict:
 def _response(request: ApiRequest, topics: Any) -> dict:
     body = request.body
     image = request.broker.metadata.image
+    listener = request.conn.listener
     brokers = [
-        {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+        {"node_id": b.node_id, "host": ep[0], "port": ep[1], "rack": b.rack}
         for b in image.brokers.values()
-        if not b.fenced
+        if not b.fenced and (ep := b.endpoint_for(listener)) is not None
     ]
     return {
         "throttle_time_ms": 0,

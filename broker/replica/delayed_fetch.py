@@ -6,6 +6,9 @@ minus what the first read found there (``Partition.high_watermark_bytes``); a ch
 subtracts two integers per partition, capped at the partition's ``partition_max_bytes``, and
 never touches the log. The logs are read once, when the fetch completes.
 
+A follower's fetch (``params.is_from_follower``) counts bytes below the log end instead, and is
+also checked after each leader append that did not move the HW (Kafka: LeaderHwChange.SAME).
+
 It is checked when a watched partition's HW or LSO moves (the replica manager calls
 ``check_and_complete`` then), when it is deleted, loses leadership or goes offline, and at
 ``max_wait_ms``. It completes as soon as:
@@ -49,6 +52,7 @@ class DelayedFetch(DelayedOperation):
         if gone is not None and gone():
             return self.force_complete()
         isolation = params.isolation_level
+        follower = params.replica_id >= 0
         accumulated = 0
         node_id = self._node_id
         for key, cp, start_bytes in self.status:
@@ -57,9 +61,10 @@ class DelayedFetch(DelayedOperation):
                 return self.force_complete()
             if 0 <= cp.current_leader_epoch != part.leader_epoch:
                 return self.force_complete()
-            if cp.fetch_offset > part.fetch_bound(isolation) or cp.fetch_offset < part.log_start_offset:
+            bound = part.log_end_offset if follower else part.fetch_bound(isolation)
+            if cp.fetch_offset > bound or cp.fetch_offset < part.log_start_offset:
                 return self.force_complete()  # truncated, or deleted from the start: an error now
-            available = part.bytes_below_bound(isolation) - start_bytes
+            available = (part.appended_bytes if follower else part.bytes_below_bound(isolation)) - start_bytes
             if available > 0:
                 accumulated += min(available, cp.partition_max_bytes)
         if accumulated >= params.min_bytes:

@@ -1,7 +1,7 @@
 """What a fetch asks of the replica manager, and what one read of its partitions found.
 
-Kafka's FetchParams / LogReadResult / FetchPartitionData, reduced to what a consumer fetch
-uses. The handler builds :class:`FetchParams` from the request; the replica manager answers with
+Kafka's FetchParams / LogReadResult / FetchPartitionData, reduced to what a consumer's or a
+follower's fetch uses. The handler builds :class:`FetchParams` from the request; the replica manager answers with
 one :class:`FetchResult` (one :class:`LogReadResult` per partition, in request order).
 """
 
@@ -18,10 +18,12 @@ from storage.results import FetchSlice
 class FetchParams:
     """One fetch request's limits (Kafka's FetchParams)."""
 
-    __slots__ = ("max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "uses_topic_ids", "client_gone")
+    __slots__ = ("max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "uses_topic_ids", "client_gone",
+                 "replica_id")
 
     def __init__(self, max_wait_ms: int, min_bytes: int, max_bytes: int, isolation_level: int,
-                 uses_topic_ids: bool, client_gone: Callable[[], bool] | None = None) -> None:
+                 uses_topic_ids: bool, client_gone: Callable[[], bool] | None = None,
+                 replica_id: int = -1) -> None:
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes  # the response budget: min(request max_bytes, fetch.max.bytes)
@@ -29,6 +31,12 @@ class FetchParams:
         self.uses_topic_ids = uses_topic_ids  # Fetch v13+: partitions name topics by id
         # True once nobody waits for the answer (the connection closed): a waiting fetch ends.
         self.client_gone = client_gone
+        # A follower's broker id (>= 0): it reads up to the log end and reports its position.
+        self.replica_id = replica_id
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
 
 
 class LogReadResult:

@@ -15,7 +15,16 @@ the first offset of the oldest open transaction, equal to the HW until transacti
 ``high_watermark_bytes`` is the count of bytes appended (since this Partition was made) that lie
 below the HW, and ``last_stable_bytes`` the same below the LSO: a waiting fetch adds up what
 became readable from these two numbers instead of re-reading the log (Kafka keeps a segment
-position in the HW's LogOffsetMetadata for the same reason).
+position in the HW's LogOffsetMetadata for the same reason). While the HW lags the log end
+(followers still fetching), ``_above_hw`` remembers, per append, its end offset and the byte
+count up to it, so a HW move lands on an exact byte count; on one node it stays empty.
+
+Replication (Kafka's leader and follower halves of Partition): as leader, the followers' fetches
+report their log end offsets (:meth:`update_follower_fetch_state`) and the HW is the minimum over
+the ISR, a member that has not fetched yet holding it where it is; as follower, the fetcher
+appends the leader's batches as they are (:meth:`append_records_to_follower`), takes the HW from
+the leader (:meth:`update_follower_high_watermark`) and truncates a divergent tail
+(:meth:`truncate_to`, after OffsetForLeaderEpoch).
 
 Owned by the handler loop (the cleaner reads ``last_stable_offset`` from its IO thread: a racy
 read of an int only makes one cleaning round more conservative).
@@ -23,6 +32,7 @@ read of an int only makes one cleaning round more conservative).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -49,7 +59,7 @@ class Partition:
 
     __slots__ = ("topic", "index", "topic_id", "log", "leader", "leader_epoch", "isr", "replicas",
                  "is_internal", "high_watermark", "last_stable_offset", "high_watermark_bytes",
-                 "last_stable_bytes", "_appended_bytes", "_follower_end_offsets")
+                 "last_stable_bytes", "_appended_bytes", "_follower_end_offsets", "_above_hw")
 
     def __init__(self, topic: str, index: int, topic_id: Any, log: Log) -> None:
         self.topic = topic
@@ -67,8 +77,10 @@ class Partition:
         self._appended_bytes = 0
         self.high_watermark_bytes = 0
         self.last_stable_bytes = 0
-        # Followers' log end offsets as their fetches report them (replication fills this in).
+        # Followers' log end offsets as their fetches report them (this broker leading).
         self._follower_end_offsets: dict[int, int] = {}
+        # (end offset, _appended_bytes at that end) of appends above the HW, oldest first.
+        self._above_hw: deque[tuple[int, int]] = deque()
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index}, leader={self.leader}, epoch={self.leader_epoch})"
@@ -95,28 +107,68 @@ class Partition:
         """
         log_end = self.log.log_end_offset
         new_hw = log_end
-        followers = self._follower_end_offsets
-        if followers:
-            for replica in self.isr:
-                end = followers.get(replica)
-                if end is not None and end < new_hw:
-                    new_hw = end
+        isr = self.isr
+        if len(isr) > 1:
+            # Kafka: an ISR member whose log end is unknown (it has not fetched since this
+            # broker became leader) holds the HW where it is.
+            followers = self._follower_end_offsets
+            leader = self.leader
+            for replica in isr:
+                if replica != leader:
+                    end = followers.get(replica, -1)
+                    if end < new_hw:
+                        new_hw = end
+            if new_hw < log_end:
+                self._note_above_hw(log_end)
         if new_hw <= self.high_watermark:
             return False
+        self._set_high_watermark(new_hw, log_end)
+        return True
+
+    def _note_above_hw(self, log_end: int) -> None:
+        """Remember the byte count at ``log_end`` (the HW will land there later)."""
+        above = self._above_hw
+        if not above or above[-1][0] < log_end:
+            above.append((log_end, self._appended_bytes))
+
+    def _set_high_watermark(self, new_hw: int, log_end: int) -> None:
+        """Move the HW (and the LSO with it) and the byte count below them."""
         self.high_watermark = new_hw
-        if new_hw == log_end:
+        above = self._above_hw
+        if new_hw >= log_end:
             self.high_watermark_bytes = self._appended_bytes
+            if above:
+                above.clear()
+        else:
+            while above and above[0][0] <= new_hw:
+                self.high_watermark_bytes = above.popleft()[1]
         # _update_last_stable_offset, inlined while the LSO is the HW (the produce hot path):
         # transactions replace these two lines with a call to it.
         self.last_stable_offset = new_hw
         self.last_stable_bytes = self.high_watermark_bytes
-        return True
 
     def update_follower_fetch_state(self, replica_id: int, log_end_offset: int) -> bool:
         """A follower's fetch reported its log end offset (Kafka's updateFollowerFetchState);
         True if that moved the HW (the caller then completes what waited on it)."""
         self._follower_end_offsets[replica_id] = log_end_offset
         return self.maybe_increment_high_watermark()
+
+    def reset_follower_states(self) -> None:
+        """This broker (again) became leader: the followers' positions are unknown until they
+        fetch (Kafka's resetReplicaState on makeLeader)."""
+        self._follower_end_offsets.clear()
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> bool:
+        """As follower: the HW is the leader's, capped at our own log end; it only moves up
+        (Kafka's maybeUpdateHighWatermark). True if it moved."""
+        log_end = self.log.log_end_offset
+        new_hw = min(leader_high_watermark, log_end)
+        if new_hw <= self.high_watermark:
+            return False
+        self._set_high_watermark(new_hw, log_end)
+        self.last_stable_offset = new_hw
+        self.last_stable_bytes = self.high_watermark_bytes
+        return True
 
     def _update_last_stable_offset(self) -> None:
         """The LSO is the HW until transactions exist; then: min(HW, first open transaction)."""
@@ -126,6 +178,11 @@ class Partition:
     def fetch_bound(self, isolation_level: int) -> int:
         """The end of what a consumer may read: the LSO under read_committed, else the HW."""
         return self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark
+
+    @property
+    def appended_bytes(self) -> int:
+        """Bytes appended since this Partition was made: a follower's fetch reads up to here."""
+        return self._appended_bytes
 
     def bytes_below_bound(self, isolation_level: int) -> int:
         """Bytes appended below the fetch bound (see the module docstring)."""
@@ -141,15 +198,18 @@ class Partition:
             raise KafkaApiError(ErrorCode.FENCED_LEADER_EPOCH)
         raise KafkaApiError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
-    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int) -> tuple[int, int]:
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int,
+                                     for_follower: bool = False) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (epoch, end offset) of ``leader_epoch``, (-1, -1) if unknown.
 
-        A consumer must not learn of offsets beyond the high watermark (Kafka caps it likewise
-        for consumers; a follower would get the log end).
+        A consumer must not learn of offsets beyond the high watermark; a follower truncating
+        (KIP-101) gets the log end.
         """
         self.check_leader_epoch(current_leader_epoch)
         epoch, end = self.log.end_offset_for_epoch(leader_epoch)
-        return epoch, (min(end, self.high_watermark) if end >= 0 else end)
+        if for_follower or end < 0:
+            return epoch, end
+        return epoch, min(end, self.high_watermark)
 
     def epoch_for_offset(self, offset: int) -> int:
         """Leader epoch of the batch holding ``offset`` (the latest epoch started at or before it)."""
@@ -204,11 +264,34 @@ class Partition:
         """Append batches fetched from the leader, keeping their offsets and leader epochs.
 
         Kafka's appendRecordsToFollowerOrFutureReplica; the follower's HW then comes from the
-        leader's fetch response (replication sets it), not from this append.
+        leader's fetch response (:meth:`update_follower_high_watermark`), not from this append.
         """
         info = self.log.append(records, leader_epoch=self.leader_epoch, assign_offsets=False)
         self._appended_bytes += info.size
+        self._note_above_hw(self.log.log_end_offset)
         return info
+
+    def truncate_to(self, offset: int) -> bool:
+        """Blocking (the IO pool runs it): as follower, drop the log from ``offset`` on (a tail the
+        leader does not have, KIP-101/279). The HW is then capped by :meth:`after_truncation`."""
+        return self.log.truncate_to(offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Blocking: as follower, empty the log and restart it at ``offset`` (the leader's log
+        start passed our log end)."""
+        self.log.truncate_fully_and_start_at(offset)
+
+    def after_truncation(self) -> None:
+        """On the loop, after a truncation: the HW and the remembered appends stop at the new end."""
+        log_end = self.log.log_end_offset
+        above = self._above_hw
+        while above and above[-1][0] > log_end:
+            above.pop()
+        if self.high_watermark > log_end:
+            self.high_watermark = self.last_stable_offset = log_end
+        elif self.high_watermark < self.log.log_start_offset:
+            # Restarted at the leader's log start: nothing below it is left to wait for.
+            self.high_watermark = self.last_stable_offset = self.log.log_start_offset
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, int]:
         """acks=-1: (done, error code) once the HW passed ``required_offset`` (Kafka's name).
@@ -228,6 +311,10 @@ class Partition:
         """Whole batches from ``fetch_offset``, never past the isolation level's bound."""
         bound = self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark
         return self.log.read(fetch_offset, max_bytes, max_offset=bound, min_one_batch=min_one_batch)
+
+    def read_for_follower(self, fetch_offset: int, max_bytes: int, min_one_batch: bool) -> FetchSlice:
+        """Whole batches from ``fetch_offset`` up to the log end: a follower reads past the HW."""
+        return self.log.read(fetch_offset, max_bytes, min_one_batch=min_one_batch)
 
     def read_committed_bytes(self, start_offset: int, max_bytes: int) -> bytes:
         """Bytes below the HW from ``start_offset`` (coordinators loading their internal topic)."""

@@ -13,6 +13,12 @@ until the high watermark passes their batches; long-poll fetches wait in the fet
 when its high watermark or last stable offset moves (``try_complete_delayed_requests``) — after
 each leader append on one node; with replication, also when a follower's fetch moves the HW.
 
+Followers (replication): partitions hosted here but led elsewhere are followed by the replica
+fetchers (broker/replica/replica_fetcher.py), which this class starts, feeds from each metadata
+change (``_apply_leadership``: new followers and new leader epochs are added, new leaders and
+deleted partitions removed) and stops. A follower's Partition answers NOT_LEADER_OR_FOLLOWER to
+clients, as in Kafka.
+
 Threading: partition state and the purgatories are owned by the handler loop. Appends run on
 the loop: a page-cache ``pwrite`` costs microseconds, less than a hand-off to the IO pool would
 (measured in bench/storage_bench.py); segment rolls fsync the old segment (rare: every
@@ -46,6 +52,7 @@ from broker.replica.delayed_produce import DelayedProduce, ProduceCallback, Prod
 from broker.replica.fetch_params import FetchCallback, FetchParams, FetchResult, LogReadResult
 from broker.replica.fetch_session import CachedPartition
 from broker.replica.partition import Partition, RecordCheck
+from broker.replica.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from broker.timing_wheel import Timer
 from broker.topic_config_view import config_layers, effective_broker_config, effective_log_defaults
 from controller.image import MetadataDelta, MetadataImage, TopicImage
@@ -56,7 +63,7 @@ from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.partition_metadata import topic_id_to_str
 from storage.producer_state import ProducerStateManager
-from storage.results import AppendInfo
+from storage.results import EMPTY_SLICE, AppendInfo
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -128,6 +135,8 @@ class ReplicaManager:
         self._started = False
         self._unsubscribe: Callable[[], None] | None = None
         self.log_manager.on_dir_offline = self._dir_offline_threadsafe
+        self.replica_fetchers = ReplicaFetcherManager(self, FetcherConfig.from_broker_config(config),
+                                                      self._broker_endpoint)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -174,6 +183,7 @@ class ReplicaManager:
         return None if part is None else part.last_stable_offset
 
     async def shutdown(self) -> None:
+        await self.replica_fetchers.shutdown()
         for task in self._tasks:
             task.cancel()
         if self.cleaner is not None:
@@ -252,6 +262,10 @@ class ReplicaManager:
                 log.warning("log %s-%d is not in the cluster metadata; kept as %s", topic, partition, target)
 
     def _apply_leadership(self, image: MetadataImage, topics: set[str]) -> None:
+        """Bring hosted partitions to the image's leadership; start and stop following them
+        (Kafka's makeLeaders / makeFollowers)."""
+        follow: dict[TopicPartition, tuple[int, int, Any, int]] = {}
+        unfollow: list[TopicPartition] = []
         for name in topics:
             topic = image.topics.get(name)
             if topic is None:
@@ -275,12 +289,43 @@ class ReplicaManager:
                 if moved:
                     # Requests waiting on the old leadership answer now (fenced or not leader).
                     self.try_complete_delayed_requests(key)
+                if p.leader == self.node_id:
+                    if moved or created:
+                        part.reset_follower_states()  # followers' positions unknown until they fetch
+                        unfollow.append(key)
+                elif moved or created:
+                    # A follower (again, or under a new leader epoch): truncate, then fetch.
+                    follow[key] = (p.leader, p.leader_epoch, topic.topic_id, part.log_end_offset)
                 if p.leader == self.node_id and not was_leader:
                     for on_leader in self._leader_listeners:
                         on_leader(name, p.partition, p.leader_epoch)
                 elif was_leader and p.leader != self.node_id:
                     for on_resign in self._resign_listeners:
                         on_resign(name, p.partition)
+        if unfollow:
+            self.replica_fetchers.remove_partitions(unfollow)
+        if follow:
+            self.replica_fetchers.add_partitions(follow)
+
+    # -- what the replica fetchers use (broker.replica.replica_fetcher.FollowerHost) -------------
+
+    def follower_partition(self, tp: TopicPartition, leader_epoch: int) -> Partition | None:
+        """The partition if it is still a follower here under ``leader_epoch``."""
+        part = self.partitions.get(tp)
+        if part is None or part.leader == self.node_id or part.leader_epoch != leader_epoch or part.offline:
+            return None
+        return part
+
+    def broker_epoch(self) -> int:
+        reg = self.image.brokers.get(self.node_id)
+        return reg.broker_epoch if reg is not None else -1
+
+    def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return self._io(fn, *args)
+
+    def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        reg = self.image.brokers.get(broker_id)
+        return (reg.host, reg.port) if reg is not None else None
 
     def _on_delta(self, delta: MetadataDelta) -> None:
         """Called on the handler loop after each committed metadata change."""
@@ -288,6 +333,7 @@ class ReplicaManager:
         for name, old in delta.deleted_topics.items():
             for index in old.partitions:
                 part = self.partitions.pop((name, index), None)
+                self.replica_fetchers.remove_partitions([(name, index)])
                 if part is not None:
                     # Waiting requests on a deleted partition answer now (with its error).
                     self.try_complete_delayed_requests((name, index))
@@ -309,6 +355,21 @@ class ReplicaManager:
                 self.log_manager.update_config(name, self.topic_log_config(topic))
         if delta.changed_broker_configs:
             self._reload_broker_defaults()
+        if delta.changed_brokers:
+            self._refollow(delta.changed_brokers)
+
+    def _refollow(self, brokers: set[int]) -> None:
+        """Leaders that (re)registered: follow their partitions not yet followed at that endpoint
+        (a leader unknown when its partition became a follower, or moved to another port)."""
+        follow: dict[TopicPartition, tuple[int, int, Any, int]] = {}
+        for key, part in self.partitions.items():
+            leader = part.leader
+            if leader in brokers and leader != self.node_id and leader >= 0:
+                endpoint = self._broker_endpoint(leader)
+                if endpoint is not None and not self.replica_fetchers.follows(key, endpoint):
+                    follow[key] = (leader, part.leader_epoch, part.topic_id, part.log_end_offset)
+        if follow:
+            self.replica_fetchers.add_partitions(follow)
 
     def _apply_broker_defaults(self) -> None:
         """The controller-stored dynamic broker configs, with Kafka's precedence (a dynamic value
@@ -505,6 +566,10 @@ class ReplicaManager:
                         produce_waiters((topic, index))
                     if fetch_waiters is not None:
                         fetch_waiters((topic, index))
+                elif fetch_waiters is not None:
+                    # The log end moved but not the HW (followers behind): a follower's fetch
+                    # waiting on this partition may have enough now (never on one node).
+                    fetch_waiters((topic, index))
             # Kafka's DelayedProduce.tryComplete, done before making one (the ISR cannot change
             # during this loop, and append_records_to_leader refused acks=-1 below
             # min.insync.replicas): on a single node the HW is always past, and no
@@ -531,6 +596,8 @@ class ReplicaManager:
             metrics.topic_stats.appended(part.topic, info.size, info.last_offset - info.first_offset + 1)
         if part.maybe_increment_high_watermark():
             self.try_complete_delayed_requests((part.topic, part.index))
+        elif self.fetch_purgatory.delayed:
+            self.fetch_purgatory.check_and_complete((part.topic, part.index))  # followers' fetches
 
     def try_complete_delayed_requests(self, key: TopicPartition) -> None:
         """A partition's HW/LSO moved (or it went away): answer what waited on it."""
@@ -569,11 +636,13 @@ class ReplicaManager:
             return
         status: list[FetchStatus] = []
         keys: list[TopicPartition] = []
+        follower = params.replica_id >= 0
         for read in result.partitions:
             cp = read.partition
             key = (self._topic_name(params, cp), cp.partition)
             part = self.partitions[key]  # read without error: it exists
-            status.append((key, cp, part.bytes_below_bound(params.isolation_level) - read.size))
+            readable = part.appended_bytes if follower else part.bytes_below_bound(params.isolation_level)
+            status.append((key, cp, readable - read.size))
             keys.append(key)
         op = DelayedFetch(params, partitions, status, self.partitions.get, self.read_from_local_log,
                           self.node_id, callback)
@@ -590,12 +659,19 @@ class ReplicaManager:
 
         The first batch of the first partition with data comes whole even past the limits
         (KIP-74 ``minOneMessage``), so a consumer always makes progress.
+
+        A follower's fetch (``params.replica_id``) reads up to the log end, is refused
+        (NOT_LEADER_OR_FOLLOWER) for a partition it is not a replica of, and reports its fetch
+        offset as its log end (Kafka's updateFollowerFetchState): the HWs it moves complete the
+        produces and fetches waiting on them, after this read.
         """
         image = self.image
         uses_ids = params.uses_topic_ids
         isolation = params.isolation_level
         budget = params.max_bytes
         zero_copy = self._zero_copy
+        replica_id = params.replica_id
+        moved: list[TopicPartition] | None = [] if replica_id >= 0 else None
         out = FetchResult()
         reads = out.partitions
         for cp in partitions:
@@ -615,7 +691,21 @@ class ReplicaManager:
                 limit = min(cp.partition_max_bytes, max(budget - out.total_bytes, 0))
                 records: Any = b""
                 size = 0
-                if limit > 0 or min_one:
+                if moved is not None:
+                    if replica_id not in part.replicas:
+                        raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                            f"Received fetch request from a non-replica {replica_id}")
+                    if limit > 0 or min_one:
+                        piece = part.read_for_follower(cp.fetch_offset, limit, min_one)
+                    else:
+                        piece = EMPTY_SLICE
+                    if part.update_follower_fetch_state(replica_id, cp.fetch_offset):
+                        moved.append((name, cp.partition))
+                    size = piece.size
+                    if size:
+                        records = piece if zero_copy else piece.read_bytes()
+                        out.total_bytes += size
+                elif limit > 0 or min_one:
                     piece = part.read(cp.fetch_offset, limit, isolation, min_one)
                     size = piece.size
                     if size:
@@ -637,6 +727,9 @@ class ReplicaManager:
                                                found.log_start_offset))
                 else:
                     reads.append(LogReadResult(cp, exc.code))
+        if moved:
+            for key in moved:
+                self.try_complete_delayed_requests(key)
         return out
 
     def _report_truncated(self, exc: SegmentTruncatedError) -> None:
@@ -659,9 +752,11 @@ class ReplicaManager:
         return part.fetch_offset_for_timestamp(timestamp, isolation_level)
 
     def last_offset_for_leader_epoch(self, topic: str, index: int, current_leader_epoch: int,
-                                     leader_epoch: int) -> tuple[int, int]:
-        """OffsetForLeaderEpoch: (epoch, end offset), (-1, -1) for an unknown epoch."""
-        return self.leader_partition(topic, index).last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
+                                     leader_epoch: int, for_follower: bool = False) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset), (-1, -1) for an unknown epoch; a follower
+        (``for_follower``) gets end offsets past the HW."""
+        return self.leader_partition(topic, index).last_offset_for_leader_epoch(
+            current_leader_epoch, leader_epoch, for_follower)
 
     async def delete_records(self, topic: str, index: int, offset: int) -> int:
         """DeleteRecords: advance the log start offset to ``offset`` (-1 = the HW); returns the

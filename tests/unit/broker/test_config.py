@@ -386,14 +386,15 @@ class TestUnknownKeys:
 class TestKeysWithoutEffect:
     def test_set_keys_without_effect_are_warned_about_once(self, tmp_path: Path,
                                                             caplog: pytest.LogCaptureFixture) -> None:
-        p = write(tmp_path, "node.id=1\nreplica.fetch.max.bytes=2097152\nfetch.max.bytes=1048576\n")
+        p = write(tmp_path, "node.id=1\nreplica.socket.receive.buffer.bytes=131072\nfetch.max.bytes=1048576\n")
         with caplog.at_level(logging.WARNING, logger="broker.config"):
             cfg = load_config(p, ["transaction.max.timeout.ms=60000", "max.connections=100"],
-                              {"KAFKA_NUM_REPLICA_FETCHERS": "4"})
+                              {"KAFKA_REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS": "4000"})
         messages = [r.getMessage() for r in caplog.records if "no effect" in r.getMessage()]
         assert len(messages) == 1
         assert [key for key, _ in keys_without_effect(cfg)] == [
-            "replica.fetch.max.bytes", "num.replica.fetchers", "transaction.max.timeout.ms"]
+            "replica.socket.receive.buffer.bytes", "replica.high.watermark.checkpoint.interval.ms",
+            "transaction.max.timeout.ms"]
         assert "transaction.max.timeout.ms (transactions are not implemented yet)" in messages[0]
         # Keys that work (fetch.max.bytes, max.connections) are not listed, nor unset ones.
         assert "; fetch.max.bytes" not in messages[0] and "max.connections" not in messages[0]
@@ -401,7 +402,8 @@ class TestKeysWithoutEffect:
     def test_keys_that_work_are_not_marked(self) -> None:
         for key in ("fetch.max.bytes", "max.connections", "max.connections.per.ip",
                     "max.connections.per.ip.overrides", "producer.id.expiration.ms",
-                    "producer.id.expiration.check.interval.ms", "log.retention.ms", "broker.id", "log.dir"):
+                    "producer.id.expiration.check.interval.ms", "log.retention.ms", "broker.id", "log.dir",
+                    "replica.fetch.max.bytes", "replica.fetch.wait.max.ms", "num.replica.fetchers"):
             assert CONFIG_DEFS[key].no_effect == "", key
         assert CONFIG_DEFS["replica.lag.time.max.ms"].no_effect
 

@@ -26,7 +26,7 @@ from broker.handlers.registry import HandlerSpec, spec_from_module
 from broker.network import Endpoint, SocketServer, new_event_loop
 from broker.request_channel import RequestChannel
 from protocol.codec import codec
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaApiError
 from tests.support.wire import WireClient
 
 LIST_GROUPS, METADATA, LIST_OFFSETS = 16, 3, 2
@@ -47,6 +47,13 @@ class Handlers:
                     "groups": [{"group_id": tag, "protocol_type": "", "group_state": "", "group_type": ""}]}
         if tag == "raise":
             raise RuntimeError("handler bug")
+        if tag in ("not-controller", "async-not-controller"):
+            if tag == "not-controller":
+                raise KafkaApiError(ErrorCode.NOT_CONTROLLER, "lease lost")
+
+            async def lost() -> dict:
+                raise KafkaApiError(ErrorCode.NOT_CONTROLLER, "lease lost")
+            return lost()
         if tag == "none":
             return None
         if tag.startswith("async:"):
@@ -181,6 +188,15 @@ def test_handler_exception_answers_unknown_server_error_where_the_api_allows(har
         resp = c.request(LIST_GROUPS, 4, list_groups("raise"))
         assert resp["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR and resp["groups"] == []
         assert c.request(LIST_GROUPS, 4, list_groups("sync"))["error_code"] == 0  # connection still serves
+
+
+@pytest.mark.parametrize("tag", ["not-controller", "async-not-controller"])
+def test_kafka_api_error_answers_its_code(harness: Harness, tag: str) -> None:
+    """A controller that lost its lease raises NOT_CONTROLLER: the answer carries it (a forwarding
+    broker retries elsewhere on it), not UNKNOWN_SERVER_ERROR."""
+    with harness.client() as c:
+        resp = c.request(LIST_GROUPS, 4, list_groups(tag))
+        assert resp["error_code"] == ErrorCode.NOT_CONTROLLER and resp["groups"] == []
 
 
 def test_handler_exception_without_an_error_shape_closes_the_connection(harness: Harness) -> None:

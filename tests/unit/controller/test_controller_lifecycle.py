@@ -19,6 +19,7 @@ from controller import (
     StaleControllerEpochError,
 )
 from controller.meta_properties import META_PROPERTIES
+from controller.requests import ElectionType
 from protocol.errors import ErrorCode, KafkaApiError
 
 TOPIC = ConfigResourceType.TOPIC
@@ -214,13 +215,13 @@ async def test_fencing_moves_leadership_and_bumps_leader_epoch(controller: Contr
     p = controller.image.topics["r"].partitions[led_by_2.partition]
     assert p.leader == -1 and len(p.isr) == 1
     offline_isr = p.isr[0]
-    results = await controller.elect_leaders([("r", led_by_2.partition), ("r", 99)])
+    results = await controller.elect_leaders(ElectionType.UNCLEAN, [("r", led_by_2.partition), ("r", 99)])
     assert [x.error_code for x in results] == [ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                                                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
     await controller.unfence_broker(offline_isr)
     p2 = controller.image.topics["r"].partitions[led_by_2.partition]
     assert p2.leader == offline_isr and p2.leader_epoch > p.leader_epoch
-    results = await controller.elect_leaders([("r", led_by_2.partition)])
+    results = await controller.elect_leaders(ElectionType.UNCLEAN, [("r", led_by_2.partition)])
     assert results[0].error_code == ErrorCode.ELECTION_NOT_NEEDED
 
 

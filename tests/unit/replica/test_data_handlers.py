@@ -122,9 +122,38 @@ async def test_fetch_errors_and_follower_refusal(node: Node) -> None:
     response = fetch.handle(Request(node, fetch_body(("t", 0, 5), ("gone", 0, 0)), 12))
     codes = [p["error_code"] for t in response["responses"] for p in t["partitions"]]
     assert codes == [ErrorCode.OFFSET_OUT_OF_RANGE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    # Broker 2 is not a replica of t-0: its fetch is refused per partition (Kafka's
+    # NotLeaderOrFollowerException "fetch request from a non-replica").
     body = fetch_body(("t", 0, 0))
     body["replica_id"] = 2
-    assert fetch.handle(Request(node, body, 12))["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    response = fetch.handle(Request(node, body, 12))
+    assert response["error_code"] == ErrorCode.NONE
+    assert [p["error_code"] for t in response["responses"] for p in t["partitions"]] == [
+        ErrorCode.NOT_LEADER_OR_FOLLOWER]
+
+
+async def test_follower_fetch_reads_past_the_high_watermark_and_moves_it(node: Node) -> None:
+    part = node.rm.leader_partition("t", 0)
+    part.replicas = part.isr = (1, 2)
+    waiting_produce = produce.handle(Request(node, produce_body(-1, ("t", 0, batch(2))), 9))
+    assert inspect.iscoroutine(waiting_produce) and part.high_watermark == 0
+    consumer = fetch.handle(Request(node, fetch_body(("t", 0, 0), max_wait_ms=5000), 12))
+    assert inspect.iscoroutine(consumer)  # nothing below the HW yet: a long poll
+    # v15: the replica id comes in replica_state (KIP-903).
+    body = fetch_body(("t", 0, 0))
+    body["replica_state"] = {"replica_id": 2, "replica_epoch": -1}
+    body["topics"][0]["topic_id"] = part.topic_id
+    first = fetch.handle(Request(node, body, 15))
+    (p,) = first["responses"][0]["partitions"]
+    assert p["error_code"] == 0 and p["records"].size > 0 and p["high_watermark"] == 0
+    assert node.rm.produce_purgatory.delayed == 1  # the follower has not got them yet
+    body["topics"][0]["partitions"][0]["fetch_offset"] = 2
+    second = fetch.handle(Request(node, body, 15))
+    (p,) = second["responses"][0]["partitions"]
+    assert (p["high_watermark"], p["last_stable_offset"], p["log_start_offset"]) == (2, 2, 0)
+    assert partition_results(await waiting_produce) == [(0, 0)]
+    (c,) = (await consumer)["responses"][0]["partitions"]
+    assert c["high_watermark"] == 2 and c["records"].size > 0
 
 
 async def test_incremental_fetch_session_lists_only_news(node: Node) -> None:

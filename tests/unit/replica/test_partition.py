@@ -49,6 +49,23 @@ async def test_follower_offsets_bound_the_high_watermark(node: Node) -> None:
     assert part.check_enough_replicas_reach_offset(3) == (True, ErrorCode.NONE)
 
 
+async def test_high_watermark_bytes_are_exact_when_the_high_watermark_lags_the_log_end(node: Node) -> None:
+    part = part_of(node)
+    part.replicas = part.isr = (1, 2)
+    first, second = batch(2), batch(3, value_size=50)
+    for raw in (first, second):
+        part.append_records_to_leader(raw, 1)
+        assert part.maybe_increment_high_watermark() is False  # follower 2 has not fetched yet
+    assert part.update_follower_fetch_state(2, 2) is True
+    assert (part.high_watermark, part.high_watermark_bytes, part.last_stable_bytes) == (2, len(first), len(first))
+    assert part.update_follower_fetch_state(2, 5) is True
+    assert part.high_watermark_bytes == len(first) + len(second)
+    # A new leadership: followers' positions are unknown until they fetch again.
+    part.reset_follower_states()
+    part.append_records_to_leader(batch(), 1)
+    assert part.maybe_increment_high_watermark() is False and part.high_watermark == 5
+
+
 @pytest.mark.parametrize(("records", "acks", "code"), [
     (b"", 1, ErrorCode.CORRUPT_MESSAGE),
     (None, 1, ErrorCode.CORRUPT_MESSAGE),

@@ -1,0 +1,252 @@
+"""Forwarding to the controller (KIP-590) against a real single-node broker.
+
+The same calls go to an in-process ``Controller`` (through ``LocalControllerClient``) and, over the
+Kafka protocol, to the broker's controller (``ForwardingControllerClient``); the results must be the
+same, success and error alike, so handlers cannot tell a forwarded call from a local one. Then the
+retry rules: a target that is down until it comes up, a target that never answers (REQUEST_TIMED_OUT
+at the deadline), and ``RoutingControllerClient``'s choice between local and remote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.controller_client import (
+    AlterableConfig,
+    AlterConfigOp,
+    AlterConfigsResource,
+    CreatableTopic,
+    CreatePartitionsTopic,
+    ElectionType,
+    LocalControllerClient,
+    ReassignmentTarget,
+    ReplicaAssignment,
+)
+from broker.forwarding_controller_client import ForwardingControllerClient, RoutingControllerClient
+from controller import Controller, LocalLeaseStore
+from controller.image import BrokerRegistration, MetadataImage
+from controller.records import ConfigResourceType
+from protocol.errors import ErrorCode, KafkaApiError
+from tests.support.broker_process import BrokerProcess, free_port
+
+TOPIC = ConfigResourceType.TOPIC
+BROKER = ConfigResourceType.BROKER
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("forwarding"), overrides={"odradek.metrics.port": "-1"}).start()
+    yield b
+    b.stop()
+
+
+def _forwarding(broker: BrokerProcess, timeout_s: float = 10.0) -> ForwardingControllerClient:
+    return ForwardingControllerClient(lambda: (1, broker.host, broker.port), timeout_s=timeout_s)
+
+
+def _comparable(results: Any) -> Any:
+    """Results with their random parts (topic ids) blanked."""
+    if isinstance(results, list):
+        return [_comparable(r) for r in results]
+    if dataclasses.is_dataclass(results) and hasattr(results, "topic_id"):
+        return dataclasses.replace(results, topic_id=uuid.UUID(int=0))  # type: ignore[type-var]
+    return results
+
+
+async def _both(local: LocalControllerClient, remote: ForwardingControllerClient, call: Any,
+                error_messages: bool = True) -> Any:
+    """Run ``call`` on both clients; assert equal results (or equal errors); return the result.
+
+    ``error_messages=False``: the response has no message field for a whole-request error
+    (ControlledShutdown), so only the codes can match."""
+    outcomes = []
+    for client in (local, remote):
+        try:
+            outcomes.append(("ok", _comparable(await call(client))))
+        except KafkaApiError as exc:
+            outcomes.append(("error", (exc.code, exc.message if error_messages else None)))
+    assert outcomes[0] == outcomes[1]
+    return outcomes[0][1]
+
+
+async def test_forwarded_results_equal_the_local_controllers(broker: BrokerProcess, tmp_path: Path) -> None:
+    controller = Controller(1, tmp_path, LocalLeaseStore(tmp_path / "controller.lease"))
+    await controller.start(host=broker.host, port=broker.port)
+    local, remote = LocalControllerClient(controller), _forwarding(broker)
+    try:
+        created = await _both(local, remote, lambda c: c.create_topics([
+            CreatableTopic("fwd-a", 2, 1, configs={"retention.ms": "100"}),
+            CreatableTopic("bad name!"),
+            CreatableTopic("fwd-cfg", configs={"cleanup.policy": "nope"}),
+            CreatableTopic("fwd-rf", 1, 3),
+            CreatableTopic("fwd-asg", assignments=[ReplicaAssignment(0, (1, 1))]),
+            CreatableTopic("fwd-dup"), CreatableTopic("fwd-dup"),
+        ]))
+        assert [r.error_code for r in created] == [
+            ErrorCode.NONE, ErrorCode.INVALID_TOPIC_EXCEPTION, ErrorCode.INVALID_CONFIG,
+            ErrorCode.INVALID_REPLICATION_FACTOR, ErrorCode.INVALID_REPLICA_ASSIGNMENT, ErrorCode.INVALID_REQUEST]
+        assert created[0].configs == {"retention.ms": "100"} and created[0].num_partitions == 2
+        (exists,) = await _both(local, remote, lambda c: c.create_topics([CreatableTopic("fwd-a")]))
+        assert exists.error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+        (dry,) = await _both(local, remote, lambda c: c.create_topics([CreatableTopic("fwd-dry")], validate_only=True))
+        assert dry.error_code == ErrorCode.NONE
+        (internal,) = [await _both(local, remote, lambda c: c.create_internal_topic("__fwd_internal", 1, 1))]
+        assert internal.error_code == ErrorCode.NONE
+
+        grown = await _both(local, remote, lambda c: c.create_partitions([
+            CreatePartitionsTopic("fwd-a", 3), CreatePartitionsTopic("fwd-a-none", 2)]))
+        assert [r.error_code for r in grown] == [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+        (shrink,) = await _both(local, remote, lambda c: c.create_partitions([CreatePartitionsTopic("fwd-a", 1)],
+                                                                               validate_only=True))
+        assert shrink.error_code == ErrorCode.INVALID_PARTITIONS
+
+        # (Duplicate resources never reach the controller: the handlers answer them.)
+        altered = await _both(local, remote, lambda c: c.incremental_alter_configs([
+            AlterConfigsResource(TOPIC, "fwd-a", [AlterableConfig("segment.ms", AlterConfigOp.SET, "5000"),
+                                                  AlterableConfig("cleanup.policy", AlterConfigOp.APPEND, "compact")]),
+            AlterConfigsResource(TOPIC, "fwd-nope", [AlterableConfig("segment.ms", AlterConfigOp.SET, "1")]),
+            AlterConfigsResource(TOPIC, "__fwd_internal", [AlterableConfig("cleanup.policy", AlterConfigOp.SET, "x")]),
+        ]))
+        assert [r.error_code for r in altered] == [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                   ErrorCode.INVALID_CONFIG]
+        legacy = await _both(local, remote, lambda c: c.alter_configs([
+            AlterConfigsResource(TOPIC, "fwd-a", {"retention.ms": "200"}),
+            AlterConfigsResource(TOPIC, "fwd-a-none", {"retention.ms": "200"})], validate_only=True))
+        assert [r.error_code for r in legacy] == [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+        (cluster,) = await _both(local, remote, lambda c: c.incremental_alter_configs([AlterConfigsResource(
+            BROKER, "", [AlterableConfig("log.retention.ms", AlterConfigOp.SET, "3600000")])], validate_only=True))
+        assert cluster.error_code == ErrorCode.NONE
+
+        elected = await _both(local, remote, lambda c: c.elect_leaders(ElectionType.PREFERRED,
+                                                                         [("fwd-a", 0), ("fwd-a", 9)]))
+        assert [r.error_code for r in elected] == [ErrorCode.ELECTION_NOT_NEEDED, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+        assert await _both(local, remote, lambda c: c.elect_leaders(ElectionType.UNCLEAN, None)) == []
+
+        moved = await _both(local, remote, lambda c: c.alter_partition_reassignments([
+            ReassignmentTarget("fwd-a", 0, (1,)), ReassignmentTarget("fwd-a", 1, None),
+            ReassignmentTarget("fwd-a", 2, (5,)), ReassignmentTarget("fwd-x", 0, (1,))]))
+        assert [r.error_code for r in moved] == [ErrorCode.NONE, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                                                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+        assert await _both(local, remote, lambda c: c.list_partition_reassignments(None)) == []
+        assert await _both(local, remote, lambda c: c.list_partition_reassignments([("fwd-a", 0)])) == []
+
+        stale = await _both(local, remote, lambda c: c.controlled_shutdown(1, 10_000), error_messages=False)
+        assert stale[0] == ErrorCode.STALE_BROKER_EPOCH
+
+        deleted = await _both(local, remote, lambda c: c.delete_topics(["fwd-a", "fwd-missing"], [uuid.uuid4()]))
+        assert sorted(r.error_code for r in deleted) == sorted([ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                                ErrorCode.UNKNOWN_TOPIC_ID])
+    finally:
+        await remote.close()
+        await controller.stop()
+
+
+async def test_controlled_shutdown_of_the_only_broker_keeps_its_leaderships(broker: BrokerProcess) -> None:
+    remote = _forwarding(broker)
+    try:
+        (created,) = await remote.create_topics([CreatableTopic("fwd-shutdown", 2, 1)])
+        assert created.error_code == ErrorCode.NONE
+        # Broker epoch -1: not checked (Kafka's default for older senders).
+        remaining = await remote.controlled_shutdown(1, -1)
+        assert sorted(p for t, p in remaining if t == "fwd-shutdown") == [0, 1]
+        with pytest.raises(KafkaApiError) as e:
+            await remote.controlled_shutdown(7, -1)
+        assert e.value.code == ErrorCode.BROKER_ID_NOT_REGISTERED
+    finally:
+        await remote.close()
+
+
+async def test_retries_until_the_controller_comes_up(tmp_path: Path) -> None:
+    port = free_port()
+    late = BrokerProcess(tmp_path, port=port, overrides={"odradek.metrics.port": "-1"})
+    starter = threading.Timer(0.5, late.start)
+    starter.start()
+    remote = ForwardingControllerClient(lambda: (1, late.host, port), timeout_s=30.0)
+    try:
+        began = time.monotonic()
+        (r,) = await remote.create_topics([CreatableTopic("late-topic", 1, 1)])
+        assert r.error_code == ErrorCode.NONE and time.monotonic() - began >= 0.4
+    finally:
+        starter.join()
+        await remote.close()
+        late.stop()
+
+
+async def test_no_controller_until_the_deadline_times_out() -> None:
+    dead_port = free_port()
+    for target in (lambda: None, lambda: (1, "127.0.0.1", dead_port)):
+        remote = ForwardingControllerClient(target, timeout_s=0.4)
+        began = time.monotonic()
+        with pytest.raises(KafkaApiError) as e:
+            await remote.create_topics([CreatableTopic("never")])
+        assert e.value.code == ErrorCode.REQUEST_TIMED_OUT
+        assert 0.3 <= time.monotonic() - began < 3
+        await remote.close()
+
+
+async def test_routing_local_remote_and_never_itself(broker: BrokerProcess, tmp_path: Path) -> None:
+    controller = Controller(2, tmp_path, LocalLeaseStore(tmp_path / "controller.lease"))
+    await controller.start(host="127.0.0.1", port=1)
+    image = MetadataImage(controller_id=1)
+    image.brokers[1] = BrokerRegistration(1, broker.host, broker.port)
+    image.brokers[2] = BrokerRegistration(2, "127.0.0.1", 1)
+    routing = RoutingControllerClient(2, lambda: controller, lambda: image, timeout_s=0.5)
+    try:
+        # Active here: the local controller takes it (the topic exists here, not on the broker).
+        (r,) = await routing.create_topics([CreatableTopic("routed-local", 1, 1)])
+        assert r.error_code == ErrorCode.NONE and "routed-local" in controller.image.topics
+        # Not active here: forwarded to the image's controller, node 1.
+        await controller.stop()
+        (r,) = await routing.create_topics([CreatableTopic("routed-remote", 1, 1)])
+        assert r.error_code == ErrorCode.NONE and "routed-remote" not in controller.image.topics
+        with pytest.raises(KafkaApiError) as e:
+            await routing.register_broker(2, "127.0.0.1", 1)
+        assert e.value.code == ErrorCode.NOT_CONTROLLER
+        # The image still names this node but its controller is gone: wait, never forward to itself.
+        image.controller_id = 2
+        began = time.monotonic()
+        with pytest.raises(KafkaApiError) as e:
+            await routing.create_topics([CreatableTopic("routed-nowhere", 1, 1)])
+        assert e.value.code == ErrorCode.REQUEST_TIMED_OUT and time.monotonic() - began >= 0.4
+        # ...and as soon as the image names the new controller, the waiting call goes there.
+        image.controller_id = -1
+        asyncio.get_running_loop().call_later(0.2, setattr, image, "controller_id", 1)
+        patient = RoutingControllerClient(2, lambda: controller, lambda: image, timeout_s=5.0)
+        (r,) = await patient.create_topics([CreatableTopic("routed-later", 1, 1)])
+        assert r.error_code == ErrorCode.NONE
+        await patient.close()
+    finally:
+        await routing.close()
+        await controller.stop()
+
+
+async def test_routing_after_the_local_lease_is_lost(broker: BrokerProcess, tmp_path: Path) -> None:
+    """The local controller believes it is active, but its lease expired (it could not renew in
+    time): the call fails with NOT_CONTROLLER there, and the routing client sends it to the image's
+    controller instead."""
+    now = [1_000_000]
+    deposed = Controller(2, tmp_path, LocalLeaseStore(tmp_path / "controller.lease"), lease_ttl_ms=1000,
+                         clock=lambda: now[0])
+    await deposed.start(host="127.0.0.1", port=1)
+    now[0] += 5000
+    image = MetadataImage(controller_id=1)
+    image.brokers[1] = BrokerRegistration(1, broker.host, broker.port)
+    routing = RoutingControllerClient(2, lambda: deposed, lambda: image, timeout_s=5.0)
+    try:
+        assert deposed.is_active
+        (r,) = await routing.create_topics([CreatableTopic("routed-after-loss", 1, 1)])
+        assert r.error_code == ErrorCode.NONE
+        assert not deposed.is_active and "routed-after-loss" not in deposed.image.topics
+    finally:
+        await routing.close()
+        await deposed.stop()
