@@ -71,10 +71,8 @@ def test_compose_services_run_in_their_namespaces_and_answer(compose: ComposeNet
     assert any((compose.work_dir / "volumes" / "etcd-data").iterdir())
 
 
-@pytest.mark.xfail(reason="Metadata gives every client the first advertised listener (a broker registers one endpoint: "
-                          "broker/cluster/registration.py, broker/broker_registration.py); Kafka answers with the endpoints of the listener the request "
-                          "came in on, which host clients of the compose file need", strict=False)
 def test_the_external_listener_advertises_the_published_host_ports(compose: ComposeNetns) -> None:
+    # Metadata answers with the endpoints of the listener the request came in on (Kafka's rule).
     for n, name in enumerate(BROKERS, 1):
         external = {b["node_id"]: (b["host"], b["port"]) for b in _metadata(compose.address(name), 19092)["brokers"]}
         assert external[n] == ("localhost", 9091 + n)
@@ -118,7 +116,7 @@ def test_compose_brokers_form_one_cluster_and_replicate_a_topic(compose: Compose
     with WireClient(compose.address("broker1"), 9092) as c:
         controller = c.request(60, 0, {})["controller_id"]  # DescribeCluster
     assert controller in expected, compose.logs()
-    # To the controller: a non-controller answers NOT_CONTROLLER until requests are forwarded.
+    # To the controller (a non-controller answers NOT_CONTROLLER until forwarding is wired in).
     with WireClient(compose.address(f"broker{controller}"), 9092) as c:
         created = c.request(19, 7, {"topics": [{"name": "replicated", "num_partitions": 3, "replication_factor": 3}],
                                     "timeout_ms": 15000})
