@@ -156,7 +156,8 @@ def test_odradek_cluster_without_etcd_says_how_to_get_it(tmp_path):
 
 
 def test_cluster_processes_kill_pause_and_restart_a_node(tmp_path):
-    with cluster_or_skip(tmp_path / "c") as cluster:
+    # A short lease: a killed node's registration lapses in ~2 s, and start() waits for that.
+    with cluster_or_skip(tmp_path / "c", overrides={"controller.lease.ttl.ms": "2000"}) as cluster:
         assert isinstance(cluster, ClusterProcesses)
         assert cluster.node_ids == [1, 2, 3] and len(cluster.bootstrap.split(",")) == 3
         if cluster_mode_available():
