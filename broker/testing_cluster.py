@@ -22,7 +22,6 @@ from broker.cluster_launcher import (
     BrokerNode,
     EtcdProcess,
     LocalCluster,
-    cluster_mode_available,
     kafka_request,
     wait_until,
 )
@@ -98,14 +97,9 @@ class ClusterProcesses:
     def start(self, node_id: int, timeout: float = 30.0) -> BrokerNode:
         """(Re)start one broker, same port and data dir; returns once it answers.
 
-        After a ``kill`` the node's registration lives on in etcd until its lease lapses
-        (``controller.lease.ttl.ms``), and a broker refuses to start under a node.id registered by a
-        live broker: so this first waits until the other live brokers' Metadata no longer lists it.
+        Right after a ``kill`` the node's old registration lives on in etcd until its lease lapses;
+        the broker waits that out itself (one ``controller.lease.ttl.ms`` at most) before serving.
         """
-        others = [n for n in self.live_ids() if n != node_id]
-        if others and cluster_mode_available():
-            self.wait_until(lambda: node_id not in {b["node_id"] for b in self.metadata(others[0])["brokers"]},
-                            timeout)
         return self.brokers[node_id].start(timeout)
 
     def stop(self, node_id: int, timeout: float = 30.0) -> int | None:

@@ -31,7 +31,7 @@ from typing import Any
 from broker.broker_registration import BrokerEndpoint
 from broker.cluster.cluster_identity import agree_cluster_id
 from broker.cluster.controller_candidate import ControllerCandidate, controller_factory
-from broker.cluster.errors import StartAborted
+from broker.cluster.errors import DuplicateNodeIdError, StartAborted
 from broker.cluster.keys import ClusterKeys
 from broker.cluster.metadata_follower import MetadataFollower
 from broker.cluster.registration import BrokerRegistrationLease
@@ -97,7 +97,7 @@ class ClusterNode:
         assert self.keys is not None
         registration = BrokerRegistrationLease(self._client, self.keys, self.node_id, endpoint, self.lease_ttl_ms,
                                                lambda fenced: self.on_fenced(fenced))
-        await self._retrying("register this broker", registration.register)
+        await self._retrying("register this broker", lambda: self._register_waiting_for_a_dead_twin(registration))
         self.registration = registration
         registration.start_renewing()
         deadline = time.monotonic() + wait_s
@@ -107,6 +107,29 @@ class ClusterNode:
                             "serving anyway", self.node_id, wait_s)
                 return
             await asyncio.sleep(0.05)
+
+    async def _register_waiting_for_a_dead_twin(self, registration: BrokerRegistrationLease) -> None:
+        """Register; while this node.id's key is held, retry for one lease TTL (plus a second).
+
+        After a crash (SIGKILL, power loss) the old process's key lives until its lease lapses, at most
+        one TTL: the restart waits it out, as Kafka's broker retries a registration refused while its
+        old session is alive. A key still held after that is renewed by a live process: a duplicate
+        node.id, refused (``DuplicateNodeIdError``)."""
+        deadline = time.monotonic() + self.lease_ttl_ms / 1000 + 1.0
+        logged = False
+        while True:
+            try:
+                await registration.register()
+                return
+            except DuplicateNodeIdError:
+                if time.monotonic() >= deadline or self._stop_requested():
+                    raise
+                if not logged:
+                    log.warning("node.id %d is still registered (a previous run of this broker that has not "
+                                "expired yet, or another live broker); waiting up to %.0f s", self.node_id,
+                                self.lease_ttl_ms / 1000 + 1.0)
+                    logged = True
+                await asyncio.sleep(0.25)
 
     def _registered_in_image(self) -> bool:
         assert self.registration is not None

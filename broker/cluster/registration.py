@@ -14,9 +14,8 @@ broker's fencing (its leaderships move to other ISR members). Kafka's equivalent
 BrokerRegistration request plus heartbeats (or ZooKeeper's ephemeral /brokers/ids/<id> znode).
 
 - ``register``: grant a lease of ``controller.lease.ttl.ms``, then create the key only if it does
-  not exist. An existing key of another incarnation is another live process with this node.id:
-  ``DuplicateNodeIdError`` (the key lapses with its owner, so a restart after a crash waits at most
-  one TTL, retrying).
+  not exist; an existing key raises ``DuplicateNodeIdError``. ``broker.cluster.cluster_node`` retries
+  for one TTL (a crashed previous run's key lapses with its lease) before refusing the start.
 - Renewal runs every TTL/3. While renewals fail, the broker keeps serving until the lease's TTL has
   passed since the last good renewal; then it calls ``on_fenced(True)`` (the replica manager stops
   acting as leader: the controller has fenced it or will, and another broker may lead now), and

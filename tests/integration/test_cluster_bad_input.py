@@ -111,3 +111,14 @@ def test_etcd_lost_while_running_refuses_writes_then_recovers(tmp_path: Path) ->
         assert c.wait_until(lambda: create_topic_error(c.broker(c.controller_id()), "after-etcd-back") == 0, 30), \
             c.logs()
         assert c.wait_members(30), c.logs()
+
+
+def test_a_restart_right_after_a_crash_waits_for_the_old_registration(tmp_path: Path) -> None:
+    with cluster_or_skip(tmp_path / "c", 2, FAST) as c:
+        assert c.wait_members(30)
+        c.kill(2)
+        t0 = time.monotonic()
+        c.start(2)  # the dead run's key still lives (up to one TTL): the new run waits, then registers
+        assert time.monotonic() - t0 < 2.0 + 10
+        assert c.wait_until(lambda: sorted(b["node_id"] for b in c.metadata(1)["brokers"]) == [1, 2], 20), c.logs()
+        assert "Traceback" not in c.log_text(2)
