@@ -131,3 +131,41 @@ def test_compose_brokers_form_one_cluster_and_replicate_a_topic(compose: Compose
             break
         time.sleep(0.2)
     assert ready, (topic, compose.logs())
+
+
+def _describe_cluster(host: str) -> dict:
+    with WireClient(host, 9092) as c:
+        return c.request(60, 0, {})
+
+
+def test_a_controller_cut_off_from_etcd_cannot_write_and_is_replaced(compose: ComposeNetns) -> None:
+    """The controller's namespace loses its route to etcd (the others keep theirs): within the lease TTL
+    (10 s, the compose default) another broker is controller; a write sent to the cut-off node is not
+    committed anywhere; healed, it follows the new controller and is a live broker again."""
+    old = _describe_cluster(compose.address("broker1"))["controller_id"]
+    assert old in (1, 2, 3), compose.logs()
+    others = [name for name in BROKERS if name != f"broker{old}"]
+    compose.isolate(f"broker{old}", ["etcd"])
+    try:
+        t0 = time.monotonic()
+        new = old
+        while time.monotonic() - t0 < 10 + 15:
+            new = _describe_cluster(compose.address(others[0]))["controller_id"]
+            if new not in (-1, old):
+                break
+            time.sleep(0.2)
+        assert new not in (-1, old), compose.logs()
+        # The deposed controller cannot commit: its write fails, and no other broker ever sees it.
+        with WireClient(compose.address(f"broker{old}"), 9092, timeout=60) as c:
+            reply = c.request(19, 7, {"topics": [{"name": "written-while-cut-off", "num_partitions": 1,
+                                                  "replication_factor": 1}], "timeout_ms": 5000})
+        assert reply["topics"][0]["error_code"] != 0, reply
+        assert "written-while-cut-off" not in {t["name"] for t in _metadata(compose.address(others[0]))["topics"]}
+        assert "stops acting as controller" in compose.processes[f"broker{old}"].log_text()
+    finally:
+        compose.heal(f"broker{old}")
+    deadline = time.monotonic() + 30
+    while _describe_cluster(compose.address(f"broker{old}"))["controller_id"] != new or \
+            old not in {b["broker_id"] for b in _describe_cluster(compose.address(others[0]))["brokers"]}:
+        assert time.monotonic() < deadline, compose.logs()
+        time.sleep(0.2)
