@@ -37,7 +37,7 @@ from broker.cluster.keys import ClusterKeys
 from broker.cluster.registration import decode_registration
 from controller.controller import Controller
 from controller.etcd_client import EtcdError
-from controller.etcd_lease import EtcdLeaseStore
+from controller.etcd_lease import LEADER_KEY, EtcdLeaseStore
 from controller.etcd_log_store import EtcdMetadataLogStore
 from controller.lease import LeaseLostError
 from controller.metadata_log import StaleControllerEpochError
@@ -64,6 +64,7 @@ class ControllerCandidate:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self.terms = 0  # how many times this node became the controller
+        self._unreachable = False
 
     @property
     def active_controller(self) -> Controller | None:
@@ -86,10 +87,16 @@ class ControllerCandidate:
     async def _run(self) -> None:
         while not self._stopping:
             try:
-                if await self._campaign():
+                won = await self._campaign()
+                self._unreachable = False
+                if won:
                     await self._lead()
             except asyncio.CancelledError:
                 raise
+            except (EtcdError, OSError) as exc:
+                if not self._unreachable:  # once per outage, not every campaign_interval_s
+                    log.warning("controller candidate %d cannot reach the metadata store: %s", self.node_id, exc)
+                    self._unreachable = True
             except Exception:
                 log.exception("controller candidate %d: unexpected error; campaigning again", self.node_id)
                 await self._step_down("unexpected error")
@@ -103,11 +110,12 @@ class ControllerCandidate:
 
     async def _campaign(self) -> bool:
         """One attempt at the lease; True when this node is now the active controller."""
+        # While a controller holds the lease, one Get on the shared client is the whole check; the
+        # stores (each with its own connection) are built only when the lease looks free.
+        if await self._client.get(f"{self._keys.prefix}/{LEADER_KEY}".encode()) is not None:
+            return False
         lease_store, log_store = self._stores()
         try:
-            if await lease_store.current(0) is not None:
-                await lease_store.close()
-                return False
             controller = self._make_controller(lease_store, log_store)
             await controller.start()
         except KafkaApiError as exc:

@@ -21,6 +21,7 @@ EXPECTED_APIS = [
     (1, 4, 17),  # Fetch
     (2, 1, 10),  # ListOffsets
     (3, 0, 12),  # Metadata
+    (7, 3, 3),  # ControlledShutdown
     (8, 0, 9),  # OffsetCommit
     (9, 0, 9),  # OffsetFetch
     (10, 0, 6),  # FindCoordinator
@@ -41,8 +42,12 @@ EXPECTED_APIS = [
     (35, 0, 4),  # DescribeLogDirs
     (37, 0, 3),  # CreatePartitions
     (42, 0, 2),  # DeleteGroups
+    (43, 0, 2),  # ElectLeaders
     (44, 0, 1),  # IncrementalAlterConfigs
+    (45, 0, 0),  # AlterPartitionReassignments
+    (46, 0, 0),  # ListPartitionReassignments
     (47, 0, 0),  # OffsetDelete
+    (56, 2, 3),  # AlterPartition
     (60, 0, 1),  # DescribeCluster
     (68, 0, 1),  # ConsumerGroupHeartbeat
     (69, 0, 0),  # ConsumerGroupDescribe
