@@ -112,6 +112,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.metadata.metadata_dir)
         self.replica_manager = ReplicaManager(self.config, self.metadata, self.timer, self.io_pool, self.fail,
                                               lambda: self.stopping)
+        self.replica_manager.alter_partition = self.controller_client.alter_partition  # ISR changes (KIP-497)
         await self.replica_manager.start()
         self.fetch_sessions = FetchSessionCache(self.config["max.incremental.fetch.session.cache.slots"])
         from broker.coordinator.partition_writer import ReplicaManagerWriter

@@ -19,6 +19,11 @@ change (``_apply_leadership``: new followers and new leader epochs are added, ne
 deleted partitions removed) and stops. A follower's Partition answers NOT_LEADER_OR_FOLLOWER to
 clients, as in Kafka.
 
+ISR changes (KIP-497): as leader, a follower lagging more than ``replica.lag.time.max.ms`` is
+dropped from the ISR (checked every half of it, Kafka's isr-expiration task) and a replica that
+caught up is added back (checked on its fetch), each through ``alter_partition`` — the controller
+client's AlterPartition, set by the broker (None: the ISR stays as the controller made it).
+
 Threading: partition state and the purgatories are owned by the handler loop. Appends run on
 the loop: a page-cache ``pwrite`` costs microseconds, less than a hand-off to the IO pool would
 (measured in bench/storage_bench.py); segment rolls fsync the old segment (rare: every
@@ -41,7 +46,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -67,6 +72,10 @@ from storage.results import EMPTY_SLICE, AppendInfo
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
+    from controller.requests import AlterPartitionResult
+
+    # ControllerClient.alter_partition(topic_id, partition, leader_id, leader_epoch, partition_epoch, new_isr)
+    AlterPartitionCall = Callable[[Any, int, int, int, int, Sequence[int]], Awaitable[AlterPartitionResult]]
     from broker.metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
@@ -135,6 +144,10 @@ class ReplicaManager:
         self.log_manager.on_dir_offline = self._dir_offline_threadsafe
         self.replica_fetchers = ReplicaFetcherManager(self, FetcherConfig.from_broker_config(config),
                                                       self._broker_endpoint)
+        # The controller client's alter_partition (the broker sets it after start-up).
+        self.alter_partition: AlterPartitionCall | None = None
+        self.replica_lag_time_max_ms: int = config["replica.lag.time.max.ms"]
+        self._isr_tasks: set[asyncio.Task[None]] = set()
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -170,6 +183,9 @@ class ReplicaManager:
             loop.create_task(self._every(cfg["log.flush.offset.checkpoint.interval.ms"], self.log_manager.checkpoint)),
             loop.create_task(self._every(cfg["producer.id.expiration.check.interval.ms"], self.log_manager.remove_expired_producers)),
         ]
+        # Kafka's isr-expiration task: every half of replica.lag.time.max.ms.
+        self._tasks.append(loop.create_task(self._every_on_loop(self.replica_lag_time_max_ms // 2,
+                                                                self._maybe_shrink_isrs)))
         if self.cleaner.config.enable:
             # Kafka's LogCleaner threads: one log cleaned per round, then back off.
             self._tasks.append(loop.create_task(self._every(self.cleaner.config.backoff_ms, self.cleaner.clean_once)))
@@ -182,7 +198,7 @@ class ReplicaManager:
 
     async def shutdown(self) -> None:
         await self.replica_fetchers.shutdown()
-        for task in self._tasks:
+        for task in [*self._tasks, *self._isr_tasks]:
             task.cancel()
         if self.cleaner is not None:
             self.cleaner.shutdown()
@@ -202,6 +218,15 @@ class ReplicaManager:
             await asyncio.sleep(interval)
             try:
                 await self._io(fn)
+            except Exception:
+                log.exception("periodic %s failed", getattr(fn, "__name__", fn))
+
+    async def _every_on_loop(self, interval_ms: int, fn: Callable[[], Any]) -> None:
+        interval = max(interval_ms, 10) / 1000.0
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                fn()
             except Exception:
                 log.exception("periodic %s failed", getattr(fn, "__name__", fn))
 
@@ -282,16 +307,22 @@ class ReplicaManager:
                 part.is_internal = topic.is_internal
                 was_leader = part.leader == self.node_id
                 moved = not created and (part.leader != p.leader or part.leader_epoch != p.leader_epoch)
-                part.leader, part.leader_epoch = p.leader, p.leader_epoch
+                isr_changed = part.isr != p.isr
+                part.leader, part.leader_epoch, part.partition_epoch = p.leader, p.leader_epoch, p.partition_epoch
                 part.isr, part.replicas = p.isr, p.replicas
+                if p.leader == self.node_id:
+                    if moved or created:
+                        part.reset_follower_states(now_ms())  # followers' positions unknown until they fetch
+                        unfollow.append(key)
+                    elif isr_changed:
+                        # A smaller ISR may let the HW move (and acks=-1 produces answer, or fail
+                        # with NOT_ENOUGH_REPLICAS_AFTER_APPEND below min.insync.replicas).
+                        part.maybe_increment_high_watermark()
+                        self.try_complete_delayed_requests(key)
                 if moved:
                     # Requests waiting on the old leadership answer now (fenced or not leader).
                     self.try_complete_delayed_requests(key)
-                if p.leader == self.node_id:
-                    if moved or created:
-                        part.reset_follower_states()  # followers' positions unknown until they fetch
-                        unfollow.append(key)
-                elif moved or created:
+                if p.leader != self.node_id and (moved or created):
                     # A follower (again, or under a new leader epoch): truncate, then fetch.
                     follow[key] = (p.leader, p.leader_epoch, topic.topic_id, part.log_end_offset)
                 if p.leader == self.node_id and not was_leader:
@@ -320,6 +351,56 @@ class ReplicaManager:
 
     def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         return self._io(fn, *args)
+
+    # -- ISR changes (Kafka's Partition.maybeShrinkIsr / maybeExpandIsr, AlterPartition) --------
+
+    def _maybe_shrink_isrs(self) -> None:
+        """Drop from each led partition's ISR the followers lagging over replica.lag.time.max.ms."""
+        if self.alter_partition is None:
+            return
+        now = now_ms()
+        lag = self.replica_lag_time_max_ms
+        for part in self.partitions.values():
+            if len(part.isr) > 1 and part.leader == self.node_id and not part.isr_change_pending:
+                out = part.out_of_sync_replicas(now, lag)
+                if out:
+                    log.info("Shrinking the ISR of %s-%d from %s: %s not caught up for %d ms", part.topic,
+                             part.index, list(part.isr), out, lag)
+                    self._request_isr_change(part, tuple(r for r in part.isr if r not in out))
+
+    def _maybe_expand_isr(self, part: Partition, replica_id: int) -> None:
+        if self.alter_partition is not None and not part.isr_change_pending and part.is_expansion_candidate(replica_id):
+            log.info("Expanding the ISR of %s-%d from %s to add %d", part.topic, part.index, list(part.isr), replica_id)
+            self._request_isr_change(part, (*part.isr, replica_id))
+
+    def _request_isr_change(self, part: Partition, new_isr: tuple[int, ...]) -> None:
+        part.isr_change_pending = True
+        task = asyncio.get_running_loop().create_task(self._send_isr_change(part, new_isr))
+        self._isr_tasks.add(task)
+        task.add_done_callback(self._isr_tasks.discard)
+
+    async def _send_isr_change(self, part: Partition, new_isr: tuple[int, ...]) -> None:
+        call = self.alter_partition
+        assert call is not None
+        epoch = part.leader_epoch
+        try:
+            result = await call(part.topic_id, part.index, self.node_id, epoch, part.partition_epoch, new_isr)
+        except Exception as exc:  # NOT_CONTROLLER, connection lost: the next check retries
+            log.warning("AlterPartition of %s-%d failed: %s", part.topic, part.index, exc)
+            return
+        finally:
+            part.isr_change_pending = False
+        if result.error_code != ErrorCode.NONE:
+            # FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION: newer metadata is on its way.
+            log.info("AlterPartition of %s-%d to %s answered %s", part.topic, part.index, list(new_isr),
+                     ErrorCode(result.error_code).name)
+            return
+        if (self.partitions.get((part.topic, part.index)) is part and part.leader_epoch == result.leader_epoch == epoch
+                and result.partition_epoch > part.partition_epoch):
+            # Applied at once, as Kafka does; the metadata that follows says the same.
+            part.isr, part.partition_epoch = tuple(result.isr), result.partition_epoch
+            part.maybe_increment_high_watermark()
+            self.try_complete_delayed_requests((part.topic, part.index))
 
     def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         reg = self.image.brokers.get(broker_id)
@@ -665,6 +746,7 @@ class ReplicaManager:
         zero_copy = self._zero_copy
         replica_id = params.replica_id
         moved: list[TopicPartition] | None = [] if replica_id >= 0 else None
+        fetch_ms = now_ms() if moved is not None else 0
         out = FetchResult()
         reads = out.partitions
         for cp in partitions:
@@ -692,8 +774,10 @@ class ReplicaManager:
                         piece = part.read_for_follower(cp.fetch_offset, limit, min_one)
                     else:
                         piece = EMPTY_SLICE
-                    if part.update_follower_fetch_state(replica_id, cp.fetch_offset):
+                    if part.update_follower_fetch_state(replica_id, cp.fetch_offset, fetch_ms):
                         moved.append((name, cp.partition))
+                    if replica_id not in part.isr:
+                        self._maybe_expand_isr(part, replica_id)
                     size = piece.size
                     if size:
                         records = piece if zero_copy else piece.read_bytes()

@@ -402,9 +402,10 @@ class TestKeysWithoutEffect:
         for key in ("fetch.max.bytes", "max.connections", "max.connections.per.ip",
                     "max.connections.per.ip.overrides", "producer.id.expiration.ms",
                     "producer.id.expiration.check.interval.ms", "log.retention.ms", "broker.id", "log.dir",
-                    "replica.fetch.max.bytes", "replica.fetch.wait.max.ms", "num.replica.fetchers"):
+                    "replica.fetch.max.bytes", "replica.fetch.wait.max.ms", "num.replica.fetchers",
+                    "replica.lag.time.max.ms"):
             assert CONFIG_DEFS[key].no_effect == "", key
-        assert CONFIG_DEFS["replica.lag.time.max.ms"].no_effect
+        assert CONFIG_DEFS["replica.high.watermark.checkpoint.interval.ms"].no_effect
 
     def test_defaults_alone_warn_nothing(self, caplog: pytest.LogCaptureFixture) -> None:
         with caplog.at_level(logging.WARNING, logger="broker.config"):
