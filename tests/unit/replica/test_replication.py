@@ -93,9 +93,11 @@ def log_bytes(part: Partition) -> bytes:
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+async def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
+    """Node 1's extra overrides come from an indirect parametrization."""
+    extra = list(getattr(request, "param", []))
     config1 = load_config(None, [f"log.dirs={tmp_path / 'logs1'}", "node.id=1",
-                                 "listeners=PLAINTEXT://127.0.0.1:0", *FAST], environ={})
+                                 "listeners=PLAINTEXT://127.0.0.1:0", *FAST, *extra], environ={})
     broker1 = Broker(config1)
     await broker1.start()
     controller = broker1.embedded_controller.controller  # type: ignore[union-attr]
@@ -195,3 +197,35 @@ async def test_a_follower_with_a_divergent_tail_truncates_to_the_leader(
     # The leader does not know epoch 1: it answered where its largest smaller epoch (0) ends.
     assert "the leader's epoch 0 ends at offset 3 (our log end 6)" in caplog.text
     assert "Truncating r-0 to offset 3 (log end 6)" in caplog.text
+
+
+@pytest.mark.parametrize("cluster", [["replica.lag.time.max.ms=600"]], indirect=True)
+async def test_a_lagging_follower_leaves_the_isr_and_rejoins_once_caught_up(cluster: Cluster) -> None:
+    assert (await cluster.produce(batch(1)))["error_code"] == 0
+    # The follower stops fetching (a paused broker): past replica.lag.time.max.ms the leader
+    # shrinks the ISR through AlterPartition, and the waiting acks=-1 produce is answered.
+    cluster.rm2.replica_fetchers.remove_partitions([TP])
+    started = time.monotonic()
+    answer = await cluster.produce(batch(2))
+    elapsed = time.monotonic() - started
+    assert answer["error_code"] == 0 and 0.3 < elapsed < 5
+    assert cluster.leader.isr == (1,) and cluster.leader.high_watermark == 3
+    p = cluster.controller.image.topics[TOPIC].partitions[0]
+    assert (p.isr, p.partition_epoch) == ((1,), 1)
+    # It fetches again, reaches the HW, and the leader adds it back.
+    follower = cluster.follower
+    cluster.rm2.replica_fetchers.add_partitions(
+        {TP: (1, follower.leader_epoch, follower.topic_id, follower.log_end_offset)})
+    await eventually(lambda: cluster.leader.isr == (1, 2))
+    p = cluster.controller.image.topics[TOPIC].partitions[0]
+    assert (p.isr, p.partition_epoch) == ((1, 2), 2) and cluster.follower.log_end_offset == 3
+
+
+@pytest.mark.parametrize("cluster", [["replica.lag.time.max.ms=600", "min.insync.replicas=2"]], indirect=True)
+async def test_acks_all_below_min_insync_replicas_after_the_isr_shrank(cluster: Cluster) -> None:
+    assert (await cluster.produce(batch(1)))["error_code"] == 0
+    cluster.rm2.replica_fetchers.remove_partitions([TP])
+    # Appended, but the ISR fell below min.insync.replicas while it waited (Kafka's answer).
+    assert (await cluster.produce(batch(1)))["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    assert (await cluster.produce(batch(1)))["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert (await cluster.produce(batch(1), acks=1))["error_code"] == ErrorCode.NONE
