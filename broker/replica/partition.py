@@ -136,7 +136,18 @@ class Partition:
                 self._note_above_hw(log_end)
         if new_hw <= self.high_watermark:
             return False
-        self._set_high_watermark(new_hw, log_end)
+        # _set_high_watermark, its one-node case inlined (the produce hot path).
+        self.high_watermark = new_hw
+        if new_hw == log_end:
+            self.high_watermark_bytes = self._appended_bytes
+            if self._above_hw:
+                self._above_hw.clear()
+        else:
+            self._advance_high_watermark_bytes(new_hw)
+        # _update_last_stable_offset, inlined while the LSO is the HW (the produce hot path):
+        # transactions replace these two lines with a call to it.
+        self.last_stable_offset = new_hw
+        self.last_stable_bytes = self.high_watermark_bytes
         return True
 
     def _note_above_hw(self, log_end: int) -> None:
@@ -146,20 +157,19 @@ class Partition:
             above.append((log_end, self._appended_bytes))
 
     def _set_high_watermark(self, new_hw: int, log_end: int) -> None:
-        """Move the HW (and the LSO with it) and the byte count below them."""
+        """Move the HW and the byte count below it (the caller moves the LSO)."""
         self.high_watermark = new_hw
-        above = self._above_hw
         if new_hw >= log_end:
             self.high_watermark_bytes = self._appended_bytes
-            if above:
-                above.clear()
+            self._above_hw.clear()
         else:
-            while above and above[0][0] <= new_hw:
-                self.high_watermark_bytes = above.popleft()[1]
-        # _update_last_stable_offset, inlined while the LSO is the HW (the produce hot path):
-        # transactions replace these two lines with a call to it.
-        self.last_stable_offset = new_hw
-        self.last_stable_bytes = self.high_watermark_bytes
+            self._advance_high_watermark_bytes(new_hw)
+
+    def _advance_high_watermark_bytes(self, new_hw: int) -> None:
+        """The byte count at the last remembered append ending at or below ``new_hw``."""
+        above = self._above_hw
+        while above and above[0][0] <= new_hw:
+            self.high_watermark_bytes = above.popleft()[1]
 
     def update_follower_fetch_state(self, replica_id: int, log_end_offset: int, now_ms: int = 0) -> bool:
         """A follower's fetch reported its log end offset (Kafka's updateFollowerFetchState);
