@@ -218,6 +218,12 @@ class Partition:
         end = self._follower_end_offsets.get(replica_id, -1)
         return end >= self.high_watermark and end >= self._leader_epoch_start_offset
 
+    def restore_high_watermark(self, checkpointed: int) -> None:
+        """At start-up: the HW from ``replication-offset-checkpoint``, within [log start, log end]
+        (the byte counts start from here: what lies between it and the log end counts as old)."""
+        hw = min(max(checkpointed, self.log.log_start_offset), self.log.log_end_offset)
+        self.high_watermark = self.last_stable_offset = hw
+
     def update_follower_high_watermark(self, leader_high_watermark: int) -> bool:
         """As follower: the HW is the leader's, capped at our own log end; it only moves up
         (Kafka's maybeUpdateHighWatermark). True if it moved."""

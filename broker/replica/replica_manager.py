@@ -56,6 +56,7 @@ from broker.replica.delayed_fetch import DelayedFetch, FetchStatus
 from broker.replica.delayed_produce import DelayedProduce, ProduceCallback, ProduceResult
 from broker.replica.fetch_params import FetchCallback, FetchParams, FetchResult, LogReadResult
 from broker.replica.fetch_session import CachedPartition
+from broker.replica.high_watermark_checkpoint import read_high_watermarks, write_high_watermarks
 from broker.replica.partition import Partition, RecordCheck
 from broker.replica.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from broker.timing_wheel import Timer
@@ -148,6 +149,8 @@ class ReplicaManager:
         self.alter_partition: AlterPartitionCall | None = None
         self.replica_lag_time_max_ms: int = config["replica.lag.time.max.ms"]
         self._isr_tasks: set[asyncio.Task[None]] = set()
+        # replication-offset-checkpoint's HWs, taken by the partitions made at start-up.
+        self._checkpointed_hws: dict[TopicPartition, int] = {}
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -159,6 +162,7 @@ class ReplicaManager:
         self._apply_broker_defaults()
         topic_configs = {name: self.topic_log_config(t) for name, t in image.topics.items()}
         await self._io(self.log_manager.startup, topic_configs)
+        self._checkpointed_hws = await self._io(read_high_watermarks, self.log_manager.online_dirs())
         for topic in list(image.topics.values()):
             try:
                 await self._io(self._open_logs, self._hosted_snapshot(topic))
@@ -183,6 +187,8 @@ class ReplicaManager:
             loop.create_task(self._every(cfg["log.flush.offset.checkpoint.interval.ms"], self.log_manager.checkpoint)),
             loop.create_task(self._every(cfg["producer.id.expiration.check.interval.ms"], self.log_manager.remove_expired_producers)),
         ]
+        self._tasks.append(loop.create_task(self._every_on_loop(
+            cfg["replica.high.watermark.checkpoint.interval.ms"], self._checkpoint_high_watermarks)))
         # Kafka's isr-expiration task: every half of replica.lag.time.max.ms.
         self._tasks.append(loop.create_task(self._every_on_loop(self.replica_lag_time_max_ms // 2,
                                                                 self._maybe_shrink_isrs)))
@@ -207,6 +213,8 @@ class ReplicaManager:
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
         self._log_admin.shutdown(wait=True)
+        if self._started:
+            await self._io(write_high_watermarks, self._high_watermarks_by_dir())
         await self._io(self.log_manager.shutdown)
 
     async def _io(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -229,6 +237,20 @@ class ReplicaManager:
                 fn()
             except Exception:
                 log.exception("periodic %s failed", getattr(fn, "__name__", fn))
+
+    def _high_watermarks_by_dir(self) -> dict[Path, list[tuple[str, int, int]]]:
+        """Each online log dir's (topic, partition, HW), read on the loop."""
+        lm = self.log_manager
+        by_dir: dict[Path, list[tuple[str, int, int]]] = {d: [] for d in lm.online_dirs()}
+        for (topic, index), part in self.partitions.items():
+            entries = by_dir.get(lm.log_dir_of(topic, index))  # type: ignore[arg-type]
+            if entries is not None:
+                entries.append((topic, index, part.high_watermark))
+        return by_dir
+
+    def _checkpoint_high_watermarks(self) -> None:
+        """Kafka's checkpointHighWatermarks: collected on the loop, written on the IO pool."""
+        self.io_pool.submit(write_high_watermarks, self._high_watermarks_by_dir())
 
     def _retention(self) -> int:
         deleted = self.log_manager.run_retention(now_ms())
@@ -304,6 +326,9 @@ class ReplicaManager:
                     if lg is None or (lg.topic_id is not None and lg.topic_id != topic_id_to_str(topic.topic_id)):
                         continue  # its log is still being created (or belongs to a deleted namesake)
                     part = self.partitions[key] = Partition(name, p.partition, topic.topic_id, lg)
+                    checkpointed = self._checkpointed_hws.pop(key, None)
+                    if checkpointed is not None:
+                        part.restore_high_watermark(checkpointed)
                 part.is_internal = topic.is_internal
                 was_leader = part.leader == self.node_id
                 moved = not created and (part.leader != p.leader or part.leader_epoch != p.leader_epoch)
@@ -313,6 +338,8 @@ class ReplicaManager:
                 if p.leader == self.node_id:
                     if moved or created:
                         part.reset_follower_states(now_ms())  # followers' positions unknown until they fetch
+                        # Kafka's makeLeader: the ISR may be this broker alone (HW = log end).
+                        part.maybe_increment_high_watermark()
                         unfollow.append(key)
                     elif isr_changed:
                         # A smaller ISR may let the HW move (and acks=-1 produces answer, or fail
