@@ -39,6 +39,7 @@ read of an int only makes one cleaning round more conservative).
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -59,6 +60,11 @@ EARLIEST_PENDING_UPLOAD_TIMESTAMP = -5
 
 # A per-request check of a produced record set (Produce's version-dependent header checks).
 RecordCheck = Callable[[Any], None]
+
+# A record batch header's base offset (bytes 0-7) and last offset delta (bytes 23-26).
+_BASE_OFFSET = struct.Struct(">q")
+_LAST_DELTA = struct.Struct(">i")
+_FIRST_BATCH_END = 27
 
 
 class Partition:
@@ -331,7 +337,15 @@ class Partition:
 
         Kafka's appendRecordsToFollowerOrFutureReplica; the follower's HW then comes from the
         leader's fetch response (:meth:`update_follower_high_watermark`), not from this append.
+        An empty log restarted at the leader's log start may get a first batch that begins below
+        it (DeleteRecords cut that batch): as Kafka, the log then restarts at the batch's base.
         """
+        log_end = self.log.log_end_offset
+        if len(records) >= _FIRST_BATCH_END and log_end == self.log.log_start_offset:
+            base, last_delta = _BASE_OFFSET.unpack_from(records, 0)[0], _LAST_DELTA.unpack_from(records, 23)[0]
+            if base < log_end <= base + last_delta:
+                self.log.truncate_fully_and_start_at(base)
+                self._above_hw.clear()
         info = self.log.append(records, leader_epoch=self.leader_epoch, assign_offsets=False)
         self._appended_bytes += info.size
         self._note_above_hw(self.log.log_end_offset)

@@ -229,3 +229,23 @@ async def test_acks_all_below_min_insync_replicas_after_the_isr_shrank(cluster: 
     assert (await cluster.produce(batch(1)))["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
     assert (await cluster.produce(batch(1)))["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
     assert (await cluster.produce(batch(1), acks=1))["error_code"] == ErrorCode.NONE
+
+
+async def test_a_follower_behind_the_leaders_log_start_restarts_there(cluster: Cluster) -> None:
+    """OFFSET_OUT_OF_RANGE below the leader's log start (DeleteRecords while the follower was
+    away): the follower empties its log and restarts at the leader's batch holding that offset."""
+    assert (await cluster.produce(batch(2)))["error_code"] == 0
+    cluster.rm2.replica_fetchers.remove_partitions([TP])
+    assert (await cluster.produce(batch(3), acks=1))["error_code"] == 0  # offsets 2-4
+    leader = cluster.leader  # drops the follower from the ISR (the HW can then pass it)
+    shrunk = await cluster.controller.alter_partition(leader.topic_id, 0, 1, 0, leader.partition_epoch, [1])
+    assert shrunk.error_code == 0 and leader.high_watermark == 5
+    assert await cluster.broker1.replica_manager.delete_records(TOPIC, 0, 3) == 3  # mid-batch
+    follower = cluster.follower
+    assert follower.log_end_offset == 2
+    cluster.rm2.replica_fetchers.add_partitions(
+        {TP: (1, follower.leader_epoch, follower.topic_id, follower.log_end_offset)})
+    await eventually(lambda: cluster.follower.log_end_offset == 5 and cluster.follower.log_start_offset == 3)
+    leader_bytes = cluster.leader.log.read(3, 1 << 20).read_bytes()  # the whole batch 2-4
+    assert cluster.follower.log.read(3, 1 << 20).read_bytes() == leader_bytes
+    await eventually(lambda: cluster.leader.isr == (1, 2))  # caught up: back in the ISR
