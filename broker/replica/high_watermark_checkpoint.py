@@ -13,7 +13,7 @@ Blocking file I/O: the IO pool runs these.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from storage.checkpoint_file import CheckpointFormatError, read_checkpoint, write_checkpoint
@@ -40,11 +40,12 @@ def read_high_watermarks(log_dirs: Iterable[Path]) -> dict[TopicPartition, int]:
     return out
 
 
-def write_high_watermarks(by_dir: Mapping[Path, list[tuple[str, int, int]]]) -> None:
-    """Write each dir's (topic, partition, HW) entries; a dir that fails is logged and skipped
-    (its log I/O reports the fault itself)."""
+def write_high_watermarks(by_dir: Mapping[Path, list[tuple[str, int, int]]],
+                          on_failure: Callable[[Path, OSError], None]) -> None:
+    """Write each dir's (topic, partition, HW) entries; ``on_failure(dir, error)`` for a dir that
+    could not be written (Kafka takes the dir offline)."""
     for log_dir, entries in by_dir.items():
         try:
             write_checkpoint(Path(log_dir) / HIGH_WATERMARK_CHECKPOINT, sorted(entries))
         except OSError as exc:
-            log.error("cannot write %s in %s: %s", HIGH_WATERMARK_CHECKPOINT, log_dir, exc)
+            on_failure(log_dir, exc)

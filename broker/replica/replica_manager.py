@@ -214,7 +214,7 @@ class ReplicaManager:
         self.fetch_purgatory.shutdown()
         self._log_admin.shutdown(wait=True)
         if self._started:
-            await self._io(write_high_watermarks, self._high_watermarks_by_dir())
+            await self._io(write_high_watermarks, self._high_watermarks_by_dir(), self.log_manager.report_dir_failure)
         await self._io(self.log_manager.shutdown)
 
     async def _io(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -250,7 +250,7 @@ class ReplicaManager:
 
     def _checkpoint_high_watermarks(self) -> None:
         """Kafka's checkpointHighWatermarks: collected on the loop, written on the IO pool."""
-        self.io_pool.submit(write_high_watermarks, self._high_watermarks_by_dir())
+        self.io_pool.submit(write_high_watermarks, self._high_watermarks_by_dir(), self.log_manager.report_dir_failure)
 
     def _retention(self) -> int:
         deleted = self.log_manager.run_retention(now_ms())
