@@ -761,8 +761,9 @@ class ReplicaManager:
         The first batch of the first partition with data comes whole even past the limits
         (KIP-74 ``minOneMessage``), so a consumer always makes progress.
 
-        A follower's fetch (``params.replica_id``) reads up to the log end, is refused
-        (NOT_LEADER_OR_FOLLOWER) for a partition it is not a replica of, and reports its fetch
+        A follower's fetch (``params.replica_id``) reads up to the log end, is refused for a
+        partition it is not a replica of (UNKNOWN_LEADER_EPOCH when it gave its leader epoch,
+        else NOT_LEADER_OR_FOLLOWER, as Kafka's followerReplicaOrThrow), and reports its fetch
         offset as its log end (Kafka's updateFollowerFetchState): the HWs it moves complete the
         produces and fetches waiting on them, after this read.
         """
@@ -795,8 +796,11 @@ class ReplicaManager:
                 size = 0
                 if moved is not None:
                     if replica_id not in part.replicas:
-                        raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                            f"Received fetch request from a non-replica {replica_id}")
+                        # Kafka's followerReplicaOrThrow: with a (matching) leader epoch the
+                        # (replica, epoch) pair is not known yet (a reassignment): retry.
+                        code = (ErrorCode.UNKNOWN_LEADER_EPOCH if cp.current_leader_epoch >= 0
+                                else ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                        raise KafkaApiError(code, f"Replica {replica_id} is not recognized as a valid replica")
                     if limit > 0 or min_one:
                         piece = part.read_for_follower(cp.fetch_offset, limit, min_one)
                     else:

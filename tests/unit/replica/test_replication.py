@@ -62,11 +62,13 @@ class Cluster:
         response = await self.client.request(0, 9, body)
         return response["responses"][0]["partition_responses"][0]
 
-    async def fetch(self, offset: int, max_wait_ms: int = 0, replica_id: int = -1) -> dict:
+    async def fetch(self, offset: int, max_wait_ms: int = 0, replica_id: int = -1,
+                    current_leader_epoch: int = -1) -> dict:
         body = {"replica_id": replica_id, "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
                 "isolation_level": 0, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
                 "rack_id": "", "topics": [{"topic": TOPIC, "partitions": [
-                    {"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
+                    {"partition": 0, "current_leader_epoch": current_leader_epoch, "fetch_offset": offset,
+                     "last_fetched_epoch": -1,
                      "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
         response = await self.client.request(1, 12, body)
         return response["responses"][0]["partitions"][0]
@@ -167,6 +169,9 @@ async def test_fetch_from_a_broker_that_is_not_a_replica_is_refused(cluster: Clu
     await cluster.produce(batch(1))
     partition = await cluster.fetch(0, replica_id=3)
     assert partition["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # With its leader epoch, Kafka answers UNKNOWN_LEADER_EPOCH (the pair is not known yet).
+    partition = await cluster.fetch(0, replica_id=3, current_leader_epoch=0)
+    assert partition["error_code"] == ErrorCode.UNKNOWN_LEADER_EPOCH
     # Broker 2 is a replica: it may fetch past the HW too.
     assert (await cluster.fetch(0, replica_id=2))["error_code"] == ErrorCode.NONE
 
