@@ -380,7 +380,7 @@ def etcd_endpoints(store: str) -> list[tuple[str, int]]:
 
 # Why keys are accepted but have no effect (ConfigDef.no_effect), for the start-up warning.
 _KRAFT = "the controller is embedded: no KRaft quorum to configure"
-_REPLICATION = "not part of replication yet (followers fetch, the ISR does not change)"
+_REPLICATION = "not part of replication yet"
 _NO_RECOMPRESSION = "batches are stored as the producer compressed them (no broker-side recompression)"
 _NO_GROUP_CONFIGS = "bounds of per-group configs, which are not implemented"
 _NO_TRANSACTIONS = "transactions are not implemented yet"
@@ -572,8 +572,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("log.cleaner.max.compaction.lag.ms", _LG, LONG_MAX, _at_least(1), _M,
        "Maximum age before a message must be compactable.", dynamic=True),
     # --- replication ------------------------------------------------------------------------------
-    _d("replica.lag.time.max.ms", _LG, 30000, None, _H, "A follower this far behind leaves the ISR.",
-       no_effect=_REPLICATION),
+    _d("replica.lag.time.max.ms", _LG, 30000, None, _H, "A follower this far behind leaves the ISR."),
     _d("replica.fetch.max.bytes", _I, 1024 * 1024, _at_least(0), _M, "Bytes per partition in a replica fetch."),
     _d("replica.fetch.min.bytes", _I, 1, None, _H, "Minimum bytes for a replica fetch response."),
     _d("replica.fetch.wait.max.ms", _I, 500, None, _H, "Maximum wait of a replica fetch."),
@@ -584,8 +583,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("replica.socket.receive.buffer.bytes", _I, 64 * 1024, None, _H, "SO_RCVBUF of replica fetches.",
        no_effect=_REPLICATION),
     _d("replica.high.watermark.checkpoint.interval.ms", _LG, 5000, None, _H,
-       "How often the high watermark is checkpointed.",
-       no_effect=_REPLICATION),
+       "How often the high watermarks are written to replication-offset-checkpoint."),
     _d("num.replica.fetchers", _I, 1, None, _H,
        "Replica fetchers per source broker (read at start-up: a dynamic change applies at the next start).",
        dynamic=True),

@@ -118,6 +118,7 @@ class Broker:
             await self._join_cluster()
         self.replica_manager = ReplicaManager(self.config, self.metadata, self.timer, self.io_pool, self.fail,
                                               lambda: self.stopping)
+        self.replica_manager.alter_partition = self.controller_client.alter_partition  # ISR changes (KIP-497)
         await self.replica_manager.start()
         if self.cluster is not None:
             self.cluster.on_fenced = self.replica_manager.set_self_fenced

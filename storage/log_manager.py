@@ -419,6 +419,11 @@ class LogManager:
     # ------------------------------------------------------------------------------------------
     # failures
 
+    def report_dir_failure(self, log_dir: Path, exc: BaseException) -> None:
+        """An I/O error on ``log_dir`` outside a Log (the replica manager's HW checkpoint): the
+        dir goes offline as for a log's own error (Kafka's LogDirFailureChannel)."""
+        self._mark_offline(log_dir, exc)
+
     def _on_dir_failure(self, log_dir: Path) -> None:
         # A Log calls this from its ``except OSError`` path (or after a failed background fsync,
         # where no exception is current): the current exception, if any, is the reason.

@@ -14,7 +14,7 @@ Followers (replication) fetch with their broker id: ``replica_id`` before v15,
 ``replica_state.replica_id`` from v15 (KIP-903). They read up to the log end offset, not the high
 watermark, and their fetch offset moves the leader's high watermark
 (``ReplicaManager.read_from_local_log``); a broker that is not a replica of a partition gets
-NOT_LEADER_OR_FOLLOWER for it. Their bytes are not counted as BytesOut (Kafka counts them as
+UNKNOWN_LEADER_EPOCH for it (NOT_LEADER_OR_FOLLOWER without a current leader epoch). Their bytes are not counted as BytesOut (Kafka counts them as
 ReplicationBytesOut).
 
 Every requested partition is answered, and no other (a sessionless or full fetch); incremental

@@ -26,12 +26,20 @@ appends the leader's batches as they are (:meth:`append_records_to_follower`), t
 the leader (:meth:`update_follower_high_watermark`) and truncates a divergent tail
 (:meth:`truncate_to`, after OffsetForLeaderEpoch).
 
+ISR changes (KIP-497) are decided here and sent by the replica manager: a follower whose last
+caught-up time (Kafka's Replica.lastCaughtUpTimeMs, from its fetches) is older than
+``replica.lag.time.max.ms`` is out of sync (:meth:`out_of_sync_replicas`); a replica outside the
+ISR whose log end reached the HW and this leadership's start offset may join
+(:meth:`is_expansion_candidate`). One AlterPartition is in flight at a time
+(``isr_change_pending``).
+
 Owned by the handler loop (the cleaner reads ``last_stable_offset`` from its IO thread: a racy
 read of an int only makes one cleaning round more conservative).
 """
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -53,13 +61,19 @@ EARLIEST_PENDING_UPLOAD_TIMESTAMP = -5
 # A per-request check of a produced record set (Produce's version-dependent header checks).
 RecordCheck = Callable[[Any], None]
 
+# A record batch header's base offset (bytes 0-7) and last offset delta (bytes 23-26).
+_BASE_OFFSET = struct.Struct(">q")
+_LAST_DELTA = struct.Struct(">i")
+_FIRST_BATCH_END = 27
+
 
 class Partition:
     """A partition hosted here (leader or follower): its log and replication state."""
 
     __slots__ = ("topic", "index", "topic_id", "log", "leader", "leader_epoch", "isr", "replicas",
                  "is_internal", "high_watermark", "last_stable_offset", "high_watermark_bytes",
-                 "last_stable_bytes", "_appended_bytes", "_follower_end_offsets", "_above_hw")
+                 "last_stable_bytes", "_appended_bytes", "_follower_end_offsets", "_above_hw", "partition_epoch",
+                 "isr_change_pending", "_caught_up_ms", "_last_fetch", "_leader_epoch_start_offset")
 
     def __init__(self, topic: str, index: int, topic_id: Any, log: Log) -> None:
         self.topic = topic
@@ -70,6 +84,8 @@ class Partition:
         self.leader_epoch = -1
         self.isr: tuple[int, ...] = ()
         self.replicas: tuple[int, ...] = ()
+        self.partition_epoch = -1
+        self.isr_change_pending = False
         self.is_internal = False
         # Kafka reads the HW from its checkpoint at start-up; a single node's HW is its log end.
         self.high_watermark = log.log_end_offset
@@ -81,6 +97,10 @@ class Partition:
         self._follower_end_offsets: dict[int, int] = {}
         # (end offset, _appended_bytes at that end) of appends above the HW, oldest first.
         self._above_hw: deque[tuple[int, int]] = deque()
+        # Per follower: when it was last caught up, and (leader log end, time) at its last fetch.
+        self._caught_up_ms: dict[int, int] = {}
+        self._last_fetch: dict[int, tuple[int, int]] = {}
+        self._leader_epoch_start_offset = log.log_end_offset
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index}, leader={self.leader}, epoch={self.leader_epoch})"
@@ -122,7 +142,18 @@ class Partition:
                 self._note_above_hw(log_end)
         if new_hw <= self.high_watermark:
             return False
-        self._set_high_watermark(new_hw, log_end)
+        # _set_high_watermark, its one-node case inlined (the produce hot path).
+        self.high_watermark = new_hw
+        if new_hw == log_end:
+            self.high_watermark_bytes = self._appended_bytes
+            if self._above_hw:
+                self._above_hw.clear()
+        else:
+            self._advance_high_watermark_bytes(new_hw)
+        # _update_last_stable_offset, inlined while the LSO is the HW (the produce hot path):
+        # transactions replace these two lines with a call to it.
+        self.last_stable_offset = new_hw
+        self.last_stable_bytes = self.high_watermark_bytes
         return True
 
     def _note_above_hw(self, log_end: int) -> None:
@@ -132,31 +163,72 @@ class Partition:
             above.append((log_end, self._appended_bytes))
 
     def _set_high_watermark(self, new_hw: int, log_end: int) -> None:
-        """Move the HW (and the LSO with it) and the byte count below them."""
+        """Move the HW and the byte count below it (the caller moves the LSO)."""
         self.high_watermark = new_hw
-        above = self._above_hw
         if new_hw >= log_end:
             self.high_watermark_bytes = self._appended_bytes
-            if above:
-                above.clear()
+            self._above_hw.clear()
         else:
-            while above and above[0][0] <= new_hw:
-                self.high_watermark_bytes = above.popleft()[1]
-        # _update_last_stable_offset, inlined while the LSO is the HW (the produce hot path):
-        # transactions replace these two lines with a call to it.
-        self.last_stable_offset = new_hw
-        self.last_stable_bytes = self.high_watermark_bytes
+            self._advance_high_watermark_bytes(new_hw)
 
-    def update_follower_fetch_state(self, replica_id: int, log_end_offset: int) -> bool:
+    def _advance_high_watermark_bytes(self, new_hw: int) -> None:
+        """The byte count at the last remembered append ending at or below ``new_hw``."""
+        above = self._above_hw
+        while above and above[0][0] <= new_hw:
+            self.high_watermark_bytes = above.popleft()[1]
+
+    def update_follower_fetch_state(self, replica_id: int, log_end_offset: int, now_ms: int = 0) -> bool:
         """A follower's fetch reported its log end offset (Kafka's updateFollowerFetchState);
-        True if that moved the HW (the caller then completes what waited on it)."""
+        True if that moved the HW (the caller then completes what waited on it).
+
+        The follower is caught up at this fetch if it reached our log end, or as of its previous
+        fetch if it reached the log end we had then (Kafka's Replica.updateFetchStateOrThrow).
+        """
         self._follower_end_offsets[replica_id] = log_end_offset
+        leader_end = self.log.log_end_offset
+        previous = self._last_fetch.get(replica_id)
+        if log_end_offset >= leader_end:
+            self._caught_up_ms[replica_id] = max(self._caught_up_ms.get(replica_id, 0), now_ms)
+        elif previous is not None and log_end_offset >= previous[0]:
+            self._caught_up_ms[replica_id] = max(self._caught_up_ms.get(replica_id, 0), previous[1])
+        self._last_fetch[replica_id] = (leader_end, now_ms)
         return self.maybe_increment_high_watermark()
 
-    def reset_follower_states(self) -> None:
+    def reset_follower_states(self, now_ms: int = 0) -> None:
         """This broker (again) became leader: the followers' positions are unknown until they
+        fetch; ISR members count as caught up now, so they get ``replica.lag.time.max.ms`` to
         fetch (Kafka's resetReplicaState on makeLeader)."""
         self._follower_end_offsets.clear()
+        self._last_fetch.clear()
+        self._caught_up_ms = {r: now_ms for r in self.isr}
+        self._leader_epoch_start_offset = self.log.log_end_offset
+        self.isr_change_pending = False
+
+    def out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> list[int]:
+        """ISR followers that have not been caught up for more than ``max_lag_ms`` (Kafka's
+        getOutOfSyncReplicas: a follower at our log end is never out of sync)."""
+        leader_end = self.log.log_end_offset
+        out = []
+        for replica in self.isr:
+            if replica == self.leader or self._follower_end_offsets.get(replica, -1) >= leader_end:
+                continue
+            if now_ms - self._caught_up_ms.get(replica, 0) > max_lag_ms:
+                out.append(replica)
+        return out
+
+    def is_expansion_candidate(self, replica_id: int) -> bool:
+        """A replica outside the ISR that caught up: its log end reached the HW and the start of
+        this leadership (Kafka's isFollowerInSync before expanding the ISR)."""
+        if replica_id in self.isr or replica_id not in self.replicas:
+            return False
+        end = self._follower_end_offsets.get(replica_id, -1)
+        return end >= self.high_watermark and end >= self._leader_epoch_start_offset
+
+    def restore_high_watermark(self, checkpointed: int) -> None:
+        """At start-up: the HW from ``replication-offset-checkpoint``, within [log start, log end]
+        (the byte counts start from here: what lies between it and the log end counts as old)."""
+        hw = min(max(checkpointed, self.log.log_start_offset), self.log.log_end_offset)
+        self.high_watermark = self.last_stable_offset = hw
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> bool:
         """As follower: the HW is the leader's, capped at our own log end; it only moves up
@@ -265,7 +337,15 @@ class Partition:
 
         Kafka's appendRecordsToFollowerOrFutureReplica; the follower's HW then comes from the
         leader's fetch response (:meth:`update_follower_high_watermark`), not from this append.
+        An empty log restarted at the leader's log start may get a first batch that begins below
+        it (DeleteRecords cut that batch): as Kafka, the log then restarts at the batch's base.
         """
+        log_end = self.log.log_end_offset
+        if len(records) >= _FIRST_BATCH_END and log_end == self.log.log_start_offset:
+            base, last_delta = _BASE_OFFSET.unpack_from(records, 0)[0], _LAST_DELTA.unpack_from(records, 23)[0]
+            if base < log_end <= base + last_delta:
+                self.log.truncate_fully_and_start_at(base)
+                self._above_hw.clear()
         info = self.log.append(records, leader_epoch=self.leader_epoch, assign_offsets=False)
         self._appended_bytes += info.size
         self._note_above_hw(self.log.log_end_offset)

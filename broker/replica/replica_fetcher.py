@@ -129,6 +129,7 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher(leader={self.source_broker} at {self.host}:{self.port}, {len(self.partitions)} partitions)"
@@ -144,17 +145,22 @@ class ReplicaFetcher:
         self.partitions.pop(tp, None)
 
     async def stop(self) -> None:
+        self._stopped = True
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # asyncio.wait_for (3.11) can swallow a cancellation that races its inner future's
+            # completion: cancel until the task is really done (the flag ends its loop too).
+            while not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=0.1)
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                task.result()
         await self.client.close()
 
     # -- the loop (Kafka's AbstractFetcherThread.doWork) ---------------------------------------
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopped:
             try:
                 await self._do_work()
             except asyncio.CancelledError:

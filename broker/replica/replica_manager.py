@@ -19,6 +19,11 @@ change (``_apply_leadership``: new followers and new leader epochs are added, ne
 deleted partitions removed) and stops. A follower's Partition answers NOT_LEADER_OR_FOLLOWER to
 clients, as in Kafka.
 
+ISR changes (KIP-497): as leader, a follower lagging more than ``replica.lag.time.max.ms`` is
+dropped from the ISR (checked every half of it, Kafka's isr-expiration task) and a replica that
+caught up is added back (checked on its fetch), each through ``alter_partition`` — the controller
+client's AlterPartition, set by the broker (None: the ISR stays as the controller made it).
+
 Threading: partition state and the purgatories are owned by the handler loop. Appends run on
 the loop: a page-cache ``pwrite`` costs microseconds, less than a hand-off to the IO pool would
 (measured in bench/storage_bench.py); segment rolls fsync the old segment (rare: every
@@ -41,7 +46,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -51,6 +56,7 @@ from broker.replica.delayed_fetch import DelayedFetch, FetchStatus
 from broker.replica.delayed_produce import DelayedProduce, ProduceCallback, ProduceResult
 from broker.replica.fetch_params import FetchCallback, FetchParams, FetchResult, LogReadResult
 from broker.replica.fetch_session import CachedPartition
+from broker.replica.high_watermark_checkpoint import read_high_watermarks, write_high_watermarks
 from broker.replica.partition import Partition, RecordCheck
 from broker.replica.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from broker.timing_wheel import Timer
@@ -67,6 +73,10 @@ from storage.results import EMPTY_SLICE, AppendInfo
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
+    from controller.requests import AlterPartitionResult
+
+    # ControllerClient.alter_partition(topic_id, partition, leader_id, leader_epoch, partition_epoch, new_isr)
+    AlterPartitionCall = Callable[[Any, int, int, int, int, Sequence[int]], Awaitable[AlterPartitionResult]]
     from broker.metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
@@ -137,6 +147,12 @@ class ReplicaManager:
         self.log_manager.on_dir_offline = self._dir_offline_threadsafe
         self.replica_fetchers = ReplicaFetcherManager(self, FetcherConfig.from_broker_config(config),
                                                       self._broker_endpoint)
+        # The controller client's alter_partition (the broker sets it after start-up).
+        self.alter_partition: AlterPartitionCall | None = None
+        self.replica_lag_time_max_ms: int = config["replica.lag.time.max.ms"]
+        self._isr_tasks: set[asyncio.Task[None]] = set()
+        # replication-offset-checkpoint's HWs, taken by the partitions made at start-up.
+        self._checkpointed_hws: dict[TopicPartition, int] = {}
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -148,6 +164,7 @@ class ReplicaManager:
         self._apply_broker_defaults()
         topic_configs = {name: self.topic_log_config(t) for name, t in image.topics.items()}
         await self._io(self.log_manager.startup, topic_configs)
+        self._checkpointed_hws = await self._io(read_high_watermarks, self.log_manager.online_dirs())
         for topic in list(image.topics.values()):
             try:
                 await self._io(self._open_logs, self._hosted_snapshot(topic))
@@ -172,6 +189,11 @@ class ReplicaManager:
             loop.create_task(self._every(cfg["log.flush.offset.checkpoint.interval.ms"], self.log_manager.checkpoint)),
             loop.create_task(self._every(cfg["producer.id.expiration.check.interval.ms"], self.log_manager.remove_expired_producers)),
         ]
+        self._tasks.append(loop.create_task(self._every_on_loop(
+            cfg["replica.high.watermark.checkpoint.interval.ms"], self._checkpoint_high_watermarks)))
+        # Kafka's isr-expiration task: every half of replica.lag.time.max.ms.
+        self._tasks.append(loop.create_task(self._every_on_loop(self.replica_lag_time_max_ms // 2,
+                                                                self._maybe_shrink_isrs)))
         if self.cleaner.config.enable:
             # Kafka's LogCleaner threads: one log cleaned per round, then back off.
             self._tasks.append(loop.create_task(self._every(self.cleaner.config.backoff_ms, self.cleaner.clean_once)))
@@ -184,7 +206,7 @@ class ReplicaManager:
 
     async def shutdown(self) -> None:
         await self.replica_fetchers.shutdown()
-        for task in self._tasks:
+        for task in [*self._tasks, *self._isr_tasks]:
             task.cancel()
         if self.cleaner is not None:
             self.cleaner.shutdown()
@@ -193,6 +215,8 @@ class ReplicaManager:
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
         self._log_admin.shutdown(wait=True)
+        if self._started:
+            await self._io(write_high_watermarks, self._high_watermarks_by_dir(), self.log_manager.report_dir_failure)
         await self._io(self.log_manager.shutdown)
 
     async def _io(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -206,6 +230,29 @@ class ReplicaManager:
                 await self._io(fn)
             except Exception:
                 log.exception("periodic %s failed", getattr(fn, "__name__", fn))
+
+    async def _every_on_loop(self, interval_ms: int, fn: Callable[[], Any]) -> None:
+        interval = max(interval_ms, 10) / 1000.0
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                fn()
+            except Exception:
+                log.exception("periodic %s failed", getattr(fn, "__name__", fn))
+
+    def _high_watermarks_by_dir(self) -> dict[Path, list[tuple[str, int, int]]]:
+        """Each online log dir's (topic, partition, HW), read on the loop."""
+        lm = self.log_manager
+        by_dir: dict[Path, list[tuple[str, int, int]]] = {d: [] for d in lm.online_dirs()}
+        for (topic, index), part in self.partitions.items():
+            entries = by_dir.get(lm.log_dir_of(topic, index))  # type: ignore[arg-type]
+            if entries is not None:
+                entries.append((topic, index, part.high_watermark))
+        return by_dir
+
+    def _checkpoint_high_watermarks(self) -> None:
+        """Kafka's checkpointHighWatermarks: collected on the loop, written on the IO pool."""
+        self.io_pool.submit(write_high_watermarks, self._high_watermarks_by_dir(), self.log_manager.report_dir_failure)
 
     def _retention(self) -> int:
         deleted = self.log_manager.run_retention(now_ms())
@@ -281,19 +328,30 @@ class ReplicaManager:
                     if lg is None or (lg.topic_id is not None and lg.topic_id != topic_id_to_str(topic.topic_id)):
                         continue  # its log is still being created (or belongs to a deleted namesake)
                     part = self.partitions[key] = Partition(name, p.partition, topic.topic_id, lg)
+                    checkpointed = self._checkpointed_hws.pop(key, None)
+                    if checkpointed is not None:
+                        part.restore_high_watermark(checkpointed)
                 part.is_internal = topic.is_internal
                 was_leader = part.leader == self.node_id
                 moved = not created and (part.leader != p.leader or part.leader_epoch != p.leader_epoch)
-                part.leader, part.leader_epoch = p.leader, p.leader_epoch
+                isr_changed = part.isr != p.isr
+                part.leader, part.leader_epoch, part.partition_epoch = p.leader, p.leader_epoch, p.partition_epoch
                 part.isr, part.replicas = p.isr, p.replicas
+                if p.leader == self.node_id:
+                    if moved or created:
+                        part.reset_follower_states(now_ms())  # followers' positions unknown until they fetch
+                        # Kafka's makeLeader: the ISR may be this broker alone (HW = log end).
+                        part.maybe_increment_high_watermark()
+                        unfollow.append(key)
+                    elif isr_changed:
+                        # A smaller ISR may let the HW move (and acks=-1 produces answer, or fail
+                        # with NOT_ENOUGH_REPLICAS_AFTER_APPEND below min.insync.replicas).
+                        part.maybe_increment_high_watermark()
+                        self.try_complete_delayed_requests(key)
                 if moved:
                     # Requests waiting on the old leadership answer now (fenced or not leader).
                     self.try_complete_delayed_requests(key)
-                if p.leader == self.node_id:
-                    if moved or created:
-                        part.reset_follower_states()  # followers' positions unknown until they fetch
-                        unfollow.append(key)
-                elif moved or created:
+                if p.leader != self.node_id and (moved or created):
                     # A follower (again, or under a new leader epoch): truncate, then fetch.
                     follow[key] = (p.leader, p.leader_epoch, topic.topic_id, part.log_end_offset)
                 if p.leader == self.node_id and not was_leader:
@@ -322,6 +380,56 @@ class ReplicaManager:
 
     def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         return self._io(fn, *args)
+
+    # -- ISR changes (Kafka's Partition.maybeShrinkIsr / maybeExpandIsr, AlterPartition) --------
+
+    def _maybe_shrink_isrs(self) -> None:
+        """Drop from each led partition's ISR the followers lagging over replica.lag.time.max.ms."""
+        if self.alter_partition is None:
+            return
+        now = now_ms()
+        lag = self.replica_lag_time_max_ms
+        for part in self.partitions.values():
+            if len(part.isr) > 1 and part.leader == self.node_id and not part.isr_change_pending:
+                out = part.out_of_sync_replicas(now, lag)
+                if out:
+                    log.info("Shrinking the ISR of %s-%d from %s: %s not caught up for %d ms", part.topic,
+                             part.index, list(part.isr), out, lag)
+                    self._request_isr_change(part, tuple(r for r in part.isr if r not in out))
+
+    def _maybe_expand_isr(self, part: Partition, replica_id: int) -> None:
+        if self.alter_partition is not None and not part.isr_change_pending and part.is_expansion_candidate(replica_id):
+            log.info("Expanding the ISR of %s-%d from %s to add %d", part.topic, part.index, list(part.isr), replica_id)
+            self._request_isr_change(part, (*part.isr, replica_id))
+
+    def _request_isr_change(self, part: Partition, new_isr: tuple[int, ...]) -> None:
+        part.isr_change_pending = True
+        task = asyncio.get_running_loop().create_task(self._send_isr_change(part, new_isr))
+        self._isr_tasks.add(task)
+        task.add_done_callback(self._isr_tasks.discard)
+
+    async def _send_isr_change(self, part: Partition, new_isr: tuple[int, ...]) -> None:
+        call = self.alter_partition
+        assert call is not None
+        epoch = part.leader_epoch
+        try:
+            result = await call(part.topic_id, part.index, self.node_id, epoch, part.partition_epoch, new_isr)
+        except Exception as exc:  # NOT_CONTROLLER, connection lost: the next check retries
+            log.warning("AlterPartition of %s-%d failed: %s", part.topic, part.index, exc)
+            return
+        finally:
+            part.isr_change_pending = False
+        if result.error_code != ErrorCode.NONE:
+            # FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION: newer metadata is on its way.
+            log.info("AlterPartition of %s-%d to %s answered %s", part.topic, part.index, list(new_isr),
+                     ErrorCode(result.error_code).name)
+            return
+        if (self.partitions.get((part.topic, part.index)) is part and part.leader_epoch == result.leader_epoch == epoch
+                and result.partition_epoch > part.partition_epoch):
+            # Applied at once, as Kafka does; the metadata that follows says the same.
+            part.isr, part.partition_epoch = tuple(result.isr), result.partition_epoch
+            part.maybe_increment_high_watermark()
+            self.try_complete_delayed_requests((part.topic, part.index))
 
     def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         reg = self.image.brokers.get(broker_id)
@@ -660,8 +768,9 @@ class ReplicaManager:
         The first batch of the first partition with data comes whole even past the limits
         (KIP-74 ``minOneMessage``), so a consumer always makes progress.
 
-        A follower's fetch (``params.replica_id``) reads up to the log end, is refused
-        (NOT_LEADER_OR_FOLLOWER) for a partition it is not a replica of, and reports its fetch
+        A follower's fetch (``params.replica_id``) reads up to the log end, is refused for a
+        partition it is not a replica of (UNKNOWN_LEADER_EPOCH when it gave its leader epoch,
+        else NOT_LEADER_OR_FOLLOWER, as Kafka's followerReplicaOrThrow), and reports its fetch
         offset as its log end (Kafka's updateFollowerFetchState): the HWs it moves complete the
         produces and fetches waiting on them, after this read.
         """
@@ -672,6 +781,7 @@ class ReplicaManager:
         zero_copy = self._zero_copy
         replica_id = params.replica_id
         moved: list[TopicPartition] | None = [] if replica_id >= 0 else None
+        fetch_ms = now_ms() if moved is not None else 0
         out = FetchResult()
         reads = out.partitions
         for cp in partitions:
@@ -693,14 +803,19 @@ class ReplicaManager:
                 size = 0
                 if moved is not None:
                     if replica_id not in part.replicas:
-                        raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                            f"Received fetch request from a non-replica {replica_id}")
+                        # Kafka's followerReplicaOrThrow: with a (matching) leader epoch the
+                        # (replica, epoch) pair is not known yet (a reassignment): retry.
+                        code = (ErrorCode.UNKNOWN_LEADER_EPOCH if cp.current_leader_epoch >= 0
+                                else ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                        raise KafkaApiError(code, f"Replica {replica_id} is not recognized as a valid replica")
                     if limit > 0 or min_one:
                         piece = part.read_for_follower(cp.fetch_offset, limit, min_one)
                     else:
                         piece = EMPTY_SLICE
-                    if part.update_follower_fetch_state(replica_id, cp.fetch_offset):
+                    if part.update_follower_fetch_state(replica_id, cp.fetch_offset, fetch_ms):
                         moved.append((name, cp.partition))
+                    if replica_id not in part.isr:
+                        self._maybe_expand_isr(part, replica_id)
                     size = piece.size
                     if size:
                         records = piece if zero_copy else piece.read_bytes()

@@ -47,7 +47,7 @@ def test_unknown_key_warns_and_the_broker_serves(tmp_path) -> None:
 
 def test_settings_without_effect_are_listed_in_one_start_up_warning(tmp_path) -> None:
     broker = BrokerProcess(tmp_path, overrides={
-        "replica.lag.time.max.ms": "10000", "transactional.id.expiration.ms": "3600000",  # no effect
+        "replica.socket.receive.buffer.bytes": "131072", "transactional.id.expiration.ms": "3600000",  # no effect
         "fetch.max.bytes": "1048576", "max.connections": "500", "producer.id.expiration.ms": "60000",  # work
     }).start()
     try:
@@ -59,7 +59,7 @@ def test_settings_without_effect_are_listed_in_one_start_up_warning(tmp_path) ->
     assert len(lines) == 1, lines
     listed = lines[0].split("have no effect in Odradek: ", 1)[1]
     keys = [item.split(" (", 1)[0] for item in listed.split("; ")]
-    assert keys == ["replica.lag.time.max.ms", "transactional.id.expiration.ms"]
+    assert keys == ["replica.socket.receive.buffer.bytes", "transactional.id.expiration.ms"]
 
 
 def connect_when_up(proc: subprocess.Popen, port: int, timeout: float = 20.0) -> WireClient:

@@ -389,12 +389,11 @@ class TestKeysWithoutEffect:
         p = write(tmp_path, "node.id=1\nreplica.socket.receive.buffer.bytes=131072\nfetch.max.bytes=1048576\n")
         with caplog.at_level(logging.WARNING, logger="broker.config"):
             cfg = load_config(p, ["transaction.max.timeout.ms=60000", "max.connections=100"],
-                              {"KAFKA_REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS": "4000"})
+                              {"KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE": "true"})
         messages = [r.getMessage() for r in caplog.records if "no effect" in r.getMessage()]
         assert len(messages) == 1
         assert [key for key, _ in keys_without_effect(cfg)] == [
-            "replica.socket.receive.buffer.bytes", "replica.high.watermark.checkpoint.interval.ms",
-            "transaction.max.timeout.ms"]
+            "unclean.leader.election.enable", "replica.socket.receive.buffer.bytes", "transaction.max.timeout.ms"]
         assert "transaction.max.timeout.ms (transactions are not implemented yet)" in messages[0]
         # Keys that work (fetch.max.bytes, max.connections) are not listed, nor unset ones.
         assert "; fetch.max.bytes" not in messages[0] and "max.connections" not in messages[0]
@@ -403,9 +402,10 @@ class TestKeysWithoutEffect:
         for key in ("fetch.max.bytes", "max.connections", "max.connections.per.ip",
                     "max.connections.per.ip.overrides", "producer.id.expiration.ms",
                     "producer.id.expiration.check.interval.ms", "log.retention.ms", "broker.id", "log.dir",
-                    "replica.fetch.max.bytes", "replica.fetch.wait.max.ms", "num.replica.fetchers"):
+                    "replica.fetch.max.bytes", "replica.fetch.wait.max.ms", "num.replica.fetchers",
+                    "replica.lag.time.max.ms"):
             assert CONFIG_DEFS[key].no_effect == "", key
-        assert CONFIG_DEFS["replica.lag.time.max.ms"].no_effect
+        assert CONFIG_DEFS["replica.socket.receive.buffer.bytes"].no_effect
 
     def test_defaults_alone_warn_nothing(self, caplog: pytest.LogCaptureFixture) -> None:
         with caplog.at_level(logging.WARNING, logger="broker.config"):

@@ -7,7 +7,10 @@ from typing import Any
 
 from broker.replica.fetch_params import FetchParams, FetchResult
 from broker.replica.fetch_session import CachedPartition
+from broker.replica.high_watermark_checkpoint import HIGH_WATERMARK_CHECKPOINT
 from broker.replica.partition import READ_COMMITTED, READ_UNCOMMITTED
+from broker.replica.replica_manager import ReplicaManager
+from controller import CreatableTopic, ReplicaAssignment
 from protocol.errors import ErrorCode, KafkaApiError
 from storage.results import AppendInfo, FetchSlice
 from tests.unit.replica.conftest import Node, batch
@@ -169,3 +172,34 @@ async def test_describe_log_dirs(node: Node) -> None:
     (topic,) = result["topics"]
     assert topic["name"] == "t" and topic["partitions"][0]["partition_size"] > 0
     assert topic["partitions"][0]["offset_lag"] == 0
+
+
+async def _restarted(node: Node) -> ReplicaManager:
+    """Stop the node's replica manager and start a new one on the same log dirs and metadata."""
+    await node.rm.shutdown()
+    rm = ReplicaManager(node.config, node.metadata, node.timer, node.io_pool, node.failures.append, lambda: False)
+    await rm.start()
+    node.rm = rm
+    return rm
+
+
+async def test_high_watermarks_survive_a_restart_in_replication_offset_checkpoint(node_factory) -> None:
+    node = await node_factory()
+    await node.controller.register_broker(2, "h2", 9093)
+    (created,) = await node.controller.create_topics(
+        [CreatableTopic("rep", assignments=[ReplicaAssignment(0, (1, 2))])])
+    assert created.error_code == 0 and await node.rm.wait_for_logs(["rep"]) == {}
+    await node.create_topic("solo")
+    part = node.rm.leader_partition("rep", 0)
+    part.update_follower_fetch_state(2, 0)
+    produce(node, [("rep", 0, batch(2))])
+    part.update_follower_fetch_state(2, 2)  # the follower has the first two
+    produce(node, [("rep", 0, batch(3)), ("solo", 0, batch(4))])
+    assert (part.high_watermark, part.log_end_offset) == (2, 5)
+    rm = await _restarted(node)
+    log_dir = node.rm.log_manager.log_dirs[0]
+    assert "rep 0 2" in (log_dir / HIGH_WATERMARK_CHECKPOINT).read_text()
+    # The unreplicated tail stays invisible to consumers: the HW is not taken from the log end.
+    assert rm.leader_partition("rep", 0).high_watermark == 2
+    # A partition whose ISR is this broker alone has its HW at the log end (Kafka's makeLeader).
+    assert rm.leader_partition("solo", 0).high_watermark == 4

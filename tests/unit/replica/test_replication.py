@@ -62,11 +62,13 @@ class Cluster:
         response = await self.client.request(0, 9, body)
         return response["responses"][0]["partition_responses"][0]
 
-    async def fetch(self, offset: int, max_wait_ms: int = 0, replica_id: int = -1) -> dict:
+    async def fetch(self, offset: int, max_wait_ms: int = 0, replica_id: int = -1,
+                    current_leader_epoch: int = -1) -> dict:
         body = {"replica_id": replica_id, "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
                 "isolation_level": 0, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
                 "rack_id": "", "topics": [{"topic": TOPIC, "partitions": [
-                    {"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
+                    {"partition": 0, "current_leader_epoch": current_leader_epoch, "fetch_offset": offset,
+                     "last_fetched_epoch": -1,
                      "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
         response = await self.client.request(1, 12, body)
         return response["responses"][0]["partitions"][0]
@@ -93,9 +95,11 @@ def log_bytes(part: Partition) -> bytes:
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+async def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
+    """Node 1's extra overrides come from an indirect parametrization."""
+    extra = list(getattr(request, "param", []))
     config1 = load_config(None, [f"log.dirs={tmp_path / 'logs1'}", "node.id=1",
-                                 "listeners=PLAINTEXT://127.0.0.1:0", *FAST], environ={})
+                                 "listeners=PLAINTEXT://127.0.0.1:0", *FAST, *extra], environ={})
     broker1 = Broker(config1)
     await broker1.start()
     controller = broker1.embedded_controller.controller  # type: ignore[union-attr]
@@ -165,6 +169,9 @@ async def test_fetch_from_a_broker_that_is_not_a_replica_is_refused(cluster: Clu
     await cluster.produce(batch(1))
     partition = await cluster.fetch(0, replica_id=3)
     assert partition["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # With its leader epoch, Kafka answers UNKNOWN_LEADER_EPOCH (the pair is not known yet).
+    partition = await cluster.fetch(0, replica_id=3, current_leader_epoch=0)
+    assert partition["error_code"] == ErrorCode.UNKNOWN_LEADER_EPOCH
     # Broker 2 is a replica: it may fetch past the HW too.
     assert (await cluster.fetch(0, replica_id=2))["error_code"] == ErrorCode.NONE
 
@@ -195,3 +202,55 @@ async def test_a_follower_with_a_divergent_tail_truncates_to_the_leader(
     # The leader does not know epoch 1: it answered where its largest smaller epoch (0) ends.
     assert "the leader's epoch 0 ends at offset 3 (our log end 6)" in caplog.text
     assert "Truncating r-0 to offset 3 (log end 6)" in caplog.text
+
+
+@pytest.mark.parametrize("cluster", [["replica.lag.time.max.ms=600"]], indirect=True)
+async def test_a_lagging_follower_leaves_the_isr_and_rejoins_once_caught_up(cluster: Cluster) -> None:
+    assert (await cluster.produce(batch(1)))["error_code"] == 0
+    # The follower stops fetching (a paused broker): past replica.lag.time.max.ms the leader
+    # shrinks the ISR through AlterPartition, and the waiting acks=-1 produce is answered.
+    cluster.rm2.replica_fetchers.remove_partitions([TP])
+    started = time.monotonic()
+    answer = await cluster.produce(batch(2))
+    elapsed = time.monotonic() - started
+    assert answer["error_code"] == 0 and 0.3 < elapsed < 5
+    assert cluster.leader.isr == (1,) and cluster.leader.high_watermark == 3
+    p = cluster.controller.image.topics[TOPIC].partitions[0]
+    assert (p.isr, p.partition_epoch) == ((1,), 1)
+    # It fetches again, reaches the HW, and the leader adds it back.
+    follower = cluster.follower
+    cluster.rm2.replica_fetchers.add_partitions(
+        {TP: (1, follower.leader_epoch, follower.topic_id, follower.log_end_offset)})
+    await eventually(lambda: cluster.leader.isr == (1, 2))
+    p = cluster.controller.image.topics[TOPIC].partitions[0]
+    assert (p.isr, p.partition_epoch) == ((1, 2), 2) and cluster.follower.log_end_offset == 3
+
+
+@pytest.mark.parametrize("cluster", [["replica.lag.time.max.ms=600", "min.insync.replicas=2"]], indirect=True)
+async def test_acks_all_below_min_insync_replicas_after_the_isr_shrank(cluster: Cluster) -> None:
+    assert (await cluster.produce(batch(1)))["error_code"] == 0
+    cluster.rm2.replica_fetchers.remove_partitions([TP])
+    # Appended, but the ISR fell below min.insync.replicas while it waited (Kafka's answer).
+    assert (await cluster.produce(batch(1)))["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    assert (await cluster.produce(batch(1)))["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert (await cluster.produce(batch(1), acks=1))["error_code"] == ErrorCode.NONE
+
+
+async def test_a_follower_behind_the_leaders_log_start_restarts_there(cluster: Cluster) -> None:
+    """OFFSET_OUT_OF_RANGE below the leader's log start (DeleteRecords while the follower was
+    away): the follower empties its log and restarts at the leader's batch holding that offset."""
+    assert (await cluster.produce(batch(2)))["error_code"] == 0
+    cluster.rm2.replica_fetchers.remove_partitions([TP])
+    assert (await cluster.produce(batch(3), acks=1))["error_code"] == 0  # offsets 2-4
+    leader = cluster.leader  # drops the follower from the ISR (the HW can then pass it)
+    shrunk = await cluster.controller.alter_partition(leader.topic_id, 0, 1, 0, leader.partition_epoch, [1])
+    assert shrunk.error_code == 0 and leader.high_watermark == 5
+    assert await cluster.broker1.replica_manager.delete_records(TOPIC, 0, 3) == 3  # mid-batch
+    follower = cluster.follower
+    assert follower.log_end_offset == 2
+    cluster.rm2.replica_fetchers.add_partitions(
+        {TP: (1, follower.leader_epoch, follower.topic_id, follower.log_end_offset)})
+    await eventually(lambda: cluster.follower.log_end_offset == 5 and cluster.follower.log_start_offset == 3)
+    leader_bytes = cluster.leader.log.read(3, 1 << 20).read_bytes()  # the whole batch 2-4
+    assert cluster.follower.log.read(3, 1 << 20).read_bytes() == leader_bytes
+    await eventually(lambda: cluster.leader.isr == (1, 2))  # caught up: back in the ISR
