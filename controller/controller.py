@@ -601,7 +601,12 @@ class Controller:
                 log.info("Node %d altered the ISR of %s-%d from %s to %s", leader_id, topic.name, partition,
                          list(p.isr), list(isr))
                 await self._commit([PartitionChangeRecord(partition, topic_id, isr=isr)])
-                p = self._image.topics_by_id[topic_id].partitions[partition]
+            # KIP-455: an ISR now holding every target replica completes the partition's reassignment.
+            completion = self._maybe_complete_reassignment(topic_id, partition)
+            if completion is not None:
+                log.info("Reassignment of %s-%d completed by the ISR %s", topic.name, partition, list(isr))
+                await self._commit([completion])
+            p = self._image.topics_by_id[topic_id].partitions[partition]
             return AlterPartitionResult(ErrorCode.NONE, p.leader, p.leader_epoch, p.partition_epoch, p.isr)
 
     def _validate_alter_partition(self, topic: TopicImage, p: PartitionState | None, broker_id: int,
