@@ -142,12 +142,11 @@ class Partition:
                 self._note_above_hw(log_end)
         if new_hw <= self.high_watermark:
             return False
-        # _set_high_watermark, its one-node case inlined (the produce hot path).
+        # _set_high_watermark, its one-node case inlined (the produce hot path; entries left in
+        # _above_hw are below the HW now, and _note_above_hw drops them).
         self.high_watermark = new_hw
         if new_hw == log_end:
             self.high_watermark_bytes = self._appended_bytes
-            if self._above_hw:
-                self._above_hw.clear()
         else:
             self._advance_high_watermark_bytes(new_hw)
         # _update_last_stable_offset, inlined while the LSO is the HW (the produce hot path):
@@ -157,8 +156,12 @@ class Partition:
         return True
 
     def _note_above_hw(self, log_end: int) -> None:
-        """Remember the byte count at ``log_end`` (the HW will land there later)."""
+        """Remember the byte count at ``log_end`` (the HW will land there later); entries the HW
+        already passed (it jumped to the log end meanwhile) go first."""
         above = self._above_hw
+        hw = self.high_watermark
+        while above and above[0][0] <= hw:
+            above.popleft()
         if not above or above[-1][0] < log_end:
             above.append((log_end, self._appended_bytes))
 

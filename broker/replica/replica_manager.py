@@ -766,22 +766,16 @@ class ReplicaManager:
         """One read of every partition within the response budget (Kafka's readFromLocalLog).
 
         The first batch of the first partition with data comes whole even past the limits
-        (KIP-74 ``minOneMessage``), so a consumer always makes progress.
-
-        A follower's fetch (``params.replica_id``) reads up to the log end, is refused for a
-        partition it is not a replica of (UNKNOWN_LEADER_EPOCH when it gave its leader epoch,
-        else NOT_LEADER_OR_FOLLOWER, as Kafka's followerReplicaOrThrow), and reports its fetch
-        offset as its log end (Kafka's updateFollowerFetchState): the HWs it moves complete the
-        produces and fetches waiting on them, after this read.
+        (KIP-74 ``minOneMessage``), so a consumer always makes progress. A follower's fetch
+        (``params.replica_id >= 0``) is read by :meth:`_read_for_follower`.
         """
+        if params.replica_id >= 0:
+            return self._read_for_follower(params, partitions)
         image = self.image
         uses_ids = params.uses_topic_ids
         isolation = params.isolation_level
         budget = params.max_bytes
         zero_copy = self._zero_copy
-        replica_id = params.replica_id
-        moved: list[TopicPartition] | None = [] if replica_id >= 0 else None
-        fetch_ms = now_ms() if moved is not None else 0
         out = FetchResult()
         reads = out.partitions
         for cp in partitions:
@@ -801,26 +795,7 @@ class ReplicaManager:
                 limit = min(cp.partition_max_bytes, max(budget - out.total_bytes, 0))
                 records: Any = b""
                 size = 0
-                if moved is not None:
-                    if replica_id not in part.replicas:
-                        # Kafka's followerReplicaOrThrow: with a (matching) leader epoch the
-                        # (replica, epoch) pair is not known yet (a reassignment): retry.
-                        code = (ErrorCode.UNKNOWN_LEADER_EPOCH if cp.current_leader_epoch >= 0
-                                else ErrorCode.NOT_LEADER_OR_FOLLOWER)
-                        raise KafkaApiError(code, f"Replica {replica_id} is not recognized as a valid replica")
-                    if limit > 0 or min_one:
-                        piece = part.read_for_follower(cp.fetch_offset, limit, min_one)
-                    else:
-                        piece = EMPTY_SLICE
-                    if part.update_follower_fetch_state(replica_id, cp.fetch_offset, fetch_ms):
-                        moved.append((name, cp.partition))
-                    if replica_id not in part.isr:
-                        self._maybe_expand_isr(part, replica_id)
-                    size = piece.size
-                    if size:
-                        records = piece if zero_copy else piece.read_bytes()
-                        out.total_bytes += size
-                elif limit > 0 or min_one:
+                if limit > 0 or min_one:
                     piece = part.read(cp.fetch_offset, limit, isolation, min_one)
                     size = piece.size
                     if size:
@@ -835,16 +810,75 @@ class ReplicaManager:
                 reads.clear()  # drop slices already read: nothing of this response is sent
                 return out
             except KafkaApiError as exc:
-                out.has_error = True
-                found = self.partitions.get((name, cp.partition))
-                if found is not None and exc.code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    reads.append(LogReadResult(cp, exc.code, found.high_watermark, found.last_stable_offset,
-                                               found.log_start_offset))
-                else:
-                    reads.append(LogReadResult(cp, exc.code))
-        if moved:
-            for key in moved:
-                self.try_complete_delayed_requests(key)
+                self._read_error(out, cp, name, exc)
+        return out
+
+    def _read_error(self, out: FetchResult, cp: CachedPartition, name: str, exc: KafkaApiError) -> None:
+        out.has_error = True
+        found = self.partitions.get((name, cp.partition))
+        if found is not None and exc.code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            out.partitions.append(LogReadResult(cp, exc.code, found.high_watermark, found.last_stable_offset,
+                                                found.log_start_offset))
+        else:
+            out.partitions.append(LogReadResult(cp, exc.code))
+
+    def _read_for_follower(self, params: FetchParams, partitions: list[CachedPartition]) -> FetchResult:
+        """A follower's read: up to the log end, refused for a partition it is not a replica of
+        (UNKNOWN_LEADER_EPOCH when it gave its leader epoch, else NOT_LEADER_OR_FOLLOWER: Kafka's
+        followerReplicaOrThrow); its fetch offset is its log end (Kafka's
+        updateFollowerFetchState), and the HWs that moves complete what waited on them, after
+        the read. Its bytes are not counted as consumers' (``bytes_by_topic``)."""
+        image = self.image
+        uses_ids = params.uses_topic_ids
+        budget = params.max_bytes
+        zero_copy = self._zero_copy
+        replica_id = params.replica_id
+        fetch_ms = now_ms()
+        moved: list[TopicPartition] = []
+        out = FetchResult()
+        reads = out.partitions
+        for cp in partitions:
+            if uses_ids:
+                topic = image.topics_by_id.get(cp.topic_id)
+                if topic is None:
+                    reads.append(LogReadResult(cp, ErrorCode.UNKNOWN_TOPIC_ID))
+                    out.has_error = True
+                    continue
+                name = topic.name
+            else:
+                name = cp.topic  # type: ignore[assignment]
+            try:
+                part = self.leader_partition(name, cp.partition)
+                part.check_leader_epoch(cp.current_leader_epoch)
+                if replica_id not in part.replicas:
+                    # With a (matching) leader epoch the (replica, epoch) pair is not known yet
+                    # (a reassignment): the follower retries.
+                    code = (ErrorCode.UNKNOWN_LEADER_EPOCH if cp.current_leader_epoch >= 0
+                            else ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                    raise KafkaApiError(code, f"Replica {replica_id} is not recognized as a valid replica")
+                min_one = out.total_bytes == 0
+                limit = min(cp.partition_max_bytes, max(budget - out.total_bytes, 0))
+                records: Any = b""
+                piece = part.read_for_follower(cp.fetch_offset, limit, min_one) if limit > 0 or min_one else EMPTY_SLICE
+                if part.update_follower_fetch_state(replica_id, cp.fetch_offset, fetch_ms):
+                    moved.append((name, cp.partition))
+                if replica_id not in part.isr:
+                    self._maybe_expand_isr(part, replica_id)
+                size = piece.size
+                if size:
+                    records = piece if zero_copy else piece.read_bytes()
+                    out.total_bytes += size
+                reads.append(LogReadResult(cp, ErrorCode.NONE, part.high_watermark, part.last_stable_offset,
+                                           part.log_start_offset, records, size))
+            except SegmentTruncatedError as exc:
+                self._report_truncated(exc)
+                out.truncated = exc
+                reads.clear()
+                break
+            except KafkaApiError as exc:
+                self._read_error(out, cp, name, exc)
+        for key in moved:
+            self.try_complete_delayed_requests(key)
         return out
 
     def _report_truncated(self, exc: SegmentTruncatedError) -> None:
