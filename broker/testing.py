@@ -18,7 +18,6 @@ import re
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,6 @@ import broker
 # The directory holding the broker package: the subprocess imports the same code as this process.
 _PACKAGE_ROOT = str(Path(broker.__file__).resolve().parents[1])
 
-CREATE_TOPICS_KEY = 19
 CREATE_TOPICS_VERSION = 7  # flexible; Kafka 3.x+ brokers and clients all speak it
 
 
@@ -152,7 +150,9 @@ class RunningBroker:
             "timeout_ms": int(timeout * 1000),
             "validate_only": False,
         }
-        response = _request(self.host, self.port, CREATE_TOPICS_KEY, CREATE_TOPICS_VERSION, body, timeout)
+        from broker.cluster_launcher import kafka_request
+
+        response = kafka_request(self.host, self.port, "CreateTopics", CREATE_TOPICS_VERSION, body, timeout)
         result = response["topics"][0]
         if result["error_code"] != 0:
             raise RuntimeError(f"CreateTopics {name!r} failed: error {result['error_code']} "
@@ -167,34 +167,6 @@ class RunningBroker:
 
     def __repr__(self) -> str:
         return f"<RunningBroker {self.bootstrap} data_dir={self.data_dir}>"
-
-
-def _request(host: str, port: int, api_key: int, version: int, body: dict, timeout: float) -> dict:
-    """One request/response on a fresh connection, framed with protocol.codec (flexible versions)."""
-    from protocol.codec import codec
-    from protocol.headers import encode_request_header
-
-    frame = bytearray()
-    encode_request_header(frame, api_key, version, 1, "odradek-testing", True)
-    codec("CreateTopicsRequest", version).encode_into(body, frame)
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.sendall(struct.pack(">i", len(frame)) + bytes(frame))
-        (size,) = struct.unpack(">i", _recv_exact(sock, 4))
-        data = _recv_exact(sock, size)
-    # Response header v1: correlation id, then (empty) tagged fields.
-    response, _ = codec("CreateTopicsResponse", version).decode(data, 5)
-    return response
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    chunks = []
-    while n:
-        chunk = sock.recv(n)
-        if not chunk:
-            raise ConnectionError("connection closed by the broker")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
 
 
 @contextmanager
