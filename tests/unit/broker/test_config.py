@@ -393,7 +393,7 @@ class TestKeysWithoutEffect:
         messages = [r.getMessage() for r in caplog.records if "no effect" in r.getMessage()]
         assert len(messages) == 1
         assert [key for key, _ in keys_without_effect(cfg)] == [
-            "unclean.leader.election.enable", "replica.socket.receive.buffer.bytes", "transaction.max.timeout.ms"]
+            "replica.socket.receive.buffer.bytes", "transaction.max.timeout.ms"]
         assert "transaction.max.timeout.ms (transactions are not implemented yet)" in messages[0]
         # Keys that work (fetch.max.bytes, max.connections) are not listed, nor unset ones.
         assert "; fetch.max.bytes" not in messages[0] and "max.connections" not in messages[0]
@@ -403,7 +403,8 @@ class TestKeysWithoutEffect:
                     "max.connections.per.ip.overrides", "producer.id.expiration.ms",
                     "producer.id.expiration.check.interval.ms", "log.retention.ms", "broker.id", "log.dir",
                     "replica.fetch.max.bytes", "replica.fetch.wait.max.ms", "num.replica.fetchers",
-                    "replica.lag.time.max.ms"):
+                    "replica.lag.time.max.ms", "unclean.leader.election.enable", "inter.broker.listener.name",
+                    "security.inter.broker.protocol"):
             assert CONFIG_DEFS[key].no_effect == "", key
         assert CONFIG_DEFS["replica.socket.receive.buffer.bytes"].no_effect
 
