@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.properties import PropertiesError, load_properties
+from controller.etcd_endpoints import ETCD_SCHEME, parse_etcd_endpoints
 
 __all__ = [
     "check_no_security",
@@ -367,15 +368,9 @@ class _MetadataStoreValidator:
 
 def etcd_endpoints(store: str) -> list[tuple[str, int]]:
     """The (host, port) endpoints of ``metadata.store=etcd://h:p[,h:p...]``; ValueError if malformed."""
-    if not store.startswith("etcd://"):
+    if not store.startswith(ETCD_SCHEME):
         raise ValueError("must be 'local' or etcd://host:port[,host:port...]")
-    endpoints = []
-    for part in store.removeprefix("etcd://").rstrip("/").split(","):
-        host, sep, port = part.strip().rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
-            raise ValueError(f"{part.strip()!r} is not host:port")
-        endpoints.append((host.strip("[]"), int(port)))
-    return endpoints
+    return parse_etcd_endpoints(store)
 
 
 # Why keys are accepted but have no effect (ConfigDef.no_effect), for the start-up warning.

@@ -24,17 +24,10 @@ from typing import Any
 
 import aetcd
 
+from controller.etcd_endpoints import parse_etcd_endpoints
+
 # Errors a store call can raise when etcd cannot be reached or refuses the request.
 EtcdError = aetcd.exceptions.ClientError
-
-
-def parse_endpoint(endpoint: str) -> tuple[str, int]:
-    """``host:port`` (an ``etcd://`` prefix allowed) to its parts."""
-    address = endpoint.removeprefix("etcd://").rstrip("/")
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ValueError(f"etcd endpoint must be host:port, got {endpoint!r}")
-    return host, int(port)
 
 
 def grpc_target(endpoints: str) -> tuple[str, int]:
@@ -46,7 +39,7 @@ def grpc_target(endpoints: str) -> tuple[str, int]:
     out the loss of one etcd member. aetcd builds its target as ``f"{host}:{port}"``, so the list
     travels in ``host`` with the last port as ``port``.
     """
-    parts = [parse_endpoint(e) for e in endpoints.removeprefix("etcd://").split(",") if e.strip()]
+    parts = parse_etcd_endpoints(endpoints)
     if len(parts) == 1:
         return parts[0]
     addresses = [f"{_ipv4(host)}:{port}" for host, port in parts]

@@ -35,7 +35,7 @@ from broker.cluster.errors import DuplicateNodeIdError, StartAborted
 from broker.cluster.keys import ClusterKeys
 from broker.cluster.metadata_follower import MetadataFollower
 from broker.cluster.registration import BrokerRegistrationLease
-from broker.config import BrokerConfig, etcd_endpoints
+from broker.config import BrokerConfig
 from broker.controller_client import ControllerClient
 from broker.forwarding_controller_client import RoutingControllerClient
 from broker.metadata import BrokerMetadata
@@ -50,7 +50,8 @@ class ClusterNode:
         self.node_id = config.node_id
         self._metadata = metadata
         self._stop_requested = stop_requested
-        self.endpoint = ",".join(f"{host}:{port}" for host, port in etcd_endpoints(config["metadata.store"]))
+        # The etcd members as configured (etcd://h:p[,h:p]); the etcd client parses the list itself.
+        self.endpoint: str = config["metadata.store"]
         self._client = etcd_client(self.endpoint)
         self.lease_ttl_ms: int = config["controller.lease.ttl.ms"]
         self.keys: ClusterKeys | None = None
