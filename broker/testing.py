@@ -16,86 +16,55 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import socket
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
 
-import broker
-
-# The directory holding the broker package: the subprocess imports the same code as this process.
-_PACKAGE_ROOT = str(Path(broker.__file__).resolve().parents[1])
+from broker.cluster_launcher import BrokerNode, free_port, kafka_request
 
 CREATE_TOPICS_VERSION = 7  # flexible; Kafka 3.x+ brokers and clients all speak it
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class BrokerStartError(RuntimeError):
     """The broker exited or did not accept connections in time; the message ends with its log."""
 
 
-class RunningBroker:
-    """One broker process: ``bootstrap``, ``host``, ``port``, ``data_dir``, ``create_topic()``, ``stop()``."""
+class RunningBroker(BrokerNode):
+    """One broker process: ``bootstrap``, ``host``, ``port``, ``data_dir``, ``create_topic()``, ``stop()``.
+
+    Process handling (spawn, SIGTERM then SIGKILL, log tail) is the launcher's ``BrokerNode``; this
+    class adds the test defaults, the start-up timing and the topic helper."""
 
     def __init__(self, data_dir: Path, host: str = "127.0.0.1", port: int | None = None,
                  overrides: Mapping[str, str] | None = None) -> None:
-        self.data_dir = Path(data_dir)
-        self.host = host
-        self.port = port or _free_port(host)
+        data_dir = Path(data_dir)
+        port = port or free_port(host)
         # Test-friendly defaults (like tests/support/broker_process.py): one partition per
         # auto-created topic, no initial rebalance delay, a small __consumer_offsets.
-        self.overrides: dict[str, str] = {
-            "listeners": f"PLAINTEXT://{host}:{self.port}",
-            "advertised.listeners": f"PLAINTEXT://{host}:{self.port}",
-            "log.dirs": str(self.data_dir / "logs"),
-            "node.id": "1",
+        defaults = {
+            "log.dirs": str(data_dir / "logs"),
             "num.partitions": "1",
             "group.initial.rebalance.delay.ms": "0",
             "offsets.topic.num.partitions": "1",
-            "odradek.metrics.port": "-1",
         }
-        self.overrides.update(overrides or {})
+        super().__init__(1, data_dir, port, host, {**defaults, **(overrides or {})},
+                         log_level=os.environ.get("ODRADEK_LOG_LEVEL", "INFO"))
         self.log_path = self.data_dir / "broker.log"
-        self.proc: subprocess.Popen | None = None
         self.start_seconds: float | None = None
-        self._log: BinaryIO | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        """``host:port``, the value for ``bootstrap.servers`` / ``bootstrap_servers``."""
-        return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 20.0) -> RunningBroker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "broker.main", "--log-level", os.environ.get("ODRADEK_LOG_LEVEL", "INFO")]
-        for key, value in self.overrides.items():
-            cmd += ["--override", f"{key}={value}"]
-        env = dict(os.environ)
-        # The environment must not redirect the data away from the temp dir (broker.config reads
-        # KAFKA_* variables like the Kafka docker image does).
-        for name in [n for n in env if n.startswith("KAFKA_")]:
-            del env[name]
-        env["PYTHONPATH"] = _PACKAGE_ROOT + os.pathsep + env.get("PYTHONPATH", "")
         t0 = time.monotonic()
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, cwd=self.data_dir, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        proc = self.spawn(cwd=self.data_dir)
         deadline = t0 + timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+            if proc.poll() is not None:
                 self._close_log()
-                raise BrokerStartError(f"Odradek exited with {self.proc.returncode}:\n{self.log_text()}")
+                raise BrokerStartError(f"Odradek exited with {proc.returncode}:\n{self.log_text()}")
             try:
                 with socket.create_connection((self.host, self.port), timeout=0.2):
                     self.start_seconds = time.monotonic() - t0
@@ -107,36 +76,8 @@ class RunningBroker:
 
     def stop(self, timeout: float = 20.0) -> int:
         """Graceful shutdown (SIGTERM, like a deployment); returns the exit code (0 = clean)."""
-        if self.proc is None:
-            return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self._close_log()
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self._close_log()
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-20000:]
-        except OSError:
-            return ""
-
-    def _close_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        code = super().stop(timeout)
+        return 0 if code is None else code
 
     def create_topic(self, name: str | None = None, partitions: int = 1,
                      configs: Mapping[str, str] | None = None, timeout: float = 10.0) -> str:
@@ -150,8 +91,6 @@ class RunningBroker:
             "timeout_ms": int(timeout * 1000),
             "validate_only": False,
         }
-        from broker.cluster_launcher import kafka_request
-
         response = kafka_request(self.host, self.port, "CreateTopics", CREATE_TOPICS_VERSION, body, timeout)
         result = response["topics"][0]
         if result["error_code"] != 0:
