@@ -135,9 +135,6 @@ class ResourceRules:
         """The configs to forward to the controller; validates broker changes; may raise ResourceError."""
         raise NotImplementedError
 
-    def raw_payload(self, entries: list[dict]) -> Any:
-        """The configs as sent, for a request another broker forwards after preprocessing it."""
-        raise NotImplementedError
 
 
 async def alter_resources(request: ApiRequest, rules: ResourceRules, operation: Any) -> dict:
@@ -148,11 +145,10 @@ async def alter_resources(request: ApiRequest, rules: ResourceRules, operation: 
     resources = body["resources"]
     config = request.broker.config
     image = request.broker.metadata.image
-    layers = config_layers(config, image.broker_configs, config.node_id)
     errors: dict[int, Error] = {}
-    # Another broker's forwarded call (broker.forwarding_controller_client) was preprocessed there,
-    # for its own node id and config: only the controller half runs here (Kafka's ControllerApis
-    # does not run ConfigAdminManager.preprocess either).
+    # Another broker's forwarded call (broker.forwarding_controller_client) names that broker, not
+    # this one: its broker resources are checked and validated here for the broker they name (the
+    # same image, the same rules), so the forwarding marker relaxes "this node" and nothing else.
     from_broker = is_forwarded(request.client_id)
     dups = duplicate_resources(resources)
     forwarded: list[tuple[int, AlterConfigsResource]] = []
@@ -167,14 +163,17 @@ async def alter_resources(request: ApiRequest, rules: ResourceRules, operation: 
             if len(set(names)) != len(names):
                 raise ResourceError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
             rules.check_entries(entries)
-            if rtype == BROKER and not from_broker:
-                check_broker_name(name, config.node_id)
+            node_id = config.node_id
+            if rtype == BROKER:
+                if from_broker and name:
+                    node_id = parse_broker_id(name, "Node id must be an integer, but it is: ")
+                check_broker_name(name, node_id)
             elif rtype == TOPIC:
                 check_topic_name(name)
             elif rtype not in FORWARDED_TYPES:
                 raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {rtype}")
-            payload = (rules.raw_payload(entries) if from_broker and rtype == BROKER
-                       else rules.payload(rtype, name, entries, config, layers, image))
+            layers = config_layers(config, image.broker_configs, node_id)
+            payload = rules.payload(rtype, name, entries, config, layers, image)
         except ResourceError as e:
             errors[i] = (e.code, e.message)
             continue

@@ -283,3 +283,21 @@ async def test_follows_the_controller_when_it_moves(broker: BrokerProcess) -> No
         assert r.error_code == ErrorCode.NONE
     finally:
         await remote.close()
+
+
+def test_a_forwarded_broker_change_is_still_validated_on_the_controller_node(broker: BrokerProcess) -> None:
+    """The forwarding marker (the client id) only relaxes "the resource is this node": the change
+    itself is validated for the broker it names, so a request that claims to be forwarded cannot
+    store a broker config the broker would refuse, nor a resource name that is no broker id."""
+    from tests.support.wire import WireClient
+
+    with WireClient(broker.host, broker.port, client_id="odradek-forwarding-7") as c:
+        for name, key, value in (("1", "max.connections", "many"), ("not-a-number", "log.retention.ms", "1")):
+            reply = c.request(33, 2, {"resources": [{"resource_type": 4, "resource_name": name,
+                                                     "configs": [{"name": key, "value": value}]}],
+                                      "validate_only": False})
+            assert reply["responses"][0]["error_code"] == ErrorCode.INVALID_REQUEST, reply
+        described = c.request(32, 4, {"resources": [{"resource_type": 4, "resource_name": "1",
+                                                     "configuration_keys": ["max.connections"]}],
+                                      "include_synonyms": False, "include_documentation": False})
+        assert described["results"][0]["configs"][0]["value"] != "many"
