@@ -53,9 +53,15 @@ def test_make_test_runs_ruff_and_mypy_before_the_suite(tmp_path) -> None:
 def test_editable_install_builds_the_extension_without_a_setuptools_warning(tmp_path) -> None:
     # What `make` runs (pip install -e .), with setuptools' own output shown (-v). The meta-path
     # finder strategy used to end every install with "BuildBackendWarning: Editable installation ...".
-    result = subprocess.run([sys.executable, "-m", "pip", "install", "-v", "--no-deps", "-e", str(REPO),
-                             "--prefix", str(tmp_path / "prefix")], capture_output=True, text=True, timeout=300)
+    # --ignore-installed: without it pip uninstalls the venv's own odradek before installing into the
+    # prefix, and `make run` after `make test` then found no `odradek` command.
+    result = subprocess.run([sys.executable, "-m", "pip", "install", "-v", "--no-deps", "--ignore-installed",
+                             "-e", str(REPO), "--prefix", str(tmp_path / "prefix")],
+                            capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     output = result.stdout + result.stderr
     assert [line for line in output.splitlines() if "Warning" in line or "WARNING" in line] == []
     assert "building 'protocol._record_scan' extension" in output
+    # The venv running the suite keeps its own install (the README's `make run` uses its script).
+    assert "Uninstalling odradek" not in output
+    assert (Path(sys.executable).parent / "odradek").exists()
