@@ -20,7 +20,7 @@ Ownership: the handler loop; a client holds no state of its own.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from controller.controller import MAX_PARTITIONS_PER_BATCH, Controller
@@ -138,9 +138,11 @@ class ControllerClient(Protocol):
 
     async def alter_partition(
         self, topic_id: uuid.UUID, partition: int, leader_id: int, leader_epoch: int, partition_epoch: int,
-        new_isr: Sequence[int],
+        new_isr: Sequence[int], broker_epochs: Mapping[int, int] | None = None,
     ) -> AlterPartitionResult:
-        """A leader's ISR change (AlterPartition, KIP-497); the result carries Kafka's error codes."""
+        """A leader's ISR change (AlterPartition, KIP-497); the result carries Kafka's error codes.
+        ``broker_epochs`` holds the broker epoch each ISR member fetched with (KIP-903); a member
+        missing from it is not checked (-1 on the wire)."""
         ...
 
 
@@ -207,7 +209,7 @@ class LocalControllerClient:
 
     async def alter_partition(
         self, topic_id: uuid.UUID, partition: int, leader_id: int, leader_epoch: int, partition_epoch: int,
-        new_isr: Sequence[int],
+        new_isr: Sequence[int], broker_epochs: Mapping[int, int] | None = None,
     ) -> AlterPartitionResult:
         return await self._controller.alter_partition(topic_id, partition, leader_id, leader_epoch,
-                                                      partition_epoch, new_isr)
+                                                      partition_epoch, new_isr, broker_epochs)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from broker.controller_client import FORWARDING_CLIENT_ID_PREFIX, ControllerClient, LocalControllerClient
@@ -351,15 +351,16 @@ class ForwardingControllerClient:
 
     async def alter_partition(
         self, topic_id: uuid.UUID, partition: int, leader_id: int, leader_epoch: int, partition_epoch: int,
-        new_isr: Sequence[int],
+        new_isr: Sequence[int], broker_epochs: Mapping[int, int] | None = None,
     ) -> AlterPartitionResult:
+        epochs = broker_epochs or {}
         body = {
             "broker_id": leader_id,
             "broker_epoch": -1,  # Kafka's default: the controller does not check the leader's epoch
             "topics": [{"topic_id": topic_id, "partitions": [{
                 "partition_index": partition,
                 "leader_epoch": leader_epoch,
-                "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": -1} for b in new_isr],
+                "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": epochs.get(b, -1)} for b in new_isr],
                 "leader_recovery_state": 0,
                 "partition_epoch": partition_epoch,
             }]}],
@@ -498,10 +499,10 @@ class RoutingControllerClient:
 
     async def alter_partition(
         self, topic_id: uuid.UUID, partition: int, leader_id: int, leader_epoch: int, partition_epoch: int,
-        new_isr: Sequence[int],
+        new_isr: Sequence[int], broker_epochs: Mapping[int, int] | None = None,
     ) -> AlterPartitionResult:
         return await self._route(lambda c: c.alter_partition(topic_id, partition, leader_id, leader_epoch,
-                                                             partition_epoch, new_isr))
+                                                             partition_epoch, new_isr, broker_epochs))
 
     async def register_broker(
         self, node_id: int, host: str, port: int, rack: str | None = None, *, listener_name: str = "PLAINTEXT",

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -423,6 +423,13 @@ class Controller:
     def _is_live(self, node_id: int) -> bool:
         return elections.is_live(self._image, node_id)
 
+    def _epoch_matches(self, node_id: int, broker_epoch: int) -> bool:
+        """KIP-903: -1 (not given) or the broker's registered epoch."""
+        if broker_epoch == -1:
+            return True
+        reg = self._image.brokers.get(node_id)
+        return reg is not None and reg.broker_epoch == broker_epoch
+
     def _unclean_default(self) -> bool:
         return elections.unclean_default(self._image, self.node_id, self.unclean_leader_election_enable)
 
@@ -575,7 +582,8 @@ class Controller:
     # AlterPartition (KIP-497): a leader's ISR change
 
     async def alter_partition(self, topic_id: uuid.UUID, partition: int, leader_id: int, leader_epoch: int,
-                              partition_epoch: int, new_isr: Sequence[int]) -> AlterPartitionResult:
+                              partition_epoch: int, new_isr: Sequence[int],
+                              broker_epochs: Mapping[int, int] | None = None) -> AlterPartitionResult:
         """Change a partition's ISR at its leader's request (Kafka's
         ReplicationControlManager.alterPartition, one partition).
 
@@ -584,7 +592,10 @@ class Controller:
         behind); FENCED_LEADER_EPOCH for an older leader epoch; INVALID_REQUEST from a broker that
         is not the leader; INVALID_UPDATE_VERSION for an older partition epoch (a stale request);
         INVALID_REQUEST for an ISR with non-replicas, duplicates or without the leader;
-        INELIGIBLE_REPLICA for members not registered or fenced. Success commits a
+        INELIGIBLE_REPLICA for members not registered, fenced, or whose broker epoch in
+        ``broker_epochs`` is not their registration's (KIP-903: the leader saw them fetch as an
+        earlier incarnation, whose log may have been lost since; -1 or absent is not checked).
+        Success commits a
         PartitionChangeRecord (the partition epoch goes up) unless the ISR is unchanged.
         """
         async with self._write_lock:
@@ -594,7 +605,8 @@ class Controller:
                 return AlterPartitionResult(ErrorCode.UNKNOWN_TOPIC_ID)
             p = topic.partitions.get(partition)
             isr = tuple(new_isr)
-            code = self._validate_alter_partition(topic, p, leader_id, leader_epoch, partition_epoch, isr)
+            code = self._validate_alter_partition(topic, p, leader_id, leader_epoch, partition_epoch, isr,
+                                                  broker_epochs or {})
             if code != ErrorCode.NONE or p is None:
                 return AlterPartitionResult(code)
             if isr != p.isr:
@@ -610,7 +622,8 @@ class Controller:
             return AlterPartitionResult(ErrorCode.NONE, p.leader, p.leader_epoch, p.partition_epoch, p.isr)
 
     def _validate_alter_partition(self, topic: TopicImage, p: PartitionState | None, broker_id: int,
-                                  leader_epoch: int, partition_epoch: int, isr: tuple[int, ...]) -> ErrorCode:
+                                  leader_epoch: int, partition_epoch: int, isr: tuple[int, ...],
+                                  broker_epochs: Mapping[int, int]) -> ErrorCode:
         """Kafka's validateAlterPartitionData, its checks in its order."""
         if p is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -628,10 +641,11 @@ class Controller:
             log.error("Rejecting AlterPartition from node %d for %s-%d: invalid ISR %s", broker_id, topic.name,
                       p.partition, list(isr))
             return ErrorCode.INVALID_REQUEST
-        ineligible = [b for b in isr if not self._is_live(b)]
+        ineligible = [b for b in isr if not self._is_live(b) or not self._epoch_matches(b, broker_epochs.get(b, -1))]
         if ineligible:
-            log.info("Rejecting AlterPartition from node %d for %s-%d: ineligible replicas %s (not registered "
-                     "or fenced)", broker_id, topic.name, p.partition, ineligible)
+            log.info("Rejecting AlterPartition from node %d for %s-%d: ineligible replicas %s (not registered, "
+                     "fenced, or a stale broker epoch in %s)", broker_id, topic.name, p.partition, ineligible,
+                     dict(broker_epochs))
             return ErrorCode.INELIGIBLE_REPLICA
         return ErrorCode.NONE
 

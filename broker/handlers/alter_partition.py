@@ -1,7 +1,7 @@
 """AlterPartition (api key 56): a partition leader asks the controller to change its ISR.
 
-Versions 2-3 (topics by id, KIP-516; v3 sends the new ISR with broker epochs, KIP-903, which the
-controller does not check yet). Each partition goes through ``controller_client.alter_partition``
+Versions 2-3 (topics by id, KIP-516; v3 sends the new ISR with each member's broker epoch, KIP-903:
+the controller refuses a member whose epoch is not its registration's with INELIGIBLE_REPLICA). Each partition goes through ``controller_client.alter_partition``
 (the controller checks leader and partition epochs and answers the state it committed, Kafka's
 codes: FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER, INELIGIBLE_REPLICA...).
 A broker that is not the controller forwards (``broker.controller_client``).
@@ -22,10 +22,12 @@ NAME = "AlterPartition"
 VERSIONS = (2, 3)
 
 
-def _new_isr(p: dict[str, Any], version: int) -> list[int]:
+def _new_isr(p: dict[str, Any], version: int) -> tuple[list[int], dict[int, int]]:
+    """The proposed ISR and, from v3, the broker epoch given for each member."""
     if version >= 3:
-        return [b["broker_id"] for b in p["new_isr_with_epochs"]]
-    return list(p["new_isr"])
+        members = p["new_isr_with_epochs"]
+        return [b["broker_id"] for b in members], {b["broker_id"]: b["broker_epoch"] for b in members}
+    return list(p["new_isr"]), {}
 
 
 async def handle(request: ApiRequest) -> dict:
@@ -35,9 +37,9 @@ async def handle(request: ApiRequest) -> dict:
     for t in body["topics"]:
         partitions = []
         for p in t["partitions"]:
+            isr, epochs = _new_isr(p, request.api_version)
             r = await client.alter_partition(t["topic_id"], p["partition_index"], body["broker_id"],
-                                             p["leader_epoch"], p["partition_epoch"],
-                                             _new_isr(p, request.api_version))
+                                             p["leader_epoch"], p["partition_epoch"], isr, epochs)
             partitions.append({
                 "partition_index": p["partition_index"],
                 "error_code": r.error_code,

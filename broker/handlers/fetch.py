@@ -119,9 +119,10 @@ def handle(request: ApiRequest) -> Any:
     body = request.body
     broker = request.broker
     if request.api_version < 15:
-        replica_id = body["replica_id"]
+        replica_id, replica_epoch = body["replica_id"], -1
     else:  # KIP-903: a tagged struct, absent (consumers) or holding the broker id and epoch
-        replica_id = (body["replica_state"] or {}).get("replica_id", -1)
+        state = body["replica_state"] or {}
+        replica_id, replica_epoch = state.get("replica_id", -1), state.get("replica_epoch", -1)
     uses_ids = request.api_version >= 13
     ctx = broker.fetch_sessions.new_context(body, uses_ids)
     if ctx.error != ErrorCode.NONE:
@@ -131,7 +132,7 @@ def handle(request: ApiRequest) -> Any:
     max_bytes = min(body["max_bytes"], broker.config["fetch.max.bytes"])
     conn = request.conn
     params = FetchParams(body["max_wait_ms"], min(body["min_bytes"], max_bytes), max_bytes,
-                         body["isolation_level"], uses_ids, lambda: conn.closed, replica_id)
+                         body["isolation_level"], uses_ids, lambda: conn.closed, replica_id, replica_epoch)
     done: Completion[FetchResult] = Completion()
     broker.replica_manager.fetch_messages(params, ctx.partitions, done)
     if done.done:

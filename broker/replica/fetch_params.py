@@ -19,11 +19,11 @@ class FetchParams:
     """One fetch request's limits (Kafka's FetchParams)."""
 
     __slots__ = ("max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "uses_topic_ids", "client_gone",
-                 "replica_id")
+                 "replica_id", "replica_epoch")
 
     def __init__(self, max_wait_ms: int, min_bytes: int, max_bytes: int, isolation_level: int,
                  uses_topic_ids: bool, client_gone: Callable[[], bool] | None = None,
-                 replica_id: int = -1) -> None:
+                 replica_id: int = -1, replica_epoch: int = -1) -> None:
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes  # the response budget: min(request max_bytes, fetch.max.bytes)
@@ -33,6 +33,8 @@ class FetchParams:
         self.client_gone = client_gone
         # A follower's broker id (>= 0): it reads up to the log end and reports its position.
         self.replica_id = replica_id
+        # Its broker (registration) epoch, Fetch v15+ (KIP-903); -1 when not given.
+        self.replica_epoch = replica_epoch
 
     @property
     def is_from_follower(self) -> bool:

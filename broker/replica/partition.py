@@ -72,7 +72,8 @@ class Partition:
 
     __slots__ = ("topic", "index", "topic_id", "log", "leader", "leader_epoch", "isr", "replicas",
                  "is_internal", "high_watermark", "last_stable_offset", "high_watermark_bytes",
-                 "last_stable_bytes", "_appended_bytes", "_follower_end_offsets", "_above_hw", "partition_epoch",
+                 "last_stable_bytes", "_appended_bytes", "_follower_end_offsets", "_follower_broker_epochs", "_above_hw",
+                 "partition_epoch",
                  "isr_change_pending", "_caught_up_ms", "_last_fetch", "_leader_epoch_start_offset")
 
     def __init__(self, topic: str, index: int, topic_id: Any, log: Log) -> None:
@@ -95,6 +96,7 @@ class Partition:
         self.last_stable_bytes = 0
         # Followers' log end offsets as their fetches report them (this broker leading).
         self._follower_end_offsets: dict[int, int] = {}
+        self._follower_broker_epochs: dict[int, int] = {}  # KIP-903: the epoch each follower fetched with
         # (end offset, _appended_bytes at that end) of appends above the HW, oldest first.
         self._above_hw: deque[tuple[int, int]] = deque()
         # Per follower: when it was last caught up, and (leader log end, time) at its last fetch.
@@ -180,7 +182,8 @@ class Partition:
         while above and above[0][0] <= new_hw:
             self.high_watermark_bytes = above.popleft()[1]
 
-    def update_follower_fetch_state(self, replica_id: int, log_end_offset: int, now_ms: int = 0) -> bool:
+    def update_follower_fetch_state(self, replica_id: int, log_end_offset: int, now_ms: int = 0,
+                                    broker_epoch: int = -1) -> bool:
         """A follower's fetch reported its log end offset (Kafka's updateFollowerFetchState);
         True if that moved the HW (the caller then completes what waited on it).
 
@@ -188,6 +191,7 @@ class Partition:
         fetch if it reached the log end we had then (Kafka's Replica.updateFetchStateOrThrow).
         """
         self._follower_end_offsets[replica_id] = log_end_offset
+        self._follower_broker_epochs[replica_id] = broker_epoch
         leader_end = self.log.log_end_offset
         previous = self._last_fetch.get(replica_id)
         if log_end_offset >= leader_end:
@@ -202,10 +206,15 @@ class Partition:
         fetch; ISR members count as caught up now, so they get ``replica.lag.time.max.ms`` to
         fetch (Kafka's resetReplicaState on makeLeader)."""
         self._follower_end_offsets.clear()
+        self._follower_broker_epochs.clear()
         self._last_fetch.clear()
         self._caught_up_ms = {r: now_ms for r in self.isr}
         self._leader_epoch_start_offset = self.log.log_end_offset
         self.isr_change_pending = False
+
+    def follower_broker_epoch(self, replica_id: int) -> int:
+        """The broker epoch the follower's last fetch gave (KIP-903), -1 if none."""
+        return self._follower_broker_epochs.get(replica_id, -1)
 
     def out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> list[int]:
         """ISR followers that have not been caught up for more than ``max_lag_ms`` (Kafka's

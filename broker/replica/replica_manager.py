@@ -46,7 +46,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -75,8 +75,10 @@ if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from controller.requests import AlterPartitionResult
 
-    # ControllerClient.alter_partition(topic_id, partition, leader_id, leader_epoch, partition_epoch, new_isr)
-    AlterPartitionCall = Callable[[Any, int, int, int, int, Sequence[int]], Awaitable[AlterPartitionResult]]
+    # ControllerClient.alter_partition(topic_id, partition, leader_id, leader_epoch, partition_epoch, new_isr,
+    # broker_epochs)
+    AlterPartitionCall = Callable[[Any, int, int, int, int, Sequence[int], Mapping[int, int]],
+                                  Awaitable[AlterPartitionResult]]
     from broker.metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
@@ -398,9 +400,19 @@ class ReplicaManager:
                     self._request_isr_change(part, tuple(r for r in part.isr if r not in out))
 
     def _maybe_expand_isr(self, part: Partition, replica_id: int) -> None:
-        if self.alter_partition is not None and not part.isr_change_pending and part.is_expansion_candidate(replica_id):
+        if (self.alter_partition is not None and not part.isr_change_pending and part.is_expansion_candidate(replica_id)
+                and self._isr_eligible(replica_id, part.follower_broker_epoch(replica_id))):
             log.info("Expanding the ISR of %s-%d from %s to add %d", part.topic, part.index, list(part.isr), replica_id)
             self._request_isr_change(part, (*part.isr, replica_id))
+
+    def _isr_eligible(self, replica_id: int, fetched_epoch: int) -> bool:
+        """Kafka's Partition.isReplicaIsrEligible: registered, not fenced, and (KIP-903) fetching as
+        the incarnation the metadata knows: a follower that restarted with a lost log fetches with a
+        new broker epoch, and must not be added back on the strength of an older one."""
+        reg = self.image.brokers.get(replica_id)
+        if reg is None or reg.fenced:
+            return False
+        return fetched_epoch == -1 or fetched_epoch == reg.broker_epoch
 
     def _request_isr_change(self, part: Partition, new_isr: tuple[int, ...]) -> None:
         part.isr_change_pending = True
@@ -413,7 +425,10 @@ class ReplicaManager:
         assert call is not None
         epoch = part.leader_epoch
         try:
-            result = await call(part.topic_id, part.index, self.node_id, epoch, part.partition_epoch, new_isr)
+            # KIP-903: each member with the broker epoch it fetched with, ours for ourselves.
+            epochs = {r: part.follower_broker_epoch(r) for r in new_isr if r != self.node_id}
+            epochs[self.node_id] = self.broker_epoch()
+            result = await call(part.topic_id, part.index, self.node_id, epoch, part.partition_epoch, new_isr, epochs)
         except Exception as exc:  # NOT_CONTROLLER, connection lost: the next check retries
             log.warning("AlterPartition of %s-%d failed: %s", part.topic, part.index, exc)
             return
@@ -860,7 +875,7 @@ class ReplicaManager:
                 limit = min(cp.partition_max_bytes, max(budget - out.total_bytes, 0))
                 records: Any = b""
                 piece = part.read_for_follower(cp.fetch_offset, limit, min_one) if limit > 0 or min_one else EMPTY_SLICE
-                if part.update_follower_fetch_state(replica_id, cp.fetch_offset, fetch_ms):
+                if part.update_follower_fetch_state(replica_id, cp.fetch_offset, fetch_ms, params.replica_epoch):
                     moved.append((name, cp.partition))
                 if replica_id not in part.isr:
                     self._maybe_expand_isr(part, replica_id)

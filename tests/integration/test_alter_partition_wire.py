@@ -5,10 +5,12 @@ from __future__ import annotations
 from tests.support.wire import WireClient, create_topic
 
 
-def alter(c: WireClient, topic_id: object, leader_epoch: int, partition_epoch: int, isr: list[int]) -> dict:
+def alter(c: WireClient, topic_id: object, leader_epoch: int, partition_epoch: int, isr: list[int],
+          broker_epoch: int = -1) -> dict:
     body = {"broker_id": 1, "broker_epoch": -1, "topics": [{"topic_id": topic_id, "partitions": [{
         "partition_index": 0, "leader_epoch": leader_epoch, "partition_epoch": partition_epoch,
-        "leader_recovery_state": 0, "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": -1} for b in isr]}]}]}
+        "leader_recovery_state": 0,
+        "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": broker_epoch} for b in isr]}]}]}
     return c.request(56, 3, body)["topics"][0]["partitions"][0]
 
 
@@ -30,3 +32,5 @@ def test_alter_partition_checks_epochs_and_answers_the_state(broker) -> None:
         assert alter(c, topic_id, epoch - 1, pe, [1])["error_code"] == 74  # FENCED_LEADER_EPOCH
         assert alter(c, topic_id, epoch, pe - 1, [1])["error_code"] == 95  # INVALID_UPDATE_VERSION
         assert alter(c, topic_id, epoch, pe, [])["error_code"] != 0  # an empty ISR is never accepted
+        # KIP-903: a member named with a broker epoch that is not its registration's is ineligible.
+        assert alter(c, topic_id, epoch, pe, [1], broker_epoch=1 << 40)["error_code"] == 107  # INELIGIBLE_REPLICA

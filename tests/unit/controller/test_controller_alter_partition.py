@@ -65,3 +65,23 @@ async def test_a_controller_that_is_not_active_refuses(controller: Controller) -
         assert exc.code == ErrorCode.NOT_CONTROLLER
     else:
         raise AssertionError("a stopped controller answered")
+
+
+async def test_a_member_given_with_a_stale_broker_epoch_is_ineligible(controller: Controller) -> None:
+    """KIP-903: the leader names the broker epoch each member fetched with; a member that has
+    registered again since (a restart, its log possibly lost) is refused."""
+    topic_id, _ = await _partition(controller)
+    shrunk = await controller.alter_partition(topic_id, 0, 1, 0, 0, [1, 2])
+    assert shrunk.error_code == ErrorCode.NONE
+    old_epoch = controller.image.brokers[3].broker_epoch
+    new_epoch = await controller.register_broker(3, "h3", 9094)  # broker 3 restarted
+    assert new_epoch != old_epoch
+    leader_epoch = controller.image.brokers[1].broker_epoch
+    stale = await controller.alter_partition(topic_id, 0, 1, 0, 1, [1, 2, 3], {1: leader_epoch, 3: old_epoch})
+    assert stale.error_code == ErrorCode.INELIGIBLE_REPLICA
+    assert controller.image.topics["r"].partitions[0].isr == (1, 2)
+    # The current epoch, or none given (-1, as before v3), is accepted.
+    current = await controller.alter_partition(topic_id, 0, 1, 0, 1, [1, 2, 3], {1: leader_epoch, 3: new_epoch})
+    assert (current.error_code, current.isr) == (ErrorCode.NONE, (1, 2, 3))
+    unchecked = await controller.alter_partition(topic_id, 0, 1, 0, 2, [1, 3], {2: -1})
+    assert (unchecked.error_code, unchecked.isr) == (ErrorCode.NONE, (1, 3))

@@ -254,3 +254,43 @@ async def test_a_follower_behind_the_leaders_log_start_restarts_there(cluster: C
     leader_bytes = cluster.leader.log.read(3, 1 << 20).read_bytes()  # the whole batch 2-4
     assert cluster.follower.log.read(3, 1 << 20).read_bytes() == leader_bytes
     await eventually(lambda: cluster.leader.isr == (1, 2))  # caught up: back in the ISR
+
+
+async def fetch_as_replica(cluster: Cluster, offset: int, replica_epoch: int) -> dict:
+    """Fetch v15 as broker 2, naming ``replica_epoch`` in its replica state (KIP-903)."""
+    topic_id = cluster.controller.image.topics[TOPIC].topic_id
+    body = {"max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
+            "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "replica_state": {"replica_id": 2, "replica_epoch": replica_epoch},
+            "topics": [{"topic_id": topic_id, "partitions": [
+                {"partition": 0, "current_leader_epoch": cluster.leader.leader_epoch, "fetch_offset": offset,
+                 "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
+    response = await cluster.client.request(1, 15, body)
+    return response["responses"][0]["partitions"][0]
+
+
+@pytest.mark.parametrize("cluster", [["replica.lag.time.max.ms=600"]], indirect=True)
+async def test_a_follower_fetching_as_an_earlier_incarnation_is_not_added_to_the_isr(
+        cluster: Cluster, caplog: pytest.LogCaptureFixture) -> None:
+    """KIP-903: broker 2 registered again (a restart that may have lost its log); a fetch that
+    still names its old broker epoch does not bring it back into the ISR, one with the current
+    epoch does, and the AlterPartition names that epoch."""
+    caplog.set_level("INFO", "controller.controller")
+    assert (await cluster.produce(batch(1)))["error_code"] == 0
+    cluster.rm2.replica_fetchers.remove_partitions([TP])
+    assert (await cluster.produce(batch(2)))["error_code"] == 0  # answered once the ISR shrank
+    assert cluster.leader.isr == (1,)
+    old_epoch = cluster.controller.image.brokers[2].broker_epoch
+    new_epoch = await cluster.controller.register_broker(2, "127.0.0.1", 9)
+    await eventually(lambda: cluster.broker1.replica_manager.image.brokers[2].broker_epoch == new_epoch)
+    end = cluster.leader.log_end_offset
+    for _ in range(5):  # caught up, but as the old incarnation
+        assert (await fetch_as_replica(cluster, end, old_epoch))["error_code"] == 0
+        await asyncio.sleep(0.1)
+    assert cluster.leader.isr == (1,)
+    assert cluster.controller.image.topics[TOPIC].partitions[0].isr == (1,)
+    # The leader itself held back (the controller would have refused it too).
+    assert "Rejecting AlterPartition" not in caplog.text
+    assert (await fetch_as_replica(cluster, end, new_epoch))["error_code"] == 0
+    await eventually(lambda: cluster.controller.image.topics[TOPIC].partitions[0].isr == (1, 2))
+    assert cluster.leader.follower_broker_epoch(2) == new_epoch
