@@ -712,6 +712,34 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
 
+    def append_end_txn_markers(self, markers: list[tuple[str, int, int, int, int, bool]], timeout_ms: int,
+                               callback: ProduceCallback) -> None:
+        """Write transaction markers: each (topic, partition, producer id, producer epoch, coordinator
+        epoch, commit) as its leader (Kafka's appendRecords with AppendOrigin.COORDINATOR from
+        WriteTxnMarkers, acks=-1). ``callback(results)`` gets, in order, each marker's AppendInfo or
+        the KafkaApiError it was refused with (NOT_LEADER_OR_FOLLOWER, INVALID_PRODUCER_EPOCH,
+        TRANSACTION_COORDINATOR_FENCED, NOT_ENOUGH_REPLICAS, ...), once the HW passed the markers
+        (REQUEST_TIMED_OUT after ``timeout_ms``). Each marker that lands moves the LSO with the HW
+        and wakes what waited on it. The callback may run before this returns."""
+        results: list[ProduceResult] = []
+        waiting: list[tuple[int, TopicPartition]] = []
+        for i, (topic, index, producer_id, producer_epoch, coordinator_epoch, commit) in enumerate(markers):
+            try:
+                part = self.leader_partition(topic, index)
+                info = part.append_end_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit)
+            except KafkaApiError as exc:
+                results.append(exc)
+                continue
+            results.append(info)
+            self._after_leader_append(part, info)
+            if part.high_watermark <= info.last_offset:
+                waiting.append((i, (topic, index)))
+        if not waiting:
+            callback(results)
+            return
+        op = DelayedProduce(timeout_ms, results, waiting, self._led_partition, callback)
+        self.produce_purgatory.try_complete_else_watch(op, [key for _, key in waiting])
+
     def append_internal(self, topic: str, partition: int, records: bytes) -> int:
         """Append coordinator records (e.g. __consumer_offsets); returns the first offset."""
         part = self.leader_partition(topic, partition)
@@ -795,6 +823,7 @@ class ReplicaManager:
                 limit = min(cp.partition_max_bytes, max(budget - out.total_bytes, 0))
                 records: Any = b""
                 size = 0
+                aborted = None
                 if limit > 0 or min_one:
                     piece = part.read(cp.fetch_offset, limit, isolation, min_one)
                     size = piece.size
@@ -802,8 +831,10 @@ class ReplicaManager:
                         records = piece if zero_copy else piece.read_bytes()
                         out.total_bytes += size
                         out.bytes_by_topic[name] = out.bytes_by_topic.get(name, 0) + size
+                    if isolation:  # read_committed (Kafka's FetchIsolation.TXN_COMMITTED)
+                        aborted = part.aborted_transactions(cp.fetch_offset, piece)
                 reads.append(LogReadResult(cp, ErrorCode.NONE, part.high_watermark, part.last_stable_offset,
-                                           part.log_start_offset, records, size))
+                                           part.log_start_offset, records, size, aborted))
             except SegmentTruncatedError as exc:
                 self._report_truncated(exc)
                 out.truncated = exc
