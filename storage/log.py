@@ -359,7 +359,7 @@ class Log:
         data, add it to the segment's ``.txnindex`` (unless ``index`` is False: replay over a
         segment whose index is intact)."""
         producer_state = self.producer_state
-        marker = _end_txn_marker(raw)
+        marker = end_txn_marker(raw)
         if marker is None:
             producer_state.on_append(header, now)  # an emptied control batch (the cleaner's)
             return
@@ -475,7 +475,7 @@ class Log:
             if coordinator:
                 for pos, header in batches:
                     if header[5] & CONTROL_BIT:
-                        marker = _end_txn_marker(view[pos: pos + header[1] + LOG_OVERHEAD])
+                        marker = end_txn_marker(view[pos: pos + header[1] + LOG_OVERHEAD])
                         if marker is not None:
                             producer_state.check_end_txn_marker(header, marker.coordinator_epoch)
             leo = self._log_end_offset
@@ -1264,7 +1264,7 @@ class Log:
                 f"segments={len(self._state.segments)})")
 
 
-def _end_txn_marker(raw: bytes | memoryview) -> EndTransactionMarker | None:
+def end_txn_marker(raw: bytes | memoryview) -> EndTransactionMarker | None:
     """The COMMIT/ABORT marker of a control batch; None for a batch without one (emptied by the
     cleaner, or not a transaction marker) or one that cannot be read."""
     from protocol.batch_header import InvalidBatchError

@@ -248,3 +248,60 @@ def test_clean_reopen_keeps_open_transactions(tmp_path: Path) -> None:
     end_txn(reopened, 1, commit=False)
     assert txn_index_bytes(reopened) == {0: kafka_entry(1, 1, 3, 4)}
     reopened.close()
+
+
+# --- compaction (Kafka's CleanedTransactionMetadata rules) -------------------------------------
+
+
+def test_compaction_removes_aborted_data_and_keeps_markers_until_their_horizon(tmp_path: Path) -> None:
+    from protocol.records import Record, encode_batch
+    from storage.cleaner import LogCleaner
+    from storage.log_config import LogConfig
+    from storage.log_manager import LogManager
+    from storage.producer_state import producer_state_factory
+
+    config = LogConfig(segment_bytes=1 << 20, segment_index_bytes=1024, index_interval_bytes=100,
+                       file_delete_delay_ms=0, cleanup_policy="compact", min_cleanable_dirty_ratio=0.01,
+                       delete_retention_ms=1000)
+    mgr = LogManager([tmp_path], config, producer_state_factory=producer_state_factory(1))
+    mgr.startup()
+    log = mgr.get_or_create_log("t", 0)
+
+    def put(key: bytes, value: bytes, **kw: int | bool) -> None:
+        log.append(encode_batch([Record(timestamp=1000, key=key, value=value)], **kw), leader_epoch=0)
+
+    def clean(now: int, key: bytes) -> None:
+        put(key, b"dirty")  # something new to clean, then roll it out of the active segment
+        log.roll()
+        LogCleaner(mgr).clean_once(now_ms=now)
+
+    def data() -> list[tuple[int, bytes | None, bytes | None]]:
+        return [(r.offset, r.key, r.value) for _, _, raw in read_all(log) if not parse_header(raw).is_control
+                for r in decode_batch(raw).records]
+
+    def markers() -> list[int]:
+        return [h.base_offset for h in (parse_header(raw) for _, _, raw in read_all(log)) if h.is_control]
+
+    put(b"a", b"old")  # 0
+    put(b"a", b"committed", producer_id=5, producer_epoch=0, base_sequence=0, is_transactional=True)  # 1
+    put(b"a", b"aborted", producer_id=6, producer_epoch=0, base_sequence=0, is_transactional=True)  # 2
+    log.append_end_txn_marker(5, 0, 0, True, leader_epoch=0)  # 3
+    log.append_end_txn_marker(6, 0, 0, False, leader_epoch=0)  # 4
+    clean(5000, b"x")  # 5
+    # The aborted "a" neither shadows the committed one nor survives; both markers stay, and the
+    # abort's entry moved into the cleaned segment's .txnindex.
+    assert data() == [(1, b"a", b"committed"), (5, b"x", b"dirty")]
+    assert markers() == [3, 4]
+    assert log.collect_aborted_txns(0, 6) == [AbortedTxn(6, 2, 4, 5)]
+    assert [p.name for p in log.dir.glob("*.txnindex")] == [f"{0:020d}.txnindex"]
+
+    log.remove_expired_producers(10**14)  # their last batches need not stay (empty) any more
+    put(b"a", b"newest")  # supersedes the committed "a"
+    clean(6000, b"y")  # the transactions' batches go; this pass still saw them: markers stay
+    assert markers() == [3, 4]
+    clean(7000, b"z")  # no data left: the markers get a delete horizon (7000 + delete.retention.ms)
+    assert markers() == [3, 4] and log.collect_aborted_txns(0, log.log_end_offset) == []
+    clean(8500, b"w")  # past the horizon: gone
+    assert markers() == []
+    assert [v for _, k, v in data() if k == b"a"] == [b"newest"]
+    mgr.shutdown()
