@@ -103,3 +103,22 @@ async def test_an_open_transaction_holds_the_lso_after_a_restart(node: Node) -> 
     assert part.last_stable_offset == 4
     (committed,) = fetch(node, ("t", 0, 0), isolation=READ_COMMITTED)
     assert committed.partitions[0].aborted_transactions == [AbortedTxn(5, 1, 3, 4)]
+
+
+async def test_read_committed_poll_past_the_lso_waits_and_an_inner_lso_move_wakes_it(node: Node) -> None:
+    part = node.rm.leader_partition("t", 0)
+    produce(node, [("t", 0, txn_batch(5, 0))])  # 0-1, producer 5 open
+    produce(node, [("t", 0, txn_batch(6, 0))])  # 2-3, producer 6 open
+    produce(node, [("t", 0, batch(1))])  # 4
+    assert (part.high_watermark, part.last_stable_offset) == (5, 0)
+    past = fetch(node, ("t", 0, 3), isolation=READ_COMMITTED)  # beyond the LSO, below the HW
+    assert past == []  # waits (Kafka does not answer such a poll at once)
+    at = fetch(node, ("t", 0, 0), isolation=READ_COMMITTED)
+    assert at == []
+    end_txn(node, ("t", 0, 5, 0, 0, True))  # 5: the LSO moves to 2, producer 6's first offset
+    assert part.last_stable_offset == 2
+    assert len(at) == 1 and at[0].partitions[0].records.next_offset == 2
+    assert past == []  # still nothing stable at 3
+    end_txn(node, ("t", 0, 6, 0, 0, False))  # 6
+    assert part.last_stable_offset == 7
+    assert len(past) == 1 and past[0].partitions[0].aborted_transactions == [AbortedTxn(6, 2, 6, 7)]
