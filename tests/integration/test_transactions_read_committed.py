@@ -143,3 +143,30 @@ def test_read_committed_sees_committed_records_only(broker_factory, tmp_path: Pa
                                                 {"producer_id": OPEN_PID, "first_offset": 8}]
     assert consume_kafka_python(broker.bootstrap, 5) == [*committed, b"plain-2"]
     assert b"".join(p.read_bytes() for p in sorted(partition_dir.glob("*.txnindex"))) == expected_index
+
+
+def test_kafkas_dump_log_segments_reads_our_markers_txnindex_and_snapshot(tmp_path: Path) -> None:
+    """Kafka's own DumpLogSegments decodes what the log wrote: the marker batches, the .txnindex
+    entries (AbortedTxn v0) and the producer snapshot with the coordinator epoch."""
+    from tests.support.java_tools import run_tool
+
+    dir = tmp_path / f"{TOPIC}-0"
+    log = Log.open(dir, LogConfig(), producer_state=ProducerStateManager(dir))
+    log.append(txn(COMMITTED_PID, b"c"), leader_epoch=3)  # 0
+    log.append(txn(ABORTED_PID, b"a0", b"a1"), leader_epoch=3)  # 1-2
+    log.append(txn(OPEN_PID, b"o"), leader_epoch=3)  # 3
+    log.append_end_txn_marker(ABORTED_PID, 0, 7, False, leader_epoch=3)  # 4: LSO then 0 (1000 open)
+    log.append_end_txn_marker(COMMITTED_PID, 0, 7, True, leader_epoch=3)  # 5
+    log.append_end_txn_marker(OPEN_PID, 0, 7, False, leader_epoch=3)  # 6
+    log.close()
+    files = [dir / f"{0:020d}{suffix}" for suffix in (".txnindex", ".log")] + [dir / f"{7:020d}.snapshot"]
+    out = run_tool("kafka.tools.DumpLogSegments",
+                   ["--files", ",".join(map(str, files)), "--print-data-log"]).stdout
+    assert ("version: 0 producerId: 2000 firstOffset: 1 lastOffset: 4 lastStableOffset: 0\n"
+            "version: 0 producerId: 3000 firstOffset: 3 lastOffset: 6 lastStableOffset: 7\n") in out
+    markers = [line.split("endTxnMarker: ")[1] for line in out.splitlines() if "endTxnMarker" in line]
+    assert markers == ["ABORT coordinatorEpoch: 7", "COMMIT coordinatorEpoch: 7", "ABORT coordinatorEpoch: 7"]
+    assert out.count("isTransactional: true isControl: true") == 3
+    producers = [line for line in out.splitlines() if line.startswith("producerId: ")]
+    assert len(producers) == 3
+    assert all("coordinatorEpoch: 7 currentTxnFirstOffset: OptionalLong.empty" in line for line in producers)
