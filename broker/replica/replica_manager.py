@@ -5,7 +5,8 @@ partition this broker hosts has a :class:`~broker.replica.partition.Partition` w
 ``Log`` and the leader epoch the controller assigned. Requests reach partition data only through
 it: ``append_records`` (Produce), ``fetch_messages`` (Fetch), ``fetch_offset_for_timestamp``
 (ListOffsets), ``delete_records``, ``last_offset_for_leader_epoch``; the coordinators write and
-read their internal topics through ``append_internal``/``read_internal``.
+read their internal topics through ``append_internal``/``read_internal``, and the transaction
+coordinator's COMMIT/ABORT markers go through ``append_end_txn_markers``.
 
 Purgatories: acks=-1 produces wait in the produce purgatory (broker.replica.delayed_produce)
 until the high watermark passes their batches; long-poll fetches wait in the fetch purgatory
