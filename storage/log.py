@@ -549,8 +549,8 @@ class Log:
                         self._io(self.epoch_cache.assign, header[2], header[0])
             for pos, header in assigned:
                 if header[9] >= 0:
-                    if header[5] & CONTROL_BIT:
-                        self._on_control_batch(seg, header, view[pos: pos + header[1] + LOG_OVERHEAD], now)
+                    if header[5] & CONTROL_BIT:  # a marker: may write the segment's .txnindex
+                        self._io(self._on_control_batch, seg, header, view[pos: pos + header[1] + LOG_OVERHEAD], now)
                     else:
                         producer_state.on_append(header, now)
             if config.flush_messages != LONG_MAX:
