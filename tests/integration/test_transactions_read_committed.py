@@ -1,5 +1,6 @@
 """read_committed over the wire: a broker serves a partition holding committed, aborted and open
-transactions, with real clients (confluent-kafka, kafka-python) and raw Fetch/ListOffsets.
+transactions, with real clients (confluent-kafka, kafka-python, the Java console consumer) and raw
+Fetch/ListOffsets; and Kafka's DumpLogSegments reads the files the log wrote.
 
 No transactional producer exists yet (the coordinator comes later), so the partition's log is
 written in-process between two runs of a real broker, with the storage API the coordinator's
@@ -17,6 +18,7 @@ from storage.log import Log
 from storage.log_config import LogConfig
 from storage.log_manager import CLEAN_SHUTDOWN_FILE
 from storage.producer_state import ProducerStateManager
+from tests.support.java_tools import run_tool
 from tests.support.wire import WireClient, create_topic
 
 NOW = int(time.time() * 1000)
@@ -118,6 +120,11 @@ def test_read_committed_sees_committed_records_only(broker_factory, tmp_path: Pa
         assert uncommitted["last_stable_offset"] == 8 and uncommitted["aborted_transactions"] is None
     # librdkafka drops the aborted batches and the control records; it stops at the LSO.
     assert consume_confluent(broker.bootstrap, "read_committed", len(committed)) == committed
+    # The Java client (Kafka's console consumer) likewise.
+    java = run_tool("kafka-console-consumer", ["--bootstrap-server", broker.bootstrap, "--topic", TOPIC,
+                                               "--from-beginning", "--isolation-level", "read_committed",
+                                               "--timeout-ms", "4000"], check=False)
+    assert java.stdout.split() == [v.decode() for v in committed], java.stderr[-2000:]
     assert consume_confluent(broker.bootstrap, "read_uncommitted", 9) == [
         b"plain-0", b"plain-1", b"committed-0", b"committed-1", b"aborted-0", b"aborted-1", b"open-0", b"open-1",
         b"plain-2"]
@@ -148,8 +155,6 @@ def test_read_committed_sees_committed_records_only(broker_factory, tmp_path: Pa
 def test_kafkas_dump_log_segments_reads_our_markers_txnindex_and_snapshot(tmp_path: Path) -> None:
     """Kafka's own DumpLogSegments decodes what the log wrote: the marker batches, the .txnindex
     entries (AbortedTxn v0) and the producer snapshot with the coordinator epoch."""
-    from tests.support.java_tools import run_tool
-
     dir = tmp_path / f"{TOPIC}-0"
     log = Log.open(dir, LogConfig(), producer_state=ProducerStateManager(dir))
     log.append(txn(COMMITTED_PID, b"c"), leader_epoch=3)  # 0
