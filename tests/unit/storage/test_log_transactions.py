@@ -305,3 +305,20 @@ def test_compaction_removes_aborted_data_and_keeps_markers_until_their_horizon(t
     assert markers() == []
     assert [v for _, k, v in data() if k == b"a"] == [b"newest"]
     mgr.shutdown()
+
+
+def test_a_follower_copying_the_leaders_batches_builds_the_same_txn_index(tmp_path: Path) -> None:
+    leader = open_txn_log(tmp_path / "leader" / "t-0")
+    write(leader, txn_batch(1, 0))  # 0-1
+    write(leader, txn_batch(2, 0))  # 2-3
+    end_txn(leader, 1, commit=False)  # 4
+    write(leader, txn_batch(3, 0))  # 5-6
+    end_txn(leader, 2, commit=True)  # 7
+    end_txn(leader, 3, commit=False)  # 8
+    follower = open_txn_log(tmp_path / "follower" / "t-0")
+    for _, _, raw in read_all(leader):  # the replica fetcher's appends: offsets and epochs kept
+        follower.append(raw, leader_epoch=LEADER_EPOCH, assign_offsets=False, now_ms=NOW)
+    assert txn_index_bytes(follower) == txn_index_bytes(leader) == {
+        0: kafka_entry(1, 0, 4, 2) + kafka_entry(3, 5, 8, 9)}
+    assert follower.producer_state.ongoing_txns == {}
+    assert follower.producer_state.last_entry(3).coordinator_epoch == 0
