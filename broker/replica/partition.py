@@ -490,6 +490,11 @@ class Partition:
             raise KafkaApiError(ErrorCode.OFFSET_OUT_OF_RANGE)
         return offset
 
+    def after_log_start_moved(self) -> None:
+        """On the loop, after DeleteRecords: an open transaction that began below the new log start
+        no longer holds the LSO there (Kafka's maybeIncrementFirstUnstableOffset)."""
+        self._update_last_stable_offset()
+
     def delete_records_before(self, offset: int) -> int:
         """Blocking (renames segment files; the IO pool runs it): make ``offset`` the log start
         offset if it is above it; returns the low watermark (the log start offset)."""

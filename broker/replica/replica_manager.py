@@ -945,7 +945,9 @@ class ReplicaManager:
         part = self.leader_partition(topic, index)
         target = part.delete_records_target(offset)
         if target > part.log_start_offset:
-            return await self._io(part.delete_records_before, target)
+            low_watermark = await self._io(part.delete_records_before, target)
+            part.after_log_start_moved()
+            return low_watermark
         return part.log_start_offset
 
     # -- log dirs ---------------------------------------------------------------------------

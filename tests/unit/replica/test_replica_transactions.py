@@ -122,3 +122,13 @@ async def test_read_committed_poll_past_the_lso_waits_and_an_inner_lso_move_wake
     end_txn(node, ("t", 0, 6, 0, 0, False))  # 6
     assert part.last_stable_offset == 7
     assert len(past) == 1 and past[0].partitions[0].aborted_transactions == [AbortedTxn(6, 2, 6, 7)]
+
+
+async def test_delete_records_past_an_open_transaction_moves_the_lso_to_the_new_log_start(node: Node) -> None:
+    part = node.rm.leader_partition("t", 0)
+    produce(node, [("t", 0, txn_batch(5, 0))])  # 0-1, open
+    produce(node, [("t", 0, batch(1))])  # 2
+    assert part.last_stable_offset == 0
+    assert await node.rm.delete_records("t", 0, 2) == 2
+    assert part.last_stable_offset == 2
+    assert latest(node, READ_COMMITTED) == 2
