@@ -37,8 +37,14 @@ One cleaning round (:meth:`LogCleaner.clean_once`):
    a producer that still has state, kept empty so its sequence survives, and the last batch of
    each group, kept (empty if need be) so the new segment ends exactly where the group ended -
    that makes the swap's crash recovery exact, and no segment is ever left empty.
-   *Control batches and transactions:* kept as they are. Aborted transactional data is not
-   removed and markers are never discarded yet (transactions come later).
+   *Transactions* (Kafka's CleanedTransactionMetadata): the aborted transactions overlapping the
+   section (from the ``.txnindex``) are known before the pass. A batch of an aborted transaction
+   is neither mapped (its keys must not shadow committed records) nor kept. An ABORT marker whose
+   transaction still had data in this pass is kept and its entry written to the cleaned segment's
+   ``.txnindex``; a COMMIT marker likewise while its transaction had data here. A marker whose
+   transaction has no data left is kept until ``delete.retention.ms`` after that was first seen
+   (the delete horizon, as for tombstones), then dropped. An emptied control batch (the last of
+   a group) counts as a marker with nothing left.
 4. *Swap* (Kafka's replaceSegments). The new segment is written as ``<base>.log.cleaned`` (and
    ``.index.cleaned``, ``.timeindex.cleaned``), fsynced, renamed to ``.swap``; then under the log
    lock the old segments are renamed ``.deleted`` (their fds stay open for file.delete.delay.ms,
@@ -71,14 +77,22 @@ from pathlib import Path
 from typing import Any
 
 from protocol.batch_header import NO_PRODUCER_ID, BatchHeader, parse_header
-from protocol.records import LOG_APPEND_TIME, Record, RecordBatch, decode_batch, encode_batch
+from protocol.records import (
+    LOG_APPEND_TIME,
+    ControlRecordType,
+    Record,
+    RecordBatch,
+    decode_batch,
+    encode_batch,
+)
 from storage import clock
 from storage.checkpoint_file import CheckpointFormatError, read_checkpoint, write_checkpoint
 from storage.errors import CleaningAbortedError, KafkaStorageError
-from storage.log import Log
+from storage.log import Log, end_txn_marker
 from storage.log_config import LONG_MAX
 from storage.record_validator import uncompressed_limit
 from storage.segment import CLEANED_SUFFIX, INT32_MAX, LogSegment
+from storage.txn_index import AbortedTxn, TransactionIndex
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 _MAP_ENTRY_OVERHEAD = 64  # bytes charged per offset-map entry besides the key itself
@@ -352,6 +366,7 @@ def build_offset_map(log: Log, start: int, end: int, config: CleanerConfig, stat
     latest = start - 1
     segments = log._state.segments
     dirty = [s for s in _segments_in(segments, start, end) if s is not segments[-1]]
+    transactions = CleanedTransactions(log.collect_aborted_txns(start, end))
     for i, seg in enumerate(dirty):
         check_done()
         next_base = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
@@ -364,7 +379,11 @@ def build_offset_map(log: Log, start: int, end: int, config: CleanerConfig, stat
                 return offset_map, latest
             if header.last_offset < start:
                 continue
-            if not header.is_control:
+            if header.is_control:
+                transactions.on_control_batch(header, _read_batch(seg, pos, header))
+            elif transactions.on_data_batch(header):
+                stats.messages_read += header.records_count  # aborted: not mapped
+            else:
                 batch = _decode(_read_batch(seg, pos, header), header, log.config.max_message_bytes)
                 stats.bytes_read += header.size
                 pending = {}
@@ -435,6 +454,8 @@ def _clean_group(log: Log, group: list[LogSegment], offset_map: dict[bytes, int]
     cleaned = LogSegment.create(log.dir, group[0].base_offset, log.config, now, suffix=CLEANED_SUFFIX)
     try:
         group_end = group[-1].next_offset
+        transactions = CleanedTransactions(log.collect_aborted_txns(group[0].base_offset, group_end),
+                                           cleaned.txn_index)
         delete_retention_ms = log.config.delete_retention_ms
         out = bytearray()
         out_batches: list[tuple[int, BatchHeader]] = []
@@ -443,7 +464,7 @@ def _clean_group(log: Log, group: list[LogSegment], offset_map: dict[bytes, int]
                 check_done()
                 raw = _read_batch(seg, pos, header)
                 kept = _filter_batch(raw, header, offset_map, latest, producers, group_end, now,
-                                     delete_retention_ms, stats, log.config.max_message_bytes)
+                                     delete_retention_ms, stats, log.config.max_message_bytes, transactions)
                 if kept is None:
                     continue
                 out_batches.append((len(out), parse_header(kept)))
@@ -465,15 +486,17 @@ def _clean_group(log: Log, group: list[LogSegment], offset_map: dict[bytes, int]
 
 def _filter_batch(raw: bytes, header: BatchHeader, offset_map: dict[bytes, int], latest: int,
                   producers: dict[int, int], group_end: int, now: int, delete_retention_ms: int,
-                  stats: CleanerStats, max_message_bytes: int) -> bytes | None:
+                  stats: CleanerStats, max_message_bytes: int, transactions: CleanedTransactions) -> bytes | None:
     """The batch's bytes after cleaning: as is, re-encoded, an empty batch, or None (dropped)."""
     if header.is_control:
-        return raw  # transaction markers are kept until transactions are supported
+        return _filter_control_batch(raw, header, group_end, now, delete_retention_ms, max_message_bytes,
+                                     transactions)
     batch = _decode(raw, header, max_message_bytes)
     horizon = batch.delete_horizon_ms
     retained: list[Record] = []
     has_tombstone = False
-    for record in batch.records:
+    aborted = transactions.on_data_batch(header)
+    for record in [] if aborted else batch.records:
         offset = record.offset
         assert offset is not None
         if offset > latest:
@@ -510,6 +533,93 @@ def _filter_batch(raw: bytes, header: BatchHeader, offset_map: dict[bytes, int],
         delete_horizon_ms=new_horizon if retained else None,
         last_offset_delta=header.last_offset_delta,
     )
+
+
+def _filter_control_batch(raw: bytes, header: BatchHeader, group_end: int, now: int, delete_retention_ms: int,
+                          max_message_bytes: int, transactions: CleanedTransactions) -> bytes | None:
+    """A marker: kept while its transaction has data; once it has none, kept with a delete horizon
+    until that passes, then dropped (Kafka's checkBatchRetention for control batches)."""
+    can_discard = transactions.on_control_batch(header, raw)
+    if not can_discard:
+        return raw
+    batch = _decode(raw, header, max_message_bytes)
+    horizon = batch.delete_horizon_ms
+    if horizon is not None and horizon <= now:
+        if header.next_offset != group_end:
+            return None
+        records: list[Record] = []  # the group's last batch stays, empty (see the module doc)
+    elif horizon is not None or not batch.records:
+        return raw
+    else:
+        records = list(batch.records)
+        horizon = now + delete_retention_ms
+    return encode_batch(
+        records,
+        base_offset=header.base_offset,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        is_transactional=header.is_transactional,
+        is_control=True,
+        partition_leader_epoch=header.partition_leader_epoch,
+        delete_horizon_ms=horizon if records else None,
+        last_offset_delta=header.last_offset_delta,
+    )
+
+
+class CleanedTransactions:
+    """What one cleaning pass knows of transactions (Kafka's CleanedTransactionMetadata): the
+    aborted ones overlapping it, by first offset, and which producers' transactions the pass has
+    seen data of. Batches must be shown in offset order."""
+
+    def __init__(self, aborted: list[AbortedTxn], cleaned_index: TransactionIndex | None = None) -> None:
+        self._pending = sorted(aborted, key=lambda txn: txn.first_offset)
+        self._next = 0
+        # producer id -> (its aborted transaction, whether this pass saw data of it)
+        self._ongoing_aborted: dict[int, tuple[AbortedTxn, bool]] = {}
+        self._ongoing_committed: set[int] = set()
+        self._cleaned_index = cleaned_index
+
+    def _start_aborted_up_to(self, offset: int) -> None:
+        pending = self._pending
+        while self._next < len(pending) and pending[self._next].first_offset <= offset:
+            txn = pending[self._next]
+            self._ongoing_aborted.setdefault(txn.producer_id, (txn, False))
+            self._next += 1
+
+    def on_data_batch(self, header: BatchHeader) -> bool:
+        """True if the batch belongs to an aborted transaction (its records go)."""
+        self._start_aborted_up_to(header.last_offset)
+        if not header.is_transactional:
+            return False
+        ongoing = self._ongoing_aborted.get(header.producer_id)
+        if ongoing is not None:
+            self._ongoing_aborted[header.producer_id] = (ongoing[0], True)
+            return True
+        self._ongoing_committed.add(header.producer_id)
+        return False
+
+    def on_control_batch(self, header: BatchHeader, raw: bytes) -> bool:
+        """True if the marker may go (after its delete horizon): its transaction has no data in
+        this pass. An ABORT marker that stays writes its entry to the cleaned ``.txnindex``."""
+        self._start_aborted_up_to(header.last_offset)
+        marker = end_txn_marker(raw)
+        if marker is None:
+            return True  # an emptied control batch: its transaction was cleaned away already
+        producer_id = header.producer_id
+        if marker.control_type == ControlRecordType.ABORT:
+            ongoing = self._ongoing_aborted.pop(producer_id, None)
+            if ongoing is not None and ongoing[1]:
+                if self._cleaned_index is not None:
+                    self._cleaned_index.append(ongoing[0])
+                return False
+            return True
+        if marker.control_type == ControlRecordType.COMMIT:
+            if producer_id in self._ongoing_committed:
+                self._ongoing_committed.discard(producer_id)
+                return False
+            return True
+        return False
 
 
 def remove_cleaned_leftovers(dir: Path) -> None:

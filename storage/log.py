@@ -3,6 +3,7 @@
 Directory contents::
 
     00000000000000000000.log / .index / .timeindex   segments (storage.segment), by base offset
+    00000000000000000000.txnindex                      its aborted transactions, if any (storage.txn_index)
     00000000000000368769.log / ...                     the last one is the active segment
     leader-epoch-checkpoint                            storage.leader_epoch_cache
     partition.metadata                                 topic id (storage.partition_metadata)
@@ -22,6 +23,15 @@ data is known to be fsynced.
 
 Producer state: the log talks to it only through storage.producer_state_contract.ProducerState
 (storage.producer_state.ProducerStateManager in the broker; NoProducerState when opened without).
+
+Transactions: a transaction ends with a control batch holding one COMMIT or ABORT marker
+(:meth:`Log.append_end_txn_marker`, the coordinator's path; clients may not write control batches,
+INVALID_RECORD as Kafka). When a marker ends a transaction that had data, producer state says so
+and an aborted one is added to the ``.txnindex`` of the segment holding the marker, with the last
+stable offset at that moment (Kafka's UnifiedLog.append). :meth:`Log.collect_aborted_txns` reads
+them back for read_committed fetches. Recovery rebuilds the ``.txnindex`` of every segment it
+rescans: producer state is reloaded from a snapshot at or below the first such segment and the
+markers replayed through it (Kafka's LogLoader.recoverSegment).
 
 Durability: by default (flush.messages and flush.ms at Long.MAX) nothing is fsynced on append,
 like Kafka; a segment is fsynced when it rolls and on close, and :meth:`flush` fsyncs up to an
@@ -65,6 +75,13 @@ from protocol.batch_header import (
     BatchHeader,
 )
 from protocol.checksum import crc32c
+from protocol.records import (
+    ControlRecordType,
+    EndTransactionMarker,
+    decode_batch,
+    decode_end_txn_marker,
+    encode_end_txn_marker_batch,
+)
 from storage import clock
 from storage.checkpoint_file import fsync_dir
 from storage.errors import (
@@ -93,6 +110,7 @@ from storage.segment import (
     LogSegment,
 )
 from storage.time_index import NO_TIMESTAMP
+from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 # The append path builds headers from raw tuples: NamedTuple._make and _replace cost more than the
 # rest of an append of a small batch.
@@ -206,7 +224,7 @@ class Log:
         bases.sort()
         present = set(bases)
         for entry in os.scandir(self.dir):
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 stem = entry.name[:-len(suffix)]
                 if entry.name.endswith(suffix) and stem.isdigit() and int(stem) not in present:
                     os.unlink(entry.path)  # an index whose .log is gone: orphan
@@ -226,7 +244,7 @@ class Log:
             active = i == len(bases) - 1
             if corrupted:
                 # Everything after a torn segment is unreachable: Kafka deletes it.
-                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                     (self.dir / f"{base:020d}{suffix}").unlink(missing_ok=True)
                 continue
             next_base = bases[i + 1] if not active else None
@@ -292,12 +310,14 @@ class Log:
                 continue
             swap = LogSegment(self.dir, int(stem), self.config, created_ms=now, active=True, create=False,
                               suffix=SWAP_SUFFIX)
-            swap.recover()  # it was fsynced before the rename, but its indexes are rebuilt cheaply
+            swap.recover(keep_txn_index=True)  # it was fsynced before the rename, but its indexes are rebuilt cheaply
             end = swap.next_offset
             for other in os.listdir(self.dir):
                 other_stem = other[:20]
-                if (other.endswith((LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and other_stem.isdigit()
-                        and len(other) in (20 + len(LOG_SUFFIX), 20 + len(INDEX_SUFFIX), 20 + len(TIME_INDEX_SUFFIX))
+                if (other.endswith((LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))
+                        and other_stem.isdigit()
+                        and len(other) in (20 + len(LOG_SUFFIX), 20 + len(INDEX_SUFFIX), 20 + len(TIME_INDEX_SUFFIX),
+                                           20 + len(TXN_INDEX_SUFFIX))
                         and swap.base_offset <= int(other_stem) < max(end, swap.base_offset + 1)):
                     os.unlink(self.dir / other)
             swap.change_suffix(SWAP_SUFFIX, "")
@@ -306,9 +326,15 @@ class Log:
 
     def _rebuild_producer_state(self, now: int) -> None:
         """Load the newest producer snapshot and replay batch headers after it (Kafka's
-        loadProducerState)."""
-        replay_from = self.producer_state.truncate_and_reload(self._log_start_offset, self._log_end_offset, now)
+        loadProducerState). A segment whose ``.txnindex`` recovery emptied needs the state as of
+        its base offset to rebuild it: the snapshot is then taken at or below that offset."""
+        segments = self._state.segments
+        rebuild_from = min((s.base_offset for s in segments if s.txn_index_stale), default=None)
+        end = self._log_end_offset if rebuild_from is None else min(rebuild_from, self._log_end_offset)
+        replay_from = self.producer_state.truncate_and_reload(self._log_start_offset, end, now)
         self._replay_producer_state(replay_from, now)
+        for seg in segments:
+            seg.txn_index_stale = False
 
     def _replay_producer_state(self, replay_from: int, now: int) -> None:
         producer_state = self.producer_state
@@ -318,10 +344,33 @@ class Log:
             found = seg.translate_offset(replay_from)
             if found is None:
                 continue
-            for _, header in seg.iter_headers(found[0]):
+            for pos, header in seg.iter_headers(found[0]):
                 if header.base_offset >= replay_from and header.producer_id >= 0:
-                    producer_state.on_append(header, now)
+                    if header.is_control:
+                        self._on_control_batch(seg, header, seg.read_batch(pos, header.size), now,
+                                               index=seg.txn_index_stale)
+                    else:
+                        producer_state.on_append(header, now)
         producer_state.update_map_end_offset(self._log_end_offset)
+
+    def _on_control_batch(self, seg: LogSegment, header: BatchHeader, raw: bytes | memoryview, now: int, *,
+                          index: bool = True) -> None:
+        """A control batch is in ``seg``: end its producer's transaction and, for an aborted one with
+        data, add it to the segment's ``.txnindex`` (unless ``index`` is False: replay over a
+        segment whose index is intact)."""
+        producer_state = self.producer_state
+        marker = end_txn_marker(raw)
+        if marker is None:
+            producer_state.on_append(header, now)  # an emptied control batch (the cleaner's)
+            return
+        completed = producer_state.on_end_txn_marker(header, marker.control_type == ControlRecordType.ABORT,
+                                                     marker.coordinator_epoch, now)
+        if completed is None:
+            return
+        if completed.is_aborted and index:
+            seg.update_txn_index(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
+                                            producer_state.last_stable_offset(completed)))
+        producer_state.complete_txn(completed)
 
     def _replay_batch_hook(self, now: int) -> Callable[[BatchHeader], None]:
         # Recovery rebuilds the leader epoch cache; producer state is rebuilt afterwards, from its
@@ -384,7 +433,7 @@ class Log:
     # append
 
     def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int, assign_offsets: bool = True,
-               now_ms: int | None = None) -> AppendInfo:
+               now_ms: int | None = None, coordinator: bool = False) -> AppendInfo:
         """Validate every batch, then assign offsets and write them all with one pwritev.
 
         Raises CorruptRecordError / RecordTooLargeError / InvalidRecordError /
@@ -397,6 +446,9 @@ class Log:
         checked by one native pass over the record headers (storage.record_validator; compressed
         batches are decompressed for it, with an output cap), as Kafka's LogValidator reads every
         record; on compacted topics null keys are refused there too.
+
+        ``coordinator`` is Kafka's AppendOrigin.COORDINATOR: control batches (transaction markers)
+        are accepted, and their coordinator epoch checked, instead of refused as from a client.
         """
         now = clock.now_ms() if now_ms is None else now_ms
         view = records if type(records) is memoryview else memoryview(records)
@@ -406,7 +458,7 @@ class Log:
                 info = self._append_plain_batch(view, raw, leader_epoch, now)
                 if info is not None:
                     return info
-        batches = self._validate(view, assign_offsets, now)
+        batches = self._validate(view, assign_offsets, now, coordinator)
         config = self.config
         if assign_offsets:
             validate_records(view, batches, self.dir.name, compact=config.compact,
@@ -420,6 +472,12 @@ class Log:
             dup = self._check_producer_state(producer_state, batches) if assign_offsets else None
             if dup is not None:
                 return self._duplicate_info(dup, len(batches), len(view))
+            if coordinator:
+                for pos, header in batches:
+                    if header[5] & CONTROL_BIT:
+                        marker = end_txn_marker(view[pos: pos + header[1] + LOG_OVERHEAD])
+                        if marker is not None:
+                            producer_state.check_end_txn_marker(header, marker.coordinator_epoch)
             leo = self._log_end_offset
             log_append = config.log_append_time
             total = len(view)
@@ -489,9 +547,12 @@ class Log:
                 for _, header in assigned:
                     if header[2] > self.epoch_cache.latest_epoch:
                         self._io(self.epoch_cache.assign, header[2], header[0])
-            for _, header in assigned:
+            for pos, header in assigned:
                 if header[9] >= 0:
-                    producer_state.on_append(header, now)
+                    if header[5] & CONTROL_BIT:  # a marker: may write the segment's .txnindex
+                        self._io(self._on_control_batch, seg, header, view[pos: pos + header[1] + LOG_OVERHEAD], now)
+                    else:
+                        producer_state.on_append(header, now)
             if config.flush_messages != LONG_MAX:
                 self._unflushed_messages += records_count
                 if self._unflushed_messages >= config.flush_messages:
@@ -562,7 +623,8 @@ class Log:
             return producer_state.check_append(idempotent[0])
         return producer_state.check_append_batches(idempotent)
 
-    def _validate(self, view: memoryview, assign_offsets: bool, now: int) -> list[tuple[int, BatchHeader]]:
+    def _validate(self, view: memoryview, assign_offsets: bool, now: int,
+                  coordinator: bool = False) -> list[tuple[int, BatchHeader]]:
         total = len(view)
         if total == 0:
             raise CorruptRecordError("empty record set")
@@ -602,7 +664,7 @@ class Log:
                 if header[12] != header[6] + 1:
                     raise InvalidRecordError(f"Inconsistent batch offset range [{header[0]}, {header[0] + header[6]}] "
                                              f"and count of records {header[12]} in topic partition {self.dir.name}.")
-                if header[5] & CONTROL_BIT:
+                if header[5] & CONTROL_BIT and not coordinator:
                     raise InvalidRecordError("Clients are not allowed to write control records in topic partition "
                                              f"{self.dir.name}.")
             if check_times:
@@ -622,6 +684,34 @@ class Log:
             offset_of_max_timestamp=-1, log_append_time=dup.log_append_time,
             log_start_offset=self._log_start_offset, num_batches=num_batches, size=size, duplicate=True,
         )
+
+    def append_end_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                              *, leader_epoch: int, now_ms: int | None = None) -> AppendInfo:
+        """Write a COMMIT or ABORT marker for the producer's transaction (the coordinator's path:
+        Kafka's appendAsLeader with AppendOrigin.COORDINATOR of MemoryRecords.withEndTransactionMarker).
+
+        Raises INVALID_PRODUCER_EPOCH for an epoch older than the producer's, and
+        TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch; nothing is written then.
+        """
+        now = clock.now_ms() if now_ms is None else now_ms
+        batch = encode_end_txn_marker_batch(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
+                                            coordinator_epoch=coordinator_epoch, timestamp=now,
+                                            partition_leader_epoch=leader_epoch)
+        return self.append(batch, leader_epoch=leader_epoch, now_ms=now, coordinator=True)
+
+    def collect_aborted_txns(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start_offset, upper_bound_offset): the segments' ``.txnindex``
+        from the one holding ``start_offset`` on, until one proves the rest cannot overlap (Kafka's
+        collectAbortedTransactions). No lock, like :meth:`read`."""
+        state = self._state
+        i = max(bisect.bisect_right(state.bases, start_offset) - 1, 0)
+        found: list[AbortedTxn] = []
+        for seg in state.segments[i:]:
+            result = seg.txn_index.collect_aborted(start_offset, upper_bound_offset)
+            found.extend(result.aborted)
+            if result.is_complete:
+                break
+        return found
 
     # ------------------------------------------------------------------------------------------
     # read
@@ -1146,7 +1236,7 @@ class Log:
             for seg in list(self._state.segments) + [s for _, s in self._pending_deletes]:
                 seg.dir = new_dir
                 seg.log_path = new_dir / seg.log_path.name
-                for index in (seg.offset_index, seg.time_index):
+                for index in (seg.offset_index, seg.time_index, seg.txn_index):
                     index.path = new_dir / index.path.name
 
     def _check_online(self) -> None:
@@ -1172,3 +1262,17 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.dir.name}, start={self._log_start_offset}, end={self._log_end_offset}, "
                 f"segments={len(self._state.segments)})")
+
+
+def end_txn_marker(raw: bytes | memoryview) -> EndTransactionMarker | None:
+    """The COMMIT/ABORT marker of a control batch; None for a batch without one (emptied by the
+    cleaner, or not a transaction marker) or one that cannot be read."""
+    from protocol.batch_header import InvalidBatchError
+
+    try:
+        batch = decode_batch(bytes(raw), verify_crc=False)
+        if not batch.records:
+            return None
+        return decode_end_txn_marker(batch.records[0])
+    except InvalidBatchError:
+        return None

@@ -3,8 +3,18 @@
 For every producer id that wrote to the partition we keep its epoch, the metadata of its last
 five batches (first/last sequence, first/last offset, max timestamp) to answer retries of any
 in-flight batch with the original offsets, its last timestamp (for expiry), the coordinator epoch
-of its last transaction marker and the first offset of its open transaction (transactions
-proper come later; the fields are kept so snapshots stay Kafka's format).
+of its last transaction marker and the first offset of its open transaction.
+
+Transactions (KIP-98): a transactional data batch opens its producer's transaction (its base
+offset becomes ``current_txn_first_offset`` and an entry of ``ongoing_txns``, keyed by that
+offset, so the oldest open transaction is the first key). An end-transaction marker (a control
+batch the coordinator path writes, storage.txn_marker) closes it: :meth:`~ProducerStateManager.on_end_txn_marker`
+returns a :class:`CompletedTxn` (none for a transaction without data, as Kafka), the log writes an
+aborted one to its segment's ``.txnindex`` with :meth:`~ProducerStateManager.last_stable_offset`,
+then :meth:`~ProducerStateManager.complete_txn` moves it to ``unreplicated_txns`` until the high
+watermark passes its marker (:meth:`~ProducerStateManager.on_high_watermark_updated`).
+:meth:`~ProducerStateManager.first_unstable_offset` - the first offset of the oldest of both - bounds
+the last stable offset (Kafka's firstUnstableOffset).
 
 Rules applied before a client batch is written (:meth:`ProducerStateManager.check_append`,
 Kafka 4.0's ProducerAppendInfo):
@@ -20,7 +30,10 @@ Kafka 4.0's ProducerAppendInfo):
    accepted at any sequence: since KIP-360 (Kafka 2.5) brokers no longer answer
    UNKNOWN_PRODUCER_ID, so a producer whose state expired keeps working.
 
-Control batches (transaction markers, written by the coordinator) get only the epoch check.
+Control batches (transaction markers, written by the coordinator) get the epoch check, and
+from the coordinator path also the coordinator epoch check (:meth:`~ProducerStateManager.check_end_txn_marker`:
+an older coordinator epoch is TRANSACTION_COORDINATOR_FENCED). A non-transactional batch from a
+producer with an open transaction is INVALID_TXN_STATE.
 :meth:`~ProducerStateManager.on_append` records a batch after offsets were assigned; it never
 raises, because log recovery replays every batch through it.
 
@@ -69,7 +82,7 @@ from protocol.batch_header import CONTROL_BIT, NO_PRODUCER_ID, NO_SEQUENCE, TRAN
 from protocol.checksum import crc32c
 from protocol.errors import ErrorCode, KafkaApiError
 from storage.checkpoint_file import write_atomically
-from storage.producer_state_contract import DuplicateBatch
+from storage.producer_state_contract import CompletedTxn, DuplicateBatch
 
 if TYPE_CHECKING:
     from storage.producer_state_contract import ProducerState
@@ -99,6 +112,20 @@ class OutOfOrderSequenceError(KafkaApiError):
 
     def __init__(self, message: str) -> None:
         super().__init__(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, message)
+
+
+class InvalidTxnStateError(KafkaApiError):
+    """A producer with an open transaction wrote a non-transactional batch."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.INVALID_TXN_STATE, message)
+
+
+class TransactionCoordinatorFencedError(KafkaApiError):
+    """A marker from a coordinator epoch older than the producer's last one (a zombie coordinator)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.TRANSACTION_COORDINATOR_FENCED, message)
 
 
 class CorruptSnapshotError(Exception):
@@ -206,6 +233,10 @@ class ProducerStateManager:
         # Offset up to which the map reflects the log (Kafka's lastMapOffset).
         self.map_end_offset = 0
         self.log_start_offset = 0
+        # Open transactions, first offset -> producer id, oldest first (offsets only grow).
+        self.ongoing_txns: dict[int, int] = {}
+        # Ended transactions whose marker the HW has not passed: first offset -> (producer id, marker offset).
+        self.unreplicated_txns: dict[int, tuple[int, int]] = {}
 
     # --- the append path -----------------------------------------------------------------------
 
@@ -265,6 +296,10 @@ class ProducerStateManager:
                     f"out of order sequence number for producer {producer_id}: {first_seq} "
                     f"(incoming seq. number), {last_seq} (current end sequence number)"
                 )
+        if entry is not None and entry.current_txn_first_offset is not None and not header[_ATTRIBUTES] & TRANSACTIONAL_BIT:
+            # After the sequence checks, as Kafka's appendDataBatch.
+            raise InvalidTxnStateError(f"Expected transactional write from producer {producer_id} at "
+                                       f"offset {header[_BASE_OFFSET]}")
         if pending is not None:
             pending[producer_id] = (epoch, _last_sequence(header))
         return None
@@ -310,8 +345,11 @@ class ProducerStateManager:
         entry.last_timestamp = timestamp
         attributes = header[_ATTRIBUTES]
         if attributes & CONTROL_BIT:
-            # An end-transaction marker closes the producer's open transaction.
-            entry.current_txn_first_offset = None
+            # A control batch without a readable marker (the log passes those here): it still ends
+            # whatever was open, with nothing to index.
+            if entry.current_txn_first_offset is not None:
+                self.ongoing_txns.pop(entry.current_txn_first_offset, None)
+                entry.current_txn_first_offset = None
             if coordinator_epoch is not None:
                 entry.coordinator_epoch = coordinator_epoch
             return
@@ -319,6 +357,70 @@ class ProducerStateManager:
             (header[_BASE_SEQUENCE], _last_sequence(header), base_offset, last_offset, timestamp)))
         if attributes & TRANSACTIONAL_BIT and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = base_offset
+            self.ongoing_txns[base_offset] = producer_id
+
+    # --- transactions ----------------------------------------------------------------------------
+
+    def check_end_txn_marker(self, header: BatchHeader, coordinator_epoch: int) -> None:
+        """A marker from the coordinator path: its coordinator epoch must not be older than the
+        producer's last one (Kafka's checkCoordinatorEpoch; the producer epoch is check_append's)."""
+        entry = self.producers.get(header[_PRODUCER_ID])
+        if entry is not None and entry.coordinator_epoch > coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"Invalid coordinator epoch for producerId {header[_PRODUCER_ID]} at offset {header[_BASE_OFFSET]}: "
+                f"{coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)")
+
+    def on_end_txn_marker(self, header: BatchHeader, aborted: bool, coordinator_epoch: int,
+                          append_time_ms: int) -> CompletedTxn | None:
+        """A COMMIT/ABORT marker is in the log: the producer's transaction ends (Kafka's
+        appendEndTxnMarker). Returns the transaction for the log to index and then pass to
+        :meth:`complete_txn`, or None if it had no data. Never raises (replay)."""
+        base_offset = header[_BASE_OFFSET]
+        if base_offset >= self.map_end_offset:
+            self.map_end_offset = base_offset + header[_LAST_OFFSET_DELTA] + 1
+        producer_id = header[_PRODUCER_ID]
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerStateEntry(producer_id)
+        if header[_PRODUCER_EPOCH] != entry.producer_epoch:
+            entry.maybe_update_producer_epoch(header[_PRODUCER_EPOCH])
+        first_offset = entry.current_txn_first_offset
+        entry.current_txn_first_offset = None
+        entry.coordinator_epoch = coordinator_epoch
+        timestamp = header[_MAX_TIMESTAMP]
+        entry.last_timestamp = timestamp if timestamp >= 0 else append_time_ms
+        if first_offset is None:
+            return None
+        return CompletedTxn(producer_id, first_offset, base_offset, aborted)
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The LSO once ``completed`` ends: the oldest open transaction of another producer, else
+        the offset after its marker (the ``last_stable_offset`` of its AbortedTxn entry)."""
+        for first_offset, producer_id in self.ongoing_txns.items():
+            if producer_id != completed.producer_id:
+                return first_offset
+        return completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """The ended transaction waits in ``unreplicated_txns`` until the HW passes its marker."""
+        self.ongoing_txns.pop(completed.first_offset, None)
+        self.unreplicated_txns[completed.first_offset] = (completed.producer_id, completed.last_offset)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Ended transactions whose marker is below the HW no longer hold the LSO."""
+        unreplicated = self.unreplicated_txns
+        if unreplicated:
+            for first_offset in [f for f, (_, last) in unreplicated.items() if last < high_watermark]:
+                del unreplicated[first_offset]
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open or not yet replicated transaction; None if none."""
+        first = next(iter(self.ongoing_txns), None)
+        if self.unreplicated_txns:
+            oldest = min(self.unreplicated_txns)
+            if first is None or oldest < first:
+                return oldest
+        return first
 
     def update_map_end_offset(self, offset: int) -> None:
         self.map_end_offset = offset
@@ -353,6 +455,7 @@ class ProducerStateManager:
         only the map's own bounds move, so replay never starts below the new start."""
         self.log_start_offset = max(self.log_start_offset, log_start_offset)
         self.map_end_offset = max(self.map_end_offset, log_start_offset)
+        self.on_high_watermark_updated(log_start_offset)  # Kafka's removeUnreplicatedTransactions
 
     # --- snapshots -----------------------------------------------------------------------------
 
@@ -410,6 +513,8 @@ class ProducerStateManager:
         snapshot's offset, never below ``log_start_offset`` (which is returned if no snapshot).
         """
         self.producers.clear()
+        self.ongoing_txns.clear()
+        self.unreplicated_txns.clear()
         self.log_start_offset = log_start_offset
         for stray in self.partition_dir.glob(f"*{SNAPSHOT_SUFFIX}.tmp"):
             stray.unlink(missing_ok=True)  # a snapshot write that crashed before its rename
@@ -426,6 +531,9 @@ class ProducerStateManager:
             for entry in entries:
                 if now_ms is None or not self._is_expired(entry, now_ms):
                     self.producers[entry.producer_id] = entry
+            open_txns = sorted((e.current_txn_first_offset, e.producer_id) for e in self.producers.values()
+                               if e.current_txn_first_offset is not None)
+            self.ongoing_txns.update(open_txns)
             self.map_end_offset = max(snapshot_offset, log_start_offset)
             return self.map_end_offset
         self.map_end_offset = log_start_offset
@@ -443,6 +551,8 @@ class ProducerStateManager:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """The whole log was discarded (e.g. a follower restarting from the leader's start)."""
         self.producers.clear()
+        self.ongoing_txns.clear()
+        self.unreplicated_txns.clear()
         for snapshot_offset in self.snapshot_offsets():
             self.snapshot_path(snapshot_offset).unlink(missing_ok=True)
         self.map_end_offset = offset

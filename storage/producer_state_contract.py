@@ -18,7 +18,7 @@ from typing import NamedTuple, Protocol
 
 from protocol.batch_header import BatchHeader
 
-__all__ = ["DuplicateBatch", "NoProducerState", "ProducerState"]
+__all__ = ["CompletedTxn", "DuplicateBatch", "NoProducerState", "ProducerState"]
 
 
 class DuplicateBatch(NamedTuple):
@@ -34,8 +34,22 @@ class DuplicateBatch(NamedTuple):
         return self.timestamp
 
 
+class CompletedTxn(NamedTuple):
+    """A transaction its end marker closed (Kafka's CompletedTxn): the log indexes aborted ones."""
+
+    producer_id: int
+    first_offset: int  # first offset of the transaction's data
+    last_offset: int  # offset of the marker
+    is_aborted: bool
+
+
 class ProducerState(Protocol):
     """One partition's producer state as the log uses it (see storage.producer_state for the rules)."""
+
+    # Open transactions (first offset -> producer id) and ended ones the HW has not passed yet:
+    # the partition reads these two to skip the LSO computation when both are empty.
+    ongoing_txns: dict[int, int]
+    unreplicated_txns: dict[int, tuple[int, int]]
 
     # --- the append path (client batches, producer id >= 0) -------------------------------------
 
@@ -50,6 +64,34 @@ class ProducerState(Protocol):
 
     def on_append(self, header: BatchHeader, append_time_ms: int) -> None:
         """A batch is in the log with its assigned offsets (also during replay); never raises."""
+        ...
+
+    # --- transactions (end markers, the last stable offset) ----------------------------------------
+
+    def check_end_txn_marker(self, header: BatchHeader, coordinator_epoch: int) -> None:
+        """Before the coordinator path writes a marker: raise TRANSACTION_COORDINATOR_FENCED for a
+        coordinator epoch older than the producer's last one."""
+        ...
+
+    def on_end_txn_marker(self, header: BatchHeader, aborted: bool, coordinator_epoch: int,
+                          append_time_ms: int) -> CompletedTxn | None:
+        """A COMMIT/ABORT marker is in the log; the transaction it ended (None if it had no data)."""
+        ...
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The last stable offset recorded with an aborted transaction in the ``.txnindex``."""
+        ...
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """After indexing: the transaction is no longer open (it waits for the HW to pass its marker)."""
+        ...
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """The HW moved: ended transactions below it stop holding the LSO."""
+        ...
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open or unreplicated transaction; None if there is none."""
         ...
 
     # --- loading, truncation and the log start ---------------------------------------------------
@@ -110,6 +152,10 @@ class ProducerState(Protocol):
 class NoProducerState:
     """The contract with nothing behind it: no checks, no state, no snapshots (see module doc)."""
 
+    def __init__(self) -> None:
+        self.ongoing_txns: dict[int, int] = {}
+        self.unreplicated_txns: dict[int, tuple[int, int]] = {}
+
     def check_append(self, header: BatchHeader) -> DuplicateBatch | None:
         return None
 
@@ -118,6 +164,25 @@ class NoProducerState:
 
     def on_append(self, header: BatchHeader, append_time_ms: int) -> None:
         pass
+
+    def check_end_txn_marker(self, header: BatchHeader, coordinator_epoch: int) -> None:
+        pass
+
+    def on_end_txn_marker(self, header: BatchHeader, aborted: bool, coordinator_epoch: int,
+                          append_time_ms: int) -> CompletedTxn | None:
+        return None
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        return completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        pass
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        pass
+
+    def first_unstable_offset(self) -> int | None:
+        return None
 
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> int:
         return log_end_offset  # nothing to replay

@@ -7,10 +7,11 @@ On disk, in the partition directory::
                                     LogAppendTime, max_timestamp + CRC) rewritten by the leader
     00000000000000000000.index      sparse offset -> position (storage.offset_index)
     00000000000000000000.timeindex  sparse timestamp -> offset (storage.time_index)
+    00000000000000000000.txnindex   aborted transactions whose ABORT marker is in this segment
+                                    (storage.txn_index; only once there is one)
 
 The file name is the segment's base offset: every batch in it has base_offset >= that value and
 below the next segment's base offset, with relative offsets fitting an int32.
-TODO(transactions): ``.txnindex`` (aborted transactions) is not written yet.
 
 Writes: one ``pwrite`` of all batches of an append at the current end. On an OSError the file is
 truncated back to its previous size so no partial batch stays behind, and the error propagates
@@ -62,6 +63,7 @@ from storage.index_file import CorruptIndexError
 from storage.log_config import LogConfig
 from storage.offset_index import OffsetIndex
 from storage.time_index import NO_TIMESTAMP, TimeIndex
+from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -95,6 +97,9 @@ class LogSegment:
         self.indexes_missing = not index_path.exists() or not time_index_path.exists()
         self.offset_index = OffsetIndex(index_path, base_offset, config.segment_index_bytes, writable=active)
         self.time_index = TimeIndex(time_index_path, base_offset, config.segment_index_bytes, writable=active)
+        self.txn_index = TransactionIndex(dir / (stem + TXN_INDEX_SUFFIX + suffix), base_offset)
+        # True once recover() emptied the .txnindex: the log refills it when it replays producer state.
+        self.txn_index_stale = False
         self.created_ms = created_ms
         # Kafka draws the roll jitter once per segment so a fleet of partitions does not roll at once.
         self.roll_jitter_ms = random.randrange(config.segment_jitter_ms) if config.segment_jitter_ms > 0 else 0
@@ -110,7 +115,7 @@ class LogSegment:
     @classmethod
     def create(cls, dir: Path, base_offset: int, config: LogConfig, now_ms: int, *, suffix: str = "") -> LogSegment:
         """A new empty segment; ``suffix`` (``.cleaned``) for the cleaner's segments under construction."""
-        for kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             # Stale index files of a truncated-away segment with the same base offset.
             (dir / (file_stem(base_offset) + kind + suffix)).unlink(missing_ok=True)
         return cls(dir, base_offset, config, created_ms=now_ms, active=True, create=True, suffix=suffix)
@@ -125,6 +130,7 @@ class LogSegment:
                 raise CorruptIndexError(f"{seg.log_path}: index files missing")
             seg.offset_index.sanity_check(seg.size, next_segment_base)
             seg.time_index.sanity_check(next_segment_base)
+            seg.txn_index.sanity_check()
             seg._load_tail()
             if next_segment_base is not None and seg.next_offset > next_segment_base:
                 raise CorruptIndexError(f"{seg.log_path}: batches beyond the next segment")
@@ -284,14 +290,20 @@ class LogSegment:
         return os.pread(self.fd, size, position)
 
     # -- recovery -------------------------------------------------------------------------------
-    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
+    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None, *, keep_txn_index: bool = False) -> int:
         """Rescan the .log: check headers and CRCs, truncate at the first bad byte, rebuild indexes.
 
         ``on_batch`` sees every valid batch in order (leader epoch cache, producer state).
+        The ``.txnindex`` is emptied for the log to rebuild (``txn_index_stale``), unless
+        ``keep_txn_index`` (a cleaner's complete swap segment: its index was written with it).
         Returns the number of bytes truncated.
         """
         self.offset_index.reset()
         self.time_index.reset()
+        # Rebuilt by the log as it replays producer state over this segment (storage.log).
+        if not keep_txn_index:
+            self.txn_index.reset()
+            self.txn_index_stale = True
         self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
         self.bytes_since_last_index_entry = 0
         self.rolling_based_timestamp = None
@@ -357,6 +369,7 @@ class LogSegment:
         self.flushed_size = min(self.flushed_size, position)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         # The segment is the active one again: give its indexes room to grow.
         self.offset_index.ensure_preallocated()
         self.time_index.ensure_preallocated()
@@ -373,6 +386,11 @@ class LogSegment:
             self.flushed_size = self.size
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
+
+    def update_txn_index(self, aborted: AbortedTxn) -> None:
+        """An ABORT marker in this segment ended a transaction with data (Kafka's updateTxnIndex)."""
+        self.txn_index.append(aborted)
 
     def close(self) -> None:
         if self.fd < 0:
@@ -402,6 +420,9 @@ class LogSegment:
         try:
             for index in (self.offset_index, self.time_index):
                 fds.append(index.open_for_fsync())  # writes entries still in memory first
+            txn_fd = self.txn_index.open_for_fsync()
+            if txn_fd is not None:
+                fds.append(txn_fd)
         except OSError:
             for fd in fds:
                 os.close(fd)
@@ -416,6 +437,8 @@ class LogSegment:
         self.log_path = renamed[0]
         self.offset_index.rename(renamed[1])
         self.time_index.rename(renamed[2])
+        txn_path = self.txn_index.path
+        self.txn_index.rename(txn_path.with_name(txn_path.name[: len(txn_path.name) - len(old)] + new))
 
     def mark_deleted(self) -> None:
         """Rename files to ``*.deleted``; the fd stays open for in-flight readers."""
@@ -425,11 +448,12 @@ class LogSegment:
         self.log_path = new_log
         for index in (self.offset_index, self.time_index):
             index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+        self.txn_index.rename(self.txn_index.path.with_name(self.txn_index.path.name + DELETED_SUFFIX))
 
     def delete_files(self) -> None:
         self.deleted = True
         self.close()
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             path.unlink(missing_ok=True)
 
     @property

@@ -20,7 +20,7 @@ ReplicationBytesOut).
 Every requested partition is answered, and no other (a sessionless or full fetch); incremental
 session fetches answer only partitions with news (broker/replica/fetch_session.py). Batches start at the
 one holding the fetch offset (the client skips records below it), never pass the high watermark
-(last stable offset under read_committed, equal to it until transactions exist), stay within
+(the last stable offset under read_committed: the first offset of the oldest open transaction), stay within
 ``partition_max_bytes`` and the response limit min(request ``max_bytes``, broker
 ``fetch.max.bytes``) — except that the first batch of the first partition with data is returned
 whole even if it is larger (KIP-74; Kafka's ReplicaManager.readFromLog ``minOneMessage``), so a
@@ -43,7 +43,7 @@ import asyncio
 from typing import Any
 
 from broker.completion import Completion
-from broker.replica.fetch_params import FetchParams, FetchResult
+from broker.replica.fetch_params import FetchParams, FetchResult, LogReadResult
 from broker.replica.fetch_session import FetchContext
 from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode
@@ -69,10 +69,19 @@ def _partition_response(index: int, code: int, hw: int = -1, lso: int = -1, log_
     }
 
 
+def _aborted(read: LogReadResult) -> list:
+    """For read_committed (read_uncommitted answers null): the aborted transactions overlapping the
+    records, from the partition's .txnindex (the client drops their batches; control batches it
+    never shows)."""
+    txns = read.aborted_transactions
+    if not txns:
+        return []
+    return [{"producer_id": txn.producer_id, "first_offset": txn.first_offset} for txn in txns]
+
+
 def build_response(request: ApiRequest, ctx: FetchContext, result: FetchResult) -> dict:
     uses_ids = request.api_version >= 13
-    # No transactions yet: read_committed gets an empty aborted list, read_uncommitted null.
-    aborted: list | None = [] if request.body["isolation_level"] == READ_COMMITTED else None
+    read_committed = request.body["isolation_level"] == READ_COMMITTED
     topics: list[dict] = []
     by_topic: dict[Any, dict] = {}
     metrics = request.broker.metrics
@@ -90,7 +99,8 @@ def build_response(request: ApiRequest, ctx: FetchContext, result: FetchResult) 
                                        read.log_start_offset)
         else:
             resp = _partition_response(cp.partition, code, read.high_watermark, read.last_stable_offset,
-                                       read.log_start_offset, aborted, read.records)
+                                       read.log_start_offset, _aborted(read) if read_committed else None,
+                                       read.records)
         # must_respond also records what the client was told, for the next incremental fetch.
         changed = cp.must_respond(resp, read.size > 0)
         if incremental and not changed:

@@ -63,6 +63,8 @@ class DelayedFetch(DelayedOperation):
                 return self.force_complete()
             bound = part.log_end_offset if follower else part.fetch_bound(isolation)
             if cp.fetch_offset > bound or cp.fetch_offset < part.log_start_offset:
+                if not follower and isolation and part.log_start_offset <= cp.fetch_offset <= part.high_watermark:
+                    continue  # read_committed past the LSO (an open transaction): wait, as Kafka
                 return self.force_complete()  # truncated, or deleted from the start: an error now
             available = (part.appended_bytes if follower else part.bytes_below_bound(isolation)) - start_bytes
             if available > 0:

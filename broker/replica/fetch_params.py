@@ -13,6 +13,7 @@ from typing import Any
 from broker.replica.fetch_session import CachedPartition
 from storage.errors import SegmentTruncatedError
 from storage.results import FetchSlice
+from storage.txn_index import AbortedTxn
 
 
 class FetchParams:
@@ -49,11 +50,12 @@ class LogReadResult:
     """
 
     __slots__ = ("partition", "error_code", "high_watermark", "last_stable_offset", "log_start_offset",
-                 "records", "size")
+                 "records", "size", "aborted_transactions")
 
     def __init__(self, partition: CachedPartition, error_code: int, high_watermark: int = -1,
                  last_stable_offset: int = -1, log_start_offset: int = -1,
-                 records: FetchSlice | bytes = b"", size: int = 0) -> None:
+                 records: FetchSlice | bytes = b"", size: int = 0,
+                 aborted_transactions: list[AbortedTxn] | None = None) -> None:
         self.partition = partition
         self.error_code = error_code
         self.high_watermark = high_watermark
@@ -61,6 +63,8 @@ class LogReadResult:
         self.log_start_offset = log_start_offset
         self.records = records
         self.size = size
+        # read_committed only: the aborted transactions overlapping ``records`` (None otherwise).
+        self.aborted_transactions = aborted_transactions
 
 
 class FetchResult:

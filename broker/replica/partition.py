@@ -9,13 +9,17 @@ end of what consumers may read. It is a field this class moves itself, in
 the ISR. On one node the ISR is this broker alone, so the HW is the log end offset after every
 append; replication adds the followers' fetched offsets (``_follower_end_offsets``) to that
 minimum without changing any caller. The last stable offset (LSO) bounds read_committed reads:
-the first offset of the oldest open transaction, equal to the HW until transactions exist
-(``_update_last_stable_offset`` is where the transaction state plugs in).
+min(HW, first offset of the oldest transaction that is open or whose marker the HW has not passed
+yet), from the log's producer state (Kafka's UnifiedLog.lastStableOffset); recomputed
+(``_update_last_stable_offset``) whenever the HW moves, which is also when a marker's landing can
+move it. With no transaction about, the LSO is the HW (a check of two empty dicts on the append path).
 
 ``high_watermark_bytes`` is the count of bytes appended (since this Partition was made) that lie
 below the HW, and ``last_stable_bytes`` the same below the LSO: a waiting fetch adds up what
 became readable from these two numbers instead of re-reading the log (Kafka keeps a segment
-position in the HW's LogOffsetMetadata for the same reason). While the HW lags the log end
+position in the HW's LogOffsetMetadata for the same reason). When the LSO moves to an offset below
+the HW (one of several interleaved transactions ended), ``last_stable_bytes`` takes the HW's count:
+an over-count, so a waiting read_committed fetch wakes early rather than late. While the HW lags the log end
 (followers still fetching), ``_above_hw`` remembers, per append, its end offset and the byte
 count up to it, so a HW move lands on an exact byte count; on one node it stays empty.
 
@@ -47,6 +51,7 @@ from typing import Any
 from protocol.errors import ErrorCode, KafkaApiError
 from storage.log import Log
 from storage.results import AppendInfo, FetchSlice
+from storage.txn_index import AbortedTxn
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -103,6 +108,7 @@ class Partition:
         self._caught_up_ms: dict[int, int] = {}
         self._last_fetch: dict[int, tuple[int, int]] = {}
         self._leader_epoch_start_offset = log.log_end_offset
+        self._update_last_stable_offset()  # transactions left open in the log hold it
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index}, leader={self.leader}, epoch={self.leader_epoch})"
@@ -151,10 +157,13 @@ class Partition:
             self.high_watermark_bytes = self._appended_bytes
         else:
             self._advance_high_watermark_bytes(new_hw)
-        # _update_last_stable_offset, inlined while the LSO is the HW (the produce hot path):
-        # transactions replace these two lines with a call to it.
-        self.last_stable_offset = new_hw
-        self.last_stable_bytes = self.high_watermark_bytes
+        producer_state = self.log.producer_state
+        if producer_state.ongoing_txns or producer_state.unreplicated_txns:
+            self._update_last_stable_offset()
+        else:
+            # _update_last_stable_offset without transactions (the produce hot path).
+            self.last_stable_offset = new_hw
+            self.last_stable_bytes = self.high_watermark_bytes
         return True
 
     def _note_above_hw(self, log_end: int) -> None:
@@ -241,6 +250,7 @@ class Partition:
         (the byte counts start from here: what lies between it and the log end counts as old)."""
         hw = min(max(checkpointed, self.log.log_start_offset), self.log.log_end_offset)
         self.high_watermark = self.last_stable_offset = hw
+        self._update_last_stable_offset()
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> bool:
         """As follower: the HW is the leader's, capped at our own log end; it only moves up
@@ -250,14 +260,27 @@ class Partition:
         if new_hw <= self.high_watermark:
             return False
         self._set_high_watermark(new_hw, log_end)
-        self.last_stable_offset = new_hw
-        self.last_stable_bytes = self.high_watermark_bytes
+        self._update_last_stable_offset()
         return True
 
     def _update_last_stable_offset(self) -> None:
-        """The LSO is the HW until transactions exist; then: min(HW, first open transaction)."""
-        self.last_stable_offset = self.high_watermark
-        self.last_stable_bytes = self.high_watermark_bytes
+        """LSO = min(HW, first unstable offset), never below the log start (Kafka's
+        UnifiedLog.lastStableOffset and maybeIncrementFirstUnstableOffset)."""
+        hw = self.high_watermark
+        producer_state = self.log.producer_state
+        producer_state.on_high_watermark_updated(hw)
+        first_unstable = producer_state.first_unstable_offset()
+        if first_unstable is None or first_unstable >= hw:
+            lso = hw
+        else:
+            lso = max(first_unstable, self.log.log_start_offset)
+        if lso == hw:
+            self.last_stable_bytes = self.high_watermark_bytes
+        elif lso > self.last_stable_offset:
+            # Bytes up to an offset inside the HW's range are not tracked: count up to the HW (a
+            # waiting read_committed fetch then wakes and reads what is really below the LSO).
+            self.last_stable_bytes = self.high_watermark_bytes
+        self.last_stable_offset = lso
 
     def fetch_bound(self, isolation_level: int) -> int:
         """The end of what a consumer may read: the LSO under read_committed, else the HW."""
@@ -344,6 +367,20 @@ class Partition:
             self._appended_bytes += info.size
         return info
 
+    def append_end_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                              commit: bool) -> AppendInfo:
+        """Write a COMMIT/ABORT marker as the leader (the coordinator's WriteTxnMarkers path, Kafka's
+        appendRecordsToLeader with AppendOrigin.COORDINATOR and acks=-1): internal topics too
+        (``__consumer_offsets`` gets markers for TxnOffsetCommit); NOT_ENOUGH_REPLICAS below
+        min.insync.replicas. The caller moves the HW, which moves the LSO."""
+        if len(self.isr) < self.log.config.min_insync_replicas:
+            raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                f"ISR {list(self.isr)} smaller than min.insync.replicas")
+        info = self.log.append_end_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit,
+                                              leader_epoch=self.leader_epoch)
+        self._appended_bytes += info.size
+        return info
+
     def append_records_to_follower(self, records: Any) -> AppendInfo:
         """Append batches fetched from the leader, keeping their offsets and leader epochs.
 
@@ -384,6 +421,7 @@ class Partition:
         elif self.high_watermark < self.log.log_start_offset:
             # Restarted at the leader's log start: nothing below it is left to wait for.
             self.high_watermark = self.last_stable_offset = self.log.log_start_offset
+        self._update_last_stable_offset()  # the truncation may have reopened a transaction
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, int]:
         """acks=-1: (done, error code) once the HW passed ``required_offset`` (Kafka's name).
@@ -403,6 +441,13 @@ class Partition:
         """Whole batches from ``fetch_offset``, never past the isolation level's bound."""
         bound = self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark
         return self.log.read(fetch_offset, max_bytes, max_offset=bound, min_one_batch=min_one_batch)
+
+    def aborted_transactions(self, fetch_offset: int, piece: FetchSlice) -> list[AbortedTxn]:
+        """A read_committed fetch's aborted transactions overlapping what it read (Kafka's
+        addAbortedTransactions): the consumer drops their batches."""
+        if piece.size == 0:
+            return []
+        return self.log.collect_aborted_txns(fetch_offset, piece.next_offset)
 
     def read_for_follower(self, fetch_offset: int, max_bytes: int, min_one_batch: bool) -> FetchSlice:
         """Whole batches from ``fetch_offset`` up to the log end: a follower reads past the HW."""
@@ -453,6 +498,11 @@ class Partition:
         if offset < 0 or offset > hw:
             raise KafkaApiError(ErrorCode.OFFSET_OUT_OF_RANGE)
         return offset
+
+    def after_log_start_moved(self) -> None:
+        """On the loop, after DeleteRecords: an open transaction that began below the new log start
+        no longer holds the LSO there (Kafka's maybeIncrementFirstUnstableOffset)."""
+        self._update_last_stable_offset()
 
     def delete_records_before(self, offset: int) -> int:
         """Blocking (renames segment files; the IO pool runs it): make ``offset`` the log start

@@ -5,7 +5,8 @@ partition this broker hosts has a :class:`~broker.replica.partition.Partition` w
 ``Log`` and the leader epoch the controller assigned. Requests reach partition data only through
 it: ``append_records`` (Produce), ``fetch_messages`` (Fetch), ``fetch_offset_for_timestamp``
 (ListOffsets), ``delete_records``, ``last_offset_for_leader_epoch``; the coordinators write and
-read their internal topics through ``append_internal``/``read_internal``.
+read their internal topics through ``append_internal``/``read_internal``, and the transaction
+coordinator's COMMIT/ABORT markers go through ``append_end_txn_markers``.
 
 Purgatories: acks=-1 produces wait in the produce purgatory (broker.replica.delayed_produce)
 until the high watermark passes their batches; long-poll fetches wait in the fetch purgatory
@@ -727,6 +728,34 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
 
+    def append_end_txn_markers(self, markers: list[tuple[str, int, int, int, int, bool]], timeout_ms: int,
+                               callback: ProduceCallback) -> None:
+        """Write transaction markers: each (topic, partition, producer id, producer epoch, coordinator
+        epoch, commit) as its leader (Kafka's appendRecords with AppendOrigin.COORDINATOR from
+        WriteTxnMarkers, acks=-1). ``callback(results)`` gets, in order, each marker's AppendInfo or
+        the KafkaApiError it was refused with (NOT_LEADER_OR_FOLLOWER, INVALID_PRODUCER_EPOCH,
+        TRANSACTION_COORDINATOR_FENCED, NOT_ENOUGH_REPLICAS, ...), once the HW passed the markers
+        (REQUEST_TIMED_OUT after ``timeout_ms``). Each marker that lands moves the LSO with the HW
+        and wakes what waited on it. The callback may run before this returns."""
+        results: list[ProduceResult] = []
+        waiting: list[tuple[int, TopicPartition]] = []
+        for i, (topic, index, producer_id, producer_epoch, coordinator_epoch, commit) in enumerate(markers):
+            try:
+                part = self.leader_partition(topic, index)
+                info = part.append_end_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit)
+            except KafkaApiError as exc:
+                results.append(exc)
+                continue
+            results.append(info)
+            self._after_leader_append(part, info)
+            if part.high_watermark <= info.last_offset:
+                waiting.append((i, (topic, index)))
+        if not waiting:
+            callback(results)
+            return
+        op = DelayedProduce(timeout_ms, results, waiting, self._led_partition, callback)
+        self.produce_purgatory.try_complete_else_watch(op, [key for _, key in waiting])
+
     def append_internal(self, topic: str, partition: int, records: bytes) -> int:
         """Append coordinator records (e.g. __consumer_offsets); returns the first offset."""
         part = self.leader_partition(topic, partition)
@@ -810,6 +839,7 @@ class ReplicaManager:
                 limit = min(cp.partition_max_bytes, max(budget - out.total_bytes, 0))
                 records: Any = b""
                 size = 0
+                aborted = None
                 if limit > 0 or min_one:
                     piece = part.read(cp.fetch_offset, limit, isolation, min_one)
                     size = piece.size
@@ -817,8 +847,10 @@ class ReplicaManager:
                         records = piece if zero_copy else piece.read_bytes()
                         out.total_bytes += size
                         out.bytes_by_topic[name] = out.bytes_by_topic.get(name, 0) + size
+                    if isolation:  # read_committed (Kafka's FetchIsolation.TXN_COMMITTED)
+                        aborted = part.aborted_transactions(cp.fetch_offset, piece)
                 reads.append(LogReadResult(cp, ErrorCode.NONE, part.high_watermark, part.last_stable_offset,
-                                           part.log_start_offset, records, size))
+                                           part.log_start_offset, records, size, aborted))
             except SegmentTruncatedError as exc:
                 self._report_truncated(exc)
                 out.truncated = exc
@@ -928,7 +960,9 @@ class ReplicaManager:
         part = self.leader_partition(topic, index)
         target = part.delete_records_target(offset)
         if target > part.log_start_offset:
-            return await self._io(part.delete_records_before, target)
+            low_watermark = await self._io(part.delete_records_before, target)
+            part.after_log_start_moved()
+            return low_watermark
         return part.log_start_offset
 
     # -- log dirs ---------------------------------------------------------------------------

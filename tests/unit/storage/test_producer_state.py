@@ -278,7 +278,7 @@ def test_snapshot_round_trip(tmp_path: Path) -> None:
     append(reloaded, batch(4, 1, pid=1, offset=5))
     with pytest.raises(OutOfOrderSequenceError):
         reloaded.check_append(batch(7, 1, pid=2, offset=6, epoch=3))
-    append(reloaded, batch(6, 1, pid=2, offset=6, epoch=3))
+    append(reloaded, batch(6, 1, pid=2, offset=6, epoch=3, transactional=True))
 
 
 def test_snapshot_round_trip_across_sequence_wrap(tmp_path: Path) -> None:
