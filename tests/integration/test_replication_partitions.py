@@ -303,9 +303,13 @@ def test_a_follower_whose_disk_fills_up_goes_offline_for_that_dir_and_the_partit
             offline_seen = time.monotonic()
             assert log_dir_partitions(c, FULL_FOLLOWER)[str(healthy_dir)]["error_code"] == ErrorCode.NONE
             assert "No space left on device" in c.log_text(FULL_FOLLOWER), c.log_text(FULL_FOLLOWER)
-            # The leader drops it from the ISR (it no longer fetches) and writes go on with two replicas.
-            assert c.wait_until(lambda: sorted(partition_state(c, 0, 1)["isr_nodes"]) == [1, 2], 30), c.logs()
+            # Its broker reports the replica offline (KIP-858): the controller takes it out of the ISR
+            # and every broker's Metadata lists it offline; writes go on with the two healthy replicas.
+            assert c.wait_until(lambda: all(sorted(partition_state(c, 0, n)["isr_nodes"]) == [1, 2]
+                                            for n in c.node_ids), 30), c.logs()
             shrunk = time.monotonic()
+            assert c.wait_until(lambda: all(partition_state(c, 0, n)["offline_replicas"] == [FULL_FOLLOWER]
+                                            for n in c.node_ids), 10), c.logs()
             assert c.wait_until(lambda: len(producer.acks_since(shrunk, 0)) >= 300, 30), \
                 (producer.failed[:3], c.logs())
             assert follower.alive(), c.log_text(FULL_FOLLOWER)
