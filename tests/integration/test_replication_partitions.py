@@ -5,13 +5,16 @@ is there after the fault, at the offset it was acknowledged with, and no record 
 3. A partition's leader is cut off from the other brokers and from etcd (every broker a host in its
    own network namespace, tests/support/netns_cluster.py); the producer, in the root namespace, keeps
    its route to the old leader and writes to it. The old leader may append, but must acknowledge
-   nothing it cannot replicate; another replica takes over; healed, the old leader truncates its
-   divergent suffix (OffsetForLeaderEpoch) and rejoins the ISR with a log byte-identical to the
-   leader's. The failover times are printed (``pytest -s`` shows them).
+   nothing it cannot replicate (a write sent straight to it after the cut times out, and is gone
+   after healing); another replica takes over; healed, the old leader truncates its divergent suffix
+   (OffsetForLeaderEpoch) and rejoins the ISR with a log and leader-epoch checkpoint byte-identical
+   to the leader's. Run with the victim a plain broker and with it the controller too. The failover
+   times are printed (``pytest -s`` shows them).
 5. A follower's log dir is a small tmpfs that fills up: its append fails with ENOSPC, the dir goes
-   offline (DescribeLogDirs: KAFKA_STORAGE_ERROR), the follower leaves the ISR and stays up (its
-   other log dir holds the metadata), and the partition keeps taking acks=all writes and serving
-   reads from the two healthy replicas.
+   offline (DescribeLogDirs: KAFKA_STORAGE_ERROR), the follower stays up (its other log dir holds
+   the metadata) and reports the replica offline: the controller takes it out of the ISR at once and
+   every broker's Metadata lists it in offline_replicas; the partition keeps taking acks=all writes
+   and serving reads from the two healthy replicas.
 
 Needs root (namespaces, mount), iproute2 and etcd; each test skips with the reason otherwise.
 """
@@ -29,6 +32,7 @@ import pytest
 
 from broker.testing_cluster import ClusterProcesses
 from protocol.errors import ErrorCode
+from protocol.records import Record, encode_batch
 from tests.support.cluster import cluster_or_skip
 from tests.support.disks import Disks
 from tests.support.etcd import etcd_binary_or_skip
@@ -160,6 +164,16 @@ def partition_size(c: ClusterProcesses, node_id: int, partition: int) -> int:
     return sum(d["sizes"].get(partition, 0) for d in log_dir_partitions(c, node_id).values())
 
 
+def produce_directly(c: ClusterProcesses, node_id: int, partition: int, value: bytes, timeout_ms: int) -> int:
+    """One acks=all Produce of ``value`` straight to broker ``node_id`` (the raw protocol): its error code."""
+    records = encode_batch([Record(timestamp=int(time.time() * 1000), value=value)])
+    reply = c.request(node_id, "Produce", 9, {"transactional_id": None, "acks": -1, "timeout_ms": timeout_ms,
+                                              "topic_data": [{"name": TOPIC, "partition_data": [
+                                                  {"index": partition, "records": records}]}]},
+                      timeout=timeout_ms / 1000 + 10)
+    return int(reply["responses"][0]["partition_responses"][0]["error_code"])
+
+
 def segment_bytes(partition_dir: Path) -> bytes:
     """The partition's records as stored: its segment files, in offset order, concatenated."""
     return b"".join(f.read_bytes() for f in sorted(partition_dir.glob("*.log")))
@@ -207,25 +221,35 @@ def test_a_leader_cut_off_from_brokers_and_etcd_acknowledges_nothing_and_truncat
     producer = Producer(c.bootstrap).start()
     try:
         assert c.wait_until(lambda: len(producer.acked) >= 300, 30), (producer.failed[:3], c.logs())
-        size_at_cut = partition_size(c, victim, part)
         cut = time.monotonic()
         c.isolate(victim)
         try:
+            # Straight to the old leader, which does not know yet (in the background, not to delay
+            # the failover's clock): it appends, and must not acknowledge.
+            size_at_cut = partition_size(c, victim, part)
+            direct: list[int] = []
+            writer = threading.Thread(target=lambda: direct.append(
+                produce_directly(c, victim, part, b"written to the cut-off leader", 1000)), daemon=True)
+            writer.start()
+
             # A new leader among the others, in a newer epoch, as the survivors' metadata shows it.
             def moved() -> bool:
                 state = partition_state(c, part, survivors[0])
                 return state["leader_id"] in survivors and state["leader_epoch"] > old_epoch
             assert c.wait_until(moved, 30, 0.05), c.logs()
             new_leader_seen = time.monotonic()
+            writer.join(20)
+            assert direct and direct[0] != ErrorCode.NONE, direct
+            assert partition_size(c, victim, part) > size_at_cut, "the old leader did not append the write"
             new_leader = partition_state(c, part, survivors[0])["leader_id"]
             # Writes go on: acks=all acknowledged by the new leader and the remaining follower.
             assert c.wait_until(lambda: len(producer.acks_since(new_leader_seen, part)) >= 100, 60), \
                 (producer.failed[:3], c.logs())
-            # Its registration lapsed: the old leader stopped acting as leader by itself...
+            # Its registration lapsed: the old leader stopped acting as leader by itself.
             assert c.wait_until(lambda: "fenced itself" in c.log_text(victim, 200_000), 30), c.log_text(victim)
-            # ...after taking writes (the client kept its route to it) that nobody could replicate.
+            assert produce_directly(c, victim, part, b"written to the fenced leader", 1000) \
+                == ErrorCode.NOT_LEADER_OR_FOLLOWER
             appended_alone = partition_size(c, victim, part) - size_at_cut
-            assert appended_alone > 0, "the producer wrote nothing to the old leader after the cut"
         finally:
             c.heal(victim)
         healed = time.monotonic()
@@ -248,13 +272,17 @@ def test_a_leader_cut_off_from_brokers_and_etcd_acknowledges_nothing_and_truncat
     assert len(set(checkpoints.values())) == 1, checkpoints
 
     # Every ack is there: none came from the old leader for a write only it had (those were truncated).
-    check(producer, read_all(",".join(c.broker(n).bootstrap for n in survivors)))
+    seen = read_all(",".join(c.broker(n).bootstrap for n in survivors))
+    assert not [v for records in seen.values() for _, v in records if v.startswith(b"written to")]
+    check(producer, seen)
     first_new_ack = min(when for when, p, off, _ in producer.acked if p == part and off >= new_epoch_start)
     print(f"\n[scenario 3] leader {victim} ({victim_role}) of {TOPIC}-{part} cut off from brokers and etcd: "
           f"new leader {new_leader} (epoch {old_epoch} -> {new_epoch}) in metadata after "
           f"{new_leader_seen - cut:.2f} s, first ack on it after {first_new_ack - cut:.2f} s; "
           f"healed, back in the ISR after {rejoined - healed:.2f} s; the old leader's "
-          f"{appended_alone} bytes appended alone truncated; {len(producer.acked)} acks checked")
+          f"{appended_alone} bytes appended alone after the cut truncated (a direct write among them, "
+          f"answered {ErrorCode(direct[0]).name}); "
+          f"{len(producer.acked)} acks checked")
 
 
 # --- scenario 5: a follower's disk fills up ---------------------------------------------------------
