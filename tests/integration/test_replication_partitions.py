@@ -351,8 +351,22 @@ def test_a_follower_whose_disk_fills_up_goes_offline_for_that_dir_and_the_partit
         dirs = [c.broker(n).data_dir / f"{TOPIC}-0" for n in (1, 2)]
         assert c.wait_until(lambda: segment_bytes(dirs[0]) == segment_bytes(dirs[1]), 30)
         assert follower.alive(), c.log_text(FULL_FOLLOWER)
+
+        # Space freed and the follower restarted (an offline dir stays offline until then, as in
+        # Kafka): its replica is online again, catches up and rejoins the ISR, identical to the others.
+        c.stop(FULL_FOLLOWER)
+        (small / "filler").unlink()
+        c.start(FULL_FOLLOWER)
+        restarted = time.monotonic()
+        assert c.wait_until(lambda: all(partition_state(c, 0, n)["offline_replicas"] == [] and
+                                        sorted(partition_state(c, 0, n)["isr_nodes"]) == [1, 2, FULL_FOLLOWER]
+                                        for n in c.node_ids), 30), c.logs()
+        back = time.monotonic()
+        dirs.append(small / f"{TOPIC}-0")
+        assert c.wait_until(lambda: len({segment_bytes(d) for d in dirs}) == 1, 30)
         print(f"\n[scenario 5] follower {FULL_FOLLOWER}'s log dir full: offline after "
               f"{offline_seen - filled:.2f} s, out of the ISR after {shrunk - filled:.2f} s, "
               f"acks=all kept going (first ack after the dir went offline: "
               f"{'-' if first_ack_after is None else f'{first_ack_after - offline_seen:.2f} s'} later); "
+              f"restarted with space, online and in the ISR again after {back - restarted:.2f} s; "
               f"{len(producer.acked)} acks checked")
