@@ -34,7 +34,9 @@ Disk faults, as in Kafka (``_on_dir_offline``; the storage side is storage.log_m
 dir with an I/O error goes offline until the broker restarts and its partitions answer
 KAFKA_STORAGE_ERROR; with no online log dir left, or the metadata log's dir failed (KIP-858),
 the broker shuts down (the ``fail`` callback: one line, exit 1) instead of looking alive while
-serving nothing. A topic whose logs could not be created answers KAFKA_STORAGE_ERROR to
+serving nothing. In a cluster, ``on_offline_replicas`` reports the replicas in failed dirs to the
+controller (through the broker's registration), which moves them out of ISRs and leaderships
+(KIP-858). A topic whose logs could not be created answers KAFKA_STORAGE_ERROR to
 CreateTopics / CreatePartitions / auto-creation (``wait_for_logs``) and to requests for its
 partitions, and the creation is retried on those requests at most once a second (a transient
 EMFILE passes).
