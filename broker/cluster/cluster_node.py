@@ -61,6 +61,7 @@ class ClusterNode:
         self.registration: BrokerRegistrationLease | None = None
         self.on_fenced: Callable[[bool], None] = lambda fenced: None
         self._reports: set[asyncio.Task[None]] = set()
+        self._offline_replicas: frozenset[tuple[uuid.UUID, int]] = frozenset()
         self._router: RoutingControllerClient | None = None
 
     async def _retrying(self, what: str, attempt: Callable[[], Any]) -> Any:
@@ -100,6 +101,7 @@ class ClusterNode:
         assert self.keys is not None
         registration = BrokerRegistrationLease(self._client, self.keys, self.node_id, endpoint, self.lease_ttl_ms,
                                                lambda fenced: self.on_fenced(fenced))
+        registration.offline_replicas = self._offline_replicas
         await self._retrying("register this broker", lambda: self._register_waiting_for_a_dead_twin(registration))
         self.registration = registration
         registration.start_renewing()
@@ -137,9 +139,10 @@ class ClusterNode:
     def report_offline_replicas(self, replicas: Sequence[tuple[uuid.UUID, int]]) -> None:
         """A log dir failed: put the replicas this broker holds in failed dirs into its registration
         (retried until etcd takes it; a later registration carries them anyway)."""
+        self._offline_replicas = frozenset(replicas)
         registration = self.registration
         if registration is None:
-            return
+            return  # ``register`` puts them in the first registration
 
         async def report() -> None:
             for attempt in range(20):
