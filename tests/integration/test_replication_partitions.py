@@ -219,7 +219,7 @@ def test_a_leader_cut_off_from_brokers_and_etcd_acknowledges_nothing_and_truncat
     controller = c.controller_id()
     leaders = {p: partition_state(c, p, controller)["leader_id"] for p in range(PARTITIONS)}
     wanted = [p for p, leader in leaders.items() if (leader == controller) == (victim_role == "controller")]
-    if not wanted:  # the controller leads none (or all): make the preferred leaders lead
+    if not wanted:  # placement gave the controller no leadership, or every one
         pytest.skip(f"no partition led by a {victim_role} node: {leaders}, controller {controller}")
     part = wanted[0]
     victim = leaders[part]
