@@ -122,6 +122,9 @@ class Broker:
         await self.replica_manager.start()
         if self.cluster is not None:
             self.cluster.on_fenced = self.replica_manager.set_self_fenced
+            self.replica_manager.on_offline_replicas = self.cluster.report_offline_replicas
+            if offline := self.replica_manager.offline_replicas():  # a dir failed during start-up
+                self.cluster.report_offline_replicas(offline)
         self.fetch_sessions = FetchSessionCache(self.config["max.incremental.fetch.session.cache.slots"])
         from broker.coordinator.partition_writer import ReplicaManagerWriter
         from broker.group.context import GroupConfig

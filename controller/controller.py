@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -397,6 +397,16 @@ class Controller:
                 records = self._election_records(self._all_partitions())
             if records:
                 await self._commit(records)
+
+    async def set_offline_replicas(self, node_id: int, offline: Set[tuple[uuid.UUID, int]]) -> None:
+        """Broker ``node_id`` holds ``offline`` ((topic id, partition)) in failed log dirs, and no other
+        replica (KIP-858's directory failure, reported with its registration): those replicas are
+        marked offline and leave ISRs and leaderships; the ones it no longer reports come back."""
+        async with self._write_lock:
+            await self._check_active()
+            records = elections.offline_replica_records(self._image, node_id, offline, self._unclean_default())
+            if records:
+                await self._commit(list(records))
 
     async def controlled_shutdown(self, node_id: int, broker_epoch: int) -> list[tuple[str, int]]:
         """KRaft's controlled shutdown: move every leadership off ``node_id`` to another live ISR

@@ -13,6 +13,8 @@ ReplicationControlManager):
 - Automatic rebalance (``auto.leader.rebalance.enable``): per preferred leader, the share of its
   partitions led by another broker; over ``leader.imbalance.per.broker.percentage`` its partitions
   get preferred elections (Kafka's checkAndTriggerAutoLeaderRebalance).
+- A replica in a failed log dir (its broker reports it, KIP-858) is offline: it leaves the ISR
+  (never emptying it), never leads, and is online again when its broker no longer reports it.
 - Controlled shutdown: every partition the broker leads moves to another live ISR member; the broker
   leaves every ISR it is in unless it is the last member; a partition with no other ISR member keeps
   it as leader and is reported back as remaining.
@@ -22,7 +24,9 @@ Every record changing a leader makes ``controller.image`` bump the leader epoch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Iterable, Sequence, Set
+from dataclasses import replace
 
 from controller.image import MetadataImage, PartitionState, TopicImage
 from controller.records import NO_LEADER, PartitionChangeRecord
@@ -84,9 +88,11 @@ def _elect(image: MetadataImage, topic: TopicImage, p: PartitionState, isr: tupl
            unclean: bool) -> PartitionChangeRecord | None:
     """The change making a live leader out of ``isr`` (unclean if allowed and needed); None if
     nothing changes."""
-    leader = clean_leader(image, p.replicas, isr)
+    # A replica in a failed log dir cannot serve, however live its broker (KIP-858).
+    replicas = [r for r in p.replicas if r not in p.offline_replicas] if p.offline_replicas else p.replicas
+    leader = clean_leader(image, replicas, isr)
     if leader == NO_LEADER and unclean:
-        leader = unclean_leader(image, p.replicas)
+        leader = unclean_leader(image, replicas)
         if leader != NO_LEADER:
             isr = (leader,)
     if leader == p.leader and isr == p.isr:
@@ -108,6 +114,36 @@ def failover_records(image: MetadataImage, node_id: int, default_unclean: bool) 
             change = _elect(image, topic, p, isr, unclean_allowed(image, topic, default_unclean))
             if change is not None:
                 records.append(change)
+    return records
+
+
+def offline_replica_records(image: MetadataImage, node_id: int, offline: Set[tuple[uuid.UUID, int]],
+                            default_unclean: bool) -> list[PartitionChangeRecord]:
+    """Broker ``node_id`` holds the replicas ``offline`` ((topic id, partition)) in failed log dirs
+    (KRaft's handleDirectoriesOffline): each one is marked offline, leaves the ISR (never emptying
+    it) and loses its leadership to another ISR member; a replica of it marked offline but no longer
+    reported (the broker restarted with the dir healthy) is online again, and leads a partition
+    left without a leader if it may."""
+    records: list[PartitionChangeRecord] = []
+    for topic in image.topics.values():
+        for p in topic.partitions.values():
+            if node_id not in p.replicas:
+                continue
+            now_offline = (topic.topic_id, p.partition) in offline
+            if now_offline == (node_id in p.offline_replicas):
+                continue
+            unclean = unclean_allowed(image, topic, default_unclean)
+            if now_offline:
+                marked = replace(p, offline_replicas=(*p.offline_replicas, node_id))
+                isr = tuple(b for b in p.isr if b != node_id) or p.isr
+                change = _elect(image, topic, marked, isr, unclean)
+            else:
+                marked = replace(p, offline_replicas=tuple(r for r in p.offline_replicas if r != node_id))
+                leaderless = p.leader == NO_LEADER or not is_live(image, p.leader)
+                change = _elect(image, topic, marked, p.isr, unclean) if leaderless else None
+            if change is None:
+                change = PartitionChangeRecord(p.partition, topic.topic_id)
+            records.append(replace(change, offline_replicas=marked.offline_replicas))
     return records
 
 

@@ -210,6 +210,8 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
                 adding_replicas=old.adding_replicas if record.adding_replicas is None else record.adding_replicas,
                 removing_replicas=old.removing_replicas if record.removing_replicas is None
                 else record.removing_replicas,
+                offline_replicas=old.offline_replicas if record.offline_replicas is None
+                else record.offline_replicas,
             )
             delta.changed_partitions.add((topic.name, record.partition_id))
         case RemoveTopicRecord(topic_id=topic_id):

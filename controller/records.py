@@ -14,8 +14,9 @@ defaults, never renamed - the same rule Kafka's versioned records follow).
 Special values kept from Kafka:
 - ``PartitionChangeRecord.leader``: ``LEADER_NO_CHANGE`` (-2) leaves the leader alone, ``NO_LEADER``
   (-1) means the partition is offline.
-- ``PartitionChangeRecord.isr`` / ``replicas`` / ``removing_replicas`` / ``adding_replicas`` of
-  ``None`` mean "unchanged" (older logs lack the last two: unchanged, as Kafka's version 0 record).
+- ``PartitionChangeRecord.isr`` / ``replicas`` / ``removing_replicas`` / ``adding_replicas`` /
+  ``offline_replicas`` of ``None`` mean "unchanged" (older logs lack the last three: unchanged, as
+  Kafka's version 0 record).
 - ``ConfigRecord.value`` of ``None`` deletes the key.
 
 Pure data: safe to use from any thread.
@@ -115,6 +116,9 @@ class PartitionChangeRecord:
     # A reassignment's state (KIP-455); None = unchanged, () = none in progress.
     removing_replicas: tuple[int, ...] | None = None
     adding_replicas: tuple[int, ...] | None = None
+    # Replicas whose log dir failed on their broker (KIP-858's offline directories, kept per
+    # partition: Odradek records no directory assignments); None = unchanged.
+    offline_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +162,7 @@ RECORD_TYPES: dict[str, type] = {
 }
 
 _UUID_FIELDS = frozenset({"topic_id", "incarnation_id"})
-_INT_LIST_FIELDS = frozenset({"replicas", "isr", "removing_replicas", "adding_replicas"})
+_INT_LIST_FIELDS = frozenset({"replicas", "isr", "removing_replicas", "adding_replicas", "offline_replicas"})
 _FIELD_NAMES: dict[type, frozenset[str]] = {
     cls: frozenset(f.name for f in fields(cls)) for cls in RECORD_TYPES.values()
 }

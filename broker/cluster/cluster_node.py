@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -59,6 +60,8 @@ class ClusterNode:
         self.candidate: ControllerCandidate | None = None
         self.registration: BrokerRegistrationLease | None = None
         self.on_fenced: Callable[[bool], None] = lambda fenced: None
+        self._reports: set[asyncio.Task[None]] = set()
+        self._offline_replicas: frozenset[tuple[uuid.UUID, int]] = frozenset()
         self._router: RoutingControllerClient | None = None
 
     async def _retrying(self, what: str, attempt: Callable[[], Any]) -> Any:
@@ -98,6 +101,7 @@ class ClusterNode:
         assert self.keys is not None
         registration = BrokerRegistrationLease(self._client, self.keys, self.node_id, endpoint, self.lease_ttl_ms,
                                                lambda fenced: self.on_fenced(fenced))
+        registration.offline_replicas = self._offline_replicas
         await self._retrying("register this broker", lambda: self._register_waiting_for_a_dead_twin(registration))
         self.registration = registration
         registration.start_renewing()
@@ -131,6 +135,27 @@ class ClusterNode:
                                 self.lease_ttl_ms / 1000 + 1.0)
                     logged = True
                 await asyncio.sleep(0.25)
+
+    def report_offline_replicas(self, replicas: Sequence[tuple[uuid.UUID, int]]) -> None:
+        """A log dir failed: put the replicas this broker holds in failed dirs into its registration
+        (retried until etcd takes it; a later registration carries them anyway)."""
+        self._offline_replicas = frozenset(replicas)
+        registration = self.registration
+        if registration is None:
+            return  # ``register`` puts them in the first registration
+
+        async def report() -> None:
+            for attempt in range(20):
+                try:
+                    await registration.report_offline_replicas(replicas)
+                    return
+                except (EtcdError, OSError) as exc:
+                    log.warning("broker %d cannot report its offline replicas yet (%s)", self.node_id, exc)
+                    await asyncio.sleep(min(0.2 * (attempt + 1), 2.0))
+
+        task = asyncio.get_running_loop().create_task(report())
+        self._reports.add(task)
+        task.add_done_callback(self._reports.discard)
 
     def _registered_in_image(self) -> bool:
         assert self.registration is not None

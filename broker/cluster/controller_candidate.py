@@ -16,7 +16,9 @@ Kafka's ZooKeeper-era controller is the model, etcd the store (issue 12's design
    agree: a new broker or a new incarnation → RegisterBrokerRecord (and leaders for partitions that
    had none); a registration that is gone → the broker is fenced: it leaves every ISR (never emptying
    one) and its leaderships move to the next live ISR member with a bumped leader epoch
-   (``Controller.fence_broker``).
+   (``Controller.fence_broker``); the replicas a registration lists as offline (in a failed log dir)
+   leave ISRs and leaderships and are shown offline until it no longer lists them
+   (``Controller.set_offline_replicas``).
 
 Each term uses a fresh ``Controller`` (it replays the log), so no state of an old term leaks into a
 new one. Ownership: the broker's handler loop.
@@ -64,6 +66,8 @@ class ControllerCandidate:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self.terms = 0  # how many times this node became the controller
+        # Per term: the offline replicas each broker reported that the image already reflects.
+        self._synced_offline: dict[int, frozenset[tuple[Any, int]]] = {}
         self._unreachable = False
 
     @property
@@ -136,6 +140,7 @@ class ControllerCandidate:
     async def _lead(self) -> None:
         controller = self.controller
         assert controller is not None
+        self._synced_offline = {}  # a new term checks every broker's once (a stale mark is cleared)
         loop = asyncio.get_running_loop()
         renew_every = max(0.2, self._lease_ttl_ms / 3000)
         next_renewal = loop.time() + renew_every
@@ -188,6 +193,14 @@ class ControllerCandidate:
             elif known.fenced:
                 await controller.unfence_broker(node_id)
                 log.info("controller %d: broker %d unfenced", self.node_id, node_id)
+        for node_id, reg in sorted(live.items()):
+            offline = reg["offline_replicas"]
+            if self._synced_offline.get(node_id) != offline:
+                if offline:
+                    log.warning("controller %d: broker %d reports %d replicas in failed log dirs; they leave "
+                                "ISRs and leaderships", self.node_id, node_id, len(offline))
+                await controller.set_offline_replicas(node_id, offline)
+                self._synced_offline[node_id] = offline
         for node_id, broker in sorted(image.brokers.items()):
             if node_id not in live and not broker.fenced:
                 log.warning("controller %d: broker %d's registration is gone; fencing it and moving its "

@@ -5,9 +5,10 @@ deletes it when the lease is revoked or lapses)::
 
     {"node_id": 2, "host": "broker2", "port": 9092, "listener_name": "PLAINTEXT", "rack": null,
      "endpoints": [["PLAINTEXT", "broker2", 9092], ["EXTERNAL", "localhost", 9093]],
-     "incarnation_id": "<uuid of this process>"}
+     "incarnation_id": "<uuid of this process>", "offline_replicas": [["<topic id hex>", 0]]}
 
-(host/port/listener_name: the inter-broker listener; endpoints: every advertised listener.)
+(host/port/listener_name: the inter-broker listener; endpoints: every advertised listener;
+offline_replicas: the replicas it holds in failed log dirs, rewritten by ``report_offline_replicas``.)
 
 The controller turns a new or changed key into a RegisterBrokerRecord and a deleted one into the
 broker's fencing (its leaderships move to other ISR members). Kafka's equivalents: the KRaft
@@ -34,7 +35,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from broker.broker_registration import BrokerEndpoint
@@ -45,17 +46,21 @@ from controller.etcd_client import EtcdError
 log = logging.getLogger(__name__)
 
 
-def encode_registration(node_id: int, endpoint: BrokerEndpoint, incarnation_id: uuid.UUID) -> bytes:
+def encode_registration(node_id: int, endpoint: BrokerEndpoint, incarnation_id: uuid.UUID,
+                        offline_replicas: Iterable[tuple[uuid.UUID, int]] = ()) -> bytes:
     return json.dumps({"node_id": node_id, "host": endpoint.host, "port": endpoint.port,
                        "listener_name": endpoint.listener_name, "rack": endpoint.rack,
                        "endpoints": [list(e) for e in endpoint.endpoints],
-                       "incarnation_id": str(incarnation_id)}).encode()
+                       "incarnation_id": str(incarnation_id),
+                       "offline_replicas": sorted([t.hex, p] for t, p in offline_replicas)}).encode()
 
 
 def decode_registration(value: bytes) -> dict[str, Any]:
+    """The JSON value as a dict; ``offline_replicas`` a frozenset of (topic id, partition)."""
     data: dict[str, Any] = json.loads(value)
     data["incarnation_id"] = uuid.UUID(data["incarnation_id"])
     data["endpoints"] = tuple((str(n), str(h), int(p)) for n, h, p in data.get("endpoints") or ())
+    data["offline_replicas"] = frozenset((uuid.UUID(hex=t), int(p)) for t, p in data.get("offline_replicas") or ())
     return data
 
 
@@ -74,13 +79,15 @@ class BrokerRegistrationLease:
         self.fenced = False
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        # Replicas this broker holds in failed log dirs, (topic id, partition): in the key's value.
+        self.offline_replicas: frozenset[tuple[uuid.UUID, int]] = frozenset()
 
     async def register(self) -> None:
         """Create the registration key; ``DuplicateNodeIdError`` if another process holds this node.id."""
         granted = await self._client.lease(self._ttl_s)
         lease_id = int(granted.id)
         t = self._client.transactions
-        value = encode_registration(self.node_id, self.endpoint, self.incarnation_id)
+        value = encode_registration(self.node_id, self.endpoint, self.incarnation_id, self.offline_replicas)
         try:
             succeeded, responses = await self._client.transaction(
                 compare=[t.create(self._key) == 0],
@@ -101,6 +108,19 @@ class BrokerRegistrationLease:
                 "give each broker its own node.id")
         self._lease_id = lease_id
         self._last_renewal = time.monotonic()
+
+    async def report_offline_replicas(self, replicas: Iterable[tuple[uuid.UUID, int]]) -> None:
+        """Rewrite the key with ``replicas`` as this broker's offline ones (a log dir failed; Kafka's
+        broker heartbeat carries its offline dirs): the controller takes them out of ISRs and
+        leaderships. Without a live key the next registration carries them."""
+        self.offline_replicas = frozenset(replicas)
+        lease_id = self._lease_id
+        if lease_id is None:
+            return
+        t = self._client.transactions
+        value = encode_registration(self.node_id, self.endpoint, self.incarnation_id, self.offline_replicas)
+        await self._client.transaction(compare=[t.create(self._key) != 0],
+                                       success=[t.put(self._key, value, lease=lease_id)], failure=[])
 
     def start_renewing(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._renew_forever())

@@ -63,7 +63,8 @@ def _partitions(topic: Any, live: set[int]) -> list[dict]:
                 "leader_epoch": p.leader_epoch,
                 "replica_nodes": list(p.replicas),
                 "isr_nodes": list(p.isr),
-                "offline_replicas": [r for r in p.replicas if r not in live],
+                # Not live, or in a failed log dir of its broker (KIP-858).
+                "offline_replicas": [r for r in p.replicas if r not in live or r in p.offline_replicas],
             }
         )
     return out

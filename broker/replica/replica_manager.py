@@ -35,7 +35,9 @@ Disk faults, as in Kafka (``_on_dir_offline``; the storage side is storage.log_m
 dir with an I/O error goes offline until the broker restarts and its partitions answer
 KAFKA_STORAGE_ERROR; with no online log dir left, or the metadata log's dir failed (KIP-858),
 the broker shuts down (the ``fail`` callback: one line, exit 1) instead of looking alive while
-serving nothing. A topic whose logs could not be created answers KAFKA_STORAGE_ERROR to
+serving nothing. In a cluster, ``on_offline_replicas`` reports the replicas in failed dirs to the
+controller (through the broker's registration), which moves them out of ISRs and leaderships
+(KIP-858). A topic whose logs could not be created answers KAFKA_STORAGE_ERROR to
 CreateTopics / CreatePartitions / auto-creation (``wait_for_logs``) and to requests for its
 partitions, and the creation is retried on those requests at most once a second (a transient
 EMFILE passes).
@@ -47,6 +49,7 @@ import asyncio
 import logging
 import os
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
@@ -152,6 +155,9 @@ class ReplicaManager:
                                                       self._broker_endpoint)
         # The controller client's alter_partition (the broker sets it after start-up).
         self.alter_partition: AlterPartitionCall | None = None
+        # Cluster mode: told the replicas (topic id, partition) in failed log dirs when one fails,
+        # so the controller moves them out of ISRs and leaderships (None: one node, nobody to tell).
+        self.on_offline_replicas: Callable[[list[tuple[uuid.UUID, int]]], None] | None = None
         self.replica_lag_time_max_ms: int = config["replica.lag.time.max.ms"]
         self._isr_tasks: set[asyncio.Task[None]] = set()
         # replication-offset-checkpoint's HWs, taken by the partitions made at start-up.
@@ -601,9 +607,21 @@ class ReplicaManager:
         for tp in hosted:
             # Long-polling fetches on them answer now (with the error), not at their timeout.
             self.try_complete_delayed_requests(tp)
+        if self.on_offline_replicas is not None:
+            self.on_offline_replicas(self.offline_replicas())
         fatal = self._fatal_log_dir_failure()
         if fatal is not None and self._started:
             self._fail(fatal)  # (during start(), start itself raises it)
+
+    def offline_replicas(self) -> list[tuple[uuid.UUID, int]]:
+        """(topic id, partition) of every hosted partition whose log dir is offline."""
+        lm = self.log_manager
+        out = []
+        for topic, index in self.partitions:
+            t = self.image.topics.get(topic)
+            if t is not None and lm.log_dir_of(topic, index) in lm.offline_dirs:
+                out.append((t.topic_id, index))
+        return out
 
     def _fatal_log_dir_failure(self) -> str | None:
         """Kafka's reason to shut the broker down after log dir failures, or None."""

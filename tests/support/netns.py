@@ -19,6 +19,9 @@ docker/Dockerfile, the Dockerfile's ENV, ENTRYPOINT, CMD and single-file COPYs),
 - starts services in ``depends_on`` order and waits for ``condition: service_healthy`` by running the
   service's own ``healthcheck`` in its namespace.
 
+The network itself (bridge, namespaces, addresses, hosts files, partitions) is ``NamespaceNetwork``,
+which tests/support/netns_cluster.py uses for the test cluster with each broker a host of its own.
+
 ``isolate(service)`` cuts a service off (its link down, or with ``from_services`` silent blackhole
 routes between it and those services only, both ways); ``heal(service)`` undoes it. ``down()``
 removes processes, namespaces, veths, the bridge and /etc/netns entries, also after a failure.
@@ -51,14 +54,22 @@ COMPOSE_FILE = REPO / "docker" / "compose.yaml"
 ETCD_TOOLS = ("etcd", "etcdctl", "etcdutl")
 
 
-def skip_reason() -> str | None:
-    """Why the namespaces cannot be made here, or None when they can."""
+def namespaces_skip_reason() -> str | None:
+    """Why network namespaces cannot be made here, or None when they can."""
     if sys.platform != "linux":
         return "network namespaces need Linux"
     if os.geteuid() != 0:
         return "network namespaces need root (ip netns add)"
     if shutil.which("ip") is None:
         return "the ip command (iproute2) is missing"
+    return None
+
+
+def skip_reason() -> str | None:
+    """Why the compose services cannot be run here, or None when they can."""
+    why = namespaces_skip_reason()
+    if why is not None:
+        return why
     try:
         import yaml  # noqa: F401
     except ImportError:
@@ -71,6 +82,113 @@ def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     if check and done.returncode != 0:
         raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
     return done
+
+
+# --- the network: one namespace per host on a bridge --------------------------------------------------
+
+class NamespaceNetwork:
+    """A namespace per host, each with a veth into one bridge in the root namespace and one address on a
+    /24 (the bridge holds .1, so this process reaches every host from the root namespace), and
+    ``/etc/netns/<namespace>/hosts`` naming every host (``ip netns exec`` bind-mounts it over /etc/hosts).
+
+    ``isolate(host)`` takes its link down (nobody reaches it, the root namespace neither);
+    ``isolate(host, from_hosts)`` adds silent blackhole routes between it and those hosts only, both
+    ways (a partition: the root namespace, where the test's clients run, still reaches it).
+    ``heal(host)`` undoes both; ``down()`` removes namespaces, veths, bridge and /etc/netns entries.
+    """
+
+    def __init__(self, hosts: Sequence[str], prefix: str = "", subnet: str | None = None,
+                 aliases: Mapping[str, Sequence[str]] | None = None) -> None:
+        self.hosts = list(hosts)
+        self.prefix = prefix
+        self.aliases = {h: list(a) for h, a in (aliases or {}).items()}
+        tag = uuid.uuid4().hex[:5]
+        self.bridge = f"odrbr{tag}"
+        self.subnet = subnet or self._free_subnet()
+        self.addresses = {name: f"{self.subnet}.{i + 2}" for i, name in enumerate(self.hosts)}
+        self.host_veths = {name: f"odr{tag}{i}" for i, name in enumerate(self.hosts)}
+        self._blackholes: dict[str, list[tuple[str, str]]] = {}  # host -> [(namespace, address)]
+        self._made: list[str] = []  # namespaces created, for down()
+
+    @staticmethod
+    def _free_subnet() -> str:
+        used = ip("-4", "-o", "addr", "show").stdout
+        for third in range(64, 250):
+            candidate = f"10.213.{third}"
+            if f" {candidate}." not in used:
+                return candidate
+        raise RuntimeError("no free 10.213.x.0/24 subnet")
+
+    def namespace(self, host: str) -> str:
+        return self.prefix + host
+
+    def address(self, host: str) -> str:
+        return self.addresses[host]
+
+    def exec_prefix(self, host: str) -> list[str]:
+        """The argv prefix that runs a command in ``host``'s namespace."""
+        return ["ip", "netns", "exec", self.namespace(host)]
+
+    def up(self) -> NamespaceNetwork:
+        try:
+            ip("link", "add", self.bridge, "type", "bridge")
+            ip("addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
+            ip("link", "set", self.bridge, "up")
+            hosts = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
+            for name in self.hosts:
+                names = [name] + [a for a in self.aliases.get(name, []) if a != name]
+                hosts.append(f"{self.addresses[name]} {' '.join(names)}")
+            for name in self.hosts:
+                ns = self.namespace(name)
+                if ns in ip("netns", "list").stdout.split():
+                    raise RuntimeError(f"network namespace {ns} exists already (a run left behind? "
+                                       f"`ip netns del {ns}`)")
+                ip("netns", "add", ns)
+                self._made.append(ns)
+                veth = self.host_veths[name]
+                ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+                ip("link", "set", veth, "master", self.bridge, "up")
+                ip("-n", ns, "addr", "add", f"{self.addresses[name]}/24", "dev", "eth0")
+                ip("-n", ns, "link", "set", "eth0", "up")
+                ip("-n", ns, "link", "set", "lo", "up")
+                etc = Path("/etc/netns") / ns
+                etc.mkdir(parents=True, exist_ok=True)
+                (etc / "hosts").write_text("\n".join(hosts) + "\n")
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def isolate(self, host: str, from_hosts: Sequence[str] | None = None) -> None:
+        """Cut ``host`` off: from everyone (its link down), or from ``from_hosts`` only (blackhole
+        routes both ways: packets vanish silently, as in a partition). ``heal`` undoes it."""
+        if from_hosts is None:
+            ip("link", "set", self.host_veths[host], "down")
+            return
+        routes = self._blackholes.setdefault(host, [])
+        for peer in from_hosts:
+            for ns, target in ((self.namespace(host), self.addresses[peer]),
+                               (self.namespace(peer), self.addresses[host])):
+                ip("-n", ns, "route", "add", "blackhole", f"{target}/32")
+                routes.append((ns, target))
+
+    def heal(self, host: str) -> None:
+        ip("link", "set", self.host_veths[host], "up")
+        for ns, target in self._blackholes.pop(host, []):
+            ip("-n", ns, "route", "del", "blackhole", f"{target}/32", check=False)
+
+    def down(self) -> None:
+        """Remove the namespaces (each takes its end of a veth, and so the pair, along), the veths
+        left, the bridge and the /etc/netns entries; safe to call twice or after a failed ``up``."""
+        for ns in self._made:
+            ip("netns", "del", ns, check=False)
+            shutil.rmtree(Path("/etc/netns") / ns, ignore_errors=True)
+        self._made.clear()
+        for veth in self.host_veths.values():
+            if Path(f"/sys/class/net/{veth}").exists():
+                ip("link", "del", veth, check=False)
+        if Path(f"/sys/class/net/{self.bridge}").exists():
+            ip("link", "del", self.bridge, check=False)
 
 
 # --- the Dockerfile: what the image adds to a service -------------------------------------------------
@@ -277,74 +395,24 @@ class ComposeNetns:
                  subnet: str | None = None) -> None:
         self.work_dir = Path(work_dir)
         self.services = load_compose(compose_file)
-        self.prefix = prefix
-        tag = uuid.uuid4().hex[:5]
-        self.bridge = f"odrbr{tag}"
-        self.subnet = subnet or self._free_subnet()
-        self.addresses = {name: f"{self.subnet}.{i + 2}" for i, name in enumerate(self.services)}
-        self.host_veths = {name: f"odr{tag}{i}" for i, name in enumerate(self.services)}
+        self.network = NamespaceNetwork(
+            list(self.services), prefix, subnet,
+            aliases={n: [s.hostname] for n, s in self.services.items() if s.hostname})
         self.processes: dict[str, ServiceProcess] = {}
-        self._blackholes: dict[str, list[tuple[str, str]]] = {}  # service -> [(namespace, address)]
-        self._made: list[str] = []  # namespaces created, for down()
-
-    @staticmethod
-    def _free_subnet() -> str:
-        used = ip("-4", "-o", "addr", "show").stdout
-        for third in range(64, 250):
-            candidate = f"10.213.{third}"
-            if f" {candidate}." not in used:
-                return candidate
-        raise RuntimeError("no free 10.213.x.0/24 subnet")
 
     def namespace(self, service: str) -> str:
-        return self.prefix + service
+        return self.network.namespace(service)
 
     def address(self, service: str) -> str:
-        return self.addresses[service]
-
-    # --- network -------------------------------------------------------------------------------
-    def _network_up(self) -> None:
-        ip("link", "add", self.bridge, "type", "bridge")
-        ip("addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
-        ip("link", "set", self.bridge, "up")
-        hosts = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
-        for name, svc in self.services.items():
-            names = [name] + ([svc.hostname] if svc.hostname and svc.hostname != name else [])
-            hosts.append(f"{self.addresses[name]} {' '.join(names)}")
-        for name in self.services:
-            ns = self.namespace(name)
-            if ns in ip("netns", "list").stdout.split():
-                raise RuntimeError(f"network namespace {ns} exists already (a run left behind? "
-                                   f"`ip netns del {ns}`)")
-            ip("netns", "add", ns)
-            self._made.append(ns)
-            veth = self.host_veths[name]
-            ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
-            ip("link", "set", veth, "master", self.bridge, "up")
-            ip("-n", ns, "addr", "add", f"{self.addresses[name]}/24", "dev", "eth0")
-            ip("-n", ns, "link", "set", "eth0", "up")
-            ip("-n", ns, "link", "set", "lo", "up")
-            etc = Path("/etc/netns") / ns
-            etc.mkdir(parents=True, exist_ok=True)
-            (etc / "hosts").write_text("\n".join(hosts) + "\n")
+        return self.network.address(service)
 
     def isolate(self, service: str, from_services: Sequence[str] | None = None) -> None:
         """Cut ``service`` off: from everyone (its link down), or from ``from_services`` only (blackhole
         routes both ways: packets vanish silently, as in a partition). ``heal`` undoes it."""
-        if from_services is None:
-            ip("link", "set", self.host_veths[service], "down")
-            return
-        routes = self._blackholes.setdefault(service, [])
-        for peer in from_services:
-            for ns, target in ((self.namespace(service), self.addresses[peer]),
-                               (self.namespace(peer), self.addresses[service])):
-                ip("-n", ns, "route", "add", "blackhole", f"{target}/32")
-                routes.append((ns, target))
+        self.network.isolate(service, from_services)
 
     def heal(self, service: str) -> None:
-        ip("link", "set", self.host_veths[service], "up")
-        for ns, target in self._blackholes.pop(service, []):
-            ip("-n", ns, "route", "del", "blackhole", f"{target}/32", check=False)
+        self.network.heal(service)
 
     def exec(self, service: str, argv: Sequence[str], timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` (container-side, see ``local_argv``) in ``service``'s namespace, with its environment."""
@@ -411,7 +479,7 @@ class ComposeNetns:
     def up(self, timeout: float = 60.0) -> ComposeNetns:
         """Network, then every service in depends_on order, waiting where a dependant asks for health."""
         try:
-            self._network_up()
+            self.network.up()
             wanted_healthy = {dep for svc in self.services.values()
                               for dep, cond in svc.depends_on.items() if cond == "service_healthy"}
             for name in start_order(self.services):
@@ -432,15 +500,7 @@ class ComposeNetns:
             proc = self.processes.get(name)
             if proc is not None:
                 proc.stop(30)
-        for ns in self._made:
-            ip("netns", "del", ns, check=False)  # takes its end of the veth, and so the pair, along
-            shutil.rmtree(Path("/etc/netns") / ns, ignore_errors=True)
-        self._made.clear()
-        for veth in self.host_veths.values():
-            if Path(f"/sys/class/net/{veth}").exists():
-                ip("link", "del", veth, check=False)
-        if Path(f"/sys/class/net/{self.bridge}").exists():
-            ip("link", "del", self.bridge, check=False)
+        self.network.down()
 
     def logs(self) -> str:
         return "\n".join(f"===== {name} =====\n{p.log_text(6000)}" for name, p in self.processes.items())

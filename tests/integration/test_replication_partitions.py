@@ -1,0 +1,382 @@
+"""Issue 13's fault scenarios 3 and 5 under a real client load (confluent-kafka, acks=all, RF=3,
+min.insync.replicas=2), each ended by a checker over what the clients saw: every acknowledged record
+is there after the fault, at the offset it was acknowledged with, and no record appears twice.
+
+3. A partition's leader is cut off from the other brokers and from etcd (every broker a host in its
+   own network namespace, tests/support/netns_cluster.py); the producer, in the root namespace, keeps
+   its route to the old leader and writes to it. The old leader may append, but must acknowledge
+   nothing it cannot replicate (a write sent straight to it after the cut times out, and is gone
+   after healing); another replica takes over; healed, the old leader truncates its divergent suffix
+   (OffsetForLeaderEpoch) and rejoins the ISR with a log and leader-epoch checkpoint byte-identical
+   to the leader's. Run with the victim a plain broker and with it the controller too. The failover
+   times are printed (``pytest -s`` shows them).
+5. A follower's log dir is a small tmpfs that fills up: its append fails with ENOSPC, the dir goes
+   offline (DescribeLogDirs: KAFKA_STORAGE_ERROR), the follower stays up (its other log dir holds
+   the metadata) and reports the replica offline: the controller takes it out of the ISR at once and
+   every broker's Metadata lists it in offline_replicas; the partition keeps taking acks=all writes
+   and serving reads from the two healthy replicas.
+
+Needs root (namespaces, mount), iproute2 and etcd; each test skips with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.testing_cluster import ClusterProcesses
+from protocol.errors import ErrorCode
+from protocol.records import Record, encode_batch
+from tests.support.cluster import cluster_or_skip
+from tests.support.disks import Disks
+from tests.support.etcd import etcd_binary_or_skip
+from tests.support.netns_cluster import NetnsCluster, namespaces_skip_reason
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+TOPIC = "partitioned"
+PARTITIONS = 3
+OVERRIDES = {"controller.lease.ttl.ms": "2000", "replica.lag.time.max.ms": "4000"}
+
+
+# --- load and checker ------------------------------------------------------------------------------
+
+class Producer:
+    """Produces "<n>" values round-robin over the partitions until stopped; every ack is kept with
+    the time it arrived (time.monotonic())."""
+
+    def __init__(self, bootstrap: str, partitions: int = PARTITIONS) -> None:
+        self.producer: Any = confluent_kafka.Producer({
+            "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+            "message.timeout.ms": 90000, "request.timeout.ms": 5000, "linger.ms": 5,
+            "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000,
+        })
+        self.partitions = partitions
+        self.acked: list[tuple[float, int, int, bytes]] = []  # (when, partition, offset, value)
+        self.failed: list[str] = []
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.failed.append(str(err))
+        else:
+            self.acked.append((time.monotonic(), msg.partition(), msg.offset(), msg.value()))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.producer.produce(TOPIC, str(self.sent).encode(), partition=self.sent % self.partitions,
+                                      on_delivery=self._on_delivery)
+                self.sent += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.001 if self.sent % 50 else 0.02)
+
+    def acks_since(self, when: float, partition: int) -> list[tuple[float, int, int, bytes]]:
+        return [a for a in list(self.acked) if a[0] >= when and a[1] == partition]
+
+    def start(self) -> Producer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop producing and deliver what is queued (90 s at most; an undelivered rest fails the test)."""
+        self._stop.set()
+        self._thread.join(30)
+        undelivered = self.producer.flush(90)
+        self.producer = None  # librdkafka's instance goes now, not after the cluster (no disconnect noise)
+        assert undelivered == 0, f"the producer could not deliver {undelivered} records within 90 s"
+
+
+def read_all(bootstrap: str, partitions: int = PARTITIONS) -> dict[int, list[tuple[int, bytes]]]:
+    """Every record of every partition, from the start to the end offset the brokers report now."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "checker",
+                                        "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        ends = {p: consumer.get_watermark_offsets(confluent_kafka.TopicPartition(TOPIC, p), timeout=30)[1]
+                for p in range(partitions)}
+        consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, confluent_kafka.OFFSET_BEGINNING)
+                         for p in range(partitions)])
+        seen: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+        deadline = time.monotonic() + 60
+        while any((seen[p][-1][0] + 1 if seen[p] else 0) < ends[p] for p in seen) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            seen[msg.partition()].append((msg.offset(), msg.value()))
+        return seen
+    finally:
+        consumer.close()
+
+
+def check(producer: Producer, seen: dict[int, list[tuple[int, bytes]]]) -> None:
+    """No acknowledged record lost or changed; none written twice; produce order kept per partition."""
+    at = {(p, off): value for p, records in seen.items() for off, value in records}
+    lost = [(p, off, v) for _, p, off, v in producer.acked if at.get((p, off)) != v]
+    assert not lost, f"{len(lost)} acknowledged records missing or changed, e.g. {lost[:5]}"
+    values = [v for records in seen.values() for _, v in records]
+    assert len(values) == len(set(values)), "a record was written twice"
+    for p, records in seen.items():
+        offsets = [off for off, _ in records]
+        assert offsets == sorted(offsets), f"partition {p}: offsets out of order"
+        numbers = [int(v) for _, v in records]
+        assert numbers == sorted(numbers), f"partition {p} is out of produce order"
+
+
+# --- looking at the cluster ------------------------------------------------------------------------
+
+def create_topic(c: ClusterProcesses, partitions: int = PARTITIONS) -> None:
+    reply = c.request(c.controller_id(), "CreateTopics", 7, {"topics": [{
+        "name": TOPIC, "num_partitions": partitions, "replication_factor": 3,
+        "configs": [{"name": "min.insync.replicas", "value": "2"}]}], "timeout_ms": 10000})
+    assert reply["topics"][0]["error_code"] == 0, reply
+    assert c.wait_until(lambda: all(partition_state(c, p, n)["leader_id"] >= 0 and
+                                    len(partition_state(c, p, n)["isr_nodes"]) == 3
+                                    for p in range(partitions) for n in c.live_ids()), 20), c.logs()
+
+
+def partition_state(c: ClusterProcesses, partition: int, via: int) -> dict[str, Any]:
+    """The partition as broker ``via``'s Metadata shows it (leader_id, leader_epoch, isr_nodes, ...)."""
+    md = c.request(via, "Metadata", 12, {"topics": [{"name": TOPIC, "topic_id": None}]})
+    return next(p for p in md["topics"][0]["partitions"] if p["partition_index"] == partition)
+
+
+def log_dir_partitions(c: ClusterProcesses, node_id: int) -> dict[str, dict[str, Any]]:
+    """DescribeLogDirs of broker ``node_id``: log dir -> {"error_code", "sizes": {partition: bytes}}."""
+    reply = c.request(node_id, "DescribeLogDirs", 4, {"topics": None})
+    out = {}
+    for d in reply["results"]:
+        sizes = {p["partition_index"]: p["partition_size"] for t in d["topics"] if t["name"] == TOPIC
+                 for p in t["partitions"]}
+        out[d["log_dir"]] = {"error_code": d["error_code"], "sizes": sizes}
+    return out
+
+
+def partition_size(c: ClusterProcesses, node_id: int, partition: int) -> int:
+    return sum(d["sizes"].get(partition, 0) for d in log_dir_partitions(c, node_id).values())
+
+
+def produce_directly(c: ClusterProcesses, node_id: int, partition: int, value: bytes, timeout_ms: int) -> int:
+    """One acks=all Produce of ``value`` straight to broker ``node_id`` (the raw protocol): its error code."""
+    records = encode_batch([Record(timestamp=int(time.time() * 1000), value=value)])
+    reply = c.request(node_id, "Produce", 9, {"transactional_id": None, "acks": -1, "timeout_ms": timeout_ms,
+                                              "topic_data": [{"name": TOPIC, "partition_data": [
+                                                  {"index": partition, "records": records}]}]},
+                      timeout=timeout_ms / 1000 + 10)
+    return int(reply["responses"][0]["partition_responses"][0]["error_code"])
+
+
+def segment_bytes(partition_dir: Path) -> bytes:
+    """The partition's records as stored: its segment files, in offset order, concatenated."""
+    return b"".join(f.read_bytes() for f in sorted(partition_dir.glob("*.log")))
+
+
+def last_epoch_start(partition_dir: Path) -> tuple[int, int]:
+    """The newest (epoch, start offset) of the partition's leader-epoch-checkpoint."""
+    lines = (partition_dir / "leader-epoch-checkpoint").read_text().split("\n")
+    entries = [tuple(int(x) for x in line.split()) for line in lines[2:] if line.strip()]
+    return entries[-1]  # type: ignore[return-value]
+
+
+# --- scenario 3: the leader cut off from the other brokers and from etcd ------------------------------
+
+@pytest.fixture
+def netns_cluster(tmp_path: Path) -> Iterator[NetnsCluster]:
+    why = namespaces_skip_reason()
+    if why is not None:
+        pytest.skip(why)
+    c = NetnsCluster(tmp_path, 3, OVERRIDES, etcd=etcd_binary_or_skip())
+    try:
+        c.start_all()
+    except RuntimeError as exc:  # root, but namespaces or veths refused (a restricted container)
+        if "not permitted" in str(exc) or "Permission denied" in str(exc):
+            pytest.skip(f"cannot make network namespaces here: {exc}")
+        raise
+    try:
+        assert c.wait_members(30), c.logs()
+        yield c
+    finally:
+        c.close()
+    leftovers = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert c.network.prefix not in leftovers, leftovers
+
+
+@pytest.mark.parametrize("victim_role", ["broker", "controller"])
+def test_a_leader_cut_off_from_brokers_and_etcd_acknowledges_nothing_and_truncates_when_healed(
+        netns_cluster: NetnsCluster, victim_role: str) -> None:
+    """The victim leads a partition and is (``controller``) or is not (``broker``) the controller too:
+    then the controller role moves first. The producer, in the root namespace, keeps reaching it."""
+    c = netns_cluster
+    create_topic(c)
+    controller = c.controller_id()
+    leaders = {p: partition_state(c, p, controller)["leader_id"] for p in range(PARTITIONS)}
+    wanted = [p for p, leader in leaders.items() if (leader == controller) == (victim_role == "controller")]
+    if not wanted:  # placement gave the controller no leadership, or every one
+        pytest.skip(f"no partition led by a {victim_role} node: {leaders}, controller {controller}")
+    part = wanted[0]
+    victim = leaders[part]
+    survivors = [n for n in c.node_ids if n != victim]
+    old_epoch = partition_state(c, part, controller)["leader_epoch"]
+
+    producer = Producer(c.bootstrap).start()
+    try:
+        assert c.wait_until(lambda: len(producer.acked) >= 300, 30), (producer.failed[:3], c.logs())
+        cut = time.monotonic()
+        c.isolate(victim)
+        try:
+            # Straight to the old leader, which does not know yet (in the background, not to delay
+            # the failover's clock): it appends, and must not acknowledge.
+            size_at_cut = partition_size(c, victim, part)
+            direct: list[int] = []
+            writer = threading.Thread(target=lambda: direct.append(
+                produce_directly(c, victim, part, b"written to the cut-off leader", 1000)), daemon=True)
+            writer.start()
+
+            # A new leader among the others, in a newer epoch, as the survivors' metadata shows it.
+            def moved() -> bool:
+                state = partition_state(c, part, survivors[0])
+                return state["leader_id"] in survivors and state["leader_epoch"] > old_epoch
+            assert c.wait_until(moved, 30, 0.05), c.logs()
+            new_leader_seen = time.monotonic()
+            writer.join(20)
+            assert direct and direct[0] != ErrorCode.NONE, direct
+            assert partition_size(c, victim, part) > size_at_cut, "the old leader did not append the write"
+            new_leader = partition_state(c, part, survivors[0])["leader_id"]
+            # Writes go on: acks=all acknowledged by the new leader and the remaining follower.
+            assert c.wait_until(lambda: len(producer.acks_since(new_leader_seen, part)) >= 100, 60), \
+                (producer.failed[:3], c.logs())
+            # Its registration lapsed: the old leader stopped acting as leader by itself.
+            assert c.wait_until(lambda: "fenced itself" in c.log_text(victim, 200_000), 30), c.log_text(victim)
+            assert produce_directly(c, victim, part, b"written to the fenced leader", 1000) \
+                == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            appended_alone = partition_size(c, victim, part) - size_at_cut
+        finally:
+            c.heal(victim)
+        healed = time.monotonic()
+        assert c.wait_until(lambda: victim in partition_state(c, part, new_leader)["isr_nodes"], 60), c.logs()
+        rejoined = time.monotonic()
+        assert c.wait_until(lambda: len(producer.acks_since(rejoined, part)) >= 100, 30), \
+            (producer.failed[:3], c.logs())
+    finally:
+        producer.stop()
+
+    # The old leader truncated what it had appended alone: its log is now the leader's, byte for byte.
+    part_dir = {n: c.broker(n).data_dir / f"{TOPIC}-{part}" for n in c.node_ids}
+    assert c.wait_until(lambda: len({segment_bytes(d) for d in part_dir.values()}) == 1, 30), \
+        {n: len(segment_bytes(d)) for n, d in part_dir.items()}
+    assert f"Truncating {TOPIC}-{part}" in c.log_text(victim, 500_000), c.log_text(victim)
+    new_epoch, new_epoch_start = last_epoch_start(part_dir[new_leader])
+    assert new_epoch > old_epoch
+    # One history of leader epochs: every replica's leader-epoch-checkpoint says the same.
+    checkpoints = {n: (d / "leader-epoch-checkpoint").read_text() for n, d in part_dir.items()}
+    assert len(set(checkpoints.values())) == 1, checkpoints
+
+    # Every ack is there: none came from the old leader for a write only it had (those were truncated).
+    seen = read_all(",".join(c.broker(n).bootstrap for n in survivors))
+    assert not [v for records in seen.values() for _, v in records if v.startswith(b"written to")]
+    check(producer, seen)
+    assert not producer.failed, producer.failed[:5]  # the failover never reached the application
+    first_new_ack = min(when for when, p, off, _ in producer.acked if p == part and off >= new_epoch_start)
+    print(f"\n[scenario 3] leader {victim} ({victim_role}) of {TOPIC}-{part} cut off from brokers and etcd: "
+          f"new leader {new_leader} (epoch {old_epoch} -> {new_epoch}) in metadata after "
+          f"{new_leader_seen - cut:.2f} s, first ack on it after {first_new_ack - cut:.2f} s; "
+          f"healed, back in the ISR after {rejoined - healed:.2f} s; the old leader's "
+          f"{appended_alone} bytes appended alone after the cut truncated (a direct write among them, "
+          f"answered {ErrorCode(direct[0]).name}); "
+          f"{len(producer.acked)} acks checked")
+
+
+# --- scenario 5: a follower's disk fills up ---------------------------------------------------------
+
+FULL_FOLLOWER = 3
+
+
+@pytest.fixture
+def disks(tmp_path: Path) -> Iterator[Disks]:
+    d = Disks(tmp_path / "disks")
+    try:
+        yield d
+    finally:
+        d.cleanup()
+
+
+def test_a_follower_whose_disk_fills_up_goes_offline_for_that_dir_and_the_partition_keeps_serving(
+        tmp_path: Path, disks: Disks) -> None:
+    small = disks.tmpfs("small", "4m")
+    c = cluster_or_skip(tmp_path / "cluster", 3, OVERRIDES)
+    # The follower keeps the topic on the small tmpfs (first of its log.dirs: new logs go to the dir with
+    # fewest, the first on a tie) and its metadata on a normal dir, so a full tmpfs does not stop it.
+    follower = c.broker(FULL_FOLLOWER)
+    healthy_dir = follower.data_dir / "healthy"
+    follower.overrides.update({"log.dirs": f"{small},{healthy_dir}", "metadata.log.dir": str(healthy_dir)})
+    with c:
+        assert c.wait_members(30), c.logs()
+        reply = c.request(c.controller_id(), "CreateTopics", 7, {"topics": [{
+            "name": TOPIC, "num_partitions": -1, "replication_factor": -1,
+            "assignments": [{"partition_index": 0, "broker_ids": [1, 2, FULL_FOLLOWER]}],
+            "configs": [{"name": "min.insync.replicas", "value": "2"}]}], "timeout_ms": 10000})
+        assert reply["topics"][0]["error_code"] == 0, reply
+        assert c.wait_until(lambda: partition_state(c, 0, 1)["leader_id"] == 1 and
+                            len(partition_state(c, 0, 1)["isr_nodes"]) == 3, 20), c.logs()
+        assert c.wait_until(lambda: 0 in log_dir_partitions(c, FULL_FOLLOWER)[str(small)]["sizes"], 20), \
+            log_dir_partitions(c, FULL_FOLLOWER)
+
+        producer = Producer(c.bootstrap, partitions=1).start()
+        try:
+            assert c.wait_until(lambda: len(producer.acked) >= 300, 30), (producer.failed[:3], c.logs())
+            filled = time.monotonic()
+            Disks.fill(small)
+            # The follower's next append fails with ENOSPC: that dir goes offline, the broker stays up.
+            assert c.wait_until(lambda: log_dir_partitions(c, FULL_FOLLOWER)[str(small)]["error_code"]
+                                == ErrorCode.KAFKA_STORAGE_ERROR, 30), c.log_text(FULL_FOLLOWER)
+            offline_seen = time.monotonic()
+            assert log_dir_partitions(c, FULL_FOLLOWER)[str(healthy_dir)]["error_code"] == ErrorCode.NONE
+            assert "No space left on device" in c.log_text(FULL_FOLLOWER), c.log_text(FULL_FOLLOWER)
+            # Its broker reports the replica offline (KIP-858): the controller takes it out of the ISR
+            # and every broker's Metadata lists it offline; writes go on with the two healthy replicas.
+            assert c.wait_until(lambda: all(sorted(partition_state(c, 0, n)["isr_nodes"]) == [1, 2]
+                                            for n in c.node_ids), 30), c.logs()
+            shrunk = time.monotonic()
+            assert c.wait_until(lambda: all(partition_state(c, 0, n)["offline_replicas"] == [FULL_FOLLOWER]
+                                            for n in c.node_ids), 10), c.logs()
+            assert c.wait_until(lambda: len(producer.acks_since(shrunk, 0)) >= 300, 30), \
+                (producer.failed[:3], c.logs())
+            assert follower.alive(), c.log_text(FULL_FOLLOWER)
+            state = partition_state(c, 0, 2)
+            assert state["leader_id"] == 1 and state["replica_nodes"] == [1, 2, FULL_FOLLOWER], state
+        finally:
+            producer.stop()
+        first_ack_after = min((when for when, *_ in producer.acked if when >= offline_seen), default=None)
+        # Reads from the two healthy replicas: the leader, and the other follower's copy byte for byte.
+        check(producer, read_all(",".join(c.broker(n).bootstrap for n in (1, 2)), partitions=1))
+        assert not producer.failed, producer.failed[:5]
+        dirs = [c.broker(n).data_dir / f"{TOPIC}-0" for n in (1, 2)]
+        assert c.wait_until(lambda: segment_bytes(dirs[0]) == segment_bytes(dirs[1]), 30)
+        assert follower.alive(), c.log_text(FULL_FOLLOWER)
+
+        # Space freed and the follower restarted (an offline dir stays offline until then, as in
+        # Kafka): its replica is online again, catches up and rejoins the ISR, identical to the others.
+        c.stop(FULL_FOLLOWER)
+        (small / "filler").unlink()
+        c.start(FULL_FOLLOWER)
+        restarted = time.monotonic()
+        assert c.wait_until(lambda: all(partition_state(c, 0, n)["offline_replicas"] == [] and
+                                        sorted(partition_state(c, 0, n)["isr_nodes"]) == [1, 2, FULL_FOLLOWER]
+                                        for n in c.node_ids), 30), c.logs()
+        back = time.monotonic()
+        dirs.append(small / f"{TOPIC}-0")
+        assert c.wait_until(lambda: len({segment_bytes(d) for d in dirs}) == 1, 30)
+        print(f"\n[scenario 5] follower {FULL_FOLLOWER}'s log dir full: offline after "
+              f"{offline_seen - filled:.2f} s, out of the ISR after {shrunk - filled:.2f} s, "
+              f"acks=all kept going (first ack after the dir went offline: "
+              f"{'-' if first_ack_after is None else f'{first_ack_after - offline_seen:.2f} s'} later); "
+              f"restarted with space, online and in the ISR again after {back - restarted:.2f} s; "
+              f"{len(producer.acked)} acks checked")
