@@ -620,8 +620,8 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("offsets.retention.minutes", _I, 7 * 24 * 60, _at_least(1), _H,
        "Committed offsets of an empty group expire after this."),
     _d("offsets.retention.check.interval.ms", _LG, 600000, _at_least(1), _H, "How often offsets are expired."),
-    _d("offsets.commit.timeout.ms", _I, 5000, _at_least(1), _H, "Timeout of an offset commit write.",
-       no_effect="offset commits do not wait for replication (single node)"),
+    _d("offsets.commit.timeout.ms", _I, 5000, _at_least(1), _H,
+       "How long a group coordinator write (an offset commit, a group's state) waits to be replicated."),
     # --- transactions and producer ids ------------------------------------------------------------
     _d("transaction.state.log.num.partitions", _I, 50, _at_least(1), _H, "Partitions of __transaction_state.",
        no_effect=_NO_TRANSACTIONS),

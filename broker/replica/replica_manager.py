@@ -5,7 +5,8 @@ partition this broker hosts has a :class:`~broker.replica.partition.Partition` w
 ``Log`` and the leader epoch the controller assigned. Requests reach partition data only through
 it: ``append_records`` (Produce), ``fetch_messages`` (Fetch), ``fetch_offset_for_timestamp``
 (ListOffsets), ``delete_records``, ``last_offset_for_leader_epoch``; the coordinators write and
-read their internal topics through ``append_internal``/``read_internal``.
+read their internal topics through ``append_internal``/``read_internal`` and wait for their writes
+to be replicated with ``wait_for_high_watermark``.
 
 Purgatories: acks=-1 produces wait in the produce purgatory (broker.replica.delayed_produce)
 until the high watermark passes their batches; long-poll fetches wait in the fetch purgatory
@@ -712,13 +713,49 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
 
-    def append_internal(self, topic: str, partition: int, records: bytes) -> int:
-        """Append coordinator records (e.g. __consumer_offsets); returns the first offset."""
+    # -- internal topics (the coordinators': Kafka's appendRecords with internalTopicsAllowed) --
+
+    def append_internal(self, topic: str, partition: int, records: bytes, required_acks: int = 1) -> AppendInfo:
+        """Append coordinator records (e.g. __consumer_offsets) as the leader, without the client
+        checks; with ``required_acks=-1`` refused with NOT_ENOUGH_REPLICAS while the ISR is below
+        min.insync.replicas, as a produce is. Moves the HW (at once on one node); the caller waits
+        for it with :meth:`wait_for_high_watermark`."""
         part = self.leader_partition(topic, partition)
+        if required_acks == -1 and len(part.isr) < part.log.config.min_insync_replicas:
+            raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                f"ISR {list(part.isr)} smaller than min.insync.replicas")
         info = part.append_internal(records)
         if not info.duplicate:
             self._after_leader_append(part, info)
-        return info.first_offset
+        return info
+
+    def wait_for_high_watermark(self, topic: str, partition: int, required_offset: int, timeout_ms: int,
+                                callback: Callable[[int], Any]) -> None:
+        """``callback(error code)`` once the HW of a partition led here reached ``required_offset``
+        (NONE), it is no longer led here (NOT_LEADER_OR_FOLLOWER) or ``timeout_ms`` passed
+        (REQUEST_TIMED_OUT). At once when the HW is already there (always on one node); else a
+        DelayedProduce in the produce purgatory, as an acks=-1 produce waits. The ISR shrinking
+        below min.insync.replicas meanwhile does not matter: what is below the HW is durable."""
+        key = (topic, partition)
+        part = self._led_partition(key)
+        if part is None:
+            callback(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return
+        if part.high_watermark >= required_offset:
+            callback(ErrorCode.NONE)
+            return
+
+        def done(results: list[ProduceResult]) -> None:
+            result = results[0]
+            if isinstance(result, KafkaApiError) and result.code != ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+                callback(result.code)
+            else:
+                callback(ErrorCode.NONE)
+
+        # The offset to reach, in the shape DelayedProduce checks (an append's last offset).
+        target = AppendInfo(required_offset - 1, required_offset - 1, -1, -1, -1, -1, 0, 0)
+        op = DelayedProduce(timeout_ms, [target], [(0, key)], self._led_partition, done)
+        self.produce_purgatory.try_complete_else_watch(op, [key])
 
     def read_internal(self, topic: str, partition: int, start_offset: int, max_bytes: int) -> bytes:
         return self.leader_partition(topic, partition).read_committed_bytes(start_offset, max_bytes)

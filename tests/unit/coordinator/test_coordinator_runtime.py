@@ -64,6 +64,11 @@ class DelayedWriter:
             else:
                 future.set_exception(KafkaApiError(error))
 
+    def wait_for_high_watermark(self, topic: str, partition: int, offset: int) -> asyncio.Future[int]:
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        future.set_result(offset)
+        return future
+
     def read(self, topic: str, partition: int, offset: int, max_bytes: int) -> bytes:
         return self.logs[partition].read(offset, max_bytes).read_bytes()
 
