@@ -1,0 +1,155 @@
+"""The group coordinator on a replicated __consumer_offsets, across killing its broker (issue 13).
+
+Three brokers; __consumer_offsets gets offsets.topic.replication.factor (Kafka's default, 3)
+replicas. A librdkafka consumer group commits (a commit is answered once replicated), the broker
+leading the group's __consumer_offsets partition - its coordinator - is SIGKILLed: leadership moves
+to another in-sync replica, whose coordinator loads the partition; the consumer follows
+NOT_COORDINATOR to it, rejoins, and the offsets committed before the kill are there.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.testing_cluster import ClusterProcesses
+from tests.support.cluster import cluster_or_skip
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+pytestmark = pytest.mark.timeout(180)
+
+TOPIC = "orders"
+PARTITIONS = 3
+GROUP = "billing"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
+    c = cluster_or_skip(tmp_path, 3, {"controller.lease.ttl.ms": "2000", "replica.lag.time.max.ms": "5000"})
+    with c:
+        assert c.wait_members(30), c.logs()
+        yield c
+
+
+def produce(bootstrap: str, values: list[bytes]) -> None:
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    for i, value in enumerate(values):
+        producer.produce(TOPIC, value, partition=i % PARTITIONS)
+    assert producer.flush(60) == 0
+
+
+def consumer(bootstrap: str) -> Any:
+    return confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+        "topic.metadata.refresh.interval.ms": 1000})
+
+
+def consume(c: Any, count: int, timeout: float = 60.0) -> list[bytes]:
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        msg = c.poll(0.5)
+        if msg is not None and not msg.error():
+            got.append(msg.value())
+    return got
+
+
+def commit(c: Any, timeout: float = 60.0) -> None:
+    """A synchronous commit, retried through a coordinator move (librdkafka surfaces some errors)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            c.commit(asynchronous=False)
+            return
+        except confluent_kafka.KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def coordinator_of(cluster: ClusterProcesses, via: int) -> int:
+    found = cluster.request(via, "FindCoordinator", 3, {"key": GROUP, "key_type": 0})
+    return int(found["node_id"]) if found["error_code"] == 0 else -1
+
+
+def offsets_partitions(cluster: ClusterProcesses, via: int) -> list[dict]:
+    md = cluster.request(via, "Metadata", 12, {"topics": [{"name": "__consumer_offsets", "topic_id": None}]})
+    return list(md["topics"][0]["partitions"])
+
+
+def group_state(cluster: ClusterProcesses, coordinator: int) -> tuple[str, int]:
+    (group,) = cluster.request(coordinator, "DescribeGroups", 5, {"groups": [GROUP],
+                                                                "include_authorized_operations": False})["groups"]
+    assert group["error_code"] == 0, group
+    return group["group_state"], len(group["members"])
+
+
+def test_committed_offsets_survive_killing_the_coordinator_and_the_group_rejoins(cluster: ClusterProcesses) -> None:
+    reply = cluster.request(cluster.controller_id(), "CreateTopics", 7, {"topics": [{
+        "name": TOPIC, "num_partitions": PARTITIONS, "replication_factor": 3, "configs": []}], "timeout_ms": 10000})
+    assert reply["topics"][0]["error_code"] == 0, reply
+    produce(cluster.bootstrap, [b"a%d" % i for i in range(30)])
+
+    first = consumer(cluster.bootstrap)
+    first.subscribe([TOPIC])
+    try:
+        assert sorted(consume(first, 30)) == sorted(b"a%d" % i for i in range(30))
+        commit(first)
+        # __consumer_offsets is replicated as configured: 3 replicas, all in sync.
+        (offsets_partition,) = offsets_partitions(cluster, 1)
+        assert sorted(offsets_partition["replica_nodes"]) == [1, 2, 3], offsets_partition
+        assert cluster.wait_until(lambda: len(offsets_partitions(cluster, 1)[0]["isr_nodes"]) == 3, 10)
+        victim = coordinator_of(cluster, 1)
+        assert victim == offsets_partition["leader_id"]
+
+        killed_at = time.monotonic()
+        cluster.kill(victim)
+        survivors = [n for n in cluster.node_ids if n != victim]
+        assert cluster.wait_until(lambda: coordinator_of(cluster, survivors[0]) in survivors, 30), cluster.logs()
+        moved = coordinator_of(cluster, survivors[0])
+        print(f"coordinator moved from broker {victim} to {moved} in {time.monotonic() - killed_at:.1f} s")
+
+        # The new coordinator loaded what the old one committed.
+        tps = [confluent_kafka.TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+        committed = first.committed(tps, timeout=30)
+        assert sorted((tp.partition, tp.offset) for tp in committed) == [(p, 10) for p in range(PARTITIONS)]
+        # The same consumer follows the coordinator, rejoins and goes on from where it was.
+        survivors_bootstrap = ",".join(cluster.broker(n).bootstrap for n in survivors)
+        produce(survivors_bootstrap, [b"b%d" % i for i in range(30)])
+        assert sorted(consume(first, 30)) == sorted(b"b%d" % i for i in range(30)), cluster.logs()
+        commit(first)
+        assert group_state(cluster, moved) == ("Stable", 1)
+        print(f"the group consumed and committed again {time.monotonic() - killed_at:.1f} s after the kill")
+    finally:
+        first.close()
+
+    # The offsets committed through both coordinators are the group's: a new member starts there.
+    second = consumer(survivors_bootstrap)
+    second.subscribe([TOPIC])
+    try:
+        committed = second.committed(tps, timeout=30)
+        assert sorted((tp.partition, tp.offset) for tp in committed) == [(p, 20) for p in range(PARTITIONS)]
+        produce(survivors_bootstrap, [b"c%d" % i for i in range(3)])
+        assert sorted(consume(second, 3)) == [b"c0", b"c1", b"c2"]
+        assert consume(second, 1, timeout=2) == []  # nothing consumed before was read again
+    finally:
+        second.close()
+
+
+def test_offsets_topic_waits_for_as_many_live_brokers_as_its_replication_factor(cluster: ClusterProcesses) -> None:
+    cluster.kill(3)
+    assert cluster.wait_until(lambda: len(cluster.metadata(1)["brokers"]) == 2, 30), cluster.logs()
+    # Kafka: not created with fewer replicas than offsets.topic.replication.factor; clients retry.
+    for _ in range(3):
+        assert coordinator_of(cluster, 1) == -1
+    md = cluster.request(1, "Metadata", 12, {"topics": None})
+    assert "__consumer_offsets" not in [t["name"] for t in md["topics"]]
+    cluster.start(3)
+    assert cluster.wait_until(lambda: coordinator_of(cluster, 1) > 0, 30), cluster.logs()
+    assert all(sorted(p["replica_nodes"]) == [1, 2, 3] for p in offsets_partitions(cluster, 1))
