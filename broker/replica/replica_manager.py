@@ -959,8 +959,11 @@ class ReplicaManager:
         """Blocking (statvfs and segment sizes; the IO pool runs it): each log dir with the
         partitions it holds, as DescribeLogDirs answers. ``wanted`` None means every partition.
 
-        ``offset_lag`` is the log end offset minus the high watermark (0 on one node). An offline
-        dir is listed with KAFKA_STORAGE_ERROR and no partitions, as Kafka does.
+        ``offset_lag`` is Kafka's getLogEndOffsetLag for a current (not future) log: how far its
+        log end is behind the partition's high watermark, max(HW - LEO, 0) - 0 for a leader and
+        for a follower alike, since neither's HW passes its own log end; -1 for a log whose
+        partition is not (yet) served here. An offline dir is listed with KAFKA_STORAGE_ERROR and
+        no partitions, as Kafka does.
         """
         lm = self.log_manager
         by_dir: dict[Path, list[tuple[TopicPartition, Any]]] = {d: [] for d in lm.log_dirs}
@@ -981,7 +984,7 @@ class ReplicaManager:
                 if wanted is not None and index not in wanted.get(topic, ()):
                     continue
                 part = self.partitions.get((topic, index))
-                lag = max(0, lg.log_end_offset - part.high_watermark) if part is not None else 0
+                lag = max(0, part.high_watermark - lg.log_end_offset) if part is not None else -1
                 topics.setdefault(topic, []).append(
                     {"partition_index": index, "partition_size": lg.size_in_bytes, "offset_lag": lag,
                      "is_future_key": False})
