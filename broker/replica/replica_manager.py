@@ -60,6 +60,7 @@ from broker.replica.fetch_session import CachedPartition
 from broker.replica.high_watermark_checkpoint import read_high_watermarks, write_high_watermarks
 from broker.replica.partition import Partition, RecordCheck
 from broker.replica.replica_fetcher import FetcherConfig, ReplicaFetcherManager
+from broker.replica.replica_selector import replica_selector
 from broker.timing_wheel import Timer
 from broker.topic_config_view import config_layers, effective_broker_config, effective_log_defaults
 from controller.image import MetadataDelta, MetadataImage, TopicImage
@@ -154,6 +155,8 @@ class ReplicaManager:
         self._isr_tasks: set[asyncio.Task[None]] = set()
         # replication-offset-checkpoint's HWs, taken by the partitions made at start-up.
         self._checkpointed_hws: dict[TopicPartition, int] = {}
+        # KIP-392 replica.selector.class: None (consumers read from leaders) unless configured.
+        self.replica_selector = replica_selector(config["replica.selector.class"])
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -776,7 +779,7 @@ class ReplicaManager:
         """
         result = self.read_from_local_log(params, partitions)
         if (params.max_wait_ms <= 0 or not partitions or result.total_bytes >= params.min_bytes
-                or result.has_error or result.truncated is not None):
+                or result.has_error or result.truncated is not None or result.redirected):
             callback(result)
             return
         status: list[FetchStatus] = []
@@ -805,6 +808,11 @@ class ReplicaManager:
         The first batch of the first partition with data comes whole even past the limits
         (KIP-74 ``minOneMessage``), so a consumer always makes progress. A follower's fetch
         (``params.replica_id >= 0``) is read by :meth:`_read_for_follower`.
+
+        KIP-392: a consumer's Fetch v11+ may be served by a follower, up to the follower's HW
+        (:meth:`_follower_for_consumer`); with a ``replica.selector.class`` and a ``client.rack``
+        the leader may instead name a preferred read replica for a partition, reading nothing
+        of it, and the fetch is answered at once (Kafka's readFromLocalLog).
         """
         if params.replica_id >= 0:
             return self._read_for_follower(params, partitions)
@@ -815,6 +823,7 @@ class ReplicaManager:
         zero_copy = self._zero_copy
         out = FetchResult()
         reads = out.partitions
+        selector = self.replica_selector if params.client_rack else None
         for cp in partitions:
             if uses_ids:
                 topic = image.topics_by_id.get(cp.topic_id)
@@ -826,8 +835,19 @@ class ReplicaManager:
             else:
                 name = cp.topic  # type: ignore[assignment]
             try:
-                part = self.leader_partition(name, cp.partition)
+                try:
+                    part = self.leader_partition(name, cp.partition)
+                except KafkaApiError as exc:
+                    part = self._follower_for_consumer(params, name, cp.partition, exc)
                 part.check_leader_epoch(cp.current_leader_epoch)
+                if selector is not None and part.leader == self.node_id:
+                    preferred = selector.preferred_read_replica(part, params.client_rack,  # type: ignore[arg-type]
+                                                                cp.fetch_offset, image, now_ms())
+                    if preferred >= 0:
+                        out.redirected = True
+                        reads.append(LogReadResult(cp, ErrorCode.NONE, part.high_watermark, part.last_stable_offset,
+                                                   part.log_start_offset, preferred_read_replica=preferred))
+                        continue
                 min_one = out.total_bytes == 0
                 limit = min(cp.partition_max_bytes, max(budget - out.total_bytes, 0))
                 records: Any = b""
@@ -849,6 +869,22 @@ class ReplicaManager:
             except KafkaApiError as exc:
                 self._read_error(out, cp, name, exc)
         return out
+
+    def _follower_for_consumer(self, params: FetchParams, name: str, index: int, exc: KafkaApiError) -> Partition:
+        """KIP-392: a partition this broker follows serves a consumer's Fetch v11+ (Kafka's
+        fetchOnlyFromLeader is false for them), reads bounded by its own HW; else ``exc``."""
+        if params.fetch_only_from_leader or exc.code != ErrorCode.NOT_LEADER_OR_FOLLOWER or self.self_fenced:
+            raise exc
+        part = self.partitions.get((name, index))
+        if part is None or part.offline or part.leader == self.node_id:
+            raise exc
+        return part
+
+    def follower_high_watermark_moved(self, tp: TopicPartition) -> None:
+        """A follower's HW moved (the fetcher took it from its leader): consumers' fetches
+        waiting on it here (KIP-392) may have enough now (Kafka's completeDelayedFetchRequests)."""
+        if self.fetch_purgatory.delayed:
+            self.fetch_purgatory.check_and_complete(tp)
 
     def _read_error(self, out: FetchResult, cp: CachedPartition, name: str, exc: KafkaApiError) -> None:
         out.has_error = True
