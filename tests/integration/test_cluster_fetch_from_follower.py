@@ -47,6 +47,12 @@ class Lines(logging.Handler):
         self.lines.append(record.getMessage())
 
 
+def partition_of(cluster: ClusterProcesses) -> dict:
+    md = cluster.request(1, "Metadata", 12, {"topics": [{"name": TOPIC, "topic_id": None}]})
+    partitions = md["topics"][0]["partitions"]
+    return dict(partitions[0]) if partitions else {"isr_nodes": []}
+
+
 def test_a_consumer_reads_from_the_follower_in_its_rack(cluster: ClusterProcesses) -> None:
     reply = cluster.request(cluster.controller_id(), "CreateTopics", 7, {"topics": [{
         "name": TOPIC, "num_partitions": 1, "replication_factor": 3, "configs": []}], "timeout_ms": 10000})
@@ -55,8 +61,9 @@ def test_a_consumer_reads_from_the_follower_in_its_rack(cluster: ClusterProcesse
     for i in range(COUNT):
         producer.produce(TOPIC, b"%d" % i, partition=0)
     assert producer.flush(30) == 0
-    md = cluster.request(1, "Metadata", 12, {"topics": [{"name": TOPIC, "topic_id": None}]})
-    (partition,) = md["topics"][0]["partitions"]
+    # Every broker's metadata may lag the controller's a little: wait for the full ISR on broker 1.
+    assert cluster.wait_until(lambda: len(partition_of(cluster)["isr_nodes"]) == 3, 20), cluster.logs()
+    partition = partition_of(cluster)
     leader = partition["leader_id"]
     follower = next(n for n in partition["isr_nodes"] if n != leader)
 
