@@ -51,8 +51,9 @@ def listed(c: ClusterProcesses, via: int, option: str) -> list[tuple[str, int]]:
 
 
 def healthy(c: ClusterProcesses, via: int) -> bool:
-    return all(len(p["isr_nodes"]) == len(p["replica_nodes"]) and p["leader_id"] >= 0 and not p["offline_replicas"]
-               for p in partitions(c, via).values())
+    seen = partitions(c, via)
+    return len(seen) == 4 and all(len(p["isr_nodes"]) == len(p["replica_nodes"]) and p["leader_id"] >= 0 and not p["offline_replicas"]
+               for p in seen.values())
 
 
 def test_a_broker_down_is_reported_truthfully(cluster: ClusterProcesses) -> None:
