@@ -4,7 +4,8 @@ Three brokers; __consumer_offsets gets offsets.topic.replication.factor (Kafka's
 replicas. A librdkafka consumer group commits (a commit is answered once replicated), the broker
 leading the group's __consumer_offsets partition - its coordinator - is SIGKILLed: leadership moves
 to another in-sync replica, whose coordinator loads the partition; the consumer follows
-NOT_COORDINATOR to it, rejoins, and the offsets committed before the kill are there.
+NOT_COORDINATOR to it, rejoins, and the offsets committed before the kill are there. The same with
+a controlled shutdown (SIGTERM) of the coordinator's broker.
 """
 
 from __future__ import annotations
@@ -90,7 +91,9 @@ def group_state(cluster: ClusterProcesses, coordinator: int) -> tuple[str, int]:
     return group["group_state"], len(group["members"])
 
 
-def test_committed_offsets_survive_killing_the_coordinator_and_the_group_rejoins(cluster: ClusterProcesses) -> None:
+@pytest.mark.parametrize("fault", ["kill", "stop"])
+def test_committed_offsets_survive_losing_the_coordinator_and_the_group_rejoins(cluster: ClusterProcesses,
+                                                                               fault: str) -> None:
     reply = cluster.request(cluster.controller_id(), "CreateTopics", 7, {"topics": [{
         "name": TOPIC, "num_partitions": PARTITIONS, "replication_factor": 3, "configs": []}], "timeout_ms": 10000})
     assert reply["topics"][0]["error_code"] == 0, reply
@@ -109,11 +112,16 @@ def test_committed_offsets_survive_killing_the_coordinator_and_the_group_rejoins
         assert victim == offsets_partition["leader_id"]
 
         killed_at = time.monotonic()
-        cluster.kill(victim)
+        if fault == "kill":
+            cluster.kill(victim)  # SIGKILL: the client finds its coordinator gone
+        else:
+            # SIGTERM: a controlled shutdown moves the leadership first; the old coordinator
+            # resigns and answers NOT_COORDINATOR until it stops.
+            cluster.stop(victim)
         survivors = [n for n in cluster.node_ids if n != victim]
         assert cluster.wait_until(lambda: coordinator_of(cluster, survivors[0]) in survivors, 30), cluster.logs()
         moved = coordinator_of(cluster, survivors[0])
-        print(f"coordinator moved from broker {victim} to {moved} in {time.monotonic() - killed_at:.1f} s")
+        print(f"{fault}: coordinator moved from broker {victim} to {moved} in {time.monotonic() - killed_at:.1f} s")
 
         # The new coordinator loaded what the old one committed.
         tps = [confluent_kafka.TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
