@@ -60,11 +60,16 @@ class DelayedFetch(DelayedOperation):
         node_id = self._node_id
         for key, cp, start_bytes in self.status:
             part = self._lookup(key)
-            if part is None or part.offline or (part.leader != node_id and leader_only):
+            if part is None or part.offline:
+                return self.force_complete()
+            led = part.leader == node_id
+            if leader_only and not led:
                 return self.force_complete()
             if 0 <= cp.current_leader_epoch != part.leader_epoch:
                 return self.force_complete()
-            bound = part.log_end_offset if follower else part.fetch_bound(isolation)
+            # A consumer reading a follower may be ahead of that follower's HW (it learnt offsets
+            # from the leader): only past the log end is it truncated (Kafka's case F).
+            bound = part.log_end_offset if follower or not led else part.fetch_bound(isolation)
             if cp.fetch_offset > bound or cp.fetch_offset < part.log_start_offset:
                 return self.force_complete()  # truncated, or deleted from the start: an error now
             available = (part.appended_bytes if follower else part.bytes_below_bound(isolation)) - start_bytes

@@ -146,3 +146,16 @@ async def test_a_follower_serves_consumers_up_to_its_high_watermark_and_wakes_th
     assert await pair.produce(batch(2)) == ErrorCode.NONE
     result = await asyncio.wait_for(waiting.wait(), 5)
     assert result.partitions[0].size > 0 and result.partitions[0].high_watermark == 5
+
+
+async def test_a_consumer_ahead_of_the_followers_high_watermark_waits_there(pair: Pair) -> None:
+    assert await pair.produce(batch(3)) == ErrorCode.NONE
+    follower = pair.rm2.partitions[TP]
+    await eventually(lambda: follower.high_watermark == 3)
+    assert await pair.produce(batch(2)) == ErrorCode.NONE  # the leader's HW is 5 at once ...
+    follower.high_watermark = 3  # ... while the follower still has 3 (its next fetch brings 5)
+    # The consumer learnt offset 4 from the leader: not truncated, it waits for the follower's HW.
+    waiting = pair.fetch_on_follower(4, "r2", max_wait_ms=8000)
+    assert not waiting.done
+    result = await asyncio.wait_for(waiting.wait(), 5)
+    assert result.partitions[0].error_code == ErrorCode.NONE and result.partitions[0].high_watermark == 5
