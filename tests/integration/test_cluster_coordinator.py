@@ -161,3 +161,53 @@ def test_offsets_topic_waits_for_as_many_live_brokers_as_its_replication_factor(
     cluster.start(3)
     assert cluster.wait_until(lambda: coordinator_of(cluster, 1) > 0, 30), cluster.logs()
     assert all(sorted(p["replica_nodes"]) == [1, 2, 3] for p in offsets_partitions(cluster, 1))
+
+
+def commit_raw(cluster: ClusterProcesses, node: int, offset: int) -> int:
+    body = {"group_id": GROUP, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                                        "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+    return int(cluster.request(node, "OffsetCommit", 7, body)["topics"][0]["partitions"][0]["error_code"])
+
+
+def fetch_raw(cluster: ClusterProcesses, node: int) -> tuple[int, int]:
+    """(error code, committed offset of orders-0) as broker ``node`` answers OffsetFetch."""
+    response = cluster.request(node, "OffsetFetch", 5, {"group_id": GROUP, "topics": None, "require_stable": False})
+    if response["error_code"]:
+        return int(response["error_code"]), -1
+    offsets = [p["committed_offset"] for t in response["topics"] for p in t["partitions"] if p["partition_index"] == 0]
+    return 0, offsets[0] if offsets else -1
+
+
+def test_the_coordinator_moves_back_with_leadership_and_the_one_it_left_answers_not_coordinator(
+        cluster: ClusterProcesses) -> None:
+    reply = cluster.request(cluster.controller_id(), "CreateTopics", 7, {"topics": [{
+        "name": TOPIC, "num_partitions": 1, "replication_factor": 3, "configs": []}], "timeout_ms": 10000})
+    assert reply["topics"][0]["error_code"] == 0, reply
+    assert cluster.wait_until(lambda: coordinator_of(cluster, 1) > 0, 30), cluster.logs()
+    first = coordinator_of(cluster, 1)
+    assert cluster.wait_until(lambda: commit_raw(cluster, first, 5) == 0, 20)
+
+    cluster.kill(first)
+    others = [n for n in cluster.node_ids if n != first]
+    assert cluster.wait_until(lambda: coordinator_of(cluster, others[0]) in others, 30), cluster.logs()
+    second = coordinator_of(cluster, others[0])
+    assert cluster.wait_until(lambda: fetch_raw(cluster, second) == (0, 5), 20)  # loaded from the log
+    assert commit_raw(cluster, second, 7) == 0
+
+    # The first broker comes back, catches up, and a preferred leader election gives it the
+    # partition again (it was the first replica): it loads the commit made while it was down.
+    cluster.start(first)
+    assert cluster.wait_until(lambda: len(offsets_partitions(cluster, second)[0]["isr_nodes"]) == 3, 30), \
+        cluster.logs()
+    (offsets_partition,) = offsets_partitions(cluster, second)
+    assert offsets_partition["replica_nodes"][0] == first, offsets_partition
+    elected = cluster.request(cluster.controller_id(), "ElectLeaders", 2, {
+        "election_type": 0, "timeout_ms": 10000,
+        "topic_partitions": [{"topic": "__consumer_offsets", "partitions": [0]}]})
+    assert elected["error_code"] == 0, elected
+    assert cluster.wait_until(lambda: coordinator_of(cluster, second) == first, 20), cluster.logs()
+    assert cluster.wait_until(lambda: fetch_raw(cluster, first) == (0, 7), 20), fetch_raw(cluster, first)
+    # The broker it left resigned: clients are sent to look the coordinator up again.
+    assert fetch_raw(cluster, second) == (16, -1)  # NOT_COORDINATOR
+    assert commit_raw(cluster, second, 9) == 16
