@@ -115,8 +115,11 @@ async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
 @pytest.fixture
 async def pair(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Pair]:
     """__consumer_offsets-0 on (1, 2), led by node 1, ISR (1, 2); node 2 not fetching yet. Extra
-    overrides of node 1 come from an indirect parametrization."""
-    extra = list(getattr(request, "param", []))
+    overrides of node 1 come from an indirect parametrization ("topic:key=value": a config of
+    __consumer_offsets)."""
+    params = list(getattr(request, "param", []))
+    extra = [p for p in params if not p.startswith("topic:")]
+    topic_configs = dict(p[len("topic:"):].split("=", 1) for p in params if p.startswith("topic:"))
     config1 = load_config(None, [f"log.dirs={tmp_path / 'logs1'}", "node.id=1",
                                  "listeners=PLAINTEXT://127.0.0.1:0", *FAST, *extra], environ={})
     broker1 = Broker(config1)
@@ -128,7 +131,7 @@ async def pair(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[
         assert data.error_code == 0, data
         (result,) = await p.controller._create_topics(
             [CreatableTopic(OFFSETS_TOPIC, assignments=[ReplicaAssignment(0, (1, 2))],
-                            configs={"cleanup.policy": "compact"})], False, internal=True)
+                            configs={"cleanup.policy": "compact", **topic_configs})], False, internal=True)
         assert result.error_code == 0, result
         assert await broker1.replica_manager.wait_for_logs([OFFSETS_TOPIC]) == {}
         coordinator = broker1.group_coordinator
@@ -181,3 +184,10 @@ async def test_a_new_leader_serves_only_once_its_high_watermark_covers_its_log(p
     await pair.start_follower()  # the follower fetches the record: the HW reaches the log end
     await eventually(lambda: pair.broker1.group_coordinator.partitions == {0: "active"})  # type: ignore[union-attr]
     assert await pair.fetch() == (ErrorCode.NONE, 5)
+
+
+@pytest.mark.parametrize("pair", [["topic:min.insync.replicas=3"]], indirect=True)
+async def test_a_commit_below_min_insync_replicas_is_refused_before_anything_is_written(pair: Pair) -> None:
+    # acks=-1's check: NOT_ENOUGH_REPLICAS, which Kafka's coordinator answers COORDINATOR_NOT_AVAILABLE.
+    assert await pair.commit(3) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert pair.leader_log_end == 0 and await pair.fetch() == (ErrorCode.NONE, -1)
