@@ -316,6 +316,10 @@ class LocalCluster:
         self.etcd = EtcdProcess(etcd_binary, self.data_dir / "etcd", client_port=etcd_port,
                                 peer_port=etcd_port + 1 if etcd_port else None, host=host, fast=fast_etcd)
         common = {"metadata.store": f"etcd://{self.etcd.endpoint}"}
+        if brokers < 3:
+            # A cluster waits for offsets.topic.replication.factor (default 3) live brokers before
+            # it makes __consumer_offsets, as Kafka: a smaller one would never serve groups.
+            common["offsets.topic.replication.factor"] = str(brokers)
         common.update(overrides or {})
         self.brokers: dict[int, BrokerNode] = {}
         for node_id in range(1, brokers + 1):

@@ -340,6 +340,8 @@ _HOUR_MS = 60 * 60 * 1000
 _WEEK_MS = 7 * 24 * _HOUR_MS
 _DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 + 12  # 1 MiB + LOG_OVERHEAD (offset + length), as Kafka
 _COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+# The one replica.selector.class offered (KIP-392; broker/replica/replica_selector.py), Kafka's name.
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 
 def _d(name: str, type_: ConfigType, default: Any, validator: Validator | None = None,
@@ -574,6 +576,10 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("replica.fetch.backoff.ms", _I, 1000, _at_least(0), _M, "Sleep after a replica fetch error."),
     _d("replica.fetch.response.max.bytes", _I, 10 * 1024 * 1024, _at_least(0), _M,
        "Bytes in a whole replica fetch response."),
+    _d("replica.selector.class", _ST, None, ValidString((RACK_AWARE_REPLICA_SELECTOR,)), _M,
+       "KIP-392: how a partition leader picks the replica a consumer (Fetch v11+, client.rack) reads "
+       "from. Unset: the leader. org.apache.kafka.common.replica.RackAwareReplicaSelector: a replica "
+       "in the consumer's rack (broker.rack), the leader first."),
     _d("replica.socket.timeout.ms", _I, 30000, None, _H, "Socket timeout of replica fetches."),
     _d("replica.socket.receive.buffer.bytes", _I, 64 * 1024, None, _H, "SO_RCVBUF of replica fetches.",
        no_effect=_REPLICATION),
@@ -620,8 +626,8 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("offsets.retention.minutes", _I, 7 * 24 * 60, _at_least(1), _H,
        "Committed offsets of an empty group expire after this."),
     _d("offsets.retention.check.interval.ms", _LG, 600000, _at_least(1), _H, "How often offsets are expired."),
-    _d("offsets.commit.timeout.ms", _I, 5000, _at_least(1), _H, "Timeout of an offset commit write.",
-       no_effect="offset commits do not wait for replication (single node)"),
+    _d("offsets.commit.timeout.ms", _I, 5000, _at_least(1), _H,
+       "How long a group coordinator write (an offset commit, a group's state) waits to be replicated."),
     # --- transactions and producer ids ------------------------------------------------------------
     _d("transaction.state.log.num.partitions", _I, 50, _at_least(1), _H, "Partitions of __transaction_state.",
        no_effect=_NO_TRANSACTIONS),

@@ -10,7 +10,10 @@ What it owns:
    broker leads it. ``on_become_leader`` creates a fresh shard (``shard_factory(p)``) and *loads*
    it: the partition's records from log start to log end are replayed into the shard, a chunk at
    a time, yielding to the loop between chunks (a repeated notification for a partition already
-   loading or loaded only moves its leader epoch, as Kafka's). Until the load ends requests for ``p`` get
+   loading or loaded only moves its leader epoch, as Kafka's). A new leader may hold records the
+   old one wrote that its high watermark does not cover yet (its followers have not fetched under
+   it): the load first waits until the HW reaches the log end, so an acknowledged write is never
+   left out and an unreplicated one never read. Until the load ends requests for ``p`` get
    COORDINATOR_LOAD_IN_PROGRESS; partitions not led here get NOT_COORDINATOR; before ``start`` and
    after ``shutdown`` everything gets COORDINATOR_NOT_AVAILABLE. ``on_resign`` unloads the shard
    (``shard.on_unloaded``) and fails the writes still queued or awaiting durability with
@@ -18,11 +21,15 @@ What it owns:
 2. The write path: write -> await durable -> apply. A write operation is a function of the shard
    that *computes* (without changing the shard) the records to append, the response, and an
    ``apply`` action that changes the state. The records go to the partition writer as one batch;
-   only when the writer reports them durable (replicated, once replication exists) is ``apply``
-   run and the response delivered. A failed append runs nothing and answers
-   ``CoordinatorWriteError`` with the storage error, for the caller to map to its API's error.
-   So the in-memory state is always the replay of the durable log, and reads (``shard``) only ever
-   see applied state.
+   only when the writer reports them durable (the high watermark passed them: every in-sync
+   replica has them) is ``apply`` run and the response delivered. A failed append runs nothing
+   and answers ``CoordinatorWriteError`` with the storage error, for the caller to map to its
+   API's error. So the in-memory state is always the replay of the durable log, and reads
+   (``shard``) only ever see applied state. A caller waits at most ``write_timeout_ms`` from its
+   submission (Kafka's write timeout, ``offsets.commit.timeout.ms``), then gets
+   ``CoordinatorWriteError(REQUEST_TIMED_OUT)``; an operation already appended is still applied
+   when its records become durable (they are in the log: memory must follow), one not yet computed
+   is dropped.
 3. Serialization per partition (Kafka's one event queue per shard). The operations of one
    partition run one after another in submission order; an operation is not even computed until
    the previous one has been applied, so it always computes from the state the log holds. When
@@ -76,6 +83,10 @@ class PartitionWriter(Protocol):
 
     def on_resign(self, callback: Callable[[str, int], None]) -> None:
         """Register ``callback(topic, partition)`` for every partition it stops leading."""
+
+    def wait_for_high_watermark(self, topic: str, partition: int, offset: int) -> Awaitable[int]:
+        """Resolves once the partition's high watermark reached ``offset`` (at once if it has);
+        raises KafkaApiError if this broker stops leading it first."""
 
 
 class CoordinatorShard(Protocol):
@@ -133,7 +144,9 @@ class CoordinatorRuntime(Generic[S]):
     def __init__(self, topic: str, writer: PartitionWriter, shard_factory: Callable[[int], S], *,
                  compression: int = 0, load_buffer_size: int = 5 * 1024 * 1024,
                  time_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-                 load_summary: Callable[[], str] | None = None) -> None:
+                 load_summary: Callable[[], str] | None = None, write_timeout_ms: int | None = None) -> None:
+        """``write_timeout_ms``: how long a caller of ``write`` waits (None: until the write is
+        durable or fails)."""
         self.topic = topic
         self.writer = writer
         self.shard_factory = shard_factory
@@ -141,6 +154,7 @@ class CoordinatorRuntime(Generic[S]):
         self.load_buffer_size = load_buffer_size
         self.time_ms = time_ms
         self.load_summary = load_summary  # e.g. ": 12 groups", for the one INFO line per burst of loads
+        self.write_timeout_ms = write_timeout_ms
         self.active = False
         self._contexts: dict[int, _Context[S]] = {}
         # One INFO line per burst of loads (start-up loads every partition: 50 lines otherwise).
@@ -203,8 +217,11 @@ class CoordinatorRuntime(Generic[S]):
     async def _load(self, ctx: _Context[S]) -> None:
         """Replay the partition from its log start into the shard."""
         topic, partition = self.topic, ctx.partition
-        offset = self.writer.log_start_offset(topic, partition)
         end = self.writer.log_end_offset(topic, partition)
+        # Nothing is written while loading, so the end stays; the HW catches up with it as the
+        # followers fetch from this new leader (no wait on one node).
+        await self.writer.wait_for_high_watermark(topic, partition, end)
+        offset = self.writer.log_start_offset(topic, partition)
         while offset < end:
             data = self.writer.read(topic, partition, offset, self.load_buffer_size)
             if not data:
@@ -232,7 +249,11 @@ class CoordinatorRuntime(Generic[S]):
 
     def _load_done(self, ctx: _Context[S], task: asyncio.Task) -> None:
         if not task.cancelled() and task.exception() is not None:
-            log.error("loading %s-%d failed", self.topic, ctx.partition, exc_info=task.exception())
+            exc = task.exception()
+            if isinstance(exc, KafkaApiError) and exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                log.info("stopped loading %s-%d: no longer its leader", self.topic, ctx.partition)
+            else:
+                log.error("loading %s-%d failed", self.topic, ctx.partition, exc_info=exc)
             if self._contexts.get(ctx.partition) is ctx:
                 del self._contexts[ctx.partition]
                 ctx.state = PartitionState.CLOSED
@@ -285,7 +306,16 @@ class CoordinatorRuntime(Generic[S]):
         ctx.queue.append((op, future))
         if not ctx.busy and not ctx.draining:
             self._drain(ctx)
+        if not future.done() and self.write_timeout_ms is not None:
+            # Only a write that waits (replication, or a queue ahead of it) pays for a timer.
+            timer = asyncio.get_running_loop().call_later(self.write_timeout_ms / 1000, self._time_out, future)
+            future.add_done_callback(lambda _f: timer.cancel())
         return future
+
+    def _time_out(self, future: asyncio.Future) -> None:
+        if not future.done():
+            future.set_exception(CoordinatorWriteError(
+                ErrorCode.REQUEST_TIMED_OUT, f"the write to {self.topic} was not durable within {self.write_timeout_ms} ms"))
 
     def schedule_write(self, partition: int, op: Callable[[S], CoordinatorResult[T]], what: str) -> None:
         """A write nobody awaits (timer-driven: expiry, fencing, a classic group's stored state);
@@ -308,7 +338,7 @@ class CoordinatorRuntime(Generic[S]):
         while ctx.queue and not ctx.busy and ctx.state is PartitionState.ACTIVE:
             op, future = ctx.queue.popleft()
             if future.done():
-                continue  # cancelled by its caller
+                continue  # cancelled by its caller, or timed out before its turn
             try:
                 result = op(ctx.shard)
             except KafkaApiError as exc:

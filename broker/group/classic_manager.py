@@ -35,7 +35,7 @@ from broker.coordinator.runtime import CoordinatorResult, CoordinatorWriteError,
 from broker.group import records as R
 from broker.group.classic_group import ClassicGroup, GroupState
 from broker.group.context import GroupContext
-from broker.group.errors import append_error
+from broker.group.errors import append_error, write_error
 from broker.group.member import ClassicGroupMember
 from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
 from protocol.errors import ErrorCode, KafkaApiError
@@ -125,17 +125,22 @@ class ClassicGroupManager:
         records: list[KeyValue] = [(R.group_metadata_key(group.group_id),
                                     R.group_metadata_value(group.metadata_value(assignment)))]
         group_id = group.group_id
+        outcome: list[ErrorCode] = []  # ``then`` runs once: a write that timed out may still apply later
+
+        def once(error: ErrorCode) -> None:
+            if then is not None and not outcome:
+                outcome.append(error)
+                then(error)
 
         def op(shard: GroupShard) -> CoordinatorResult[None]:
-            return CoordinatorResult(records, None, (lambda: then(ErrorCode.NONE)) if then is not None else None)
+            return CoordinatorResult(records, None, lambda: once(ErrorCode.NONE))
 
         def done(f: asyncio.Future[None]) -> None:
             exc = None if f.cancelled() else f.exception()
             if exc is None:
                 return
             log.warning("failed to write metadata of group %s: %s", group_id, exc)
-            if then is not None:
-                then(append_error(exc.code) if isinstance(exc, KafkaApiError) else ErrorCode.UNKNOWN_SERVER_ERROR)
+            once(append_error(exc.code) if isinstance(exc, KafkaApiError) else ErrorCode.UNKNOWN_SERVER_ERROR)
 
         self.ctx.runtime.write(group.partition, op).add_done_callback(done)
 
@@ -206,6 +211,8 @@ class ClassicGroupManager:
     def _join(self, future: asyncio.Future, group_id: str, member_id: str, instance_id: str | None,
               client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
               protocol_type: str, protocols: list[tuple[str, bytes]], api_version: int) -> None:
+        if future.done():
+            return  # answered already (its write timed out before it was durable): the member retries
         is_unknown = member_id == UNKNOWN_MEMBER_ID
         group = self.groups.get(group_id)
         if group is None:
@@ -568,7 +575,7 @@ class ClassicGroupManager:
             await self.ctx.runtime.write(partition, op)
         except KafkaApiError as exc:
             if not future.done():
-                future.set_result(sync_error(exc.code))
+                future.set_result(sync_error(write_error(exc)))
         return await future
 
     def _sync(self, future: asyncio.Future, group_id: str, generation_id: int, member_id: str,
@@ -641,7 +648,7 @@ class ClassicGroupManager:
             return await self.ctx.runtime.write(partition, lambda shard: CoordinatorResult(
                 response=self._heartbeat(group_id, generation_id, member_id, group_instance_id)))
         except KafkaApiError as exc:
-            return ErrorCode(exc.code)
+            return write_error(exc)
 
     def _heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
         try:
@@ -669,7 +676,7 @@ class ClassicGroupManager:
             return await self.ctx.runtime.write(partition, lambda shard: CoordinatorResult(
                 response=self._leave(group_id, members)))
         except KafkaApiError as exc:
-            return ErrorCode(exc.code), []
+            return write_error(exc), []
 
     def _leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
         try:

@@ -55,6 +55,7 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = 5000
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    write_timeout_ms: int = 5000  # offsets.commit.timeout.ms: Kafka's timeout of every coordinator write
 
     @classmethod
     def from_broker_config(cls, cfg: BrokerConfig) -> GroupConfig:
@@ -73,6 +74,7 @@ class GroupConfig:
             consumer_heartbeat_interval_ms=cfg["group.consumer.heartbeat.interval.ms"],
             consumer_max_size=cfg["group.consumer.max.size"],
             consumer_assignors=tuple(cfg["group.consumer.assignors"]),
+            write_timeout_ms=cfg["offsets.commit.timeout.ms"],
         )
 
 

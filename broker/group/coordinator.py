@@ -63,7 +63,8 @@ class GroupCoordinator:
         self.node_id = node_id
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
             OFFSETS_TOPIC, writer, self._new_shard, compression=config.compression,
-            load_buffer_size=config.load_buffer_size, time_ms=time_ms, load_summary=self._load_summary)
+            load_buffer_size=config.load_buffer_size, time_ms=time_ms, load_summary=self._load_summary,
+            write_timeout_ms=config.write_timeout_ms)
         self.timer = KeyedTimer(timer)
         self.ctx = GroupContext(config, self.runtime, self.timer, metadata, time_ms)
         self.consumer = ConsumerGroupManager(self.ctx)

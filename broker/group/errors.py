@@ -3,7 +3,8 @@ and OffsetMetadataManager's commit mapping)."""
 
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
+from broker.coordinator.runtime import CoordinatorWriteError
+from protocol.errors import ErrorCode, KafkaApiError
 
 
 def append_error(code: int) -> ErrorCode:
@@ -15,6 +16,12 @@ def append_error(code: int) -> ErrorCode:
     if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
         return ErrorCode.UNKNOWN_SERVER_ERROR
     return ErrorCode(code)
+
+
+def write_error(exc: KafkaApiError) -> ErrorCode:
+    """What a write operation that failed with ``exc`` answers: a failed or timed-out write
+    (CoordinatorWriteError) as :func:`append_error`, the operation's own error as it is."""
+    return append_error(exc.code) if isinstance(exc, CoordinatorWriteError) else ErrorCode(exc.code)
 
 
 def commit_append_error(code: int) -> ErrorCode:

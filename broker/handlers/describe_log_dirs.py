@@ -7,7 +7,8 @@ Versions 0-4.
 - v4: total_bytes and usable_bytes of each log dir's file system (KIP-827).
 
 ``topics`` null means every partition. Sizes are the real bytes of the partition's segment
-files; ``offset_lag`` is the log end offset minus the high watermark (0 on one node). An offline
+files; ``offset_lag`` is Kafka's: max(HW - log end, 0), so 0 for every current log (see
+ReplicaManager.describe_log_dirs; Kafka reports a real lag only for future logs). An offline
 log dir is listed with KAFKA_STORAGE_ERROR and no partitions, as Kafka does.
 """
 

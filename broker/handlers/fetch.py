@@ -5,7 +5,9 @@ Versions 4-17 (v0-3 predate message format v2; Kafka 4 dropped them too, KIP-896
 - v5: log_start_offset.
 - v7: fetch sessions (KIP-227): session_id/epoch, forgotten topics, top-level error_code.
 - v9: current_leader_epoch (KIP-320): FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH.
-- v11: rack_id, preferred_read_replica (always -1: consumers read from the leader, no KIP-392).
+- v11: rack_id, preferred_read_replica (KIP-392: with ``replica.selector.class`` set, a leader
+  names a replica in the consumer's rack and sends no records of that partition; a follower
+  serves a consumer's v11+ fetch up to its own high watermark).
 - v12: flexible; last_fetched_epoch; diverging_epoch/current_leader/snapshot_id tagged.
 - v13: topic ids instead of names (KIP-516): UNKNOWN_TOPIC_ID.
 - v14-17: same for consumers (tiered storage, KIP-903 replica state, KIP-951, KIP-853).
@@ -56,7 +58,9 @@ READ_COMMITTED = 1
 
 
 def _partition_response(index: int, code: int, hw: int = -1, lso: int = -1, log_start: int = -1,
-                        aborted: list | None = None, records: Any = None) -> dict:
+                        aborted: list | None = None, records: Any = b"", preferred: int = -1) -> dict:
+    # An error partition carries empty records, never null (Kafka's MemoryRecords.EMPTY):
+    # librdkafka refuses a null record set ("invalid MessageSetSize -1") and fetches again at once.
     return {
         "partition_index": index,
         "error_code": code,
@@ -64,7 +68,7 @@ def _partition_response(index: int, code: int, hw: int = -1, lso: int = -1, log_
         "last_stable_offset": lso,
         "log_start_offset": log_start,
         "aborted_transactions": aborted,
-        "preferred_read_replica": -1,
+        "preferred_read_replica": preferred,
         "records": records,
     }
 
@@ -100,9 +104,10 @@ def build_response(request: ApiRequest, ctx: FetchContext, result: FetchResult) 
         else:
             resp = _partition_response(cp.partition, code, read.high_watermark, read.last_stable_offset,
                                        read.log_start_offset, _aborted(read) if read_committed else None,
-                                       read.records)
+                                       read.records, read.preferred_read_replica)
         # must_respond also records what the client was told, for the next incremental fetch.
-        changed = cp.must_respond(resp, read.size > 0)
+        # (A preferred read replica is always sent, as Kafka's CachedPartition does.)
+        changed = cp.must_respond(resp, read.size > 0 or read.preferred_read_replica >= 0)
         if incremental and not changed:
             continue
         key = cp.topic_id if uses_ids else cp.topic
@@ -141,8 +146,11 @@ def handle(request: ApiRequest) -> Any:
     # fetchMinBytes = min(request min_bytes, fetchMaxBytes).
     max_bytes = min(body["max_bytes"], broker.config["fetch.max.bytes"])
     conn = request.conn
+    # KIP-392: a consumer's v11+ fetch carries its client.rack (Kafka's clientMetadata).
+    client_rack = body["rack_id"] if request.api_version >= 11 and replica_id < 0 else None
     params = FetchParams(body["max_wait_ms"], min(body["min_bytes"], max_bytes), max_bytes,
-                         body["isolation_level"], uses_ids, lambda: conn.closed, replica_id, replica_epoch)
+                         body["isolation_level"], uses_ids, lambda: conn.closed, replica_id, replica_epoch,
+                         client_rack)
     done: Completion[FetchResult] = Completion()
     broker.replica_manager.fetch_messages(params, ctx.partitions, done)
     if done.done:

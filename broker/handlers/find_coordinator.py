@@ -12,8 +12,14 @@ Group keys: the coordinator is the leader of ``__consumer_offsets`` partition
 ``abs(hashCode(group)) % offsets.topic.num.partitions``. As in Kafka, the first lookup creates
 ``__consumer_offsets`` (compacted, ``offsets.topic.num.partitions`` partitions) and answers
 COORDINATOR_NOT_AVAILABLE; the client retries. The replication factor is
-``offsets.topic.replication.factor`` capped at the number of live brokers (Kafka refuses instead;
-capping lets a single node with the default of 3 work, as most single-node setups override it).
+``offsets.topic.replication.factor`` (Kafka's default 3). In a cluster, as Kafka, the topic is not
+created while fewer brokers are live than that (COORDINATOR_NOT_AVAILABLE until they are), so it
+never ends up less replicated than configured; a single node caps it at its one broker, so the
+default of 3 works there (most single-node setups override it).
+
+The coordinator is the partition's leader in the metadata; a leader that does not own the
+partition yet (its log is still being made) answers COORDINATOR_NOT_AVAILABLE rather than naming
+itself and then answering NOT_COORDINATOR.
 Transaction keys get COORDINATOR_NOT_AVAILABLE until the transaction coordinator exists; other
 key types get INVALID_REQUEST.
 """
@@ -37,6 +43,9 @@ TRANSACTION = 1
 
 log = logging.getLogger(__name__)
 
+# (replication factor, live brokers) already logged as too few, so a retrying client adds no lines.
+_reported_short: set[tuple[int, int]] = set()
+
 
 async def _ensure_offsets_topic(request: ApiRequest) -> bool:
     """True if __consumer_offsets exists; else start creating it and return False."""
@@ -44,8 +53,16 @@ async def _ensure_offsets_topic(request: ApiRequest) -> bool:
     if OFFSETS_TOPIC in metadata.image.topics:
         return True
     cfg = request.broker.config
-    live = len(metadata.image.live_broker_ids()) or 1
-    rf = min(int(cfg["offsets.topic.replication.factor"]), live)
+    live = len(metadata.image.live_broker_ids())
+    rf = int(cfg["offsets.topic.replication.factor"])
+    if cfg["metadata.store"] == "local":  # one node
+        rf = min(rf, max(live, 1))
+    elif live < rf:
+        if (rf, live) not in _reported_short:
+            _reported_short.add((rf, live))
+            log.info("not creating %s yet: offsets.topic.replication.factor is %d and %d brokers are live",
+                     OFFSETS_TOPIC, rf, live)
+        return False
     result = await request.broker.controller_client.create_internal_topic(
         OFFSETS_TOPIC, cfg["offsets.topic.num.partitions"], rf,
         {"cleanup.policy": "compact", "compression.type": "producer",
@@ -73,9 +90,12 @@ async def _lookup(request: ApiRequest, key_type: int, key: str) -> dict[str, Any
     if not await _ensure_offsets_topic(request):
         return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     image = request.broker.metadata.image
-    state = image.partition(OFFSETS_TOPIC, partition_for(key, len(image.topics[OFFSETS_TOPIC].partitions)))
+    partition = partition_for(key, len(image.topics[OFFSETS_TOPIC].partitions))
+    state = image.partition(OFFSETS_TOPIC, partition)
     node = image.brokers.get(state.leader) if state is not None else None
     if node is None or node.fenced:
+        return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if node.node_id == coordinator.node_id and coordinator.runtime.state(partition) is None:
         return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     entry.update(node_id=node.node_id, host=node.host, port=node.port, error_code=ErrorCode.NONE,
                  error_message=None)

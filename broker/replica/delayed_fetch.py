@@ -10,7 +10,8 @@ A follower's fetch (``params.is_from_follower``) counts bytes below the log end 
 also checked after each leader append that did not move the HW (Kafka: LeaderHwChange.SAME).
 
 It is checked when a watched partition's HW or LSO moves (the replica manager calls
-``check_and_complete`` then), when it is deleted, loses leadership or goes offline, and at
+``check_and_complete`` then; on a follower serving a consumer, KIP-392, when the replica
+fetcher moved its HW), when it is deleted, loses leadership or goes offline, and at
 ``max_wait_ms``. It completes as soon as:
 - the bytes readable reach ``min_bytes``;
 - a partition is gone, no longer led here, offline, fenced by a new leader epoch, or its fetch
@@ -53,15 +54,22 @@ class DelayedFetch(DelayedOperation):
             return self.force_complete()
         isolation = params.isolation_level
         follower = params.replica_id >= 0
+        # KIP-392: a consumer's Fetch v11+ may wait on a partition this broker follows.
+        leader_only = params.client_rack is None
         accumulated = 0
         node_id = self._node_id
         for key, cp, start_bytes in self.status:
             part = self._lookup(key)
-            if part is None or part.leader != node_id or part.offline:
+            if part is None or part.offline:
+                return self.force_complete()
+            led = part.leader == node_id
+            if leader_only and not led:
                 return self.force_complete()
             if 0 <= cp.current_leader_epoch != part.leader_epoch:
                 return self.force_complete()
-            bound = part.log_end_offset if follower else part.fetch_bound(isolation)
+            # A consumer reading a follower may be ahead of that follower's HW (it learnt offsets
+            # from the leader): only past the log end is it truncated (Kafka's case F).
+            bound = part.log_end_offset if follower or not led else part.fetch_bound(isolation)
             if cp.fetch_offset > bound or cp.fetch_offset < part.log_start_offset:
                 if not follower and isolation and part.log_start_offset <= cp.fetch_offset <= part.high_watermark:
                     continue  # read_committed past the LSO (an open transaction): wait, as Kafka

@@ -20,11 +20,11 @@ class FetchParams:
     """One fetch request's limits (Kafka's FetchParams)."""
 
     __slots__ = ("max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "uses_topic_ids", "client_gone",
-                 "replica_id", "replica_epoch")
+                 "replica_id", "replica_epoch", "client_rack")
 
     def __init__(self, max_wait_ms: int, min_bytes: int, max_bytes: int, isolation_level: int,
                  uses_topic_ids: bool, client_gone: Callable[[], bool] | None = None,
-                 replica_id: int = -1, replica_epoch: int = -1) -> None:
+                 replica_id: int = -1, replica_epoch: int = -1, client_rack: str | None = None) -> None:
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes  # the response budget: min(request max_bytes, fetch.max.bytes)
@@ -36,10 +36,18 @@ class FetchParams:
         self.replica_id = replica_id
         # Its broker (registration) epoch, Fetch v15+ (KIP-903); -1 when not given.
         self.replica_epoch = replica_epoch
+        # A consumer's Fetch v11+ rack_id (KIP-392; "" when it set no client.rack), None before v11
+        # and for followers. Kafka's clientMetadata: with it a consumer may read from a follower.
+        self.client_rack = client_rack
 
     @property
     def is_from_follower(self) -> bool:
         return self.replica_id >= 0
+
+    @property
+    def fetch_only_from_leader(self) -> bool:
+        """Kafka's FetchParams.fetchOnlyFromLeader: followers' fetches, and consumers' before v11."""
+        return self.client_rack is None
 
 
 class LogReadResult:
@@ -50,12 +58,12 @@ class LogReadResult:
     """
 
     __slots__ = ("partition", "error_code", "high_watermark", "last_stable_offset", "log_start_offset",
-                 "records", "size", "aborted_transactions")
+                 "records", "size", "aborted_transactions", "preferred_read_replica")
 
     def __init__(self, partition: CachedPartition, error_code: int, high_watermark: int = -1,
                  last_stable_offset: int = -1, log_start_offset: int = -1,
                  records: FetchSlice | bytes = b"", size: int = 0,
-                 aborted_transactions: list[AbortedTxn] | None = None) -> None:
+                 aborted_transactions: list[AbortedTxn] | None = None, preferred_read_replica: int = -1) -> None:
         self.partition = partition
         self.error_code = error_code
         self.high_watermark = high_watermark
@@ -65,12 +73,14 @@ class LogReadResult:
         self.size = size
         # read_committed only: the aborted transactions overlapping ``records`` (None otherwise).
         self.aborted_transactions = aborted_transactions
+        # KIP-392: the replica the consumer should fetch this partition from (no records then).
+        self.preferred_read_replica = preferred_read_replica
 
 
 class FetchResult:
     """The outcome of reading a fetch's partitions once."""
 
-    __slots__ = ("partitions", "total_bytes", "has_error", "truncated", "bytes_by_topic")
+    __slots__ = ("partitions", "total_bytes", "has_error", "truncated", "bytes_by_topic", "redirected")
 
     def __init__(self) -> None:
         self.partitions: list[LogReadResult] = []
@@ -80,6 +90,7 @@ class FetchResult:
         # handler closes the connection, Kafka's "truncated during read").
         self.truncated: SegmentTruncatedError | None = None
         self.bytes_by_topic: dict[str, int] = {}  # record bytes read, by topic name (for metrics)
+        self.redirected = False  # a partition named a preferred read replica: answer at once (Kafka)
 
 
 FetchCallback = Callable[[FetchResult], Any]

@@ -210,6 +210,11 @@ class Partition:
         self._last_fetch[replica_id] = (leader_end, now_ms)
         return self.maybe_increment_high_watermark()
 
+    def follower_state(self, replica_id: int) -> tuple[int, int]:
+        """As leader: a follower's (log end offset, last caught-up time in ms) from its fetches,
+        (-1, 0) before its first (KIP-392's replica view)."""
+        return self._follower_end_offsets.get(replica_id, -1), self._caught_up_ms.get(replica_id, 0)
+
     def reset_follower_states(self, now_ms: int = 0) -> None:
         """This broker (again) became leader: the followers' positions are unknown until they
         fetch; ISR members count as caught up now, so they get ``replica.lag.time.max.ms`` to

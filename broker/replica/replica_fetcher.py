@@ -97,6 +97,9 @@ class FollowerHost(Protocol):
     def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
         """Run ``fn`` on the IO pool."""
 
+    def follower_high_watermark_moved(self, tp: TopicPartition) -> None:
+        """A followed partition's HW moved: wake what waits on it."""
+
 
 @dataclass(slots=True)
 class PartitionFetchState:
@@ -360,7 +363,8 @@ class ReplicaFetcher:
                     self._delay([state])
                     return
                 state.fetch_offset = part.log_end_offset
-            part.update_follower_high_watermark(p["high_watermark"])
+            if part.update_follower_high_watermark(p["high_watermark"]):
+                self._follower_host.follower_high_watermark_moved(tp)  # consumers reading here (KIP-392)
             leader_start = min(p["log_start_offset"], part.log_end_offset)
             if leader_start > part.log_start_offset:
                 # The leader's log start moved (retention, DeleteRecords): follow it.

@@ -5,8 +5,9 @@ partition this broker hosts has a :class:`~broker.replica.partition.Partition` w
 ``Log`` and the leader epoch the controller assigned. Requests reach partition data only through
 it: ``append_records`` (Produce), ``fetch_messages`` (Fetch), ``fetch_offset_for_timestamp``
 (ListOffsets), ``delete_records``, ``last_offset_for_leader_epoch``; the coordinators write and
-read their internal topics through ``append_internal``/``read_internal``, and the transaction
-coordinator's COMMIT/ABORT markers go through ``append_end_txn_markers``.
+read their internal topics through ``append_internal``/``read_internal`` and wait for their writes
+to be replicated with ``wait_for_high_watermark``; the transaction coordinator's COMMIT/ABORT
+markers go through ``append_end_txn_markers``.
 
 Purgatories: acks=-1 produces wait in the produce purgatory (broker.replica.delayed_produce)
 until the high watermark passes their batches; long-poll fetches wait in the fetch purgatory
@@ -63,6 +64,7 @@ from broker.replica.fetch_session import CachedPartition
 from broker.replica.high_watermark_checkpoint import read_high_watermarks, write_high_watermarks
 from broker.replica.partition import Partition, RecordCheck
 from broker.replica.replica_fetcher import FetcherConfig, ReplicaFetcherManager
+from broker.replica.replica_selector import replica_selector
 from broker.timing_wheel import Timer
 from broker.topic_config_view import config_layers, effective_broker_config, effective_log_defaults
 from controller.image import MetadataDelta, MetadataImage, TopicImage
@@ -162,6 +164,8 @@ class ReplicaManager:
         self._isr_tasks: set[asyncio.Task[None]] = set()
         # replication-offset-checkpoint's HWs, taken by the partitions made at start-up.
         self._checkpointed_hws: dict[TopicPartition, int] = {}
+        # KIP-392 replica.selector.class: None (consumers read from leaders) unless configured.
+        self.replica_selector = replica_selector(config["replica.selector.class"])
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -774,13 +778,49 @@ class ReplicaManager:
         op = DelayedProduce(timeout_ms, results, waiting, self._led_partition, callback)
         self.produce_purgatory.try_complete_else_watch(op, [key for _, key in waiting])
 
-    def append_internal(self, topic: str, partition: int, records: bytes) -> int:
-        """Append coordinator records (e.g. __consumer_offsets); returns the first offset."""
+    # -- internal topics (the coordinators': Kafka's appendRecords with internalTopicsAllowed) --
+
+    def append_internal(self, topic: str, partition: int, records: bytes, required_acks: int = 1) -> AppendInfo:
+        """Append coordinator records (e.g. __consumer_offsets) as the leader, without the client
+        checks; with ``required_acks=-1`` refused with NOT_ENOUGH_REPLICAS while the ISR is below
+        min.insync.replicas, as a produce is. Moves the HW (at once on one node); the caller waits
+        for it with :meth:`wait_for_high_watermark`."""
         part = self.leader_partition(topic, partition)
+        if required_acks == -1 and len(part.isr) < part.log.config.min_insync_replicas:
+            raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                f"ISR {list(part.isr)} smaller than min.insync.replicas")
         info = part.append_internal(records)
         if not info.duplicate:
             self._after_leader_append(part, info)
-        return info.first_offset
+        return info
+
+    def wait_for_high_watermark(self, topic: str, partition: int, required_offset: int, timeout_ms: int,
+                                callback: Callable[[int], Any]) -> None:
+        """``callback(error code)`` once the HW of a partition led here reached ``required_offset``
+        (NONE), it is no longer led here (NOT_LEADER_OR_FOLLOWER) or ``timeout_ms`` passed
+        (REQUEST_TIMED_OUT). At once when the HW is already there (always on one node); else a
+        DelayedProduce in the produce purgatory, as an acks=-1 produce waits. The ISR shrinking
+        below min.insync.replicas meanwhile does not matter: what is below the HW is durable."""
+        key = (topic, partition)
+        part = self._led_partition(key)
+        if part is None:
+            callback(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return
+        if part.high_watermark >= required_offset:
+            callback(ErrorCode.NONE)
+            return
+
+        def done(results: list[ProduceResult]) -> None:
+            result = results[0]
+            if isinstance(result, KafkaApiError) and result.code != ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+                callback(result.code)
+            else:
+                callback(ErrorCode.NONE)
+
+        # The offset to reach, in the shape DelayedProduce checks (an append's last offset).
+        target = AppendInfo(required_offset - 1, required_offset - 1, -1, -1, -1, -1, 0, 0)
+        op = DelayedProduce(timeout_ms, [target], [(0, key)], self._led_partition, done)
+        self.produce_purgatory.try_complete_else_watch(op, [key])
 
     def read_internal(self, topic: str, partition: int, start_offset: int, max_bytes: int) -> bytes:
         return self.leader_partition(topic, partition).read_committed_bytes(start_offset, max_bytes)
@@ -801,7 +841,7 @@ class ReplicaManager:
         """
         result = self.read_from_local_log(params, partitions)
         if (params.max_wait_ms <= 0 or not partitions or result.total_bytes >= params.min_bytes
-                or result.has_error or result.truncated is not None):
+                or result.has_error or result.truncated is not None or result.redirected):
             callback(result)
             return
         status: list[FetchStatus] = []
@@ -830,6 +870,11 @@ class ReplicaManager:
         The first batch of the first partition with data comes whole even past the limits
         (KIP-74 ``minOneMessage``), so a consumer always makes progress. A follower's fetch
         (``params.replica_id >= 0``) is read by :meth:`_read_for_follower`.
+
+        KIP-392: a consumer's Fetch v11+ may be served by a follower, up to the follower's HW
+        (:meth:`_follower_for_consumer`); with a ``replica.selector.class`` and a ``client.rack``
+        the leader may instead name a preferred read replica for a partition, reading nothing
+        of it, and the fetch is answered at once (Kafka's readFromLocalLog).
         """
         if params.replica_id >= 0:
             return self._read_for_follower(params, partitions)
@@ -840,6 +885,7 @@ class ReplicaManager:
         zero_copy = self._zero_copy
         out = FetchResult()
         reads = out.partitions
+        selector = self.replica_selector if params.client_rack else None
         for cp in partitions:
             if uses_ids:
                 topic = image.topics_by_id.get(cp.topic_id)
@@ -851,8 +897,19 @@ class ReplicaManager:
             else:
                 name = cp.topic  # type: ignore[assignment]
             try:
-                part = self.leader_partition(name, cp.partition)
+                try:
+                    part = self.leader_partition(name, cp.partition)
+                except KafkaApiError as exc:
+                    part = self._follower_for_consumer(params, name, cp.partition, exc)
                 part.check_leader_epoch(cp.current_leader_epoch)
+                if selector is not None and part.leader == self.node_id:
+                    preferred = selector.preferred_read_replica(part, params.client_rack,  # type: ignore[arg-type]
+                                                                cp.fetch_offset, image, now_ms())
+                    if preferred >= 0:
+                        out.redirected = True
+                        reads.append(LogReadResult(cp, ErrorCode.NONE, part.high_watermark, part.last_stable_offset,
+                                                   part.log_start_offset, preferred_read_replica=preferred))
+                        continue
                 min_one = out.total_bytes == 0
                 limit = min(cp.partition_max_bytes, max(budget - out.total_bytes, 0))
                 records: Any = b""
@@ -877,6 +934,22 @@ class ReplicaManager:
             except KafkaApiError as exc:
                 self._read_error(out, cp, name, exc)
         return out
+
+    def _follower_for_consumer(self, params: FetchParams, name: str, index: int, exc: KafkaApiError) -> Partition:
+        """KIP-392: a partition this broker follows serves a consumer's Fetch v11+ (Kafka's
+        fetchOnlyFromLeader is false for them), reads bounded by its own HW; else ``exc``."""
+        if params.fetch_only_from_leader or exc.code != ErrorCode.NOT_LEADER_OR_FOLLOWER or self.self_fenced:
+            raise exc
+        part = self.partitions.get((name, index))
+        if part is None or part.offline or part.leader == self.node_id:
+            raise exc
+        return part
+
+    def follower_high_watermark_moved(self, tp: TopicPartition) -> None:
+        """A follower's HW moved (the fetcher took it from its leader): consumers' fetches
+        waiting on it here (KIP-392) may have enough now (Kafka's completeDelayedFetchRequests)."""
+        if self.fetch_purgatory.delayed:
+            self.fetch_purgatory.check_and_complete(tp)
 
     def _read_error(self, out: FetchResult, cp: CachedPartition, name: str, exc: KafkaApiError) -> None:
         out.has_error = True
@@ -989,8 +1062,11 @@ class ReplicaManager:
         """Blocking (statvfs and segment sizes; the IO pool runs it): each log dir with the
         partitions it holds, as DescribeLogDirs answers. ``wanted`` None means every partition.
 
-        ``offset_lag`` is the log end offset minus the high watermark (0 on one node). An offline
-        dir is listed with KAFKA_STORAGE_ERROR and no partitions, as Kafka does.
+        ``offset_lag`` is Kafka's getLogEndOffsetLag for a current (not future) log: how far its
+        log end is behind the partition's high watermark, max(HW - LEO, 0) - 0 for a leader and
+        for a follower alike, since neither's HW passes its own log end; -1 for a log whose
+        partition is not (yet) served here. An offline dir is listed with KAFKA_STORAGE_ERROR and
+        no partitions, as Kafka does.
         """
         lm = self.log_manager
         by_dir: dict[Path, list[tuple[TopicPartition, Any]]] = {d: [] for d in lm.log_dirs}
@@ -1011,7 +1087,7 @@ class ReplicaManager:
                 if wanted is not None and index not in wanted.get(topic, ()):
                     continue
                 part = self.partitions.get((topic, index))
-                lag = max(0, lg.log_end_offset - part.high_watermark) if part is not None else 0
+                lag = max(0, part.high_watermark - lg.log_end_offset) if part is not None else -1
                 topics.setdefault(topic, []).append(
                     {"partition_index": index, "partition_size": lg.size_in_bytes, "offset_lag": lag,
                      "is_future_key": False})

@@ -64,6 +64,11 @@ class DelayedWriter:
             else:
                 future.set_exception(KafkaApiError(error))
 
+    def wait_for_high_watermark(self, topic: str, partition: int, offset: int) -> asyncio.Future[int]:
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        future.set_result(offset)
+        return future
+
     def read(self, topic: str, partition: int, offset: int, max_bytes: int) -> bytes:
         return self.logs[partition].read(offset, max_bytes).read_bytes()
 
@@ -126,8 +131,10 @@ def writer(tmp_path: Path) -> Iterator[DelayedWriter]:
     w.close()
 
 
-async def loaded(writer: DelayedWriter, partitions: tuple[int, ...] = (0,)) -> CoordinatorRuntime[KvShard]:
-    runtime: CoordinatorRuntime[KvShard] = CoordinatorRuntime(TOPIC, writer, KvShard)
+async def loaded(writer: DelayedWriter, partitions: tuple[int, ...] = (0,),
+                 write_timeout_ms: int | None = None) -> CoordinatorRuntime[KvShard]:
+    runtime: CoordinatorRuntime[KvShard] = CoordinatorRuntime(TOPIC, writer, KvShard,
+                                                              write_timeout_ms=write_timeout_ms)
     runtime.start([(p, 0) for p in partitions])
     for _ in range(50):
         if runtime.active_partitions() == set(partitions):
@@ -268,3 +275,23 @@ async def test_a_durable_write_is_applied_even_if_its_caller_went_away(writer: D
     writer.release()
     await asyncio.sleep(0)
     assert runtime.shard(0).kv == {b"k": b"v"}  # memory follows the log
+
+
+async def test_a_caller_times_out_but_a_write_in_the_log_is_applied_once_durable(writer: DelayedWriter) -> None:
+    runtime = await loaded(writer, write_timeout_ms=50)
+    writer.hold = True
+    appended = runtime.write(0, put(b"k", b"v1", "appended"))
+    queued = runtime.write(0, put(b"k", b"v2", "queued"))
+    for future in (appended, queued):
+        with pytest.raises(CoordinatorWriteError) as info:
+            await future
+        assert info.value.code == ErrorCode.REQUEST_TIMED_OUT  # Kafka's write timeout
+    assert runtime.shard(0).kv == {}
+    writer.release()  # replicated after all: the records are in the log, so memory follows them
+    await asyncio.sleep(0)
+    assert runtime.shard(0).kv == {b"k": b"v1"}
+    # The queued operation timed out before its turn: it was never computed, nothing was written.
+    assert runtime.shard(0).calls == ["appended"] and writer.logs[0].log_end_offset == 1
+    # Immediate durability arms no timer and answers inside write.
+    writer.hold = False
+    assert runtime.write(0, put(b"k", b"v3")).result() == "v1"

@@ -2,12 +2,14 @@
 
 Not a mock of the broker: the coordinator writes and reloads real __consumer_offsets segments.
 The adapter offers exactly the replica-manager calls the coordinator uses (append_internal,
-read_internal, log_start_offset, log_end_offset, on_become_leader, on_resign).
+wait_for_high_watermark, read_internal, log_start_offset, log_end_offset, on_become_leader,
+on_resign); one node is its own ISR, so the high watermark is always the log end.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from broker.config import BrokerConfig
@@ -20,6 +22,7 @@ from controller.image import MetadataImage, PartitionState, TopicImage
 from protocol.errors import ErrorCode, KafkaApiError
 from storage.log import Log
 from storage.log_config import LogConfig
+from storage.results import AppendInfo
 
 NUM_PARTITIONS = 3
 
@@ -57,10 +60,15 @@ class LocalLogs:
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return lg
 
-    def append_internal(self, topic: str, partition: int, records: bytes) -> int:
+    def append_internal(self, topic: str, partition: int, records: bytes, required_acks: int = 1) -> AppendInfo:
         if self.fail_with is not None:
             raise KafkaApiError(self.fail_with)
-        return self._log(topic, partition).append(records, leader_epoch=0).first_offset
+        return self._log(topic, partition).append(records, leader_epoch=0)
+
+    def wait_for_high_watermark(self, topic: str, partition: int, required_offset: int, timeout_ms: int,
+                                callback: Callable[[int], object]) -> None:
+        callback(ErrorCode.NONE if required_offset <= self._log(topic, partition).log_end_offset
+                 else ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
     def read_internal(self, topic: str, partition: int, start_offset: int, max_bytes: int) -> bytes:
         return self._log(topic, partition).read(start_offset, max_bytes).read_bytes()

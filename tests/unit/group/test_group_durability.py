@@ -7,9 +7,10 @@ until the test releases it (as acks=all replication will).
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
-from group_harness import Node, started
+from group_harness import Clock, Node, started
 
 from broker.coordinator.partition_writer import ReplicaManagerWriter
 from broker.group.classic_group import GroupState
@@ -128,3 +129,24 @@ async def test_the_leaders_assignment_reaches_the_group_only_once_durable(node: 
     assert c.groups["g"].members[member].assignment == b""
     writer.release()
     assert (await sync)["assignment"] == b"A" and c.groups["g"].state is GroupState.STABLE
+
+
+async def test_a_join_whose_write_times_out_is_answered_and_its_group_still_follows_the_log(
+        tmp_path: Path, clock: Clock, caplog: pytest.LogCaptureFixture) -> None:
+    node = Node(tmp_path, clock, **{"offsets.commit.timeout.ms": "100"})
+    try:
+        writer = HeldWriter(node)
+        c = await started(node, writer)
+        writer.hold = True
+        args = ("cli", "/127.0.0.1", 2000, 1000, "consumer", [("range", b"")], 9)
+        resp = await asyncio.wait_for(c.join_group("g", "", None, *args), 5)
+        # Kafka maps the write's REQUEST_TIMED_OUT to COORDINATOR_NOT_AVAILABLE: the member retries.
+        assert resp["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE and "g" not in c.groups
+        writer.release()  # durable after all: the group's record is in the log, so the group exists
+        await settle()
+        assert c.groups["g"].state is GroupState.EMPTY and not c.groups["g"].members
+        assert "failed" not in caplog.text  # the late apply did not try to answer the join again
+        writer.hold = False
+        assert (await c.join_group("g", "", None, *args))["error_code"] == ErrorCode.MEMBER_ID_REQUIRED
+    finally:
+        node.replica_manager.close()

@@ -122,6 +122,11 @@ async def test_fetch_errors_and_follower_refusal(node: Node) -> None:
     response = fetch.handle(Request(node, fetch_body(("t", 0, 5), ("gone", 0, 0)), 12))
     codes = [p["error_code"] for t in response["responses"] for p in t["partitions"]]
     assert codes == [ErrorCode.OFFSET_OUT_OF_RANGE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    # Empty records, not null (Kafka's MemoryRecords.EMPTY): librdkafka refuses a null record set.
+    assert all(p["records"] == b"" for t in response["responses"] for p in t["partitions"])
+    assert all(p["records"] == b"" for t in fetch.error_response(Request(node, fetch_body(("t", 0, 0)), 12),
+                                                                  ErrorCode.NOT_LEADER_OR_FOLLOWER)["responses"]
+               for p in t["partitions"])
     # Broker 2 is not a replica of t-0: its fetch is refused per partition (Kafka's
     # NotLeaderOrFollowerException "fetch request from a non-replica").
     body = fetch_body(("t", 0, 0))

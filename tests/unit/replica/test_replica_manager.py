@@ -146,7 +146,11 @@ async def test_coordinator_entry_points(node: Node) -> None:
     await node.create_topic("u")
     assert leaders == [("u", 0, 0)]
     raw = batch(2)
-    assert node.rm.append_internal("u", 0, raw) == 0
+    assert node.rm.append_internal("u", 0, raw).first_offset == 0
+    reached: list[int] = []
+    node.rm.wait_for_high_watermark("u", 0, 2, 1000, reached.append)  # one node: the HW is the log end
+    node.rm.wait_for_high_watermark("nope", 0, 0, 1000, reached.append)  # no such partition here
+    assert reached == [ErrorCode.NONE, ErrorCode.NOT_LEADER_OR_FOLLOWER]
     assert node.rm.log_end_offset("u", 0) == 2 and node.rm.log_start_offset("u", 0) == 0
     assert node.rm.read_internal("u", 0, 0, 1 << 20)[16:] == raw[16:]
 
