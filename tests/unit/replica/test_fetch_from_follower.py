@@ -62,7 +62,7 @@ class Pair:
 
     def fetch_on_follower(self, offset: int, client_rack: str | None, max_wait_ms: int = 0) -> Completion[FetchResult]:
         """A consumer's fetch as node 2's Fetch handler would make it (``client_rack`` None: before v11)."""
-        params = FetchParams(max_wait_ms, 1, 1 << 20, 0, False, None, -1, client_rack)
+        params = FetchParams(max_wait_ms, 1, 1 << 20, 0, False, None, -1, client_rack=client_rack)
         done: Completion[FetchResult] = Completion()
         self.rm2.fetch_messages(params, [CachedPartition(TOPIC, None, 0, offset, 1 << 20)], done)
         return done
