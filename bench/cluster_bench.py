@@ -3,7 +3,10 @@
 
 One run, for each cluster in turn (the order flips every run; only one cluster is up at a time, so
 the idle one costs the other nothing on the shared cores):
-1. start the cluster (all nodes answering and in Metadata);
+1. start the cluster (all nodes answering and in Metadata), then warm it up: ``records`` records
+   produced (acks=all) and consumed on a throwaway topic, unmeasured. A JVM fresh from start-up runs
+   interpreted code for its first tens of MB (a cold 3-node Kafka measured 6 MB/s at 1.4 cores where a
+   warm one does several times that); the single-node case's brokers are warm from the start-up runs;
 2. a topic with 3 partitions (one leader per broker), RF=3, min.insync.replicas=2, every replica in
    the ISR; ProducerPerformance acks=all writes ``records`` 1 KiB records into it, then
    ConsumerPerformance reads them back (a new group);
@@ -71,12 +74,26 @@ def measured(target: ClusterTarget, work: Callable[[], dict]) -> tuple[dict, flo
     return result, time.monotonic() - t0, target.cpu() - cpu0, target.etcd_cpu() - etcd0
 
 
+TOPIC_CONFIG = {"min.insync.replicas": str(MIN_INSYNC_REPLICAS)}
+
+
+def warm_up(target: ClusterTarget, records: int) -> None:
+    """Produce and consume ``records`` on a throwaway RF=3 topic, unmeasured (JIT, page cache, pools)."""
+    from bench.compare import create_topic, delete_topic
+
+    topic = f"bench-cluster3-warmup-{uuid.uuid4().hex[:6]}"
+    create_topic(target.bootstrap, topic, PARTITIONS, NODES, TOPIC_CONFIG)
+    perf_tools.produce(target.bootstrap, topic, records, RECORD_SIZE, "all")
+    perf_tools.consume(target.bootstrap, topic, records, f"warmup-{uuid.uuid4().hex[:8]}")
+    delete_topic(target.bootstrap, topic)
+
+
 def measure_cluster(target: ClusterTarget, records: int, e2e_messages: int, run: int) -> dict:
     """Produce, consume and end-to-end latency against a running cluster: one row of figures."""
     from bench.compare import create_topic, delete_topic
 
     boot = target.bootstrap
-    topic_config = {"min.insync.replicas": str(MIN_INSYNC_REPLICAS)}
+    topic_config = TOPIC_CONFIG
     topic = f"bench-cluster3-r{run}-{uuid.uuid4().hex[:6]}"
     create_topic(boot, topic, PARTITIONS, NODES, topic_config)
     produced, p_wall, p_cpu, p_etcd = measured(
@@ -116,7 +133,8 @@ def run_cluster_cases(targets: list[ClusterTarget], runs_count: int, records: in
                   end=" ", flush=True)
             try:
                 startup = target.start()
-                print(f"up in {startup:.1f} s ...", end=" ", flush=True)
+                print(f"up in {startup:.1f} s, warming up ...", end=" ", flush=True)
+                warm_up(target, records)
                 for pid in target.pids:
                     sampler.watch(pid)
                 sampler.reset()
