@@ -223,6 +223,9 @@ for the whole run). Consume "fetch throughput" excludes the consumer group join 
 fetch.MB.sec); "incl. group join" is its MB.sec. EndToEndLatency reports whole milliseconds.
 The saturate and half-rate rows are the broker-bound case (librdkafka clients, bench/native_load.py;
 docs/performance.md explains them); a consume row's cores are those of the consume phase.
+The cluster3 rows are the 3-node case (bench/cluster_bench.py: RF=3, min.insync.replicas=2, acks=all,
+one cluster up at a time): broker CPU and cores are summed over the three broker processes; Odradek's
+etcd is its own row (Kafka's controllers run inside its brokers, so its etcd figure is 0).
 
 ![Odradek/Kafka ratios](ratios.png)
 
