@@ -31,12 +31,13 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 
 PARTITIONS = 3
 
-# After the second kill the long-lived Java AdminClient behind Spark's offset lookups sometimes
-# (2 runs of 3) fails its listOffsets with "Timed out waiting for a node assignment" after
-# default.api.timeout.ms (60 s); Spark retries with a new admin client and the query goes on. Every
-# broker's Metadata was consistent throughout (probed every 300 ms: the leader is always a listed
-# broker), so this looks like the client's; a shorter timeout keeps the stall from dominating the
-# test's time (request.timeout.ms may not exceed it).
+# A listOffsets of the Java AdminClient behind Spark's offset lookups that is bound to the killed
+# leader (its fulfilment call targets that node id) waits for the node to come back once the node
+# has left Metadata: no new leader lookup, a "Timed out waiting for a node assignment" after
+# default.api.timeout.ms (60 s), then Spark retries with a new admin client and the query goes on.
+# Reproduced with a bare AdminClient (kafka-clients 3.9) against this cluster: the broker's
+# Metadata was consistent throughout (the new leader listed, the dead node gone). A shorter timeout
+# keeps that client-side stall from dominating the test's time (request.timeout.ms may not exceed it).
 ADMIN_TIMEOUT = {"kafka.default.api.timeout.ms": "15000", "kafka.request.timeout.ms": "10000"}
 
 
