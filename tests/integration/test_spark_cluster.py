@@ -35,8 +35,9 @@ PARTITIONS = 3
 # leader (its fulfilment call targets that node id) waits for the node to come back once the node
 # has left Metadata: no new leader lookup, a "Timed out waiting for a node assignment" after
 # default.api.timeout.ms (60 s), then Spark retries with a new admin client and the query goes on.
-# Reproduced with a bare AdminClient (kafka-clients 3.9) against this cluster: the broker's
-# Metadata was consistent throughout (the new leader listed, the dead node gone). A shorter timeout
+# Reproduced with a bare AdminClient (kafka-clients 3.9) against this cluster, whose Metadata was
+# consistent throughout (the new leader listed, the dead node gone), and the same way against a
+# 3-node Apache Kafka 3.9.1 with a leader SIGKILLed: a client behaviour. A shorter timeout
 # keeps that client-side stall from dominating the test's time (request.timeout.ms may not exceed it).
 ADMIN_TIMEOUT = {"kafka.default.api.timeout.ms": "15000", "kafka.request.timeout.ms": "10000"}
 
