@@ -85,17 +85,23 @@ class KafkaClusterTarget:
                 f"process.roles=broker,controller, controller.quorum.voters=1@..,2@..,3@.., "
                 + ", ".join(f"{k}={v}" for k, v in CLUSTER_SETTINGS.items()))
 
-    def start(self) -> float:
-        shutil.rmtree(self.data_dir, ignore_errors=True)
-        self.servers = [KafkaServer(self.data_dir / f"node-{i}", overrides={**CLUSTER_SETTINGS, "node.id": str(i)},
-                                    heap=self.heap) for i in range(1, NODES + 1)]
-        voters = ",".join(f"{i}@{s.host}:{s.controller_port}" for i, s in enumerate(self.servers, 1))
+    def make_servers(self) -> list[KafkaServer]:
+        """The three nodes, not started: node ids 1-3, own ports and dirs, one 3-voter quorum of
+        their controller listeners, one cluster id to format every log dir with."""
+        servers = [KafkaServer(self.data_dir / f"node-{i}", overrides={**CLUSTER_SETTINGS, "node.id": str(i)},
+                               heap=self.heap) for i in range(1, NODES + 1)]
+        voters = ",".join(f"{i}@{s.host}:{s.controller_port}" for i, s in enumerate(servers, 1))
         cluster_id = random_cluster_id()
-        for s in self.servers:
+        for s in servers:
             s.properties["controller.quorum.voters"] = voters
             s.properties["transaction.state.log.replication.factor"] = str(NODES)
             s.properties["transaction.state.log.min.isr"] = str(MIN_INSYNC_REPLICAS)
             s.cluster_id = cluster_id
+        return servers
+
+    def start(self) -> float:
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        self.servers = self.make_servers()
         errors: list[BaseException] = []
 
         def launch(server: KafkaServer) -> None:

@@ -5,7 +5,8 @@ plot of the Odradek/Kafka ratios.
     python -m bench.compare [--quick] [--runs N] [--out DIR] [--only produce,consume,e2e,startup,saturate,cluster3]
                             [--baseline CHECKOUT] [--no-kafka]
 
-What one full run does (about 15-25 minutes on 2 cores):
+What one full run does (about 15-25 minutes on 2 cores, plus the 3-node case: at 200 MB per phase
+and 3 runs it has not been timed yet; the quick one takes ~4 minutes):
 1. Fetch Kafka 3.9.1's jars from Maven Central if needed (tools/kafka_dist.py, cached in .cache/).
 2. Start-up: ``--runs`` times each, alternating, start the broker on an empty data dir and time
    the spawn to the first answered ApiVersions (bench/servers.py). The last pair stays up; after

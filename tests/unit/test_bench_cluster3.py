@@ -77,3 +77,19 @@ def test_only_cluster3_plans_no_single_node_case() -> None:
 def test_one_line_of_a_cluster3_row() -> None:
     line = report.one_line({**_row("odradek", 30.0, 90.0, 14.0), "produce_etcd_cpu_s_per_gb": 0.3})
     assert line.startswith("produce 30.0 MB/s") and "etcd 0.30" in line and "p99 14 ms" in line
+
+
+def test_the_kafka_cluster_is_three_combined_nodes_of_one_quorum_and_one_cluster_id(tmp_path) -> None:
+    from bench.clusters import KafkaClusterTarget
+
+    servers = KafkaClusterTarget(tmp_path).make_servers()
+    assert [s.properties["node.id"] for s in servers] == ["1", "2", "3"]
+    assert len({s.port for s in servers} | {s.controller_port for s in servers}) == 6
+    assert len({s.data_dir for s in servers}) == 3
+    voters = {s.properties["controller.quorum.voters"] for s in servers}
+    assert voters == {",".join(f"{i}@127.0.0.1:{s.controller_port}" for i, s in enumerate(servers, 1))}
+    assert len({s.cluster_id for s in servers}) == 1 and servers[0].cluster_id
+    for s in servers:
+        assert s.properties["process.roles"] == "broker,controller"
+        assert (s.properties["default.replication.factor"], s.properties["min.insync.replicas"],
+                s.properties["offsets.topic.replication.factor"]) == ("3", "2", "3")
