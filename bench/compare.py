@@ -5,8 +5,8 @@ plot of the Odradek/Kafka ratios.
     python -m bench.compare [--quick] [--runs N] [--out DIR] [--only produce,consume,e2e,startup,saturate,cluster3]
                             [--baseline CHECKOUT] [--no-kafka]
 
-What one full run does (about 15-25 minutes on 2 cores, plus the 3-node case: at 200 MB per phase
-and 3 runs it has not been timed yet; the quick one takes ~4 minutes):
+What one full run does (about 15-25 minutes on 2 cores, plus the 3-node case, not yet timed at its
+full 200 MB per phase; ``--quick --runs 3 --only cluster3`` took 3.5 minutes):
 1. Fetch Kafka 3.9.1's jars from Maven Central if needed (tools/kafka_dist.py, cached in .cache/).
 2. Start-up: ``--runs`` times each, alternating, start the broker on an empty data dir and time
    the spawn to the first answered ApiVersions (bench/servers.py). The last pair stays up; after
@@ -35,9 +35,8 @@ and 3 runs it has not been timed yet; the quick one takes ~4 minutes):
 
 ``--quick`` (< 5 minutes): one run, fewer records, the 1 KiB acks=1 cases plus one 100 B case,
 end-to-end latency, the broker-bound case with 150 MB and a 5 s half-rate run, and the 3-node case
-with 30 MB. It writes to
-.cache/bench-quick unless --out is given, so iteration never overwrites the published table in
-docs/benchmarks/.
+with 30 MB. It writes to .cache/bench-quick unless --out is given, so iteration never overwrites the
+published table in docs/benchmarks/.
 
 Before/after a change: ``--baseline DIR`` adds a third broker, Odradek from another checkout (e.g.
 ``git worktree add /tmp/base <commit>``), alternated with the others in every run; the report then
