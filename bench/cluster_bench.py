@@ -56,6 +56,8 @@ class ClusterTarget(Protocol):
 
     def etcd_cpu(self) -> float: ...
 
+    def command_line(self) -> str: ...
+
 
 def phase_figures(prefix: str, moved_bytes: float, wall_s: float, cpu_s: float, etcd_s: float) -> dict[str, float]:
     """One phase's broker cost: cores busy over the phase and CPU-seconds per GB of record values

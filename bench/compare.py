@@ -380,8 +380,8 @@ def main(argv: list[str] | None = None) -> int:
                    + " ".join(perf_tools.consumer_args("<bootstrap>", "<topic>", 0, "<new group>"))
                    .replace("--messages 0", "--messages <N>"),
         "e2e": "java ... " + perf_tools.END_TO_END + " <bootstrap> <topic> <N> all 1024",
-        "kafka_cluster3": cluster_targets[0].command_line(),  # type: ignore[attr-defined]
-        "odradek_cluster3": cluster_targets[1].command_line(),  # type: ignore[attr-defined]
+        "kafka_cluster3": cluster_targets[0].command_line(),
+        "odradek_cluster3": cluster_targets[1].command_line(),
         "saturate": "bench/native_load.py: confluent-kafka " + " ".join(
             f"{k}={v}" for k, v in native_load.PRODUCER_CONFIG.items() if k != "log_level"),
         "this": "python -m bench.compare" + (" --quick" if args.quick else "") + (f" --runs {args.runs}" if args.runs else "")
