@@ -13,6 +13,10 @@ the idle one costs the other nothing on the shared cores):
 3. a 1-partition RF=3 topic for EndToEndLatency, acks=all, 1 KiB (send one, poll it, repeat);
 4. stop the cluster, remove its data.
 
+Before the measured phases the warm cluster sits idle for ``IDLE_S`` seconds: its cores then are
+the fixed cost every phase's CPU figure contains (heartbeats, quorum and replica fetch polls, JIT
+and GC threads), which weighs heavily on a short phase's CPU-s per GB.
+
 Each phase carries the CPU time of all broker processes over it (cores = CPU-s / wall; CPU-s per GB
 of record values moved, counted once, not once per replica). Odradek's etcd is measured apart
 (``*_etcd_cpu_s_per_gb``), not folded into the brokers' figure; Kafka's controllers live inside its
@@ -35,6 +39,7 @@ from bench.clusters import MIN_INSYNC_REPLICAS, NODES
 from bench.servers import RssSampler
 
 CASE_KEY = "cluster3 1024B acks=all RF=3 3p"
+IDLE_S = 3.0  # the idle phase: what the warm cluster burns doing nothing (a fixed cost per second)
 RECORD_SIZE = 1024
 PARTITIONS = 3
 
@@ -90,12 +95,18 @@ def warm_up(target: ClusterTarget, records: int) -> None:
     delete_topic(target.bootstrap, topic)
 
 
+def sit_idle() -> dict:
+    time.sleep(IDLE_S)
+    return {}
+
+
 def measure_cluster(target: ClusterTarget, records: int, e2e_messages: int, run: int) -> dict:
     """Produce, consume and end-to-end latency against a running cluster: one row of figures."""
     from bench.compare import create_topic, delete_topic
 
     boot = target.bootstrap
     topic_config = TOPIC_CONFIG
+    _, i_wall, i_cpu, i_etcd = measured(target, sit_idle)
     topic = f"bench-cluster3-r{run}-{uuid.uuid4().hex[:6]}"
     create_topic(boot, topic, PARTITIONS, NODES, topic_config)
     produced, p_wall, p_cpu, p_etcd = measured(
@@ -109,6 +120,7 @@ def measure_cluster(target: ClusterTarget, records: int, e2e_messages: int, run:
         target, lambda: asdict(perf_tools.end_to_end(boot, e2e_topic, e2e_messages, "all", RECORD_SIZE)))
     delete_topic(boot, e2e_topic)
     row = {
+        "idle_broker_cores": round(i_cpu / i_wall, 3), "idle_etcd_cores": round(i_etcd / i_wall, 3),
         "produce_mb_per_sec": produced["mb_per_sec"], "produce_p99_ms": produced["p99_ms"],
         "produce_wall_s": round(p_wall, 2),
         **phase_figures("produce", records * RECORD_SIZE, p_wall, p_cpu, p_etcd),

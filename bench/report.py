@@ -62,7 +62,9 @@ METRICS: dict[str, list[tuple[str, str, str, bool]]] = {
                  ("rate_cpu_s_per_gb", "broker CPU per GB", "CPU-s/GB", False)],
     # Broker CPU is the sum over the 3 broker processes; Odradek's etcd is its own row (Kafka's
     # controllers run inside its brokers, so its etcd figure is 0 and the ratio n/a).
-    "cluster3": [("produce_mb_per_sec", "produce throughput", "MB/s", True),
+    "cluster3": [("idle_broker_cores", "3 brokers' cores while idle (fixed cost)", "cores", False),
+                 ("idle_etcd_cores", "etcd cores while idle", "cores", False),
+                 ("produce_mb_per_sec", "produce throughput", "MB/s", True),
                  ("produce_p99_ms", "p99 send latency", "ms", False),
                  ("produce_cpu_s_per_gb", "3 brokers' CPU per GB produced", "CPU-s/GB", False),
                  ("produce_etcd_cpu_s_per_gb", "etcd CPU per GB produced", "CPU-s/GB", False),
@@ -309,7 +311,8 @@ def one_line(row: dict) -> str:
                 f"{row['consume_broker_cores']:.2f} cores, {row['consume_cpu_s_per_gb']:.2f} CPU-s/GB "
                 f"(rss {row['rss_peak_mb']:.0f} MiB, load {row['load1']:.1f})")
     if row["kind"] == "cluster3":
-        return (f"produce {row['produce_mb_per_sec']:.1f} MB/s ({row['produce_broker_cores']:.2f} cores, "
+        return (f"idle {row.get('idle_broker_cores', float('nan')):.2f} cores; "
+                f"produce {row['produce_mb_per_sec']:.1f} MB/s ({row['produce_broker_cores']:.2f} cores, "
                 f"{row['produce_cpu_s_per_gb']:.1f} CPU-s/GB + etcd {row['produce_etcd_cpu_s_per_gb']:.2f}); "
                 f"consume {row['consume_mb_per_sec']:.1f} MB/s ({row['consume_cpu_s_per_gb']:.1f} CPU-s/GB); "
                 f"e2e p50 {row['e2e_p50_ms']:.0f} ms, p99 {row['e2e_p99_ms']:.0f} ms "

@@ -44,6 +44,7 @@ def test_measured_takes_the_cpu_difference_over_the_work() -> None:
 
 def _row(target: str, produce: float, consume: float, p99: float) -> dict:
     return {"target": target, "kind": "cluster3", "case": cluster_bench.CASE_KEY, "load1": 1.0, "rss_peak_mb": 1.0,
+            "idle_broker_cores": 0.3 if target == "kafka" else 0.05, "idle_etcd_cores": 0.0 if target == "kafka" else 0.01,
             "broker_cpu_cores": 1.0, "produce_mb_per_sec": produce, "produce_p99_ms": 50.0,
             "produce_broker_cores": 1.2, "produce_cpu_s_per_gb": 10.0, "produce_etcd_cpu_s_per_gb": 0.0,
             "consume_mb_per_sec": consume, "consume_broker_cores": 0.4, "consume_cpu_s_per_gb": 2.0,
@@ -61,6 +62,7 @@ def test_cluster3_rows_carry_the_issue_targets_and_goals() -> None:
     assert (p99.odradek, p99.ratio, p99.met, p99.goal_met) == (14.0, 1.4, True, False)
     # Each phase's cores stand beside its figures, not the produce phase's.
     assert (consume.kafka_cpu, p99.kafka_cpu, produce.kafka_cpu) == (0.4, 0.2, 1.2)
+    assert rows["idle_broker_cores"].ratio == 0.05 / 0.3
     # Kafka has no etcd: that ratio is n/a rather than a division by zero.
     assert rows["produce_etcd_cpu_s_per_gb"].ratio is None
     table = report.markdown_table(list(rows.values()))
@@ -76,7 +78,7 @@ def test_only_cluster3_plans_no_single_node_case() -> None:
 
 def test_one_line_of_a_cluster3_row() -> None:
     line = report.one_line({**_row("odradek", 30.0, 90.0, 14.0), "produce_etcd_cpu_s_per_gb": 0.3})
-    assert line.startswith("produce 30.0 MB/s") and "etcd 0.30" in line and "p99 14 ms" in line
+    assert line.startswith("idle 0.05 cores; produce 30.0 MB/s") and "etcd 0.30" in line and "p99 14 ms" in line
 
 
 def test_the_kafka_cluster_is_three_combined_nodes_of_one_quorum_and_one_cluster_id(tmp_path) -> None:
