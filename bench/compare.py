@@ -2,10 +2,11 @@
 this machine, alternating, median of the runs; writes a markdown table, the raw runs (JSON) and a
 plot of the Odradek/Kafka ratios.
 
-    python -m bench.compare [--quick] [--runs N] [--out DIR] [--only produce,consume,e2e,startup,saturate]
+    python -m bench.compare [--quick] [--runs N] [--out DIR] [--only produce,consume,e2e,startup,saturate,cluster3]
                             [--baseline CHECKOUT] [--no-kafka]
 
-What one full run does (about 15-25 minutes on 2 cores):
+What one full run does (about 15-25 minutes on 2 cores, plus the 3-node case, not yet timed at its
+full 200 MB per phase; ``--quick --runs 3 --only cluster3`` took 3.5 minutes):
 1. Fetch Kafka 3.9.1's jars from Maven Central if needed (tools/kafka_dist.py, cached in .cache/).
 2. Start-up: ``--runs`` times each, alternating, start the broker on an empty data dir and time
    the spawn to the first answered ApiVersions (bench/servers.py). The last pair stays up; after
@@ -25,11 +26,17 @@ What one full run does (about 15-25 minutes on 2 cores):
    Each figure is stored with the 1-minute load average when it started, the broker's CPU time
    over the run (cores used) and the peak resident set sampled every 200 ms ("RSS under load").
 4. Topics are deleted after use so the disk does not fill; data dirs are removed at the end.
+5. cluster3 (bench/cluster_bench.py), after the single brokers are stopped: a 3-node Kafka (KRaft,
+   combined broker+controller) and etcd + 3 Odradek brokers, one cluster up at a time, alternating
+   every run: RF=3, min.insync.replicas=2, acks=all, 1 KiB records into 3 partitions with
+   ProducerPerformance, read back with ConsumerPerformance, then EndToEndLatency on an RF=3
+   partition; broker CPU is the sum over the three broker processes (Odradek's etcd apart).
+   ``--only cluster3`` runs this case alone.
 
 ``--quick`` (< 5 minutes): one run, fewer records, the 1 KiB acks=1 cases plus one 100 B case,
-end-to-end latency, and the broker-bound case with 150 MB and a 5 s half-rate run. It writes to
-.cache/bench-quick unless --out is given, so iteration never overwrites the published table in
-docs/benchmarks/.
+end-to-end latency, the broker-bound case with 150 MB and a 5 s half-rate run, and the 3-node case
+with 30 MB. It writes to .cache/bench-quick unless --out is given, so iteration never overwrites the
+published table in docs/benchmarks/.
 
 Before/after a change: ``--baseline DIR`` adds a third broker, Odradek from another checkout (e.g.
 ``git worktree add /tmp/base <commit>``), alternated with the others in every run; the report then
@@ -59,14 +66,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench import native_load, perf_tools, report  # noqa: E402
+from bench import cluster_bench, native_load, perf_tools, report  # noqa: E402
+from bench.clusters import KafkaClusterTarget, OdradekClusterTarget  # noqa: E402
 from bench.servers import KafkaTarget, OdradekTarget, RssSampler, Target  # noqa: E402
 from tools.kafka_dist import KAFKA_VERSION, ensure_jars  # noqa: E402
 
 
 @dataclass(frozen=True)
 class Case:
-    kind: str  # "produce", "consume", "e2e", "saturate" or "halfrate"
+    kind: str  # "produce", "consume", "e2e", "saturate", "halfrate" or "cluster3" (bench/cluster_bench.py)
     size: int
     acks: str
     partitions: int
@@ -77,6 +85,8 @@ class Case:
 
     @property
     def key(self) -> str:
+        if self.kind == "cluster3":
+            return cluster_bench.CASE_KEY
         if self.kind == "saturate":
             return f"saturate {self.size}B {self.processes}+{self.processes} procs {self.partitions}p"
         if self.kind == "halfrate":
@@ -95,7 +105,12 @@ class Plan:
     e2e_messages: int
     startup_runs: int
     quick: bool
-    kinds: set[str] = field(default_factory=lambda: {"startup", "produce", "consume", "e2e", "saturate"})
+    kinds: set[str] = field(default_factory=lambda: {"startup", "produce", "consume", "e2e", "saturate", "cluster3"})
+
+    @property
+    def single_node(self) -> bool:
+        """Whether any single-node case (or the start-up figure) is to be measured."""
+        return bool(self.kinds - {"cluster3"})
 
 
 def make_plan(quick: bool, runs: int | None, only: set[str] | None) -> Plan:
@@ -119,6 +134,8 @@ def make_plan(quick: bool, runs: int | None, only: set[str] | None) -> Plan:
     # half the slower broker's saturation rate for the latency figure (bench/native_load.py).
     cases.append(Case("saturate", 1024, "1", 6, saturate_records, processes=3))
     cases.append(Case("halfrate", 1024, "1", 6, 0, processes=3, seconds=halfrate_s))
+    # 3 Kafka nodes against etcd + 3 Odradek brokers: RF=3, acks=all, produce + consume + end-to-end.
+    cases.append(Case("cluster3", 1024, "all", cluster_bench.PARTITIONS, counts[1024]))
     plan = Plan(runs or (1 if quick else 3), cases, e2e, 1 if quick else 3, quick)
     if only:
         plan.kinds = set(only)
@@ -129,21 +146,22 @@ def make_plan(quick: bool, runs: int | None, only: set[str] | None) -> Plan:
 
 # -- topics (confluent-kafka's AdminClient: no JVM start per topic) ----------------------------
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int = 1,
+                 config: dict[str, str] | None = None) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)],
-                                  operation_timeout=30)
+    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+                                            config=dict(config or {}))], operation_timeout=30)
     futures[name].result(60)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # leaders elected and visible in Metadata
+    while time.monotonic() < deadline:  # leaders elected, every replica in sync, visible in Metadata
         md = admin.list_topics(name, timeout=10).topics.get(name)
         if md is not None and md.error is None and len(md.partitions) == partitions and all(
-                p.leader >= 0 for p in md.partitions.values()):
+                p.leader >= 0 and len(p.isrs) >= replication_factor for p in md.partitions.values()):
             return
         time.sleep(0.05)
-    raise RuntimeError(f"topic {name} has no leaders after 30 s")
+    raise RuntimeError(f"topic {name} has no leaders (or a short ISR) after 30 s")
 
 
 def delete_topic(bootstrap: str, name: str) -> None:
@@ -238,6 +256,8 @@ def run_cases(plan: Plan, targets: list[Target], sampler: RssSampler, runs: list
             order = order[r // 2 % len(order):] + order[:r // 2 % len(order)]
         topics: dict[tuple[str, int, int, str], str] = {}
         for case in plan.cases:
+            if case.kind == "cluster3":  # its own clusters: run_cluster_cases
+                continue
             if case.kind == "halfrate":
                 case = replace(case, rate_mb=halfrate_mb(runs, r))
                 if case.rate_mb != case.rate_mb or case.rate_mb <= 0:
@@ -294,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, help="runs per case (default 3, --quick 1)")
     ap.add_argument("--out", type=Path, help="output dir (default docs/benchmarks, --quick .cache/bench-quick)")
     ap.add_argument("--work", type=Path, default=REPO / ".cache" / "bench-run", help="broker data dirs")
-    ap.add_argument("--only", help="comma list of startup,produce,consume,e2e,saturate")
+    ap.add_argument("--only", help="comma list of startup,produce,consume,e2e,saturate,cluster3")
     ap.add_argument("--baseline", type=Path, help="another Odradek checkout to run alongside (before/after)")
     ap.add_argument("--no-kafka", action="store_true",
                     help="leave Apache Kafka out (with --baseline: a before/after; alone: Odradek's raw runs only)")
@@ -311,12 +331,14 @@ def main(argv: list[str] | None = None) -> int:
     targets: list[Target] = [odradek] if args.no_kafka else [kafka, odradek]
     if args.baseline is not None:
         targets.append(OdradekTarget(args.work / "baseline", repo=args.baseline.resolve(), name="baseline"))
+    cluster_targets: list[cluster_bench.ClusterTarget] = [KafkaClusterTarget(args.work / "kafka-cluster3"),
+                                                          OdradekClusterTarget(args.work / "odradek-cluster3")]
     sampler = RssSampler()
     runs: list[dict] = []
     startup: dict[str, list[float]] = {t.name: [] for t in targets}
     idle: dict[str, float] = {}
     try:
-        n = plan.startup_runs if "startup" in plan.kinds else 1
+        n = (plan.startup_runs if "startup" in plan.kinds else 1) if plan.single_node else 0
         for i in range(n):
             for target in (targets if i % 2 == 0 else list(reversed(targets))):
                 load = os.getloadavg()[0]
@@ -325,15 +347,25 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"start-up {target.name}: {seconds * 1000:.0f} ms (load {load:.2f})", flush=True)
                 if i < n - 1:
                     target.stop()
-        time.sleep(5)
-        for target in targets:
-            idle[target.name] = round(target.rss() / 2**20, 1)
-            sampler.watch(target.pid)
-        print(f"idle RSS: {idle}", flush=True)
-        run_cases(plan, targets, sampler, runs)
+        if plan.single_node:
+            time.sleep(5)
+            for target in targets:
+                idle[target.name] = round(target.rss() / 2**20, 1)
+                sampler.watch(target.pid)
+            print(f"idle RSS: {idle}", flush=True)
+            run_cases(plan, targets, sampler, runs)
+        for target in targets:  # the single brokers leave the cores to the clusters
+            target.stop()
+        if "cluster3" in plan.kinds:
+            cluster_case = next(c for c in plan.cases if c.kind == "cluster3")
+            clusters = [c for c in cluster_targets if c.name in {t.name for t in targets}]
+            cluster_bench.run_cluster_cases(clusters, plan.runs, cluster_case.records, plan.e2e_messages, sampler,
+                                            runs, lambda row: print(report.one_line(row), flush=True))
     finally:
         for target in targets:
             target.stop()
+        for cluster in cluster_targets:
+            cluster.stop()
         sampler.close()
         shutil.rmtree(args.work, ignore_errors=True)
 
@@ -348,9 +380,12 @@ def main(argv: list[str] | None = None) -> int:
                    + " ".join(perf_tools.consumer_args("<bootstrap>", "<topic>", 0, "<new group>"))
                    .replace("--messages 0", "--messages <N>"),
         "e2e": "java ... " + perf_tools.END_TO_END + " <bootstrap> <topic> <N> all 1024",
+        "kafka_cluster3": cluster_targets[0].command_line(),
+        "odradek_cluster3": cluster_targets[1].command_line(),
         "saturate": "bench/native_load.py: confluent-kafka " + " ".join(
             f"{k}={v}" for k, v in native_load.PRODUCER_CONFIG.items() if k != "log_level"),
         "this": "python -m bench.compare" + (" --quick" if args.quick else "") + (f" --runs {args.runs}" if args.runs else "")
+                + (f" --only {args.only}" if args.only else "")
                 + (f" --baseline {args.baseline}" if args.baseline else "") + (" --no-kafka" if args.no_kafka else ""),
     }
     data = {"machine": info, "plan": {"runs": plan.runs, "quick": plan.quick,

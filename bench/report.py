@@ -27,6 +27,17 @@ TARGETS: dict[tuple[str, str], tuple[str, float]] = {
     ("saturate 1024B 3+3 procs 6p", "produce_cpu_s_per_gb"): ("<=", 0.3),
     ("saturate 1024B 3+3 procs 6p", "consume_mb_per_sec"): (">=", 1.5),
     ("half-rate 1024B 3 procs 6p", "p99_ms"): ("<=", 1.0),
+    # Issue 13, the 3-node case (bench/cluster_bench.py): RF=3, acks=all, 1 KiB.
+    ("cluster3 1024B acks=all RF=3 3p", "produce_mb_per_sec"): (">=", 0.7),
+    ("cluster3 1024B acks=all RF=3 3p", "consume_mb_per_sec"): (">=", 0.7),
+    ("cluster3 1024B acks=all RF=3 3p", "e2e_p99_ms"): ("<=", 1.5),
+}
+
+# The issue's goals beyond the targets, same form (shown beside the target; "met" is the target's).
+GOALS: dict[tuple[str, str], tuple[str, float]] = {
+    ("cluster3 1024B acks=all RF=3 3p", "produce_mb_per_sec"): (">=", 1.0),
+    ("cluster3 1024B acks=all RF=3 3p", "consume_mb_per_sec"): (">=", 1.0),
+    ("cluster3 1024B acks=all RF=3 3p", "e2e_p99_ms"): ("<=", 1.0),
 }
 
 # kind -> [(field, label, unit, higher_is_better)]
@@ -49,6 +60,19 @@ METRICS: dict[str, list[tuple[str, str, str, bool]]] = {
                  ("p99_ms", "p99 delivery latency at half saturation", "ms", False),
                  ("rate_mb_per_sec", "rate achieved", "MB/s", True),
                  ("rate_cpu_s_per_gb", "broker CPU per GB", "CPU-s/GB", False)],
+    # Broker CPU is the sum over the 3 broker processes; Odradek's etcd is its own row (Kafka's
+    # controllers run inside its brokers, so its etcd figure is 0 and the ratio n/a).
+    "cluster3": [("idle_broker_cores", "3 brokers' cores while idle (fixed cost)", "cores", False),
+                 ("idle_etcd_cores", "etcd cores while idle", "cores", False),
+                 ("produce_mb_per_sec", "produce throughput", "MB/s", True),
+                 ("produce_p99_ms", "p99 send latency", "ms", False),
+                 ("produce_cpu_s_per_gb", "3 brokers' CPU per GB produced", "CPU-s/GB", False),
+                 ("produce_etcd_cpu_s_per_gb", "etcd CPU per GB produced", "CPU-s/GB", False),
+                 ("consume_mb_per_sec", "consume fetch throughput", "MB/s", True),
+                 ("consume_cpu_s_per_gb", "3 brokers' CPU per GB consumed", "CPU-s/GB", False),
+                 ("e2e_p50_ms", "end-to-end p50", "ms", False),
+                 ("e2e_p99_ms", "end-to-end p99", "ms", False),
+                 ("e2e_avg_ms", "end-to-end average", "ms", False)],
 }
 
 
@@ -76,11 +100,22 @@ class Row:
         return TARGETS.get((self.case, self.metric))
 
     @property
+    def goal(self) -> tuple[str, float] | None:
+        return GOALS.get((self.case, self.metric))
+
+    @property
     def met(self) -> bool | None:
-        t, r = self.target, self.ratio
-        if t is None or r is None:
-            return None
-        return r >= t[1] if t[0] == ">=" else r <= t[1]
+        return _meets(self.target, self.ratio)
+
+    @property
+    def goal_met(self) -> bool | None:
+        return _meets(self.goal, self.ratio)
+
+
+def _meets(bound: tuple[str, float] | None, ratio: float | None) -> bool | None:
+    if bound is None or ratio is None:
+        return None
+    return ratio >= bound[1] if bound[0] == ">=" else ratio <= bound[1]
 
 
 def _median(values: list[float]) -> float:
@@ -106,8 +141,9 @@ def summarise(data: dict, reference: str = "kafka") -> list[Row]:
             o = [r[metric] for r in of_case if r["target"] == "odradek" and metric in r]
             if not k or not o:
                 continue
-            # The broker-bound case has a consume phase with its own cores; the rest one figure.
-            cores = "consume_broker_cores" if metric.startswith("consume_") else "broker_cpu_cores"
+            # A case with phases (saturate, cluster3) has each phase's cores; the rest one figure.
+            phase_cores = metric.split("_", 1)[0] + "_broker_cores"
+            cores = phase_cores if all(phase_cores in r for r in of_case) else "broker_cpu_cores"
             kc = _median([r[cores] for r in of_case if r["target"] == reference])
             oc = _median([r[cores] for r in of_case if r["target"] == "odradek"])
             rows.append(Row(case, metric, label, unit, higher, _median(k), _median(o), k, o,
@@ -150,6 +186,9 @@ def markdown_table(rows: list[Row], reference: str = "kafka") -> str:
         # The targets are ratios against Kafka; against a baseline there are none.
         target = f"{row.target[0]} {row.target[1]}x" if row.target and reference == "kafka" else ""
         met = {None: "", True: "yes", False: "**no**"}[row.met if reference == "kafka" else None]
+        if row.goal and reference == "kafka":
+            target += f" (goal {row.goal[1]}x)"
+            met += {None: "", True: " (goal: yes)", False: " (goal: no)"}[row.goal_met]
         cpu = "" if row.kafka_cpu is None else f"{row.kafka_cpu:.2f} / {row.odradek_cpu:.2f}"
         load = "" if row.load[0] != row.load[0] else f"{row.load[0]:.1f}-{row.load[1]:.1f}"
         out.append(f"| {row.case} | {row.label} ({row.unit}) | {_fmt(row.kafka)} | {_fmt(row.odradek)} | {ratio} "
@@ -186,6 +225,9 @@ for the whole run). Consume "fetch throughput" excludes the consumer group join 
 fetch.MB.sec); "incl. group join" is its MB.sec. EndToEndLatency reports whole milliseconds.
 The saturate and half-rate rows are the broker-bound case (librdkafka clients, bench/native_load.py;
 docs/performance.md explains them); a consume row's cores are those of the consume phase.
+The cluster3 rows are the 3-node case (bench/cluster_bench.py: RF=3, min.insync.replicas=2, acks=all,
+one cluster up at a time): broker CPU and cores are summed over the three broker processes; Odradek's
+etcd is its own row (Kafka's controllers run inside its brokers, so its etcd figure is 0).
 
 ![Odradek/Kafka ratios](ratios.png)
 
@@ -197,6 +239,8 @@ docs/performance.md explains them); a consume row's cores are those of the consu
 - Produce: `{c['produce']}`
 - Consume: `{c['consume']}`
 - End-to-end: `{c['e2e']}`
+- 3-node Kafka: `{c.get('kafka_cluster3', '')}`
+- 3-node Odradek: `{c.get('odradek_cluster3', '')}`
 - Cases: {cases}
 - Start-up: spawn of the server process to the first ApiVersions v0 answered with error 0 on a fresh
   connection, empty data dir (Kafka's log dir formatted beforehand); {len(data['startup_s'].get('kafka', []))} start(s) each.
@@ -265,6 +309,13 @@ def one_line(row: dict) -> str:
         return (f"produce {row['produce_mb_per_sec']:.1f} MB/s, {row['produce_broker_cores']:.2f} cores, "
                 f"{row['produce_cpu_s_per_gb']:.1f} CPU-s/GB; consume {row['consume_mb_per_sec']:.1f} MB/s, "
                 f"{row['consume_broker_cores']:.2f} cores, {row['consume_cpu_s_per_gb']:.2f} CPU-s/GB "
+                f"(rss {row['rss_peak_mb']:.0f} MiB, load {row['load1']:.1f})")
+    if row["kind"] == "cluster3":
+        return (f"idle {row.get('idle_broker_cores', float('nan')):.2f} cores; "
+                f"produce {row['produce_mb_per_sec']:.1f} MB/s ({row['produce_broker_cores']:.2f} cores, "
+                f"{row['produce_cpu_s_per_gb']:.1f} CPU-s/GB + etcd {row['produce_etcd_cpu_s_per_gb']:.2f}); "
+                f"consume {row['consume_mb_per_sec']:.1f} MB/s ({row['consume_cpu_s_per_gb']:.1f} CPU-s/GB); "
+                f"e2e p50 {row['e2e_p50_ms']:.0f} ms, p99 {row['e2e_p99_ms']:.0f} ms "
                 f"(rss {row['rss_peak_mb']:.0f} MiB, load {row['load1']:.1f})")
     if row["kind"] == "halfrate":
         return (f"{row['rate_mb_per_sec']:.1f} of {row['target_mb_per_sec']:.1f} MB/s, p50 {row['p50_ms']:.1f} ms, "

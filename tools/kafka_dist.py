@@ -184,6 +184,8 @@ class KafkaServer:
         self.port = port or free_port(host)
         self.controller_port = free_port(host)
         self.heap = heap
+        # A multi-node KRaft cluster formats every node with one cluster id; alone, a fresh one.
+        self.cluster_id: str | None = None
         self.properties: dict[str, str] = {
             "process.roles": "broker,controller",
             "node.id": "1",
@@ -232,7 +234,7 @@ class KafkaServer:
         if (self.data_dir / "logs" / "meta.properties").exists():
             return
         cmd = java_command("kafka.tools.StorageTool",
-                           ["format", "-t", random_cluster_id(), "-c", str(self.data_dir / "server.properties"),
+                           ["format", "-t", self.cluster_id or random_cluster_id(), "-c", str(self.data_dir / "server.properties"),
                             "--ignore-formatted"],
                            cp, ["-Xmx256m", f"-Dlog4j.configuration=file:{self.data_dir / 'log4j.properties'}"])
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)

@@ -467,18 +467,26 @@ class Partition:
 
         T >= 0: the first offset whose record timestamp is >= T, with that record's timestamp,
         or (-1, -1, -1); only offsets below the isolation level's bound are visible.
+
+        A new leader learns the HW its old leader had only once its followers fetch again, so for
+        a moment its HW may lie below offsets a client was already shown (KIP-207). Until the HW
+        reaches the start of this leadership, "latest" and a lookup with no answer below the HW
+        get OFFSET_NOT_AVAILABLE (retriable) instead of an offset that went backwards: a batch
+        reader would otherwise stop short of acknowledged records (Kafka's fetchOffsetForTimestamp).
         """
         visible = self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             offset = self.log_start_offset
             return offset, -1, self.epoch_for_offset(offset)
         if timestamp == LATEST_TIMESTAMP:
+            self._check_high_watermark_caught_up()
             return visible, -1, self.leader_epoch
         if timestamp == EARLIEST_PENDING_UPLOAD_TIMESTAMP:
             return -1, -1, -1
         if timestamp == MAX_TIMESTAMP:
             found = self.log.max_timestamp_and_offset()
             if found is None or found[1] >= visible:
+                self._check_high_watermark_caught_up()
                 return -1, -1, -1
             ts, offset = found
             return offset, ts, self.epoch_for_offset(offset)
@@ -486,9 +494,18 @@ class Partition:
             raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
         found_ts = self.log.offset_for_timestamp(timestamp, max_offset=visible)
         if found_ts is None:
+            self._check_high_watermark_caught_up()
             return -1, -1, -1
         offset, ts = found_ts
         return offset, ts, self.epoch_for_offset(offset)
+
+    def _check_high_watermark_caught_up(self) -> None:
+        """OFFSET_NOT_AVAILABLE while this leader's HW lags the start of its leadership."""
+        if self._leader_epoch_start_offset > self.high_watermark:
+            raise KafkaApiError(ErrorCode.OFFSET_NOT_AVAILABLE,
+                                f"{self.topic}-{self.index}: the high watermark ({self.high_watermark}) is lagging "
+                                f"behind the start offset of leader epoch {self.leader_epoch} "
+                                f"({self._leader_epoch_start_offset})")
 
     # -- delete records ----------------------------------------------------------------------
 
