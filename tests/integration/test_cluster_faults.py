@@ -149,7 +149,9 @@ class Load:
         ends = {p: (recs[-1][0] + 1 if recs else 0) for p, recs in read.items()}
         assert self.group.drain(ends, 60), "the consumer group did not read up to the end within 60 s"
         self.close()
-        return Checker(self.history, read)
+        checker = Checker(self.history, read)
+        print(checker.summary(), flush=True)
+        return checker
 
     def close(self) -> None:
         try:

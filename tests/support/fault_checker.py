@@ -118,8 +118,9 @@ class History:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, event: Ack | ProduceError | Consumed | Commit | LeaderSeen) -> None:
-        target: list[Any] = {Ack: self.acks, ProduceError: self.errors, Consumed: self.consumed,
-                             Commit: self.commits, LeaderSeen: self.leaders}[type(event)]
+        lists: dict[type, list[Any]] = {Ack: self.acks, ProduceError: self.errors, Consumed: self.consumed,
+                                        Commit: self.commits, LeaderSeen: self.leaders}
+        target = lists[type(event)]
         with self.lock:
             target.append(event)
 
@@ -198,7 +199,8 @@ def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0
             assert time.monotonic() < deadline, (
                 f"read-back of {topic} stalled: read up to {[(p, s[-1][0] if s else -1) for p, s in seen.items()]} "
                 f"of high watermarks {ends}")
-            for msg in consumer.consume(500, 0.5):
+            batch: list[Any] = consumer.consume(500, 0.5)   # confluent-kafka's Message: optional fields
+            for msg in batch:
                 if msg.error() is None and msg.offset() < ends[msg.partition()]:
                     seen[msg.partition()].append((msg.offset(), msg.value()))
         return seen
@@ -336,6 +338,19 @@ class Checker:
         if bad or (errors and not allow_retriable):
             raise AssertionError(f"non-retriable errors reached producers: "
                                  f"{[(e.client, e.name, e.detail) for e in (bad or errors)[:5]]}")
+
+    def summary(self) -> str:
+        """What the run's history holds, so a passing run shows it checked something."""
+        with self.h.lock:
+            acks: dict[str, int] = defaultdict(int)
+            for a in self.h.acks:
+                acks[a.client] += 1
+            epochs = {(s.partition, s.epoch) for s in self.h.leaders}
+            return (f"acks {dict(acks)}, produce errors {len(self.h.errors)} "
+                    f"({sum(e.final for e in self.h.errors)} final), records read back "
+                    f"{sum(len(r) for r in self.read.values())}, consumed by the group {len(self.h.consumed)} "
+                    f"(HW seen {sum(c.hw >= 0 for c in self.h.consumed)} times), commits {len(self.h.commits)}, "
+                    f"Metadata views {len(self.h.leaders)} over {len(epochs)} (partition, leader epoch)s")
 
     def all(self, *, idempotent: bool = True, group: bool = True, allow_final_errors: bool = False) -> None:
         self.no_acked_write_lost()
@@ -532,7 +547,7 @@ class GroupConsumer:
         last_commit = time.monotonic()
         try:
             while not self._stop.is_set():
-                msgs = consumer.consume(200, 0.2)
+                msgs: list[Any] = consumer.consume(200, 0.2)
                 hws: dict[int, int] = {}
                 for msg in msgs:
                     if msg.error() is not None:
