@@ -56,7 +56,10 @@ READ_COMMITTED = 1
 
 
 def _partition_response(index: int, code: int, hw: int = -1, lso: int = -1, log_start: int = -1,
-                        aborted: list | None = None, records: Any = None) -> dict:
+                        aborted: list | None = None, records: Any = b"") -> dict:
+    # Records are empty, never null, on an error (Kafka's MemoryRecords.EMPTY): librdkafka cannot
+    # parse a null record set, fails the whole response and never sees the error code (so never
+    # looks for the new leader; the fault suite saw consumers re-read and skip offsets).
     return {
         "partition_index": index,
         "error_code": code,
