@@ -26,6 +26,7 @@ ack), ``GroupConsumer`` (confluent-kafka subscribe(), N members of one group, co
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import tempfile
@@ -84,6 +85,7 @@ class Consumed:
     value: bytes
     hw: int            # the high watermark the consumer held at that poll (-1: unknown)
     at: float
+    epoch: int = -1    # the leader epoch of the record's batch
 
 
 @dataclass(frozen=True)
@@ -272,8 +274,9 @@ class Checker:
             if prev is not None and c.offset != prev.offset + 1:
                 what = "went backwards" if c.offset <= prev.offset else "skipped"
                 raise AssertionError(f"consumer {c.member} (assignment {c.session}) partition {c.partition} "
-                                     f"{what}: offset {c.offset} after {prev.offset} "
-                                     f"({c.at - prev.at:.2f} s later)")
+                                     f"{what}: offset {c.offset} (leader epoch {c.epoch}, HW {c.hw}) after "
+                                     f"{prev.offset} (leader epoch {prev.epoch}, HW {prev.hw}), "
+                                     f"{c.at - prev.at:.2f} s later")
             if c.value != self.at.get((c.partition, c.offset)):
                 raise AssertionError(f"consumer {c.member} read {c.value!r} at {c.partition}/{c.offset}, the log "
                                      f"now holds {self.at.get((c.partition, c.offset))!r}")
@@ -315,6 +318,17 @@ class Checker:
                 raise AssertionError(f"the group's committed offset of partition {c.partition} went back from "
                                      f"{prev.offset} ({prev.member}) to {c.offset} ({c.member})")
             last[c.partition] = c
+
+    def committed_to_the_end(self) -> None:
+        """The group's last commit of each partition is the end of what was read back (it drained
+        the topic and committed on the way out)."""
+        with self.h.lock:
+            last = {c.partition: c.offset for c in self.h.commits}
+        ends = {p: recs[-1][0] + 1 for p, recs in self.read.items() if recs}
+        short = {p: (last.get(p), end) for p, end in ends.items() if last.get(p) != end}
+        if short:
+            raise AssertionError(f"the group's last commits are not the partitions' ends: "
+                                 f"partition -> (committed, end) {short}")
 
     def consumed_everything_acked(self) -> None:
         """The group read every acked record at least once (it ran to the end: ``GroupConsumer.drain``)."""
@@ -362,6 +376,7 @@ class Checker:
             self.consumed_dense_and_monotonic()
             self.consumer_hw_monotonic()
             self.commits_monotonic()
+            self.committed_to_the_end()
             self.consumed_everything_acked()
         self.one_leader_per_epoch()
         self.producer_errors(allow_final=allow_final_errors)
@@ -539,10 +554,19 @@ class GroupConsumer:
             self._commit(consumer, member)
             self.assigned[member] = set()
 
-        consumer = confluent_kafka.Consumer({
+        config: dict[str, Any] = {
             "bootstrap.servers": self.bootstrap, "group.id": self.group, "client.id": member,
             "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
-            "heartbeat.interval.ms": 1000, "topic.metadata.refresh.interval.ms": 2000})
+            "heartbeat.interval.ms": 1000, "topic.metadata.refresh.interval.ms": 2000}
+        debug_dir = os.environ.get("ODRADEK_FAULT_CLIENT_DEBUG")   # librdkafka's own trace, to diagnose
+        if debug_dir:
+            import logging
+
+            logger = logging.getLogger(f"rdkafka.{member}")
+            logger.addHandler(logging.FileHandler(os.path.join(debug_dir, f"{member}.log")))
+            logger.setLevel(logging.DEBUG)
+            config.update({"debug": "consumer,fetch,topic", "logger": logger})
+        consumer = confluent_kafka.Consumer(config)
         consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
         last_commit = time.monotonic()
         try:
@@ -557,7 +581,7 @@ class GroupConsumer:
                         hws[p] = consumer.get_watermark_offsets(
                             confluent_kafka.TopicPartition(self.topic, p), cached=True)[1]
                     self.history.add(Consumed(member, session, p, msg.offset(), msg.value(), hws[p],
-                                              time.monotonic()))
+                                              time.monotonic(), -1 if msg.leader_epoch() is None else msg.leader_epoch()))
                 if time.monotonic() - last_commit >= self.commit_every:
                     self._commit(consumer, member)
                     last_commit = time.monotonic()

@@ -78,6 +78,8 @@ def test_two_leaders_in_one_epoch_and_commits_going_back() -> None:
     h = _history(Commit("a", 0, 5, 1.0), Commit("b", 0, 4, 2.0))
     with pytest.raises(AssertionError, match="went back from 5 \\(a\\) to 4 \\(b\\)"):
         Checker(h, GOOD_READ).commits_monotonic()
+    with pytest.raises(AssertionError, match=r"not the partitions' ends: partition -> \(committed, end\) \{0: \(4, 3\)\}"):
+        Checker(h, GOOD_READ).committed_to_the_end()
 
 
 def test_producer_errors() -> None:
