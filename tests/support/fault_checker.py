@@ -273,10 +273,12 @@ class Checker:
             prev = last.get(key)
             if prev is not None and c.offset != prev.offset + 1:
                 what = "went backwards" if c.offset <= prev.offset else "skipped"
+                around = [(x.offset, x.epoch, x.hw, round(x.at - c.at, 3)) for x in consumed
+                          if (x.member, x.partition) == (c.member, c.partition) and abs(x.at - c.at) < 2]
                 raise AssertionError(f"consumer {c.member} (assignment {c.session}) partition {c.partition} "
                                      f"{what}: offset {c.offset} (leader epoch {c.epoch}, HW {c.hw}) after "
                                      f"{prev.offset} (leader epoch {prev.epoch}, HW {prev.hw}), "
-                                     f"{c.at - prev.at:.2f} s later")
+                                     f"{c.at - prev.at:.2f} s later; (offset, epoch, HW, s) around: {around}")
             if c.value != self.at.get((c.partition, c.offset)):
                 raise AssertionError(f"consumer {c.member} read {c.value!r} at {c.partition}/{c.offset}, the log "
                                      f"now holds {self.at.get((c.partition, c.offset))!r}")
@@ -300,7 +302,9 @@ class Checker:
         with self.h.lock:
             leaders = list(self.h.leaders)
         for s in leaders:
-            if s.epoch < 0:
+            # Leader -1 is "no live leader known here" (Kafka's metadata cache answers it, with the
+            # partition's epoch, while the leader's registration is missing), not a second leader.
+            if s.epoch < 0 or s.leader < 0:
                 continue
             first = seen.setdefault((s.partition, s.epoch), s)
             if first.leader != s.leader:

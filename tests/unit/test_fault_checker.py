@@ -72,7 +72,8 @@ def test_consumer_gaps_rewinds_and_hw() -> None:
 
 
 def test_two_leaders_in_one_epoch_and_commits_going_back() -> None:
-    h = _history(LeaderSeen(0, 1, 4, (1, 2), 1, 0, 1.0), LeaderSeen(0, 2, 4, (1, 2), 3, 0, 1.5))
+    h = _history(LeaderSeen(0, 1, 4, (1, 2), 1, 0, 1.0), LeaderSeen(0, -1, 4, (1, 2), 2, 5, 1.2),
+                 LeaderSeen(0, 2, 4, (1, 2), 3, 0, 1.5))
     with pytest.raises(AssertionError, match="epoch 4 has two leaders: broker 1 said 1, broker 3 said 2"):
         Checker(h, GOOD_READ).one_leader_per_epoch()
     h = _history(Commit("a", 0, 5, 1.0), Commit("b", 0, 4, 2.0))
