@@ -476,19 +476,14 @@ class JavaVerifiableProducer:
         cmd = tool_command(VERIFIABLE_PRODUCER, [
             "--bootstrap-server", bootstrap, "--topic", topic, "--acks", acks,
             "--throughput", str(throughput), "--value-prefix", str(prefix), "--producer.config", self._config.name])
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+        # Its log (the client's WARNs: retries, errors) goes to a file: ``log_path``.
+        self._log = tempfile.NamedTemporaryFile("w+", prefix=f"verifiable-{name}-", suffix=".log", delete=False)
+        self.log_path = self._log.name
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1)
         self.started = threading.Event()
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, name=f"producer-{name}", daemon=True)
         self._reader.start()
-        self._stderr: list[str] = []
-        threading.Thread(target=self._drain_stderr, daemon=True).start()
-
-    def _drain_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self._stderr.append(line)
-            del self._stderr[:-200]
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -523,8 +518,18 @@ class JavaVerifiableProducer:
                 raise AssertionError(f"{self.name}: the VerifiableProducer did not finish within {timeout} s") from exc
         self._reader.join(10)
 
-    def stderr_text(self) -> str:
-        return "".join(self._stderr)[-4000:]
+    def remove_files(self) -> None:
+        """Its config and log (kept after a failure to read)."""
+        for path in (self._config.name, self.log_path):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+    def stderr_text(self, limit: int = 20000) -> str:
+        with open(self.log_path, errors="replace") as f:
+            text = f.read()
+        return f"({self.log_path})\n" + text[-limit:]
 
 
 class GroupConsumer:
