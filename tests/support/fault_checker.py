@@ -41,6 +41,7 @@ import confluent_kafka
 
 from broker.testing_cluster import ClusterProcesses
 from tools.kafka_cli import tool_command
+from tools.kafka_dist import LOG4J_TOOLS
 
 VERIFIABLE_PRODUCER = "org.apache.kafka.tools.VerifiableProducer"
 
@@ -476,6 +477,13 @@ class JavaVerifiableProducer:
         cmd = tool_command(VERIFIABLE_PRODUCER, [
             "--bootstrap-server", bootstrap, "--topic", topic, "--acks", acks,
             "--throughput", str(throughput), "--value-prefix", str(prefix), "--producer.config", self._config.name])
+        if os.environ.get("ODRADEK_FAULT_CLIENT_DEBUG"):   # the producer's sequence/epoch bookkeeping too
+            log4j = os.path.join(os.environ["ODRADEK_FAULT_CLIENT_DEBUG"], f"{name}-log4j.properties")
+            with open(log4j, "w") as f:
+                f.write(LOG4J_TOOLS + "log4j.logger.org.apache.kafka.clients.producer.internals="
+                        "DEBUG\nlog4j.logger.org.apache.kafka.clients.producer.internals.RecordAccumulator=INFO\n")
+            cmd = [f"-Dlog4j.configuration=file:{log4j}" if a.startswith("-Dlog4j.configuration=") else a
+                   for a in cmd]
         # Its log (the client's WARNs: retries, errors) goes to a file: ``log_path``.
         self._log = tempfile.NamedTemporaryFile("w+", prefix=f"verifiable-{name}-", suffix=".log", delete=False)
         self.log_path = self._log.name
