@@ -150,6 +150,10 @@ class Load:
                 if self.java:
                     self.java.stop()
 
+    def producer_ids(self) -> dict[str, set[int]]:
+        """Each producer's ids from InitProducerId: no two clients may ever share one."""
+        return {"rdkafka": self.rdkafka.pids, **({"java": self.java.producer_ids()} if self.java else {})}
+
     def finish(self) -> Checker:
         self.stop_producers()
         read = read_back(self.c.bootstrap, TOPIC, PARTITIONS)
@@ -164,6 +168,10 @@ class Load:
     def check(self, checker: Checker) -> None:
         """``checker.all()``; on a failure the Java producer's own log (its WARNs) is printed too."""
         try:
+            ids = self.producer_ids()
+            print(f"producer ids: {ids}", flush=True)
+            shared = set.intersection(*ids.values()) if len(ids) > 1 else set()
+            assert not shared, f"InitProducerId gave the same producer id to two clients: {ids}"
             checker.all()
         except AssertionError:
             print(f"--- the Java producer's log ---\n{self.java_log}", flush=True)

@@ -398,13 +398,20 @@ class RdkafkaProducer:
                  extra: dict[str, Any] | None = None) -> None:
         self.topic, self.partitions, self.history, self.name = topic, partitions, history, name
         self.interval = 1.0 / rate
+        self.pids: set[int] = set()   # the producer ids it was given (from its statistics)
         self.producer = confluent_kafka.Producer({
             "bootstrap.servers": bootstrap, "acks": acks, "enable.idempotence": idempotent,
             "message.timeout.ms": 120000, "linger.ms": 5, "retry.backoff.ms": 100,
-            "error_cb": self._on_error, **(extra or {})})
+            "error_cb": self._on_error, "statistics.interval.ms": 1000, "stats_cb": self._on_stats,
+            **(extra or {})})
         self.sent = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"producer-{name}", daemon=True)
+
+    def _on_stats(self, text: str) -> None:
+        pid = json.loads(text).get("eos", {}).get("producer_id", -1)
+        if pid >= 0:
+            self.pids.add(pid)
 
     def _on_error(self, err: Any) -> None:
         self.history.add(ProduceError(self.name, err.name(), err.retriable() or not err.fatal(), False,
@@ -477,13 +484,16 @@ class JavaVerifiableProducer:
         cmd = tool_command(VERIFIABLE_PRODUCER, [
             "--bootstrap-server", bootstrap, "--topic", topic, "--acks", acks,
             "--throughput", str(throughput), "--value-prefix", str(prefix), "--producer.config", self._config.name])
-        if os.environ.get("ODRADEK_FAULT_CLIENT_DEBUG"):   # the producer's sequence/epoch bookkeeping too
-            log4j = os.path.join(os.environ["ODRADEK_FAULT_CLIENT_DEBUG"], f"{name}-log4j.properties")
-            with open(log4j, "w") as f:
-                f.write(LOG4J_TOOLS + "log4j.logger.org.apache.kafka.clients.producer.internals="
-                        "DEBUG\nlog4j.logger.org.apache.kafka.clients.producer.internals.RecordAccumulator=INFO\n")
-            cmd = [f"-Dlog4j.configuration=file:{log4j}" if a.startswith("-Dlog4j.configuration=") else a
-                   for a in cmd]
+        # The tools' log4j (WARN) plus the producer ids it is given (INFO), and with
+        # ODRADEK_FAULT_CLIENT_DEBUG its sequence/epoch bookkeeping (DEBUG).
+        debug = bool(os.environ.get("ODRADEK_FAULT_CLIENT_DEBUG"))
+        self._log4j = tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False)
+        self._log4j.write(LOG4J_TOOLS + "log4j.logger.org.apache.kafka.clients.producer.internals="
+                          + ("DEBUG\nlog4j.logger.org.apache.kafka.clients.producer.internals.RecordAccumulator=INFO\n"
+                             if debug else "INFO\n"))
+        self._log4j.close()
+        cmd = [f"-Dlog4j.configuration=file:{self._log4j.name}" if a.startswith("-Dlog4j.configuration=") else a
+               for a in cmd]
         # Its log (the client's WARNs: retries, errors) goes to a file: ``log_path``.
         self._log = tempfile.NamedTemporaryFile("w+", prefix=f"verifiable-{name}-", suffix=".log", delete=False)
         self.log_path = self._log.name
@@ -526,9 +536,16 @@ class JavaVerifiableProducer:
                 raise AssertionError(f"{self.name}: the VerifiableProducer did not finish within {timeout} s") from exc
         self._reader.join(10)
 
+    def producer_ids(self) -> set[int]:
+        """The producer ids InitProducerId gave it (its log's "ProducerId set to N")."""
+        import re
+
+        with open(self.log_path, errors="replace") as f:
+            return {int(m) for m in re.findall(r"ProducerId set to (\d+) with epoch", f.read())}
+
     def remove_files(self) -> None:
         """Its config and log (kept after a failure to read)."""
-        for path in (self._config.name, self.log_path):
+        for path in (self._config.name, self._log4j.name, self.log_path):
             try:
                 os.unlink(path)
             except OSError:
