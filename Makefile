@@ -8,7 +8,7 @@ RUNTIME_STAMP := $(VENV)/.installed-runtime
 TEST_STAMP := $(VENV)/.installed-test
 CONFIG ?= config/server.properties
 
-.PHONY: run test lint bench bench-micro compile venv clean fuzz cluster
+.PHONY: run test lint bench bench-micro compile venv clean fuzz cluster faults-soak
 
 # Two installs, each with its own stamp: `make run` needs only the broker's runtime dependencies
 # (a few MB, seconds); `make test`, `make lint` and `make pipeline` add the `test` extra (pytest,
@@ -51,6 +51,12 @@ cluster: compile
 # .cache/ on first use (about a minute) and is a no-op afterwards.
 test: compile $(TEST_STAMP) jars lint
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The fault suite of issue 13 (docs/replication-faults.md) with $(ROUNDS) rounds of its kill/pause and
+# rolling-restart scenarios instead of one (`make test` runs one round); prints each failover time.
+ROUNDS ?= 10
+faults-soak: compile $(TEST_STAMP) jars
+	ODRADEK_FAULT_ROUNDS=$(ROUNDS) $(PY) -m pytest -q -s tests/integration/test_cluster_faults.py $(PYTEST_ARGS)
 
 # ruff, then mypy on broker/, storage/, controller/ and protocol/ ([tool.mypy] in pyproject.toml).
 lint: $(TEST_STAMP)

@@ -24,6 +24,7 @@ Every record changing a leader makes ``controller.image`` bump the leader epoch.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterable, Sequence, Set
 from dataclasses import replace
@@ -32,6 +33,8 @@ from controller.image import MetadataImage, PartitionState, TopicImage
 from controller.records import NO_LEADER, PartitionChangeRecord
 from controller.requests import ElectionResult, ElectionType
 from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 
@@ -94,6 +97,10 @@ def _elect(image: MetadataImage, topic: TopicImage, p: PartitionState, isr: tupl
     if leader == NO_LEADER and unclean:
         leader = unclean_leader(image, replicas)
         if leader != NO_LEADER:
+            # Kafka's controller says so too: whatever the old ISR had beyond this replica's log is gone.
+            log.warning("Unclean leader election for %s-%d: no ISR member of %s is live; electing "
+                        "out-of-sync replica %d (records it lacks are lost)", topic.name, p.partition,
+                        list(isr), leader)
             isr = (leader,)
     if leader == p.leader and isr == p.isr:
         return None

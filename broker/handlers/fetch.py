@@ -60,7 +60,8 @@ READ_COMMITTED = 1
 def _partition_response(index: int, code: int, hw: int = -1, lso: int = -1, log_start: int = -1,
                         aborted: list | None = None, records: Any = b"", preferred: int = -1) -> dict:
     # An error partition carries empty records, never null (Kafka's MemoryRecords.EMPTY):
-    # librdkafka refuses a null record set ("invalid MessageSetSize -1") and fetches again at once.
+    # librdkafka refuses a null record set ("invalid MessageSetSize -1"), fails the whole response and
+    # never sees the error code (the fault suite saw consumers re-read and skip offsets).
     return {
         "partition_index": index,
         "error_code": code,

@@ -24,17 +24,15 @@ VERSIONS = (0, 4)
 
 def handle(request: ApiRequest) -> dict:
     rm = request.broker.replica_manager
-    # v3+: a follower (replica_id >= 0) truncating gets end offsets past the high watermark.
-    for_follower = request.body.get("replica_id", -1) >= 0
     topics = []
     for t in request.body["topics"]:
         partitions = []
         for p in t["partitions"]:
             out = {"error_code": ErrorCode.NONE, "partition": p["partition"], "leader_epoch": -1, "end_offset": -1}
             try:
-                # Capped at the high watermark for consumers: they must not learn of offsets beyond it.
+                # Followers and consumers alike get the log's own answer, past the HW too (Kafka's).
                 out["leader_epoch"], out["end_offset"] = rm.last_offset_for_leader_epoch(
-                    t["topic"], p["partition"], p["current_leader_epoch"], p["leader_epoch"], for_follower)
+                    t["topic"], p["partition"], p["current_leader_epoch"], p["leader_epoch"])
             except KafkaApiError as exc:
                 out["error_code"] = exc.code
             partitions.append(out)

@@ -310,18 +310,16 @@ class Partition:
             raise KafkaApiError(ErrorCode.FENCED_LEADER_EPOCH)
         raise KafkaApiError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
-    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int,
-                                     for_follower: bool = False) -> tuple[int, int]:
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (epoch, end offset) of ``leader_epoch``, (-1, -1) if unknown.
 
-        A consumer must not learn of offsets beyond the high watermark; a follower truncating
-        (KIP-101) gets the log end.
+        Not capped at the high watermark, for consumers either (Kafka's lastOffsetForLeaderEpoch):
+        a new leader's HW lags the old leader's until its followers fetch, and a capped answer
+        below a consumer's position reads as truncation (librdkafka rewinds, and drops records
+        it fetched but had not yet handed over).
         """
         self.check_leader_epoch(current_leader_epoch)
-        epoch, end = self.log.end_offset_for_epoch(leader_epoch)
-        if for_follower or end < 0:
-            return epoch, end
-        return epoch, min(end, self.high_watermark)
+        return self.log.end_offset_for_epoch(leader_epoch)
 
     def epoch_for_offset(self, offset: int) -> int:
         """Leader epoch of the batch holding ``offset`` (the latest epoch started at or before it)."""

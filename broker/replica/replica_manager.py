@@ -1039,11 +1039,9 @@ class ReplicaManager:
         return part.fetch_offset_for_timestamp(timestamp, isolation_level)
 
     def last_offset_for_leader_epoch(self, topic: str, index: int, current_leader_epoch: int,
-                                     leader_epoch: int, for_follower: bool = False) -> tuple[int, int]:
-        """OffsetForLeaderEpoch: (epoch, end offset), (-1, -1) for an unknown epoch; a follower
-        (``for_follower``) gets end offsets past the HW."""
-        return self.leader_partition(topic, index).last_offset_for_leader_epoch(
-            current_leader_epoch, leader_epoch, for_follower)
+                                     leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset), (-1, -1) for an unknown epoch."""
+        return self.leader_partition(topic, index).last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
 
     async def delete_records(self, topic: str, index: int, offset: int) -> int:
         """DeleteRecords: advance the log start offset to ``offset`` (-1 = the HW); returns the

@@ -86,16 +86,22 @@ async def test_unclean_election_on_request(controller: Controller) -> None:
     assert e.value.code == ErrorCode.INVALID_REQUEST
 
 
-async def test_failover_is_unclean_only_when_enabled(controller: Controller) -> None:
+async def test_failover_is_unclean_only_when_enabled(controller: Controller,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
     await _three_brokers(controller)
     await _topic(controller, "clean", (2, 3))
     await _topic(controller, "dirty", (2, 3), configs={"unclean.leader.election.enable": "true"})
     for t in ("clean", "dirty"):
         await controller._commit([_isr_change(controller, t, 0, (2,))])
-    await controller.fence_broker(2)
+    with caplog.at_level("WARNING", logger="controller.elections"):
+        await controller.fence_broker(2)
     assert controller.image.topics["clean"].partitions[0].leader == -1
     dirty = controller.image.topics["dirty"].partitions[0]
     assert dirty.leader == 3 and dirty.isr == (3,)
+    # The possible loss is logged, for the unclean topic only (Kafka's controller says so too).
+    assert [r.getMessage() for r in caplog.records] == [
+        "Unclean leader election for dirty-0: no ISR member of [2] is live; electing out-of-sync replica 3 "
+        "(records it lacks are lost)"]
     # The cluster-wide dynamic default turns it on for every topic without an override.
     await controller.unfence_broker(2)
     await controller.incremental_alter_configs([AlterConfigsResource(

@@ -133,8 +133,8 @@ async def test_fetch_errors_and_follower_refusal(node: Node) -> None:
     body["replica_id"] = 2
     response = fetch.handle(Request(node, body, 12))
     assert response["error_code"] == ErrorCode.NONE
-    assert [p["error_code"] for t in response["responses"] for p in t["partitions"]] == [
-        ErrorCode.NOT_LEADER_OR_FOLLOWER]
+    assert [(p["error_code"], p["records"]) for t in response["responses"] for p in t["partitions"]] == [
+        (ErrorCode.NOT_LEADER_OR_FOLLOWER, b"")]
 
 
 async def test_follower_fetch_reads_past_the_high_watermark_and_moves_it(node: Node) -> None:

@@ -1,0 +1,699 @@
+"""The fault suite's history and checker, and the load clients that feed it (issue 13).
+
+``History`` records every client operation of a run, each with its monotonic time: produce acks
+(client, partition, offset, value), produce errors (their Kafka error names, retriable or not,
+final or transient), the records a consumer group consumed (with the high watermark the consumer
+saw at that poll), the group's committed offsets, the leaders/leader epochs/ISRs Metadata showed,
+and named marks (the faults).
+
+``Checker`` asserts what Kafka promises over that history and a final read of the topic:
+
+- no acknowledged write lost: the acked value sits at its acked offset;
+- no duplicate under idempotence: a value appears once in the log;
+- offsets dense and monotonic: the final read has no holes; each consumer, between two
+  rebalances, reads offset n+1 after offset n;
+- the high watermark a consumer sees never goes backwards;
+- one leader per (partition, leader epoch), whichever broker was asked;
+- the group's committed offsets never go backwards;
+- the errors reaching producers are only those the scenario allows.
+
+The load clients are real ones: ``RdkafkaProducer`` (confluent-kafka, acks=all, idempotent),
+``JavaVerifiableProducer`` (Kafka's own org.apache.kafka.tools.VerifiableProducer, one JSON line per
+ack), ``GroupConsumer`` (confluent-kafka subscribe(), N members of one group, committing), and
+``MetadataPoller`` (raw Metadata v12 to every broker).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import confluent_kafka
+
+from broker.testing_cluster import ClusterProcesses
+from tools.kafka_cli import tool_command
+from tools.kafka_dist import LOG4J_TOOLS
+
+VERIFIABLE_PRODUCER = "org.apache.kafka.tools.VerifiableProducer"
+
+# Kafka's RetriableException subclasses a producer may see during a failover (the Java client's
+# class names; librdkafka's errors carry their own retriable flag).
+JAVA_RETRIABLE = {
+    "TimeoutException", "NotEnoughReplicasException", "NotEnoughReplicasAfterAppendException",
+    "NotLeaderOrFollowerException", "LeaderNotAvailableException", "NetworkException",
+    "UnknownTopicOrPartitionException", "KafkaStorageException", "RequestTimedOutException",
+    "DisconnectException", "FencedLeaderEpochException", "UnknownLeaderEpochException",
+    "CorruptRecordException", "OffsetNotAvailableException", "CoordinatorLoadInProgressException",
+}
+
+
+# --- the history -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Ack:
+    client: str
+    partition: int
+    offset: int
+    value: bytes
+    at: float
+
+
+@dataclass(frozen=True)
+class ProduceError:
+    client: str
+    name: str          # Kafka's error name (librdkafka) or exception class (Java)
+    retriable: bool
+    final: bool        # a delivery failure (the record is not written), not a transient client event
+    at: float
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Consumed:
+    member: str
+    session: int       # the member's assignment count: a rebalance may rewind to the committed offset
+    partition: int
+    offset: int
+    value: bytes
+    hw: int            # the high watermark the consumer held at that poll (-1: unknown)
+    at: float
+    epoch: int = -1    # the leader epoch of the record's batch
+
+
+@dataclass(frozen=True)
+class Commit:
+    member: str
+    partition: int
+    offset: int
+    at: float
+
+
+@dataclass(frozen=True)
+class LeaderSeen:
+    partition: int
+    leader: int
+    epoch: int
+    isr: tuple[int, ...]
+    via: int
+    error: int
+    at: float
+
+
+@dataclass
+class History:
+    """Thread-safe, append-only record of one run (each client thread appends its own events)."""
+
+    acks: list[Ack] = field(default_factory=list)
+    errors: list[ProduceError] = field(default_factory=list)
+    consumed: list[Consumed] = field(default_factory=list)
+    commits: list[Commit] = field(default_factory=list)
+    leaders: list[LeaderSeen] = field(default_factory=list)
+    marks: list[tuple[str, float]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, event: Ack | ProduceError | Consumed | Commit | LeaderSeen) -> None:
+        lists: dict[type, list[Any]] = {Ack: self.acks, ProduceError: self.errors, Consumed: self.consumed,
+                                        Commit: self.commits, LeaderSeen: self.leaders}
+        target = lists[type(event)]
+        with self.lock:
+            target.append(event)
+
+    def mark(self, name: str) -> float:
+        """Note a fault (or any step) now; returns its time."""
+        at = time.monotonic()
+        with self.lock:
+            self.marks.append((name, at))
+        return at
+
+    def acked(self, client: str | None = None, partitions: Iterable[int] | None = None) -> int:
+        wanted = None if partitions is None else set(partitions)
+        with self.lock:
+            return sum(1 for a in self.acks if (client is None or a.client == client)
+                       and (wanted is None or a.partition in wanted))
+
+    def final_errors(self) -> list[ProduceError]:
+        with self.lock:
+            return [e for e in self.errors if e.final]
+
+
+# --- failover figures ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Failover:
+    fault: str
+    partitions: tuple[int, ...]
+    leader_moved_s: float | None   # fault -> first Metadata showing another live leader (None: never seen)
+    ack_stall_s: float | None      # the longest gap between acks on those partitions after the fault
+
+    def line(self) -> str:
+        def fmt(v: float | None) -> str:
+            return "-" if v is None else f"{v:.2f} s"
+        return (f"{self.fault}: partitions {list(self.partitions)}: new leader in Metadata after "
+                f"{fmt(self.leader_moved_s)}, longest ack stall {fmt(self.ack_stall_s)}")
+
+
+def failover(history: History, fault: str, at: float, old_leader: int, partitions: Iterable[int],
+             window: float = 60.0) -> Failover:
+    """How long ``partitions`` (led by ``old_leader`` at time ``at``) were without a leader / acks."""
+    parts = tuple(sorted(partitions))
+    with history.lock:
+        leaders = [s for s in history.leaders if s.partition in parts and s.at >= at]
+        acks = sorted(a.at for a in history.acks if a.partition in parts and at - 1 <= a.at <= at + window)
+    moved: dict[int, float] = {}
+    for s in leaders:
+        if s.leader not in (old_leader, -1) and s.partition not in moved:
+            moved[s.partition] = s.at - at
+    leader_moved = max(moved.values()) if len(moved) == len(parts) and parts else None
+    after = [t for t in acks if t >= at]
+    stall = None
+    if after:
+        before = [t for t in acks if t < at]
+        points = ([before[-1]] if before else [at]) + after
+        stall = max(b - a for a, b in zip(points, points[1:], strict=False)) if len(points) > 1 else 0.0
+    return Failover(fault, parts, leader_moved, stall)
+
+
+# --- the checker --------------------------------------------------------------------------------
+
+Read = dict[int, list[tuple[int, bytes]]]   # partition -> [(offset, value)] as read back from offset 0
+
+
+def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> Read:
+    """Every record of ``topic`` from the start up to each partition's high watermark now."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"checker-{topic}",
+                                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        ends = {p: consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=30)[1]
+                for p in range(partitions)}
+        consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+                         for p in range(partitions)])
+        seen: Read = {p: [] for p in range(partitions)}
+        deadline = time.monotonic() + timeout
+        while any((seen[p][-1][0] + 1 if seen[p] else 0) < ends[p] for p in seen):
+            assert time.monotonic() < deadline, (
+                f"read-back of {topic} stalled: read up to {[(p, s[-1][0] if s else -1) for p, s in seen.items()]} "
+                f"of high watermarks {ends}")
+            batch: list[Any] = consumer.consume(500, 0.5)   # confluent-kafka's Message: optional fields
+            for msg in batch:
+                if msg.error() is None and msg.offset() < ends[msg.partition()]:
+                    seen[msg.partition()].append((msg.offset(), msg.value()))
+        return seen
+    finally:
+        consumer.close()
+
+
+class Checker:
+    """Assertions over a History plus a final read (``read_back``). Each raises AssertionError with
+    what broke, where, and a few examples."""
+
+    def __init__(self, history: History, read: Read) -> None:
+        self.h = history
+        self.read = read
+        self.at = {(p, off): v for p, recs in read.items() for off, v in recs}
+
+    def lost(self, clients: Iterable[str] | None = None) -> list[Ack]:
+        """Acked records whose value is not at their acked offset."""
+        wanted = None if clients is None else set(clients)
+        return [a for a in self.h.acks if (wanted is None or a.client in wanted)
+                and self.at.get((a.partition, a.offset)) != a.value]
+
+    def no_acked_write_lost(self) -> None:
+        lost = self.lost()
+        if lost:
+            examples = [(a.client, a.partition, a.offset, a.value, self.at.get((a.partition, a.offset)))
+                        for a in lost[:5]]
+            raise AssertionError(f"{len(lost)} of {len(self.h.acks)} acknowledged records lost or changed; "
+                                 f"(client, partition, offset, acked value, value now) e.g. {examples}")
+
+    def no_duplicates(self) -> None:
+        where: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
+        for p, recs in self.read.items():
+            for off, v in recs:
+                where[v].append((p, off))
+        dups = {v: w for v, w in where.items() if len(w) > 1}
+        if dups:
+            raise AssertionError(f"{len(dups)} values written more than once under idempotence, "
+                                 f"e.g. {list(dups.items())[:5]}")
+
+    def produce_order_kept(self) -> None:
+        """Per partition and producer, the producer's sequence numbers rise with the offset."""
+        for p, recs in self.read.items():
+            last: dict[str, tuple[int, int]] = {}
+            for off, v in recs:
+                client, _, n = v.decode().rpartition(".")
+                if not n.isdigit():
+                    continue
+                if client in last and int(n) <= last[client][1]:
+                    raise AssertionError(f"partition {p}: {client}'s record {n} at offset {off} follows its "
+                                         f"record {last[client][1]} at offset {last[client][0]}")
+                last[client] = (off, int(n))
+
+    def offsets_dense(self) -> None:
+        for p, recs in self.read.items():
+            offsets = [off for off, _ in recs]
+            if offsets and offsets != list(range(offsets[0], offsets[0] + len(offsets))):
+                holes = [(a, b) for a, b in zip(offsets, offsets[1:], strict=False) if b != a + 1]
+                raise AssertionError(f"partition {p}: offsets not dense as read back, jumps {holes[:5]}")
+
+    def consumed_dense_and_monotonic(self) -> None:
+        """Each member, within one assignment, reads each partition's offsets one after another."""
+        last: dict[tuple[str, int, int], Consumed] = {}
+        with self.h.lock:
+            consumed = list(self.h.consumed)
+        for c in consumed:
+            key = (c.member, c.session, c.partition)
+            prev = last.get(key)
+            if prev is not None and c.offset != prev.offset + 1:
+                what = "went backwards" if c.offset <= prev.offset else "skipped"
+                around = [(x.offset, x.epoch, x.hw, round(x.at - c.at, 3)) for x in consumed
+                          if (x.member, x.partition) == (c.member, c.partition) and abs(x.at - c.at) < 2]
+                raise AssertionError(f"consumer {c.member} (assignment {c.session}) partition {c.partition} "
+                                     f"{what}: offset {c.offset} (leader epoch {c.epoch}, HW {c.hw}) after "
+                                     f"{prev.offset} (leader epoch {prev.epoch}, HW {prev.hw}), "
+                                     f"{c.at - prev.at:.2f} s later; (offset, epoch, HW, s) around: {around}")
+            if c.value != self.at.get((c.partition, c.offset)):
+                raise AssertionError(f"consumer {c.member} read {c.value!r} at {c.partition}/{c.offset}, the log "
+                                     f"now holds {self.at.get((c.partition, c.offset))!r}")
+            last[key] = c
+
+    def consumer_hw_monotonic(self) -> None:
+        last: dict[tuple[str, int], Consumed] = {}
+        with self.h.lock:
+            consumed = list(self.h.consumed)
+        for c in consumed:
+            if c.hw < 0:
+                continue
+            prev = last.get((c.member, c.partition))
+            if prev is not None and c.hw < prev.hw:
+                raise AssertionError(f"consumer {c.member} saw partition {c.partition}'s high watermark go back "
+                                     f"from {prev.hw} to {c.hw} ({c.at - prev.at:.2f} s later)")
+            last[(c.member, c.partition)] = c
+
+    def one_leader_per_epoch(self) -> None:
+        seen: dict[tuple[int, int], LeaderSeen] = {}
+        with self.h.lock:
+            leaders = list(self.h.leaders)
+        for s in leaders:
+            # Leader -1 is "no live leader known here" (Kafka's metadata cache answers it, with the
+            # partition's epoch, while the leader's registration is missing), not a second leader.
+            if s.epoch < 0 or s.leader < 0:
+                continue
+            first = seen.setdefault((s.partition, s.epoch), s)
+            if first.leader != s.leader:
+                raise AssertionError(f"partition {s.partition} leader epoch {s.epoch} has two leaders: broker "
+                                     f"{first.via} said {first.leader}, broker {s.via} said {s.leader} "
+                                     f"({s.at - first.at:.2f} s later)")
+
+    def commits_monotonic(self) -> None:
+        last: dict[int, Commit] = {}
+        with self.h.lock:
+            commits = list(self.h.commits)
+        for c in commits:
+            prev = last.get(c.partition)
+            if prev is not None and c.offset < prev.offset:
+                raise AssertionError(f"the group's committed offset of partition {c.partition} went back from "
+                                     f"{prev.offset} ({prev.member}) to {c.offset} ({c.member})")
+            last[c.partition] = c
+
+    def committed_to_the_end(self) -> None:
+        """The group's last commit of each partition is the end of what was read back (it drained
+        the topic and committed on the way out)."""
+        with self.h.lock:
+            last = {c.partition: c.offset for c in self.h.commits}
+        ends = {p: recs[-1][0] + 1 for p, recs in self.read.items() if recs}
+        short = {p: (last.get(p), end) for p, end in ends.items() if last.get(p) != end}
+        if short:
+            raise AssertionError(f"the group's last commits are not the partitions' ends: "
+                                 f"partition -> (committed, end) {short}")
+
+    def consumed_everything_acked(self) -> None:
+        """The group read every acked record at least once (it ran to the end: ``GroupConsumer.drain``)."""
+        with self.h.lock:
+            got = {(c.partition, c.offset) for c in self.h.consumed}
+        missing = [a for a in self.h.acks if (a.partition, a.offset) not in got]
+        if missing:
+            raise AssertionError(f"the consumer group never read {len(missing)} acked records, e.g. "
+                                 f"{[(a.partition, a.offset) for a in missing[:5]]}")
+
+    def producer_errors(self, allow_final: bool = False, allow_retriable: bool = True) -> None:
+        """Errors reaching producers: with ``allow_final`` False no delivery failed; transient ones
+        (client events, failed attempts it retried) must be retriable unless they are allowed not to be."""
+        with self.h.lock:
+            errors = list(self.h.errors)
+        final = [e for e in errors if e.final]
+        if final and not allow_final:
+            raise AssertionError(f"{len(final)} deliveries failed, e.g. "
+                                 f"{[(e.client, e.name, e.detail) for e in final[:5]]}")
+        bad = [e for e in errors if not e.retriable and not (e.final and allow_final)]
+        if bad or (errors and not allow_retriable):
+            raise AssertionError(f"non-retriable errors reached producers: "
+                                 f"{[(e.client, e.name, e.detail) for e in (bad or errors)[:5]]}")
+
+    def summary(self) -> str:
+        """What the run's history holds, so a passing run shows it checked something."""
+        with self.h.lock:
+            acks: dict[str, int] = defaultdict(int)
+            for a in self.h.acks:
+                acks[a.client] += 1
+            epochs = {(s.partition, s.epoch) for s in self.h.leaders}
+            return (f"acks {dict(acks)}, produce errors {len(self.h.errors)} "
+                    f"({sum(e.final for e in self.h.errors)} final), records read back "
+                    f"{sum(len(r) for r in self.read.values())}, consumed by the group {len(self.h.consumed)} "
+                    f"(HW seen {sum(c.hw >= 0 for c in self.h.consumed)} times), commits {len(self.h.commits)}, "
+                    f"Metadata views {len(self.h.leaders)} over {len(epochs)} (partition, leader epoch)s")
+
+    def all(self, *, idempotent: bool = True, group: bool = True, allow_final_errors: bool = False) -> None:
+        self.no_acked_write_lost()
+        self.offsets_dense()
+        if idempotent:
+            self.no_duplicates()
+            self.produce_order_kept()
+        if group:
+            self.consumed_dense_and_monotonic()
+            self.consumer_hw_monotonic()
+            self.commits_monotonic()
+            self.committed_to_the_end()
+            self.consumed_everything_acked()
+        self.one_leader_per_epoch()
+        self.producer_errors(allow_final=allow_final_errors)
+
+
+# --- load clients ------------------------------------------------------------------------------
+
+class RdkafkaProducer:
+    """librdkafka producer writing "<name>.<n>" round-robin over the partitions at about ``rate``
+    records/s until stopped; every ack and error goes to the history."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, history: History, name: str = "rdkafka",
+                 rate: float = 300.0, acks: str = "all", idempotent: bool = True,
+                 extra: dict[str, Any] | None = None) -> None:
+        self.topic, self.partitions, self.history, self.name = topic, partitions, history, name
+        self.interval = 1.0 / rate
+        self.pids: set[int] = set()   # the producer ids it was given (from its statistics)
+        self.producer = confluent_kafka.Producer({
+            "bootstrap.servers": bootstrap, "acks": acks, "enable.idempotence": idempotent,
+            "message.timeout.ms": 120000, "linger.ms": 5, "retry.backoff.ms": 100,
+            "error_cb": self._on_error, "statistics.interval.ms": 1000, "stats_cb": self._on_stats,
+            **(extra or {})})
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"producer-{name}", daemon=True)
+
+    def _on_stats(self, text: str) -> None:
+        pid = json.loads(text).get("eos", {}).get("producer_id", -1)
+        if pid >= 0:
+            self.pids.add(pid)
+
+    def _on_error(self, err: Any) -> None:
+        self.history.add(ProduceError(self.name, err.name(), err.retriable() or not err.fatal(), False,
+                                      time.monotonic(), err.str()))
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        now = time.monotonic()
+        if err is not None:
+            self.history.add(ProduceError(self.name, err.name(), err.retriable(), True, now, err.str()))
+        else:
+            self.history.add(Ack(self.name, msg.partition(), msg.offset(), msg.value(), now))
+
+    def _run(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            value = f"{self.name}.{self.sent}".encode()
+            try:
+                self.producer.produce(self.topic, value, partition=self.sent % self.partitions,
+                                      on_delivery=self._on_delivery)
+                self.sent += 1
+            except BufferError:
+                pass
+            next_at += self.interval
+            self.producer.poll(max(0.0, next_at - time.monotonic()))
+
+    def start(self) -> RdkafkaProducer:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 120.0) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        left = self.producer.flush(timeout)
+        assert left == 0, f"{self.name}: {left} records still undelivered after {timeout} s"
+
+
+def produce_batch(bootstrap: str, topic: str, partition: int, values: list[bytes], history: History,
+                  client: str, acks: str = "all", timeout: float = 30.0) -> list[Ack]:
+    """Produce ``values`` to one partition and wait for each answer; returns this batch's acks."""
+    acked: list[Ack] = []
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": acks, "enable.idempotence": False,
+                                         "message.timeout.ms": int(timeout * 1000), "linger.ms": 2})
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is None:
+            ack = Ack(client, msg.partition(), msg.offset(), msg.value(), time.monotonic())
+            acked.append(ack)
+            history.add(ack)
+        else:
+            history.add(ProduceError(client, err.name(), err.retriable(), True, time.monotonic(), err.str()))
+
+    for v in values:
+        producer.produce(topic, v, partition=partition, on_delivery=on_delivery)
+    producer.flush(timeout + 5)
+    return acked
+
+
+class JavaVerifiableProducer:
+    """Kafka's VerifiableProducer (the Java client, acks=all, idempotent) at ``throughput`` records/s;
+    values are "<prefix>.<n>" (the tool takes only a number as prefix). It prints a JSON line per ack
+    (partition, offset) or failed send."""
+
+    def __init__(self, bootstrap: str, topic: str, history: History, name: str = "java",
+                 throughput: int = 200, acks: str = "-1", prefix: int = 2) -> None:
+        self.history, self.name = history, name
+        self._config = tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False)
+        self._config.write("enable.idempotence=true\nretries=2147483647\nlinger.ms=5\nretry.backoff.ms=100\n"
+                           "delivery.timeout.ms=120000\nrequest.timeout.ms=10000\nmetadata.max.age.ms=5000\n")
+        self._config.close()
+        cmd = tool_command(VERIFIABLE_PRODUCER, [
+            "--bootstrap-server", bootstrap, "--topic", topic, "--acks", acks,
+            "--throughput", str(throughput), "--value-prefix", str(prefix), "--producer.config", self._config.name])
+        # The tools' log4j (WARN) plus the producer ids it is given (INFO), and with
+        # ODRADEK_FAULT_CLIENT_DEBUG its sequence/epoch bookkeeping (DEBUG).
+        debug = bool(os.environ.get("ODRADEK_FAULT_CLIENT_DEBUG"))
+        self._log4j = tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False)
+        self._log4j.write(LOG4J_TOOLS + "log4j.logger.org.apache.kafka.clients.producer.internals="
+                          + ("DEBUG\nlog4j.logger.org.apache.kafka.clients.producer.internals.RecordAccumulator=INFO\n"
+                             if debug else "INFO\n"))
+        self._log4j.close()
+        cmd = [f"-Dlog4j.configuration=file:{self._log4j.name}" if a.startswith("-Dlog4j.configuration=") else a
+               for a in cmd]
+        # Its log (the client's WARNs: retries, errors) goes to a file: ``log_path``.
+        self._log = tempfile.NamedTemporaryFile("w+", prefix=f"verifiable-{name}-", suffix=".log", delete=False)
+        self.log_path = self._log.name
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1)
+        self.started = threading.Event()
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, name=f"producer-{name}", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            now = time.monotonic()
+            try:
+                event = json.loads(line)
+            except ValueError:
+                self.lines.append(line)
+                continue
+            name = event.get("name")
+            if name == "producer_send_success":
+                self.history.add(Ack(self.name, event["partition"], event["offset"], event["value"].encode(), now))
+            elif name == "producer_send_error":
+                cls = str(event.get("exception", "")).rsplit(".", 1)[-1]
+                self.history.add(ProduceError(self.name, cls, cls in JAVA_RETRIABLE, True, now,
+                                              str(event.get("message", ""))))
+            elif name == "startup_complete":
+                self.started.set()
+            else:
+                self.lines.append(line)
+
+    def stop(self, timeout: float = 120.0) -> None:
+        """SIGTERM: its shutdown hook closes the producer, which first delivers what it holds."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired as exc:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError(f"{self.name}: the VerifiableProducer did not finish within {timeout} s") from exc
+        self._reader.join(10)
+
+    def producer_ids(self) -> set[int]:
+        """The producer ids InitProducerId gave it (its log's "ProducerId set to N")."""
+        import re
+
+        with open(self.log_path, errors="replace") as f:
+            return {int(m) for m in re.findall(r"ProducerId set to (\d+) with epoch", f.read())}
+
+    def remove_files(self) -> None:
+        """Its config and log (kept after a failure to read)."""
+        for path in (self._config.name, self._log4j.name, self.log_path):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+    def stderr_text(self, limit: int = 20000) -> str:
+        with open(self.log_path, errors="replace") as f:
+            text = f.read()
+        return f"({self.log_path})\n" + text[-limit:]
+
+
+class GroupConsumer:
+    """``members`` confluent-kafka consumers of one group subscribed to ``topic``, each in its thread,
+    committing synchronously every ``commit_every`` s; every record, HW and commit goes to the history."""
+
+    def __init__(self, bootstrap: str, topic: str, history: History, group: str = "faults", members: int = 2,
+                 commit_every: float = 0.5) -> None:
+        self.bootstrap, self.topic, self.history, self.group = bootstrap, topic, history, group
+        self.commit_every = commit_every
+        self._stop = threading.Event()
+        self.assigned: dict[str, set[int]] = {}
+        self.commit_failures: list[str] = []
+        self._threads = [threading.Thread(target=self._run, args=(f"{group}-{i}",), daemon=True)
+                         for i in range(members)]
+
+    def start(self) -> GroupConsumer:
+        for t in self._threads:
+            t.start()
+        return self
+
+    def _run(self, member: str) -> None:
+        session = 0
+
+        def on_assign(consumer: Any, partitions: list[Any]) -> None:
+            nonlocal session
+            session += 1
+            self.assigned[member] = {tp.partition for tp in partitions}
+
+        def on_revoke(consumer: Any, partitions: list[Any]) -> None:
+            self._commit(consumer, member)
+            self.assigned[member] = set()
+
+        config: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap, "group.id": self.group, "client.id": member,
+            "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 1000, "topic.metadata.refresh.interval.ms": 2000}
+        debug_dir = os.environ.get("ODRADEK_FAULT_CLIENT_DEBUG")   # librdkafka's own trace, to diagnose
+        if debug_dir:
+            import logging
+
+            logger = logging.getLogger(f"rdkafka.{member}")
+            logger.addHandler(logging.FileHandler(os.path.join(debug_dir, f"{member}.log")))
+            logger.setLevel(logging.DEBUG)
+            config.update({"debug": "consumer,fetch,topic", "logger": logger})
+        consumer = confluent_kafka.Consumer(config)
+        consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
+        last_commit = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                msgs: list[Any] = consumer.consume(200, 0.2)
+                hws: dict[int, int] = {}
+                for msg in msgs:
+                    if msg.error() is not None:
+                        continue
+                    p = msg.partition()
+                    if p not in hws:
+                        hws[p] = consumer.get_watermark_offsets(
+                            confluent_kafka.TopicPartition(self.topic, p), cached=True)[1]
+                    self.history.add(Consumed(member, session, p, msg.offset(), msg.value(), hws[p],
+                                              time.monotonic(), -1 if msg.leader_epoch() is None else msg.leader_epoch()))
+                if time.monotonic() - last_commit >= self.commit_every:
+                    self._commit(consumer, member)
+                    last_commit = time.monotonic()
+            self._commit(consumer, member)
+        finally:
+            consumer.close()
+
+    def _commit(self, consumer: Any, member: str) -> None:
+        try:
+            done = consumer.commit(asynchronous=False)
+        except confluent_kafka.KafkaException as exc:
+            if exc.args[0].code() != confluent_kafka.KafkaError._NO_OFFSET:
+                self.commit_failures.append(str(exc))
+            return
+        now = time.monotonic()
+        for tp in done or []:
+            if tp.error is None and tp.offset >= 0:
+                self.history.add(Commit(member, tp.partition, tp.offset, now))
+
+    def drain(self, ends: dict[int, int], timeout: float = 60.0) -> bool:
+        """Wait until the group consumed every offset below ``ends`` (partition -> end offset)."""
+        def done() -> bool:
+            with self.history.lock:
+                top: dict[int, int] = {}
+                for c in self.history.consumed:
+                    top[c.partition] = max(top.get(c.partition, -1), c.offset)
+            return all(top.get(p, -1) + 1 >= end for p, end in ends.items())
+        return _wait(done, timeout)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(30)
+
+
+class MetadataPoller:
+    """Asks every broker (except ``skip``: paused ones) for ``topic``'s Metadata every ``interval`` s
+    and records each partition's leader, leader epoch and ISR as that broker sees it."""
+
+    def __init__(self, cluster: ClusterProcesses, topic: str, history: History, interval: float = 0.25) -> None:
+        self.cluster, self.topic, self.history, self.interval = cluster, topic, history, interval
+        self.skip: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="metadata-poller", daemon=True)
+
+    def start(self) -> MetadataPoller:
+        self._thread.start()
+        return self
+
+    def poll_once(self, node: int) -> None:
+        md = self.cluster.request(node, "Metadata", 12, {"topics": [{"name": self.topic, "topic_id": None}]},
+                                  timeout=1.0)
+        now = time.monotonic()
+        for topic in md["topics"]:
+            for p in topic["partitions"]:
+                self.history.add(LeaderSeen(p["partition_index"], p["leader_id"], p["leader_epoch"],
+                                            tuple(sorted(p["isr_nodes"])), node, p["error_code"], now))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for node in self.cluster.live_ids():
+                if node in self.skip or self._stop.is_set():
+                    continue
+                try:
+                    self.poll_once(node)
+                except (OSError, ConnectionError, ValueError):
+                    pass
+            self._stop.wait(self.interval)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def _wait(predicate: Callable[[], bool], timeout: float, interval: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
