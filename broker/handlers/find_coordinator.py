@@ -14,8 +14,11 @@ Group keys: the coordinator is the leader of ``__consumer_offsets`` partition
 COORDINATOR_NOT_AVAILABLE; the client retries. The replication factor is
 ``offsets.topic.replication.factor`` capped at the number of live brokers (Kafka refuses instead;
 capping lets a single node with the default of 3 work, as most single-node setups override it).
-Transaction keys get COORDINATOR_NOT_AVAILABLE until the transaction coordinator exists; other
-key types get INVALID_REQUEST.
+Transaction keys: the leader of ``__transaction_state`` partition
+``abs(hashCode(transactional.id)) % transaction.state.log.num.partitions``; the first lookup
+creates the topic the same way (compacted, ``transaction.state.log.*``: replication factor capped
+at the live brokers, min.insync.replicas at the replication factor). Other key types get
+INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from typing import Any
 
 from broker.group.coordinator import OFFSETS_TOPIC, coordinator_of
 from broker.group.hashing import partition_for
+from broker.handlers.txn_common import txn_coordinator_of
 from broker.request_types import ApiRequest
+from broker.txn.shard import TXN_TOPIC
 from protocol.errors import ErrorCode
 
 API_KEY = 10
@@ -38,20 +43,28 @@ TRANSACTION = 1
 log = logging.getLogger(__name__)
 
 
-async def _ensure_offsets_topic(request: ApiRequest) -> bool:
-    """True if __consumer_offsets exists; else start creating it and return False."""
+async def _ensure_topic(request: ApiRequest, topic: str) -> bool:
+    """True if the internal topic exists; else start creating it and return False."""
     metadata = request.broker.metadata
-    if OFFSETS_TOPIC in metadata.image.topics:
+    if topic in metadata.image.topics:
         return True
     cfg = request.broker.config
     live = len(metadata.image.live_broker_ids()) or 1
-    rf = min(int(cfg["offsets.topic.replication.factor"]), live)
-    result = await request.broker.controller_client.create_internal_topic(
-        OFFSETS_TOPIC, cfg["offsets.topic.num.partitions"], rf,
-        {"cleanup.policy": "compact", "compression.type": "producer",
-         "segment.bytes": str(cfg["offsets.topic.segment.bytes"])})
+    if topic == OFFSETS_TOPIC:
+        rf = min(int(cfg["offsets.topic.replication.factor"]), live)
+        partitions = cfg["offsets.topic.num.partitions"]
+        configs = {"cleanup.policy": "compact", "compression.type": "producer",
+                   "segment.bytes": str(cfg["offsets.topic.segment.bytes"])}
+    else:
+        rf = min(int(cfg["transaction.state.log.replication.factor"]), live)
+        partitions = cfg["transaction.state.log.num.partitions"]
+        configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                   "unclean.leader.election.enable": "false",
+                   "min.insync.replicas": str(min(cfg["transaction.state.log.min.isr"], rf)),
+                   "segment.bytes": str(cfg["transaction.state.log.segment.bytes"])}
+    result = await request.broker.controller_client.create_internal_topic(topic, partitions, rf, configs)
     if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-        log.warning("could not create %s: %s %s", OFFSETS_TOPIC, result.error_code, result.error_message)
+        log.warning("could not create %s: %s %s", topic, result.error_code, result.error_message)
     return False
 
 
@@ -63,17 +76,22 @@ async def _lookup(request: ApiRequest, key_type: int, key: str) -> dict[str, Any
         entry["error_message"] = code.name
         return entry
 
-    if key_type == TRANSACTION:
-        return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    if key_type != GROUP:
+    if key_type == GROUP:
+        topic = OFFSETS_TOPIC
+        available = coordinator_of(request) is not None
+    elif key_type == TRANSACTION:
+        topic = TXN_TOPIC
+        available = txn_coordinator_of(request) is not None
+        if not key:
+            return error(ErrorCode.INVALID_REQUEST)
+    else:
         return error(ErrorCode.INVALID_REQUEST)
-    coordinator = coordinator_of(request)
-    if coordinator is None:
+    if not available:
         return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    if not await _ensure_offsets_topic(request):
+    if not await _ensure_topic(request, topic):
         return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     image = request.broker.metadata.image
-    state = image.partition(OFFSETS_TOPIC, partition_for(key, len(image.topics[OFFSETS_TOPIC].partitions)))
+    state = image.partition(topic, partition_for(key, len(image.topics[topic].partitions)))
     node = image.brokers.get(state.leader) if state is not None else None
     if node is None or node.fenced:
         return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)

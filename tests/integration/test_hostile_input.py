@@ -37,6 +37,10 @@ EXPECTED_APIS = [
     (21, 0, 2),  # DeleteRecords
     (22, 0, 5),  # InitProducerId
     (23, 0, 4),  # OffsetForLeaderEpoch
+    (24, 0, 3),  # AddPartitionsToTxn
+    (25, 0, 4),  # AddOffsetsToTxn
+    (26, 0, 4),  # EndTxn
+    (27, 0, 1),  # WriteTxnMarkers
     (32, 0, 4),  # DescribeConfigs
     (33, 0, 2),  # AlterConfigs
     (35, 0, 4),  # DescribeLogDirs
