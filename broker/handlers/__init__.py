@@ -31,6 +31,7 @@ HANDLER_MODULES = (
     "add_offsets_to_txn",
     "end_txn",
     "write_txn_markers",
+    "txn_offset_commit",
     "offset_for_leader_epoch",
     "delete_records",
     "describe_log_dirs",

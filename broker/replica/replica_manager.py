@@ -139,6 +139,10 @@ class ReplicaManager:
         self._reported_truncations: set[str] = set()
         self._leader_listeners: list[Callable[[str, int, int], None]] = []
         self._resign_listeners: list[Callable[[str, int], None]] = []
+        # (topic, partition, producer id, commit) after a marker lands: the group coordinator
+        # completes TxnOffsetCommit's pending offsets on __consumer_offsets (Kafka's
+        # onTransactionCompleted, called from WriteTxnMarkers).
+        self._txn_marker_listeners: list[Callable[[str, int, int, bool], None]] = []
         self._tasks: list[asyncio.Task] = []
         self.cleaner: LogCleaner | None = None
         self._log_admin = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-log-admin")
@@ -623,6 +627,18 @@ class ReplicaManager:
     def on_resign(self, callback: Callable[[str, int], None]) -> None:
         self._resign_listeners.append(callback)
 
+    def on_txn_marker(self, callback: Callable[[str, int, int, bool], None]) -> None:
+        self._txn_marker_listeners.append(callback)
+
+    def next_producer_sequence(self, topic: str, partition: int, producer_id: int, producer_epoch: int) -> int:
+        """The sequence a coordinator-written batch of (producer id, epoch) continues with here
+        (TxnOffsetCommit writes the offsets as the producer's transactional batch)."""
+        state = self.leader_partition(topic, partition).log.producer_state
+        entry = state.last_entry(producer_id) if isinstance(state, ProducerStateManager) else None
+        if entry is None or entry.producer_epoch != producer_epoch or entry.last_seq < 0:
+            return 0
+        return (entry.last_seq + 1) & 0x7FFFFFFF
+
     # -- lookups ----------------------------------------------------------------------------
 
     def set_self_fenced(self, fenced: bool) -> None:
@@ -748,6 +764,8 @@ class ReplicaManager:
                 continue
             results.append(info)
             self._after_leader_append(part, info)
+            for listener in self._txn_marker_listeners:
+                listener(topic, index, producer_id, commit)
             if part.high_watermark <= info.last_offset:
                 waiting.append((i, (topic, index)))
         if not waiting:

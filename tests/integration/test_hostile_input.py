@@ -41,6 +41,7 @@ EXPECTED_APIS = [
     (25, 0, 4),  # AddOffsetsToTxn
     (26, 0, 4),  # EndTxn
     (27, 0, 1),  # WriteTxnMarkers
+    (28, 0, 4),  # TxnOffsetCommit
     (32, 0, 4),  # DescribeConfigs
     (33, 0, 2),  # AlterConfigs
     (35, 0, 4),  # DescribeLogDirs

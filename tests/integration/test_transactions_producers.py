@@ -135,3 +135,56 @@ def test_aiokafka_commit_and_abort(txn_broker) -> None:
 
     asyncio.run(run())
     assert read_committed(txn_broker.bootstrap, topic, 1, 3) == [b"ok0", b"ok1", b"ok2"]
+
+
+def test_send_offsets_to_transaction_commits_with_it_and_abort_drops_them(txn_broker) -> None:
+    """consume-transform-produce: the group's offsets are committed by the transaction's commit
+    only (OffsetFetch shows nothing after an abort and the committed ones after a commit)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    source, sink = _topic(txn_broker, 1), _topic(txn_broker, 1)
+    seed = _producer(txn_broker.bootstrap, "tx-seed")
+    seed.init_transactions(30)
+    seed.begin_transaction()
+    for i in range(6):
+        seed.produce(source, f"in{i}".encode(), partition=0)
+    seed.commit_transaction(30)
+
+    group = f"ctp-{uuid.uuid4().hex[:6]}"
+    consumer = Consumer({"bootstrap.servers": txn_broker.bootstrap, "group.id": group,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed"})
+    consumer.subscribe([source])
+    batch: list = []
+    deadline = time.monotonic() + 30
+    while len(batch) < 6 and time.monotonic() < deadline:
+        batch += [m for m in consumer.consume(10, timeout=0.5) if m.error() is None]
+    assert len(batch) == 6
+
+    p = _producer(txn_broker.bootstrap, "tx-ctp")
+    p.init_transactions(30)
+
+    def committed() -> int:
+        return consumer.committed([TopicPartition(source, 0)], timeout=10)[0].offset
+
+    # An aborted transaction's offsets are dropped.
+    p.begin_transaction()
+    for m in batch[:3]:
+        p.produce(sink, m.value().upper(), partition=0)
+    p.send_offsets_to_transaction([TopicPartition(source, 0, batch[2].offset() + 1)],
+                                  consumer.consumer_group_metadata(), 30)
+    p.abort_transaction(30)
+    assert committed() < 0
+    # A committed one's are visible with its records.
+    p.begin_transaction()
+    for m in batch:
+        p.produce(sink, m.value().upper(), partition=0)
+    p.send_offsets_to_transaction([TopicPartition(source, 0, batch[-1].offset() + 1)],
+                                  consumer.consumer_group_metadata(), 30)
+    p.commit_transaction(30)
+    deadline = time.monotonic() + 10
+    while committed() != 6 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert committed() == batch[-1].offset() + 1 == 6
+    consumer.close()
+    assert read_committed(txn_broker.bootstrap, sink, 1, 6) == [f"IN{i}".encode() for i in range(6)]
