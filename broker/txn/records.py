@@ -91,8 +91,9 @@ def decode_key(data: bytes | None) -> str:
 
 
 def value_bytes(v: TxnLogValue) -> bytes:
-    # Kafka writes the partitions only while they matter (Empty / Complete* carry none).
-    parts = None if v.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT) else [
+    # As Kafka's TransactionLog.valueToBytes: null partitions for Empty only (Kafka's own reader
+    # fails on a null list in any other state), a list - empty once Complete* - otherwise.
+    parts = None if v.state is TxnState.EMPTY else [
         {"topic": t, "partition_ids": sorted(ps)} for t, ps in sorted(v.partitions.items())]
     return _VERSION.pack(VALUE_VERSION) + _codec("TransactionLogValue", VALUE_VERSION).encode({
         "producer_id": v.producer_id,

@@ -175,3 +175,30 @@ def test_restart_in_the_middle_of_a_prepared_commit_completes_it(broker) -> None
         # Completed: the id starts over with the next epoch.
         r = init(c, txn_id)
         assert (r["error_code"], r["producer_id"], r["producer_epoch"]) == (0, pid, epoch + 1)
+
+
+def test_kafkas_dump_log_segments_reads_the_transaction_state_log(broker) -> None:
+    """Kafka's DumpLogSegments --transaction-log-decoder reads every state record we write."""
+    from broker.group.hashing import partition_for
+    from tests.support.java_tools import run_tool
+
+    txn_id = "tx-dump"
+    with WireClient(broker.host, broker.port) as c:
+        topic = new_topic(c)
+        wait_coordinator(c, txn_id)
+        pid = init(c, txn_id)["producer_id"]
+        assert add_partitions(c, txn_id, pid, 0, topic, [0]) == [0]
+        assert produce_txn(c, txn_id, topic, pid, 0, 0, b"x") == 0
+        assert end_txn(c, txn_id, pid, 0, True) == 0
+        deadline = time.monotonic() + 10
+        while lso(c, topic) != 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert broker.stop() == 0
+    segment = broker.data_dir / "logs" / f"__transaction_state-{partition_for(txn_id, 50)}" / f"{0:020d}.log"
+    out = run_tool("kafka.tools.DumpLogSegments",
+                   ["--files", str(segment), "--print-data-log", "--transaction-log-decoder"]).stdout
+    payloads = [line.split(" payload: ")[1] for line in out.splitlines() if f"transactionalId={txn_id} payload" in line]
+    assert [p.split(",")[2] for p in payloads] == ["state=Empty", "state=Ongoing", "state=PrepareCommit",
+                                                   "state=CompleteCommit"]
+    assert payloads[1].startswith(f"producerId:{pid},producerEpoch:0,state=Ongoing,partitions=[{topic}-0],")
+    assert payloads[3].split(",")[3] == "partitions=[]" and payloads[3].endswith("txnTimeoutMs=60000")
