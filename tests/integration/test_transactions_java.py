@@ -1,0 +1,39 @@
+"""Kafka's Java client in a consume-transform-produce loop: Kafka's own TransactionalMessageCopier
+(the tool Kafka's system tests use for exactly-once) copies a partition transactionally with
+sendOffsetsToTransaction, aborting transactions at random; the read_committed output holds every
+input record exactly once and the group's committed offset is the input's end."""
+
+from __future__ import annotations
+
+import uuid
+
+from tests.integration.test_transactions_producers import read_committed
+from tests.support.java_tools import run_tool
+from tests.support.wire import WireClient, create_topic
+
+RECORDS = 60
+
+
+def test_java_transactional_copier_is_exactly_once_with_random_aborts(broker) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    source, sink = f"jin-{uuid.uuid4().hex[:6]}", f"jout-{uuid.uuid4().hex[:6]}"
+    with WireClient(broker.host, broker.port) as c:
+        create_topic(c, source, 1)
+        create_topic(c, sink, 1)
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(RECORDS):
+        p.produce(source, f"r{i}".encode(), partition=0)
+    p.flush(10)
+    group = f"copier-{uuid.uuid4().hex[:6]}"
+    out = run_tool("org.apache.kafka.tools.TransactionalMessageCopier", [
+        "--broker-list", broker.bootstrap, "--input-topic", source, "--input-partition", "0",
+        "--output-topic", sink, "--transactional-id", f"copier-{group}", "--consumer-group", group,
+        "--transaction-size", "7", "--enable-random-aborts", "--use-group-metadata",
+        "--max-messages", str(RECORDS)], timeout=120)
+    assert '"remaining":0' in out.stdout.replace(" ", ""), out.stdout[-2000:]
+    got = read_committed(broker.bootstrap, sink, 1, RECORDS)
+    assert sorted(got) == sorted(f"r{i}".encode() for i in range(RECORDS))  # each exactly once
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    assert consumer.committed([TopicPartition(source, 0)], timeout=10)[0].offset == RECORDS
+    consumer.close()
