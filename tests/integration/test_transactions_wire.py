@@ -202,3 +202,27 @@ def test_kafkas_dump_log_segments_reads_the_transaction_state_log(broker) -> Non
                                                    "state=CompleteCommit"]
     assert payloads[1].startswith(f"producerId:{pid},producerEpoch:0,state=Ongoing,partitions=[{topic}-0],")
     assert payloads[3].split(",")[3] == "partitions=[]" and payloads[3].endswith("txnTimeoutMs=60000")
+
+
+def test_a_transaction_open_across_a_restart_is_aborted_at_its_timeout(broker_factory) -> None:
+    """The reloaded coordinator knows when the transaction started: past its timeout it aborts it
+    (ABORT marker with a bumped epoch; the LSO moves past it, the old producer is fenced)."""
+    b = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
+    txn_id = "tx-expire"
+    with WireClient(b.host, b.port) as c:
+        topic = new_topic(c)
+        wait_coordinator(c, txn_id)
+        r = init(c, txn_id, timeout_ms=3000)
+        pid, epoch = r["producer_id"], r["producer_epoch"]
+        assert add_partitions(c, txn_id, pid, epoch, topic, [0]) == [0]
+        assert produce_txn(c, txn_id, topic, pid, epoch, 0, b"open") == 0
+    assert b.stop() == 0
+    b.start()
+    with WireClient(b.host, b.port) as c:
+        deadline = time.monotonic() + 20
+        while lso(c, topic) != 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert lso(c, topic) == log_end(c, topic) == 2  # the ABORT marker
+        assert end_txn(c, txn_id, pid, epoch, True) == ErrorCode.PRODUCER_FENCED
+        r = init(c, txn_id)
+        assert (r["error_code"], r["producer_id"], r["producer_epoch"]) == (0, pid, epoch + 2)
