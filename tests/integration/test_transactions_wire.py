@@ -16,7 +16,7 @@ from storage.log_config import LogConfig
 from storage.producer_state import ProducerStateManager
 from tests.support.wire import WireClient, create_topic
 
-FIND_COORDINATOR, INIT_PID, ADD_PARTITIONS, END_TXN, WRITE_MARKERS = 10, 22, 24, 26, 27
+FIND_COORDINATOR, INIT_PID, ADD_PARTITIONS, END_TXN, WRITE_MARKERS, TXN_OFFSET_COMMIT = 10, 22, 24, 26, 27, 28
 PRODUCE, FETCH, LIST_OFFSETS = 0, 1, 2
 READ_COMMITTED = 1
 
@@ -92,6 +92,20 @@ def test_bad_input_gets_kafkas_errors_and_appends_nothing(broker) -> None:
         pid, epoch = r["producer_id"], r["producer_epoch"]
         # EndTxn without a transaction
         assert end_txn(c, txn_id, pid, epoch, True) == ErrorCode.INVALID_TXN_STATE
+        # TxnOffsetCommit before AddOffsetsToTxn: the offsets partition is not in a transaction
+        for _ in range(200):
+            if c.request(FIND_COORDINATOR, 3, {"key": "g-bad", "key_type": 0})["error_code"] == 0:
+                break
+            time.sleep(0.05)
+        r = c.request(TXN_OFFSET_COMMIT, 3, {
+            "transactional_id": txn_id, "group_id": "g-bad", "producer_id": pid, "producer_epoch": epoch,
+            "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                                "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+        assert r["topics"][0]["partitions"][0]["error_code"] == ErrorCode.INVALID_TXN_STATE
+        r = c.request(9, 7, {"group_id": "g-bad", "topics": [{"name": topic, "partition_indexes": [0]}],
+                             "require_stable": True})
+        assert r["topics"][0]["partitions"][0]["committed_offset"] == -1
         # a transactional batch for a partition not added
         assert produce_txn(c, txn_id, topic, pid, epoch, 0, b"x") == ErrorCode.INVALID_TXN_STATE
         # a transactional batch without a transactional id
