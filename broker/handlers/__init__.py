@@ -32,6 +32,8 @@ HANDLER_MODULES = (
     "end_txn",
     "write_txn_markers",
     "txn_offset_commit",
+    "describe_transactions",
+    "list_transactions",
     "offset_for_leader_epoch",
     "delete_records",
     "describe_log_dirs",

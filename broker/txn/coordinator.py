@@ -63,6 +63,13 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 InitResult = tuple[ErrorCode, int, int]  # (error, producer id, producer epoch)
 
+# Kafka's TransactionState names (ListTransactions/DescribeTransactions, kafka-transactions.sh).
+STATE_NAMES = {
+    TxnState.EMPTY: "Empty", TxnState.ONGOING: "Ongoing", TxnState.PREPARE_COMMIT: "PrepareCommit",
+    TxnState.PREPARE_ABORT: "PrepareAbort", TxnState.COMPLETE_COMMIT: "CompleteCommit",
+    TxnState.COMPLETE_ABORT: "CompleteAbort", TxnState.DEAD: "Dead", TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
+}
+
 
 @dataclass(frozen=True)
 class TxnConfig:
@@ -200,6 +207,31 @@ class TransactionCoordinator:
         if meta.state is not TxnState.ONGOING or not meta.contains(topic, partition):
             return ErrorCode.INVALID_TXN_STATE
         return ErrorCode.NONE
+
+    def list_transactions(self, states: list[str], producer_ids: list[int],
+                          duration_ms: int = -1) -> tuple[ErrorCode, list[str], list[tuple[str, int, str]]]:
+        """ListTransactions of the partitions led here: (error, unknown state filters,
+        [(transactional id, producer id, state name)])."""
+        if not self.runtime.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, [], []
+        known = {STATE_NAMES[s]: s for s in TxnState}
+        unknown = [s for s in states if s not in known]
+        wanted = {known[s] for s in states if s in known}
+        if states and not wanted:
+            return ErrorCode.NONE, unknown, []
+        now = self.time_ms()
+        found = []
+        for partition in sorted(self.runtime.active_partitions()):
+            for meta in self.runtime.shard(partition).txns.values():
+                if wanted and meta.state not in wanted:
+                    continue
+                if producer_ids and meta.producer_id not in producer_ids:
+                    continue
+                if duration_ms >= 0 and (meta.state is not TxnState.ONGOING or now - meta.start_ms < duration_ms):
+                    continue
+                found.append((meta.transactional_id, meta.producer_id, STATE_NAMES[meta.state]))
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.runtime.is_loading() else ErrorCode.NONE
+        return error, unknown, found
 
     # ==========================================================================================
     # InitProducerId

@@ -37,3 +37,32 @@ def test_java_transactional_copier_is_exactly_once_with_random_aborts(broker) ->
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
     assert consumer.committed([TopicPartition(source, 0)], timeout=10)[0].offset == RECORDS
     consumer.close()
+
+
+def test_kafka_transactions_list_and_describe(broker) -> None:
+    """kafka-transactions.sh list / describe (Kafka's TransactionsCommand: ListTransactions on every
+    broker, FindCoordinator + DescribeTransactions) show an open transaction as Kafka's do."""
+    from confluent_kafka import Producer
+
+    topic = f"jtx-{uuid.uuid4().hex[:6]}"
+    with WireClient(broker.host, broker.port) as c:
+        create_topic(c, topic, 2)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tx-admin"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"x", partition=1)
+    p.flush(10)
+    tool = "org.apache.kafka.tools.TransactionsCommand"
+    listed = run_tool(tool, ["--bootstrap-server", broker.bootstrap, "list"]).stdout
+    row = next(line.split() for line in listed.splitlines() if line.startswith("tx-admin"))
+    assert row[-1] == "Ongoing", listed  # TransactionalId Coordinator ProducerId TransactionState
+    described = run_tool(tool, ["--bootstrap-server", broker.bootstrap, "describe", "--transactional-id",
+                                "tx-admin"]).stdout
+    assert "Ongoing" in described and f"{topic}-1" in described, described
+    p.commit_transaction(30)
+    described = run_tool(tool, ["--bootstrap-server", broker.bootstrap, "describe", "--transactional-id",
+                                "tx-admin"]).stdout
+    assert "CompleteCommit" in described, described
+    missing = run_tool(tool, ["--bootstrap-server", broker.bootstrap, "describe", "--transactional-id",
+                              "tx-nobody"], check=False)
+    assert missing.returncode != 0 and "could not be found" in missing.stderr, missing.stderr
