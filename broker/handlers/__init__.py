@@ -34,6 +34,7 @@ HANDLER_MODULES = (
     "txn_offset_commit",
     "describe_transactions",
     "list_transactions",
+    "describe_producers",
     "offset_for_leader_epoch",
     "delete_records",
     "describe_log_dirs",

@@ -630,6 +630,17 @@ class ReplicaManager:
     def on_txn_marker(self, callback: Callable[[str, int, int, bool], None]) -> None:
         self._txn_marker_listeners.append(callback)
 
+    def active_producers(self, topic: str, partition: int) -> list[dict[str, int]]:
+        """DescribeProducers: the producer state of a partition led here (Kafka's
+        Partition.activeProducerState), in the response's field names."""
+        state = self.leader_partition(topic, partition).log.producer_state
+        if not isinstance(state, ProducerStateManager):
+            return []
+        return [{"producer_id": e.producer_id, "producer_epoch": e.producer_epoch, "last_sequence": e.last_seq,
+                 "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,
+                 "current_txn_start_offset": -1 if e.current_txn_first_offset is None else e.current_txn_first_offset}
+                for e in list(state.producers.values())]
+
     def next_producer_sequence(self, topic: str, partition: int, producer_id: int, producer_epoch: int) -> int:
         """The sequence a coordinator-written batch of (producer id, epoch) continues with here
         (TxnOffsetCommit writes the offsets as the producer's transactional batch)."""

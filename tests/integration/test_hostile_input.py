@@ -54,6 +54,7 @@ EXPECTED_APIS = [
     (47, 0, 0),  # OffsetDelete
     (56, 2, 3),  # AlterPartition
     (60, 0, 1),  # DescribeCluster
+    (61, 0, 0),  # DescribeProducers
     (65, 0, 0),  # DescribeTransactions
     (66, 0, 1),  # ListTransactions
     (68, 0, 1),  # ConsumerGroupHeartbeat

@@ -59,10 +59,18 @@ def test_kafka_transactions_list_and_describe(broker) -> None:
     described = run_tool(tool, ["--bootstrap-server", broker.bootstrap, "describe", "--transactional-id",
                                 "tx-admin"]).stdout
     assert "Ongoing" in described and f"{topic}-1" in described, described
+    producers = run_tool(tool, ["--bootstrap-server", broker.bootstrap, "describe-producers", "--topic", topic,
+                                "--partition", "1"]).stdout
+    # ProducerId ProducerEpoch LatestCoordinatorEpoch LastSequence LastTimestamp CurrentTransactionStartOffset
+    row = producers.splitlines()[1].split()
+    assert row[1] == "0" and row[3] == "0" and row[-1] == "0", producers  # epoch 0, seq 0, txn from offset 0
     p.commit_transaction(30)
     described = run_tool(tool, ["--bootstrap-server", broker.bootstrap, "describe", "--transactional-id",
                                 "tx-admin"]).stdout
     assert "CompleteCommit" in described, described
+    producers = run_tool(tool, ["--bootstrap-server", broker.bootstrap, "describe-producers", "--topic", topic,
+                                "--partition", "1"]).stdout
+    assert producers.splitlines()[1].split()[-1] == "None", producers  # the transaction ended
     missing = run_tool(tool, ["--bootstrap-server", broker.bootstrap, "describe", "--transactional-id",
                               "tx-nobody"], check=False)
     assert missing.returncode != 0 and "could not be found" in missing.stderr, missing.stderr
