@@ -1,10 +1,14 @@
 """AddPartitionsToTxn (api key 24): partitions join a producer's ongoing transaction.
 
-Versions 0-3 (the client versions; v4+ carry KIP-890's batched broker-to-coordinator
-verification, not served yet).
+Versions 0-5.
 - v1: same as v0.
 - v2: PRODUCER_FENCED may be returned (KIP-588); INVALID_PRODUCER_EPOCH before.
 - v3: flexible.
+- v4: batched, broker to coordinator (KIP-890 part 1): ``verify_only`` asks whether partitions are
+  in a producer's ongoing transaction before a leader appends its transactional batch (INVALID_TXN_STATE
+  per partition when not); inter-broker only (Kafka's ClusterAction; the stand-in until issue 15 is
+  the brokers' client id, txn_common.from_broker): CLUSTER_AUTHORIZATION_FAILED for clients.
+- v5: same as v4 (TRANSACTION_ABORTABLE may be returned; never here).
 
 A partition of a topic that does not exist gets UNKNOWN_TOPIC_OR_PARTITION and the others
 OPERATION_NOT_ATTEMPTED (Kafka's KafkaApis); otherwise the coordinator's answer goes to every
@@ -13,13 +17,13 @@ partition.
 
 from __future__ import annotations
 
-from broker.handlers.txn_common import fenced_error, txn_coordinator_of
+from broker.handlers.txn_common import fenced_error, from_broker, txn_coordinator_of
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 24
 NAME = "AddPartitionsToTxn"
-VERSIONS = (0, 3)
+VERSIONS = (0, 5)
 
 
 def _results(topics: list[dict], code_of: dict[tuple[str, int], ErrorCode] | int) -> list[dict]:
@@ -28,7 +32,37 @@ def _results(topics: list[dict], code_of: dict[tuple[str, int], ErrorCode] | int
         for p in t["partitions"]]} for t in topics]
 
 
+async def _handle_batched(request: ApiRequest) -> dict:
+    """v4+: several transactions, each added or (verify_only) checked."""
+    if not from_broker(request):
+        return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    coordinator = txn_coordinator_of(request)
+    if coordinator is None:
+        return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    results = []
+    for txn in request.body["transactions"]:
+        tps = [(t["name"], p) for t in txn["topics"] for p in t["partitions"]]
+        codes: dict[tuple[str, int], ErrorCode]
+        try:
+            if txn["verify_only"]:
+                codes = coordinator.verify_partitions(txn["transactional_id"], txn["producer_id"],
+                                                      txn["producer_epoch"], tps)
+            else:
+                partitions: dict[str, list[int]] = {}
+                for t, p in tps:
+                    partitions.setdefault(t, []).append(p)
+                code = await coordinator.add_partitions(txn["transactional_id"], txn["producer_id"],
+                                                        txn["producer_epoch"], partitions)
+                codes = dict.fromkeys(tps, code)
+        except KafkaApiError as exc:
+            codes = dict.fromkeys(tps, ErrorCode(exc.code))
+        results.append({"transactional_id": txn["transactional_id"], "topic_results": _results(txn["topics"], codes)})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": results}
+
+
 async def handle(request: ApiRequest) -> dict:
+    if request.api_version >= 4:
+        return await _handle_batched(request)
     body = request.body
     topics = body["v3_and_below_topics"]
     coordinator = txn_coordinator_of(request)
@@ -51,4 +85,6 @@ async def handle(request: ApiRequest) -> dict:
 
 
 def error_response(request: ApiRequest, code: int) -> dict:
+    if request.api_version >= 4:
+        return {"throttle_time_ms": 0, "error_code": code, "results_by_transaction": []}
     return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _results(request.body["v3_and_below_topics"], code)}

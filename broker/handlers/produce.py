@@ -30,11 +30,12 @@ UNSUPPORTED_COMPRESSION_TYPE, INVALID_TOPIC_EXCEPTION (internal topics), OUT_OF_
 INVALID_PRODUCER_EPOCH, KAFKA_STORAGE_ERROR; INVALID_REQUIRED_ACKS for every partition when acks
 is not 0, 1 or -1.
 
-Transactional batches need the request's transactional_id (INVALID_TXN_STATE otherwise). Where
-this broker coordinates that id, each partition is verified to be in the producer's ongoing
-transaction first (``_verify``, KIP-890 part 1's check done locally): INVALID_TXN_STATE when it
-was not added, INVALID_PRODUCER_EPOCH for a fenced epoch, INVALID_PRODUCER_ID_MAPPING for an
-unknown producer; nothing appended. Requests without transactional_id pay one dict lookup.
+Transactional batches need the request's transactional_id (INVALID_TXN_STATE otherwise). Each
+partition is first verified to be in the producer's ongoing transaction (KIP-890 part 1,
+``_handle_transactional``; by the local coordinator, or by the remote one with AddPartitionsToTxn
+v4 verify_only, NOT_ENOUGH_REPLICAS when it cannot answer): INVALID_TXN_STATE when it was not
+added, INVALID_PRODUCER_EPOCH for a fenced epoch, INVALID_PRODUCER_ID_MAPPING for an unknown
+producer; nothing appended. Requests without transactional_id pay one dict lookup.
 """
 
 from __future__ import annotations
@@ -42,12 +43,15 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.completion import Completion
 from broker.request_types import ApiRequest
 from protocol.batch_header import COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_BIT
 from protocol.errors import ErrorCode, KafkaApiError
+
+if TYPE_CHECKING:
+    from broker.txn.coordinator import TransactionCoordinator
 
 API_KEY = 0
 NAME = "Produce"
@@ -136,29 +140,64 @@ def handle(request: ApiRequest) -> Any:
     return _respond_later(request, done.wait())
 
 
-def _verify(request: ApiRequest, transactional_id: str, topic: str, index: int, records: Any) -> KafkaApiError | None:
-    """KIP-890's verification where this broker coordinates the transactional id: a transactional
-    batch's partition must be in its producer's ongoing transaction (INVALID_TXN_STATE otherwise,
-    nothing appended). Elsewhere the append goes on unverified, as Kafka's without verification."""
-    coordinator = request.broker.txn_coordinator
-    if (coordinator is None or records is None or len(records) < HEADER_SIZE
-            or not (records[ATTRIBUTES_AT + 1] & TRANSACTIONAL_BIT)
-            or not request.broker.config["transaction.partition.verification.enable"]):
+def _txn_producer(records: Any) -> tuple[int, int] | None:
+    """(producer id, epoch) of a transactional record set's first batch; None otherwise."""
+    if records is None or len(records) < HEADER_SIZE or not (records[ATTRIBUTES_AT + 1] & TRANSACTIONAL_BIT):
         return None
-    producer_id = int.from_bytes(records[PRODUCER_ID_AT:PRODUCER_ID_AT + 8], "big", signed=True)
-    producer_epoch = int.from_bytes(records[PRODUCER_ID_AT + 8:PRODUCER_ID_AT + 10], "big", signed=True)
-    code = coordinator.verify(transactional_id, producer_id, producer_epoch, topic, index)
-    if code is None or code == ErrorCode.NONE:
-        return None
+    return (int.from_bytes(records[PRODUCER_ID_AT:PRODUCER_ID_AT + 8], "big", signed=True),
+            int.from_bytes(records[PRODUCER_ID_AT + 8:PRODUCER_ID_AT + 10], "big", signed=True))
+
+
+def _refusal(code: ErrorCode, transactional_id: str, topic: str, index: int) -> KafkaApiError:
     return KafkaApiError(code, f"{topic}-{index} is not in the ongoing transaction of {transactional_id}"
                          if code == ErrorCode.INVALID_TXN_STATE else None)
 
 
 def _handle_transactional(request: ApiRequest, entries: list[tuple[str, int, Any]]) -> Any:
-    """A transactional producer's request: verified partitions are appended, the others refused."""
+    """A transactional producer's request: KIP-890 part 1's verification, then the append of the
+    verified partitions (the others answered with the verification's error, nothing appended).
+    Where this broker coordinates the transactional id it checks the coordinator's state at once;
+    elsewhere it asks the coordinator (AddPartitionsToTxn v4 verify_only), except for partitions
+    where the producer's transaction is already open (verified when it began)."""
+    broker = request.broker
+    txn_id = request.body["transactional_id"]
+    coordinator = broker.txn_coordinator
+    refused: dict[int, KafkaApiError] = {}
+    remote: dict[tuple[int, int], list[int]] = {}  # (producer id, epoch) -> entries to ask about
+    if coordinator is not None and broker.config["transaction.partition.verification.enable"]:
+        for i, (topic, index, records) in enumerate(entries):
+            producer = _txn_producer(records)
+            if producer is None:
+                continue
+            code = coordinator.verify(txn_id, producer[0], producer[1], topic, index)
+            if code is None:
+                if not broker.replica_manager.in_transaction(topic, index, producer[0]):
+                    remote.setdefault(producer, []).append(i)
+            elif code != ErrorCode.NONE:
+                refused[i] = _refusal(code, txn_id, topic, index)
+    if remote and coordinator is not None:
+        return _verify_remotely_then_append(request, entries, refused, remote, coordinator)
+    return _append_verified(request, entries, refused)
+
+
+async def _verify_remotely_then_append(request: ApiRequest, entries: list[tuple[str, int, Any]],
+                                       refused: dict[int, KafkaApiError],
+                                       remote: dict[tuple[int, int], list[int]],
+                                       coordinator: TransactionCoordinator) -> dict | None:
+    txn_id = request.body["transactional_id"]
+    for (producer_id, epoch), indexes in remote.items():
+        tps = [(entries[i][0], entries[i][1]) for i in indexes]
+        codes = await coordinator.verify_remote(txn_id, producer_id, epoch, tps)
+        for i, tp in zip(indexes, tps, strict=True):
+            if codes[tp] != ErrorCode.NONE:
+                refused[i] = _refusal(codes[tp], txn_id, *tp)
+    result = _append_verified(request, entries, refused)
+    return await result if asyncio.iscoroutine(result) else result
+
+
+def _append_verified(request: ApiRequest, entries: list[tuple[str, int, Any]],
+                     refused: dict[int, KafkaApiError]) -> Any:
     body = request.body
-    refused = {i: err for i, (topic, index, records) in enumerate(entries)
-               if (err := _verify(request, body["transactional_id"], topic, index, records)) is not None}
     accepted = [e for i, e in enumerate(entries) if i not in refused]
     done: Completion[list[Any]] = Completion()
     check = _check_txn_batches if request.api_version >= 7 else _check_txn_batches_before_v7

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from broker.request_types import ApiRequest
@@ -15,6 +16,17 @@ def txn_coordinator_of(request: ApiRequest) -> TransactionCoordinator | None:
     """The broker's transaction coordinator, or None before it started (COORDINATOR_NOT_AVAILABLE)."""
     coordinator = request.broker.txn_coordinator
     return coordinator if coordinator is not None and coordinator.active else None
+
+
+# The client id of a transaction coordinator's inter-broker requests (broker/txn/markers.py).
+_BROKER_CLIENT = re.compile(r"broker-\d+-txn-marker-sender")
+
+
+def from_broker(request: ApiRequest) -> bool:
+    """Is this an inter-broker transaction request (WriteTxnMarkers, AddPartitionsToTxn v4+)? Kafka
+    requires the ClusterAction permission for them; until authorization exists (issue 15) the
+    stand-in is the client id every Odradek broker's coordinator uses."""
+    return _BROKER_CLIENT.fullmatch(request.client_id or "") is not None
 
 
 def fenced_error(code: ErrorCode, request: ApiRequest, first_version: int) -> ErrorCode:

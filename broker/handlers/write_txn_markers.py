@@ -15,20 +15,17 @@ TRANSACTION_COORDINATOR_FENCED, ...).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 from broker.completion import Completion
+from broker.handlers.txn_common import from_broker
 from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 27
 NAME = "WriteTxnMarkers"
 VERSIONS = (0, 1)
-
-_BROKER_CLIENT = re.compile(r"broker-\d+-txn-marker-sender")
-
 
 def _response(markers: list[dict], code_of: Callable[[int, str, int], int]) -> dict:
     """One result per (marker, topic, partition) of the request, in its order."""
@@ -40,7 +37,7 @@ def _response(markers: list[dict], code_of: Callable[[int, str, int], int]) -> d
 
 async def handle(request: ApiRequest) -> dict:
     markers = request.body["markers"]
-    if not _BROKER_CLIENT.fullmatch(request.client_id or ""):
+    if not from_broker(request):
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     entries = [(t["name"], p, m["producer_id"], m["producer_epoch"], m["coordinator_epoch"], m["transaction_result"])
                for m in markers for t in m["topics"] for p in t["partition_indexes"]]

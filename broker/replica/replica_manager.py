@@ -641,6 +641,14 @@ class ReplicaManager:
                  "current_txn_start_offset": -1 if e.current_txn_first_offset is None else e.current_txn_first_offset}
                 for e in list(state.producers.values())]
 
+    def in_transaction(self, topic: str, partition: int, producer_id: int) -> bool:
+        """Has the producer an open transaction on this led partition? (Then a remote coordinator
+        already verified it: KIP-890 asks once per transaction and partition.)"""
+        part = self.partitions.get((topic, partition))
+        state = part.log.producer_state if part is not None and part.leader == self.node_id else None
+        entry = state.last_entry(producer_id) if isinstance(state, ProducerStateManager) else None
+        return entry is not None and entry.current_txn_first_offset is not None
+
     def next_producer_sequence(self, topic: str, partition: int, producer_id: int, producer_epoch: int) -> int:
         """The sequence a coordinator-written batch of (producer id, epoch) continues with here
         (TxnOffsetCommit writes the offsets as the producer's transactional batch)."""

@@ -45,6 +45,7 @@ from broker.coordinator.runtime import (
     PartitionState,
 )
 from broker.group.hashing import partition_for
+from broker.inter_broker_client import NodeUnavailableError
 from broker.txn.markers import ImageView, MarkerReplicas, MarkerWriter
 from broker.txn.metadata import COMPLETE, MAX_EPOCH, PREPARE, TxnMetadata
 from broker.txn.records import TxnLogValue, TxnState, key_bytes, value_bytes
@@ -60,6 +61,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+ADD_PARTITIONS_TO_TXN = 24
+VERIFY_VERSION = 4
 
 InitResult = tuple[ErrorCode, int, int]  # (error, producer id, producer epoch)
 
@@ -232,6 +235,52 @@ class TransactionCoordinator:
                 found.append((meta.transactional_id, meta.producer_id, STATE_NAMES[meta.state]))
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.runtime.is_loading() else ErrorCode.NONE
         return error, unknown, found
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """AddPartitionsToTxn v4+ verify_only (KIP-890 part 1), asked by partition leaders before a
+        transactional append: per partition NONE when it is in the ongoing transaction of
+        (producer id, epoch), else Kafka's error. Coordinator errors raise KafkaApiError."""
+        meta = self.runtime.shard(self._partition(transactional_id)).txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return dict.fromkeys(partitions, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if meta.producer_epoch != producer_epoch:
+            return dict.fromkeys(partitions, ErrorCode.INVALID_PRODUCER_EPOCH)
+        return {tp: ErrorCode.NONE if meta.state is TxnState.ONGOING and meta.contains(*tp)
+                else ErrorCode.INVALID_TXN_STATE for tp in partitions}
+
+    async def verify_remote(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                            partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """The partition leader's side of KIP-890: ask the id's coordinator (another broker) with
+        AddPartitionsToTxn v4 verify_only. A coordinator that cannot answer makes the append
+        NOT_ENOUGH_REPLICAS (retriable), as Kafka's AddPartitionsToTxnManager maps it."""
+        state = self.metadata.image.partition(TXN_TOPIC, self.partition_for(transactional_id))
+        client = self.markers.client(state.leader) if state is not None and state.leader >= 0 else None
+        unavailable = dict.fromkeys(partitions, ErrorCode.NOT_ENOUGH_REPLICAS)
+        if client is None:
+            return unavailable
+        topics: dict[str, list[int]] = {}
+        for t, p in partitions:
+            topics.setdefault(t, []).append(p)
+        body = {"transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
+                                  "producer_epoch": producer_epoch, "verify_only": True,
+                                  "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]}
+        try:
+            response = await client.request(ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, body)
+        except (NodeUnavailableError, KafkaApiError):
+            return unavailable
+        if response["error_code"] != ErrorCode.NONE:
+            return unavailable
+        codes: dict[tuple[str, int], ErrorCode] = {}
+        for txn in response["results_by_transaction"]:
+            for topic in txn["topic_results"]:
+                for r in topic["results_by_partition"]:
+                    code = ErrorCode(r["partition_error_code"])
+                    if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS):
+                        code = ErrorCode.NOT_ENOUGH_REPLICAS
+                    codes[(topic["name"], r["partition_index"])] = code
+        return {tp: codes.get(tp, ErrorCode.NOT_ENOUGH_REPLICAS) for tp in partitions}
 
     # ==========================================================================================
     # InitProducerId

@@ -117,7 +117,7 @@ class MarkerWriter:
 
     async def _write_remote(self, leader: int, tps: list[TopicPartition], producer_id: int, producer_epoch: int,
                             coordinator_epoch: int, commit: bool) -> dict[TopicPartition, int]:
-        client = self._client(leader)
+        client = self.client(leader)
         if client is None:
             return {}
         topics: dict[str, list[int]] = {}
@@ -135,7 +135,8 @@ class MarkerWriter:
                     codes[(topic["name"], p["partition_index"])] = p["error_code"]
         return codes
 
-    def _client(self, node: int) -> NodeClient | None:
+    def client(self, node: int) -> NodeClient | None:
+        """This coordinator's connection to broker ``node`` (markers, verification)."""
         reg = self.metadata.image.brokers.get(node)
         if reg is None:
             return None

@@ -4,11 +4,14 @@ transaction whose partitions have other leaders go over WriteTxnMarkers (inter-b
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from protocol.errors import ErrorCode
+from protocol.records import Record, encode_batch
 from tests.integration.test_transactions_producers import read_committed
 from tests.support.cluster import ClusterProcesses, cluster_or_skip
 
@@ -53,8 +56,54 @@ def test_transaction_over_partitions_led_by_every_broker(cluster: ClusterProcess
     got = read_committed(cluster.bootstrap, TOPIC, PARTITIONS, 9)
     assert sorted(got) == sorted(f"c{i}".encode() for i in range(9)), cluster.logs()
 
+    verification_across_brokers(cluster)
+
     # __transaction_state is replicated on all three brokers.
     md = cluster.request(cluster.node_ids[0], "Metadata", 12,
                          {"topics": [{"name": "__transaction_state", "topic_id": None}]})
     parts = md["topics"][0]["partitions"]
     assert len(parts) == 50 and all(len(p["replica_nodes"]) == 3 for p in parts)
+
+
+def verification_across_brokers(cluster: ClusterProcesses) -> None:
+    """KIP-890 part 1 between brokers: a leader that does not coordinate the transactional id asks
+    the coordinator (AddPartitionsToTxn v4 verify_only) before appending a transactional batch."""
+    txn_id = "tx-verify"
+    coordinator = -1
+    for _ in range(100):
+        r = cluster.request(cluster.node_ids[0], "FindCoordinator", 3, {"key": txn_id, "key_type": 1})
+        if r["error_code"] == 0:
+            coordinator = r["node_id"]
+            break
+        time.sleep(0.1)
+    assert coordinator >= 0
+    init: dict = {}
+    for _ in range(100):
+        init = cluster.request(coordinator, "InitProducerId", 4, {"transactional_id": txn_id,
+                                                                  "transaction_timeout_ms": 60000,
+                                                                  "producer_id": -1, "producer_epoch": -1})
+        if init["error_code"] == 0:
+            break
+        time.sleep(0.1)
+    pid, epoch = init["producer_id"], init["producer_epoch"]
+    partition, leader = next((p, n) for p, n in leaders(cluster, TOPIC).items() if n != coordinator)
+
+    def produce(seq: int) -> int:
+        records = encode_batch([Record(timestamp=int(time.time() * 1000), key=None, value=b"v")],
+                               producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=True)
+        r = cluster.request(leader, "Produce", 9, {"transactional_id": txn_id, "acks": -1, "timeout_ms": 5000,
+                                                   "topic_data": [{"name": TOPIC, "partition_data": [
+                                                       {"index": partition, "records": records}]}]})
+        return r["responses"][0]["partition_responses"][0]["error_code"]
+
+    assert produce(0) == ErrorCode.INVALID_TXN_STATE  # not added: the remote coordinator says so
+    r = cluster.request(coordinator, "AddPartitionsToTxn", 3, {
+        "v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": pid,
+        "v3_and_below_producer_epoch": epoch,
+        "v3_and_below_topics": [{"name": TOPIC, "partitions": [partition]}]})
+    assert r["results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"] == 0
+    assert produce(0) == 0
+    assert produce(1) == 0  # the transaction is open on the partition: no second question
+    r = cluster.request(coordinator, "EndTxn", 3, {"transactional_id": txn_id, "producer_id": pid,
+                                                   "producer_epoch": epoch, "committed": False})
+    assert r["error_code"] == 0

@@ -37,7 +37,7 @@ EXPECTED_APIS = [
     (21, 0, 2),  # DeleteRecords
     (22, 0, 5),  # InitProducerId
     (23, 0, 4),  # OffsetForLeaderEpoch
-    (24, 0, 3),  # AddPartitionsToTxn
+    (24, 0, 5),  # AddPartitionsToTxn
     (25, 0, 4),  # AddOffsetsToTxn
     (26, 0, 4),  # EndTxn
     (27, 0, 1),  # WriteTxnMarkers

@@ -138,6 +138,11 @@ def test_bad_input_gets_kafkas_errors_and_appends_nothing(broker) -> None:
                                                       "topics": [{"name": topic, "partition_indexes": [0]}]}]})
         assert r["markers"][0]["topics"][0]["partitions"][0]["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         assert log_end(c, topic) == 3
+        # AddPartitionsToTxn v4+ (broker to coordinator) from a client: the same
+        r = c.request(ADD_PARTITIONS, 4, {"transactions": [{
+            "transactional_id": "tx-bad", "producer_id": pid, "producer_epoch": epoch, "verify_only": False,
+            "topics": [{"name": topic, "partitions": [0]}]}]})
+        assert r["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and not r["results_by_transaction"]
 
 
 def _state_log(data_dir: Path, partition: int) -> Log:
