@@ -132,7 +132,7 @@ class Broker:
         self.group_coordinator = GroupCoordinator(GroupConfig.from_broker_config(self.config),
                                                   ReplicaManagerWriter(self.replica_manager), self.timer,
                                                   self.metadata, self.node_id,
-                                                  next_sequence=self.replica_manager.next_producer_sequence)
+                                                  producers=self.replica_manager)
         self.replica_manager.on_txn_marker(self.group_coordinator.on_transaction_completed)
         await self.group_coordinator.start()
         from broker.txn.coordinator import TransactionCoordinator, TxnConfig

@@ -45,7 +45,7 @@ from broker.group.errors import append_error
 from broker.group.keyed_timer import KeyedTimer
 from broker.group.offset_manager import OffsetManager
 from broker.group.shard import GroupShard
-from broker.group.txn_offsets import NextSequence, TxnCommitPartition, TxnOffsetManager
+from broker.group.txn_offsets import ProducerStates, TxnCommitPartition, TxnOffsetManager
 from broker.request_types import ApiRequest
 from broker.timing_wheel import Timer
 from protocol.errors import ErrorCode, KafkaApiError
@@ -59,7 +59,7 @@ class GroupCoordinator:
     partitions this broker leads."""
 
     def __init__(self, config: GroupConfig, writer: PartitionWriter, timer: Timer, metadata: MetadataView,
-                 node_id: int, time_ms: Callable[[], int] = now_ms, next_sequence: NextSequence | None = None) -> None:
+                 node_id: int, time_ms: Callable[[], int] = now_ms, producers: ProducerStates | None = None) -> None:
         self.config = config
         self.metadata = metadata
         self.node_id = node_id
@@ -71,14 +71,14 @@ class GroupCoordinator:
         self.consumer = ConsumerGroupManager(self.ctx)
         self.classic = ClassicGroupManager(self.ctx, self.consumer)
         self.offsets = OffsetManager(self.ctx, self.classic, self.consumer)
-        self.txn_offsets = TxnOffsetManager(self.ctx, self.classic, self.consumer, next_sequence)
+        self.txn_offsets = TxnOffsetManager(self.ctx, self.classic, self.consumer, producers)
         self.groups = self.ctx.classic_groups  # classic groups by id (KIP-848 ones: consumer.groups)
 
     def _load_summary(self) -> str:
         return f": {len(self.ctx.classic_groups) + len(self.ctx.consumer_groups)} groups"
 
     def _new_shard(self, partition: int) -> GroupShard:
-        return GroupShard(partition, self.classic, self.consumer)
+        return GroupShard(partition, self.classic, self.consumer, self.txn_offsets)
 
     @property
     def active(self) -> bool:

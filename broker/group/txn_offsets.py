@@ -10,10 +10,13 @@ transactional producer commits for a group, visible only when its transaction co
    ``__consumer_offsets`` partition led here): COMMIT makes the producer's pending offsets of that
    partition's groups the committed ones, ABORT drops them. A commit is applied through the
    coordinator runtime as an ordinary offset commit record (write -> durable -> apply), which is
-   also what a reload replays: the runtime's loader skips transactional batches today, so without
-   that record a committed transactional offset would not survive a restart (what remains lost is
-   a crash between the marker and that record, and pending offsets across a reload: both need the
-   loader to hand transactional batches and markers to the shard, as Kafka's does).
+   also what a reload replays: the runtime's loader skips transactional batches, so without that
+   record a committed transactional offset would not survive a restart (what remains lost is a
+   crash between the marker and that record; Kafka's loader replays transactional batches and
+   markers itself).
+3. ``restore`` (the shard's load ended): transactions still open on the partition (the producer
+   state's open transactions) get their offsets back as pending, read from the oldest one's first
+   offset; ``unload`` drops the pending offsets of a partition led elsewhere now.
 
 Owned by the handler loop; no locks.
 """
@@ -22,8 +25,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.coordinator.runtime import CoordinatorResult, KeyValue
 from broker.group import records as R
@@ -31,7 +33,7 @@ from broker.group.classic_group import ClassicGroup
 from broker.group.context import OFFSETS_TOPIC, GroupContext
 from broker.group.errors import commit_append_error
 from protocol.errors import ErrorCode, KafkaApiError
-from protocol.records import Record, encode_batch
+from protocol.records import Record, encode_batch, iter_batches
 
 if TYPE_CHECKING:
     from broker.group.classic_manager import ClassicGroupManager
@@ -42,18 +44,63 @@ log = logging.getLogger(__name__)
 
 # topic, partition, offset, leader epoch, metadata
 TxnCommitPartition = tuple[str, int, int, int, "str | None"]
-NextSequence = Callable[[str, int, int, int], int]
 Pending = dict[str, dict[tuple[str, int], R.OffsetAndMetadata]]  # group -> partition -> offset
+
+
+class ProducerStates(Protocol):
+    """What the replica manager tells of a __consumer_offsets partition's producers."""
+
+    def next_producer_sequence(self, topic: str, partition: int, producer_id: int, producer_epoch: int) -> int: ...
+
+    def open_transactions(self, topic: str, partition: int) -> dict[int, int]: ...
 
 
 class TxnOffsetManager:
     def __init__(self, ctx: GroupContext, classic: ClassicGroupManager, consumer: ConsumerGroupManager,
-                 next_sequence: NextSequence | None = None) -> None:
+                 producers: ProducerStates | None = None) -> None:
         self.ctx = ctx
         self.classic = classic
         self.consumer = consumer
-        self.next_sequence: NextSequence = next_sequence or (lambda topic, partition, pid, epoch: 0)
+        self.producers = producers
         self.pending: dict[int, Pending] = {}  # producer id -> its uncommitted offsets
+
+    def restore(self, partition: int) -> None:
+        """A partition loaded: the offsets of transactions still open on it become pending again
+        (the runtime's loader replays only non-transactional batches). Reads from the oldest open
+        transaction's first offset, and only when one is open."""
+        open_txns = self.producers.open_transactions(OFFSETS_TOPIC, partition) if self.producers else {}
+        if not open_txns:
+            return
+        writer = self.ctx.runtime.writer
+        offset, end = min(open_txns.values()), writer.log_end_offset(OFFSETS_TOPIC, partition)
+        while offset < end:
+            data = writer.read(OFFSETS_TOPIC, partition, offset, self.ctx.config.load_buffer_size)
+            if not data:
+                break
+            for batch in iter_batches(data):
+                first = open_txns.get(batch.producer_id)
+                if batch.is_transactional and not batch.is_control and first is not None and batch.base_offset >= first:
+                    self._restore_batch(batch.producer_id, batch.records)
+                offset = batch.next_offset
+
+    def _restore_batch(self, producer_id: int, records: list[Record]) -> None:
+        held = self.pending.setdefault(producer_id, {})
+        for rec in records:
+            try:
+                key = R.decode_key(rec.key)
+                if isinstance(key, R.OffsetKey) and rec.value is not None:
+                    held.setdefault(key.group, {})[(key.topic, key.partition)] = R.decode_offset_value(rec.value)
+            except R.CorruptRecordError as exc:
+                log.error("skipping an unreadable transactional offset record: %s", exc)
+
+    def unload(self, partition: int) -> None:
+        """The partition is led elsewhere now: its groups' pending offsets go with it."""
+        for producer_id in list(self.pending):
+            held = self.pending[producer_id]
+            for group in [g for g in held if self.ctx.partition_for(g) == partition]:
+                del held[group]
+            if not held:
+                del self.pending[producer_id]
 
     def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
         return any((topic, partition) in p.get(group_id, {}) for p in self.pending.values())
@@ -82,7 +129,8 @@ class TxnOffsetManager:
         if not to_write:
             return errors
         try:
-            sequence = self.next_sequence(OFFSETS_TOPIC, partition, producer_id, producer_epoch)
+            sequence = (self.producers.next_producer_sequence(OFFSETS_TOPIC, partition, producer_id, producer_epoch)
+                        if self.producers is not None else 0)
             batch = encode_batch([Record(timestamp=now, key=R.offset_commit_key(group_id, t, p),
                                          value=R.offset_commit_value(om)) for (t, p), om in to_write],
                                  producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=sequence,

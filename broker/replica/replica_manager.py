@@ -649,6 +649,14 @@ class ReplicaManager:
         entry = state.last_entry(producer_id) if isinstance(state, ProducerStateManager) else None
         return entry is not None and entry.current_txn_first_offset is not None
 
+    def open_transactions(self, topic: str, partition: int) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction on a led partition (the group
+        coordinator restores TxnOffsetCommit's pending offsets from these when it loads)."""
+        state = self.leader_partition(topic, partition).log.producer_state
+        if not isinstance(state, ProducerStateManager):
+            return {}
+        return {pid: first for first, pid in state.ongoing_txns.items()}
+
     def next_producer_sequence(self, topic: str, partition: int, producer_id: int, producer_epoch: int) -> int:
         """The sequence a coordinator-written batch of (producer id, epoch) continues with here
         (TxnOffsetCommit writes the offsets as the producer's transactional batch)."""

@@ -188,3 +188,37 @@ def test_send_offsets_to_transaction_commits_with_it_and_abort_drops_them(txn_br
     assert committed() == batch[-1].offset() + 1 == 6
     consumer.close()
     assert read_committed(txn_broker.bootstrap, sink, 1, 6) == [f"IN{i}".encode() for i in range(6)]
+
+
+def test_pending_offsets_survive_a_broker_restart_and_commit_with_the_transaction(txn_broker) -> None:
+    """send_offsets_to_transaction, then the broker restarts before the commit: the reloaded
+    group coordinator restores the open transaction's offsets as pending (OffsetFetch shows none),
+    and the commit makes them the group's."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    source = _topic(txn_broker, 1)
+    group = f"restart-{uuid.uuid4().hex[:6]}"
+    consumer = Consumer({"bootstrap.servers": txn_broker.bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    p = _producer(txn_broker.bootstrap, "tx-restart-offsets")
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(source, b"out", partition=0)
+    p.send_offsets_to_transaction([TopicPartition(source, 0, 42)], consumer.consumer_group_metadata(), 30)
+    assert txn_broker.stop() == 0
+    txn_broker.start()
+    # Pending, not committed: a read_uncommitted consumer's OffsetFetch shows nothing, a
+    # read_committed one's (require_stable) gets UNSTABLE_OFFSET_COMMIT until the commit.
+    uncommitted = Consumer({"bootstrap.servers": txn_broker.bootstrap, "group.id": group,
+                            "isolation.level": "read_uncommitted"})
+    assert uncommitted.committed([TopicPartition(source, 0)], timeout=20)[0].offset < 0
+    uncommitted.close()
+    with pytest.raises(KafkaException):
+        consumer.committed([TopicPartition(source, 0)], timeout=2)
+    p.commit_transaction(60)
+    deadline = time.monotonic() + 10
+    while consumer.committed([TopicPartition(source, 0)], timeout=10)[0].offset != 42 \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert consumer.committed([TopicPartition(source, 0)], timeout=10)[0].offset == 42
+    consumer.close()
