@@ -315,8 +315,13 @@ class TransactionCoordinator:
             value = TxnLogValue(new_pid, 0, timeout_ms, TxnState.EMPTY, {}, now, -1)
             return self._result(shard, transactional_id, value, (ErrorCode.NONE, new_pid, 0))
         if expected_pid >= 0 and (expected_pid, expected_epoch) != (meta.producer_id, meta.producer_epoch):
-            # KIP-360: only the current incarnation may bump its own epoch.
-            raise KafkaApiError(ErrorCode.PRODUCER_FENCED)
+            # KIP-360: only the current incarnation may bump its own epoch - or name the epoch
+            # before the last bump: a retry of its bump, or a producer whose transaction the
+            # coordinator aborted (timeout), which then goes on with the current epoch.
+            if (expected_pid, expected_epoch) != (meta.producer_id, meta.last_producer_epoch) or expected_epoch < 0:
+                raise KafkaApiError(ErrorCode.PRODUCER_FENCED)
+            if meta.state in COMPLETE:
+                return CoordinatorResult(response=(ErrorCode.NONE, meta.producer_id, meta.producer_epoch))
         if meta.state in PREPARE:
             raise KafkaApiError(ErrorCode.CONCURRENT_TRANSACTIONS)
         if meta.state is TxnState.ONGOING:

@@ -29,6 +29,9 @@ class TxnMetadata:
     start_ms: int = -1
     last_update_ms: int = -1
     previous_producer_id: int = -1
+    # The epoch before the last bump (Kafka's lastProducerEpoch; not in the record, derived from
+    # the records' sequence): a KIP-360 producer naming it is the current one retrying or recovering.
+    last_producer_epoch: int = -1
 
     @classmethod
     def from_value(cls, transactional_id: str, v: TxnLogValue) -> TxnMetadata:
@@ -38,6 +41,10 @@ class TxnMetadata:
 
     def install(self, v: TxnLogValue) -> None:
         """Take the state of a durable record."""
+        if v.producer_id == self.producer_id and v.producer_epoch != self.producer_epoch:
+            self.last_producer_epoch = self.producer_epoch
+        elif v.producer_id != self.producer_id:
+            self.last_producer_epoch = -1
         self.producer_id, self.producer_epoch, self.timeout_ms = v.producer_id, v.producer_epoch, v.timeout_ms
         self.state, self.start_ms, self.last_update_ms = v.state, v.start_ms, v.last_update_ms
         self.previous_producer_id = v.previous_producer_id

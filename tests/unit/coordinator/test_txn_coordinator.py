@@ -171,3 +171,19 @@ async def test_timed_out_transaction_is_aborted_and_idle_ids_expire(logs: Marker
     again = await started(logs, clock)
     assert again.describe("t4") is None  # the tombstone is in the log
     await again.shutdown()
+
+
+async def test_kip360_producer_recovers_after_the_coordinator_aborted_its_transaction(logs: MarkerLogs) -> None:
+    clock = Clock()
+    c = await started(logs, clock)
+    _, pid, epoch = await c.init_producer_id("t5", 1000)
+    assert await c.add_partitions("t5", pid, epoch, {TOPIC: [0]}) == ErrorCode.NONE
+    clock.now += 1001
+    assert c.abort_timed_out_transactions() == 1
+    await settle()
+    # The aborted producer names its (now previous) epoch: it goes on with the current one.
+    assert await c.init_producer_id("t5", 1000, pid, epoch) == (ErrorCode.NONE, pid, epoch + 1)
+    assert await c.init_producer_id("t5", 1000, pid, epoch + 1) == (ErrorCode.NONE, pid, epoch + 2)
+    # An older epoch than the previous one is a zombie.
+    assert await c.init_producer_id("t5", 1000, pid, epoch) == (ErrorCode.PRODUCER_FENCED, -1, -1)
+    await c.shutdown()
