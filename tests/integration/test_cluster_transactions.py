@@ -107,3 +107,33 @@ def verification_across_brokers(cluster: ClusterProcesses) -> None:
     r = cluster.request(coordinator, "EndTxn", 3, {"transactional_id": txn_id, "producer_id": pid,
                                                    "producer_epoch": epoch, "committed": False})
     assert r["error_code"] == 0
+
+
+def test_a_transaction_survives_its_coordinator_moving(cluster: ClusterProcesses) -> None:
+    """The coordinator's broker stops mid-transaction (controlled shutdown): the new leader of the
+    __transaction_state partition loads the transaction from its replica, the producer finds it and
+    commits, and a read_committed consumer sees the records."""
+    from confluent_kafka import Producer
+
+    topic = "txn-move"
+    reply = cluster.request(cluster.controller_id(), "CreateTopics", 7, {"topics": [{
+        "name": topic, "num_partitions": 1, "replication_factor": 3}], "timeout_ms": 10000})
+    assert reply["topics"][0]["error_code"] == 0, reply
+    assert cluster.wait_until(lambda: leaders(cluster, topic)[0] >= 0, 15)
+    txn_id = "tx-move"
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id, "linger.ms": 5})
+    p.init_transactions(60)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(topic, f"m{i}".encode(), partition=0)
+    p.flush(30)
+    coordinator = cluster.request(cluster.node_ids[0], "FindCoordinator", 3,
+                                  {"key": txn_id, "key_type": 1})["node_id"]
+    time.sleep(1)  # the followers fetch the state records (coordinator writes do not wait for the HW yet)
+    cluster.stop(coordinator)
+    p.commit_transaction(60)
+    live = [n for n in cluster.node_ids if n != coordinator]
+    moved = cluster.request(live[0], "FindCoordinator", 3, {"key": txn_id, "key_type": 1})
+    assert moved["error_code"] == 0 and moved["node_id"] != coordinator
+    bootstrap = ",".join(f"{cluster.broker(n).host}:{cluster.broker(n).port}" for n in live)
+    assert sorted(read_committed(bootstrap, topic, 1, 5)) == [f"m{i}".encode() for i in range(5)], cluster.logs()
