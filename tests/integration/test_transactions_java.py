@@ -74,3 +74,24 @@ def test_kafka_transactions_list_and_describe(broker) -> None:
     missing = run_tool(tool, ["--bootstrap-server", broker.bootstrap, "describe", "--transactional-id",
                               "tx-nobody"], check=False)
     assert missing.returncode != 0 and "could not be found" in missing.stderr, missing.stderr
+
+
+def test_java_producer_performance_in_transactions(broker) -> None:
+    """Kafka's ProducerPerformance with --transactional-id (a transaction every 100 ms): every
+    record is committed; the read_committed end (LSO) is the log end, markers included."""
+    from bench.perf_tools import PRODUCER_PERF, parse_producer, producer_args
+
+    topic = f"jperf-{uuid.uuid4().hex[:6]}"
+    with WireClient(broker.host, broker.port) as c:
+        create_topic(c, topic, 1)
+    records = 20_000
+    out = run_tool(PRODUCER_PERF, producer_args(broker.bootstrap, topic, records, 1024, "all") + [
+        "--transactional-id", "tx-perf", "--transaction-duration-ms", "100"], timeout=180).stdout
+    assert parse_producer(out).records == records
+    got = read_committed(broker.bootstrap, topic, 1, records)
+    assert len(got) == records
+    with WireClient(broker.host, broker.port) as c:
+        ends = [c.request(2, 7, {"replica_id": -1, "isolation_level": level, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]}]}
+        )["topics"][0]["partitions"][0]["offset"] for level in (0, 1)]
+    assert ends[0] == ends[1] > records  # the COMMIT markers take offsets too
