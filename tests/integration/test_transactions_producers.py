@@ -116,7 +116,7 @@ def test_open_transaction_past_its_timeout_is_aborted(txn_broker) -> None:
 
 
 def test_aiokafka_commit_and_abort(txn_broker) -> None:
-    from aiokafka import AIOKafkaProducer
+    from aiokafka import AIOKafkaProducer, TopicPartition
 
     topic = _topic(txn_broker, 1)
 
@@ -130,11 +130,22 @@ def test_aiokafka_commit_and_abort(txn_broker) -> None:
             await p.begin_transaction()
             await p.send_and_wait(topic, b"no", partition=0)
             await p.abort_transaction()
+            # send_offsets_to_transaction (AddOffsetsToTxn + TxnOffsetCommit, aiokafka's old versions)
+            async with p.transaction():
+                await p.send_and_wait(topic, b"ok3", partition=0)
+                await p.send_offsets_to_transaction({TopicPartition(topic, 0): 17}, group)
         finally:
             await p.stop()
 
+    group = f"aio-{uuid.uuid4().hex[:6]}"
     asyncio.run(run())
-    assert read_committed(txn_broker.bootstrap, topic, 1, 3) == [b"ok0", b"ok1", b"ok2"]
+    assert read_committed(txn_broker.bootstrap, topic, 1, 4) == [b"ok0", b"ok1", b"ok2", b"ok3"]
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    consumer = Consumer({"bootstrap.servers": txn_broker.bootstrap, "group.id": group})
+    assert consumer.committed([CTopicPartition(topic, 0)], timeout=10)[0].offset == 17
+    consumer.close()
 
 
 def test_send_offsets_to_transaction_commits_with_it_and_abort_drops_them(txn_broker) -> None:
