@@ -380,7 +380,6 @@ _KRAFT = "the controller is embedded: no KRaft quorum to configure"
 _REPLICATION = "not part of replication yet"
 _NO_RECOMPRESSION = "batches are stored as the producer compressed them (no broker-side recompression)"
 _NO_GROUP_CONFIGS = "bounds of per-group configs, which are not implemented"
-_NO_TRANSACTIONS = "transactions are not implemented yet"
 
 
 DEFINITIONS: tuple[ConfigDef, ...] = (
@@ -629,34 +628,24 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("offsets.commit.timeout.ms", _I, 5000, _at_least(1), _H,
        "How long a group coordinator write (an offset commit, a group's state) waits to be replicated."),
     # --- transactions and producer ids ------------------------------------------------------------
-    _d("transaction.state.log.num.partitions", _I, 50, _at_least(1), _H, "Partitions of __transaction_state.",
-       no_effect=_NO_TRANSACTIONS),
+    _d("transaction.state.log.num.partitions", _I, 50, _at_least(1), _H, "Partitions of __transaction_state."),
     _d("transaction.state.log.replication.factor", _S, 3, _at_least(1), _H,
-       "Replication factor of __transaction_state.",
-       no_effect=_NO_TRANSACTIONS),
-    _d("transaction.state.log.min.isr", _I, 2, _at_least(1), _H, "min.insync.replicas of __transaction_state.",
-       no_effect=_NO_TRANSACTIONS),
+       "Replication factor of __transaction_state."),
+    _d("transaction.state.log.min.isr", _I, 2, _at_least(1), _H, "min.insync.replicas of __transaction_state."),
     _d("transaction.state.log.segment.bytes", _I, 100 * 1024 * 1024, _at_least(1), _H,
-       "Segment size of __transaction_state.",
-       no_effect=_NO_TRANSACTIONS),
+       "Segment size of __transaction_state."),
     _d("transaction.state.log.load.buffer.size", _I, 5 * 1024 * 1024, _at_least(1), _H,
-       "Read size when loading transaction state.",
-       no_effect=_NO_TRANSACTIONS),
+       "Read size when loading transaction state."),
     _d("transaction.max.timeout.ms", _I, 15 * 60 * 1000, _at_least(1), _H,
-       "Largest transaction timeout a producer may ask.",
-       no_effect=_NO_TRANSACTIONS),
+       "Largest transaction timeout a producer may ask."),
     _d("transactional.id.expiration.ms", _I, 7 * 24 * _HOUR_MS, _at_least(1), _H,
-       "Idle transactional ids expire after this.",
-       no_effect=_NO_TRANSACTIONS),
+       "Idle transactional ids expire after this."),
     _d("transaction.abort.timed.out.transaction.cleanup.interval.ms", _I, 10000, _at_least(1), _L,
-       "How often timed-out transactions are aborted.",
-       no_effect=_NO_TRANSACTIONS),
+       "How often timed-out transactions are aborted."),
     _d("transaction.remove.expired.transaction.cleanup.interval.ms", _I, _HOUR_MS, _at_least(1), _L,
-       "How often expired transactional ids are removed.",
-       no_effect=_NO_TRANSACTIONS),
+       "How often expired transactional ids are removed."),
     _d("transaction.partition.verification.enable", _B, True, None, _L,
-       "Verify partitions are in the transaction before appending (KIP-890).", dynamic=True,
-       no_effect=_NO_TRANSACTIONS),
+       "Verify partitions are in the transaction before appending (KIP-890).", dynamic=True),
     _d("producer.id.expiration.ms", _I, 24 * _HOUR_MS, _at_least(1), _L,
        "Idle producer ids' state expires after this.", dynamic=True),
     _d("producer.id.expiration.check.interval.ms", _I, 600000, _at_least(1), _L,

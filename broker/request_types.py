@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from broker.producer_ids import ProducerIdSource
     from broker.replica.fetch_session import FetchSessionCache
     from broker.replica.replica_manager import ReplicaManager
+    from broker.txn.coordinator import TransactionCoordinator
 
 # A request or response body: the codec's dict in the newest shape of the message
 # (protocol/codec.py writes the fields the request's version has).
@@ -73,6 +74,11 @@ class BrokerServices(Protocol):
 
     @property
     def group_coordinator(self) -> GroupCoordinator | None:
+        """None until it is started (COORDINATOR_NOT_AVAILABLE)."""
+        ...
+
+    @property
+    def txn_coordinator(self) -> TransactionCoordinator | None:
         """None until it is started (COORDINATOR_NOT_AVAILABLE)."""
         ...
 

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from broker.producer_ids import ProducerIdSource
     from broker.replica.fetch_session import FetchSessionCache
     from broker.replica.replica_manager import ReplicaManager
+    from broker.txn.coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class Broker:
         # Cluster mode (metadata.store=etcd://...): this node's cluster parts; None on one node.
         self.cluster: ClusterNode | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.txn_coordinator: TransactionCoordinator | None = None
         # Delayed operations (long-poll fetches, joins, heartbeats) share one timing wheel, driven
         # by the handler loop.
         self.metrics: BrokerMetrics | None = None  # when odradek.metrics.port >= 0
@@ -132,8 +134,16 @@ class Broker:
 
         self.group_coordinator = GroupCoordinator(GroupConfig.from_broker_config(self.config),
                                                   ReplicaManagerWriter(self.replica_manager), self.timer,
-                                                  self.metadata, self.node_id)
+                                                  self.metadata, self.node_id,
+                                                  producers=self.replica_manager)
+        self.replica_manager.on_txn_marker(self.group_coordinator.on_transaction_completed)
         await self.group_coordinator.start()
+        from broker.txn.coordinator import TransactionCoordinator, TxnConfig
+
+        self.txn_coordinator = TransactionCoordinator(TxnConfig.from_broker_config(self.config),
+                                                      ReplicaManagerWriter(self.replica_manager), self.replica_manager,
+                                                      self.metadata, self.producer_ids, self.node_id)
+        await self.txn_coordinator.start()
         channel = RequestChannel(self.loop, self.config["queued.max.requests"], self._process,
                                  max_queued_bytes=self.config["queued.max.request.bytes"])
         self.dispatcher = Dispatcher(self, self.handlers, channel)
@@ -335,6 +345,8 @@ class Broker:
             task.cancel()
         if self.group_coordinator is not None:
             await step("stopping the group coordinator", self.group_coordinator.shutdown)
+        if self.txn_coordinator is not None:
+            await step("stopping the transaction coordinator", self.txn_coordinator.shutdown)
         if self.metrics is not None:
             await step("stopping metrics", self.metrics.shutdown)
         rm: ReplicaManager | None = vars(self).get("replica_manager")

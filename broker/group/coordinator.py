@@ -11,6 +11,7 @@ The parts (Kafka 4.0's GroupCoordinatorService over GroupCoordinatorShards):
   DescribeGroups;
 - ``consumer_group.ConsumerGroupManager``: KIP-848 ConsumerGroupHeartbeat/Describe;
 - ``offset_manager.OffsetManager``: OffsetCommit/Fetch/Delete and expiry;
+- ``txn_offsets.TxnOffsetManager``: TxnOffsetCommit's offsets, pending until the transaction's marker;
 - ``context.GroupContext``: what they share (config, runtime, timer, metadata, the group maps).
 
 This module wires them and routes the APIs that span both protocols (ListGroups, DeleteGroups).
@@ -44,6 +45,7 @@ from broker.group.errors import append_error
 from broker.group.keyed_timer import KeyedTimer
 from broker.group.offset_manager import OffsetManager
 from broker.group.shard import GroupShard
+from broker.group.txn_offsets import ProducerStates, TxnCommitPartition, TxnOffsetManager
 from broker.request_types import ApiRequest
 from broker.timing_wheel import Timer
 from protocol.errors import ErrorCode, KafkaApiError
@@ -57,7 +59,7 @@ class GroupCoordinator:
     partitions this broker leads."""
 
     def __init__(self, config: GroupConfig, writer: PartitionWriter, timer: Timer, metadata: MetadataView,
-                 node_id: int, time_ms: Callable[[], int] = now_ms) -> None:
+                 node_id: int, time_ms: Callable[[], int] = now_ms, producers: ProducerStates | None = None) -> None:
         self.config = config
         self.metadata = metadata
         self.node_id = node_id
@@ -70,13 +72,14 @@ class GroupCoordinator:
         self.consumer = ConsumerGroupManager(self.ctx)
         self.classic = ClassicGroupManager(self.ctx, self.consumer)
         self.offsets = OffsetManager(self.ctx, self.classic, self.consumer)
+        self.txn_offsets = TxnOffsetManager(self.ctx, self.classic, self.consumer, producers)
         self.groups = self.ctx.classic_groups  # classic groups by id (KIP-848 ones: consumer.groups)
 
     def _load_summary(self) -> str:
         return f": {len(self.ctx.classic_groups) + len(self.ctx.consumer_groups)} groups"
 
     def _new_shard(self, partition: int) -> GroupShard:
-        return GroupShard(partition, self.classic, self.consumer)
+        return GroupShard(partition, self.classic, self.consumer, self.txn_offsets)
 
     @property
     def active(self) -> bool:
@@ -150,6 +153,16 @@ class GroupCoordinator:
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None, member_id: str | None = None,
                       member_epoch: int = -1) -> list[tuple[str, list[tuple[int, Any]]]]:
         return self.offsets.fetch_offsets(group_id, topics, member_id, member_epoch)
+
+    async def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                                 instance_id: str | None, generation_id: int,
+                                 partitions: list[TxnCommitPartition]) -> list[ErrorCode]:
+        return await self.txn_offsets.commit(group_id, producer_id, producer_epoch, member_id, instance_id,
+                                             generation_id, partitions)
+
+    def on_transaction_completed(self, topic: str, partition: int, producer_id: int, commit: bool) -> None:
+        """A marker landed on a partition led here (the replica manager's listener)."""
+        self.txn_offsets.on_transaction_completed(topic, partition, producer_id, commit)
 
     async def delete_offsets(self, group_id: str,
                              partitions: list[tuple[str, int]]) -> tuple[ErrorCode, list[ErrorCode]]:

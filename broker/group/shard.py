@@ -3,7 +3,8 @@
 Loading replays the partition's records here: the newest record per key wins, tombstones delete.
 Classic group metadata and committed offsets are collected by key; KIP-848 records go to their
 own loader. When the load ends (``on_loaded``) the groups are handed to the two managers, each
-group taking its offsets; on unload the managers drop the partition's groups. The groups
+group taking its offsets, and the offsets of transactions still open are restored as pending
+(``TxnOffsetManager.restore``); on unload the managers drop the partition's groups. The groups
 themselves live in the shared id space of ``GroupContext`` (a group id maps to one partition),
 so every partition's shard is a loader and a lifecycle, not a second copy of the state.
 """
@@ -20,6 +21,7 @@ from broker.group.context import OFFSETS_TOPIC
 if TYPE_CHECKING:
     from broker.group.classic_manager import ClassicGroupManager
     from broker.group.consumer_group import ConsumerGroupManager
+    from broker.group.txn_offsets import TxnOffsetManager
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +31,12 @@ LoadedOffsets = dict[str, dict[tuple[str, int], "R.OffsetAndMetadata | None"]]
 class GroupShard:
     """Implements broker.coordinator.runtime.CoordinatorShard for one partition."""
 
-    def __init__(self, partition: int, classic: ClassicGroupManager, consumer: ConsumerGroupManager) -> None:
+    def __init__(self, partition: int, classic: ClassicGroupManager, consumer: ConsumerGroupManager,
+                 txn_offsets: TxnOffsetManager | None = None) -> None:
         self.partition = partition
         self.classic = classic
         self.consumer = consumer
+        self.txn_offsets = txn_offsets
         self._group_values: dict[str, dict | None] = {}
         self._offsets: LoadedOffsets = {}
         self._consumer_loader = ConsumerGroupLoader(partition)
@@ -59,7 +63,11 @@ class GroupShard:
         self.classic.install_loaded(self.partition, self._group_values, self._offsets)
         self._group_values, self._offsets = {}, {}
         self._consumer_loader = ConsumerGroupLoader(self.partition)
+        if self.txn_offsets is not None:
+            self.txn_offsets.restore(self.partition)
 
     def on_unloaded(self) -> None:
         self.consumer.unload(self.partition)
         self.classic.unload(self.partition)
+        if self.txn_offsets is not None:
+            self.txn_offsets.unload(self.partition)

@@ -16,12 +16,15 @@ COORDINATOR_NOT_AVAILABLE; the client retries. The replication factor is
 created while fewer brokers are live than that (COORDINATOR_NOT_AVAILABLE until they are), so it
 never ends up less replicated than configured; a single node caps it at its one broker, so the
 default of 3 works there (most single-node setups override it).
+Transaction keys: the leader of ``__transaction_state`` partition
+``abs(hashCode(transactional.id)) % transaction.state.log.num.partitions``; the first lookup
+creates the topic the same way (compacted, ``transaction.state.log.*``, the same replication-factor
+rule with ``transaction.state.log.replication.factor``, min.insync.replicas at most the replication
+factor). Other key types get INVALID_REQUEST.
 
 The coordinator is the partition's leader in the metadata; a leader that does not own the
 partition yet (its log is still being made) answers COORDINATOR_NOT_AVAILABLE rather than naming
 itself and then answering NOT_COORDINATOR.
-Transaction keys get COORDINATOR_NOT_AVAILABLE until the transaction coordinator exists; other
-key types get INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -29,9 +32,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from broker.group.coordinator import OFFSETS_TOPIC, coordinator_of
+from broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator, coordinator_of
 from broker.group.hashing import partition_for
+from broker.handlers.txn_common import txn_coordinator_of
 from broker.request_types import ApiRequest
+from broker.txn.coordinator import TransactionCoordinator
+from broker.txn.shard import TXN_TOPIC
 from protocol.errors import ErrorCode
 
 API_KEY = 10
@@ -43,32 +49,42 @@ TRANSACTION = 1
 
 log = logging.getLogger(__name__)
 
-# (replication factor, live brokers) already logged as too few, so a retrying client adds no lines.
-_reported_short: set[tuple[int, int]] = set()
+# (topic, replication factor, live brokers) already logged as too few, so a retrying client adds no lines.
+_reported_short: set[tuple[str, int, int]] = set()
 
 
-async def _ensure_offsets_topic(request: ApiRequest) -> bool:
-    """True if __consumer_offsets exists; else start creating it and return False."""
+async def _ensure_topic(request: ApiRequest, topic: str) -> bool:
+    """True if the internal topic exists; else start creating it and return False."""
     metadata = request.broker.metadata
-    if OFFSETS_TOPIC in metadata.image.topics:
+    if topic in metadata.image.topics:
         return True
     cfg = request.broker.config
     live = len(metadata.image.live_broker_ids())
-    rf = int(cfg["offsets.topic.replication.factor"])
+    if topic == OFFSETS_TOPIC:
+        key = "offsets.topic.replication.factor"
+        partitions = cfg["offsets.topic.num.partitions"]
+    else:
+        key = "transaction.state.log.replication.factor"
+        partitions = cfg["transaction.state.log.num.partitions"]
+    rf = int(cfg[key])
     if cfg["metadata.store"] == "local":  # one node
         rf = min(rf, max(live, 1))
     elif live < rf:
-        if (rf, live) not in _reported_short:
-            _reported_short.add((rf, live))
-            log.info("not creating %s yet: offsets.topic.replication.factor is %d and %d brokers are live",
-                     OFFSETS_TOPIC, rf, live)
+        if (topic, rf, live) not in _reported_short:
+            _reported_short.add((topic, rf, live))
+            log.info("not creating %s yet: %s is %d and %d brokers are live", topic, key, rf, live)
         return False
-    result = await request.broker.controller_client.create_internal_topic(
-        OFFSETS_TOPIC, cfg["offsets.topic.num.partitions"], rf,
-        {"cleanup.policy": "compact", "compression.type": "producer",
-         "segment.bytes": str(cfg["offsets.topic.segment.bytes"])})
+    if topic == OFFSETS_TOPIC:
+        configs = {"cleanup.policy": "compact", "compression.type": "producer",
+                   "segment.bytes": str(cfg["offsets.topic.segment.bytes"])}
+    else:
+        configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                   "unclean.leader.election.enable": "false",
+                   "min.insync.replicas": str(min(cfg["transaction.state.log.min.isr"], rf)),
+                   "segment.bytes": str(cfg["transaction.state.log.segment.bytes"])}
+    result = await request.broker.controller_client.create_internal_topic(topic, partitions, rf, configs)
     if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-        log.warning("could not create %s: %s %s", OFFSETS_TOPIC, result.error_code, result.error_message)
+        log.warning("could not create %s: %s %s", topic, result.error_code, result.error_message)
     return False
 
 
@@ -80,18 +96,24 @@ async def _lookup(request: ApiRequest, key_type: int, key: str) -> dict[str, Any
         entry["error_message"] = code.name
         return entry
 
-    if key_type == TRANSACTION:
-        return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    if key_type != GROUP:
+    coordinator: GroupCoordinator | TransactionCoordinator | None
+    if key_type == GROUP:
+        topic = OFFSETS_TOPIC
+        coordinator = coordinator_of(request)
+    elif key_type == TRANSACTION:
+        topic = TXN_TOPIC
+        coordinator = txn_coordinator_of(request)
+        if not key:
+            return error(ErrorCode.INVALID_REQUEST)
+    else:
         return error(ErrorCode.INVALID_REQUEST)
-    coordinator = coordinator_of(request)
     if coordinator is None:
         return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    if not await _ensure_offsets_topic(request):
+    if not await _ensure_topic(request, topic):
         return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     image = request.broker.metadata.image
-    partition = partition_for(key, len(image.topics[OFFSETS_TOPIC].partitions))
-    state = image.partition(OFFSETS_TOPIC, partition)
+    partition = partition_for(key, len(image.topics[topic].partitions))
+    state = image.partition(topic, partition)
     node = image.brokers.get(state.leader) if state is not None else None
     if node is None or node.fenced:
         return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)

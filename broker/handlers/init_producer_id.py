@@ -1,24 +1,25 @@
-"""InitProducerId (api key 22): a producer id and epoch for idempotent producers.
+"""InitProducerId (api key 22): a producer id and epoch for idempotent and transactional producers.
 
 Versions 0-5.
 - v1: same as v0.
 - v2: flexible.
 - v3: producer_id/producer_epoch in the request (KIP-360: an existing producer may bump its
   epoch).
-- v4: PRODUCER_FENCED may be returned (KIP-588).
+- v4: PRODUCER_FENCED may be returned (KIP-588); INVALID_PRODUCER_EPOCH before.
 - v5: same as v4.
 
 Without a transactional id every call gets a fresh producer id with epoch 0, as Kafka does for
 idempotent producers (the Java producer, kafka-python and Spark's sink call this first and fail
 if it is missing). Producer ids never repeat across restarts (broker/producer_ids.py).
 
-Transactional ids need the transaction coordinator, which Odradek does not have yet: such calls
-get COORDINATOR_NOT_AVAILABLE (FindCoordinator for transactions answers the same), so a
-transactional client fails with a timeout instead of proceeding without guarantees.
+With a transactional id the transaction coordinator answers (broker/txn/coordinator.py): an epoch
+bump fencing the previous incarnation, INVALID_TRANSACTION_TIMEOUT above
+transaction.max.timeout.ms, CONCURRENT_TRANSACTIONS while a previous transaction is being ended.
 """
 
 from __future__ import annotations
 
+from broker.handlers.txn_common import fenced_error, txn_coordinator_of
 from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode
 
@@ -29,9 +30,15 @@ VERSIONS = (0, 5)
 
 async def handle(request: ApiRequest) -> dict:
     body = request.body
-    if body["transactional_id"] is not None:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "producer_id": -1,
-                "producer_epoch": -1}
+    txn_id = body["transactional_id"]
+    if txn_id is not None:
+        coordinator = txn_coordinator_of(request)
+        if coordinator is None:
+            return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        code, pid, epoch = await coordinator.init_producer_id(
+            txn_id, body["transaction_timeout_ms"], body.get("producer_id", -1), body.get("producer_epoch", -1))
+        return {"throttle_time_ms": 0, "error_code": fenced_error(code, request, 4), "producer_id": pid,
+                "producer_epoch": epoch}
     producer_id = await request.broker.producer_ids.next_id()
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": 0}
 

@@ -7,7 +7,8 @@ Versions 0-9.
 - v4: same as v3.
 - v5: committed_leader_epoch (KIP-320).
 - v6: flexible.
-- v7: require_stable (KIP-447): no pending transactional offsets exist yet, so it changes nothing.
+- v7: require_stable (KIP-447): a partition with offsets pending in an open transaction
+  (TxnOffsetCommit) answers UNSTABLE_OFFSET_COMMIT (retriable) instead of its committed offset.
 - v8: several groups per request (KIP-709).
 - v9: member_id / member_epoch for KIP-848 groups (ignored for classic groups, as Kafka).
 
@@ -39,6 +40,7 @@ def _partition(index: int, om: Any, error: int = ErrorCode.NONE) -> dict:
 
 def _fetch_group(request: ApiRequest, group_id: str, topics: list[dict] | None, member_id: str | None = None,
                  member_epoch: int = -1) -> tuple[int, list[dict]]:
+    """(group error, topics); with require_stable, pending transactional offsets are UNSTABLE_OFFSET_COMMIT."""
     wanted = None if topics is None else [(t["name"], list(t["partition_indexes"])) for t in topics]
     coordinator = coordinator_of(request)
     try:
@@ -51,6 +53,11 @@ def _fetch_group(request: ApiRequest, group_id: str, topics: list[dict] | None, 
             return ErrorCode.NONE, [{"name": t, "partitions": [_partition(p, None, exc.code) for p in parts]}
                                     for t, parts in (wanted or [])]
         return exc.code, []
+    txn = coordinator.txn_offsets
+    if request.body.get("require_stable") and txn.pending:
+        return ErrorCode.NONE, [{"name": t, "partitions": [
+            _partition(p, None, ErrorCode.UNSTABLE_OFFSET_COMMIT) if txn.has_pending(group_id, t, p)
+            else _partition(p, om) for p, om in parts]} for t, parts in found]
     return ErrorCode.NONE, [{"name": t, "partitions": [_partition(p, om) for p, om in parts]} for t, parts in found]
 
 

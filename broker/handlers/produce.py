@@ -29,18 +29,29 @@ with Kafka's message; + record_errors for per-record findings such as null keys 
 UNSUPPORTED_COMPRESSION_TYPE, INVALID_TOPIC_EXCEPTION (internal topics), OUT_OF_ORDER_SEQUENCE_NUMBER,
 INVALID_PRODUCER_EPOCH, KAFKA_STORAGE_ERROR; INVALID_REQUIRED_ACKS for every partition when acks
 is not 0, 1 or -1.
+
+Transactional batches need the request's transactional_id (INVALID_TXN_STATE otherwise). Each
+partition is first verified to be in the producer's ongoing transaction (KIP-890 part 1,
+``_handle_transactional``; by the local coordinator, or by the remote one with AddPartitionsToTxn
+v4 verify_only, NOT_ENOUGH_REPLICAS when it cannot answer): INVALID_TXN_STATE when it was not
+added, INVALID_PRODUCER_EPOCH for a fenced epoch, INVALID_PRODUCER_ID_MAPPING for an unknown
+producer; nothing appended. Requests without transactional_id pay one dict lookup.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from broker.completion import Completion
 from broker.request_types import ApiRequest
 from protocol.batch_header import COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_BIT
 from protocol.errors import ErrorCode, KafkaApiError
+
+if TYPE_CHECKING:
+    from broker.txn.coordinator import TransactionCoordinator
 
 API_KEY = 0
 NAME = "Produce"
@@ -48,6 +59,7 @@ VERSIONS = (3, 11)
 
 ZSTD = 4
 ATTRIBUTES_AT = 21
+PRODUCER_ID_AT = 43
 
 
 def _partition_result(index: int, code: int, message: str | None = None, base_offset: int = -1,
@@ -64,8 +76,9 @@ def _partition_result(index: int, code: int, message: str | None = None, base_of
     }
 
 
-def _check_batches(records: Any, version: int = 7) -> None:
-    """Header-only checks the log does not know about (they depend on the request version)."""
+def _check_batches(records: Any, version: int = 7, transactional: bool = False) -> None:
+    """Header-only checks the log does not know about (they depend on the request version; a
+    transactional batch needs the request's transactional_id)."""
     pos, total = 0, len(records)
     while total - pos >= HEADER_SIZE:
         attributes = records[pos + ATTRIBUTES_AT] << 8 | records[pos + ATTRIBUTES_AT + 1]
@@ -74,8 +87,8 @@ def _check_batches(records: Any, version: int = 7) -> None:
             raise KafkaApiError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
         if codec > ZSTD:
             raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec {codec}")
-        if attributes & TRANSACTIONAL_BIT:
-            raise KafkaApiError(ErrorCode.INVALID_TXN_STATE, "transactions are not supported yet")
+        if attributes & TRANSACTIONAL_BIT and not transactional:
+            raise KafkaApiError(ErrorCode.INVALID_TXN_STATE, "a transactional batch in a request without transactional_id")
         size = int.from_bytes(records[pos + 8 : pos + 12], "big", signed=True) + 12
         if size <= 12:
             return  # the log reports the malformed batch
@@ -116,6 +129,8 @@ def handle(request: ApiRequest) -> Any:
         return error_response(request, ErrorCode.INVALID_REQUIRED_ACKS)
     entries = [(topic["name"], pd["index"], pd["records"])
                for topic in body["topic_data"] for pd in topic["partition_data"]]
+    if body["transactional_id"] is not None:
+        return _handle_transactional(request, entries)
     done: Completion[list[Any]] = Completion()
     check = _check_batches if request.api_version >= 7 else _check_batches_before_v7
     request.broker.replica_manager.append_records(entries, acks, body["timeout_ms"], done, check)
@@ -125,12 +140,91 @@ def handle(request: ApiRequest) -> Any:
     return _respond_later(request, done.wait())
 
 
+def _txn_producer(records: Any) -> tuple[int, int] | None:
+    """(producer id, epoch) of a transactional record set's first batch; None otherwise."""
+    if records is None or len(records) < HEADER_SIZE or not (records[ATTRIBUTES_AT + 1] & TRANSACTIONAL_BIT):
+        return None
+    return (int.from_bytes(records[PRODUCER_ID_AT:PRODUCER_ID_AT + 8], "big", signed=True),
+            int.from_bytes(records[PRODUCER_ID_AT + 8:PRODUCER_ID_AT + 10], "big", signed=True))
+
+
+def _refusal(code: ErrorCode, transactional_id: str, topic: str, index: int) -> KafkaApiError:
+    return KafkaApiError(code, f"{topic}-{index} is not in the ongoing transaction of {transactional_id}"
+                         if code == ErrorCode.INVALID_TXN_STATE else None)
+
+
+def _handle_transactional(request: ApiRequest, entries: list[tuple[str, int, Any]]) -> Any:
+    """A transactional producer's request: KIP-890 part 1's verification, then the append of the
+    verified partitions (the others answered with the verification's error, nothing appended).
+    Where this broker coordinates the transactional id it checks the coordinator's state at once;
+    elsewhere it asks the coordinator (AddPartitionsToTxn v4 verify_only), except for partitions
+    where the producer's transaction is already open (verified when it began)."""
+    broker = request.broker
+    txn_id = request.body["transactional_id"]
+    coordinator = broker.txn_coordinator
+    refused: dict[int, KafkaApiError] = {}
+    remote: dict[tuple[int, int], list[int]] = {}  # (producer id, epoch) -> entries to ask about
+    if coordinator is not None and broker.config["transaction.partition.verification.enable"]:
+        for i, (topic, index, records) in enumerate(entries):
+            producer = _txn_producer(records)
+            if producer is None:
+                continue
+            code = coordinator.verify(txn_id, producer[0], producer[1], topic, index)
+            if code is None:
+                if not broker.replica_manager.in_transaction(topic, index, producer[0]):
+                    remote.setdefault(producer, []).append(i)
+            elif code != ErrorCode.NONE:
+                refused[i] = _refusal(code, txn_id, topic, index)
+    if remote and coordinator is not None:
+        return _verify_remotely_then_append(request, entries, refused, remote, coordinator)
+    return _append_verified(request, entries, refused)
+
+
+async def _verify_remotely_then_append(request: ApiRequest, entries: list[tuple[str, int, Any]],
+                                       refused: dict[int, KafkaApiError],
+                                       remote: dict[tuple[int, int], list[int]],
+                                       coordinator: TransactionCoordinator) -> dict | None:
+    txn_id = request.body["transactional_id"]
+    for (producer_id, epoch), indexes in remote.items():
+        tps = [(entries[i][0], entries[i][1]) for i in indexes]
+        codes = await coordinator.verify_remote(txn_id, producer_id, epoch, tps)
+        for i, tp in zip(indexes, tps, strict=True):
+            if codes[tp] != ErrorCode.NONE:
+                refused[i] = _refusal(codes[tp], txn_id, *tp)
+    result = _append_verified(request, entries, refused)
+    return await result if asyncio.iscoroutine(result) else result
+
+
+def _append_verified(request: ApiRequest, entries: list[tuple[str, int, Any]],
+                     refused: dict[int, KafkaApiError]) -> Any:
+    body = request.body
+    accepted = [e for i, e in enumerate(entries) if i not in refused]
+    done: Completion[list[Any]] = Completion()
+    check = _check_txn_batches if request.api_version >= 7 else _check_txn_batches_before_v7
+    request.broker.replica_manager.append_records(accepted, body["acks"], body["timeout_ms"], done, check)
+
+    def merged(appended: list[Any]) -> list[Any]:
+        it = iter(appended)
+        return [refused[i] if i in refused else next(it) for i in range(len(entries))]
+
+    if done.done:
+        return _response(request, merged(done.value))
+    return _respond_merged(request, done.wait(), merged)
+
+
+async def _respond_merged(request: ApiRequest, waiting: asyncio.Future[list[Any]],
+                          merged: Callable[[list[Any]], list[Any]]) -> dict | None:
+    return _response(request, merged(await waiting))
+
+
 async def _respond_later(request: ApiRequest, waiting: asyncio.Future[list[Any]]) -> dict | None:
     return _response(request, await waiting)
 
 
 # The per-record-set check handed to the replica manager (a C-level partial, not a wrapper).
 _check_batches_before_v7 = functools.partial(_check_batches, version=6)
+_check_txn_batches = functools.partial(_check_batches, transactional=True)
+_check_txn_batches_before_v7 = functools.partial(_check_batches, version=6, transactional=True)
 
 
 def error_response(request: ApiRequest, code: int) -> dict:

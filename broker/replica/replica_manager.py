@@ -144,6 +144,10 @@ class ReplicaManager:
         self._reported_truncations: set[str] = set()
         self._leader_listeners: list[Callable[[str, int, int], None]] = []
         self._resign_listeners: list[Callable[[str, int], None]] = []
+        # (topic, partition, producer id, commit) after a marker lands: the group coordinator
+        # completes TxnOffsetCommit's pending offsets on __consumer_offsets (Kafka's
+        # onTransactionCompleted, called from WriteTxnMarkers).
+        self._txn_marker_listeners: list[Callable[[str, int, int, bool], None]] = []
         self._tasks: list[asyncio.Task] = []
         self.cleaner: LogCleaner | None = None
         self._log_admin = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-log-admin")
@@ -645,6 +649,45 @@ class ReplicaManager:
     def on_resign(self, callback: Callable[[str, int], None]) -> None:
         self._resign_listeners.append(callback)
 
+    def on_txn_marker(self, callback: Callable[[str, int, int, bool], None]) -> None:
+        self._txn_marker_listeners.append(callback)
+
+    def active_producers(self, topic: str, partition: int) -> list[dict[str, int]]:
+        """DescribeProducers: the producer state of a partition led here (Kafka's
+        Partition.activeProducerState), in the response's field names."""
+        state = self.leader_partition(topic, partition).log.producer_state
+        if not isinstance(state, ProducerStateManager):
+            return []
+        return [{"producer_id": e.producer_id, "producer_epoch": e.producer_epoch, "last_sequence": e.last_seq,
+                 "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,
+                 "current_txn_start_offset": -1 if e.current_txn_first_offset is None else e.current_txn_first_offset}
+                for e in list(state.producers.values())]
+
+    def in_transaction(self, topic: str, partition: int, producer_id: int) -> bool:
+        """Has the producer an open transaction on this led partition? (Then a remote coordinator
+        already verified it: KIP-890 asks once per transaction and partition.)"""
+        part = self.partitions.get((topic, partition))
+        state = part.log.producer_state if part is not None and part.leader == self.node_id else None
+        entry = state.last_entry(producer_id) if isinstance(state, ProducerStateManager) else None
+        return entry is not None and entry.current_txn_first_offset is not None
+
+    def open_transactions(self, topic: str, partition: int) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction on a led partition (the group
+        coordinator restores TxnOffsetCommit's pending offsets from these when it loads)."""
+        state = self.leader_partition(topic, partition).log.producer_state
+        if not isinstance(state, ProducerStateManager):
+            return {}
+        return {pid: first for first, pid in state.ongoing_txns.items()}
+
+    def next_producer_sequence(self, topic: str, partition: int, producer_id: int, producer_epoch: int) -> int:
+        """The sequence a coordinator-written batch of (producer id, epoch) continues with here
+        (TxnOffsetCommit writes the offsets as the producer's transactional batch)."""
+        state = self.leader_partition(topic, partition).log.producer_state
+        entry = state.last_entry(producer_id) if isinstance(state, ProducerStateManager) else None
+        if entry is None or entry.producer_epoch != producer_epoch or entry.last_seq < 0:
+            return 0
+        return (entry.last_seq + 1) & 0x7FFFFFFF
+
     # -- lookups ----------------------------------------------------------------------------
 
     def set_self_fenced(self, fenced: bool) -> None:
@@ -770,6 +813,8 @@ class ReplicaManager:
                 continue
             results.append(info)
             self._after_leader_append(part, info)
+            for listener in self._txn_marker_listeners:
+                listener(topic, index, producer_id, commit)
             if part.high_watermark <= info.last_offset:
                 waiting.append((i, (topic, index)))
         if not waiting:

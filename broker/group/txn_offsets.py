@@ -1,0 +1,190 @@
+"""Transactional offset commits (Kafka's TxnOffsetCommit in OffsetMetadataManager): offsets a
+transactional producer commits for a group, visible only when its transaction commits.
+
+1. ``commit``: after the coordinator and group checks, the offsets are written to the group's
+   ``__consumer_offsets`` partition as the producer's own transactional batch (its producer id and
+   epoch, the next sequence of that producer on the partition, Kafka's OffsetCommitKey/Value), so
+   the transaction's markers close it; once durable they are held as *pending* per producer id,
+   not visible to OffsetFetch.
+2. ``on_transaction_completed`` (the replica manager calls it when a marker lands on a
+   ``__consumer_offsets`` partition led here): COMMIT makes the producer's pending offsets of that
+   partition's groups the committed ones, ABORT drops them. A commit is applied through the
+   coordinator runtime as an ordinary offset commit record (write -> durable -> apply), which is
+   also what a reload replays: the runtime's loader skips transactional batches, so without that
+   record a committed transactional offset would not survive a restart (what remains lost is a
+   crash between the marker and that record; Kafka's loader replays transactional batches and
+   markers itself).
+3. ``restore`` (the shard's load ended): transactions still open on the partition (the producer
+   state's open transactions) get their offsets back as pending, read from the oldest one's first
+   offset; ``unload`` drops the pending offsets of a partition led elsewhere now.
+
+Owned by the handler loop; no locks.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import TYPE_CHECKING, Any, Protocol
+
+from broker.coordinator.runtime import CoordinatorResult, KeyValue
+from broker.group import records as R
+from broker.group.classic_group import ClassicGroup
+from broker.group.context import OFFSETS_TOPIC, GroupContext
+from broker.group.errors import commit_append_error
+from protocol.errors import ErrorCode, KafkaApiError
+from protocol.records import Record, encode_batch, iter_batches
+
+if TYPE_CHECKING:
+    from broker.group.classic_manager import ClassicGroupManager
+    from broker.group.consumer_group import ConsumerGroupManager
+    from broker.group.shard import GroupShard
+
+log = logging.getLogger(__name__)
+
+# topic, partition, offset, leader epoch, metadata
+TxnCommitPartition = tuple[str, int, int, int, "str | None"]
+Pending = dict[str, dict[tuple[str, int], R.OffsetAndMetadata]]  # group -> partition -> offset
+
+
+class ProducerStates(Protocol):
+    """What the replica manager tells of a __consumer_offsets partition's producers."""
+
+    def next_producer_sequence(self, topic: str, partition: int, producer_id: int, producer_epoch: int) -> int: ...
+
+    def open_transactions(self, topic: str, partition: int) -> dict[int, int]: ...
+
+
+class TxnOffsetManager:
+    def __init__(self, ctx: GroupContext, classic: ClassicGroupManager, consumer: ConsumerGroupManager,
+                 producers: ProducerStates | None = None) -> None:
+        self.ctx = ctx
+        self.classic = classic
+        self.consumer = consumer
+        self.producers = producers
+        self.pending: dict[int, Pending] = {}  # producer id -> its uncommitted offsets
+
+    def restore(self, partition: int) -> None:
+        """A partition loaded: the offsets of transactions still open on it become pending again
+        (the runtime's loader replays only non-transactional batches). Reads from the oldest open
+        transaction's first offset, and only when one is open."""
+        open_txns = self.producers.open_transactions(OFFSETS_TOPIC, partition) if self.producers else {}
+        if not open_txns:
+            return
+        writer = self.ctx.runtime.writer
+        offset, end = min(open_txns.values()), writer.log_end_offset(OFFSETS_TOPIC, partition)
+        while offset < end:
+            data = writer.read(OFFSETS_TOPIC, partition, offset, self.ctx.config.load_buffer_size)
+            if not data:
+                break
+            for batch in iter_batches(data):
+                first = open_txns.get(batch.producer_id)
+                if batch.is_transactional and not batch.is_control and first is not None and batch.base_offset >= first:
+                    self._restore_batch(batch.producer_id, batch.records)
+                offset = batch.next_offset
+
+    def _restore_batch(self, producer_id: int, records: list[Record]) -> None:
+        held = self.pending.setdefault(producer_id, {})
+        for rec in records:
+            try:
+                key = R.decode_key(rec.key)
+                if isinstance(key, R.OffsetKey) and rec.value is not None:
+                    held.setdefault(key.group, {})[(key.topic, key.partition)] = R.decode_offset_value(rec.value)
+            except R.CorruptRecordError as exc:
+                log.error("skipping an unreadable transactional offset record: %s", exc)
+
+    def unload(self, partition: int) -> None:
+        """The partition is led elsewhere now: its groups' pending offsets go with it."""
+        for producer_id in list(self.pending):
+            held = self.pending[producer_id]
+            for group in [g for g in held if self.ctx.partition_for(g) == partition]:
+                del held[group]
+            if not held:
+                del self.pending[producer_id]
+
+    def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
+        return any((topic, partition) in p.get(group_id, {}) for p in self.pending.values())
+
+    async def commit(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                     instance_id: str | None, generation_id: int,
+                     partitions: list[TxnCommitPartition]) -> list[ErrorCode]:
+        try:
+            partition = self.ctx.check_coordinator(group_id)
+            self._validate_group(group_id, member_id, instance_id, generation_id)
+        except KafkaApiError as exc:
+            return [ErrorCode(exc.code)] * len(partitions)
+        image = self.ctx.metadata.image
+        now = self.ctx.time_ms()
+        max_metadata = self.ctx.config.offset_metadata_max_bytes
+        errors: list[ErrorCode] = []
+        to_write: list[tuple[tuple[str, int], R.OffsetAndMetadata]] = []
+        for topic, index, offset, leader_epoch, metadata in partitions:
+            if image.partition(topic, index) is None:
+                errors.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif metadata is not None and len(metadata.encode("utf-8")) > max_metadata:
+                errors.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+            else:
+                to_write.append(((topic, index), R.OffsetAndMetadata(offset, leader_epoch, metadata or "", now)))
+                errors.append(ErrorCode.NONE)
+        if not to_write:
+            return errors
+        try:
+            sequence = (self.producers.next_producer_sequence(OFFSETS_TOPIC, partition, producer_id, producer_epoch)
+                        if self.producers is not None else 0)
+            batch = encode_batch([Record(timestamp=now, key=R.offset_commit_key(group_id, t, p),
+                                         value=R.offset_commit_value(om)) for (t, p), om in to_write],
+                                 producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=sequence,
+                                 is_transactional=True)
+            await self.ctx.runtime.writer.append(OFFSETS_TOPIC, partition, batch)
+        except KafkaApiError as exc:
+            code = exc.code
+            err = (ErrorCode.PRODUCER_FENCED if code == ErrorCode.INVALID_PRODUCER_EPOCH
+                   else commit_append_error(code))
+            return [err if e == ErrorCode.NONE else e for e in errors]
+        held = self.pending.setdefault(producer_id, {}).setdefault(group_id, {})
+        for tp, om in to_write:
+            held[tp] = om
+        return errors
+
+    def _validate_group(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> None:
+        """Kafka's checks of TxnOffsetCommit v3+'s group fields (a classic group's generation and
+        member); a commit without them (generation -1) is always taken."""
+        group = self.classic.groups.get(group_id)
+        if group is None or generation_id < 0:
+            return
+        from broker.group.offset_manager import validate_classic_offset_commit
+
+        validate_classic_offset_commit(group, member_id, instance_id, generation_id)
+
+    def on_transaction_completed(self, topic: str, partition: int, producer_id: int, commit: bool) -> None:
+        if topic != OFFSETS_TOPIC:
+            return
+        held = self.pending.get(producer_id)
+        if not held:
+            return
+        mine = {g: offsets for g, offsets in held.items() if self.ctx.partition_for(g) == partition}
+        for g in mine:
+            del held[g]
+        if not held:
+            del self.pending[producer_id]
+        if not commit or not mine:
+            return
+        self.ctx.runtime.schedule_write(partition, functools.partial(self._commit_op, mine),
+                                        f"commit the transactional offsets of producer {producer_id}")
+
+    def _commit_op(self, offsets: Pending, shard: GroupShard) -> CoordinatorResult[None]:
+        records: list[KeyValue] = [(R.offset_commit_key(g, t, p), R.offset_commit_value(om))
+                                   for g, tps in offsets.items() for (t, p), om in tps.items()]
+
+        def apply() -> None:
+            for g, tps in offsets.items():
+                target: Any = self.consumer.groups.get(g) or self.classic.groups.get(g)
+                if target is None:
+                    target = self.classic.groups[g] = ClassicGroup(g, self.ctx.partition_for(g),
+                                                                  current_time_ms=self.ctx.time_ms())
+                    target.current_state_timestamp = None
+                target.offsets.update(tps)
+
+        return CoordinatorResult(records, None, apply)
+
+

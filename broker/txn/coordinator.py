@@ -1,0 +1,527 @@
+"""``TransactionCoordinator``: Kafka's transaction coordinator on the coordinator runtime.
+
+Transactional id ``t`` belongs to partition ``abs(hashCode(t)) % transaction.state.log.num.partitions``
+of ``__transaction_state`` and is served by that partition's leader (the runtime loads the
+partition on leadership). Every state change is a TransactionLogValue written through the runtime
+(write -> durable -> apply), so memory is the replay of the log. The entry points follow Kafka's
+TransactionCoordinator:
+
+- ``init_producer_id``: a new id gets a producer id (from the broker's producer-id source) and
+  epoch 0; a known one gets its epoch bumped (a new producer id once the epoch is exhausted),
+  fencing the previous incarnation. An ongoing transaction is first aborted with the bumped epoch
+  (CONCURRENT_TRANSACTIONS meanwhile, retriable), as is a prepared one being completed.
+- ``add_partitions`` / ``add_offsets``: the partitions (or the group's __consumer_offsets
+  partition) join the ongoing transaction (Ongoing, start time set by the first).
+- ``end_transaction``: PrepareCommit/PrepareAbort is written, the client answered, then the
+  markers go to the partitions' leaders (``markers.MarkerWriter``) and CompleteCommit/
+  CompleteAbort is written. A retried EndTxn of a completed transaction answers NONE.
+- Timers: every transaction.abort.timed.out.transaction.cleanup.interval.ms, ongoing transactions
+  older than their timeout are aborted with a bumped epoch (the producer is fenced); every
+  transaction.remove.expired.transaction.cleanup.interval.ms, ids idle (not in a transaction)
+  for transactional.id.expiration.ms are removed (tombstone).
+- Loading a partition finishes what its previous leader left prepared (markers, then Complete*).
+- ``verify``: the produce path's check that a transactional batch's partition was added (KIP-890's
+  verification, answered here when this broker coordinates the transactional id).
+
+Errors are Kafka's: INVALID_PRODUCER_ID_MAPPING (unknown id or producer id), PRODUCER_FENCED
+(older epoch; INVALID_PRODUCER_EPOCH for request versions before KIP-588, mapped by the handlers),
+CONCURRENT_TRANSACTIONS, INVALID_TXN_STATE, INVALID_TRANSACTION_TIMEOUT, and the runtime's
+coordinator errors. Owned by the handler loop; no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from broker.coordinator.runtime import (
+    CoordinatorResult,
+    CoordinatorRuntime,
+    CoordinatorWriteError,
+    PartitionState,
+)
+from broker.group.hashing import partition_for
+from broker.inter_broker_client import NodeUnavailableError
+from broker.txn.markers import ImageView, MarkerReplicas, MarkerWriter
+from broker.txn.metadata import COMPLETE, MAX_EPOCH, PREPARE, TxnMetadata
+from broker.txn.records import TxnLogValue, TxnState, key_bytes, value_bytes
+from broker.txn.shard import TXN_TOPIC, TxnShard
+from protocol.errors import ErrorCode, KafkaApiError
+from storage.clock import now_ms
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from broker.coordinator.runtime import PartitionWriter
+    from broker.producer_ids import ProducerIdSource
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+ADD_PARTITIONS_TO_TXN = 24
+VERIFY_VERSION = 4
+
+InitResult = tuple[ErrorCode, int, int]  # (error, producer id, producer epoch)
+
+# Kafka's TransactionState names (ListTransactions/DescribeTransactions, kafka-transactions.sh).
+STATE_NAMES = {
+    TxnState.EMPTY: "Empty", TxnState.ONGOING: "Ongoing", TxnState.PREPARE_COMMIT: "PrepareCommit",
+    TxnState.PREPARE_ABORT: "PrepareAbort", TxnState.COMPLETE_COMMIT: "CompleteCommit",
+    TxnState.COMPLETE_ABORT: "CompleteAbort", TxnState.DEAD: "Dead", TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
+}
+
+
+@dataclass(frozen=True)
+class TxnConfig:
+    num_partitions: int = 50
+    max_timeout_ms: int = 15 * 60 * 1000
+    id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    abort_interval_ms: int = 10_000
+    expire_interval_ms: int = 3600 * 1000
+    load_buffer_size: int = 5 * 1024 * 1024
+    offsets_num_partitions: int = 50
+    marker_timeout_ms: int = 30_000
+
+    @classmethod
+    def from_broker_config(cls, cfg: BrokerConfig) -> TxnConfig:
+        return cls(
+            num_partitions=cfg["transaction.state.log.num.partitions"],
+            max_timeout_ms=cfg["transaction.max.timeout.ms"],
+            id_expiration_ms=cfg["transactional.id.expiration.ms"],
+            abort_interval_ms=cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+            expire_interval_ms=cfg["transaction.remove.expired.transaction.cleanup.interval.ms"],
+            load_buffer_size=cfg["transaction.state.log.load.buffer.size"],
+            offsets_num_partitions=cfg["offsets.topic.num.partitions"],
+            marker_timeout_ms=cfg["request.timeout.ms"],
+        )
+
+
+def _check_producer(meta: TxnMetadata | None, producer_id: int, producer_epoch: int) -> TxnMetadata:
+    """Kafka's checks of a request naming (producer id, epoch) against the id's state."""
+    if meta is None or meta.producer_id != producer_id:
+        raise KafkaApiError(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+    if meta.producer_epoch != producer_epoch:
+        raise KafkaApiError(ErrorCode.PRODUCER_FENCED)
+    return meta
+
+
+class TransactionCoordinator:
+    def __init__(self, config: TxnConfig, writer: PartitionWriter, replicas: MarkerReplicas, metadata: ImageView,
+                 producer_ids: ProducerIdSource, node_id: int, time_ms: Callable[[], int] = now_ms) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.producer_ids = producer_ids
+        self.node_id = node_id
+        self.time_ms = time_ms
+        self.runtime: CoordinatorRuntime[TxnShard] = CoordinatorRuntime(
+            TXN_TOPIC, writer, self._new_shard, load_buffer_size=config.load_buffer_size, time_ms=time_ms,
+            load_summary=self._load_summary)
+        self.markers = MarkerWriter(replicas, metadata, node_id, config.marker_timeout_ms)
+        self._tasks: set[asyncio.Task] = set()
+        self._shards: dict[int, TxnShard] = {}
+
+    def _new_shard(self, partition: int) -> TxnShard:
+        return TxnShard(partition, self._on_loaded, self._on_unloaded)
+
+    def _load_summary(self) -> str:
+        return f": {sum(len(s.txns) for s in self._shards.values())} transactional ids"
+
+    @property
+    def active(self) -> bool:
+        return self.runtime.active
+
+    # ==========================================================================================
+    # lifecycle
+
+    async def start(self) -> None:
+        topic = self.metadata.image.topics.get(TXN_TOPIC)
+        led = [] if topic is None else [(p.partition, p.leader_epoch) for p in topic.partitions.values()
+                                        if p.leader == self.node_id]
+        self.runtime.start(led)
+        self._spawn(self._every(self.config.abort_interval_ms, self.abort_timed_out_transactions))
+        self._spawn(self._every(self.config.expire_interval_ms, self.expire_transactional_ids))
+
+    async def shutdown(self) -> None:
+        self.runtime.shutdown()
+        for task in list(self._tasks):
+            task.cancel()
+        await self.markers.close()
+
+    def _spawn(self, coro: Coroutine[object, object, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _every(self, interval_ms: int, fn: Callable[[], object]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                fn()
+            except Exception:
+                log.exception("transaction coordinator timer failed")
+
+    def _on_loaded(self, shard: TxnShard) -> None:
+        self._shards[shard.partition] = shard
+        # Finish what the previous leader left prepared (the runtime turns the partition active
+        # right after this returns, so the completion is queued for the next turn).
+        for meta in shard.txns.values():
+            if meta.state in PREPARE:
+                asyncio.get_running_loop().call_soon(
+                    self._send_markers, shard.partition, meta.transactional_id, meta.value())
+
+    def _on_unloaded(self, shard: TxnShard) -> None:
+        if self._shards.get(shard.partition) is shard:
+            del self._shards[shard.partition]
+
+    # ==========================================================================================
+    # lookups
+
+    def partition_for(self, transactional_id: str) -> int:
+        """As FindCoordinator computes it: over the topic's partitions once it exists."""
+        topic = self.metadata.image.topics.get(TXN_TOPIC)
+        return partition_for(transactional_id, len(topic.partitions) if topic is not None else self.config.num_partitions)
+
+    def _partition(self, transactional_id: str) -> int:
+        """The id's partition if served here; Kafka's coordinator errors otherwise."""
+        if not self.runtime.active:
+            raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        partition = self.partition_for(transactional_id)
+        self.runtime.check(partition)
+        return partition
+
+    def describe(self, transactional_id: str) -> TxnMetadata | None:
+        return self.runtime.shard(self._partition(transactional_id)).txns.get(transactional_id)
+
+    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
+               partition: int) -> ErrorCode | None:
+        """Is ``topic-partition`` in the ongoing transaction of (producer id, epoch)? None when this
+        broker does not coordinate the id (the append goes on unverified)."""
+        p = self.partition_for(transactional_id)
+        if self.runtime.state(p) is not PartitionState.ACTIVE:
+            return None
+        meta = self.runtime.shard(p).txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if producer_epoch < meta.producer_epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if meta.state is not TxnState.ONGOING or not meta.contains(topic, partition):
+            return ErrorCode.INVALID_TXN_STATE
+        return ErrorCode.NONE
+
+    def list_transactions(self, states: list[str], producer_ids: list[int],
+                          duration_ms: int = -1) -> tuple[ErrorCode, list[str], list[tuple[str, int, str]]]:
+        """ListTransactions of the partitions led here: (error, unknown state filters,
+        [(transactional id, producer id, state name)])."""
+        if not self.runtime.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, [], []
+        known = {STATE_NAMES[s]: s for s in TxnState}
+        unknown = [s for s in states if s not in known]
+        wanted = {known[s] for s in states if s in known}
+        if states and not wanted:
+            return ErrorCode.NONE, unknown, []
+        now = self.time_ms()
+        found = []
+        for partition in sorted(self.runtime.active_partitions()):
+            for meta in self.runtime.shard(partition).txns.values():
+                if wanted and meta.state not in wanted:
+                    continue
+                if producer_ids and meta.producer_id not in producer_ids:
+                    continue
+                if duration_ms >= 0 and (meta.state is not TxnState.ONGOING or now - meta.start_ms < duration_ms):
+                    continue
+                found.append((meta.transactional_id, meta.producer_id, STATE_NAMES[meta.state]))
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.runtime.is_loading() else ErrorCode.NONE
+        return error, unknown, found
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """AddPartitionsToTxn v4+ verify_only (KIP-890 part 1), asked by partition leaders before a
+        transactional append: per partition NONE when it is in the ongoing transaction of
+        (producer id, epoch), else Kafka's error. Coordinator errors raise KafkaApiError."""
+        meta = self.runtime.shard(self._partition(transactional_id)).txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return dict.fromkeys(partitions, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if meta.producer_epoch != producer_epoch:
+            return dict.fromkeys(partitions, ErrorCode.INVALID_PRODUCER_EPOCH)
+        return {tp: ErrorCode.NONE if meta.state is TxnState.ONGOING and meta.contains(*tp)
+                else ErrorCode.INVALID_TXN_STATE for tp in partitions}
+
+    async def verify_remote(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                            partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """The partition leader's side of KIP-890: ask the id's coordinator (another broker) with
+        AddPartitionsToTxn v4 verify_only. A coordinator that cannot answer makes the append
+        NOT_ENOUGH_REPLICAS (retriable), as Kafka's AddPartitionsToTxnManager maps it."""
+        state = self.metadata.image.partition(TXN_TOPIC, self.partition_for(transactional_id))
+        client = self.markers.client(state.leader) if state is not None and state.leader >= 0 else None
+        unavailable = dict.fromkeys(partitions, ErrorCode.NOT_ENOUGH_REPLICAS)
+        if client is None:
+            return unavailable
+        topics: dict[str, list[int]] = {}
+        for t, p in partitions:
+            topics.setdefault(t, []).append(p)
+        body = {"transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
+                                  "producer_epoch": producer_epoch, "verify_only": True,
+                                  "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]}
+        try:
+            response = await client.request(ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, body)
+        except (NodeUnavailableError, KafkaApiError):
+            return unavailable
+        if response["error_code"] != ErrorCode.NONE:
+            return unavailable
+        codes: dict[tuple[str, int], ErrorCode] = {}
+        for txn in response["results_by_transaction"]:
+            for topic in txn["topic_results"]:
+                for r in topic["results_by_partition"]:
+                    code = ErrorCode(r["partition_error_code"])
+                    if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS):
+                        code = ErrorCode.NOT_ENOUGH_REPLICAS
+                    codes[(topic["name"], r["partition_index"])] = code
+        return {tp: codes.get(tp, ErrorCode.NOT_ENOUGH_REPLICAS) for tp in partitions}
+
+    # ==========================================================================================
+    # InitProducerId
+
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int = -1,
+                               producer_epoch: int = -1) -> InitResult:
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST, -1, -1
+        if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
+            return ErrorCode.INVALID_TRANSACTION_TIMEOUT, -1, -1
+        try:
+            partition = self._partition(transactional_id)
+            meta = self.runtime.shard(partition).txns.get(transactional_id)
+            new_pid = -1
+            if meta is None or meta.producer_epoch >= MAX_EPOCH:
+                new_pid = await self.producer_ids.next_id()
+            op = functools.partial(self._init_op, transactional_id, timeout_ms, producer_id, producer_epoch, new_pid)
+            result: InitResult = await self.runtime.write(partition, op)
+            return result
+        except CoordinatorWriteError as exc:
+            return _write_error(exc.code), -1, -1
+        except KafkaApiError as exc:
+            return ErrorCode(exc.code), -1, -1
+
+    def _init_op(self, transactional_id: str, timeout_ms: int, expected_pid: int, expected_epoch: int,
+                 new_pid: int, shard: TxnShard) -> CoordinatorResult[InitResult]:
+        now = self.time_ms()
+        meta = shard.txns.get(transactional_id)
+        if meta is None:
+            if new_pid < 0:
+                raise KafkaApiError(ErrorCode.CONCURRENT_TRANSACTIONS)  # removed meanwhile: the client retries
+            value = TxnLogValue(new_pid, 0, timeout_ms, TxnState.EMPTY, {}, now, -1)
+            return self._result(shard, transactional_id, value, (ErrorCode.NONE, new_pid, 0))
+        if expected_pid >= 0 and (expected_pid, expected_epoch) != (meta.producer_id, meta.producer_epoch):
+            # KIP-360: only the current incarnation may bump its own epoch - or name the epoch
+            # before the last bump: a retry of its bump, or a producer whose transaction the
+            # coordinator aborted (timeout), which then goes on with the current epoch.
+            if (expected_pid, expected_epoch) != (meta.producer_id, meta.last_producer_epoch) or expected_epoch < 0:
+                raise KafkaApiError(ErrorCode.PRODUCER_FENCED)
+            if meta.state in COMPLETE:
+                return CoordinatorResult(response=(ErrorCode.NONE, meta.producer_id, meta.producer_epoch))
+        if meta.state in PREPARE:
+            raise KafkaApiError(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if meta.state is TxnState.ONGOING:
+            # Fence the previous incarnation and abort its transaction; the client retries.
+            value = self._abort_value(meta, now)
+            return self._result(shard, transactional_id, value, (ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1),
+                                markers=True)
+        if meta.producer_epoch >= MAX_EPOCH:
+            value = meta.next_value(TxnState.EMPTY, now, producer_id=new_pid, producer_epoch=0, timeout_ms=timeout_ms,
+                                    previous_producer_id=meta.producer_id, start_ms=-1)
+        else:
+            value = meta.next_value(TxnState.EMPTY, now, producer_epoch=meta.producer_epoch + 1,
+                                    timeout_ms=timeout_ms, start_ms=-1)
+        return self._result(shard, transactional_id, value, (ErrorCode.NONE, value.producer_id, value.producer_epoch))
+
+    def _abort_value(self, meta: TxnMetadata, now: int) -> TxnLogValue:
+        """PrepareAbort with the epoch bumped (Kafka's prepareFenceProducerEpoch + abort): the
+        fenced producer can neither produce nor end the transaction any more."""
+        epoch = meta.producer_epoch + 1 if meta.producer_epoch < MAX_EPOCH else meta.producer_epoch
+        return meta.next_value(TxnState.PREPARE_ABORT, now, producer_epoch=epoch)
+
+    def _result(self, shard: TxnShard, transactional_id: str, value: TxnLogValue, response: object,
+                markers: bool = False) -> CoordinatorResult:
+        def apply() -> None:
+            meta = shard.txns.get(transactional_id)
+            if meta is None:
+                shard.txns[transactional_id] = TxnMetadata.from_value(transactional_id, value)
+            else:
+                meta.install(value)
+            if markers:
+                self._send_markers(shard.partition, transactional_id, value)
+
+        return CoordinatorResult([(key_bytes(transactional_id), value_bytes(value))], response, apply)
+
+    # ==========================================================================================
+    # AddPartitionsToTxn / AddOffsetsToTxn
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: dict[str, list[int]]) -> ErrorCode:
+        try:
+            partition = self._partition(transactional_id)
+            op = functools.partial(self._add_op, transactional_id, producer_id, producer_epoch, partitions)
+            code: ErrorCode = await self.runtime.write(partition, op)
+            return code
+        except CoordinatorWriteError as exc:
+            return _write_error(exc.code)
+        except KafkaApiError as exc:
+            return ErrorCode(exc.code)
+
+    async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          group_id: str) -> ErrorCode:
+        offsets_partition = partition_for(group_id, self._offsets_partitions())
+        return await self.add_partitions(transactional_id, producer_id, producer_epoch,
+                                         {OFFSETS_TOPIC: [offsets_partition]})
+
+    def _offsets_partitions(self) -> int:
+        topic = self.metadata.image.topics.get(OFFSETS_TOPIC)
+        return len(topic.partitions) if topic is not None else self.config.offsets_num_partitions
+
+    def _add_op(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: dict[str, list[int]],
+                shard: TxnShard) -> CoordinatorResult[ErrorCode]:
+        meta = _check_producer(shard.txns.get(transactional_id), producer_id, producer_epoch)
+        if meta.state in PREPARE:
+            raise KafkaApiError(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if meta.state is TxnState.ONGOING and meta.has_partitions(partitions):
+            return CoordinatorResult(response=ErrorCode.NONE)
+        now = self.time_ms()
+        merged = {t: set(ps) for t, ps in meta.partitions.items()} if meta.state is TxnState.ONGOING else {}
+        for t, ps in partitions.items():
+            merged.setdefault(t, set()).update(ps)
+        start = meta.start_ms if meta.state is TxnState.ONGOING else now
+        value = meta.next_value(TxnState.ONGOING, now, partitions=merged, start_ms=start)
+        return self._result(shard, transactional_id, value, ErrorCode.NONE)
+
+    # ==========================================================================================
+    # EndTxn
+
+    async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                              commit: bool) -> ErrorCode:
+        try:
+            partition = self._partition(transactional_id)
+            op = functools.partial(self._end_op, transactional_id, producer_id, producer_epoch, commit)
+            code: ErrorCode = await self.runtime.write(partition, op)
+            return code
+        except CoordinatorWriteError as exc:
+            return _write_error(exc.code)
+        except KafkaApiError as exc:
+            return ErrorCode(exc.code)
+
+    def _end_op(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                shard: TxnShard) -> CoordinatorResult[ErrorCode]:
+        meta = _check_producer(shard.txns.get(transactional_id), producer_id, producer_epoch)
+        state = meta.state
+        if state is TxnState.ONGOING:
+            value = meta.next_value(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, self.time_ms())
+            return self._result(shard, transactional_id, value, ErrorCode.NONE, markers=True)
+        wanted_complete = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        wanted_prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        if state is wanted_complete:
+            return CoordinatorResult(response=ErrorCode.NONE)  # a retry of a finished EndTxn
+        if state is wanted_prepare:
+            raise KafkaApiError(ErrorCode.CONCURRENT_TRANSACTIONS)
+        raise KafkaApiError(ErrorCode.INVALID_TXN_STATE)
+
+    # ==========================================================================================
+    # markers and completion
+
+    def _coordinator_epoch(self, partition: int) -> int:
+        state = self.metadata.image.partition(TXN_TOPIC, partition)
+        return state.leader_epoch if state is not None else 0
+
+    def _send_markers(self, partition: int, transactional_id: str, prepared: TxnLogValue) -> None:
+        """Markers of a durable PrepareCommit/PrepareAbort, then Complete*, in the background."""
+        self._spawn(self._complete(partition, transactional_id, prepared))
+
+    def _still_prepared(self, partition: int, transactional_id: str, prepared: TxnLogValue) -> bool:
+        if self.runtime.state(partition) is not PartitionState.ACTIVE:
+            return False
+        meta = self.runtime.shard(partition).txns.get(transactional_id)
+        return (meta is not None and meta.state is prepared.state and meta.producer_id == prepared.producer_id
+                and meta.producer_epoch == prepared.producer_epoch)
+
+    async def _complete(self, partition: int, transactional_id: str, prepared: TxnLogValue) -> None:
+        commit = prepared.state is TxnState.PREPARE_COMMIT
+        tps = {(t, p) for t, ps in prepared.partitions.items() for p in ps}
+        wanted = functools.partial(self._still_prepared, partition, transactional_id, prepared)
+        await self.markers.write(prepared.producer_id, prepared.producer_epoch, self._coordinator_epoch(partition),
+                                 commit, tps, wanted)
+        if not wanted():
+            return  # resigned: the next leader completes it
+        self.runtime.schedule_write(partition, functools.partial(self._complete_op, transactional_id, prepared),
+                                    f"complete the transaction of {transactional_id}")
+
+    def _complete_op(self, transactional_id: str, prepared: TxnLogValue, shard: TxnShard) -> CoordinatorResult[None]:
+        meta = shard.txns.get(transactional_id)
+        if meta is None or meta.state is not prepared.state or meta.producer_epoch != prepared.producer_epoch:
+            return CoordinatorResult()
+        state = TxnState.COMPLETE_COMMIT if prepared.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
+        return self._result(shard, transactional_id, meta.next_value(state, self.time_ms()), None)
+
+    # ==========================================================================================
+    # timers
+
+    def abort_timed_out_transactions(self) -> int:
+        """Abort (with a bumped epoch) every ongoing transaction older than its timeout."""
+        now = self.time_ms()
+        count = 0
+        for partition, shard in list(self._shards.items()):
+            if self.runtime.state(partition) is not PartitionState.ACTIVE:
+                continue
+            for meta in list(shard.txns.values()):
+                if meta.state is TxnState.ONGOING and meta.start_ms + meta.timeout_ms < now:
+                    log.info("aborting the transaction of %s (producer %d epoch %d): older than its timeout "
+                             "of %d ms", meta.transactional_id, meta.producer_id, meta.producer_epoch,
+                             meta.timeout_ms)
+                    self.runtime.schedule_write(partition, functools.partial(
+                        self._abort_timed_out_op, meta.transactional_id, meta.producer_id, meta.producer_epoch),
+                        f"abort the timed-out transaction of {meta.transactional_id}")
+                    count += 1
+        return count
+
+    def _abort_timed_out_op(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                            shard: TxnShard) -> CoordinatorResult[None]:
+        meta = shard.txns.get(transactional_id)
+        if meta is None or meta.state is not TxnState.ONGOING or (meta.producer_id, meta.producer_epoch) != (
+                producer_id, producer_epoch):
+            return CoordinatorResult()  # it ended meanwhile
+        return self._result(shard, transactional_id, self._abort_value(meta, self.time_ms()), None, markers=True)
+
+    def expire_transactional_ids(self) -> int:
+        """Remove ids not in a transaction and idle for transactional.id.expiration.ms."""
+        now = self.time_ms()
+        count = 0
+        for partition, shard in list(self._shards.items()):
+            if self.runtime.state(partition) is not PartitionState.ACTIVE:
+                continue
+            for meta in list(shard.txns.values()):
+                if meta.state in COMPLETE and meta.last_update_ms + self.config.id_expiration_ms < now:
+                    self.runtime.schedule_write(partition, functools.partial(
+                        self._expire_op, meta.transactional_id, meta.last_update_ms),
+                        f"expire transactional id {meta.transactional_id}")
+                    count += 1
+        return count
+
+    def _expire_op(self, transactional_id: str, last_update_ms: int, shard: TxnShard) -> CoordinatorResult[None]:
+        meta = shard.txns.get(transactional_id)
+        if meta is None or meta.state not in COMPLETE or meta.last_update_ms != last_update_ms:
+            return CoordinatorResult()
+
+        def apply() -> None:
+            shard.txns.pop(transactional_id, None)
+
+        return CoordinatorResult([(key_bytes(transactional_id), None)], None, apply)
+
+
+def _write_error(code: int) -> ErrorCode:
+    """Kafka's mapping of a failed __transaction_state append to the client's error."""
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    return ErrorCode.UNKNOWN_SERVER_ERROR

@@ -1,0 +1,50 @@
+"""``TxnShard``: one ``__transaction_state`` partition as the coordinator runtime sees it.
+
+Loading replays the partition (newest record per transactional id wins, a tombstone removes it);
+when the load ends the coordinator is told (``on_loaded``) so it can finish transactions the
+previous leader left prepared. Owned by the handler loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from broker.txn.metadata import TxnMetadata
+from broker.txn.records import CorruptTxnRecordError, decode_key, decode_value
+
+log = logging.getLogger(__name__)
+
+TXN_TOPIC = "__transaction_state"
+
+
+class TxnShard:
+    """Implements broker.coordinator.runtime.CoordinatorShard for one partition."""
+
+    def __init__(self, partition: int, loaded: Callable[[TxnShard], None], unloaded: Callable[[TxnShard], None]) -> None:
+        self.partition = partition
+        self.txns: dict[str, TxnMetadata] = {}
+        self._loaded = loaded
+        self._unloaded = unloaded
+
+    def replay(self, offset: int, key: bytes | None, value: bytes | None) -> None:
+        try:
+            txn_id = decode_key(key)
+            if value is None:
+                self.txns.pop(txn_id, None)
+                return
+            v = decode_value(value)
+        except CorruptTxnRecordError as exc:
+            log.error("skipping unreadable %s record at offset %d: %s", TXN_TOPIC, offset, exc)
+            return
+        current = self.txns.get(txn_id)
+        if current is None:
+            self.txns[txn_id] = TxnMetadata.from_value(txn_id, v)
+        else:
+            current.install(v)
+
+    def on_loaded(self) -> None:
+        self._loaded(self)
+
+    def on_unloaded(self) -> None:
+        self._unloaded(self)

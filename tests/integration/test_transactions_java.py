@@ -1,0 +1,97 @@
+"""Kafka's Java client in a consume-transform-produce loop: Kafka's own TransactionalMessageCopier
+(the tool Kafka's system tests use for exactly-once) copies a partition transactionally with
+sendOffsetsToTransaction, aborting transactions at random; the read_committed output holds every
+input record exactly once and the group's committed offset is the input's end."""
+
+from __future__ import annotations
+
+import uuid
+
+from tests.integration.test_transactions_producers import read_committed
+from tests.support.java_tools import run_tool
+from tests.support.wire import WireClient, create_topic
+
+RECORDS = 60
+
+
+def test_java_transactional_copier_is_exactly_once_with_random_aborts(broker) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    source, sink = f"jin-{uuid.uuid4().hex[:6]}", f"jout-{uuid.uuid4().hex[:6]}"
+    with WireClient(broker.host, broker.port) as c:
+        create_topic(c, source, 1)
+        create_topic(c, sink, 1)
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(RECORDS):
+        p.produce(source, f"r{i}".encode(), partition=0)
+    p.flush(10)
+    group = f"copier-{uuid.uuid4().hex[:6]}"
+    out = run_tool("org.apache.kafka.tools.TransactionalMessageCopier", [
+        "--broker-list", broker.bootstrap, "--input-topic", source, "--input-partition", "0",
+        "--output-topic", sink, "--transactional-id", f"copier-{group}", "--consumer-group", group,
+        "--transaction-size", "7", "--enable-random-aborts", "--use-group-metadata",
+        "--max-messages", str(RECORDS)], timeout=120)
+    assert '"remaining":0' in out.stdout.replace(" ", ""), out.stdout[-2000:]
+    got = read_committed(broker.bootstrap, sink, 1, RECORDS)
+    assert sorted(got) == sorted(f"r{i}".encode() for i in range(RECORDS))  # each exactly once
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    assert consumer.committed([TopicPartition(source, 0)], timeout=10)[0].offset == RECORDS
+    consumer.close()
+
+
+def test_kafka_transactions_list_and_describe(broker) -> None:
+    """kafka-transactions.sh list / describe (Kafka's TransactionsCommand: ListTransactions on every
+    broker, FindCoordinator + DescribeTransactions) show an open transaction as Kafka's do."""
+    from confluent_kafka import Producer
+
+    topic = f"jtx-{uuid.uuid4().hex[:6]}"
+    with WireClient(broker.host, broker.port) as c:
+        create_topic(c, topic, 2)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tx-admin"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"x", partition=1)
+    p.flush(10)
+    tool = "org.apache.kafka.tools.TransactionsCommand"
+    listed = run_tool(tool, ["--bootstrap-server", broker.bootstrap, "list"]).stdout
+    row = next(line.split() for line in listed.splitlines() if line.startswith("tx-admin"))
+    assert row[-1] == "Ongoing", listed  # TransactionalId Coordinator ProducerId TransactionState
+    described = run_tool(tool, ["--bootstrap-server", broker.bootstrap, "describe", "--transactional-id",
+                                "tx-admin"]).stdout
+    assert "Ongoing" in described and f"{topic}-1" in described, described
+    producers = run_tool(tool, ["--bootstrap-server", broker.bootstrap, "describe-producers", "--topic", topic,
+                                "--partition", "1"]).stdout
+    # ProducerId ProducerEpoch LatestCoordinatorEpoch LastSequence LastTimestamp CurrentTransactionStartOffset
+    row = producers.splitlines()[1].split()
+    assert row[1] == "0" and row[3] == "0" and row[-1] == "0", producers  # epoch 0, seq 0, txn from offset 0
+    p.commit_transaction(30)
+    described = run_tool(tool, ["--bootstrap-server", broker.bootstrap, "describe", "--transactional-id",
+                                "tx-admin"]).stdout
+    assert "CompleteCommit" in described, described
+    producers = run_tool(tool, ["--bootstrap-server", broker.bootstrap, "describe-producers", "--topic", topic,
+                                "--partition", "1"]).stdout
+    assert producers.splitlines()[1].split()[-1] == "None", producers  # the transaction ended
+    missing = run_tool(tool, ["--bootstrap-server", broker.bootstrap, "describe", "--transactional-id",
+                              "tx-nobody"], check=False)
+    assert missing.returncode != 0 and "could not be found" in missing.stderr, missing.stderr
+
+
+def test_java_producer_performance_in_transactions(broker) -> None:
+    """Kafka's ProducerPerformance with --transactional-id (a transaction every 100 ms): every
+    record is committed; the read_committed end (LSO) is the log end, markers included."""
+    from bench.perf_tools import PRODUCER_PERF, parse_producer, producer_args
+
+    topic = f"jperf-{uuid.uuid4().hex[:6]}"
+    with WireClient(broker.host, broker.port) as c:
+        create_topic(c, topic, 1)
+    records = 20_000
+    out = run_tool(PRODUCER_PERF, producer_args(broker.bootstrap, topic, records, 1024, "all") + [
+        "--transactional-id", "tx-perf", "--transaction-duration-ms", "100"], timeout=180).stdout
+    assert parse_producer(out).records == records
+    got = read_committed(broker.bootstrap, topic, 1, records)
+    assert len(got) == records
+    with WireClient(broker.host, broker.port) as c:
+        ends = [c.request(2, 7, {"replica_id": -1, "isolation_level": level, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]}]}
+        )["topics"][0]["partitions"][0]["offset"] for level in (0, 1)]
+    assert ends[0] == ends[1] > records  # the COMMIT markers take offsets too
