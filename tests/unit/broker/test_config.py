@@ -388,13 +388,13 @@ class TestKeysWithoutEffect:
                                                             caplog: pytest.LogCaptureFixture) -> None:
         p = write(tmp_path, "node.id=1\nreplica.socket.receive.buffer.bytes=131072\nfetch.max.bytes=1048576\n")
         with caplog.at_level(logging.WARNING, logger="broker.config"):
-            cfg = load_config(p, ["offsets.commit.timeout.ms=6000", "max.connections=100"],
+            cfg = load_config(p, ["log.preallocate=true", "max.connections=100"],
                               {"KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE": "true"})
         messages = [r.getMessage() for r in caplog.records if "no effect" in r.getMessage()]
         assert len(messages) == 1
         assert [key for key, _ in keys_without_effect(cfg)] == [
-            "replica.socket.receive.buffer.bytes", "offsets.commit.timeout.ms"]
-        assert "offsets.commit.timeout.ms (offset commits do not wait for replication (single node))" in messages[0]
+            "log.preallocate", "replica.socket.receive.buffer.bytes"]
+        assert f"log.preallocate ({CONFIG_DEFS['log.preallocate'].no_effect})" in messages[0]
         # Keys that work (fetch.max.bytes, max.connections) are not listed, nor unset ones.
         assert "; fetch.max.bytes" not in messages[0] and "max.connections" not in messages[0]
 
@@ -405,7 +405,8 @@ class TestKeysWithoutEffect:
                     "replica.fetch.max.bytes", "replica.fetch.wait.max.ms", "num.replica.fetchers",
                     "replica.lag.time.max.ms", "unclean.leader.election.enable", "inter.broker.listener.name",
                     "security.inter.broker.protocol", "transaction.max.timeout.ms",
-                    "transaction.state.log.num.partitions", "transactional.id.expiration.ms"):
+                    "transaction.state.log.num.partitions", "transactional.id.expiration.ms",
+                    "offsets.commit.timeout.ms"):
             assert CONFIG_DEFS[key].no_effect == "", key
         assert CONFIG_DEFS["replica.socket.receive.buffer.bytes"].no_effect
 
