@@ -9,8 +9,10 @@ What it owns:
 1. Ownership by leadership. Partition ``p`` of the runtime's topic is served here while this
    broker leads it. ``on_become_leader`` creates a fresh shard (``shard_factory(p)``) and *loads*
    it: the partition's records from log start to log end are replayed into the shard, a chunk at
-   a time, yielding to the loop between chunks (a repeated notification for a partition already
-   loading or loaded only moves its leader epoch, as Kafka's). A new leader may hold records the
+   a time, yielding to the loop between chunks; a transactional batch's records go with their
+   producer id and epoch, a COMMIT/ABORT marker through ``replay_end_transaction_marker`` (Kafka's
+   CoordinatorLoaderImpl). A repeated notification for a partition already loading or loaded only
+   moves its leader epoch, as Kafka's. A new leader may hold records the
    old one wrote that its high watermark does not cover yet (its followers have not fetched under
    it): the load first waits until the HW reaches the log end, so an acknowledged write is never
    left out and an unreplicated one never read. Until the load ends requests for ``p`` get
