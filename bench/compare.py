@@ -2,7 +2,8 @@
 this machine, alternating, median of the runs; writes a markdown table, the raw runs (JSON) and a
 plot of the Odradek/Kafka ratios.
 
-    python -m bench.compare [--quick] [--runs N] [--out DIR] [--only produce,consume,e2e,startup,saturate,cluster3]
+    python -m bench.compare [--quick] [--runs N] [--out DIR]
+                            [--only produce,consume,e2e,txn,startup,saturate,cluster3]
                             [--baseline CHECKOUT] [--no-kafka]
 
 What one full run does (about 15-25 minutes on 2 cores, plus the 3-node case, not yet timed at its
@@ -18,6 +19,10 @@ full 200 MB per phase; ``--quick --runs 3 --only cluster3`` took 3.5 minutes):
    - ConsumerPerformance over the topic just written (after the acks=1 cases; acks does not
      change what is stored), a new group each time;
    - EndToEndLatency: 1 KiB, acks=all, 1 partition (sequential send-then-poll);
+   - txn: ProducerPerformance with ``--transactional-id`` and ``--transaction-duration-ms 15``
+     (1 KiB, 1 partition; acks=all and idempotence come with transactions): a commit every 15 ms,
+     about 1,000 records per transaction here; the records per transaction achieved (records over
+     COMMIT markers, from the log end) is reported beside the throughput;
    - saturate (broker-bound, bench/native_load.py): 3 librdkafka producer processes write 1.2 GB of
      1 KiB records (acks=1, linger.ms=5, batch.size=64 KiB, no compression) into 6 partitions, then 3
      consumer processes read it back: MB/s, broker cores and broker CPU-s/GB of each phase;
@@ -71,10 +76,12 @@ from bench.clusters import KafkaClusterTarget, OdradekClusterTarget  # noqa: E40
 from bench.servers import KafkaTarget, OdradekTarget, RssSampler, Target  # noqa: E402
 from tools.kafka_dist import KAFKA_VERSION, ensure_jars  # noqa: E402
 
+TXN_MS = 15  # ProducerPerformance --transaction-duration-ms of the txn case
+
 
 @dataclass(frozen=True)
 class Case:
-    kind: str  # "produce", "consume", "e2e", "saturate", "halfrate" or "cluster3" (bench/cluster_bench.py)
+    kind: str  # "produce", "consume", "e2e", "txn", "saturate", "halfrate" or "cluster3" (bench/cluster_bench.py)
     size: int
     acks: str
     partitions: int
@@ -82,6 +89,7 @@ class Case:
     processes: int = 1  # saturate/halfrate: producer processes, and as many consumers
     seconds: float = 0.0  # halfrate: how long the rate-limited producers run
     rate_mb: float = 0.0  # halfrate: total MB/s, set in the run from the saturate results
+    transaction_ms: int = 0  # txn: ProducerPerformance's --transaction-duration-ms
 
     @property
     def key(self) -> str:
@@ -93,6 +101,8 @@ class Case:
             return f"half-rate {self.size}B {self.processes} procs {self.partitions}p"
         if self.kind == "e2e":
             return f"e2e {self.size}B acks={self.acks}"
+        if self.kind == "txn":
+            return f"txn produce {self.size}B {self.transaction_ms}ms txns {self.partitions}p"
         if self.kind == "consume":
             return f"consume {self.size}B {self.partitions}p"
         return f"produce {self.size}B acks={self.acks} {self.partitions}p"
@@ -105,7 +115,8 @@ class Plan:
     e2e_messages: int
     startup_runs: int
     quick: bool
-    kinds: set[str] = field(default_factory=lambda: {"startup", "produce", "consume", "e2e", "saturate", "cluster3"})
+    kinds: set[str] = field(default_factory=lambda: {"startup", "produce", "consume", "e2e", "txn", "saturate",
+                                                     "cluster3"})
 
     @property
     def single_node(self) -> bool:
@@ -130,6 +141,9 @@ def make_plan(quick: bool, runs: int | None, only: set[str] | None) -> Plan:
         if acks == "1":
             cases.append(Case("consume", size, acks, parts, counts[size]))
     cases.append(Case("e2e", 1024, "all", 1, e2e))
+    # Transactional produce: 1 KiB records, a commit every TXN_MS (about 1,000 records per
+    # transaction at this machine's rates; the achieved figure is measured and reported).
+    cases.append(Case("txn", 1024, "all", 1, counts[1024], transaction_ms=TXN_MS))
     # Broker-bound: 3 librdkafka producers then 3 consumers on 6 partitions, then the producers at
     # half the slower broker's saturation rate for the latency figure (bench/native_load.py).
     cases.append(Case("saturate", 1024, "1", 6, saturate_records, processes=3))
@@ -162,6 +176,20 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
             return
         time.sleep(0.05)
     raise RuntimeError(f"topic {name} has no leaders (or a short ISR) after 30 s")
+
+
+def records_per_transaction(bootstrap: str, topic: str, partitions: int, records: int) -> float:
+    """Records over transactions: every committed transaction leaves one COMMIT marker per
+    partition it wrote, which takes an offset, so the log end minus the records is the markers."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-txn-ends"})
+    try:
+        end = sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
+    finally:
+        c.close()
+    markers = end - records
+    return round(records / markers, 1) if markers > 0 else float("nan")
 
 
 def delete_topic(bootstrap: str, name: str) -> None:
@@ -228,6 +256,10 @@ def measure(target: Target, case: Case, sampler: RssSampler, topic: str, run: in
         result = asdict(perf_tools.produce(boot, topic, case.records, case.size, case.acks))
     elif case.kind == "consume":
         result = asdict(perf_tools.consume(boot, topic, case.records, f"perf-{uuid.uuid4().hex[:8]}"))
+    elif case.kind == "txn":
+        result = asdict(perf_tools.produce_transactional(boot, topic, case.records, case.size,
+                                                         f"bench-txn-{uuid.uuid4().hex[:8]}", case.transaction_ms))
+        result["records_per_transaction"] = records_per_transaction(boot, topic, case.partitions, result["records"])
     else:
         result = asdict(perf_tools.end_to_end(boot, topic, case.records, case.acks, case.size))
     wall = time.monotonic() - t0
@@ -314,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, help="runs per case (default 3, --quick 1)")
     ap.add_argument("--out", type=Path, help="output dir (default docs/benchmarks, --quick .cache/bench-quick)")
     ap.add_argument("--work", type=Path, default=REPO / ".cache" / "bench-run", help="broker data dirs")
-    ap.add_argument("--only", help="comma list of startup,produce,consume,e2e,saturate,cluster3")
+    ap.add_argument("--only", help="comma list of startup,produce,consume,e2e,txn,saturate,cluster3")
     ap.add_argument("--baseline", type=Path, help="another Odradek checkout to run alongside (before/after)")
     ap.add_argument("--no-kafka", action="store_true",
                     help="leave Apache Kafka out (with --baseline: a before/after; alone: Odradek's raw runs only)")
@@ -380,6 +412,9 @@ def main(argv: list[str] | None = None) -> int:
                    + " ".join(perf_tools.consumer_args("<bootstrap>", "<topic>", 0, "<new group>"))
                    .replace("--messages 0", "--messages <N>"),
         "e2e": "java ... " + perf_tools.END_TO_END + " <bootstrap> <topic> <N> all 1024",
+        "txn": "java ... " + perf_tools.PRODUCER_PERF + " " + " ".join(
+            perf_tools.producer_args("<bootstrap>", "<topic>", 0, 1024, "all")
+            + perf_tools.transactional_args("<new id>", TXN_MS)).replace("--num-records 0", "--num-records <N>"),
         "kafka_cluster3": cluster_targets[0].command_line(),
         "odradek_cluster3": cluster_targets[1].command_line(),
         "saturate": "bench/native_load.py: confluent-kafka " + " ".join(

@@ -96,6 +96,18 @@ def produce(bootstrap: str, topic: str, records: int, size: int, acks: str, time
     return parse_producer(run(PRODUCER_PERF, producer_args(bootstrap, topic, records, size, acks), timeout))
 
 
+def transactional_args(transactional_id: str, transaction_ms: int) -> list[str]:
+    """ProducerPerformance's transactions: it commits one every ``transaction_ms`` (acks=all and
+    idempotence follow from the transactional id)."""
+    return ["--transactional-id", transactional_id, "--transaction-duration-ms", str(transaction_ms)]
+
+
+def produce_transactional(bootstrap: str, topic: str, records: int, size: int, transactional_id: str,
+                          transaction_ms: int, timeout: float = 900) -> ProduceResult:
+    args = producer_args(bootstrap, topic, records, size, "all") + transactional_args(transactional_id, transaction_ms)
+    return parse_producer(run(PRODUCER_PERF, args, timeout))
+
+
 # -- ConsumerPerformance ------------------------------------------------------------------------
 
 @dataclass

@@ -47,6 +47,10 @@ METRICS: dict[str, list[tuple[str, str, str, bool]]] = {
     "consume": [("fetch_mb_per_sec", "fetch throughput", "MB/s", True),
                 ("mb_per_sec", "throughput incl. group join", "MB/s", True),
                 ("broker_cpu_s_per_gb", "broker CPU per GB", "CPU-s/GB", False)],
+    # Records per transaction is shown, not judged: the tool commits on a timer, so it follows the rate.
+    "txn": [("mb_per_sec", "transactional throughput", "MB/s", True), ("p99_ms", "p99 send latency", "ms", False),
+            ("broker_cpu_s_per_gb", "broker CPU per GB", "CPU-s/GB", False),
+            ("records_per_transaction", "records per transaction", "records", True)],
     "e2e": [("p50_ms", "p50", "ms", False), ("p99_ms", "p99", "ms", False), ("avg_ms", "average", "ms", False),
             ("broker_cpu_s_per_gb", "broker CPU per GB", "CPU-s/GB", False)],
     # Broker cores are shown as a figure, not judged: more cores used is how a broker scales.
@@ -239,6 +243,7 @@ etcd is its own row (Kafka's controllers run inside its brokers, so its etcd fig
 - Produce: `{c['produce']}`
 - Consume: `{c['consume']}`
 - End-to-end: `{c['e2e']}`
+- Transactional produce: `{c.get('txn', '')}`
 - 3-node Kafka: `{c.get('kafka_cluster3', '')}`
 - 3-node Odradek: `{c.get('odradek_cluster3', '')}`
 - Cases: {cases}
@@ -303,6 +308,9 @@ def one_line(row: dict) -> str:
     extra = f"cpu {row['broker_cpu_cores']:.2f} cores{per_gb}, rss {row['rss_peak_mb']:.0f} MiB, load {row['load1']:.1f}"
     if row["kind"] == "produce":
         return f"{row['mb_per_sec']:.1f} MB/s, p99 {row['p99_ms']:.0f} ms ({extra})"
+    if row["kind"] == "txn":
+        return (f"{row['mb_per_sec']:.1f} MB/s, p99 {row['p99_ms']:.0f} ms, "
+                f"{row['records_per_transaction']:.0f} records/transaction ({extra})")
     if row["kind"] == "consume":
         return f"{row['fetch_mb_per_sec']:.1f} MB/s fetch, {row['mb_per_sec']:.1f} MB/s overall ({extra})"
     if row["kind"] == "saturate":

@@ -9,8 +9,10 @@ What it owns:
 1. Ownership by leadership. Partition ``p`` of the runtime's topic is served here while this
    broker leads it. ``on_become_leader`` creates a fresh shard (``shard_factory(p)``) and *loads*
    it: the partition's records from log start to log end are replayed into the shard, a chunk at
-   a time, yielding to the loop between chunks (a repeated notification for a partition already
-   loading or loaded only moves its leader epoch, as Kafka's). A new leader may hold records the
+   a time, yielding to the loop between chunks; a transactional batch's records go with their
+   producer id and epoch, a COMMIT/ABORT marker through ``replay_end_transaction_marker`` (Kafka's
+   CoordinatorLoaderImpl). A repeated notification for a partition already loading or loaded only
+   moves its leader epoch, as Kafka's. A new leader may hold records the
    old one wrote that its high watermark does not cover yet (its followers have not fetched under
    it): the load first waits until the HW reaches the log end, so an acknowledged write is never
    left out and an unreplicated one never read. Until the load ends requests for ``p`` get
@@ -54,13 +56,22 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from protocol.errors import ErrorCode, KafkaApiError
-from protocol.records import Record, encode_batch, iter_batches
+from protocol.records import (
+    ControlRecordType,
+    InvalidRecordError,
+    Record,
+    RecordBatch,
+    encode_batch,
+    iter_batches,
+    parse_control_type,
+)
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 KeyValue = tuple[bytes, "bytes | None"]
+NO_PRODUCER_ID = -1  # Kafka's RecordBatch.NO_PRODUCER_ID: a record outside any transaction
 
 
 class PartitionWriter(Protocol):
@@ -92,8 +103,15 @@ class PartitionWriter(Protocol):
 class CoordinatorShard(Protocol):
     """The state machine of one partition (Kafka's CoordinatorShard)."""
 
-    def replay(self, offset: int, key: bytes | None, value: bytes | None) -> None:
-        """Apply one record while the partition loads (the newest record per key wins)."""
+    def replay(self, offset: int, key: bytes | None, value: bytes | None,
+               producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1) -> None:
+        """Apply one record while the partition loads (the newest record per key wins).
+        ``producer_id`` is the batch's producer for a transactional batch (NO_PRODUCER_ID
+        otherwise): its records take effect only when the transaction's COMMIT marker is replayed."""
+
+    def replay_end_transaction_marker(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """A COMMIT or ABORT marker of ``producer_id``'s transaction, replayed in log order (Kafka's
+        CoordinatorShard.replayEndTransactionMarker)."""
 
     def on_loaded(self) -> None:
         """The load ended: the shard starts serving (timers are armed here, not during replay)."""
@@ -227,11 +245,7 @@ class CoordinatorRuntime(Generic[S]):
             if not data:
                 break
             for batch in iter_batches(data):
-                if not (batch.is_control or batch.is_transactional):
-                    # Transactional records (TxnOffsetCommit) arrive with the transaction
-                    # coordinator; until then there are none to apply.
-                    for rec in batch.records:
-                        ctx.shard.replay(batch.base_offset if rec.offset is None else rec.offset, rec.key, rec.value)
+                self._replay_batch(ctx.shard, batch)
                 offset = batch.next_offset
             await asyncio.sleep(0)  # let other requests through while a big partition loads
         if ctx.state is not PartitionState.LOADING:
@@ -246,6 +260,27 @@ class CoordinatorRuntime(Generic[S]):
                      "" if self._loads_done == 1 else "s", self.load_summary() if self.load_summary else "",
                      (time.monotonic() - started) * 1000)
             self._loads_since, self._loads_done = None, 0
+
+    @staticmethod
+    def _replay_batch(shard: S, batch: RecordBatch) -> None:
+        """One batch into the shard, as Kafka's CoordinatorLoaderImpl hands it: a transaction
+        marker (control batch) to ``replay_end_transaction_marker``, a transactional batch's records
+        with their producer (pending until its marker), any other batch's records as they are."""
+        if batch.is_control:
+            for rec in batch.records:
+                try:
+                    control_type = parse_control_type(rec.key)
+                except InvalidRecordError as exc:
+                    log.error("skipping an unreadable control record at offset %s: %s", batch.base_offset, exc)
+                    continue
+                if control_type in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+                    shard.replay_end_transaction_marker(batch.producer_id, batch.producer_epoch,
+                                                        control_type is ControlRecordType.COMMIT)
+            return
+        producer_id = batch.producer_id if batch.is_transactional else NO_PRODUCER_ID
+        for rec in batch.records:
+            shard.replay(batch.base_offset if rec.offset is None else rec.offset, rec.key, rec.value,
+                         producer_id, batch.producer_epoch)
 
     def _load_done(self, ctx: _Context[S], task: asyncio.Task) -> None:
         if not task.cancelled() and task.exception() is not None:

@@ -3,10 +3,14 @@
 Loading replays the partition's records here: the newest record per key wins, tombstones delete.
 Classic group metadata and committed offsets are collected by key; KIP-848 records go to their
 own loader. When the load ends (``on_loaded``) the groups are handed to the two managers, each
-group taking its offsets, and the offsets of transactions still open are restored as pending
-(``TxnOffsetManager.restore``); on unload the managers drop the partition's groups. The groups
-themselves live in the shared id space of ``GroupContext`` (a group id maps to one partition),
-so every partition's shard is a loader and a lifecycle, not a second copy of the state.
+group taking its offsets. Transactional offset records (TxnOffsetCommit's, written as the
+producer's transactional batch) are held per producer until that producer's marker is replayed:
+COMMIT makes them committed offsets, ABORT drops them (Kafka's OffsetMetadataManager.replay with a
+producer id, and replayEndTransactionMarker); those of transactions still open at the end of the
+load become the pending offsets of ``TxnOffsetManager.install_pending``. On unload the managers
+drop the partition's groups. The groups themselves live in the shared id space of
+``GroupContext`` (a group id maps to one partition), so every partition's shard is a loader and
+a lifecycle, not a second copy of the state.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from broker.coordinator.runtime import NO_PRODUCER_ID
 from broker.group import records as R
 from broker.group.consumer_group import ConsumerGroupLoader
 from broker.group.context import OFFSETS_TOPIC
@@ -25,6 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+Pending = dict[str, dict[tuple[str, int], R.OffsetAndMetadata]]  # group -> partition -> offset
 LoadedOffsets = dict[str, dict[tuple[str, int], "R.OffsetAndMetadata | None"]]
 
 
@@ -39,9 +45,14 @@ class GroupShard:
         self.txn_offsets = txn_offsets
         self._group_values: dict[str, dict | None] = {}
         self._offsets: LoadedOffsets = {}
+        self._pending: dict[int, Pending] = {}  # producer id -> its open transaction's offsets
         self._consumer_loader = ConsumerGroupLoader(partition)
 
-    def replay(self, offset: int, key: bytes | None, value: bytes | None) -> None:
+    def replay(self, offset: int, key: bytes | None, value: bytes | None,
+               producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1) -> None:
+        if producer_id != NO_PRODUCER_ID:
+            self._replay_transactional(offset, producer_id, key, value)
+            return
         if self._consumer_loader.replay(key, value):  # KIP-848 records go to their loader
             return
         try:
@@ -58,13 +69,38 @@ class GroupShard:
             # partition its offsets, so we log and skip it.
             log.error("skipping unreadable %s record at offset %s: %s", OFFSETS_TOPIC, offset, exc)
 
+    def _replay_transactional(self, offset: int, producer_id: int, key: bytes | None, value: bytes | None) -> None:
+        """A record of a transaction: only TxnOffsetCommit's offsets are written in one."""
+        try:
+            k = None if key is None else R.decode_key(key)
+            if isinstance(k, R.OffsetKey) and value is not None:
+                self._pending.setdefault(producer_id, {}).setdefault(k.group, {})[(k.topic, k.partition)] = \
+                    R.decode_offset_value(value)
+            else:
+                log.error("skipping a transactional %s record at offset %s that is not an offset commit",
+                          OFFSETS_TOPIC, offset)
+        except R.CorruptRecordError as exc:
+            log.error("skipping unreadable transactional %s record at offset %s: %s", OFFSETS_TOPIC, offset, exc)
+
+    def replay_end_transaction_marker(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """The producer's transaction ended here: its offsets become the groups' (COMMIT), in log
+        order with the ordinary commits, or are dropped (ABORT). (Kafka keeps an ordinary commit
+        written between the transaction's offset record and its marker if it is the newer record;
+        here, as on the live path, the marker's commit wins.)"""
+        pending = self._pending.pop(producer_id, None)
+        if not commit or not pending:
+            return
+        for group, offsets in pending.items():
+            self._offsets.setdefault(group, {}).update(offsets)
+
     def on_loaded(self) -> None:
         self.consumer.install_loaded(self.partition, self._consumer_loader.groups, self._offsets)  # takes its offsets
         self.classic.install_loaded(self.partition, self._group_values, self._offsets)
         self._group_values, self._offsets = {}, {}
         self._consumer_loader = ConsumerGroupLoader(self.partition)
         if self.txn_offsets is not None:
-            self.txn_offsets.restore(self.partition)
+            self.txn_offsets.install_pending(self._pending)  # transactions still open on the partition
+        self._pending = {}
 
     def on_unloaded(self) -> None:
         self.consumer.unload(self.partition)

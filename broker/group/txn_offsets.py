@@ -7,33 +7,34 @@ transactional producer commits for a group, visible only when its transaction co
    the transaction's markers close it; once durable they are held as *pending* per producer id,
    not visible to OffsetFetch.
 2. ``on_transaction_completed`` (the replica manager calls it when a marker lands on a
-   ``__consumer_offsets`` partition led here): COMMIT makes the producer's pending offsets of that
-   partition's groups the committed ones, ABORT drops them. A commit is applied through the
-   coordinator runtime as an ordinary offset commit record (write -> durable -> apply), which is
-   also what a reload replays: the runtime's loader skips transactional batches, so without that
-   record a committed transactional offset would not survive a restart (what remains lost is a
-   crash between the marker and that record; Kafka's loader replays transactional batches and
-   markers itself).
-3. ``restore`` (the shard's load ended): transactions still open on the partition (the producer
-   state's open transactions) get their offsets back as pending, read from the oldest one's first
-   offset; ``unload`` drops the pending offsets of a partition led elsewhere now.
+   ``__consumer_offsets`` partition led here): once the marker is durable (the high watermark
+   passed it), COMMIT makes the producer's pending offsets of that partition's groups the
+   committed ones, ABORT drops them; applied through the coordinator runtime's queue (an operation
+   with no records), in order with the partition's other writes. Nothing more is written: the
+   marker itself is what a reload replays (the runtime's loader hands transactional records and
+   markers to ``GroupShard``, as Kafka's CoordinatorLoaderImpl does), so there is no window
+   between the marker and a second record.
+3. ``install_pending`` (the shard's load ended): the offsets of transactions still open on the
+   partition, rebuilt by the loader from the log, become pending again; ``unload`` drops the
+   pending offsets of a partition led elsewhere now.
 
 Owned by the handler loop; no locks.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
-from broker.coordinator.runtime import CoordinatorResult, KeyValue
+from broker.coordinator.runtime import CoordinatorResult
 from broker.group import records as R
 from broker.group.classic_group import ClassicGroup
 from broker.group.context import OFFSETS_TOPIC, GroupContext
 from broker.group.errors import commit_append_error
 from protocol.errors import ErrorCode, KafkaApiError
-from protocol.records import Record, encode_batch, iter_batches
+from protocol.records import Record, encode_batch
 
 if TYPE_CHECKING:
     from broker.group.classic_manager import ClassicGroupManager
@@ -52,8 +53,6 @@ class ProducerStates(Protocol):
 
     def next_producer_sequence(self, topic: str, partition: int, producer_id: int, producer_epoch: int) -> int: ...
 
-    def open_transactions(self, topic: str, partition: int) -> dict[int, int]: ...
-
 
 class TxnOffsetManager:
     def __init__(self, ctx: GroupContext, classic: ClassicGroupManager, consumer: ConsumerGroupManager,
@@ -64,34 +63,12 @@ class TxnOffsetManager:
         self.producers = producers
         self.pending: dict[int, Pending] = {}  # producer id -> its uncommitted offsets
 
-    def restore(self, partition: int) -> None:
-        """A partition loaded: the offsets of transactions still open on it become pending again
-        (the runtime's loader replays only non-transactional batches). Reads from the oldest open
-        transaction's first offset, and only when one is open."""
-        open_txns = self.producers.open_transactions(OFFSETS_TOPIC, partition) if self.producers else {}
-        if not open_txns:
-            return
-        writer = self.ctx.runtime.writer
-        offset, end = min(open_txns.values()), writer.log_end_offset(OFFSETS_TOPIC, partition)
-        while offset < end:
-            data = writer.read(OFFSETS_TOPIC, partition, offset, self.ctx.config.load_buffer_size)
-            if not data:
-                break
-            for batch in iter_batches(data):
-                first = open_txns.get(batch.producer_id)
-                if batch.is_transactional and not batch.is_control and first is not None and batch.base_offset >= first:
-                    self._restore_batch(batch.producer_id, batch.records)
-                offset = batch.next_offset
-
-    def _restore_batch(self, producer_id: int, records: list[Record]) -> None:
-        held = self.pending.setdefault(producer_id, {})
-        for rec in records:
-            try:
-                key = R.decode_key(rec.key)
-                if isinstance(key, R.OffsetKey) and rec.value is not None:
-                    held.setdefault(key.group, {})[(key.topic, key.partition)] = R.decode_offset_value(rec.value)
-            except R.CorruptRecordError as exc:
-                log.error("skipping an unreadable transactional offset record: %s", exc)
+    def install_pending(self, loaded: dict[int, Pending]) -> None:
+        """A partition loaded: its open transactions' offsets (producer id -> group -> offsets)."""
+        for producer_id, groups in loaded.items():
+            held = self.pending.setdefault(producer_id, {})
+            for group, offsets in groups.items():
+                held.setdefault(group, {}).update(offsets)
 
     def unload(self, partition: int) -> None:
         """The partition is led elsewhere now: its groups' pending offsets go with it."""
@@ -157,34 +134,47 @@ class TxnOffsetManager:
         validate_classic_offset_commit(group, member_id, instance_id, generation_id)
 
     def on_transaction_completed(self, topic: str, partition: int, producer_id: int, commit: bool) -> None:
-        if topic != OFFSETS_TOPIC:
+        if topic != OFFSETS_TOPIC or not self._held_on(partition, producer_id):
             return
-        held = self.pending.get(producer_id)
-        if not held:
-            return
-        mine = {g: offsets for g, offsets in held.items() if self.ctx.partition_for(g) == partition}
-        for g in mine:
-            del held[g]
-        if not held:
-            del self.pending[producer_id]
-        if not commit or not mine:
-            return
-        self.ctx.runtime.schedule_write(partition, functools.partial(self._commit_op, mine),
-                                        f"commit the transactional offsets of producer {producer_id}")
+        writer = self.ctx.runtime.writer
+        try:
+            durable = writer.wait_for_high_watermark(OFFSETS_TOPIC, partition, writer.log_end_offset(OFFSETS_TOPIC, partition))
+        except KafkaApiError:
+            return  # no longer led here: the next leader replays the marker
+        future = asyncio.ensure_future(durable)
+        future.add_done_callback(functools.partial(self._marker_durable, partition, producer_id, commit))
 
-    def _commit_op(self, offsets: Pending, shard: GroupShard) -> CoordinatorResult[None]:
-        records: list[KeyValue] = [(R.offset_commit_key(g, t, p), R.offset_commit_value(om))
-                                   for g, tps in offsets.items() for (t, p), om in tps.items()]
+    def _held_on(self, partition: int, producer_id: int) -> bool:
+        held = self.pending.get(producer_id) or {}
+        return any(self.ctx.partition_for(g) == partition for g in held)
 
+    def _marker_durable(self, partition: int, producer_id: int, commit: bool, durable: asyncio.Future[int]) -> None:
+        if durable.cancelled() or durable.exception() is not None:
+            return  # the partition moved: its next leader replays the marker from the log
+        self.ctx.runtime.schedule_write(partition, functools.partial(self._complete_op, partition, producer_id, commit),
+                                        f"complete the transactional offsets of producer {producer_id}")
+
+    def _complete_op(self, partition: int, producer_id: int, commit: bool, shard: GroupShard) -> CoordinatorResult[None]:
+        """No record: the marker is in the log already; only memory follows it."""
         def apply() -> None:
-            for g, tps in offsets.items():
-                target: Any = self.consumer.groups.get(g) or self.classic.groups.get(g)
-                if target is None:
-                    target = self.classic.groups[g] = ClassicGroup(g, self.ctx.partition_for(g),
-                                                                  current_time_ms=self.ctx.time_ms())
-                    target.current_state_timestamp = None
-                target.offsets.update(tps)
+            held = self.pending.get(producer_id)
+            if not held:
+                return
+            mine = {g: offsets for g, offsets in held.items() if self.ctx.partition_for(g) == partition}
+            for g in mine:
+                del held[g]
+            if not held:
+                del self.pending[producer_id]
+            if commit:
+                self._commit(mine)
 
-        return CoordinatorResult(records, None, apply)
+        return CoordinatorResult([], None, apply)
 
-
+    def _commit(self, offsets: Pending) -> None:
+        for g, tps in offsets.items():
+            target: Any = self.consumer.groups.get(g) or self.classic.groups.get(g)
+            if target is None:
+                target = self.classic.groups[g] = ClassicGroup(g, self.ctx.partition_for(g),
+                                                              current_time_ms=self.ctx.time_ms())
+                target.current_state_timestamp = None
+            target.offsets.update(tps)

@@ -4,13 +4,16 @@ partitions this broker leads.
 Versions 0-1.
 - v1: flexible.
 
-Inter-broker only. Kafka requires the ClusterAction permission (CLUSTER_AUTHORIZATION_FAILED
-otherwise); until authorization exists (issue 15) the stand-in is the client id every Odradek
-broker's marker sender uses (``broker-<id>-txn-marker-sender``, broker/txn/markers.py): any other
-client gets CLUSTER_AUTHORIZATION_FAILED for every partition and nothing is appended.
-Each marker goes through ``ReplicaManager.append_end_txn_markers`` (acks=-1, coordinator origin);
-errors per partition are the replica manager's (NOT_LEADER_OR_FOLLOWER, INVALID_PRODUCER_EPOCH,
-TRANSACTION_COORDINATOR_FENCED, ...).
+Sent by transaction coordinators (broker/txn/markers.py) and by the admin client's
+abortTransaction (``kafka-transactions.sh abort`` of a hanging transaction). Kafka requires the
+ClusterAction permission on the cluster (CLUSTER_AUTHORIZATION_FAILED for every partition
+otherwise); with no authorizer, as here until issue 15, every client is allowed
+(``_cluster_action_allowed`` is where the ACL check goes). The markers themselves are what is
+validated: each goes through ``ReplicaManager.append_end_txn_markers`` (acks=-1, coordinator
+origin), whose errors per partition are Kafka's: UNKNOWN_TOPIC_OR_PARTITION,
+NOT_LEADER_OR_FOLLOWER, INVALID_PRODUCER_EPOCH for an epoch older than the producer's,
+TRANSACTION_COORDINATOR_FENCED for a coordinator epoch older than the last marker's; nothing is
+appended for a refused marker.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.completion import Completion
-from broker.handlers.txn_common import from_broker
 from broker.request_types import ApiRequest
 from protocol.errors import ErrorCode, KafkaApiError
 
@@ -37,7 +39,7 @@ def _response(markers: list[dict], code_of: Callable[[int, str, int], int]) -> d
 
 async def handle(request: ApiRequest) -> dict:
     markers = request.body["markers"]
-    if not from_broker(request):
+    if not _cluster_action_allowed(request):
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     entries = [(t["name"], p, m["producer_id"], m["producer_epoch"], m["coordinator_epoch"], m["transaction_result"])
                for m in markers for t in m["topics"] for p in t["partition_indexes"]]
@@ -47,6 +49,12 @@ async def handle(request: ApiRequest) -> dict:
     codes = {(e[2], e[0], e[1]): (r.code if isinstance(r, KafkaApiError) else ErrorCode.NONE)
              for e, r in zip(entries, results, strict=True)}
     return _response(markers, lambda i, t, p: codes[(markers[i]["producer_id"], t, p)])
+
+
+def _cluster_action_allowed(request: ApiRequest) -> bool:
+    """Kafka's ``authorize(CLUSTER_ACTION, CLUSTER)``: without an authorizer (issue 15 brings ACLs)
+    every principal may write markers, as in Kafka with no ``authorizer.class.name``."""
+    return True
 
 
 def error_response(request: ApiRequest, code: int) -> dict:

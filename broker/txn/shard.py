@@ -27,7 +27,9 @@ class TxnShard:
         self._loaded = loaded
         self._unloaded = unloaded
 
-    def replay(self, offset: int, key: bytes | None, value: bytes | None) -> None:
+    def replay(self, offset: int, key: bytes | None, value: bytes | None,
+               producer_id: int = -1, producer_epoch: int = -1) -> None:
+        # Only the coordinator writes here, never inside a transaction: the producer is ignored.
         try:
             txn_id = decode_key(key)
             if value is None:
@@ -42,6 +44,9 @@ class TxnShard:
             self.txns[txn_id] = TxnMetadata.from_value(txn_id, v)
         else:
             current.install(v)
+
+    def replay_end_transaction_marker(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """No transaction ever writes to __transaction_state, so there are no markers to apply."""
 
     def on_loaded(self) -> None:
         self._loaded(self)

@@ -95,3 +95,56 @@ def test_java_producer_performance_in_transactions(broker) -> None:
             {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]}]}
         )["topics"][0]["partitions"][0]["offset"] for level in (0, 1)]
     assert ends[0] == ends[1] > records  # the COMMIT markers take offsets too
+
+
+def test_kafka_transactions_find_hanging_and_abort(broker) -> None:
+    """A transaction no coordinator knows (its batch written into the partition while the broker
+    was down: what a coordinator that lost its state leaves) holds the LSO; kafka-transactions.sh
+    find-hanging (DescribeProducers, ListTransactions, DescribeTransactions) lists it, and abort
+    (DescribeProducers, then the admin client's WriteTxnMarkers) ends it: the LSO moves past it and
+    a read_committed consumer sees the records after it, not its own."""
+    import time
+
+    from protocol.records import Record, encode_batch
+    from storage.log import Log
+    from storage.log_config import LogConfig
+    from storage.producer_state import ProducerStateManager
+
+    topic = f"jhang-{uuid.uuid4().hex[:6]}"
+    with WireClient(broker.host, broker.port) as c:
+        create_topic(c, topic, 1)
+    assert broker.stop() == 0
+    d = broker.data_dir / "logs" / f"{topic}-0"
+    log = Log.open(d, LogConfig(), producer_state=ProducerStateManager(d), recovery_point=0)
+    hanging_pid = 987_654
+    log.append(encode_batch([Record(timestamp=int(time.time() * 1000), key=None, value=b"hanging")],
+                            producer_id=hanging_pid, producer_epoch=4, base_sequence=0, is_transactional=True),
+               leader_epoch=0)
+    log.close()
+    broker.start()
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(3):
+        p.produce(topic, f"after-{i}".encode(), partition=0)
+    p.flush(10)
+    assert len(read_committed(broker.bootstrap, topic, 1, 4, "read_uncommitted")) == 4
+    assert read_committed(broker.bootstrap, topic, 1, 0) == []  # held at the hanging transaction
+    tool = "org.apache.kafka.tools.TransactionsCommand"
+    time.sleep(0.05)  # find-hanging wants a transaction older than the timeout (0 minutes here)
+    found = run_tool(tool, ["--bootstrap-server", broker.bootstrap, "find-hanging", "--broker-id", "1",
+                            "--max-transaction-timeout", "0"]).stdout
+    # Topic Partition ProducerId ProducerEpoch CoordinatorEpoch StartOffset LastTimestamp Duration(min)
+    rows = [line.split() for line in found.splitlines()[1:] if line.strip()]
+    assert [(r[0], r[1], r[2], r[3], r[5]) for r in rows] == [(topic, "0", str(hanging_pid), "4", "0")], found
+    run_tool(tool, ["--bootstrap-server", broker.bootstrap, "abort", "--topic", topic, "--partition", "0",
+                    "--start-offset", "0"])
+    assert read_committed(broker.bootstrap, topic, 1, 3) == [b"after-0", b"after-1", b"after-2"]
+    with WireClient(broker.host, broker.port) as c:
+        ends = [c.request(2, 7, {"replica_id": -1, "isolation_level": level, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]}]}
+        )["topics"][0]["partitions"][0]["offset"] for level in (0, 1)]
+    assert ends == [5, 5]  # 1 aborted + 3 records + the ABORT marker; the LSO is the log end
+    found = run_tool(tool, ["--bootstrap-server", broker.bootstrap, "find-hanging", "--broker-id", "1",
+                            "--max-transaction-timeout", "0"]).stdout
+    assert not [line for line in found.splitlines()[1:] if line.strip()], found

@@ -1,4 +1,5 @@
-"""The transaction APIs on the wire, with Kafka's errors for bad input (nothing appended), the
+"""The transaction APIs on the wire, with Kafka's errors for bad input (nothing appended; a
+client's WriteTxnMarkers is validated as Kafka's without an authorizer does), the
 __transaction_state records as Kafka's tools read them, and a broker restart in the middle of a
 prepared commit (the coordinator completes it when it loads the partition)."""
 
@@ -131,13 +132,24 @@ def test_bad_input_gets_kafkas_errors_and_appends_nothing(broker) -> None:
         assert lso(c, topic) == log_end(c, topic) == 3  # 2 records + the ABORT marker
         assert end_txn(c, txn_id, pid, epoch, False) == 0  # a retry of the finished abort
         assert end_txn(c, txn_id, pid, epoch, True) == ErrorCode.INVALID_TXN_STATE
-    # WriteTxnMarkers from a client: Kafka's CLUSTER_AUTHORIZATION_FAILED, nothing appended
+        # A new incarnation (epoch 1) opens a transaction on the partition.
+        r = init(c, txn_id)
+        pid, epoch = r["producer_id"], r["producer_epoch"]
+        assert epoch == 1 and add_partitions(c, txn_id, pid, epoch, topic, [0]) == [0]
+        assert produce_txn(c, txn_id, topic, pid, epoch, 0, b"c") == 0 and log_end(c, topic) == 4
+    # WriteTxnMarkers from a client (Kafka without an authorizer takes them, as the admin client's
+    # abortTransaction needs): the markers are validated, and a bad one appends nothing.
     with WireClient(broker.host, broker.port, client_id="not-a-broker") as c:
-        r = c.request(WRITE_MARKERS, 1, {"markers": [{"producer_id": pid, "producer_epoch": epoch,
-                                                      "transaction_result": True, "coordinator_epoch": 0,
-                                                      "topics": [{"name": topic, "partition_indexes": [0]}]}]})
-        assert r["markers"][0]["topics"][0]["partitions"][0]["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        assert log_end(c, topic) == 3
+        def marker(producer_epoch: int, coordinator_epoch: int, name: str = topic) -> int:
+            r = c.request(WRITE_MARKERS, 1, {"markers": [{
+                "producer_id": pid, "producer_epoch": producer_epoch, "transaction_result": True,
+                "coordinator_epoch": coordinator_epoch, "topics": [{"name": name, "partition_indexes": [0]}]}]})
+            return r["markers"][0]["topics"][0]["partitions"][0]["error_code"]
+
+        assert marker(epoch - 1, 0) == ErrorCode.INVALID_PRODUCER_EPOCH  # the producer's epoch is 1 now
+        assert marker(epoch, -1) == ErrorCode.TRANSACTION_COORDINATOR_FENCED  # older than the ABORT's
+        assert marker(epoch, 0, "no-such-topic") == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert log_end(c, topic) == 4 and lso(c, topic) == 3  # nothing appended, still open
         # AddPartitionsToTxn v4+ (broker to coordinator) from a client: the same
         r = c.request(ADD_PARTITIONS, 4, {"transactions": [{
             "transactional_id": "tx-bad", "producer_id": pid, "producer_epoch": epoch, "verify_only": False,

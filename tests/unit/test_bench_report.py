@@ -21,3 +21,20 @@ def test_every_case_kind_reports_broker_cpu_per_gb_for_both_brokers() -> None:
     assert set(cpu_rows) == {case for _, case in cases}
     for row in cpu_rows.values():
         assert (row.kafka, row.odradek, row.ratio) == (8.0, 2.0, 0.25)
+
+
+def test_the_transactional_produce_case_is_planned_summarised_and_printed() -> None:
+    from bench.compare import TXN_MS, make_plan
+
+    plan = make_plan(quick=True, runs=1, only={"txn"})
+    assert [(c.kind, c.size, c.acks, c.transaction_ms) for c in plan.cases] == [("txn", 1024, "all", TXN_MS)]
+    case = plan.cases[0].key
+    assert case == f"txn produce 1024B {TXN_MS}ms txns 1p"
+    assert "txn" in make_plan(quick=False, runs=None, only=None).kinds
+    runs = [_run(t, "txn", case, cpu) | {"records": 30_000, "records_per_transaction": per_txn, "rss_peak_mb": 100.0}
+            for t, cpu, per_txn in (("kafka", 8.0, 1000.0), ("odradek", 4.0, 500.0))]
+    rows = {r.metric: r for r in report.summarise({"runs": runs, "startup_s": {}, "idle_rss_mb": {}})}
+    assert set(rows) == {"mb_per_sec", "p99_ms", "broker_cpu_s_per_gb", "records_per_transaction"}
+    assert (rows["records_per_transaction"].kafka, rows["records_per_transaction"].odradek) == (1000.0, 500.0)
+    assert rows["broker_cpu_s_per_gb"].ratio == 0.5
+    assert report.one_line(runs[1]).startswith("10.0 MB/s, p99 2 ms, 500 records/transaction (cpu 0.50 cores")

@@ -95,7 +95,8 @@ class KvShard:
         self.unloaded = False
         self.calls: list[str] = []
 
-    def replay(self, offset: int, key: bytes | None, value: bytes | None) -> None:
+    def replay(self, offset: int, key: bytes | None, value: bytes | None,
+               producer_id: int = -1, producer_epoch: int = -1) -> None:
         assert key is not None
         self.put(key, value)
 
@@ -104,6 +105,9 @@ class KvShard:
             self.kv.pop(key, None)
         else:
             self.kv[key] = value
+
+    def replay_end_transaction_marker(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        pass
 
     def on_loaded(self) -> None:
         self.loaded = True

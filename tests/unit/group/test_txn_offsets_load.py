@@ -1,0 +1,105 @@
+"""TxnOffsetCommit's offsets across a reload, over real __consumer_offsets logs.
+
+The loader hands transactional records and markers to the group shard (Kafka's
+CoordinatorLoaderImpl): the marker alone decides a transaction's offsets on reload, so a broker
+that crashes right after writing a COMMIT marker comes back with the offsets committed, an ABORT
+drops them, and a transaction still open at load leaves them pending until its marker lands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from group_harness import Clock, Node, started
+
+from broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from protocol.records import iter_batches
+
+pytestmark = pytest.mark.timeout(10)
+
+GROUP = "txn-group"
+PRODUCER_ID, EPOCH = 4000, 3
+
+
+async def settle() -> None:
+    import asyncio
+
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def commit_in_transaction(c: GroupCoordinator, offset: int) -> int:
+    """Commit ``offset`` for u-0 inside the producer's transaction; the group's partition."""
+    errors = await c.commit_txn_offsets(GROUP, PRODUCER_ID, EPOCH, "", None, -1, [("u", 0, offset, -1, "m")])
+    assert [int(e) for e in errors] == [0]
+    return c.partition_for(GROUP)
+
+
+def committed(c: GroupCoordinator) -> int | None:
+    [(_, [(_, om)])] = c.fetch_offsets(GROUP, [("u", [0])])
+    return None if om is None else om.committed_offset
+
+
+async def crash_and_reload(node: Node, tmp_path: Path, c: GroupCoordinator, clock: Clock) -> tuple[Node, GroupCoordinator]:
+    """Drop the coordinator without a shutdown and reopen the logs from disk (a crash)."""
+    c.runtime.active = False
+    node.replica_manager.close()
+    fresh = Node(tmp_path, clock)
+    return fresh, await started(fresh)
+
+
+def batches(node: Node, partition: int) -> list:
+    return list(iter_batches(node.replica_manager.read_internal(OFFSETS_TOPIC, partition, 0, 1 << 20)))
+
+
+@pytest.mark.parametrize("commit", [True, False])
+async def test_a_marker_alone_decides_the_offsets_on_reload(node: Node, tmp_path: Path, clock: Clock,
+                                                            commit: bool) -> None:
+    c = await started(node)
+    partition = await commit_in_transaction(c, 42)
+    assert committed(c) is None and c.txn_offsets.has_pending(GROUP, "u", 0)
+    # The marker lands and the broker crashes before anything else is written.
+    node.replica_manager.logs[(OFFSETS_TOPIC, partition)].append_end_txn_marker(
+        PRODUCER_ID, EPOCH, 0, commit, leader_epoch=0)
+    node, c = await crash_and_reload(node, tmp_path, c, clock)
+    try:
+        assert committed(c) == (42 if commit else None)
+        assert not c.txn_offsets.has_pending(GROUP, "u", 0)
+    finally:
+        node.replica_manager.close()
+
+
+async def test_an_open_transaction_stays_pending_then_its_marker_commits_it(node: Node, tmp_path: Path,
+                                                                             clock: Clock) -> None:
+    c = await started(node)
+    await c.commit_offsets(GROUP, "", None, -1, 8, -1, [("u", 0, 7, -1, "", -1)])
+    partition = await commit_in_transaction(c, 42)
+    node, c = await crash_and_reload(node, tmp_path, c, clock)
+    try:
+        # Reloaded: the ordinary commit is the group's offset, the transaction's is pending.
+        assert committed(c) == 7 and c.txn_offsets.has_pending(GROUP, "u", 0)
+        log = node.replica_manager.logs[(OFFSETS_TOPIC, partition)]
+        end = log.log_end_offset
+        log.append_end_txn_marker(PRODUCER_ID, EPOCH, 0, True, leader_epoch=0)
+        c.on_transaction_completed(OFFSETS_TOPIC, partition, PRODUCER_ID, True)  # the replica manager's call
+        await settle()
+        assert committed(c) == 42 and not c.txn_offsets.has_pending(GROUP, "u", 0)
+        # Only the marker was written: no second, ordinary offset record.
+        assert log.log_end_offset == end + 1
+        assert batches(node, partition)[-1].is_control
+    finally:
+        node.replica_manager.close()
+
+
+async def test_an_abort_at_runtime_drops_the_offsets_and_writes_nothing(node: Node) -> None:
+    c = await started(node)
+    await c.commit_offsets(GROUP, "", None, -1, 8, -1, [("u", 0, 7, -1, "", -1)])
+    partition = await commit_in_transaction(c, 42)
+    log = node.replica_manager.logs[(OFFSETS_TOPIC, partition)]
+    log.append_end_txn_marker(PRODUCER_ID, EPOCH, 0, False, leader_epoch=0)
+    end = log.log_end_offset
+    c.on_transaction_completed(OFFSETS_TOPIC, partition, PRODUCER_ID, False)
+    await settle()
+    assert committed(c) == 7 and not c.txn_offsets.has_pending(GROUP, "u", 0)
+    assert log.log_end_offset == end
