@@ -361,15 +361,8 @@ class TransactionCoordinator:
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: dict[str, list[int]]) -> ErrorCode:
-        try:
-            partition = self._partition(transactional_id)
-            op = functools.partial(self._add_op, transactional_id, producer_id, producer_epoch, partitions)
-            code: ErrorCode = await self.runtime.write(partition, op)
-            return code
-        except CoordinatorWriteError as exc:
-            return _write_error(exc.code)
-        except KafkaApiError as exc:
-            return ErrorCode(exc.code)
+        return await self._write_for_code(transactional_id, functools.partial(
+            self._add_op, transactional_id, producer_id, producer_epoch, partitions))
 
     async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           group_id: str) -> ErrorCode:
@@ -401,10 +394,14 @@ class TransactionCoordinator:
 
     async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
                               commit: bool) -> ErrorCode:
+        return await self._write_for_code(transactional_id, functools.partial(
+            self._end_op, transactional_id, producer_id, producer_epoch, commit))
+
+    async def _write_for_code(self, transactional_id: str,
+                              op: Callable[[TxnShard], CoordinatorResult[ErrorCode]]) -> ErrorCode:
+        """Run ``op`` on the transactional id's partition; a refused write or op as its error code."""
         try:
-            partition = self._partition(transactional_id)
-            op = functools.partial(self._end_op, transactional_id, producer_id, producer_epoch, commit)
-            code: ErrorCode = await self.runtime.write(partition, op)
+            code: ErrorCode = await self.runtime.write(self._partition(transactional_id), op)
             return code
         except CoordinatorWriteError as exc:
             return _write_error(exc.code)
