@@ -46,6 +46,10 @@ public final class Main {
         SCENARIOS.put("consume_assign", Consuming::consumeAssign);
         SCENARIOS.put("consume_subscribe", Consuming::consumeSubscribe);
         SCENARIOS.put("admin", Admin::run);
+        SCENARIOS.put("txn_produce", Transactions::produce);
+        SCENARIOS.put("txn_fence", Transactions::fence);
+        SCENARIOS.put("txn_timeout", Transactions::timeout);
+        SCENARIOS.put("end_offsets", Transactions::endOffsetsScenario);
         SCENARIOS.put("ping", args -> Map.of("pong", true));
     }
 

@@ -92,7 +92,7 @@ final class Producing {
         return v == null || v.isNull() ? null : v.asText().getBytes(StandardCharsets.UTF_8);
     }
 
-    private static List<ProducerRecord<byte[], byte[]>> buildRecords(JsonNode args, String topic) {
+    static List<ProducerRecord<byte[], byte[]>> buildRecords(JsonNode args, String topic) {
         List<ProducerRecord<byte[], byte[]>> out = new ArrayList<>();
         Integer fixedPartition = args.hasNonNull("partition") ? args.get("partition").asInt() : null;
         Long baseTs = args.hasNonNull("timestamp") ? args.get("timestamp").asLong() : null;

@@ -1,0 +1,197 @@
+package io.odradek.driver;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+import java.util.concurrent.Future;
+
+/**
+ * Transactional scenarios with KafkaProducer, one outcome per call (records are built as in "produce":
+ * "records" or "count" + "value_prefix", optional "partition").
+ *
+ * <ul>
+ *   <li>txn_produce — transactional_id, topic, commit (default true): one transaction, committed or
+ *       aborted. Result {committed, sent, offsets: [[partition, offset], ...]}.</li>
+ *   <li>txn_fence — transactional_id, topic, count: producer A sends count records "a{i}" in an open
+ *       transaction; producer B initialises the same id (fencing A), then A tries to commit and B sends
+ *       count records "b{i}" and commits. Result {first_error, second_committed}.</li>
+ *   <li>txn_timeout — transactional_id, topic, count, transaction_timeout_ms, wait_ms: sends count
+ *       records in a transaction, then waits (at most wait_ms) until the broker aborted it — the
+ *       read_committed end offset (the LSO) reaches the log end — and only then commits. Result
+ *       {aborted_seen, waited_ms, end_offsets, stable_offsets, commit_error}.</li>
+ *   <li>end_offsets — topic, isolation_level: endOffsets of every partition under that level.</li>
+ * </ul>
+ *
+ * <p>Errors are reported as {class, root_class, message}: the class the Java client threw (what an
+ * application catches) and the innermost cause.
+ */
+final class Transactions {
+    private Transactions() {
+    }
+
+    private static Properties producerProps(JsonNode args, String transactionalId) {
+        Properties p = Args.clientProps(args);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        p.putIfAbsent(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
+        p.putIfAbsent(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        p.putIfAbsent(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
+        return p;
+    }
+
+    private static Map<String, Object> error(Throwable t) {
+        Throwable root = t;
+        while (root.getCause() != null && root.getCause() != root) {
+            root = root.getCause();
+        }
+        Map<String, Object> e = new LinkedHashMap<>();
+        e.put("class", t.getClass().getSimpleName());
+        e.put("root_class", root.getClass().getSimpleName());
+        e.put("message", String.valueOf(t.getMessage()));
+        return e;
+    }
+
+    private static List<Future<RecordMetadata>> sendAll(KafkaProducer<byte[], byte[]> producer,
+                                                        List<ProducerRecord<byte[], byte[]>> records) {
+        List<Future<RecordMetadata>> futures = new ArrayList<>();
+        for (ProducerRecord<byte[], byte[]> r : records) {
+            futures.add(producer.send(r));
+        }
+        producer.flush();
+        return futures;
+    }
+
+    static Object produce(JsonNode args) throws Exception {
+        String topic = Args.str(args, "topic");
+        boolean commit = Args.bool(args, "commit", true);
+        List<ProducerRecord<byte[], byte[]>> records = Producing.buildRecords(args, topic);
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(
+                producerProps(args, Args.str(args, "transactional_id")))) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            List<Future<RecordMetadata>> futures = sendAll(producer, records);
+            List<List<Long>> offsets = new ArrayList<>();
+            for (Future<RecordMetadata> f : futures) {
+                RecordMetadata md = f.get();
+                offsets.add(List.of((long) md.partition(), md.offset()));
+            }
+            if (commit) {
+                producer.commitTransaction();
+            } else {
+                producer.abortTransaction();
+            }
+            Map<String, Object> result = new LinkedHashMap<>();
+            result.put("committed", commit);
+            result.put("sent", futures.size());
+            result.put("offsets", offsets);
+            return result;
+        }
+    }
+
+    private static List<ProducerRecord<byte[], byte[]>> generated(JsonNode args, String topic, String prefix) {
+        List<ProducerRecord<byte[], byte[]>> out = new ArrayList<>();
+        Integer partition = args.hasNonNull("partition") ? args.get("partition").asInt() : null;
+        for (int i = 0; i < Args.integer(args, "count", 1); i++) {
+            out.add(new ProducerRecord<>(topic, partition, null, (prefix + i).getBytes()));
+        }
+        return out;
+    }
+
+    static Object fence(JsonNode args) throws Exception {
+        String topic = Args.str(args, "topic");
+        String txId = Args.str(args, "transactional_id");
+        Map<String, Object> result = new LinkedHashMap<>();
+        try (KafkaProducer<byte[], byte[]> first = new KafkaProducer<>(producerProps(args, txId))) {
+            first.initTransactions();
+            first.beginTransaction();
+            sendAll(first, generated(args, topic, "a"));
+            try (KafkaProducer<byte[], byte[]> second = new KafkaProducer<>(producerProps(args, txId))) {
+                second.initTransactions();  // bumps the epoch: the first producer is fenced
+                try {
+                    first.commitTransaction();
+                    result.put("first_error", null);
+                } catch (Exception e) {
+                    result.put("first_error", error(e));
+                }
+                second.beginTransaction();
+                List<Future<RecordMetadata>> futures = sendAll(second, generated(args, topic, "b"));
+                second.commitTransaction();
+                result.put("second_committed", futures.size());
+            }
+        }
+        return result;
+    }
+
+    static Map<String, Long> endOffsets(JsonNode args, String topic, String isolation) {
+        Properties p = Args.clientProps(args);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            consumer.partitionsFor(topic, Duration.ofSeconds(15))
+                    .forEach(pi -> tps.add(new TopicPartition(topic, pi.partition())));
+            Map<String, Long> out = new TreeMap<>();
+            consumer.endOffsets(tps, Duration.ofSeconds(15))
+                    .forEach((tp, off) -> out.put(String.valueOf(tp.partition()), off));
+            return out;
+        }
+    }
+
+    static Object endOffsetsScenario(JsonNode args) {
+        return endOffsets(args, Args.str(args, "topic"), Args.str(args, "isolation_level", "read_uncommitted"));
+    }
+
+    static Object timeout(JsonNode args) throws Exception {
+        String topic = Args.str(args, "topic");
+        Properties p = producerProps(args, Args.str(args, "transactional_id"));
+        p.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, String.valueOf(Args.integer(args, "transaction_timeout_ms", 1000)));
+        long waitMs = Args.lng(args, "wait_ms", 30000);
+        Map<String, Object> result = new LinkedHashMap<>();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            sendAll(producer, generated(args, topic, "t"));
+            long start = System.currentTimeMillis();
+            boolean aborted = false;
+            Map<String, Long> ends = Map.of();
+            Map<String, Long> stable = Map.of();
+            while (!aborted && System.currentTimeMillis() - start < waitMs) {
+                Thread.sleep(250);
+                ends = endOffsets(args, topic, "read_uncommitted");
+                stable = endOffsets(args, topic, "read_committed");
+                // The abort marker lands after the records, and then nothing holds the LSO back.
+                aborted = ends.equals(stable) && ends.values().stream().mapToLong(Long::longValue).sum()
+                        > Args.integer(args, "count", 1);
+            }
+            result.put("aborted_seen", aborted);
+            result.put("waited_ms", System.currentTimeMillis() - start);
+            result.put("end_offsets", ends);
+            result.put("stable_offsets", stable);
+            try {
+                producer.commitTransaction();
+                result.put("commit_error", null);
+            } catch (Exception e) {
+                result.put("commit_error", error(e));
+            }
+        }
+        return result;
+    }
+}

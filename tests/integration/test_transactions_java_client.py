@@ -1,0 +1,115 @@
+"""Kafka's Java client (3.9.1, via the odradek-driver JVM) as a transactional producer, against a real
+Apache Kafka and against Odradek (issue 14): commit and abort, a read_committed consumer sees exactly the
+committed records, a second producer with the same transactional.id fences the first, a transaction left
+open past its timeout is aborted by the broker.
+
+Each test runs once per target and asserts the same outcome on both, so Kafka is the reference. Odradek
+runs with a short abort-check interval (Kafka's default of 10 s stays on the shared Kafka); the timeout
+scenario waits for the abort instead of sleeping a fixed time.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.java_tools import JavaDriver
+from tests.support.real_kafka import FETCH, PRODUCE, TARGETS, Target, open_target, unique
+
+TXN = ("FindCoordinator", "InitProducerId", "AddPartitionsToTxn", "EndTxn")
+# What the Java client 3.9.1 throws from commitTransaction once its epoch is fenced, on Kafka 3.9.1 both
+# after a newer incarnation's InitProducerId and after the broker's timeout abort (which bumps the epoch).
+FENCED = "ProducerFencedException"
+
+
+@pytest.fixture(scope="module", params=TARGETS)
+def target(request, tmp_path_factory):
+    if request.param == "kafka":
+        with open_target("kafka", tmp_path_factory.mktemp("kafka")) as t:
+            yield t
+        return
+    b = BrokerProcess(tmp_path_factory.mktemp("odradek"), overrides={
+        "auto.create.topics.enable": "false",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"})
+    b.start()
+    try:
+        yield Target("odradek", b.host, b.port, b)
+    finally:
+        b.kill()
+
+
+@pytest.fixture(scope="module")
+def driver(target):
+    with JavaDriver(target.bootstrap) as d:
+        yield d
+
+
+def new_topic(target: Target, driver: JavaDriver, partitions: int = 1) -> str:
+    target.require("CreateTopics", *PRODUCE, *FETCH, *TXN)
+    name = unique("jtxn")
+    driver.admin("create_topic", topic=name, partitions=partitions, configs={})
+    return name
+
+
+def read(driver: JavaDriver, topic: str, isolation: str, expected: int) -> dict:
+    """Everything a consumer with this isolation level reads from the start (waits a little past
+    ``expected`` so extra records would show)."""
+    return driver.call("consume_assign", topic=topic, seek="earliest", max_records=expected + 1,
+                       timeout_ms=4000, config={"isolation.level": isolation})
+
+
+def values(got: dict) -> list[str]:
+    return [r["value"] for r in got["records"]]
+
+
+def test_commit_and_abort_read_committed_sees_exactly_the_committed(target, driver) -> None:
+    topic = new_topic(target, driver, partitions=2)
+    tx = unique("tx-java")
+    committed = driver.call("txn_produce", transactional_id=tx, topic=topic, commit=True,
+                            records=[{"value": f"c{i}", "partition": i % 2} for i in range(6)])
+    assert committed["committed"] is True and committed["sent"] == 6
+    driver.call("txn_produce", transactional_id=tx, topic=topic, commit=False,
+                records=[{"value": f"a{i}", "partition": i % 2} for i in range(4)])
+    driver.call("txn_produce", transactional_id=tx, topic=topic, commit=True,
+                records=[{"value": "c-last", "partition": 0}])
+
+    got = read(driver, topic, "read_committed", 7)
+    assert sorted(values(got)) == sorted([f"c{i}" for i in range(6)] + ["c-last"])
+    # Per partition: records, a COMMIT marker, the aborted records, an ABORT marker, the last
+    # transaction (+ marker). Positions are past every marker: the LSO is the log end.
+    # p0: c0 c2 c4 M a0 a2 M c-last M = 9; p1: c1 c3 c5 M a1 a3 M = 7
+    assert got["positions"] == {"0": 9, "1": 7}
+    offsets_p0 = [r["offset"] for r in got["records"] if r["partition"] == 0]
+    assert offsets_p0 == [0, 1, 2, 7]
+    # read_uncommitted sees the aborted records too (they are in the log), never the markers.
+    uncommitted = read(driver, topic, "read_uncommitted", 11)
+    assert sorted(values(uncommitted)) == sorted(
+        [f"c{i}" for i in range(6)] + [f"a{i}" for i in range(4)] + ["c-last"])
+    assert driver.call("end_offsets", topic=topic, isolation_level="read_committed") == {"0": 9, "1": 7}
+
+
+def test_second_producer_fences_the_first(target, driver) -> None:
+    topic = new_topic(target, driver)
+    out = driver.call("txn_fence", transactional_id=unique("tx-fence"), topic=topic, count=3, partition=0)
+    assert out["first_error"] is not None, out
+    assert out["first_error"]["class"] == FENCED, out
+    assert out["second_committed"] == 3
+    got = read(driver, topic, "read_committed", 3)
+    assert values(got) == ["b0", "b1", "b2"]  # the fenced producer's records stay invisible
+    # Its records are in the log, aborted: a0-a2, ABORT, b0-b2, COMMIT.
+    assert [r["offset"] for r in got["records"]] == [4, 5, 6]
+    assert got["positions"] == {"0": 8}
+    assert sorted(values(read(driver, topic, "read_uncommitted", 6))) == ["a0", "a1", "a2", "b0", "b1", "b2"]
+
+
+def test_transaction_open_past_its_timeout_is_aborted_by_the_broker(target, driver) -> None:
+    topic = new_topic(target, driver)
+    out = driver.call("txn_timeout", transactional_id=unique("tx-timeout"), topic=topic, count=2, partition=0,
+                      transaction_timeout_ms=1000, wait_ms=40000, timeout=90)
+    # The broker aborted it (marker appended, the LSO moved past it) ...
+    assert out["aborted_seen"], out
+    assert out["end_offsets"] == out["stable_offsets"] == {"0": 3}, out
+    # ... and the producer's late commit fails as Kafka's does: its epoch was bumped by the abort.
+    assert out["commit_error"] is not None and out["commit_error"]["class"] == FENCED, out
+    got = read(driver, topic, "read_committed", 0)
+    assert got["count"] == 0 and got["positions"] == {"0": 3}
