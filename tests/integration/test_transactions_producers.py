@@ -1,7 +1,7 @@
 """Transactional producers end to end on one broker (the transaction coordinator, issue 14):
 confluent-kafka and aiokafka commit and abort, a read_committed consumer sees exactly the
 committed records, a second producer with the same transactional.id fences the first, a
-transaction left open past its timeout is aborted by the broker, send_offsets_to_transaction
+transaction left open past its timeout is aborted by the broker (both with each client), send_offsets_to_transaction
 commits the group's offsets with the transaction (and an abort drops them)."""
 
 from __future__ import annotations
@@ -233,3 +233,72 @@ def test_pending_offsets_survive_a_broker_restart_and_commit_with_the_transactio
         time.sleep(0.1)
     assert consumer.committed([TopicPartition(source, 0)], timeout=10)[0].offset == 42
     consumer.close()
+
+
+def test_aiokafka_second_producer_fences_the_first(txn_broker) -> None:
+    """A second aiokafka producer with the same transactional_id fences the first: the first's commit
+    fails with ProducerFenced (EndTxn answers INVALID_PRODUCER_EPOCH to aiokafka's old EndTxn version,
+    as Kafka does) and its records stay invisible to read_committed consumers."""
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import ProducerFenced
+
+    topic = _topic(txn_broker, 1)
+
+    async def run() -> None:
+        first = AIOKafkaProducer(bootstrap_servers=txn_broker.bootstrap, transactional_id="tx-aio-fence")
+        second = AIOKafkaProducer(bootstrap_servers=txn_broker.bootstrap, transactional_id="tx-aio-fence")
+        await first.start()
+        try:
+            await first.begin_transaction()
+            await first.send_and_wait(topic, b"zombie", partition=0)
+            await second.start()  # InitProducerId: aborts the first's open transaction, bumps the epoch
+            with pytest.raises(ProducerFenced):
+                await first.commit_transaction()
+            async with second.transaction():
+                await second.send_and_wait(topic, b"live", partition=0)
+        finally:
+            await first.stop()
+            await second.stop()
+
+    asyncio.run(run())
+    assert read_committed(txn_broker.bootstrap, topic, 1, 1) == [b"live"]
+    assert read_committed(txn_broker.bootstrap, topic, 1, 2, "read_uncommitted") == [b"zombie", b"live"]
+
+
+def test_aiokafka_open_transaction_past_its_timeout_is_aborted(txn_broker) -> None:
+    """An aiokafka transaction left open past transaction_timeout_ms is aborted by the broker: the LSO
+    moves past it (a read_committed consumer sees nothing of it) and the late commit is fenced."""
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import ProducerFenced
+    from confluent_kafka import Consumer, TopicPartition
+
+    topic = _topic(txn_broker, 1)
+
+    def stable_and_end() -> tuple[int, int]:
+        offsets = []
+        for isolation in ("read_committed", "read_uncommitted"):
+            c = Consumer({"bootstrap.servers": txn_broker.bootstrap, "group.id": "lso-probe",
+                          "isolation.level": isolation})
+            offsets.append(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1])
+            c.close()
+        return offsets[0], offsets[1]
+
+    async def run() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=txn_broker.bootstrap, transactional_id="tx-aio-timeout",
+                             transaction_timeout_ms=5000)
+        await p.start()
+        try:
+            await p.begin_transaction()
+            await p.send_and_wait(topic, b"left-open", partition=0)
+            assert stable_and_end() == (0, 1)  # the open transaction holds the LSO (for 5 s)
+            deadline = time.monotonic() + 30
+            while stable_and_end() != (2, 2) and time.monotonic() < deadline:  # record + ABORT marker
+                await asyncio.sleep(0.3)
+            assert stable_and_end() == (2, 2)
+            with pytest.raises(ProducerFenced):
+                await p.commit_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(run())
+    assert read_committed(txn_broker.bootstrap, topic, 1, 0) == []
