@@ -1,7 +1,8 @@
 """Kafka's Java client (3.9.1, via the odradek-driver JVM) as a transactional producer, against a real
 Apache Kafka and against Odradek (issue 14): commit and abort, a read_committed consumer sees exactly the
 committed records, a second producer with the same transactional.id fences the first, a transaction left
-open past its timeout is aborted by the broker.
+open past its timeout is aborted by the broker, and a consume-transform-produce loop with
+sendOffsetsToTransaction copies exactly once.
 
 Each test runs once per target and asserts the same outcome on both, so Kafka is the reference. Odradek
 runs with a short abort-check interval (Kafka's default of 10 s stays on the shared Kafka); the timeout
@@ -113,3 +114,21 @@ def test_transaction_open_past_its_timeout_is_aborted_by_the_broker(target, driv
     assert out["commit_error"] is not None and out["commit_error"]["class"] == FENCED, out
     got = read(driver, topic, "read_committed", 0)
     assert got["count"] == 0 and got["positions"] == {"0": 3}
+
+
+def test_consume_transform_produce_with_send_offsets_to_transaction(target, driver) -> None:
+    """A consume-transform-produce loop (sendOffsetsToTransaction with the consumer's group metadata):
+    the first transaction is aborted and redone, so the read_committed output holds every input record
+    exactly once and the group's committed offset is the input's end."""
+    target.require("AddOffsetsToTxn", "TxnOffsetCommit", "OffsetFetch")
+    source, sink = new_topic(target, driver), new_topic(target, driver)
+    driver.call("produce", topic=source, count=12, value_prefix="r", partition=0, idempotent=True)
+    group = unique("jcopy")
+    out = driver.call("txn_copy", transactional_id=unique("tx-copy"), input=source, output=sink, group=group,
+                      batch=5, abort_first=1)
+    assert out["aborted_txns"] == 1 and out["committed_txns"] >= 3, out
+    assert out["position"] == 12 and out["committed_offset"] == 12, out
+    got = read(driver, sink, "read_committed", 12)
+    assert values(got) == [f"r{i}-out" for i in range(12)]  # each exactly once, in order
+    # The aborted copy is in the log too (read_uncommitted shows it), never in read_committed.
+    assert len(values(read(driver, sink, "read_uncommitted", 12 + 5))) > 12

@@ -2,7 +2,10 @@ package io.odradek.driver;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -17,6 +20,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.Future;
 
@@ -35,6 +39,12 @@ import java.util.concurrent.Future;
  *       read_committed end offset (the LSO) reaches the log end — and only then commits. Result
  *       {aborted_seen, waited_ms, end_offsets, stable_offsets, commit_error}.</li>
  *   <li>end_offsets — topic, isolation_level: endOffsets of every partition under that level.</li>
+ *   <li>txn_copy — transactional_id, input, output, group, batch, abort_first: a consume-transform-produce
+ *       loop over partition 0 of input (a read_committed consumer of the group, assigned) that copies
+ *       each record to output with "-out" appended, one transaction per poll of at most batch records,
+ *       its offsets committed with sendOffsetsToTransaction. The first abort_first transactions are
+ *       aborted and the consumer rewinds to the group's committed offset, as an application would.
+ *       Result {committed_txns, aborted_txns, position, committed_offset}.</li>
  * </ul>
  *
  * <p>Errors are reported as {class, root_class, message}: the class the Java client threw (what an
@@ -193,5 +203,62 @@ final class Transactions {
             }
         }
         return result;
+    }
+
+    static Object copy(JsonNode args) throws Exception {
+        String input = Args.str(args, "input");
+        String output = Args.str(args, "output");
+        int batch = Args.integer(args, "batch", 5);
+        int abortsLeft = Args.integer(args, "abort_first", 1);
+        Properties cp = Args.clientProps(args);
+        cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cp.put(ConsumerConfig.GROUP_ID_CONFIG, Args.str(args, "group"));
+        cp.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        cp.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, String.valueOf(batch));
+        TopicPartition tp = new TopicPartition(input, 0);
+        int committedTxns = 0;
+        int abortedTxns = 0;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(cp);
+             KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(
+                     producerProps(args, Args.str(args, "transactional_id")))) {
+            consumer.assign(List.of(tp));
+            producer.initTransactions();
+            long end = consumer.endOffsets(List.of(tp)).get(tp);
+            long deadline = System.currentTimeMillis() + Args.lng(args, "timeout_ms", 30000);
+            while (consumer.position(tp) < end && System.currentTimeMillis() < deadline) {
+                ConsumerRecords<byte[], byte[]> polled = consumer.poll(Duration.ofMillis(200));
+                if (polled.isEmpty()) {
+                    continue;
+                }
+                producer.beginTransaction();
+                long next = -1;
+                for (ConsumerRecord<byte[], byte[]> r : polled) {
+                    byte[] value = (new String(r.value()) + "-out").getBytes();
+                    producer.send(new ProducerRecord<>(output, 0, r.key(), value));
+                    next = r.offset() + 1;
+                }
+                producer.sendOffsetsToTransaction(Map.of(tp, new OffsetAndMetadata(next)), consumer.groupMetadata());
+                if (abortsLeft > 0) {
+                    producer.abortTransaction();
+                    abortsLeft--;
+                    abortedTxns++;
+                    OffsetAndMetadata committed = consumer.committed(Set.of(tp)).get(tp);
+                    consumer.seek(tp, committed == null ? 0 : committed.offset());
+                } else {
+                    producer.commitTransaction();
+                    committedTxns++;
+                }
+            }
+            OffsetAndMetadata committed = consumer.committed(Set.of(tp)).get(tp);
+            Map<String, Object> result = new LinkedHashMap<>();
+            result.put("committed_txns", committedTxns);
+            result.put("aborted_txns", abortedTxns);
+            result.put("position", consumer.position(tp));
+            result.put("committed_offset", committed == null ? null : committed.offset());
+            return result;
+        }
     }
 }
