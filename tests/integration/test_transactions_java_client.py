@@ -132,3 +132,15 @@ def test_consume_transform_produce_with_send_offsets_to_transaction(target, driv
     assert values(got) == [f"r{i}-out" for i in range(12)]  # each exactly once, in order
     # The aborted copy is in the log too (read_uncommitted shows it), never in read_committed.
     assert len(values(read(driver, sink, "read_uncommitted", 12 + 5))) > 12
+
+
+def test_open_transaction_holds_the_lso_and_list_offsets_latest_differs_by_isolation(target, driver) -> None:
+    """ListOffsets latest (the consumer's endOffsets) is the high watermark under read_uncommitted and
+    the LSO — the first open transaction's first offset — under read_committed; the commit moves it."""
+    topic = new_topic(target, driver)
+    driver.call("txn_produce", transactional_id=unique("tx-before"), topic=topic, commit=True,
+                records=[{"value": "c0", "partition": 0}, {"value": "c1", "partition": 0}])  # 0, 1, marker 2
+    out = driver.call("txn_lso", transactional_id=unique("tx-lso"), topic=topic, count=3, partition=0)
+    assert out["open"] == {"read_committed": {"0": 3}, "read_uncommitted": {"0": 6}}, out
+    assert out["committed"] == {"read_committed": {"0": 7}, "read_uncommitted": {"0": 7}}, out
+    assert values(read(driver, topic, "read_committed", 5)) == ["c0", "c1", "o0", "o1", "o2"]

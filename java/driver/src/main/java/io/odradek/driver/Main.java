@@ -51,6 +51,7 @@ public final class Main {
         SCENARIOS.put("txn_timeout", Transactions::timeout);
         SCENARIOS.put("end_offsets", Transactions::endOffsetsScenario);
         SCENARIOS.put("txn_copy", Transactions::copy);
+        SCENARIOS.put("txn_lso", Transactions::lso);
         SCENARIOS.put("ping", args -> Map.of("pong", true));
     }
 

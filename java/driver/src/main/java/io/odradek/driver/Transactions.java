@@ -38,6 +38,9 @@ import java.util.concurrent.Future;
  *       records in a transaction, then waits (at most wait_ms) until the broker aborted it — the
  *       read_committed end offset (the LSO) reaches the log end — and only then commits. Result
  *       {aborted_seen, waited_ms, end_offsets, stable_offsets, commit_error}.</li>
+ *   <li>txn_lso — transactional_id, topic, count: sends count records "o{i}" in a transaction and, while it
+ *       is open, reads the end offsets under both isolation levels; commits, reads them again. Result
+ *       {open: {read_committed, read_uncommitted}, committed: {read_committed, read_uncommitted}}.</li>
  *   <li>end_offsets — topic, isolation_level: endOffsets of every partition under that level.</li>
  *   <li>txn_copy — transactional_id, input, output, group, batch, abort_first: a consume-transform-produce
  *       loop over partition 0 of input (a read_committed consumer of the group, assigned) that copies
@@ -260,5 +263,22 @@ final class Transactions {
             result.put("committed_offset", committed == null ? null : committed.offset());
             return result;
         }
+    }
+
+    static Object lso(JsonNode args) throws Exception {
+        String topic = Args.str(args, "topic");
+        Map<String, Object> result = new LinkedHashMap<>();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(
+                producerProps(args, Args.str(args, "transactional_id")))) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            sendAll(producer, generated(args, topic, "o"));
+            result.put("open", Map.of("read_committed", endOffsets(args, topic, "read_committed"),
+                    "read_uncommitted", endOffsets(args, topic, "read_uncommitted")));
+            producer.commitTransaction();
+            result.put("committed", Map.of("read_committed", endOffsets(args, topic, "read_committed"),
+                    "read_uncommitted", endOffsets(args, topic, "read_uncommitted")));
+        }
+        return result;
     }
 }
