@@ -651,11 +651,14 @@ class Controller:
             log.error("Rejecting AlterPartition from node %d for %s-%d: invalid ISR %s", broker_id, topic.name,
                       p.partition, list(isr))
             return ErrorCode.INVALID_REQUEST
-        ineligible = [b for b in isr if not self._is_live(b) or not self._epoch_matches(b, broker_epochs.get(b, -1))]
+        # Kafka's ineligibleReplicasForIsr: not registered, fenced, a stale broker epoch (KIP-903), or
+        # a replica its broker reported in a failed log dir (KIP-858: it holds no usable log).
+        ineligible = [b for b in isr if not self._is_live(b) or not self._epoch_matches(b, broker_epochs.get(b, -1))
+                      or b in p.offline_replicas]
         if ineligible:
             log.info("Rejecting AlterPartition from node %d for %s-%d: ineligible replicas %s (not registered, "
-                     "fenced, or a stale broker epoch in %s)", broker_id, topic.name, p.partition, ineligible,
-                     dict(broker_epochs))
+                     "fenced, offline, or a stale broker epoch in %s)", broker_id, topic.name, p.partition,
+                     ineligible, dict(broker_epochs))
             return ErrorCode.INELIGIBLE_REPLICA
         return ErrorCode.NONE
 

@@ -74,3 +74,18 @@ def test_offline_replicas_survive_the_record_and_registration_encodings() -> Non
     old = json.loads(encode_registration(2, endpoint, uuid.uuid4()))
     del old["offline_replicas"]  # a broker of the version before
     assert decode_registration(json.dumps(old).encode())["offline_replicas"] == frozenset()
+
+
+async def test_an_offline_replica_is_not_taken_back_into_the_isr(controller: Controller) -> None:
+    """Kafka's ineligibleReplicasForIsr: a leader's AlterPartition naming a replica its broker
+    reported in a failed log dir is refused with INELIGIBLE_REPLICA."""
+    tid = await _topic(controller, "o", (2, 1, 3))
+    await controller.set_offline_replicas(3, {(tid, 0)})
+    p = controller.image.topics["o"].partitions[0]
+    assert (p.leader, p.isr) == (2, (2, 1))
+    refused = await controller.alter_partition(tid, 0, 2, p.leader_epoch, p.partition_epoch, [2, 1, 3])
+    assert refused.error_code == ErrorCode.INELIGIBLE_REPLICA
+    await controller.set_offline_replicas(3, set())  # its dir is back
+    p = controller.image.topics["o"].partitions[0]
+    accepted = await controller.alter_partition(tid, 0, 2, p.leader_epoch, p.partition_epoch, [2, 1, 3])
+    assert (accepted.error_code, accepted.isr) == (ErrorCode.NONE, (2, 1, 3))
