@@ -130,7 +130,8 @@ def test_consume_transform_produce_with_send_offsets_to_transaction(target, driv
     assert out["position"] == 12 and out["committed_offset"] == 12, out
     got = read(driver, sink, "read_committed", 12)
     assert values(got) == [f"r{i}-out" for i in range(12)]  # each exactly once, in order
-    # The aborted copy is in the log too (read_uncommitted shows it), never in read_committed.
+    # The aborted copy is in the log too (the driver flushes before aborting; read_uncommitted shows
+    # it), never in read_committed.
     assert len(values(read(driver, sink, "read_uncommitted", 12 + 5))) > 12
 
 

@@ -245,6 +245,9 @@ final class Transactions {
                 }
                 producer.sendOffsetsToTransaction(Map.of(tp, new OffsetAndMetadata(next)), consumer.groupMetadata());
                 if (abortsLeft > 0) {
+                    // Sent first, so the aborted copy is in the log and read_committed must skip it:
+                    // abortTransaction drops batches still unsent without writing them.
+                    producer.flush();
                     producer.abortTransaction();
                     abortsLeft--;
                     abortedTxns++;
