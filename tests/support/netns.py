@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shlex
 import shutil
@@ -113,7 +114,11 @@ class NamespaceNetwork:
     @staticmethod
     def _free_subnet() -> str:
         used = ip("-4", "-o", "addr", "show").stdout
-        for third in range(64, 250):
+        # From a random start: two test runs on one machine choosing at the same moment would
+        # otherwise both take the first free subnet and reach each other's etcd and brokers.
+        start = random.randrange(186)
+        for i in range(186):
+            third = 64 + (start + i) % 186
             candidate = f"10.213.{third}"
             if f" {candidate}." not in used:
                 return candidate
