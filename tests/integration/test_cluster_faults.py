@@ -37,12 +37,8 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 
 from tests.support.fault_checker import (  # noqa: E402 (needs confluent_kafka)
     Checker,
-    Failover,
-    GroupConsumer,
+    FaultLoad,
     History,
-    JavaVerifiableProducer,
-    MetadataPoller,
-    RdkafkaProducer,
     failover,
     produce_batch,
     read_back,
@@ -99,98 +95,10 @@ def wait_full_isr(c: ClusterProcesses, topic: str = TOPIC, size: int = 3, timeou
     assert c.wait_until(full, timeout, 0.25), (partitions_now(c, topic), c.logs())
 
 
-class Load:
-    """The scenario's load and observers; ``finish`` stops the producers, lets the group read to the
-    end, reads the topic back and returns the Checker."""
-
-    def __init__(self, c: ClusterProcesses, java: bool = True) -> None:
-        self.c = c
-        self.history = History()
-        self.poller = MetadataPoller(c, TOPIC, self.history).start()
-        self.group = GroupConsumer(c.bootstrap, TOPIC, self.history).start()
-        self.rdkafka = RdkafkaProducer(c.bootstrap, TOPIC, PARTITIONS, self.history, rate=250).start()
-        self.java = JavaVerifiableProducer(c.bootstrap, TOPIC, self.history, throughput=150) if java else None
-        self.failovers: list[Failover] = []
-        self.java_log = ""
-        self._stopped = False
-
-    def wait_acks(self, count: int, since: float = 0.0, partitions: list[int] | None = None,
-                  timeout: float = 60.0) -> None:
-        wanted = set(range(PARTITIONS) if partitions is None else partitions)
-
-        def enough() -> bool:
-            with self.history.lock:
-                return sum(1 for a in self.history.acks if a.at >= since and a.partition in wanted) >= count
-        assert self.c.wait_until(enough, timeout), (
-            f"fewer than {count} acks on partitions {sorted(wanted)} within {timeout} s; errors "
-            f"{self.history.errors[-5:]}; java: {self.java.stderr_text() if self.java else ''}\n{self.c.logs()}")
-
-    def wait_both_clients(self, count: int = 200) -> None:
-        """Until both producers are acked (the JVM needs a few seconds to start)."""
-        def both() -> bool:
-            assert self.java is None or self.java.proc.poll() is None, self.java.stderr_text()
-            return all(self.history.acked(name) >= count for name in self.clients())
-        assert self.c.wait_until(both, 90), (
-            {n: self.history.acked(n) for n in self.clients()}, self.history.errors[-5:],
-            self.java.stderr_text() if self.java else "")
-
-    def clients(self) -> list[str]:
-        return ["rdkafka"] + (["java"] if self.java else [])
-
-    def note(self, f: Failover) -> None:
-        self.failovers.append(f)
-        print(f.line(), flush=True)
-
-    def stop_producers(self) -> None:
-        if not self._stopped:
-            self._stopped = True
-            try:
-                self.rdkafka.stop()
-            finally:
-                if self.java:
-                    self.java.stop()
-
-    def producer_ids(self) -> dict[str, set[int]]:
-        """Each producer's ids from InitProducerId: no two clients may ever share one."""
-        return {"rdkafka": self.rdkafka.pids, **({"java": self.java.producer_ids()} if self.java else {})}
-
-    def finish(self) -> Checker:
-        self.stop_producers()
-        read = read_back(self.c.bootstrap, TOPIC, PARTITIONS)
-        ends = {p: (recs[-1][0] + 1 if recs else 0) for p, recs in read.items()}
-        assert self.group.drain(ends, 60), "the consumer group did not read up to the end within 60 s"
-        self.close()
-        checker = Checker(self.history, read)
-        print(checker.summary(), flush=True)
-        self.java_log = self.java.stderr_text() if self.java else ""
-        return checker
-
-    def check(self, checker: Checker) -> None:
-        """``checker.all()``; on a failure the Java producer's own log (its WARNs) is printed too."""
-        try:
-            ids = self.producer_ids()
-            print(f"producer ids: {ids}", flush=True)
-            shared = set.intersection(*ids.values()) if len(ids) > 1 else set()
-            assert not shared, f"InitProducerId gave the same producer id to two clients: {ids}"
-            checker.all()
-        except AssertionError:
-            print(f"--- the Java producer's log ---\n{self.java_log}", flush=True)
-            raise
-        if self.java:
-            self.java.remove_files()
-
-    def close(self) -> None:
-        try:
-            self.stop_producers()
-        finally:
-            self.group.stop()
-            self.poller.stop()
-
-
 @contextmanager
-def load_on(c: ClusterProcesses) -> Iterator[Load]:
+def load_on(c: ClusterProcesses) -> Iterator[FaultLoad]:
     java_or_skip()
-    load = Load(c)
+    load = FaultLoad(c, TOPIC, PARTITIONS)
     try:
         yield load
     finally:

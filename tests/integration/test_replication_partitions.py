@@ -46,14 +46,8 @@ from tests.support.real_kafka import require_toolchain
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 from tests.support.fault_checker import (  # noqa: E402 (needs confluent_kafka)
-    Checker,
-    GroupConsumer,
-    History,
-    JavaVerifiableProducer,
-    MetadataPoller,
-    RdkafkaProducer,
+    FaultLoad,
     failover,
-    read_back,
 )
 
 TOPIC = "partitioned"
@@ -63,83 +57,11 @@ OVERRIDES = {"controller.lease.ttl.ms": "2000", "replica.lag.time.max.ms": "4000
 
 # --- load ------------------------------------------------------------------------------------------
 
-class Load:
-    """The load of the fault suite (tests/support/fault_checker): a librdkafka producer and Kafka's
-    Java VerifiableProducer (both acks=all, idempotent), a consumer group of 2 members committing as
-    it reads, and a Metadata poller; every client in the root namespace, reaching the brokers at the
-    addresses they advertise. ``finish`` stops the producers, lets the group read to the end, reads
-    the topic back (from ``read_from``) and returns fault_checker's Checker."""
-
-    def __init__(self, c: ClusterProcesses, partitions: int = PARTITIONS) -> None:
-        self.c, self.partitions = c, partitions
-        self.history = History()
-        self.poller = MetadataPoller(c, TOPIC, self.history).start()
-        self.group = GroupConsumer(c.bootstrap, TOPIC, self.history).start()
-        self.rdkafka = RdkafkaProducer(c.bootstrap, TOPIC, partitions, self.history, rate=250, extra={
-            "request.timeout.ms": 5000, "topic.metadata.refresh.interval.ms": 1000}).start()
-        self.java = JavaVerifiableProducer(c.bootstrap, TOPIC, self.history, throughput=150)
-        self._stopped = False
-
-    def acks_since(self, when: float, partition: int, client: str | None = None) -> int:
-        with self.history.lock:
-            return sum(1 for a in self.history.acks if a.at >= when and a.partition == partition
-                       and (client is None or a.client == client))
-
-    def errors(self) -> list[Any]:
-        with self.history.lock:
-            return self.history.errors[-5:]
-
-    def wait_both_clients(self, count: int = 200) -> None:
-        """Until both producers are acked (the JVM needs a few seconds to start)."""
-        def both() -> bool:
-            assert self.java.proc.poll() is None, self.java.stderr_text()
-            return all(self.history.acked(name) >= count for name in ("rdkafka", "java"))
-        assert self.c.wait_until(both, 90), (
-            {n: self.history.acked(n) for n in ("rdkafka", "java")}, self.errors(), self.java.stderr_text())
-
-    def stop_producers(self) -> None:
-        if not self._stopped:
-            self._stopped = True
-            try:
-                self.rdkafka.stop()
-            finally:
-                self.java.stop()
-
-    def finish(self, read_from: str) -> Checker:
-        self.stop_producers()
-        read = read_back(read_from, TOPIC, self.partitions)
-        ends = {p: (recs[-1][0] + 1 if recs else 0) for p, recs in read.items()}
-        assert self.group.drain(ends, 60), "the consumer group did not read up to the end within 60 s"
-        self.close()
-        checker = Checker(self.history, read)
-        print(f"\n{checker.summary()}", flush=True)
-        return checker
-
-    def check(self, checker: Checker) -> None:
-        """Every check of the fault suite: no acked write lost, no duplicate, produce order kept, dense
-        offsets, the group's reads/HW/commits, one leader per epoch, no delivery failed and only
-        retriable errors reached the producers; each client its own producer id. On a failure the Java producer's log is printed."""
-        try:
-            ids = {"rdkafka": self.rdkafka.pids, "java": self.java.producer_ids()}
-            assert not ids["rdkafka"] & ids["java"], f"InitProducerId gave two clients one producer id: {ids}"
-            checker.all()
-        except AssertionError:
-            print(f"--- the Java producer's log ---\n{self.java.stderr_text()}", flush=True)
-            raise
-        self.java.remove_files()
-
-    def close(self) -> None:
-        try:
-            self.stop_producers()
-        finally:
-            self.group.stop()
-            self.poller.stop()
-
-
 @contextmanager
-def load_on(c: ClusterProcesses, partitions: int = PARTITIONS) -> Iterator[Load]:
+def load_on(c: ClusterProcesses, partitions: int = PARTITIONS) -> Iterator[FaultLoad]:
     require_toolchain()
-    load = Load(c, partitions)
+    load = FaultLoad(c, TOPIC, partitions, rdkafka_extra={
+        "request.timeout.ms": 5000, "topic.metadata.refresh.interval.ms": 1000})
     try:
         yield load
     finally:
@@ -249,7 +171,7 @@ def test_a_leader_cut_off_from_brokers_and_etcd_acknowledges_nothing_and_truncat
         # leader, which knows no state for the producer and, as Kafka's ProducerAppendInfo, takes
         # them at any sequence; the retried first batches are then OUT_OF_ORDER_SEQUENCE_NUMBER
         # until delivery.timeout.ms expires them (a client race Kafka's brokers would equally allow).
-        assert c.wait_until(lambda: all(load.acks_since(0.0, part, client) > 0 for client in ("rdkafka", "java")),
+        assert c.wait_until(lambda: all(load.acks_since(0.0, [part], client) > 0 for client in ("rdkafka", "java")),
                             60), (load.errors(), load.java.stderr_text())
         cut = load.history.mark(f"isolate {victim}")
         c.isolate(victim)
@@ -273,7 +195,7 @@ def test_a_leader_cut_off_from_brokers_and_etcd_acknowledges_nothing_and_truncat
             assert partition_size(c, victim, part) > size_at_cut, "the old leader did not append the write"
             new_leader = partition_state(c, part, survivors[0])["leader_id"]
             # Writes go on: acks=all acknowledged by the new leader and the remaining follower.
-            assert c.wait_until(lambda: load.acks_since(new_leader_seen, part) >= 100, 60), \
+            assert c.wait_until(lambda: load.acks_since(new_leader_seen, [part]) >= 100, 60), \
                 (load.errors(), c.logs())
             # Its registration lapsed: the old leader stopped acting as leader by itself.
             assert c.wait_until(lambda: "fenced itself" in c.log_text(victim, 200_000), 30), c.log_text(victim)
@@ -285,7 +207,7 @@ def test_a_leader_cut_off_from_brokers_and_etcd_acknowledges_nothing_and_truncat
         healed = load.history.mark(f"heal {victim}")
         assert c.wait_until(lambda: victim in partition_state(c, part, new_leader)["isr_nodes"], 60), c.logs()
         rejoined = time.monotonic()
-        assert c.wait_until(lambda: load.acks_since(rejoined, part) >= 100, 30), (load.errors(), c.logs())
+        assert c.wait_until(lambda: load.acks_since(rejoined, [part]) >= 100, 30), (load.errors(), c.logs())
         # Read back from the survivors (the old leader's copy is compared byte for byte below).
         checker = load.finish(",".join(c.broker(n).bootstrap for n in survivors))
     load.check(checker)
@@ -368,7 +290,7 @@ def test_a_follower_whose_disk_fills_up_goes_offline_for_that_dir_and_the_partit
             shrunk = time.monotonic()
             assert c.wait_until(lambda: all(partition_state(c, 0, n)["offline_replicas"] == [FULL_FOLLOWER]
                                             for n in c.node_ids), 10), c.logs()
-            assert c.wait_until(lambda: load.acks_since(shrunk, 0) >= 300, 30), (load.errors(), c.logs())
+            assert c.wait_until(lambda: load.acks_since(shrunk, [0]) >= 300, 30), (load.errors(), c.logs())
             assert follower.alive(), c.log_text(FULL_FOLLOWER)
             state = partition_state(c, 0, 2)
             assert state["leader_id"] == 1 and state["replica_nodes"] == [1, 2, FULL_FOLLOWER], state

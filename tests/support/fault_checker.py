@@ -697,3 +697,102 @@ def _wait(predicate: Callable[[], bool], timeout: float, interval: float = 0.1) 
             return True
         time.sleep(interval)
     return predicate()
+
+
+class FaultLoad:
+    """One scenario's load and observers over ``topic``: the librdkafka producer (250/s), Kafka's Java
+    VerifiableProducer (150/s; ``java=False`` leaves it out), a 2-member consumer group committing as
+    it reads, and a Metadata poller, every event in one History. ``finish`` stops the producers, lets
+    the group read to the end, reads the topic back and returns the Checker; ``check`` runs every
+    check plus "each client its own producer id", printing the Java producer's log on a failure."""
+
+    def __init__(self, c: ClusterProcesses, topic: str, partitions: int, *, java: bool = True,
+                 rdkafka_extra: dict[str, Any] | None = None) -> None:
+        self.c, self.topic, self.partitions = c, topic, partitions
+        self.history = History()
+        self.poller = MetadataPoller(c, topic, self.history).start()
+        self.group = GroupConsumer(c.bootstrap, topic, self.history).start()
+        self.rdkafka = RdkafkaProducer(c.bootstrap, topic, partitions, self.history, rate=250,
+                                       extra=rdkafka_extra).start()
+        self.java = JavaVerifiableProducer(c.bootstrap, topic, self.history, throughput=150) if java else None
+        self.failovers: list[Failover] = []
+        self.java_log = ""
+        self._stopped = False
+
+    def clients(self) -> list[str]:
+        return ["rdkafka"] + (["java"] if self.java else [])
+
+    def acks_since(self, when: float, partitions: Iterable[int], client: str | None = None) -> int:
+        wanted = set(partitions)
+        with self.history.lock:
+            return sum(1 for a in self.history.acks if a.at >= when and a.partition in wanted
+                       and (client is None or a.client == client))
+
+    def errors(self) -> list[Any]:
+        with self.history.lock:
+            return self.history.errors[-5:]
+
+    def wait_acks(self, count: int, since: float = 0.0, partitions: list[int] | None = None,
+                  timeout: float = 60.0) -> None:
+        wanted = range(self.partitions) if partitions is None else partitions
+        assert self.c.wait_until(lambda: self.acks_since(since, wanted) >= count, timeout), (
+            f"fewer than {count} acks on partitions {sorted(wanted)} within {timeout} s; errors "
+            f"{self.errors()}; java: {self.java.stderr_text() if self.java else ''}\n{self.c.logs()}")
+
+    def wait_both_clients(self, count: int = 200) -> None:
+        """Until both producers are acked (the JVM needs a few seconds to start)."""
+        def both() -> bool:
+            assert self.java is None or self.java.proc.poll() is None, self.java.stderr_text()
+            return all(self.history.acked(name) >= count for name in self.clients())
+        assert self.c.wait_until(both, 90), (
+            {n: self.history.acked(n) for n in self.clients()}, self.errors(),
+            self.java.stderr_text() if self.java else "")
+
+    def note(self, f: Failover) -> None:
+        self.failovers.append(f)
+        print(f.line(), flush=True)
+
+    def stop_producers(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            try:
+                self.rdkafka.stop()
+            finally:
+                if self.java:
+                    self.java.stop()
+
+    def producer_ids(self) -> dict[str, set[int]]:
+        """Each producer's ids from InitProducerId: no two clients may ever share one."""
+        return {"rdkafka": self.rdkafka.pids, **({"java": self.java.producer_ids()} if self.java else {})}
+
+    def finish(self, read_from: str | None = None) -> Checker:
+        """``read_from``: the bootstrap to read the topic back from (default the cluster's)."""
+        self.stop_producers()
+        read = read_back(read_from or self.c.bootstrap, self.topic, self.partitions)
+        ends = {p: (recs[-1][0] + 1 if recs else 0) for p, recs in read.items()}
+        assert self.group.drain(ends, 60), "the consumer group did not read up to the end within 60 s"
+        self.close()
+        checker = Checker(self.history, read)
+        print(f"\n{checker.summary()}", flush=True)
+        self.java_log = self.java.stderr_text() if self.java else ""
+        return checker
+
+    def check(self, checker: Checker) -> None:
+        try:
+            ids = self.producer_ids()
+            print(f"producer ids: {ids}", flush=True)
+            shared = set.intersection(*ids.values()) if len(ids) > 1 else set()
+            assert not shared, f"InitProducerId gave the same producer id to two clients: {ids}"
+            checker.all()
+        except AssertionError:
+            print(f"--- the Java producer's log ---\n{self.java_log}", flush=True)
+            raise
+        if self.java:
+            self.java.remove_files()
+
+    def close(self) -> None:
+        try:
+            self.stop_producers()
+        finally:
+            self.group.stop()
+            self.poller.stop()
