@@ -462,22 +462,24 @@ class TransactionCoordinator:
     # ==========================================================================================
     # timers
 
+    def _active_transactions(self) -> list[tuple[int, TxnMetadata]]:
+        """(partition, metadata) of every transactional id in the partitions loaded here."""
+        return [(partition, meta) for partition, shard in list(self._shards.items())
+                if self.runtime.state(partition) is PartitionState.ACTIVE for meta in list(shard.txns.values())]
+
     def abort_timed_out_transactions(self) -> int:
         """Abort (with a bumped epoch) every ongoing transaction older than its timeout."""
         now = self.time_ms()
         count = 0
-        for partition, shard in list(self._shards.items()):
-            if self.runtime.state(partition) is not PartitionState.ACTIVE:
-                continue
-            for meta in list(shard.txns.values()):
-                if meta.state is TxnState.ONGOING and meta.start_ms + meta.timeout_ms < now:
-                    log.info("aborting the transaction of %s (producer %d epoch %d): older than its timeout "
-                             "of %d ms", meta.transactional_id, meta.producer_id, meta.producer_epoch,
-                             meta.timeout_ms)
-                    self.runtime.schedule_write(partition, functools.partial(
-                        self._abort_timed_out_op, meta.transactional_id, meta.producer_id, meta.producer_epoch),
-                        f"abort the timed-out transaction of {meta.transactional_id}")
-                    count += 1
+        for partition, meta in self._active_transactions():
+            if meta.state is TxnState.ONGOING and meta.start_ms + meta.timeout_ms < now:
+                log.info("aborting the transaction of %s (producer %d epoch %d): older than its timeout "
+                         "of %d ms", meta.transactional_id, meta.producer_id, meta.producer_epoch,
+                         meta.timeout_ms)
+                self.runtime.schedule_write(partition, functools.partial(
+                    self._abort_timed_out_op, meta.transactional_id, meta.producer_id, meta.producer_epoch),
+                    f"abort the timed-out transaction of {meta.transactional_id}")
+                count += 1
         return count
 
     def _abort_timed_out_op(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -492,15 +494,12 @@ class TransactionCoordinator:
         """Remove ids not in a transaction and idle for transactional.id.expiration.ms."""
         now = self.time_ms()
         count = 0
-        for partition, shard in list(self._shards.items()):
-            if self.runtime.state(partition) is not PartitionState.ACTIVE:
-                continue
-            for meta in list(shard.txns.values()):
-                if meta.state in COMPLETE and meta.last_update_ms + self.config.id_expiration_ms < now:
-                    self.runtime.schedule_write(partition, functools.partial(
-                        self._expire_op, meta.transactional_id, meta.last_update_ms),
-                        f"expire transactional id {meta.transactional_id}")
-                    count += 1
+        for partition, meta in self._active_transactions():
+            if meta.state in COMPLETE and meta.last_update_ms + self.config.id_expiration_ms < now:
+                self.runtime.schedule_write(partition, functools.partial(
+                    self._expire_op, meta.transactional_id, meta.last_update_ms),
+                    f"expire transactional id {meta.transactional_id}")
+                count += 1
         return count
 
     def _expire_op(self, transactional_id: str, last_update_ms: int, shard: TxnShard) -> CoordinatorResult[None]:
