@@ -353,9 +353,8 @@ class Partition:
         if len(records) > config.segment_bytes:
             raise KafkaApiError(ErrorCode.RECORD_LIST_TOO_LARGE,
                                 f"record set of {len(records)} bytes exceeds segment.bytes")
-        if required_acks == -1 and len(self.isr) < config.min_insync_replicas:
-            raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
-                                f"ISR {list(self.isr)} smaller than min.insync.replicas")
+        if required_acks == -1:
+            self._require_min_insync_replicas()
         if record_check is not None:
             record_check(records)
         info = self.log.append(records, leader_epoch=self.leader_epoch)
@@ -363,8 +362,18 @@ class Partition:
             self._appended_bytes += info.size
         return info
 
-    def append_internal(self, records: Any) -> AppendInfo:
-        """Append as the leader without the client checks (coordinators' internal topics)."""
+    def _require_min_insync_replicas(self) -> None:
+        """acks=-1 appends (produce, coordinator writes, markers): NOT_ENOUGH_REPLICAS while the
+        ISR is below min.insync.replicas, before anything is appended (Kafka's appendRecordsToLeader)."""
+        if len(self.isr) < self.log.config.min_insync_replicas:
+            raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                f"ISR {list(self.isr)} smaller than min.insync.replicas")
+
+    def append_internal(self, records: Any, required_acks: int = 1) -> AppendInfo:
+        """Append as the leader without the client checks (coordinators' internal topics); with
+        ``required_acks=-1`` the min.insync.replicas check of a produce."""
+        if required_acks == -1:
+            self._require_min_insync_replicas()
         info = self.log.append(records, leader_epoch=self.leader_epoch)
         if not info.duplicate:
             self._appended_bytes += info.size
@@ -376,9 +385,7 @@ class Partition:
         appendRecordsToLeader with AppendOrigin.COORDINATOR and acks=-1): internal topics too
         (``__consumer_offsets`` gets markers for TxnOffsetCommit); NOT_ENOUGH_REPLICAS below
         min.insync.replicas. The caller moves the HW, which moves the LSO."""
-        if len(self.isr) < self.log.config.min_insync_replicas:
-            raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
-                                f"ISR {list(self.isr)} smaller than min.insync.replicas")
+        self._require_min_insync_replicas()
         info = self.log.append_end_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit,
                                               leader_epoch=self.leader_epoch)
         self._appended_bytes += info.size

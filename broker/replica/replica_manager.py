@@ -831,10 +831,7 @@ class ReplicaManager:
         min.insync.replicas, as a produce is. Moves the HW (at once on one node); the caller waits
         for it with :meth:`wait_for_high_watermark`."""
         part = self.leader_partition(topic, partition)
-        if required_acks == -1 and len(part.isr) < part.log.config.min_insync_replicas:
-            raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
-                                f"ISR {list(part.isr)} smaller than min.insync.replicas")
-        info = part.append_internal(records)
+        info = part.append_internal(records, required_acks)
         if not info.duplicate:
             self._after_leader_append(part, info)
         return info
