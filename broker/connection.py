@@ -39,6 +39,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+from broker.security.principal import ANONYMOUS, KafkaPrincipal
 from protocol import primitives as P
 from storage.results import FetchSlice
 
@@ -74,6 +75,8 @@ class Connection(asyncio.Protocol):
         self.channel = channel
         self.max_request_size = max_request_size
         self.listener = listener
+        # Who the client is (ACLs, quotas): ANONYMOUS until TLS or SASL says otherwise.
+        self.principal: KafkaPrincipal = ANONYMOUS
         self.loop: asyncio.AbstractEventLoop | None = None
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
