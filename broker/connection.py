@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from broker.security.principal import ANONYMOUS, KafkaPrincipal
+from broker.security.tls_connection import TLS_WRITE_HIGH, PrincipalBuilder
 from protocol import primitives as P
 from storage.results import FetchSlice
 
@@ -77,6 +78,10 @@ class Connection(asyncio.Protocol):
         self.listener = listener
         # Who the client is (ACLs, quotas): ANONYMOUS until TLS or SASL says otherwise.
         self.principal: KafkaPrincipal = ANONYMOUS
+        # TLS listeners: builds the principal from the client certificate (set by the SocketServer).
+        self.tls_principal: PrincipalBuilder | None = None
+        # The transport encrypts: fetch regions are copied through it, never sendfile'd.
+        self.tls = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
@@ -102,6 +107,10 @@ class Connection(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        ssl_object = transport.get_extra_info("ssl_object") if self.tls_principal is not None else None
+        if ssl_object is not None:
+            self._tls_made(ssl_object)
+            return
         sock = transport.get_extra_info("socket")
         self.sock_fd = sock.fileno() if sock is not None else -1
         # Zero water marks: the transport calls pause_writing as soon as the kernel refuses bytes
@@ -109,6 +118,19 @@ class Connection(asyncio.Protocol):
         # buffer is empty again, which is exactly when a file region may be sendfile'd without
         # reordering bytes, and when reading more requests makes sense again.
         self.transport.set_write_buffer_limits(high=0, low=0)
+
+    def _tls_made(self, ssl_object: Any) -> None:
+        """The TLS handshake is done: no sendfile (bytes must be encrypted), the principal from the
+        client certificate. The transport pauses us at TLS_WRITE_HIGH buffered bytes and resumes
+        once they all went out, which bounds what a slow reader costs (see _pump)."""
+        self.tls = True
+        self.sock_fd = -1
+        self.transport.set_write_buffer_limits(high=TLS_WRITE_HIGH, low=0)  # type: ignore[union-attr]
+        try:
+            self.principal = self.tls_principal(ssl_object)  # type: ignore[misc]
+        except ValueError as exc:  # NoMatchingRule, or a certificate we cannot read
+            log.info("Failed authentication with %s (%s): closing", self.peer, exc)
+            self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -216,7 +238,12 @@ class Connection(asyncio.Protocol):
                 q.popleft()
                 transport.write(chunk)
                 continue
-            if transport.get_write_buffer_size() > 0:
+            if self.tls:
+                # A region goes through the TLS transport chunk by chunk until it pauses us;
+                # resume_writing pumps again once everything buffered went out.
+                if self.write_paused:
+                    return
+            elif transport.get_write_buffer_size() > 0:
                 # Earlier bytes are still queued in the transport, so the protocol is paused;
                 # resume_writing pumps again once the buffer is empty.
                 return
