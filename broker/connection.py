@@ -131,6 +131,9 @@ class Connection(asyncio.Protocol):
         except ValueError as exc:  # NoMatchingRule, or a certificate we cannot read
             log.info("Failed authentication with %s (%s): closing", self.peer, exc)
             self.close()
+            return
+        log.debug("TLS connection from %s on %s (%s): principal %s", self.peer, self.listener,
+                  ssl_object.version(), self.principal)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
