@@ -88,7 +88,7 @@ class TestPki:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.ca_key = ec.generate_private_key(ec.SECP256R1())
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         subject = _name(ca_name)
         self.ca_cert = (
             x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
@@ -108,7 +108,7 @@ class TestPki:
               ips: tuple[str, ...] = (), not_before: dt.datetime | None = None, not_after: dt.datetime | None = None,
               encrypted_key_password: str | None = None) -> Issued:
         key = ec.generate_private_key(ec.SECP256R1())
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         builder = (
             x509.CertificateBuilder().subject_name(subject).issuer_name(self.ca_cert.subject)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
@@ -144,7 +144,7 @@ class TestPki:
         return self.issue(cn, _name(cn, ou), **kw)  # type: ignore[arg-type]
 
     def expired_client(self, cn: str) -> Issued:
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         return self.issue(cn, _name(cn, "Clients"), not_before=now - 10 * DAY, not_after=now - DAY)
 
 
