@@ -16,7 +16,8 @@ while the configuration is validated, so a broker with bad material never starts
 - ``ssl.truststore.type``: ``PEM`` (``ssl.truststore.location`` or inline
   ``ssl.truststore.certificates``) or ``PKCS12``; without a truststore the system's CAs are trusted
   (Kafka falls back to the JVM's cacerts).
-- ``ssl.client.auth`` none/requested/required -> CERT_NONE/CERT_OPTIONAL/CERT_REQUIRED.
+- ``ssl.client.auth`` none/requested/required -> CERT_NONE/CERT_OPTIONAL/CERT_REQUIRED; on a
+  SASL_SSL listener only its listener-prefixed form counts (KIP-684), as in Kafka.
 - ``ssl.enabled.protocols`` (TLSv1.2, TLSv1.3) bound the versions; ``ssl.protocol=TLSv1.2`` caps
   them at 1.2 as a Java SSLContext of that protocol does.
 - ``ssl.cipher.suites``: Java/IANA names (``TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384``) or OpenSSL
@@ -95,6 +96,8 @@ def server_tls(config: Any, listener: str) -> ListenerTls:
             f"ssl.keystore.type PEM or PKCS12), or {v['@ssl.keystore.key']} and "
             f"{v['@ssl.keystore.certificate.chain']} (ssl.keystore.type=PEM)")
     auth = v["ssl.client.auth"]
+    if config.listener_security_protocol_map.get(listener) == "SASL_SSL" and v["@ssl.client.auth"] == "ssl.client.auth":
+        auth = "none"  # KIP-684: on SASL_SSL only listener.name.<name>.ssl.client.auth asks for certificates
     ctx.verify_mode = _CLIENT_AUTH[auth]
     if auth != "none":
         _load_truststore(ctx, v)

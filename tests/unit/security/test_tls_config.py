@@ -141,3 +141,15 @@ def test_secrets_are_masked_in_describe_configs(server) -> None:
         assert all(value is None for _, value, _ in entries[key].synonyms), key
     assert entries["ssl.keystore.type"].value == "PEM" and not entries["ssl.keystore.type"].is_sensitive
     assert entries["ssl.key.password"].type_name == "password"
+
+
+def test_sasl_ssl_listener_asks_for_certificates_only_with_the_listener_prefix(server) -> None:
+    # KIP-684: the broker-wide ssl.client.auth does not apply to SASL_SSL listeners. (SASL_SSL
+    # listeners themselves are the SASL layer's; the TLS underneath is built here.)
+    pmap = "PLAINTEXT:PLAINTEXT,SSL:SSL,SECURE:SASL_SSL"
+    cfg = ssl_config({**server.broker_props(), "ssl.client.auth": "required", "listener.security.protocol.map": pmap})
+    assert server_tls(cfg, "SECURE").context.verify_mode == ssl.CERT_NONE
+    assert server_tls(cfg, "SSL").context.verify_mode == ssl.CERT_REQUIRED
+    cfg = ssl_config({**server.broker_props(), "listener.security.protocol.map": pmap,
+                      "listener.name.secure.ssl.client.auth": "required"})
+    assert server_tls(cfg, "SECURE").context.verify_mode == ssl.CERT_REQUIRED
