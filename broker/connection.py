@@ -25,7 +25,12 @@ Theory of operation
    chunk of memory, never the rest of a region. A file that ends before its region (cut under the
    broker) closes the connection with one error, as Kafka does; padding or another file's bytes
    would corrupt the client's stream.
-5. All methods run on the connection's network loop. ``complete`` may be called from another
+5. TLS listeners (broker/security/tls_connection.py): the transport encrypts, so a region is never
+   sendfile'd; it is read in ``REGION_CHUNK`` pieces and written through the TLS transport, which
+   pauses the connection at ``TLS_WRITE_HIGH`` buffered bytes and resumes it once they all went out
+   (the same bound for slow readers as point 4). The principal comes from the client certificate
+   once the handshake is done (``connection_made`` is called only then).
+6. All methods run on the connection's network loop. ``complete`` may be called from another
    thread only through ``loop.call_soon_threadsafe`` (the request channel does that).
 """
 

@@ -13,6 +13,11 @@ With ``num.network.threads`` = 1 the single network loop is the handler loop its
 hop at all. Python's GIL means extra network threads mostly add hand-off cost; docs/reactor.md
 has the measurements that chose Odradek's default (see there before changing it).
 
+SSL listeners (``Endpoint.tls``) hand uvloop the listener's SSLContext: the Connection exists for
+the client only once the handshake is done, which must happen within ``connections.max.idle.ms``
+(capped at 10 s); a failed or timed-out handshake releases the socket and its connection slot and
+is logged as Kafka logs it ("Failed authentication with <ip> (SSL handshake failed)").
+
 Idle connections (no bytes received and no response pending for ``connections.max.idle.ms``)
 are closed by a sweeper on each network loop, as Kafka's Selector does.
 
