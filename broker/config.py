@@ -1033,7 +1033,7 @@ class BrokerConfig(Mapping[str, Any]):
         return len(self._values)
 
     def __repr__(self) -> str:
-        given = {k: v for k, v in self.originals.items()}
+        given = {k: "[hidden]" if is_secret_key(k, self.definitions) else v for k, v in self.originals.items()}
         return f"BrokerConfig({given!r})"
 
     # -- provenance --------------------------------------------------------------------------------
@@ -1335,6 +1335,19 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
     warn_advertised_port_mismatch(cfg)
     warn_keys_without_effect(cfg)
     return cfg
+
+
+def is_secret_key(key: str, definitions: Mapping[str, ConfigDef] = CONFIG_DEFS) -> bool:
+    """A secret (Kafka's Type.PASSWORD: ssl.keystore.password, ...), also under a listener prefix:
+    never logged, masked in DescribeConfigs."""
+    d = definitions.get(key)
+    if d is None and key.startswith("listener.name."):
+        # listener.name.<name>.<key>, or listener.name.<name>.<mechanism>.<key> (SASL's)
+        rest = key.split(".", 3)[3] if key.count(".") >= 3 else ""
+        d = definitions.get(rest)
+        if d is None and "." in rest:
+            d = definitions.get(rest.split(".", 1)[1])
+    return d is not None and d.type is ConfigType.PASSWORD
 
 
 def _is_listener_ssl_key(key: str) -> bool:

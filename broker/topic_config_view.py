@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.config import BrokerConfig, ConfigError, ConfigSource, ConfigType, format_value
+from broker.config import BrokerConfig, ConfigError, ConfigSource, format_value, is_secret_key
 from storage.errors import InvalidConfigError
 from storage.log_config import TOPIC_CONFIGS, LogConfig
 
@@ -273,11 +273,7 @@ def broker_config_entries(config: BrokerConfig, layers: BrokerConfigLayers, *, p
 
 def is_sensitive(config: BrokerConfig, name: str) -> bool:
     """A secret (Kafka's Type.PASSWORD: ssl.keystore.password, ...), also under a listener prefix."""
-    d = config.definitions.get(name)
-    if d is None:
-        m = _LISTENER_PREFIXED.fullmatch(name)
-        d = config.definitions.get(m.group(1)) if m is not None else None
-    return d is not None and d.type is ConfigType.PASSWORD
+    return is_secret_key(name, config.definitions)
 
 
 def entry_to_wire(entry: ConfigEntry, include_synonyms: bool, include_documentation: bool) -> dict[str, Any]:

@@ -153,3 +153,10 @@ def test_sasl_ssl_listener_asks_for_certificates_only_with_the_listener_prefix(s
     cfg = ssl_config({**server.broker_props(), "listener.security.protocol.map": pmap,
                       "listener.name.secure.ssl.client.auth": "required"})
     assert server_tls(cfg, "SECURE").context.verify_mode == ssl.CERT_REQUIRED
+
+
+def test_repr_of_the_config_hides_secrets(server) -> None:
+    cfg = ssl_config({**server.inline_props(), "listener.name.ssl.ssl.key.password": "hunter2-secret"})
+    text = repr(cfg)
+    assert "hunter2-secret" not in text and "PRIVATE KEY" not in text
+    assert "'listener.name.ssl.ssl.key.password': '[hidden]'" in text
