@@ -3,7 +3,7 @@
 Starts the real daemon once with both listeners (test certificates from tests/support/certs.py,
 TLS 1.3, server authentication only), then per protocol and run:
 
-- produce: one confluent-kafka producer sends ``--mb`` MiB of 1 KiB values (acks=1, lz4 off,
+- produce: one confluent-kafka producer sends ``--mb`` MiB of ``--record-kib`` KiB values (acks=1, lz4 off,
   linger 5 ms) to a fresh topic; MB/s from first send to flush;
 - consume: one confluent-kafka consumer (assign, from offset 0) reads a pre-filled topic of
   ``--mb`` MiB; MB/s from assign to the last record.
@@ -12,7 +12,7 @@ Broker CPU seconds (user + system, /proc/<pid>/stat) are sampled around each ste
 per GB moved. On PLAINTEXT the consume path is sendfile (zero-copy); on SSL every fetched byte is
 read from the segment and encrypted by OpenSSL in the broker process.
 
-    python bench/tls_bench.py [--mb 256] [--runs 3]
+    python bench/tls_bench.py [--mb 256] [--runs 3] [--record-kib 1]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.support.broker_process import BrokerProcess, free_port  # noqa: E402
 from tests.support.certs import TestPki  # noqa: E402
 
-VALUE = b"x" * 1024
+VALUE = b"x" * 1024  # replaced by --record-kib
 
 
 def cpu_seconds(pid: int) -> float:
@@ -44,7 +44,7 @@ def produce(bootstrap: str, conf: dict[str, str], topic: str, mb: int) -> float:
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": "5", "batch.size": "1000000",
                   "queue.buffering.max.kbytes": "1048576", **conf})
-    n = mb * 1024
+    n = mb * 1024 * 1024 // len(VALUE)
     t0 = time.monotonic()
     for i in range(n):
         while True:
@@ -80,7 +80,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=256)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--record-kib", type=int, default=1, help="value size of each record")
     args = ap.parse_args()
+    global VALUE
+    VALUE = b"x" * (1024 * args.record_kib)
     tmp = Path(tempfile.mkdtemp(prefix="odradek-tls-bench-"))
     pki = TestPki(tmp / "pki")
     server = pki.server()
@@ -104,11 +107,11 @@ def main() -> None:
                 secs = produce(bootstrap, conf, topic, args.mb)
                 results[mode]["produce"].append((args.mb / secs, (cpu_seconds(pid) - c0) * 1024 / args.mb))
                 c0 = cpu_seconds(pid)
-                secs = consume(bootstrap, conf, filled, args.mb * 1024)
+                secs = consume(bootstrap, conf, filled, args.mb * 1024 * 1024 // len(VALUE))
                 results[mode]["consume"].append((args.mb / secs, (cpu_seconds(pid) - c0) * 1024 / args.mb))
     finally:
         broker.stop()
-    print(f"{args.mb} MiB of 1 KiB records, {args.runs} runs, medians")
+    print(f"{args.mb} MiB of {args.record_kib} KiB records, {args.runs} runs, medians")
     print(f"{'':10} {'produce MB/s':>13} {'CPU-s/GB':>9} {'consume MB/s':>13} {'CPU-s/GB':>9}")
     for mode in modes:
         p = results[mode]["produce"]
