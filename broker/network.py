@@ -103,7 +103,8 @@ class NetworkLoop:
         def sweep() -> None:
             cutoff = time.monotonic() - self.idle_ms / 1000.0
             for conn in list(self.connections):
-                if conn.last_active < cutoff and not conn.slots:
+                # transport None: a TLS handshake still running; its own timeout ends it.
+                if conn.last_active < cutoff and not conn.slots and conn.transport is not None:
                     log.info("closing idle connection %s (connections.max.idle.ms=%d)", conn.peer, self.idle_ms)
                     conn.close()
             self._sweeper = self.loop.call_later(interval, sweep)
