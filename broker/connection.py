@@ -45,7 +45,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from broker.security.principal import ANONYMOUS, KafkaPrincipal
-from broker.security.tls_connection import TLS_WRITE_HIGH, PrincipalBuilder
+from broker.security.tls_connection import AUTH_FAILURES, TLS_WRITE_HIGH, PrincipalBuilder
 from protocol import primitives as P
 from storage.results import FetchSlice
 
@@ -134,7 +134,7 @@ class Connection(asyncio.Protocol):
         try:
             self.principal = self.tls_principal(ssl_object)  # type: ignore[misc]
         except ValueError as exc:  # NoMatchingRule, or a certificate we cannot read
-            log.info("Failed authentication with %s (%s): closing", self.peer, exc)
+            AUTH_FAILURES.failed("Failed authentication with %s on %s (%s): closing", self.peer, self.listener, exc)
             self.close()
             return
         log.debug("TLS connection from %s on %s (%s): principal %s", self.peer, self.listener,
@@ -153,6 +153,9 @@ class Connection(asyncio.Protocol):
         self._update_reading()
 
     def resume_writing(self) -> None:
+        # The client took what was buffered: a slow reader of a long response is not idle (Kafka's
+        # selector counts writes as activity for connections.max.idle.ms too).
+        self.last_active = time.monotonic()
         self.write_paused = False
         self._pump()
         self._on_input()

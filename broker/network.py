@@ -48,7 +48,7 @@ from broker.connection import Connection
 from broker.connection_quotas import Admit, ConnectionQuotas, normalize_ip
 from broker.request_channel import RequestChannel
 from broker.security.tls import ListenerTls
-from broker.security.tls_connection import HANDSHAKE_TIMEOUT_CAP_MS, principal_builder
+from broker.security.tls_connection import AUTH_FAILURES, HANDSHAKE_TIMEOUT_CAP_MS, principal_builder
 
 log = logging.getLogger(__name__)
 
@@ -383,8 +383,8 @@ class SocketServer:
             if listener in self._tls:
                 # Kafka: "Failed authentication with /ip (SSL handshake failed)". Only this client
                 # is affected; its socket and slot are released here.
-                log.info("Failed authentication with %s on %s (SSL handshake failed: %s)", ip, listener,
-                         str(exc) or type(exc).__name__)
+                AUTH_FAILURES.failed("Failed authentication with %s on %s (SSL handshake failed: %s)", ip, listener,
+                                     str(exc) or type(exc).__name__)
             elif exc is not None:
                 log.warning("setting up an accepted connection failed: %s", exc)
             for conn in made:  # created for the handshake, never connected: forget it

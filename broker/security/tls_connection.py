@@ -9,6 +9,8 @@ authentication: the connection is closed.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +27,35 @@ HANDSHAKE_TIMEOUT_CAP_MS = 10_000
 TLS_WRITE_HIGH = 64 * 1024
 
 PrincipalBuilder = Callable[[Any], KafkaPrincipal]
+
+
+class FailureLog:
+    """Failed TLS authentications, logged with the client address but at most ``burst`` lines per
+    ``interval`` seconds: thousands of garbage connections must not flood the log (or the disk).
+    The lines left out are counted and reported with the next one. Called from every network loop;
+    under the GIL a race can only misplace a count, never lose a line it printed."""
+
+    def __init__(self, logger: logging.Logger, burst: int = 10, interval: float = 1.0) -> None:
+        self.logger, self.burst, self.interval = logger, burst, interval
+        self._window = 0.0
+        self._logged = 0
+        self._suppressed = 0
+
+    def failed(self, msg: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self._window >= self.interval:
+            if self._suppressed:
+                self.logger.info("%d more failed authentications were not logged (at most %d a second)",
+                                 self._suppressed, self.burst)
+            self._window, self._logged, self._suppressed = now, 0, 0
+        if self._logged < self.burst:
+            self._logged += 1
+            self.logger.info(msg, *args)
+        else:
+            self._suppressed += 1
+
+
+AUTH_FAILURES = FailureLog(logging.getLogger("broker.security"))
 
 
 def principal_builder(mapping_rules: str) -> PrincipalBuilder:

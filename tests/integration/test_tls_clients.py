@@ -123,7 +123,7 @@ def test_confluent_kafka_mutual_tls(tls_broker: TlsBroker) -> None:
             "ssl.certificate.location": str(alice.cert_pem), "ssl.key.location": str(alice.key_pem)}
     assert _confluent_roundtrip(tls_broker.mtls, topic, conf) == [f"value-{i}".encode() for i in range(20)]
     # The broker mapped the certificate's DN (Java's RFC 2253 form) with the listener's rule.
-    log = tls_broker.proc.log_text()
+    log = tls_broker.proc.log_path.read_text(errors="replace")
     assert "on MTLS (TLSv1.3): principal User:alice" in log, log[-3000:]
 
 
@@ -161,7 +161,7 @@ def test_mtls_refuses_missing_untrusted_expired_and_unmapped_client_certificates
         _api_versions_ok("127.0.0.1", tls_broker.mtls_port, tls_broker.context(client))
     # ...and a client with a good certificate is served right after.
     assert _api_versions_ok("127.0.0.1", tls_broker.mtls_port, tls_broker.context(tls_broker.alice))
-    log = tls_broker.proc.log_text()
+    log = tls_broker.proc.log_path.read_text(errors="replace")
     if who == "other_ou":
         assert "No rules apply to CN=bob,OU=Partners,O=Odradek Test,C=US" in log
     else:
