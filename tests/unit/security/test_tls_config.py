@@ -160,3 +160,17 @@ def test_repr_of_the_config_hides_secrets(server) -> None:
     text = repr(cfg)
     assert "hunter2-secret" not in text and "PRIVATE KEY" not in text
     assert "'listener.name.ssl.ssl.key.password': '[hidden]'" in text
+
+
+def test_pkcs12_truststore(pki, server, tmp_path) -> None:
+    from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, pkcs12
+
+    store = tmp_path / "trust.p12"
+    store.write_bytes(pkcs12.serialize_key_and_certificates(None, None, None, [pki.ca_cert],
+                                                            BestAvailableEncryption(b"trust-pass")))
+    props = {**server.broker_props(), "ssl.truststore.type": "PKCS12", "ssl.truststore.location": str(store),
+             "ssl.truststore.password": "trust-pass", "ssl.client.auth": "required"}
+    ctx = server_tls(ssl_config(props), "SSL").context
+    assert [dict(rdn[0] for rdn in c["subject"])["commonName"] for c in ctx.get_ca_certs()] == ["Odradek Test CA"]
+    with pytest.raises(ConfigError, match="ssl.truststore.location.*ssl.truststore.password"):
+        ssl_config({**props, "ssl.truststore.password": "bad"})
