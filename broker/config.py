@@ -34,7 +34,7 @@ Rules, as in Kafka's ``ConfigDef``/``KafkaConfig``:
   interface), security protocol from ``listener.security.protocol.map``; PLAINTEXT and SSL are
   implemented (:data:`IMPLEMENTED_PROTOCOLS`), any other protocol is a ConfigError.
 - TLS keys (``ssl.*``, per listener ``listener.name.<name>.ssl.*``) are broker/security/tls.py's;
-  their key material is loaded during validation, so bad material stops start-up naming the key.
+  :func:`load_config` loads their key material, so bad material stops start-up naming the key.
 - Security not implemented yet: any other security setting (``authorizer.class.name``,
   ``super.users``, ``allow.everyone.if.no.acl.found``, ``sasl.*``, per-listener sasl keys, a listener
   or ``security.inter.broker.protocol`` on SASL_*) set to a non-empty value is a ConfigError
@@ -1239,10 +1239,6 @@ class BrokerConfig(Mapping[str, Any]):
                 f"Invalid value {ibl!r} for configuration inter.broker.listener.name: it must be a listener "
                 f"name defined in advertised.listeners; valid options are {', '.join(adv_names)}"
             )
-        # Key material is loaded now, so bad or missing TLS keys stop start-up naming the key.
-        from broker.security.tls import check_listeners  # late: that module imports this one
-
-        check_listeners(self)
 
         if self.log_retention_ms == 0:
             raise ConfigError("log.retention.ms must be unlimited (-1) or at least 1 "
@@ -1332,6 +1328,11 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
                 log.warning("Unknown configuration %r (from %s) is ignored", key, layer.origin)
     cfg = BrokerConfig(layers)
     cfg.log_config()  # topic-level defaults must be valid too, or start-up stops here, not later
+    # TLS key material is loaded now (once, not on every derived config), so bad or missing keys
+    # stop start-up with a message naming the key.
+    from broker.security.tls import check_listeners  # late: that module imports this one
+
+    check_listeners(cfg)
     warn_advertised_port_mismatch(cfg)
     warn_keys_without_effect(cfg)
     return cfg

@@ -5,7 +5,7 @@ Key resolution, as Kafka's ``valuesWithPrefixOverride(listenerName.configPrefix)
 that is set, else from ``ssl.X``. The inter-broker client uses the inter-broker listener's values.
 
 Key material (Kafka's DefaultSslEngineFactory; every fault is a ConfigError naming the key, raised
-while the configuration is validated, so a broker with bad material never starts):
+while the configuration is loaded (broker.config.load_config), so a broker with bad material never starts):
 
 - ``ssl.keystore.type``: ``PEM`` — ``ssl.keystore.location`` is a file holding the private key and
   the certificate chain, or ``ssl.keystore.key`` + ``ssl.keystore.certificate.chain`` hold them
@@ -146,7 +146,7 @@ def inter_broker_client_tls(config: Any) -> ClientTls | None:
 
 
 def check_listeners(config: Any) -> None:
-    """Build every TLS listener's context once at validation time (ConfigError on any fault)."""
+    """Build every TLS listener's context once when the configuration is loaded (ConfigError on any fault)."""
     for lst in config.listeners:
         if is_tls(lst.security_protocol):
             server_tls(config, lst.name)

@@ -47,3 +47,28 @@ def test_openssl_recipe_certificates_serve_mutual_tls(tmp_path) -> None:
         assert "principal User:CN=alice,OU=Clients,O=Odradek Test" in broker.log_text()
     finally:
         broker.stop()
+
+
+def test_bad_key_material_stops_the_daemon_naming_the_key_and_never_the_secret(tmp_path) -> None:
+    from tests.integration.test_daemon import run_daemon
+    from tests.support.certs import TestPki
+
+    server = TestPki(tmp_path / "pki").server("enc", encrypted_key_password="right-password")
+    base = ["--override", "node.id=1", "--override", f"log.dirs={tmp_path / 'logs'}",
+            "--override", "listeners=SSL://127.0.0.1:0", "--override", "inter.broker.listener.name=SSL"]
+    for key, value in server.broker_props().items():
+        base += ["--override", f"{key}={value}"]
+    cases = [
+        (["listener.name.ssl.ssl.keystore.location=/nonexistent/broker.pem"],
+         "Cannot read listener.name.ssl.ssl.keystore.location='/nonexistent/broker.pem'"),
+        (["ssl.key.password=wrong-password-123"], "cannot load the private key"),
+        (["ssl.keystore.type=JKS"], "ssl.keystore.type=JKS is not supported"),
+    ]
+    for extra, message in cases:
+        args = list(base)
+        for item in extra:
+            args += ["--override", item]
+        result = run_daemon(args)
+        assert result.returncode == 1, result.stderr
+        assert message in result.stderr, result.stderr
+        assert "wrong-password-123" not in result.stderr and "Traceback" not in result.stderr
