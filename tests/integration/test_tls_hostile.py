@@ -208,10 +208,40 @@ def test_slow_tls_readers_cost_bounded_memory(ssl_broker: SslBroker) -> None:
             s.close()
 
 
-def _recv_exact(s: ssl.SSLSocket, n: int) -> bytes:
+def _recv_exact(s: socket.socket, n: int) -> bytes:
     buf = bytearray()
     while len(buf) < n:
         chunk = s.recv(min(n - len(buf), 1 << 20))
         assert chunk, "connection closed mid-response"
         buf += chunk
     return bytes(buf)
+
+
+@pytest.mark.parametrize("listener", ["PLAINTEXT", "SSL"])
+def test_a_client_draining_a_long_response_is_not_idle(ssl_broker: SslBroker, listener: str) -> None:
+    # connections.max.idle.ms is 2 s here; reading this response takes ~4 s with no request sent.
+    topic = f"drain-{listener.lower()}"
+    with WireClient("127.0.0.1", ssl_broker.proc.port) as c:
+        create(c, topic, 1)
+        fill_topic(c, topic, 1, big_batch(b"d"), 16)  # 4 MiB
+    raw = socket.socket()
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+    raw.settimeout(10)
+    port = ssl_broker.proc.port if listener == "PLAINTEXT" else ssl_broker.ssl_port
+    raw.connect(("127.0.0.1", port))
+    s = raw if listener == "PLAINTEXT" else ssl_broker.ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+    try:
+        w = WireClient.__new__(WireClient)
+        w.client_id, w.correlation_id = "drain", 0
+        _, data = w.encode_request(1, FETCH_V, fetch_body(topic, [0], 64 << 20, 64 << 20))
+        s.sendall(data)
+        size = struct.unpack(">i", _recv_exact(s, 4))[0]
+        frame = bytearray()
+        t0 = time.monotonic()
+        while len(frame) < size:
+            frame += _recv_exact(s, min(64 * 1024, size - len(frame)))
+            time.sleep(0.06)  # ~1 MiB/s
+        assert time.monotonic() - t0 > 2.5  # longer than connections.max.idle.ms
+        assert len(records_of(decode_fetch(bytes(frame)))[0]) == 16 * len(big_batch(b"d"))
+    finally:
+        s.close()
