@@ -136,6 +136,9 @@ def main() -> None:
                 unit = "" if i == 5 else " us/request"
                 print(f"  {name:14s} median {statistics.median(values):8.1f}{unit}   "
                       f"({' '.join(f'{v:.1f}' for v in values)})")
+            with open(f"/proc/{broker.pid}/status") as f:
+                rss = next(line.split()[1] for line in f if line.startswith("VmRSS:"))
+            print(f"  broker resident set after the rounds: {int(rss) / 1024:.1f} MiB")
         finally:
             broker.stop()
 
