@@ -120,17 +120,21 @@ def stages(broker: Broker, frames: list[bytes], partitions: int) -> dict[str, fl
 
     out: dict[str, float] = {}
 
-    def timed(name: str, fn: Any) -> Any:
-        c0 = time.thread_time()
-        result = [fn(f) for f in frames]
-        out[name] = (time.thread_time() - c0) / len(frames) * 1e6
+    def timed(name: str, fn: Any, passes: int = 1) -> Any:
+        # The least of ``passes`` passes: the stage's own cost with the least interference.
+        best = float("inf")
+        for _ in range(passes):
+            c0 = time.thread_time()
+            result = [fn(f) for f in frames]
+            best = min(best, (time.thread_time() - c0) / len(frames) * 1e6)
+        out[name] = best
         return result
 
     flexible = is_flexible("ProduceRequest", 9)
-    timed("peek + header decode", lambda f: (peek_api(f), decode_request_header(memoryview(f), flexible)))
+    timed("peek + header decode", lambda f: (peek_api(f), decode_request_header(memoryview(f), flexible)), 3)
     header_end = decode_request_header(memoryview(frames[0]), flexible).body_offset
     request_codec = codec("ProduceRequest", 9)
-    bodies = timed("body decode", lambda f: request_codec.decode(memoryview(f), header_end)[0])
+    bodies = timed("body decode", lambda f: request_codec.decode(memoryview(f), header_end)[0], 3)
     rm = broker.replica_manager
     logs = [rm.partitions[(TOPIC, p)].log for p in range(partitions)]
 
@@ -142,15 +146,26 @@ def stages(broker: Broker, frames: list[bytes], partitions: int) -> dict[str, fl
     from protocol.checksum import crc32c
     body = request_codec.decode(memoryview(frames[0]), header_end)[0]
     records = [memoryview(pd["records"]) for pd in body["topic_data"][0]["partition_data"]]
-    timed("  of which CRC32C", lambda f: [crc32c(r[21:]) for r in records])
+    timed("  of which CRC32C", lambda f: [crc32c(r[21:]) for r in records], 3)
     from storage.record_validator import plain_records_ok
     rec0 = records[0]
     n_records = int.from_bytes(rec0[57:61], "big")
-    timed("  of which record scan", lambda f: [plain_records_ok(r, len(r), 0, n_records, 1 << 20) for r in records])
+    timed("  of which record scan", lambda f: [plain_records_ok(r, len(r), 0, n_records, 1 << 20) for r in records], 3)
+    fd = os.open(os.path.join(tempfile.gettempdir(), f"ppb-{os.getpid()}"), os.O_RDWR | os.O_CREAT)
+    try:
+        at = [0]
+
+        def write(_f: bytes) -> None:
+            at[0] += os.pwritev(fd, [records[0]], at[0])
+
+        timed("  of which a bare pwritev of the batch", write)
+    finally:
+        os.close(fd)
+        os.unlink(os.path.join(tempfile.gettempdir(), f"ppb-{os.getpid()}"))
     response = {"responses": [{"name": TOPIC, "partition_responses": [
         {"index": p, "error_code": 0, "base_offset": 123456, "log_append_time_ms": -1, "log_start_offset": 0,
          "record_errors": [], "error_message": None} for p in range(partitions)]}], "throttle_time_ms": 0}
-    timed("response encode", lambda f: encode_response("ProduceResponse", 9, 7, response, True))
+    timed("response encode", lambda f: encode_response("ProduceResponse", 9, 7, response, True), 3)
     return out
 
 
