@@ -436,6 +436,13 @@ def test_frames_split_any_way_across_reads_arrive_intact(chunking: str) -> None:
 
     asyncio.run(scenario())
     assert [bytes(f) for f in channel.submitted] == [f[4:] for f in frames]
+    # A frame kept as a view pins the whole read it came from: only large shares of a read are
+    # viewed, so queued frames never pin more than 8x their own bytes.
+    for f in channel.submitted:
+        if isinstance(f, memoryview):
+            assert len(f.obj) <= 8 * len(f)  # type: ignore[arg-type]
+    if chunking == "whole":
+        assert any(isinstance(f, memoryview) for f in channel.submitted)  # the large ones were not copied
 
 
 # -- queued.max.request.bytes --------------------------------------------------------------------------
