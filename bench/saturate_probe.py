@@ -43,7 +43,7 @@ PARTITIONS = 6
 class Nodes:
     """One broker (a bare LocalCluster-free broker.testing.RunningBroker) or ``n`` cluster nodes."""
 
-    def __init__(self, n: int, data_dir: Path, metrics: bool) -> None:
+    def __init__(self, n: int, data_dir: Path, metrics: bool, extra: dict[str, str] | None = None) -> None:
         self.n = n
         self.data_dir = data_dir
         self.metrics_ports: list[int] = []
@@ -51,7 +51,7 @@ class Nodes:
         self.single: Any = None
         from broker.cluster_launcher import free_port
 
-        overrides = dict(COMMON_SETTINGS)
+        overrides = {**COMMON_SETTINGS, **(extra or {})}
         if metrics:
             port = free_port("127.0.0.1")
             self.metrics_ports.append(port)
@@ -172,6 +172,7 @@ def main() -> None:
     ap.add_argument("--processes", type=int, default=3)
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--py-spy", help="write a py-spy raw profile of the (first) broker to this file")
+    ap.add_argument("--override", action="append", default=[], help="broker property key=value (every node)")
     ap.add_argument("--metrics", action="store_true", help="count Produce requests (metrics endpoint on)")
     args = ap.parse_args()
     counts = [int(x) for x in args.alternate.split(",")] if args.alternate else [args.nodes]
@@ -179,7 +180,7 @@ def main() -> None:
     for run in range(args.runs):
         for n in counts:
             tmp = Path(tempfile.mkdtemp(prefix=f"odradek-sat{n}-"))
-            nodes = Nodes(n, tmp, args.metrics)
+            nodes = Nodes(n, tmp, args.metrics, dict(kv.split("=", 1) for kv in args.override))
             try:
                 time.sleep(1.0)
                 row = one_run(nodes, args.records, args.processes, args.py_spy if run == 0 else None)
