@@ -59,6 +59,9 @@ from pathlib import Path
 from typing import Any
 
 from broker.properties import PropertiesError, load_properties
+from broker.security.sasl.keys import is_implemented_sasl_key, is_sensitive_key
+from broker.security.sasl.settings import SaslConfigError
+from broker.security.sasl.settings import validate as validate_sasl
 from controller.etcd_endpoints import ETCD_SCHEME, parse_etcd_endpoints
 
 __all__ = [
@@ -335,6 +338,8 @@ _B, _S, _I, _LG, _D, _ST, _LI = (
     ConfigType.LIST,
 )
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# The listener security protocols served today (SASL: broker/security/sasl/).
+IMPLEMENTED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
 _DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in _SECURITY_PROTOCOLS)
 _HOUR_MS = 60 * 60 * 1000
 _WEEK_MS = 7 * 24 * _HOUR_MS
@@ -438,6 +443,20 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("queued.max.request.bytes", _LG, -1, None, _M, "Bytes of queued requests before reading stops; -1 = no limit."),
     _d("connections.max.idle.ms", _LG, 10 * 60 * 1000, None, _M, "Idle connections are closed after this."),
     _d("max.connections", _I, INT_MAX, _at_least(0), _M, "Maximum open client connections.", dynamic=True),
+    # --- SASL (broker/security/sasl/, docs/security-sasl.md) ---------------------------------------
+    _d("sasl.enabled.mechanisms", _LI, ["GSSAPI"], None, _M,
+       "SASL mechanisms enabled on SASL listeners (listener.name.<l>.sasl.enabled.mechanisms overrides per "
+       "listener): PLAIN, SCRAM-SHA-256, SCRAM-SHA-512. GSSAPI (Kafka's default) is not implemented: a SASL "
+       "listener that would enable it stops start-up."),
+    _d("sasl.mechanism.inter.broker.protocol", _ST, "GSSAPI", None, _M,
+       "SASL mechanism brokers use between themselves when the inter-broker listener is SASL."),
+    _d("sasl.server.max.receive.size", _I, 524288, _at_least(1), _L,
+       "Largest request accepted on a SASL connection before it is authenticated."),
+    _d("connections.max.reauth.ms", _LG, 0, _at_least(0), _M,
+       "KIP-368: SASL sessions last at most this long; a client must re-authenticate before, or its "
+       "connection is closed at its next request. 0 = sessions never expire."),
+    _d("connection.failed.authentication.delay.ms", _I, 100, _at_least(0), _L,
+       "Delay of the response (and close) after a failed authentication, slowing password guessing."),
     _d("max.connections.per.ip", _I, INT_MAX, _at_least(0), _M, "Maximum connections from one IP.",
        dynamic=True),
     _d("max.connections.per.ip.overrides", _ST, "", None, _M, "host:count overrides of max.connections.per.ip.",
@@ -768,10 +787,10 @@ def parse_listeners(raw: str, protocol_map: Mapping[str, str], key: str = "liste
                 f"Invalid value {raw!r} for configuration {key}: no security protocol defined for listener "
                 f"{name}; add it to listener.security.protocol.map (known: {', '.join(protocol_map)})"
             )
-        if proto != "PLAINTEXT":
+        if proto not in IMPLEMENTED_PROTOCOLS:
             raise ConfigError(
                 f"Invalid value {raw!r} for configuration {key}: listener {name} uses security protocol "
-                f"{proto}; Odradek supports only PLAINTEXT"
+                f"{proto}; Odradek supports {', '.join(IMPLEMENTED_PROTOCOLS)}"
             )
         result.append(Listener(name, proto, host, port))
     names = [listener.name for listener in result]
@@ -832,9 +851,9 @@ def security_settings(originals: Mapping[str, str]) -> list[str]:
     """
     found = [key for key, value in originals.items()
              if value.strip() and (key in SECURITY_KEYS or key.startswith(SECURITY_PREFIXES)
-                                   or _LISTENER_SECURITY_RE.match(key))]
+                                   or _LISTENER_SECURITY_RE.match(key)) and not is_implemented_sasl_key(key)]
     ibp = originals.get("security.inter.broker.protocol", "").strip().upper()
-    if ibp in _SECURITY_PROTOCOLS and ibp != "PLAINTEXT":  # an unknown value is the validator's to report
+    if ibp in _SECURITY_PROTOCOLS and ibp not in IMPLEMENTED_PROTOCOLS:  # an unknown value is the validator's to report
         found.append(f"security.inter.broker.protocol ({ibp})")
     try:
         pmap = parse_protocol_map(originals.get("listener.security.protocol.map", _DEFAULT_PROTOCOL_MAP))
@@ -850,9 +869,9 @@ def security_settings(originals: Mapping[str, str]) -> list[str]:
                 continue
             name = m.group(1).upper()
             proto = pmap.get(name, "PLAINTEXT")
-            if proto != "PLAINTEXT":
-                found.append(f"{key} (listener {name} uses security protocol {proto}; Odradek supports only "
-                             "PLAINTEXT)")
+            if proto not in IMPLEMENTED_PROTOCOLS:
+                found.append(f"{key} (listener {name} uses security protocol {proto}; Odradek supports "
+                             f"{', '.join(IMPLEMENTED_PROTOCOLS)})")
     return found
 
 
@@ -995,7 +1014,7 @@ class BrokerConfig(Mapping[str, Any]):
         return len(self._values)
 
     def __repr__(self) -> str:
-        given = {k: v for k, v in self.originals.items()}
+        given = {k: "[hidden]" if is_sensitive_key(k) else v for k, v in self.originals.items()}
         return f"BrokerConfig({given!r})"
 
     # -- provenance --------------------------------------------------------------------------------
@@ -1202,6 +1221,11 @@ class BrokerConfig(Mapping[str, Any]):
                 f"name defined in advertised.listeners; valid options are {', '.join(adv_names)}"
             )
 
+        try:
+            validate_sasl(self)
+        except SaslConfigError as e:
+            raise ConfigError(str(e)) from None
+
         if self.log_retention_ms == 0:
             raise ConfigError("log.retention.ms must be unlimited (-1) or at least 1 "
                               "(from log.retention.ms/minutes/hours)")
@@ -1285,7 +1309,7 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
     warned: set[str] = set()
     for layer in layers:
         for key in layer.values:
-            if key not in CONFIG_DEFS and key not in warned:
+            if key not in CONFIG_DEFS and key not in warned and not is_implemented_sasl_key(key):
                 warned.add(key)
                 log.warning("Unknown configuration %r (from %s) is ignored", key, layer.origin)
     cfg = BrokerConfig(layers)

@@ -171,6 +171,11 @@ class Dispatcher:
         self.short_gil_switch = _ShortGilSwitch()
 
     def process(self, conn: Connection, slot: Any, frame: bytes) -> None:
+        # SASL listeners: the connection's authenticator sees every frame first (one attribute test
+        # elsewhere); it answers the authentication exchange itself and lets the rest through.
+        sasl = conn.sasl
+        if sasl is not None and sasl.intercept(self, conn, slot, frame):
+            return
         try:
             api_key, api_version, correlation_id = peek_api(frame)
         except DecodeError:
@@ -336,6 +341,13 @@ class Dispatcher:
     def _unsupported_api_versions(self, conn: Connection, slot: Any, correlation_id: int) -> None:
         body = api_versions.unsupported_version_response(self.handlers)
         self._send(conn, slot, encode_response("ApiVersionsResponse", 0, correlation_id, body, False))
+
+    def send(self, conn: Connection, slot: Any, chunks: list[Any] | None) -> None:
+        """Hand an encoded response to the connection (the SASL authenticator answers through it)."""
+        self._send(conn, slot, chunks)
+
+    def close(self, conn: Connection) -> None:
+        self._close(conn)
 
     def _close(self, conn: Connection) -> None:
         if self.channel is not None:

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from broker.connection import Connection
 from broker.connection_quotas import Admit, ConnectionQuotas, normalize_ip
 from broker.request_channel import RequestChannel
+from broker.security.sasl.authenticator import SaslAuthenticator
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,7 @@ class SocketServer:
         max_connections: int = INT_MAX,
         max_connections_per_ip: int = INT_MAX,
         max_connections_per_ip_overrides: Mapping[str, int] | None = None,
+        sasl_authenticators: Mapping[str, Callable[[], SaslAuthenticator]] | None = None,
     ) -> None:
         self.handler_loop = handler_loop
         self.channel = channel
@@ -133,6 +135,8 @@ class SocketServer:
         self.send_buffer_bytes = send_buffer_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
         self.loop_kind = loop_kind
+        # Listener name -> a new connection's SASL authenticator (SASL_* listeners only).
+        self.sasl_authenticators = dict(sasl_authenticators or {})
         self.listen_sockets: list[socket.socket] = []
         self.bound_ports: dict[str, int] = {}
         if num_network_threads <= 1:
@@ -158,6 +162,10 @@ class SocketServer:
     def _factory(self, net: NetworkLoop, listener: str, ip: str) -> Callable[[], Connection]:
         def make() -> Connection:
             conn = Connection(self.channel, self.max_request_size, listener)
+            sasl = self.sasl_authenticators.get(listener)
+            if sasl is not None:
+                conn.sasl = sasl()
+                conn.sasl.on_connection(conn)
             net.track(conn, lambda: self.quotas.dec(ip))
             return conn
 

@@ -147,6 +147,8 @@ class Broker:
         channel = RequestChannel(self.loop, self.config["queued.max.requests"], self._process,
                                  max_queued_bytes=self.config["queued.max.request.bytes"])
         self.dispatcher = Dispatcher(self, self.handlers, channel)
+        from broker.security.sasl.setup import sasl_authenticators
+
         endpoints = [Endpoint(lst.name, lst.host, lst.port) for lst in self.config.listeners]
         limits = self._connection_limits()
         self.socket_server = SocketServer(
@@ -163,6 +165,8 @@ class Broker:
             max_connections=limits[0],
             max_connections_per_ip=limits[1],
             max_connections_per_ip_overrides=limits[2],
+            sasl_authenticators=sasl_authenticators(self.config, lambda: self.metadata.image,
+                                                    self.config["socket.request.max.bytes"]),
         )
         self._applied_overrides = limits[2]
         # max.connections and the per-IP limits are dynamic broker configs (Kafka's
