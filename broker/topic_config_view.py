@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.config import BrokerConfig, ConfigError, ConfigSource, format_value
+from broker.security.sasl.keys import is_sensitive_key
 from storage.errors import InvalidConfigError
 from storage.log_config import TOPIC_CONFIGS, LogConfig
 
@@ -256,9 +257,15 @@ def broker_config_entries(config: BrokerConfig, layers: BrokerConfigLayers, *, p
             synonyms = [s for s in synonyms if s[2] == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
         source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
         d = config.definitions.get(name)
+        # Kafka's PASSWORD-type configs (JAAS entries, passwords): value and synonyms' values null.
+        sensitive = is_sensitive_key(name)
+        if sensitive:
+            value = None
+            synonyms = [(n, None, s) for n, _, s in synonyms]
         entries.append(ConfigEntry(
             name, value, source,
             read_only=d is None or not d.dynamic,
+            is_sensitive=sensitive,
             synonyms=synonyms,
             type_name=d.type.value if d is not None else "unknown",
             doc=d.doc if d is not None else None,
