@@ -241,10 +241,17 @@ def test_kafka_configs_creates_scram_users_the_clients_log_in_with(sasl_broker: 
     require_toolchain()
     admin = _java_properties(tmp_path, "PLAIN", user="admin", password="admin-secret")
     b = sasl_broker.sasl_bootstrap
-    out = run_tool("kafka-configs", ["--bootstrap-server", b, "--command-config", admin, "--alter", "--add-config",
-                                     "SCRAM-SHA-512=[password=erin-secret],SCRAM-SHA-256=[iterations=8192,password=erin-256]",
-                                     "--entity-type", "users", "--entity-name", "erin"]).stdout
-    assert "Completed updating config for user erin." in out
+    # One mechanism per command: two for the same user in one request are DUPLICATE_RESOURCE, as in
+    # Kafka's ScramControlManager.
+    both = run_tool("kafka-configs", ["--bootstrap-server", b, "--command-config", admin, "--alter", "--add-config",
+                                      "SCRAM-SHA-512=[password=x],SCRAM-SHA-256=[password=y]",
+                                      "--entity-type", "users", "--entity-name", "erin"], check=False)
+    assert "DuplicateResourceException: A user credential cannot be altered twice in the same request" in both.stderr
+    for config in ("SCRAM-SHA-512=[password=erin-secret]", "SCRAM-SHA-256=[iterations=8192,password=erin-256]"):
+        out = run_tool("kafka-configs", ["--bootstrap-server", b, "--command-config", admin, "--alter",
+                                         "--add-config", config, "--entity-type", "users",
+                                         "--entity-name", "erin"]).stdout
+        assert "Completed updating config for user erin." in out
     from kafka.admin import KafkaAdminClient
 
     for mechanism, password in (("SCRAM-SHA-512", "erin-secret"), ("SCRAM-SHA-256", "erin-256")):
