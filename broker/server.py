@@ -105,6 +105,11 @@ class Broker:
         from broker.replica.fetch_session import FetchSessionCache
         from broker.replica.replica_manager import ReplicaManager
 
+        from broker.security.sasl import inter_broker
+        from broker.security.sasl.settings import inter_broker_sasl, listener_settings
+
+        # Before anything connects to another broker: its inter-broker listener may be SASL.
+        inter_broker.configure(inter_broker_sasl(self.config, listener_settings(self.config)))
         self.reaper = AsyncReaper(self.timer, self.loop)
         self.reaper.start()
         self.metadata = BrokerMetadata(metadata_dir_of(self.config))
