@@ -104,7 +104,6 @@ class Broker:
         from broker.metadata import BrokerMetadata, metadata_dir_of
         from broker.replica.fetch_session import FetchSessionCache
         from broker.replica.replica_manager import ReplicaManager
-
         from broker.security.sasl import inter_broker
         from broker.security.sasl.settings import inter_broker_sasl, listener_settings
 

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.security.principal import KafkaPrincipal
 from broker.security.sasl.mechanism import SaslAuthenticationError, SaslError, SaslServer
+from broker.security.sasl.oauthbearer import OAUTHBEARER, OAuthBearerSaslServer, UnsecuredJwsValidator
 from broker.security.sasl.plain import PLAIN, PlainSaslServer
 from broker.security.sasl.scram import CredentialLookup, ScramSaslServer
 from broker.security.sasl.scram_formatter import MECHANISMS_BY_NAME
@@ -217,6 +218,8 @@ class SaslAuthenticator:
     def _new_server(self, mechanism: str) -> SaslServer:
         if mechanism == PLAIN:
             return PlainSaslServer(self.settings.plain_users)
+        if mechanism == OAUTHBEARER:
+            return OAuthBearerSaslServer(UnsecuredJwsValidator(self.settings.jaas_options.get(OAUTHBEARER, {})))
         return ScramSaslServer(MECHANISMS_BY_NAME[mechanism], self._credentials)
 
     def _authenticate(self, dispatcher: Dispatcher, conn: Connection, slot: Any, frame: bytes) -> bool:
@@ -256,7 +259,15 @@ class SaslAuthenticator:
                     f"{self.principal.name}: {principal.principal_type}.{principal.name}")
                 return True
             lifetime_ms = self.settings.max_reauth_ms
-            self.session_expires = time.monotonic() + lifetime_ms / 1000 if lifetime_ms > 0 else None
+            # Kafka's calcCompletionTimesAndReturnSessionLifetimeMs: a credential that expires (an
+            # OAUTHBEARER token's exp) bounds the session too.
+            expiration_ms = getattr(server, "credential_expiration_ms", None)
+            if expiration_ms is not None:
+                remaining = max(0, int(expiration_ms - time.time() * 1000))
+                lifetime_ms = remaining if lifetime_ms <= 0 else min(lifetime_ms, remaining)
+                self.session_expires = time.monotonic() + lifetime_ms / 1000
+            else:
+                self.session_expires = time.monotonic() + lifetime_ms / 1000 if lifetime_ms > 0 else None
             self.principal = principal
             conn.principal = principal
             conn.max_request_size = self._max_request_size

@@ -5,10 +5,11 @@ Kafka's keys and lookup order (KafkaConfig / JaasContext.loadServerContext):
   (default GSSAPI);
 - a mechanism's JAAS entry: ``listener.name.<l>.<mechanism lower-case>.sasl.jaas.config``. PLAIN
   needs one (its ``user_<name>`` options are the users); SCRAM's is optional here (its
-  username/password are what this broker sends when the inter-broker listener uses SCRAM).
+  username/password are what this broker sends when the inter-broker listener uses SCRAM);
+  OAUTHBEARER's optional OAuthBearerLoginModule options configure the unsecured JWS validator.
 
 Start-up stops (ConfigError naming the key) when a SASL listener would enable a mechanism Odradek
-does not implement (GSSAPI, Kafka's default; OAUTHBEARER), none at all, or PLAIN without users; and
+does not implement (GSSAPI, Kafka's default), none at all, or PLAIN without users; and
 when the inter-broker listener is SASL but ``sasl.mechanism.inter.broker.protocol`` is not enabled on
 it or has no username/password in its JAAS entry. No message contains a JAAS value.
 """
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from broker.security.sasl.jaas import (
+    OAUTHBEARER_LOGIN_MODULE,
     PLAIN_LOGIN_MODULE,
     SCRAM_LOGIN_MODULE,
     JaasConfigError,
@@ -27,11 +29,13 @@ from broker.security.sasl.jaas import (
     parse_jaas_config,
 )
 from broker.security.sasl.keys import listener_jaas_key, listener_mechanisms_key
+from broker.security.sasl.oauthbearer import OAUTHBEARER
 from broker.security.sasl.plain import PLAIN, plain_users
 from broker.security.sasl.scram_formatter import MECHANISMS_BY_NAME
 
-SUPPORTED_MECHANISMS = (PLAIN, *MECHANISMS_BY_NAME)
-_LOGIN_MODULES = {PLAIN: PLAIN_LOGIN_MODULE, **{m: SCRAM_LOGIN_MODULE for m in MECHANISMS_BY_NAME}}
+SUPPORTED_MECHANISMS = (PLAIN, *MECHANISMS_BY_NAME, OAUTHBEARER)
+_LOGIN_MODULES = {PLAIN: PLAIN_LOGIN_MODULE, OAUTHBEARER: OAUTHBEARER_LOGIN_MODULE,
+                  **{m: SCRAM_LOGIN_MODULE for m in MECHANISMS_BY_NAME}}
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
 
@@ -151,6 +155,9 @@ def inter_broker_sasl(cfg: _Config, settings: Mapping[str, SaslListenerSettings]
             f"sasl.mechanism.inter.broker.protocol ({mechanism}) must be included in {listener_mechanisms_key(listener)}"
             f" or sasl.enabled.mechanisms when SASL is used for inter-broker communication (listener {listener} "
             f"enables {', '.join(lst.mechanisms)})")
+    if mechanism == OAUTHBEARER:
+        raise SaslConfigError("sasl.mechanism.inter.broker.protocol=OAUTHBEARER is not implemented for brokers' own "
+                              "connections; use PLAIN or SCRAM-SHA-256/512 between brokers")
     options = lst.jaas_options.get(mechanism, {})
     username, password = options.get("username"), options.get("password")
     if not username or password is None:

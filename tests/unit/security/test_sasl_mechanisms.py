@@ -140,7 +140,9 @@ def test_listener_settings_and_start_up_refusals() -> None:
     assert listener_settings(cfg)["SASL_PLAINTEXT"].mechanisms == ("SCRAM-SHA-256",)
     for extra, message in [
         ({}, "sasl.enabled.mechanisms enables GSSAPI"),
-        ({"sasl.enabled.mechanisms": "OAUTHBEARER"}, "enables OAUTHBEARER"),
+        ({"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-1"}, "enables SCRAM-SHA-1"),
+        ({"sasl.enabled.mechanisms": "OAUTHBEARER", "inter.broker.listener.name": "SASL_PLAINTEXT",
+          "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER"}, "OAUTHBEARER is not implemented for brokers"),
         ({"sasl.enabled.mechanisms": "PLAIN"}, "listener.name.sasl_plaintext.plain.sasl.jaas.config is not set"),
         ({"sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": "x required"},
          "JAAS config entry not terminated by semi-colon"),
