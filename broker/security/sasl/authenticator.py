@@ -358,7 +358,10 @@ def _close_after_flush(dispatcher: Dispatcher, conn: Connection) -> None:
     if running is loop:
         conn.close_after_flush()
     else:
-        loop.call_soon_threadsafe(conn.close_after_flush)
+        try:
+            loop.call_soon_threadsafe(conn.close_after_flush)
+        except RuntimeError:
+            pass  # the network loop is closed: shutting down
 
 
 def authenticator_factory(settings: SaslListenerSettings, credentials: CredentialLookup,
