@@ -31,9 +31,11 @@ Rules, as in Kafka's ``ConfigDef``/``KafkaConfig``:
   ``log.roll.jitter.{ms,hours}`` and ``log.flush.{interval,scheduler.interval}.ms`` resolve like
   Kafka (most precise unit set wins) — see the ``*_ms`` properties.
 - Listeners use Kafka's syntax ``NAME://host:port`` (``[v6addr]`` allowed, empty host = every
-  interface), security protocol from ``listener.security.protocol.map``; only PLAINTEXT is
-  implemented, any other protocol is a ConfigError.
-- Security is not implemented yet: any security setting (``authorizer.class.name``, ``super.users``,
+  interface), security protocol from ``listener.security.protocol.map``; PLAINTEXT and SASL_PLAINTEXT
+  (broker/security/sasl/, docs/security-sasl.md) are implemented, any other protocol is a ConfigError.
+- SASL keys Odradek implements (``broker.security.sasl.keys``) are checked by
+  ``broker.security.sasl.settings`` (a SASL listener needing GSSAPI stops start-up). Other security
+  is not implemented yet: any security setting (``authorizer.class.name``, ``super.users``,
   ``allow.everyone.if.no.acl.found``, ``ssl.*``, ``sasl.*``, per-listener ssl/sasl keys, a listener
   or ``security.inter.broker.protocol`` on SSL/SASL_*) set to a non-empty value is a ConfigError
   naming every such key (:func:`check_no_security`): a broker asked to be secured never starts open.
