@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from broker.handlers import api_versions
+from broker.handlers import alter_user_scram_credentials, api_versions
 from broker.handlers.registry import HandlerSpec
 from protocol import primitives as P
 from protocol.codec import codec, is_flexible
@@ -215,7 +215,9 @@ class Dispatcher:
         request = Request(self.broker, conn, slot, spec, header, body)
         if self.trace:
             request_log.debug("request %s %s v%d corr=%d client=%s: %s", conn.peer, spec.name, api_version,
-                              header.correlation_id, header.client_id, body)
+                              header.correlation_id, header.client_id,
+                              alter_user_scram_credentials.loggable(body)
+                              if api_key == alter_user_scram_credentials.API_KEY else body)
         try:
             result = spec.handle(request)
         except KafkaApiError as exc:

@@ -27,6 +27,12 @@ async def handle(request: ApiRequest) -> dict:
         {"user": r.user, "error_code": r.error_code, "error_message": r.error_message} for r in results]}
 
 
+def loggable(body: dict) -> dict:
+    """The body with salts and salted passwords emptied, for the request log (Kafka's RequestChannel
+    redacts them the same way: a salted password is enough to log in)."""
+    return {**body, "upsertions": [{**u, "salt": b"", "salted_password": b""} for u in body.get("upsertions", [])]}
+
+
 def error_response(request: ApiRequest, code: int) -> dict:
     body = request.body
     users = dict.fromkeys([d["name"] for d in body.get("deletions", [])]

@@ -154,3 +154,13 @@ def test_listener_settings_and_start_up_refusals() -> None:
         with pytest.raises(ConfigError, match=message) as e:
             _cfg(**extra)
         assert "secret" not in str(e.value)
+
+
+def test_request_log_never_shows_salted_passwords() -> None:
+    from broker.handlers.alter_user_scram_credentials import loggable
+
+    body = {"deletions": [], "upsertions": [{"name": "u", "mechanism": 2, "iterations": 4096, "salt": b"s" * 32,
+                                             "salted_password": b"p" * 64}]}
+    shown = loggable(body)
+    assert shown["upsertions"][0]["salted_password"] == b"" and shown["upsertions"][0]["salt"] == b""
+    assert body["upsertions"][0]["salted_password"] == b"p" * 64  # the request itself is untouched
