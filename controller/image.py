@@ -10,7 +10,9 @@ Rules (Kafka's, from MetadataDelta / TopicsDelta / PartitionRegistration.merge):
    leader changes (``leader`` of -2 means "unchanged"). Leader epochs therefore never go backwards,
    which the Java client relies on.
 3. RemoveTopicRecord drops the topic, its partitions and its config overrides.
-4. ConfigRecord sets (value) or deletes (``None``) one key of a topic or broker resource; topic
+4. UserScramCredentialRecord sets one (user, mechanism)'s SCRAM credential,
+   RemoveUserScramCredentialRecord drops it (``MetadataImage.scram_credentials``).
+5. ConfigRecord sets (value) or deletes (``None``) one key of a topic or broker resource; topic
    config overrides live on ``TopicImage.configs``, broker ones in ``MetadataImage.broker_configs``
    (resource name "" = cluster default).
 
@@ -40,8 +42,10 @@ from controller.records import (
     PartitionRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -140,6 +144,8 @@ class MetadataImage:
     topics: dict[str, TopicImage] = field(default_factory=dict)
     topics_by_id: dict[uuid.UUID, TopicImage] = field(default_factory=dict)
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # SCRAM credentials by (user name, mechanism type): SASL/SCRAM on every broker reads them here.
+    scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] = field(default_factory=dict)
     # Offset of the last applied record (-1: nothing applied).
     offset: int = -1
 
@@ -264,6 +270,10 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
                 raise MetadataApplyError(f"registration change for unknown broker {broker_id}/{broker_epoch}")
             image.brokers[broker_id] = replace(current, fenced=fenced)
             delta.changed_brokers.add(broker_id)
+        case UserScramCredentialRecord(name=name, mechanism=mechanism):
+            image.scram_credentials[(name, mechanism)] = record
+        case RemoveUserScramCredentialRecord(name=name, mechanism=mechanism):
+            image.scram_credentials.pop((name, mechanism), None)
         case LeaderChangeRecord(leader_id=leader_id, controller_epoch=epoch):
             image.controller_id = leader_id
             image.controller_epoch = epoch

@@ -24,8 +24,9 @@ Pure data: safe to use from any thread.
 
 from __future__ import annotations
 
+import base64
 import uuid
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from typing import Any
 
@@ -134,6 +135,27 @@ class ConfigRecord:
     value: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    """Kafka's UserScramCredentialRecord: one user's SCRAM credential for one mechanism (1 =
+    SCRAM-SHA-256, 2 = SCRAM-SHA-512), derived from the password by the client and the controller
+    (broker/security/sasl/scram_formatter.py); replaces any earlier one for the same pair. The
+    byte fields are base64 in the log's JSON and hidden from repr."""
+
+    name: str
+    mechanism: int
+    salt: bytes = field(repr=False)
+    stored_key: bytes = field(repr=False)
+    server_key: bytes = field(repr=False)
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    name: str
+    mechanism: int
+
+
 MetadataRecord = (
     LeaderChangeRecord
     | RegisterBrokerRecord
@@ -144,6 +166,8 @@ MetadataRecord = (
     | PartitionChangeRecord
     | RemoveTopicRecord
     | ConfigRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
 )
 
 RECORD_TYPES: dict[str, type] = {
@@ -158,10 +182,13 @@ RECORD_TYPES: dict[str, type] = {
         PartitionChangeRecord,
         RemoveTopicRecord,
         ConfigRecord,
+        UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord,
     )
 }
 
 _UUID_FIELDS = frozenset({"topic_id", "incarnation_id"})
+_BYTES_FIELDS = frozenset({"salt", "stored_key", "server_key"})
 _INT_LIST_FIELDS = frozenset({"replicas", "isr", "removing_replicas", "adding_replicas", "offline_replicas"})
 _FIELD_NAMES: dict[type, frozenset[str]] = {
     cls: frozenset(f.name for f in fields(cls)) for cls in RECORD_TYPES.values()
@@ -178,6 +205,8 @@ def record_to_dict(record: MetadataRecord) -> dict[str, Any]:
         value = getattr(record, name)
         if isinstance(value, uuid.UUID):
             value = value.hex
+        elif isinstance(value, bytes):
+            value = base64.b64encode(value).decode()
         elif isinstance(value, tuple):
             value = list(value)
         out[name] = value
@@ -196,6 +225,8 @@ def record_from_dict(data: dict[str, Any]) -> MetadataRecord:
             continue
         if key in _UUID_FIELDS:
             value = uuid.UUID(hex=value)
+        elif key in _BYTES_FIELDS:
+            value = base64.b64decode(value)
         elif key in _INT_LIST_FIELDS and value is not None:
             value = tuple(value)
         elif key == "endpoints" and value is not None:

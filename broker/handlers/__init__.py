@@ -51,6 +51,10 @@ HANDLER_MODULES = (
     "offset_delete",
     "consumer_group_heartbeat",
     "consumer_group_describe",
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
 )
 
 
