@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from controller.client_quotas import ClientQuotaAlteration, ClientQuotaAlterationResult
 from controller.controller import MAX_PARTITIONS_PER_BATCH, Controller
 from controller.requests import (
     AlterableConfig,
@@ -51,6 +52,8 @@ __all__ = [
     "AlterConfigsResult",
     "AlterPartitionResult",
     "AlterableConfig",
+    "ClientQuotaAlteration",
+    "ClientQuotaAlterationResult",
     "CreatableTopic",
     "CreatePartitionsResult",
     "CreatePartitionsTopic",
@@ -109,6 +112,12 @@ class ControllerClient(Protocol):
     async def incremental_alter_configs(
         self, resources: Sequence[AlterConfigsResource], validate_only: bool = False
     ) -> list[AlterConfigsResult]: ...
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False
+    ) -> list[ClientQuotaAlterationResult]:
+        """AlterClientQuotas: per-entity results (controller/client_quotas.py)."""
+        ...
 
     async def elect_leaders(
         self, election_type: int, partitions: Sequence[tuple[str, int]] | None = None
@@ -181,6 +190,11 @@ class LocalControllerClient:
         self, resources: Sequence[AlterConfigsResource], validate_only: bool = False
     ) -> list[AlterConfigsResult]:
         return await self._controller.incremental_alter_configs(resources, validate_only)
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False
+    ) -> list[ClientQuotaAlterationResult]:
+        return await self._controller.alter_client_quotas(alterations, validate_only)
 
     async def register_broker(
         self, node_id: int, host: str, port: int, rack: str | None = None, *, listener_name: str = "PLAINTEXT",

@@ -39,6 +39,7 @@ from protocol.primitives import DecodeError
 
 if TYPE_CHECKING:
     from broker.connection import Connection
+    from broker.quota.client_quotas import ClientQuotas
     from broker.request_channel import RequestChannel
     from broker.request_types import BrokerServices
 
@@ -169,6 +170,9 @@ class Dispatcher:
         self.trace = request_log.isEnabledFor(logging.DEBUG)
         self.tasks: set[asyncio.Task] = set()
         self.short_gil_switch = _ShortGilSwitch()
+        # Client quotas (broker/quota/client_quotas.py): set only while some quota exists, so
+        # without quotas a response pays this one attribute test.
+        self.quotas: ClientQuotas | None = None
 
     def process(self, conn: Connection, slot: Any, frame: bytes) -> None:
         try:
@@ -223,6 +227,8 @@ class Dispatcher:
         # Most handlers answer synchronously with a dict (or None for acks=0); checking that first
         # skips isawaitable's ABC machinery on every request (~1-2 % of the produce path).
         if result is not None and type(result) is not dict and inspect.isawaitable(result):
+            if self.quotas is not None:  # request_percentage counts the handler's own time only
+                self.quotas.handler_time(request, time.monotonic() - request.received_at)
             task = asyncio.ensure_future(result)
             self.tasks.add(task)
             task.add_done_callback(functools.partial(self._finish_async, request))
@@ -287,7 +293,7 @@ class Dispatcher:
                                   (time.monotonic() - request.received_at) * 1000, result.body)
             self._send(request.conn, request.slot, result.chunks)
             return
-        self.respond(request, result)
+        self.respond(request, result, handler_done=True)
 
     def _fail(self, request: Request, error: KafkaApiError | None = None) -> None:
         """A handler error: Kafka answers UNKNOWN_SERVER_ERROR where the API allows, or the code of a
@@ -315,8 +321,16 @@ class Dispatcher:
             kafka_count.inc()
             kafka_time.observe(elapsed * 1000)
 
-    def respond(self, request: Request, body: dict | None) -> None:
+    def respond(self, request: Request, body: dict | None, handler_done: bool = False) -> None:
+        """Encode and send ``body``; ``handler_done``: the handler's time was already counted (an
+        asynchronous handler), else the time since decoding is its time (request_percentage)."""
         self._record(request)
+        throttle_ms = 0
+        quotas = self.quotas
+        if quotas is not None:
+            if not handler_done:
+                quotas.handler_time(request, time.monotonic() - request.received_at)
+            body, throttle_ms = quotas.on_response(request, body)
         if body is None:
             chunks = None
         else:
@@ -332,6 +346,18 @@ class Dispatcher:
                               request.api_version, request.correlation_id,
                               (time.monotonic() - request.received_at) * 1000, body)
         self._send(request.conn, request.slot, chunks)
+        if throttle_ms:
+            self._throttle(request.conn, throttle_ms)
+
+    def _throttle(self, conn: Connection, ms: int) -> None:
+        """Mute ``conn`` for ``ms`` on its own loop, after the response just sent (FIFO callbacks)."""
+        loop = conn.loop
+        if loop is None or conn.closed:
+            return
+        if self.channel is None or loop is self.channel.handler_loop:
+            conn.throttle(ms)
+        else:
+            loop.call_soon_threadsafe(conn.throttle, ms)
 
     def _unsupported_api_versions(self, conn: Connection, slot: Any, correlation_id: int) -> None:
         body = api_versions.unsupported_version_response(self.handlers)

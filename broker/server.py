@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from broker.metadata import BrokerMetadata
     from broker.metrics import BrokerMetrics
     from broker.producer_ids import ProducerIdSource
+    from broker.quota.client_quotas import ClientQuotas
     from broker.replica.fetch_session import FetchSessionCache
     from broker.replica.replica_manager import ReplicaManager
     from broker.txn.coordinator import TransactionCoordinator
@@ -74,6 +75,7 @@ class Broker:
         self.io_pool = ThreadPoolExecutor(max_workers=config["num.io.threads"], thread_name_prefix="odradek-io")
         self.socket_server: SocketServer | None = None
         self.dispatcher: Dispatcher | None = None
+        self.client_quotas: ClientQuotas | None = None
         # The controller in this process (life cycle only); handlers reach it through controller_client.
         self.embedded_controller: EmbeddedController | None = None
         # Cluster mode (metadata.store=etcd://...): this node's cluster parts; None on one node.
@@ -147,6 +149,7 @@ class Broker:
         channel = RequestChannel(self.loop, self.config["queued.max.requests"], self._process,
                                  max_queued_bytes=self.config["queued.max.request.bytes"])
         self.dispatcher = Dispatcher(self, self.handlers, channel)
+        self._start_client_quotas(self.dispatcher)
         endpoints = [Endpoint(lst.name, lst.host, lst.port) for lst in self.config.listeners]
         limits = self._connection_limits()
         self.socket_server = SocketServer(
@@ -216,7 +219,19 @@ class Broker:
             overrides = parse_ip_overrides(self.config["max.connections.per.ip.overrides"])
         return cfg["max.connections"], cfg["max.connections.per.ip"], overrides
 
+    def _start_client_quotas(self, dispatcher: Dispatcher) -> None:
+        """Client quotas from the metadata image (broker/quota): the dispatcher holds them only
+        while one exists, so without quotas the request path pays one attribute test."""
+        from broker.quota.client_quotas import ClientQuotas
+
+        quotas = self.client_quotas = ClientQuotas(self.config["quota.window.num"],
+                                                   self.config["quota.window.size.seconds"])
+        quotas.on_active = lambda active: setattr(dispatcher, "quotas", quotas if active else None)
+        quotas.update(self.metadata.image.client_quotas)
+
     def _on_metadata_delta(self, delta: Any) -> None:
+        if delta.client_quotas_changed and self.client_quotas is not None:
+            self.client_quotas.update(self.metadata.image.client_quotas)
         if delta.changed_broker_configs and self.socket_server is not None:
             limits = self._connection_limits()
             quotas = self.socket_server.quotas

@@ -134,6 +134,17 @@ class ConfigRecord:
     value: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """One quota key of one entity (Kafka's ClientQuotaRecord): ``entity`` is (type, name) pairs,
+    type "user" / "client-id" / "ip", name None for the type's default; ``remove`` deletes the key."""
+
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
 MetadataRecord = (
     LeaderChangeRecord
     | RegisterBrokerRecord
@@ -144,6 +155,7 @@ MetadataRecord = (
     | PartitionChangeRecord
     | RemoveTopicRecord
     | ConfigRecord
+    | ClientQuotaRecord
 )
 
 RECORD_TYPES: dict[str, type] = {
@@ -158,6 +170,7 @@ RECORD_TYPES: dict[str, type] = {
         PartitionChangeRecord,
         RemoveTopicRecord,
         ConfigRecord,
+        ClientQuotaRecord,
     )
 }
 
@@ -198,6 +211,8 @@ def record_from_dict(data: dict[str, Any]) -> MetadataRecord:
             value = uuid.UUID(hex=value)
         elif key in _INT_LIST_FIELDS and value is not None:
             value = tuple(value)
+        elif key == "entity":
+            value = tuple((str(etype), None if name is None else str(name)) for etype, name in value)
         elif key == "endpoints" and value is not None:
             value = tuple((str(name), str(host), int(port)) for name, host, port in value)
         kwargs[key] = value
