@@ -95,6 +95,9 @@ class Connection(asyncio.Protocol):
         # KIP-219 mute (broker/quota): reading stops until the loop time ``throttled_until``.
         self.throttled = False
         self.throttled_until = 0.0
+        # Pipelined requests allowed; client quotas set it to 1 for a client under a quota, as
+        # Kafka reads one request per channel at a time, so a throttle stops the very next one.
+        self.max_in_flight = MAX_IN_FLIGHT
         self._throttle_timer: asyncio.TimerHandle | None = None
         self.last_active = time.monotonic()
         self.sock_fd = -1
@@ -157,7 +160,7 @@ class Connection(asyncio.Protocol):
         return available >= 4 and available - 4 >= P.INT32.unpack_from(self.buf, self.pos)[0]
 
     def _at_bound(self) -> bool:
-        return self.write_paused or self.throttled or len(self.slots) >= MAX_IN_FLIGHT or self.channel.is_full()
+        return self.write_paused or self.throttled or len(self.slots) >= self.max_in_flight or self.channel.is_full()
 
     def _frame_buffered(self) -> None:
         # Frames are taken one at a time while both bounds hold, so the request queue and this
@@ -307,7 +310,7 @@ class Connection(asyncio.Protocol):
             # leave this connection paused with nobody to wake it.
             self.channel.wait_for_space(self)
             queue_full = self.channel.is_full()
-        should_pause = self.write_paused or self.throttled or len(self.slots) >= MAX_IN_FLIGHT or queue_full
+        should_pause = self.write_paused or self.throttled or len(self.slots) >= self.max_in_flight or queue_full
         if should_pause and not self.read_paused:
             self.read_paused = True
             self.transport.pause_reading()

@@ -170,9 +170,10 @@ class Dispatcher:
         self.trace = request_log.isEnabledFor(logging.DEBUG)
         self.tasks: set[asyncio.Task] = set()
         self.short_gil_switch = _ShortGilSwitch()
-        # Client quotas (broker/quota/client_quotas.py): set only while some quota exists, so
-        # without quotas a response pays this one attribute test.
+        # Client quotas (broker/quota/client_quotas.py), installed by ``set_quotas`` only while
+        # some quota exists; without one the request path is exactly as if quotas did not exist.
         self.quotas: ClientQuotas | None = None
+        self._plain_handlers = handlers
 
     def process(self, conn: Connection, slot: Any, frame: bytes) -> None:
         try:
@@ -227,8 +228,6 @@ class Dispatcher:
         # Most handlers answer synchronously with a dict (or None for acks=0); checking that first
         # skips isawaitable's ABC machinery on every request (~1-2 % of the produce path).
         if result is not None and type(result) is not dict and inspect.isawaitable(result):
-            if self.quotas is not None:  # request_percentage counts the handler's own time only
-                self.quotas.handler_time(request, time.monotonic() - request.received_at)
             task = asyncio.ensure_future(result)
             self.tasks.add(task)
             task.add_done_callback(functools.partial(self._finish_async, request))
@@ -293,7 +292,7 @@ class Dispatcher:
                                   (time.monotonic() - request.received_at) * 1000, result.body)
             self._send(request.conn, request.slot, result.chunks)
             return
-        self.respond(request, result, handler_done=True)
+        self.respond(request, result)
 
     def _fail(self, request: Request, error: KafkaApiError | None = None) -> None:
         """A handler error: Kafka answers UNKNOWN_SERVER_ERROR where the API allows, or the code of a
@@ -321,16 +320,31 @@ class Dispatcher:
             kafka_count.inc()
             kafka_time.observe(elapsed * 1000)
 
-    def respond(self, request: Request, body: dict | None, handler_done: bool = False) -> None:
-        """Encode and send ``body``; ``handler_done``: the handler's time was already counted (an
-        asynchronous handler), else the time since decoding is its time (request_percentage)."""
-        self._record(request)
-        throttle_ms = 0
+    def set_quotas(self, quotas: ClientQuotas | None) -> None:
+        """Install client quotas (or remove them: None). While installed, every handler runs inside
+        the quotas' wrapper (request time, the fetch size bound) and ``respond`` is the throttling
+        one; without quotas neither costs anything, not even a test."""
+        self.quotas = quotas
+        if quotas is None:
+            self.handlers = self._plain_handlers
+            self.__dict__.pop("respond", None)
+        else:
+            self.handlers = quotas.wrap_handlers(self._plain_handlers)
+            self.respond = self._respond_with_quotas  # type: ignore[method-assign]
+
+    def _respond_with_quotas(self, request: Request, body: dict | None) -> None:
         quotas = self.quotas
-        if quotas is not None:
-            if not handler_done:
-                quotas.handler_time(request, time.monotonic() - request.received_at)
-            body, throttle_ms = quotas.on_response(request, body)
+        if quotas is None:  # removed while this request was in flight
+            Dispatcher.respond(self, request, body)
+            return
+        body, throttle_ms = quotas.on_response(request, body)
+        if throttle_ms:
+            # Muted first: the response's completion frames the next buffered request otherwise.
+            self._throttle(request.conn, throttle_ms)
+        Dispatcher.respond(self, request, body)
+
+    def respond(self, request: Request, body: dict | None) -> None:
+        self._record(request)
         if body is None:
             chunks = None
         else:
@@ -346,11 +360,10 @@ class Dispatcher:
                               request.api_version, request.correlation_id,
                               (time.monotonic() - request.received_at) * 1000, body)
         self._send(request.conn, request.slot, chunks)
-        if throttle_ms:
-            self._throttle(request.conn, throttle_ms)
 
     def _throttle(self, conn: Connection, ms: int) -> None:
-        """Mute ``conn`` for ``ms`` on its own loop, after the response just sent (FIFO callbacks)."""
+        """Mute ``conn`` for ``ms`` on its own loop, before the response is completed there (FIFO
+        callbacks), so no further request of this connection is read meanwhile."""
         loop = conn.loop
         if loop is None or conn.closed:
             return

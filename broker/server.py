@@ -226,7 +226,7 @@ class Broker:
 
         quotas = self.client_quotas = ClientQuotas(self.config["quota.window.num"],
                                                    self.config["quota.window.size.seconds"])
-        quotas.on_active = lambda active: setattr(dispatcher, "quotas", quotas if active else None)
+        quotas.on_active = lambda active: dispatcher.set_quotas(quotas if active else None)
         quotas.update(self.metadata.image.client_quotas)
 
     def _on_metadata_delta(self, delta: Any) -> None:

@@ -5,8 +5,8 @@ Theory of operation
 1. Quotas come from the metadata image (``MetadataImage.client_quotas``, written by the controller
    from AlterClientQuotas); ``update`` rebuilds one table per quota key and clears the cached
    resolutions. ``active`` is True while any user/client-id quota exists: the dispatcher holds
-   this object only then (``Dispatcher.quotas``), so with no quota configured Produce and Fetch pay
-   one attribute test and nothing else.
+   this object only then (``Dispatcher.set_quotas`` swaps in wrapped handlers and a throttling
+   ``respond``), so with no quota configured Produce and Fetch pay nothing at all.
 2. Who: the user is the connection's principal name (``User:ANONYMOUS`` -> ``ANONYMOUS`` on
    PLAINTEXT), the client id the request header's. The quota and the metric tags sharing one
    measured rate follow Kafka's precedence (broker/quota/entities.py ``resolve``); the resolution
@@ -14,12 +14,17 @@ Theory of operation
 3. What is measured (Kafka's KafkaApis): Produce records the bytes of its record sets when the
    response is ready (acks=0 included); Fetch records the bytes of the response's record sets, and
    when that overdraws the quota the bytes are "unrecorded" and the client gets an empty response
-   with the throttle time instead (its next fetch reads them again); every API records the time
-   its handler ran on the handler loop (``handler_time``: the synchronous part, in
-   percent-seconds, so the rate is a percentage of one thread). Fetches from followers and
+   with the throttle time instead (its next fetch reads them again); a fetch's ``max_bytes`` is
+   bounded by what one quota window allows, so a response is never too big to ever be sent.
+   Every API records the time its handler call took on the handler loop (the handler runs inside
+   ``_quota_handle``; in percent-seconds, so the rate is a percentage of one thread; the steps of
+   a coroutine handler after its first await are not counted). Fetches from followers and
    requests forwarded by other brokers are exempt, as Kafka exempts replication and cluster
    actions.
-4. Throttle (KIP-219): the response goes out at once with ``throttle_time_ms`` = the larger of the
+4. A connection a quota applies to is read one request at a time, as Kafka reads every channel
+   (it mutes a channel while its request is processed); otherwise a pipelining client would have
+   dozens of requests read before the first throttle took effect.
+5. Throttle (KIP-219): the response goes out at once with ``throttle_time_ms`` = the larger of the
    byte-rate and the request-time delays, and the connection stops reading for that long
    (``Connection.throttle``), so a client that ignores the field is slowed all the same.
    Byte-rate delays are Kafka's unbounded X = (O - T) / T * W; request-time delays are bounded by
@@ -31,18 +36,25 @@ on the connection's own loop).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from broker.connection import MAX_IN_FLIGHT
 from broker.controller_client import is_forwarded
 from broker.quota.entities import Entity, resolve
 from broker.quota.rate import Rate, throttle_time_ms
 from controller.client_quotas import CONSUMER_BYTE_RATE, IP, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 
 if TYPE_CHECKING:
+    from broker.connection import Connection
     from broker.dispatcher import Request
+    from broker.handlers.registry import HandlerSpec
+    from broker.request_types import Handler
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +175,8 @@ class ClientQuotas:
         #: called with the new ``active`` value whenever it changes (the dispatcher's switch)
         self.on_active: Callable[[bool], None] | None = None
         self.active = False
+        # Connections read one request at a time because a quota applies to them.
+        self._limited: weakref.WeakSet[Connection] = weakref.WeakSet()
 
     def update(self, client_quotas: Mapping[Entity, Mapping[str, float]]) -> None:
         """Take the quotas of the metadata image (entities without an ``ip`` component)."""
@@ -176,6 +190,9 @@ class ClientQuotas:
         for m in self.managers:
             if by_key[m.key] != m.quotas:
                 m.update(by_key[m.key])
+        for conn in list(self._limited):  # re-limited at their next request if a quota still applies
+            conn.max_in_flight = MAX_IN_FLIGHT
+        self._limited.clear()
         active = any(m.enabled for m in self.managers)
         if active != self.active:
             self.active = active
@@ -183,7 +200,35 @@ class ClientQuotas:
             if self.on_active is not None:
                 self.on_active(active)
 
+    def applies(self, user: str, client_id: str) -> bool:
+        return any(m.enabled and m.resolve(user, client_id) is not None for m in self.managers)
+
     # -- dispatcher hooks (only while active) ------------------------------------------------
+
+    def wrap_handlers(self, handlers: Mapping[int, HandlerSpec]) -> dict[int, HandlerSpec]:
+        """The handler registry with every handler run inside ``_quota_handle``."""
+        return {key: dataclasses.replace(spec, handle=functools.partial(self._quota_handle, spec.handle))
+                for key, spec in handlers.items()}
+
+    def _quota_handle(self, handle: Handler, request: Request) -> Any:
+        """Bound a consumer fetch to what its quota window can take (Kafka's
+        getMaxValueInQuotaWindow: a larger response could never be sent unthrottled), then run the
+        handler and count its time for request_percentage."""
+        if request.api_key == FETCH_KEY and self.fetch.enabled and not _is_follower_fetch(request):
+            found = self.fetch.resolve(request.conn.principal.name, request.client_id or "")
+            if found is not None:
+                window_bytes = found[1] * (self.fetch.samples - 1) * self.fetch.window_ms / 1000.0
+                body = request.body
+                body["max_bytes"] = max(1, min(body["max_bytes"], int(window_bytes)))
+        conn = request.conn
+        if conn.max_in_flight != 1 and self.applies(conn.principal.name, request.client_id or ""):
+            conn.max_in_flight = 1
+            self._limited.add(conn)
+        start = time.perf_counter()
+        try:
+            return handle(request)
+        finally:
+            self.handler_time(request, time.perf_counter() - start)
 
     def handler_time(self, request: Request, elapsed_s: float) -> None:
         """Record the handler's time for request_percentage (percent-seconds of one thread)."""
