@@ -6,7 +6,6 @@ AlterClientQuotas / DescribeClientQuotas on the wire with Kafka's validation err
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
