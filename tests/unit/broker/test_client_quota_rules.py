@@ -9,7 +9,12 @@ import pytest
 from broker.quota.client_quotas import ClientQuotas
 from broker.quota.entities import make_entity, matches, parse_filter, resolve
 from broker.quota.rate import Rate, throttle_time_ms
-from controller.client_quotas import ClientQuotaAlteration, QuotaRequestError, alter_client_quotas, validate_entity
+from controller.client_quotas import (
+    ClientQuotaAlteration,
+    QuotaRequestError,
+    alter_client_quotas,
+    validate_entity,
+)
 from controller.image import MetadataImage, apply
 from controller.records import ClientQuotaRecord, record_from_dict, record_to_dict
 
