@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from broker.metrics import BrokerMetrics
     from broker.producer_ids import ProducerIdSource
     from broker.quota.client_quotas import ClientQuotas
+    from broker.quota.connection_rates import ConnectionRates
     from broker.replica.fetch_session import FetchSessionCache
     from broker.replica.replica_manager import ReplicaManager
     from broker.txn.coordinator import TransactionCoordinator
@@ -166,6 +167,7 @@ class Broker:
             max_connections=limits[0],
             max_connections_per_ip=limits[1],
             max_connections_per_ip_overrides=limits[2],
+            connection_rates=self._connection_rates(),
         )
         self._applied_overrides = limits[2]
         # max.connections and the per-IP limits are dynamic broker configs (Kafka's
@@ -221,7 +223,7 @@ class Broker:
 
     def _start_client_quotas(self, dispatcher: Dispatcher) -> None:
         """Client quotas from the metadata image (broker/quota): the dispatcher holds them only
-        while one exists, so without quotas the request path pays one attribute test."""
+        while one exists, so without quotas the request path pays nothing for them."""
         from broker.quota.client_quotas import ClientQuotas
 
         quotas = self.client_quotas = ClientQuotas(self.config["quota.window.num"],
@@ -229,9 +231,29 @@ class Broker:
         quotas.on_active = lambda active: dispatcher.set_quotas(quotas if active else None)
         quotas.update(self.metadata.image.client_quotas)
 
+    def _connection_rates(self) -> ConnectionRates:
+        """KIP-612 connection creation rates: broker-wide (dynamic), per listener, per ip quota."""
+        from broker.quota.connection_rates import ConnectionRates, listener_rates
+
+        rates = ConnectionRates(self.config["quota.window.num"], self.config["quota.window.size.seconds"],
+                                self._effective("max.connection.creation.rate"),
+                                listener_rates(self.config.originals, [lst.name for lst in self.config.listeners]))
+        rates.set_ip_quotas(self.metadata.image.client_quotas)
+        return rates
+
+    def _effective(self, key: str) -> Any:
+        from broker.topic_config_view import config_layers, effective_broker_config
+
+        return effective_broker_config(
+            self.config, config_layers(self.config, self.metadata.image.broker_configs, self.node_id))[key]
+
     def _on_metadata_delta(self, delta: Any) -> None:
         if delta.client_quotas_changed and self.client_quotas is not None:
             self.client_quotas.update(self.metadata.image.client_quotas)
+            if self.socket_server is not None:
+                self.socket_server.rates.set_ip_quotas(self.metadata.image.client_quotas)
+        if delta.changed_broker_configs and self.socket_server is not None:
+            self.socket_server.rates.set_broker_limit(self._effective("max.connection.creation.rate"))
         if delta.changed_broker_configs and self.socket_server is not None:
             limits = self._connection_limits()
             quotas = self.socket_server.quotas
