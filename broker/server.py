@@ -299,6 +299,10 @@ class Broker:
             metrics.gauge("odradek_log_directory_offline", "1 if the log directory is offline, else 0",
                           functools.partial(_is_offline, lm, d), labels={"log_directory": str(d)})
         self._kafka_gauges(metrics)
+        if self.client_quotas is not None:
+            from broker.quota.metrics import QuotaMetrics
+
+            metrics.registry.register(QuotaMetrics(self.client_quotas, server.rates))
         self.metrics_port = metrics.serve(self.config["odradek.metrics.host"], self.config["odradek.metrics.port"])
         self.metrics = metrics
         rm.metrics = metrics

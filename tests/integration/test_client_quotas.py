@@ -6,12 +6,15 @@ AlterClientQuotas / DescribeClientQuotas on the wire with Kafka's validation err
 from __future__ import annotations
 
 import json
+import re
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.integration.test_kafka_metrics import metrics_port
 from tests.support.broker_process import BrokerProcess
 from tests.support.wire import WireClient
 
@@ -26,7 +29,9 @@ def shared(tmp_path_factory) -> Iterator[BrokerProcess]:
     # first sample, and each time its oldest sample expires it may burst that much again: with the
     # default 11 samples that is 10 s of quota per 11 s, a sawtooth no 30-s measurement can place
     # within 10 %. Two samples keep Kafka's rule with a 1-s burst allowance.
-    b = BrokerProcess(tmp_path_factory.mktemp("quotas"), overrides={"quota.window.num": "2"})
+    b = BrokerProcess(tmp_path_factory.mktemp("quotas"), overrides={"quota.window.num": "2",
+                                                                           "odradek.metrics.port": "0",
+                                                                           "odradek.metrics.host": "127.0.0.1"})
     b.start()
     yield b
     b.kill()
@@ -98,6 +103,12 @@ def test_producer_is_throttled_to_its_quota(shared: BrokerProcess) -> None:
     assert 0.9 * quota <= rate <= 1.1 * quota, f"{rate:.0f} B/s against a quota of {quota} B/s"
     assert max(throttles, default=0) > 0, "librdkafka never saw a throttle time"
     assert "client quotas enabled" in shared.log_text()
+    # Kafka's quota metrics, as the JMX exporter names them (user tag empty: a client-id quota).
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port(shared)}/metrics", timeout=10).read().decode()
+    labels = 'clientId="quota-producer",resource="Produce",user=""'
+    for name in ("byte_rate", "throttle_time"):
+        found = re.search(rf"kafka_server_quota_{name}\{{{labels}\}} (\S+)", text)
+        assert found is not None and float(found.group(1)) > 0, name
 
 
 def fill(b: BrokerProcess, topic: str, count: int, size: int = 1000) -> None:

@@ -52,6 +52,8 @@ EXPECTED_APIS = [
     (45, 0, 0),  # AlterPartitionReassignments
     (46, 0, 0),  # ListPartitionReassignments
     (47, 0, 0),  # OffsetDelete
+    (48, 0, 1),  # DescribeClientQuotas
+    (49, 0, 1),  # AlterClientQuotas
     (56, 2, 3),  # AlterPartition
     (60, 0, 1),  # DescribeCluster
     (61, 0, 0),  # DescribeProducers
