@@ -262,3 +262,38 @@ def test_describe_refuses_bad_filters(shared: BrokerProcess, components, code, m
     response = describe(shared, components)
     assert response["error_code"] == code and message in response["error_message"]
     assert response["entries"] is None
+
+
+def test_request_percentage_throttles_any_api(shared: BrokerProcess) -> None:
+    """request_percentage counts handler time: a tiny quota throttles even Metadata, bounded by
+    one quota window (ClientRequestQuotaManager)."""
+    assert alter(shared, [("client-id", "busy-admin")], [("request_percentage", 0.001)])["error_code"] == 0
+    throttles = []
+    with WireClient(shared.host, shared.port, client_id="busy-admin") as c:
+        for _ in range(3):
+            response = c.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                         "include_topic_authorized_operations": False})
+            throttles.append(response["throttle_time_ms"])
+    assert max(throttles) > 0 and max(throttles) <= 1000, throttles
+    assert alter(shared, [("client-id", "busy-admin")], [("request_percentage", None)])["error_code"] == 0
+
+
+def test_user_quota_applies_to_the_connections_principal(shared: BrokerProcess) -> None:
+    """On PLAINTEXT the principal is User:ANONYMOUS: a quota for user ANONYMOUS (and a client id
+    the user+client level names) applies, with the user+client level winning over the user one."""
+    from tests.support.wire import create_topic
+
+    topic = "quota-user"
+    with WireClient(shared.host, shared.port) as c:
+        create_topic(c, topic, 1)
+    assert alter(shared, [("user", "ANONYMOUS")], [("producer_byte_rate", 1_000_000_000)])["error_code"] == 0
+    assert alter(shared, [("user", "ANONYMOUS"), ("client-id", "slow-user-client")],
+                 [("producer_byte_rate", 5_000)])["error_code"] == 0
+    try:
+        with WireClient(shared.host, shared.port, client_id="slow-user-client") as c:
+            assert c.request(0, 9, produce_request(topic, 20_000))["throttle_time_ms"] > 0
+        with WireClient(shared.host, shared.port, client_id="fast-user-client") as c:  # the user level: huge
+            assert c.request(0, 9, produce_request(topic, 20_000))["throttle_time_ms"] == 0
+    finally:
+        alter(shared, [("user", "ANONYMOUS"), ("client-id", "slow-user-client")], [("producer_byte_rate", None)])
+        alter(shared, [("user", "ANONYMOUS")], [("producer_byte_rate", None)])
