@@ -33,13 +33,13 @@ def test_quota_set_on_one_broker_is_enforced_by_all(cluster: ClusterProcesses) -
     controller = c.controller_id()
     other = next(n for n in c.node_ids if n != controller)
     body = {"entries": [{"entity": [{"entity_type": "client-id", "entity_name": "cluster-app"}],
-                         "ops": [{"key": "producer_byte_rate", "value": 5000.0, "remove": False}]}],
+                         "ops": [{"key": "producer_byte_rate", "value": 1000.0, "remove": False}]}],
             "validate_only": False}
     (entry,) = c.request(other, "AlterClientQuotas", 1, body)["entries"]
     assert entry["error_code"] == 0, entry
     for node in c.node_ids:
         assert c.wait_until(lambda node=node: bool(described(c, node)), 10), f"node {node} never saw the quota"
-        assert described(c, node)[0]["values"] == [{"key": "producer_byte_rate", "value": 5000.0}]
+        assert described(c, node)[0]["values"] == [{"key": "producer_byte_rate", "value": 1000.0}]
     created = c.request(controller, "CreateTopics", 7, {
         "topics": [{"name": "quota-cluster", "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 10000})
     assert created["topics"][0]["error_code"] == 0, created
@@ -52,6 +52,7 @@ def test_quota_set_on_one_broker_is_enforced_by_all(cluster: ClusterProcesses) -
     md = c.request(controller, "Metadata", 12, {"topics": [{"name": "quota-cluster", "topic_id": None}]})
     leader = md["topics"][0]["partitions"][0]["leader_id"]
     host, port = next((b["host"], b["port"]) for b in md["brokers"] if b["node_id"] == leader)
+    # 20 KB over the default 10-s minimum window: 2 KB/s against 1 KB/s.
     with WireClient(host, port, client_id="cluster-app") as client:
         response = client.request(0, 9, produce_request("quota-cluster", 20_000))
     assert response["responses"][0]["partition_responses"][0]["error_code"] == 0, response
