@@ -124,3 +124,17 @@ def test_ip_throttled_connection_is_closed_after_a_delay(two_samples: BrokerProc
         assert 0.2 <= waited <= 2.0, f"closed after {waited:.2f} s, not after the throttle time (<= one window)"
         set_ip_quota(admin, None, None)
     assert api_versions_answered(b.host, b.port) is not None
+
+
+def test_max_connection_creation_rate_is_dynamic(two_samples: BrokerProcess) -> None:
+    b = two_samples
+    with WireClient(b.host, b.port) as admin:
+        body = {"resources": [{"resource_type": 4, "resource_name": "", "configs": [
+            {"name": "max.connection.creation.rate", "config_operation": 0, "value": "5"}]}], "validate_only": False}
+        assert admin.request(44, 1, body)["responses"][0]["error_code"] == 0
+    time.sleep(1.1)  # the admin connection's creation ages out of the window
+    started = time.monotonic()
+    assert all(api_versions_answered(b.host, b.port) is not None for _ in range(12))
+    # 5 at once, then 5/s: the last 7 take well over a second; none is refused.
+    assert time.monotonic() - started >= 1.0
+    assert "max.connection.creation.rate now 5" in b.log_text()
