@@ -27,7 +27,12 @@ Theory of operation
    chunk of memory, never the rest of a region. A file that ends before its region (cut under the
    broker) closes the connection with one error, as Kafka does; padding or another file's bytes
    would corrupt the client's stream.
-5. All methods run on the connection's network loop. ``complete`` may be called from another
+5. TLS listeners (broker/security/tls_connection.py): the transport encrypts, so a region is never
+   sendfile'd; it is read in ``REGION_CHUNK`` pieces and written through the TLS transport, which
+   pauses the connection at ``TLS_WRITE_HIGH`` buffered bytes and resumes it once they all went out
+   (the same bound for slow readers as point 4). The principal comes from the client certificate
+   once the handshake is done (``connection_made`` is called only then).
+6. All methods run on the connection's network loop. ``complete`` may be called from another
    thread only through ``loop.call_soon_threadsafe`` (the request channel does that).
 """
 
@@ -42,6 +47,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from broker.security.principal import ANONYMOUS, KafkaPrincipal
+from broker.security.tls_connection import AUTH_FAILURES, TLS_WRITE_HIGH, PrincipalBuilder
 from protocol import primitives as P
 from storage.results import FetchSlice
 
@@ -79,6 +85,10 @@ class Connection(asyncio.Protocol):
         self.listener = listener
         # Who the client is (ACLs, quotas): ANONYMOUS until TLS or SASL says otherwise.
         self.principal: KafkaPrincipal = ANONYMOUS
+        # TLS listeners: builds the principal from the client certificate (set by the SocketServer).
+        self.tls_principal: PrincipalBuilder | None = None
+        # The transport encrypts: fetch regions are copied through it, never sendfile'd.
+        self.tls = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
@@ -111,6 +121,10 @@ class Connection(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        ssl_object = transport.get_extra_info("ssl_object") if self.tls_principal is not None else None
+        if ssl_object is not None:
+            self._tls_made(ssl_object)
+            return
         sock = transport.get_extra_info("socket")
         self.sock_fd = sock.fileno() if sock is not None else -1
         # Zero water marks: the transport calls pause_writing as soon as the kernel refuses bytes
@@ -118,6 +132,22 @@ class Connection(asyncio.Protocol):
         # buffer is empty again, which is exactly when a file region may be sendfile'd without
         # reordering bytes, and when reading more requests makes sense again.
         self.transport.set_write_buffer_limits(high=0, low=0)
+
+    def _tls_made(self, ssl_object: Any) -> None:
+        """The TLS handshake is done: no sendfile (bytes must be encrypted), the principal from the
+        client certificate. The transport pauses us at TLS_WRITE_HIGH buffered bytes and resumes
+        once they all went out, which bounds what a slow reader costs (see _pump)."""
+        self.tls = True
+        self.sock_fd = -1
+        self.transport.set_write_buffer_limits(high=TLS_WRITE_HIGH, low=0)  # type: ignore[union-attr]
+        try:
+            self.principal = self.tls_principal(ssl_object)  # type: ignore[misc]
+        except ValueError as exc:  # NoMatchingRule, or a certificate we cannot read
+            AUTH_FAILURES.failed("Failed authentication with %s on %s (%s): closing", self.peer, self.listener, exc)
+            self.close()
+            return
+        log.debug("TLS connection from %s on %s (%s): principal %s", self.peer, self.listener,
+                  ssl_object.version(), self.principal)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -134,6 +164,9 @@ class Connection(asyncio.Protocol):
         self._update_reading()
 
     def resume_writing(self) -> None:
+        # The client took what was buffered: a slow reader of a long response is not idle (Kafka's
+        # selector counts writes as activity for connections.max.idle.ms too).
+        self.last_active = time.monotonic()
         self.write_paused = False
         self._pump()
         self._on_input()
@@ -227,7 +260,12 @@ class Connection(asyncio.Protocol):
                 q.popleft()
                 transport.write(chunk)
                 continue
-            if transport.get_write_buffer_size() > 0:
+            if self.tls:
+                # A region goes through the TLS transport chunk by chunk until it pauses us;
+                # resume_writing pumps again once everything buffered went out.
+                if self.write_paused:
+                    return
+            elif transport.get_write_buffer_size() > 0:
                 # Earlier bytes are still queued in the transport, so the protocol is paused;
                 # resume_writing pumps again once the buffer is empty.
                 return
@@ -319,8 +357,8 @@ class Connection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def throttle(self, ms: int) -> None:
-        """Stop reading for ``ms`` (KIP-219; called on this connection's loop after the response
-        carrying throttle_time_ms was queued). Overlapping throttles end at the latest end."""
+        """Stop reading for ``ms`` (KIP-219; called on this connection's loop just before the
+        response carrying throttle_time_ms completes). Overlapping throttles end at the latest end."""
         loop = self.loop
         if self.closed or loop is None or ms <= 0:
             return

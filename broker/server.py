@@ -151,7 +151,12 @@ class Broker:
                                  max_queued_bytes=self.config["queued.max.request.bytes"])
         self.dispatcher = Dispatcher(self, self.handlers, channel)
         self._start_client_quotas(self.dispatcher)
-        endpoints = [Endpoint(lst.name, lst.host, lst.port) for lst in self.config.listeners]
+        from broker.security import tls
+
+        endpoints = [Endpoint(lst.name, lst.host, lst.port,
+                              tls.server_tls(self.config, lst.name) if tls.is_tls(lst.security_protocol) else None)
+                     for lst in self.config.listeners]
+        tls.set_inter_broker_tls(tls.inter_broker_client_tls(self.config))
         limits = self._connection_limits()
         self.socket_server = SocketServer(
             self.loop,

@@ -190,11 +190,10 @@ SECURITY_CASES = [
     (["authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"], ["authorizer.class.name"]),
     (["super.users=User:admin"], ["super.users"]),
     (["allow.everyone.if.no.acl.found=false"], ["allow.everyone.if.no.acl.found"]),
-    (["sasl.enabled.mechanisms=PLAIN", "ssl.keystore.location=/etc/k.jks"],
-     ["sasl.enabled.mechanisms", "ssl.keystore.location"]),
+    (["sasl.enabled.mechanisms=PLAIN"], ["sasl.enabled.mechanisms"]),
     (["listener.name.client.plain.sasl.jaas.config=x"], ["listener.name.client.plain.sasl.jaas.config"]),
     (["listeners=SASL_PLAINTEXT://127.0.0.1:0"], ["listeners", "SASL_PLAINTEXT"]),
-    (["listeners=CLIENT://127.0.0.1:0", "listener.security.protocol.map=CLIENT:SSL"], ["listeners", "SSL"]),
+    (["listeners=CLIENT://127.0.0.1:0", "listener.security.protocol.map=CLIENT:SASL_SSL"], ["listeners", "SASL_SSL"]),
 ]
 
 
@@ -213,9 +212,9 @@ def test_security_settings_stop_start_up_naming_every_key(tmp_path) -> None:
 
 def test_security_setting_from_the_environment_stops_start_up(tmp_path) -> None:
     result = run_daemon(["--override", "node.id=1", "--override", f"log.dirs={tmp_path}"],
-                        env={"KAFKA_SSL_TRUSTSTORE_LOCATION": "/etc/trust.jks"})
+                        env={"KAFKA_SASL_ENABLED_MECHANISMS": "PLAIN"})
     assert result.returncode == 1
-    assert "ssl.truststore.location" in result.stderr and "not implemented yet" in result.stderr
+    assert "sasl.enabled.mechanisms" in result.stderr and "not implemented yet" in result.stderr
 
 
 def test_empty_security_setting_and_the_default_protocol_map_still_start(tmp_path) -> None:
