@@ -72,7 +72,8 @@ def test_burst_above_the_creation_rate_is_spread_out(rate_limited: BrokerProcess
     # 20 at once (one window's allowance), then 20/s: the last ones wait about 2 s.
     assert total >= 1.5, f"{n} connections accepted in {total:.2f} s despite max.connection.creation.rate=20"
     assert sorted(answered)[n // 4] < 1.0  # type: ignore[type-var]
-    assert max(latencies) < 0.5, f"the established connection waited {max(latencies):.2f} s"
+    # (the burst takes ~2 s: an acceptor that blocked the loop would stall this client that long)
+    assert max(latencies) < 1.0, f"the established connection waited {max(latencies):.2f} s"
     assert "ERROR" not in b.log_text()
 
 
