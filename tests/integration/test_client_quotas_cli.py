@@ -6,6 +6,7 @@ the whole round trip and checks between steps on the wire.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -83,3 +84,19 @@ def test_kafka_configs_round_trip(broker: BrokerProcess) -> None:
     b.restart()
     assert quotas_of(b, [("client-id", "c1")]) == {"producer_byte_rate": 1024.0}
     assert quotas_of(b, [("ip", None)]) == {"connection_creation_rate": 50.0}
+
+
+def test_java_producer_reports_the_throttle_time(broker: BrokerProcess) -> None:
+    """Kafka's ProducerPerformance (the Java client) over its producer_byte_rate: the broker's
+    throttle_time_ms shows in the client's own produce-throttle-time metrics."""
+    b = broker
+    configs(b, "--alter", "--add-config", "producer_byte_rate=100000", "--entity-type", "clients",
+            "--entity-name", "java-quota")
+    # 1.5 MB against 100 KB/s: one minimum window (10 s, 1 MB) passes unthrottled, the rest is not.
+    out = run_tool("kafka-producer-perf-test", [
+        "--topic", "java-quota", "--num-records", "1500", "--record-size", "1000", "--throughput", "-1",
+        "--print-metrics", "--producer-props", f"bootstrap.servers={b.bootstrap}", "client.id=java-quota",
+        "batch.size=16384", "linger.ms=5", "acks=1"], timeout=180).stdout
+    found = re.search(r"producer-metrics:produce-throttle-time-max:\{client-id=java-quota\}\s*:\s*(\S+)", out)
+    assert found is not None, out[-3000:]
+    assert float(found.group(1)) > 0, out[-3000:]
