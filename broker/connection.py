@@ -173,7 +173,17 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
-        self.buf += data
+        if self.pos == len(self.buf):
+            # Nothing buffered (the usual case): whole frames are taken from ``data`` itself as
+            # zero-copy views (it is an immutable bytes object, kept alive by its frames); only an
+            # incomplete tail, or what the bounds hold back, is copied into ``buf``.
+            used = self._take_frames(data, 0, True)
+            self.buf.clear()
+            self.pos = 0
+            if used < len(data) and not self.closed:
+                self.buf += memoryview(data)[used:]
+        else:
+            self.buf += data
         self._on_input()
 
     def _on_input(self) -> None:
@@ -200,38 +210,52 @@ class Connection(asyncio.Protocol):
         # connection's pending responses never exceed them; the rest waits in ``buf`` until
         # complete()/on_queue_space()/resume_writing() call back here.
         buf = self.buf
-        pos = self.pos
-        end = len(buf)
-        limit = self.max_request_size
-        while end - pos >= 4 and not self.closed:
-            size = P.INT32.unpack_from(buf, pos)[0]
-            if size < 0 or size > limit:
-                # Kafka's InvalidReceiveException: the connection is closed, nothing allocated.
-                log.warning(
-                    "closing %s: request size %d outside [0, %d] (socket.request.max.bytes)",
-                    self.peer,
-                    size,
-                    limit,
-                )
-                self.close()
-                return
-            if end - pos - 4 < size or self._at_bound() or not self.channel.try_reserve(size):
-                # A failed reservation means the byte bound is reached, which _at_bound (via
-                # is_full) reports to _update_reading, so the wake-up registration covers it.
-                break
-            frame = bytes(buf[pos + 4 : pos + 4 + size])
-            pos += 4 + size
-            slot = _Slot()
-            self.slots.append(slot)
-            if not self.channel.submit(self, slot, frame):
-                return
-        if pos == end:
+        pos = self._take_frames(buf, self.pos, False)
+        if pos == len(buf):
             buf.clear()
             pos = 0
         elif pos >= COMPACT_AT:
             del buf[:pos]
             pos = 0
         self.pos = pos
+
+    def _take_frames(self, src: bytes | bytearray, pos: int, zero_copy: bool) -> int:
+        """Submit the complete frames of ``src`` from ``pos`` while the bounds allow; returns the
+        position after the last one taken. ``zero_copy`` (``src`` is immutable bytes): each frame
+        of at least an eighth of ``src`` is a view into it; otherwise a copy, made in one step."""
+        end = len(src)
+        limit = self.max_request_size
+        with memoryview(src) as view:
+            while end - pos >= 4 and not self.closed:
+                size = P.INT32.unpack_from(src, pos)[0]
+                if size < 0 or size > limit:
+                    # Kafka's InvalidReceiveException: the connection is closed, nothing allocated.
+                    log.warning(
+                        "closing %s: request size %d outside [0, %d] (socket.request.max.bytes)",
+                        self.peer,
+                        size,
+                        limit,
+                    )
+                    self.close()
+                    return pos
+                if end - pos - 4 < size or self._at_bound() or not self.channel.try_reserve(size):
+                    # A failed reservation means the byte bound is reached, which _at_bound (via
+                    # is_full) reports to _update_reading, so the wake-up registration covers it.
+                    break
+                # A view keeps all of ``src`` alive (up to a whole read: 256 KiB with uvloop and
+                # asyncio): only frames of at least an eighth of it are viewed (64 KiB produce
+                # requests read four at a time are), so what queued requests pin stays within 8x
+                # their bytes (queued.max.request.bytes); small frames are cheap to copy.
+                if zero_copy and size * 8 >= end:
+                    frame: bytes | memoryview = view[pos + 4 : pos + 4 + size]
+                else:
+                    frame = bytes(view[pos + 4 : pos + 4 + size])
+                pos += 4 + size
+                slot = _Slot()
+                self.slots.append(slot)
+                if not self.channel.submit(self, slot, frame):
+                    return pos
+        return pos
 
     # -- responses --------------------------------------------------------------------------
 

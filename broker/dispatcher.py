@@ -175,7 +175,7 @@ class Dispatcher:
         self.quotas: ClientQuotas | None = None
         self._plain_handlers = handlers
 
-    def process(self, conn: Connection, slot: Any, frame: bytes) -> None:
+    def process(self, conn: Connection, slot: Any, frame: bytes | memoryview) -> None:
         try:
             api_key, api_version, correlation_id = peek_api(frame)
         except DecodeError:

@@ -350,7 +350,7 @@ class Broker:
         metrics.gauge("kafka_server_kafkaserver_brokerstate", "Broker state (3 = running, 6 = shutting down)",
                       lambda: 6 if self.stopping else 3)
 
-    def _process(self, conn: Any, slot: Any, frame: bytes) -> None:
+    def _process(self, conn: Any, slot: Any, frame: bytes | memoryview) -> None:
         self.dispatcher.process(conn, slot, frame)  # type: ignore[union-attr]
 
     async def shutdown(self) -> bool:
