@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from controller.client_quotas import ClientQuotaAlteration, ClientQuotaAlterationResult
 from controller.controller import MAX_PARTITIONS_PER_BATCH, Controller
 from controller.requests import (
     AlterableConfig,
@@ -52,6 +53,8 @@ __all__ = [
     "AlterConfigsResult",
     "AlterPartitionResult",
     "AlterableConfig",
+    "ClientQuotaAlteration",
+    "ClientQuotaAlterationResult",
     "CreatableTopic",
     "CreatePartitionsResult",
     "CreatePartitionsTopic",
@@ -117,6 +120,12 @@ class ControllerClient(Protocol):
         self, deletions: Sequence[tuple[str, int]], upsertions: Sequence[ScramUpsertion]
     ) -> list[ScramAlterResult]:
         """AlterUserScramCredentials: per-user results, Kafka's codes (controller/scram_credentials.py)."""
+        ...
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False
+    ) -> list[ClientQuotaAlterationResult]:
+        """AlterClientQuotas: per-entity results (controller/client_quotas.py)."""
         ...
 
     async def elect_leaders(
@@ -195,6 +204,11 @@ class LocalControllerClient:
         self, deletions: Sequence[tuple[str, int]], upsertions: Sequence[ScramUpsertion]
     ) -> list[ScramAlterResult]:
         return await self._controller.alter_user_scram_credentials(deletions, upsertions)
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False
+    ) -> list[ClientQuotaAlterationResult]:
+        return await self._controller.alter_client_quotas(alterations, validate_only)
 
     async def register_broker(
         self, node_id: int, host: str, port: int, rack: str | None = None, *, listener_name: str = "PLAINTEXT",

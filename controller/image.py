@@ -15,6 +15,8 @@ Rules (Kafka's, from MetadataDelta / TopicsDelta / PartitionRegistration.merge):
 5. ConfigRecord sets (value) or deletes (``None``) one key of a topic or broker resource; topic
    config overrides live on ``TopicImage.configs``, broker ones in ``MetadataImage.broker_configs``
    (resource name "" = cluster default).
+5. ClientQuotaRecord sets or removes one quota key of an entity in ``client_quotas`` (an entity
+   left without keys is dropped), as Kafka's ClientQuotaImage.
 
 ``apply`` returns a ``MetadataDelta`` describing what the record changed, so subscribers (the broker's
 log manager) can create or delete local logs and reload configs without diffing images.
@@ -34,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from controller.records import (
     LEADER_NO_CHANGE,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     LeaderChangeRecord,
@@ -120,6 +123,7 @@ class MetadataDelta:
     changed_broker_configs: set[str] = field(default_factory=set)
     changed_brokers: set[int] = field(default_factory=set)
     controller_changed: bool = False
+    client_quotas_changed: bool = False
 
     def merge(self, other: MetadataDelta) -> None:
         self.records.extend(other.records)
@@ -130,6 +134,7 @@ class MetadataDelta:
         self.changed_broker_configs |= other.changed_broker_configs
         self.changed_brokers |= other.changed_brokers
         self.controller_changed |= other.controller_changed
+        self.client_quotas_changed |= other.client_quotas_changed
 
     def is_empty(self) -> bool:
         return not self.records
@@ -146,6 +151,8 @@ class MetadataImage:
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     # SCRAM credentials by (user name, mechanism type): SASL/SCRAM on every broker reads them here.
     scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] = field(default_factory=dict)
+    # Client quotas: entity (sorted (type, name-or-None) pairs) -> key -> value.
+    client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = field(default_factory=dict)
     # Offset of the last applied record (-1: nothing applied).
     offset: int = -1
 
@@ -245,6 +252,17 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
                 target.pop(key, None)
             else:
                 target[key] = value
+        case ClientQuotaRecord(entity=entity, key=key, value=value, remove=remove):
+            entity = tuple(sorted(entity, key=lambda pair: pair[0]))
+            if remove:
+                values = image.client_quotas.get(entity)
+                if values is not None:
+                    values.pop(key, None)
+                    if not values:
+                        del image.client_quotas[entity]
+            else:
+                image.client_quotas.setdefault(entity, {})[key] = value
+            delta.client_quotas_changed = True
         case RegisterBrokerRecord():
             image.brokers[record.broker_id] = BrokerRegistration(
                 node_id=record.broker_id,
