@@ -16,7 +16,8 @@ import pytest
 
 from tests.support.java_tools import run_tool
 from tests.support.real_kafka import require_toolchain
-from tests.support.sasl import SaslBroker, start_sasl_broker
+from tests.support.sasl import (SaslBroker, java_properties, kafka_python_config, librdkafka_config,
+                                start_sasl_broker)
 
 USERS = {  # mechanism -> (user, password)
     "PLAIN": ("alice", "alice-secret"),
@@ -43,8 +44,7 @@ def _topic(hint: str) -> str:
 
 def _kafka_python_config(b: SaslBroker, mechanism: str, password: str | None = None) -> dict:
     user, good = USERS[mechanism]
-    return {"bootstrap_servers": b.sasl_bootstrap, "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
-            "sasl_plain_username": user, "sasl_plain_password": good if password is None else password}
+    return kafka_python_config(b.sasl_bootstrap, mechanism, user, good if password is None else password)
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256"])
@@ -88,8 +88,7 @@ def test_kafka_python_wrong_password_is_sasl_authentication_failed(sasl_broker: 
 
 def _librdkafka_config(b: SaslBroker, mechanism: str, user: str | None = None, password: str | None = None) -> dict:
     default_user, good = USERS[mechanism]
-    return {"bootstrap.servers": b.sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
-            "sasl.username": user or default_user, "sasl.password": good if password is None else password}
+    return librdkafka_config(b.sasl_bootstrap, mechanism, user or default_user, good if password is None else password)
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256"])
@@ -196,15 +195,7 @@ def test_aiokafka_wrong_password_is_sasl_authentication_failed(sasl_broker: Sasl
 
 def _java_properties(tmp_path: Path, mechanism: str, password: str | None = None, user: str | None = None) -> str:
     default_user, good = USERS[mechanism]
-    module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mechanism == "PLAIN"
-              else "org.apache.kafka.common.security.scram.ScramLoginModule")
-    path = tmp_path / f"client-{mechanism}-{uuid.uuid4().hex[:6]}.properties"
-    path.write_text(
-        "security.protocol=SASL_PLAINTEXT\n"
-        f"sasl.mechanism={mechanism}\n"
-        f'sasl.jaas.config={module} required username="{user or default_user}" '
-        f'password="{good if password is None else password}";\n')
-    return str(path)
+    return java_properties(tmp_path, mechanism, user or default_user, good if password is None else password)
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
