@@ -16,8 +16,13 @@ import pytest
 
 from tests.support.java_tools import run_tool
 from tests.support.real_kafka import require_toolchain
-from tests.support.sasl import (SaslBroker, java_properties, kafka_python_config, librdkafka_config,
-                                start_sasl_broker)
+from tests.support.sasl import (
+    SaslBroker,
+    java_properties,
+    kafka_python_config,
+    librdkafka_config,
+    start_sasl_broker,
+)
 
 USERS = {  # mechanism -> (user, password)
     "PLAIN": ("alice", "alice-secret"),

@@ -23,8 +23,17 @@ import pytest
 from tests.support.certs import TestPki
 from tests.support.java_tools import run_tool
 from tests.support.real_kafka import require_toolchain
-from tests.support.sasl import (SaslBroker, aiokafka_config, java_properties, kafka_python_config,
-                                librdkafka_config, login_plain, login_scram, start_sasl_broker, tls_wire_client)
+from tests.support.sasl import (
+    SaslBroker,
+    aiokafka_config,
+    java_properties,
+    kafka_python_config,
+    librdkafka_config,
+    login_plain,
+    login_scram,
+    start_sasl_broker,
+    tls_wire_client,
+)
 
 USERS = {"PLAIN": ("alice", "alice-secret"), "SCRAM-SHA-512": ("scram512", "s512-secret")}
 MECHANISMS = list(USERS)
@@ -250,7 +259,7 @@ def test_principal_is_the_sasl_user_not_the_certificate(broker: SaslBroker) -> N
     with tls_wire_client(broker.host, broker.mtls_port, broker.pki.ca_pem, carol) as c:
         assert login_plain(c, "alice", "alice-secret")["error_code"] == 0
         assert _metadata_ok(c) == [broker.mtls_port]
-        peer = "127.0.0.1:%d" % c.sock.getsockname()[1]
+        peer = f"127.0.0.1:{c.sock.getsockname()[1]}"
     log = broker.process.log_text()
     assert f"{peer} authenticated as User:alice with PLAIN on listener SASL_MTLS" in log, log[-3000:]
 
