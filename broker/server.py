@@ -107,11 +107,14 @@ class Broker:
         from broker.metadata import BrokerMetadata, metadata_dir_of
         from broker.replica.fetch_session import FetchSessionCache
         from broker.replica.replica_manager import ReplicaManager
+        from broker.security import tls
         from broker.security.sasl import inter_broker
         from broker.security.sasl.settings import inter_broker_sasl, listener_settings
 
-        # Before anything connects to another broker: its inter-broker listener may be SASL.
+        # Before anything connects to another broker (replica fetchers start with the logs, before
+        # the listeners): its inter-broker listener may be SASL, SSL or both.
         inter_broker.configure(inter_broker_sasl(self.config, listener_settings(self.config)))
+        tls.set_inter_broker_tls(tls.inter_broker_client_tls(self.config))
         self.reaper = AsyncReaper(self.timer, self.loop)
         self.reaper.start()
         self.metadata = BrokerMetadata(metadata_dir_of(self.config))
@@ -155,12 +158,9 @@ class Broker:
                                  max_queued_bytes=self.config["queued.max.request.bytes"])
         self.dispatcher = Dispatcher(self, self.handlers, channel)
         self._start_client_quotas(self.dispatcher)
-        from broker.security import tls
-
         endpoints = [Endpoint(lst.name, lst.host, lst.port,
                               tls.server_tls(self.config, lst.name) if tls.is_tls(lst.security_protocol) else None)
                      for lst in self.config.listeners]
-        tls.set_inter_broker_tls(tls.inter_broker_client_tls(self.config))
         from broker.security.sasl.setup import sasl_authenticators
 
         limits = self._connection_limits()

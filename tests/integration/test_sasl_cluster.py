@@ -27,7 +27,6 @@ def test_scram_users_reach_every_broker_and_brokers_authenticate_to_each_other(t
         listeners = f"PLAINTEXT://127.0.0.1:{node.port},SASL_PLAINTEXT://127.0.0.1:{sasl_ports[node_id]}"
         node.overrides.update({"listeners": listeners, "advertised.listeners": listeners})
     with cluster:
-        cluster.start_all()
         assert cluster.wait_members()
         controller = cluster.controller_id()
         first = next(n for n in cluster.node_ids if n != controller)
