@@ -14,6 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.client_roundtrip import (
+    aiokafka_roundtrip,
+    confluent_roundtrip,
+    kafka_python_roundtrip,
+    values,
+)
 from tests.support.java_tools import run_tool
 from tests.support.real_kafka import require_toolchain
 from tests.support.sasl import (
@@ -54,23 +60,8 @@ def _kafka_python_config(b: SaslBroker, mechanism: str, password: str | None = N
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256"])
 def test_kafka_python_produces_and_consumes(sasl_broker: SaslBroker, mechanism: str) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
-
-    topic = _topic("kp")
-    cfg = _kafka_python_config(sasl_broker, mechanism)
-    producer = KafkaProducer(**cfg)
-    for i in range(5):
-        producer.send(topic, f"kp-{i}".encode()).get(timeout=30)
-    producer.close()
-    consumer = KafkaConsumer(topic, **cfg, group_id=f"g-{topic}", auto_offset_reset="earliest",
-                             consumer_timeout_ms=15000)
-    got = []
-    for message in consumer:
-        got.append(message.value)
-        if len(got) == 5:
-            break
-    consumer.close()
-    assert got == [f"kp-{i}".encode() for i in range(5)]
+    assert kafka_python_roundtrip(_kafka_python_config(sasl_broker, mechanism), _topic("kp"), prefix="kp") == \
+        values("kp", 5)
 
 
 def test_kafka_python_wrong_password_is_sasl_authentication_failed(sasl_broker: SaslBroker,
@@ -98,24 +89,8 @@ def _librdkafka_config(b: SaslBroker, mechanism: str, user: str | None = None, p
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256"])
 def test_confluent_kafka_produces_and_consumes(sasl_broker: SaslBroker, mechanism: str) -> None:
-    from confluent_kafka import Consumer, Producer
-
-    topic = _topic("ck")
-    producer = Producer(_librdkafka_config(sasl_broker, mechanism))
-    for i in range(5):
-        producer.produce(topic, f"ck-{i}".encode())
-    assert producer.flush(30) == 0
-    consumer = Consumer({**_librdkafka_config(sasl_broker, mechanism), "group.id": f"g-{topic}",
-                         "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while len(got) < 5 and time.monotonic() < deadline:
-        msg = consumer.poll(1.0)
-        if msg is not None and msg.error() is None:
-            got.append(msg.value())
-    consumer.close()
-    assert got == [f"ck-{i}".encode() for i in range(5)]
+    assert confluent_roundtrip(_librdkafka_config(sasl_broker, mechanism), _topic("ck"), prefix="ck") == \
+        values("ck", 5)
 
 
 @pytest.mark.parametrize(("mechanism", "user", "password", "message"), [
@@ -150,33 +125,8 @@ def _aiokafka_config(b: SaslBroker, mechanism: str, password: str | None = None)
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
 def test_aiokafka_produces_and_consumes(sasl_broker: SaslBroker, mechanism: str) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-
-    topic = _topic("aio")
-
-    async def run() -> list[bytes]:
-        producer = AIOKafkaProducer(**_aiokafka_config(sasl_broker, mechanism))
-        await producer.start()
-        try:
-            for i in range(5):
-                await producer.send_and_wait(topic, f"aio-{i}".encode())
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(topic, **_aiokafka_config(sasl_broker, mechanism), group_id=f"g-{topic}",
-                                    auto_offset_reset="earliest")
-        await consumer.start()
-        got: list[bytes] = []
-        try:
-            async with asyncio.timeout(30):
-                async for message in consumer:
-                    got.append(message.value)
-                    if len(got) == 5:
-                        break
-        finally:
-            await consumer.stop()
-        return got
-
-    assert asyncio.run(run()) == [f"aio-{i}".encode() for i in range(5)]
+    assert aiokafka_roundtrip(_aiokafka_config(sasl_broker, mechanism), _topic("aio"), prefix="aio") == \
+        values("aio", 5)
 
 
 def test_aiokafka_wrong_password_is_sasl_authentication_failed(sasl_broker: SaslBroker) -> None:

@@ -21,6 +21,12 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.certs import TestPki
+from tests.support.client_roundtrip import (
+    aiokafka_roundtrip,
+    confluent_roundtrip,
+    kafka_python_roundtrip,
+    values,
+)
 from tests.support.java_tools import run_tool
 from tests.support.real_kafka import require_toolchain
 from tests.support.sasl import (
@@ -71,20 +77,9 @@ def _creds(mechanism: str, password: str | None = None) -> tuple[str, str]:
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_kafka_python_produces_and_consumes(broker: SaslBroker, mechanism: str) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
-
     assert broker.pki is not None
-    topic = _topic("kp")
     cfg = kafka_python_config(broker.sasl_ssl_bootstrap, mechanism, *_creds(mechanism), ca=broker.pki.ca_pem)
-    producer = KafkaProducer(**cfg)
-    for i in range(5):
-        producer.send(topic, f"kp-{i}".encode()).get(timeout=30)
-    producer.close()
-    consumer = KafkaConsumer(topic, **cfg, group_id=f"g-{topic}", auto_offset_reset="earliest",
-                             consumer_timeout_ms=15000)
-    got = [m.value for _, m in zip(range(5), consumer, strict=False)]
-    consumer.close()
-    assert got == [f"kp-{i}".encode() for i in range(5)]
+    assert kafka_python_roundtrip(cfg, _topic("kp"), prefix="kp") == values("kp", 5)
 
 
 def test_kafka_python_refusals(broker: SaslBroker, stranger_ca, caplog: pytest.LogCaptureFixture) -> None:
@@ -109,25 +104,9 @@ def test_kafka_python_refusals(broker: SaslBroker, stranger_ca, caplog: pytest.L
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_confluent_kafka_produces_and_consumes(broker: SaslBroker, mechanism: str) -> None:
-    from confluent_kafka import Consumer, Producer
-
     assert broker.pki is not None
-    topic = _topic("ck")
     cfg = librdkafka_config(broker.sasl_ssl_bootstrap, mechanism, *_creds(mechanism), ca=broker.pki.ca_pem)
-    producer = Producer(cfg)
-    for i in range(5):
-        producer.produce(topic, f"ck-{i}".encode())
-    assert producer.flush(30) == 0
-    consumer = Consumer({**cfg, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while len(got) < 5 and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            got.append(msg.value())
-    consumer.close()
-    assert got == [f"ck-{i}".encode() for i in range(5)]
+    assert confluent_roundtrip(cfg, _topic("ck"), prefix="ck") == values("ck", 5)
 
 
 def _librdkafka_first_error(cfg: dict) -> tuple[int, str]:
@@ -159,34 +138,9 @@ def test_confluent_kafka_refusals(broker: SaslBroker, stranger_ca) -> None:
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_aiokafka_produces_and_consumes(broker: SaslBroker, mechanism: str) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-
     assert broker.pki is not None
-    topic = _topic("aio")
     cfg = aiokafka_config(broker.sasl_ssl_bootstrap, mechanism, *_creds(mechanism), ca=broker.pki.ca_pem)
-
-    async def run() -> list[bytes]:
-        producer = AIOKafkaProducer(**cfg)
-        await producer.start()
-        try:
-            for i in range(5):
-                await producer.send_and_wait(topic, f"aio-{i}".encode())
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(topic, **cfg, group_id=f"g-{topic}", auto_offset_reset="earliest")
-        await consumer.start()
-        got: list[bytes] = []
-        try:
-            async with asyncio.timeout(30):
-                async for message in consumer:
-                    got.append(message.value)
-                    if len(got) == 5:
-                        break
-        finally:
-            await consumer.stop()
-        return got
-
-    assert asyncio.run(run()) == [f"aio-{i}".encode() for i in range(5)]
+    assert aiokafka_roundtrip(cfg, _topic("aio"), prefix="aio") == values("aio", 5)
 
 
 def test_aiokafka_refusals(broker: SaslBroker, stranger_ca) -> None:

@@ -11,7 +11,6 @@ import os
 import socket
 import ssl
 import struct
-import threading
 import time
 from collections.abc import Iterator
 
@@ -19,13 +18,20 @@ import pytest
 
 from tests.integration.test_tls_hostile import _client_hello
 from tests.support.certs import TestPki
-from tests.support.sasl import SaslBroker, handshake, login_scram, start_sasl_broker, tls_wire_client
+from tests.support.sasl import (
+    SASL_AUTHENTICATION_FAILED,
+    SaslBroker,
+    failed_logins_while_served,
+    handshake,
+    login_scram,
+    start_sasl_broker,
+    tls_wire_client,
+)
 from tests.support.wire import WireClient
 
 HANDSHAKE_TIMEOUT_S = 2.0
 USER, PASSWORD = "victor", "victor-secret"
 METADATA = {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
-SASL_AUTHENTICATION_FAILED = 58
 
 
 @pytest.fixture(scope="module")
@@ -163,36 +169,10 @@ def test_garbage_sasl_tokens_over_tls(broker: SaslBroker, authenticated: WireCli
 
 def test_many_failed_scram_logins_over_tls_in_parallel(broker: SaslBroker, authenticated: WireClient) -> None:
     per_thread, threads = 40, 4
-    failures: list[int] = []
-    latencies: list[float] = []
-    stop = threading.Event()
-
-    def guess() -> None:
-        n = 0
-        for i in range(per_thread):
-            with _tls(broker) as c:
-                n += login_scram(c, "SCRAM-SHA-512", USER, f"guess{i}")["error_code"] == SASL_AUTHENTICATION_FAILED
-        failures.append(n)
-
-    def served_meanwhile() -> None:
-        while not stop.is_set():
-            t0 = time.monotonic()
-            assert authenticated.request(3, 12, METADATA)["brokers"]
-            latencies.append(time.monotonic() - t0)
-            time.sleep(0.05)
-
-    watcher = threading.Thread(target=served_meanwhile)
-    watcher.start()
-    t0 = time.monotonic()
-    workers = [threading.Thread(target=guess) for _ in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(120)
-    elapsed = time.monotonic() - t0
-    stop.set()
-    watcher.join(10)
-    assert sum(failures) == per_thread * threads
+    failed, elapsed, latencies = failed_logins_while_served(
+        lambda: _tls(broker), lambda c, n: login_scram(c, "SCRAM-SHA-512", USER, f"guess{n}"), authenticated,
+        per_thread, threads, metadata_version=12)
+    assert failed == per_thread * threads
     assert elapsed < 90, f"{per_thread * threads} failed logins took {elapsed:.1f} s"
     assert latencies and max(latencies) < 2.0, f"the authenticated client waited up to {max(latencies):.2f} s"
     log = broker.process.log_text()

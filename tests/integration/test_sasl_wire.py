@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import socket
 import struct
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from protocol.errors import ErrorCode
 from tests.support.sasl import (
     SaslBroker,
     authenticate,
+    failed_logins_while_served,
     handshake,
     login_plain,
     login_scram,
@@ -219,39 +219,12 @@ def test_scram_exchange_abandoned_halfway(sasl_broker: SaslBroker) -> None:
 
 def test_thousands_of_failed_logins_in_parallel(sasl_broker: SaslBroker) -> None:
     per_thread, threads = 250, 6
-    failures: list[int] = []
-    latencies: list[float] = []
-    stop = threading.Event()
-
-    def guess() -> None:
-        n = 0
-        for _ in range(per_thread):
-            with _client(sasl_broker) as c:
-                resp = login_plain(c, "alice", f"guess{n}")
-                n += resp["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED
-        failures.append(n)
-
-    def served_meanwhile() -> None:
-        with _client(sasl_broker) as c:
-            assert login_plain(c, "alice", "alice-secret")["error_code"] == 0
-            while not stop.is_set():
-                t0 = time.monotonic()
-                assert c.request(3, 9, METADATA_V9)["brokers"]
-                latencies.append(time.monotonic() - t0)
-                time.sleep(0.05)
-
-    watcher = threading.Thread(target=served_meanwhile)
-    watcher.start()
-    t0 = time.monotonic()
-    workers = [threading.Thread(target=guess) for _ in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(120)
-    elapsed = time.monotonic() - t0
-    stop.set()
-    watcher.join(10)
-    assert sum(failures) == per_thread * threads
+    with _client(sasl_broker) as served:
+        assert login_plain(served, "alice", "alice-secret")["error_code"] == 0
+        failed, elapsed, latencies = failed_logins_while_served(
+            lambda: _client(sasl_broker), lambda c, n: login_plain(c, "alice", f"guess{n}"), served,
+            per_thread, threads)
+    assert failed == per_thread * threads
     assert elapsed < 90, f"{per_thread * threads} failed logins took {elapsed:.1f} s"
     assert latencies and max(latencies) < 2.0, f"authenticated client waited up to {max(latencies):.2f} s"
     # Logged with the client address, rate-limited (at most 10 lines a second plus a count).

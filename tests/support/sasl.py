@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 import ssl
+import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
               'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
 MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+SASL_AUTHENTICATION_FAILED = 58
 
 
 class SaslBroker:
@@ -189,3 +192,42 @@ def login_scram(c: WireClient, mechanism: str, user: str, password: str, version
     if final["error_code"] == 0:
         client.verify(bytes(final["auth_bytes"]))
     return final
+
+
+def failed_logins_while_served(connect: Callable[[], WireClient], login: Callable[[WireClient, int], dict],
+                               served: WireClient, per_thread: int, threads: int,
+                               metadata_version: int = 9) -> tuple[int, float, list[float]]:
+    """``threads`` threads each open ``per_thread`` connections with ``connect`` and fail a login on
+    each (``login(client, n)``), while the authenticated client ``served`` sends Metadata every 50 ms.
+    Returns (SASL_AUTHENTICATION_FAILED answers, seconds taken, ``served``'s latencies)."""
+    failures: list[int] = []
+    latencies: list[float] = []
+    stop = threading.Event()
+    body = {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+
+    def guess() -> None:
+        n = 0
+        for i in range(per_thread):
+            with connect() as c:
+                n += login(c, i)["error_code"] == SASL_AUTHENTICATION_FAILED
+        failures.append(n)
+
+    def served_meanwhile() -> None:
+        while not stop.is_set():
+            t0 = time.monotonic()
+            assert served.request(3, metadata_version, body)["brokers"]
+            latencies.append(time.monotonic() - t0)
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=served_meanwhile)
+    watcher.start()
+    t0 = time.monotonic()
+    workers = [threading.Thread(target=guess) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(120)
+    elapsed = time.monotonic() - t0
+    stop.set()
+    watcher.join(10)
+    return sum(failures), elapsed, latencies
