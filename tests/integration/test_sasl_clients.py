@@ -72,7 +72,7 @@ def test_kafka_python_wrong_password_is_sasl_authentication_failed(sasl_broker: 
     caplog.set_level(logging.ERROR, logger="kafka")
     for mechanism, password in (("PLAIN", "wrong"), ("SCRAM-SHA-512", "wrong")):
         with pytest.raises(KafkaError):
-            KafkaAdminClient(**_kafka_python_config(sasl_broker, mechanism, password), request_timeout_ms=3000)
+            KafkaAdminClient(**_kafka_python_config(sasl_broker, mechanism, password), request_timeout_ms=10000)
     text = caplog.text
     assert "SaslAuthenticationFailedError: Authentication failed: Invalid username or password" in text
     assert ("SaslAuthenticationFailedError: Authentication failed during authentication due to invalid credentials "

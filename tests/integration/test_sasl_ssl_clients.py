@@ -91,7 +91,7 @@ def test_kafka_python_refusals(broker: SaslBroker, stranger_ca, caplog: pytest.L
     for mechanism in MECHANISMS:
         with pytest.raises(KafkaError):
             KafkaAdminClient(**kafka_python_config(broker.sasl_ssl_bootstrap, mechanism, *_creds(mechanism, "wrong"),
-                                                   ca=broker.pki.ca_pem), request_timeout_ms=3000)
+                                                   ca=broker.pki.ca_pem), request_timeout_ms=10000)
         assert f"SaslAuthenticationFailedError: {REFUSED[mechanism]}" in caplog.text
     caplog.clear()
     with pytest.raises(KafkaError):
