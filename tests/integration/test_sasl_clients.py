@@ -20,7 +20,7 @@ from tests.support.client_roundtrip import (
     kafka_python_roundtrip,
     values,
 )
-from tests.support.java_tools import run_tool
+from tests.support.java_tools import console_roundtrip, run_tool
 from tests.support.real_kafka import require_toolchain
 from tests.support.sasl import (
     SaslBroker,
@@ -158,13 +158,7 @@ def test_java_console_producer_and_consumer(sasl_broker: SaslBroker, tmp_path: P
     require_toolchain()
     props = _java_properties(tmp_path, mechanism)
     topic = _topic("java")
-    b = sasl_broker.sasl_bootstrap
-    run_tool("kafka-console-producer", ["--bootstrap-server", b, "--topic", topic, "--producer.config", props],
-             input="j-0\nj-1\nj-2\n")
-    out = run_tool("kafka-console-consumer", ["--bootstrap-server", b, "--topic", topic, "--from-beginning",
-                                              "--max-messages", "3", "--timeout-ms", "30000",
-                                              "--consumer.config", props]).stdout
-    assert out.split() == ["j-0", "j-1", "j-2"]
+    assert console_roundtrip(sasl_broker.sasl_bootstrap, topic, props, ["j-0", "j-1", "j-2"]) == ["j-0", "j-1", "j-2"]
 
 
 @pytest.mark.parametrize(("mechanism", "user", "message"), [

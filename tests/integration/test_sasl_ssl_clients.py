@@ -27,7 +27,7 @@ from tests.support.client_roundtrip import (
     kafka_python_roundtrip,
     values,
 )
-from tests.support.java_tools import run_tool
+from tests.support.java_tools import console_roundtrip, run_tool
 from tests.support.real_kafka import require_toolchain
 from tests.support.sasl import (
     SaslBroker,
@@ -174,13 +174,7 @@ def test_java_console_producer_and_consumer(broker: SaslBroker, tmp_path, mechan
     assert broker.pki is not None
     props = java_properties(tmp_path, mechanism, *_creds(mechanism), ca=broker.pki.ca_pem)
     topic = _topic("java")
-    b = broker.sasl_ssl_bootstrap
-    run_tool("kafka-console-producer", ["--bootstrap-server", b, "--topic", topic, "--producer.config", props],
-             input="j-0\nj-1\nj-2\n")
-    out = run_tool("kafka-console-consumer", ["--bootstrap-server", b, "--topic", topic, "--from-beginning",
-                                              "--max-messages", "3", "--timeout-ms", "30000",
-                                              "--consumer.config", props]).stdout
-    assert out.split() == ["j-0", "j-1", "j-2"]
+    assert console_roundtrip(broker.sasl_ssl_bootstrap, topic, props, ["j-0", "j-1", "j-2"]) == ["j-0", "j-1", "j-2"]
 
 
 def test_java_refusals(broker: SaslBroker, tmp_path, stranger_ca) -> None:

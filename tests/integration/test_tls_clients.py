@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
-import time
 import uuid
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import pytest
 
 from tests.support.broker_process import BrokerProcess, free_port
 from tests.support.certs import TestPki
+from tests.support.client_roundtrip import confluent_roundtrip
 from tests.support.wire import WireClient, create_topic
 
 
@@ -91,23 +91,7 @@ def _api_versions_ok(host: str, port: int, ctx: ssl.SSLContext | None) -> bool:
 # -- confluent-kafka ------------------------------------------------------------------------------
 
 def _confluent_roundtrip(bootstrap: str, topic: str, conf: dict[str, str], n: int = 20) -> list[bytes]:
-    from confluent_kafka import Consumer, Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, **conf})
-    for i in range(n):
-        producer.produce(topic, f"value-{i}".encode())
-    assert producer.flush(20) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest",
-                         **conf})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while len(got) < n and time.monotonic() < deadline:
-        m = consumer.poll(0.5)
-        if m is not None and m.error() is None:
-            got.append(m.value())
-    consumer.close()
-    return got
+    return confluent_roundtrip({"bootstrap.servers": bootstrap, **conf}, topic, n, prefix="value")
 
 
 def test_confluent_kafka_over_ssl(tls_broker: TlsBroker) -> None:

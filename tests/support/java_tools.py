@@ -34,6 +34,17 @@ def run_tool(tool: str, args: list[str], input: str | None = None, timeout: floa
     return proc
 
 
+def console_roundtrip(bootstrap: str, topic: str, config: str, lines: list[str]) -> list[str]:
+    """kafka-console-producer sends ``lines`` to ``topic``, kafka-console-consumer reads that many back
+    from the beginning; both with the client properties file ``config``. Two JVM launches."""
+    run_tool("kafka-console-producer", ["--bootstrap-server", bootstrap, "--topic", topic, "--producer.config", config],
+             input="\n".join(lines) + "\n")
+    out = run_tool("kafka-console-consumer", ["--bootstrap-server", bootstrap, "--topic", topic, "--from-beginning",
+                                              "--max-messages", str(len(lines)), "--timeout-ms", "30000",
+                                              "--consumer.config", config]).stdout
+    return out.split()
+
+
 class DriverError(Exception):
     def __init__(self, error_class: str, message: str) -> None:
         super().__init__(f"{error_class}: {message}")
