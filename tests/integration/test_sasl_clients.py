@@ -26,6 +26,7 @@ from tests.support.sasl import (
     SaslBroker,
     java_properties,
     kafka_python_config,
+    kafka_python_refusal_timeouts,
     librdkafka_config,
     start_sasl_broker,
 )
@@ -72,7 +73,7 @@ def test_kafka_python_wrong_password_is_sasl_authentication_failed(sasl_broker: 
     caplog.set_level(logging.ERROR, logger="kafka")
     for mechanism, password in (("PLAIN", "wrong"), ("SCRAM-SHA-512", "wrong")):
         with pytest.raises(KafkaError):
-            KafkaAdminClient(**_kafka_python_config(sasl_broker, mechanism, password), request_timeout_ms=10000)
+            KafkaAdminClient(**_kafka_python_config(sasl_broker, mechanism, password), **kafka_python_refusal_timeouts())
     text = caplog.text
     assert "SaslAuthenticationFailedError: Authentication failed: Invalid username or password" in text
     assert ("SaslAuthenticationFailedError: Authentication failed during authentication due to invalid credentials "

@@ -34,6 +34,7 @@ from tests.support.sasl import (
     aiokafka_config,
     java_properties,
     kafka_python_config,
+    kafka_python_refusal_timeouts,
     librdkafka_config,
     login_plain,
     login_scram,
@@ -91,12 +92,12 @@ def test_kafka_python_refusals(broker: SaslBroker, stranger_ca, caplog: pytest.L
     for mechanism in MECHANISMS:
         with pytest.raises(KafkaError):
             KafkaAdminClient(**kafka_python_config(broker.sasl_ssl_bootstrap, mechanism, *_creds(mechanism, "wrong"),
-                                                   ca=broker.pki.ca_pem), request_timeout_ms=10000)
+                                                   ca=broker.pki.ca_pem), **kafka_python_refusal_timeouts())
         assert f"SaslAuthenticationFailedError: {REFUSED[mechanism]}" in caplog.text
     caplog.clear()
     with pytest.raises(KafkaError):
         KafkaAdminClient(**kafka_python_config(broker.sasl_ssl_bootstrap, "SCRAM-SHA-512", *_creds("SCRAM-SHA-512"),
-                                               ca=stranger_ca), request_timeout_ms=3000)
+                                               ca=stranger_ca), **kafka_python_refusal_timeouts())
     assert "CERTIFICATE_VERIFY_FAILED" in caplog.text
 
 

@@ -231,3 +231,14 @@ def failed_logins_while_served(connect: Callable[[], WireClient], login: Callabl
     stop.set()
     watcher.join(10)
     return sum(failures), elapsed, latencies
+
+
+def kafka_python_refusal_timeouts() -> dict:
+    """KafkaAdminClient timeouts for a connection that must be refused: the bootstrap gives up after
+    10 s rather than kafka-python 3's default 30 s (older releases have no bootstrap_timeout_ms)."""
+    from kafka.admin import KafkaAdminClient
+
+    timeouts = {"request_timeout_ms": 10000}
+    if "bootstrap_timeout_ms" in KafkaAdminClient.DEFAULT_CONFIG:
+        timeouts["bootstrap_timeout_ms"] = 10000
+    return timeouts
