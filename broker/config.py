@@ -33,8 +33,10 @@ Rules, as in Kafka's ``ConfigDef``/``KafkaConfig``:
 - Listeners use Kafka's syntax ``NAME://host:port`` (``[v6addr]`` allowed, empty host = every
   interface), security protocol from ``listener.security.protocol.map``; only PLAINTEXT is
   implemented, any other protocol is a ConfigError.
-- Security is not implemented yet: any security setting (``authorizer.class.name``, ``super.users``,
-  ``allow.everyone.if.no.acl.found``, ``ssl.*``, ``sasl.*``, per-listener ssl/sasl keys, a listener
+- Authorization is Kafka's: ``authorizer.class.name`` (empty, or StandardAuthorizer), ``super.users``,
+  ``allow.everyone.if.no.acl.found``.
+- TLS and SASL are not implemented yet: any such setting (``ssl.*``, ``sasl.*``,
+  ``principal.builder.class``, per-listener ssl/sasl keys, a listener
   or ``security.inter.broker.protocol`` on SSL/SASL_*) set to a non-empty value is a ConfigError
   naming every such key (:func:`check_no_security`): a broker asked to be secured never starts open.
 
@@ -342,6 +344,8 @@ _DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 + 12  # 1 MiB + LOG_OVERHEAD (offset + 
 _COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 # The one replica.selector.class offered (KIP-392; broker/replica/replica_selector.py), Kafka's name.
 RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+# The one authorizer offered (Kafka's KRaft authorizer; broker/security/authorizer.py).
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
 def _d(name: str, type_: ConfigType, default: Any, validator: Validator | None = None,
@@ -575,6 +579,14 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("replica.fetch.backoff.ms", _I, 1000, _at_least(0), _M, "Sleep after a replica fetch error."),
     _d("replica.fetch.response.max.bytes", _I, 10 * 1024 * 1024, _at_least(0), _M,
        "Bytes in a whole replica fetch response."),
+    # --- authorization (broker/security/authorizer.py, docs/security-acls.md) ----------------------
+    _d("authorizer.class.name", _ST, "", ValidString(("", STANDARD_AUTHORIZER)), _L,
+       "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer checks every request "
+       "against the ACLs stored by the controller; empty = no authorizer, every request allowed."),
+    _d("super.users", _ST, "", None, _L,
+       "Principals (User:name) separated by semicolons that the authorizer allows everything."),
+    _d("allow.everyone.if.no.acl.found", _B, False, None, _L,
+       "Whether the authorizer allows an operation on a resource that no ACL applies to."),
     _d("replica.selector.class", _ST, None, ValidString((RACK_AWARE_REPLICA_SELECTOR,)), _M,
        "KIP-392: how a partition leader picks the replica a consumer (Fetch v11+, client.rack) reads "
        "from. Unset: the leader. org.apache.kafka.common.replica.RackAwareReplicaSelector: a replica "
@@ -813,9 +825,6 @@ def _check_distinct_ports(listeners: list[Listener], raw: str, key: str) -> None
 # yet; ignoring them (as an unknown key is ignored) would hand whoever asked for a secured broker
 # an open one, so any of them set to a non-empty value stops start-up.
 SECURITY_KEYS: frozenset[str] = frozenset({
-    "authorizer.class.name",
-    "super.users",
-    "allow.everyone.if.no.acl.found",
     "principal.builder.class",
 })
 SECURITY_PREFIXES: tuple[str, ...] = ("ssl.", "sasl.")

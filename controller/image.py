@@ -13,6 +13,8 @@ Rules (Kafka's, from MetadataDelta / TopicsDelta / PartitionRegistration.merge):
 4. ConfigRecord sets (value) or deletes (``None``) one key of a topic or broker resource; topic
    config overrides live on ``TopicImage.configs``, broker ones in ``MetadataImage.broker_configs``
    (resource name "" = cluster default).
+5. AccessControlEntryRecord adds an ACL under its id, RemoveAccessControlEntryRecord drops it
+   (``delta.acls_changed``).
 
 ``apply`` returns a ``MetadataDelta`` describing what the record changed, so subscribers (the broker's
 log manager) can create or delete local logs and reload configs without diffing images.
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field, replace
 
 from controller.records import (
     LEADER_NO_CHANGE,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -39,6 +42,7 @@ from controller.records import (
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnregisterBrokerRecord,
@@ -116,6 +120,7 @@ class MetadataDelta:
     changed_broker_configs: set[str] = field(default_factory=set)
     changed_brokers: set[int] = field(default_factory=set)
     controller_changed: bool = False
+    acls_changed: bool = False
 
     def merge(self, other: MetadataDelta) -> None:
         self.records.extend(other.records)
@@ -126,6 +131,7 @@ class MetadataDelta:
         self.changed_broker_configs |= other.changed_broker_configs
         self.changed_brokers |= other.changed_brokers
         self.controller_changed |= other.controller_changed
+        self.acls_changed |= other.acls_changed
 
     def is_empty(self) -> bool:
         return not self.records
@@ -140,6 +146,8 @@ class MetadataImage:
     topics: dict[str, TopicImage] = field(default_factory=dict)
     topics_by_id: dict[uuid.UUID, TopicImage] = field(default_factory=dict)
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Every ACL by its id (AccessControlEntryRecord); the broker's authorizer indexes them.
+    acls: dict[uuid.UUID, AccessControlEntryRecord] = field(default_factory=dict)
     # Offset of the last applied record (-1: nothing applied).
     offset: int = -1
 
@@ -264,6 +272,13 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
                 raise MetadataApplyError(f"registration change for unknown broker {broker_id}/{broker_epoch}")
             image.brokers[broker_id] = replace(current, fenced=fenced)
             delta.changed_brokers.add(broker_id)
+        case AccessControlEntryRecord():
+            image.acls[record.id] = record
+            delta.acls_changed = True
+        case RemoveAccessControlEntryRecord(id=acl_id):
+            if image.acls.pop(acl_id, None) is None:
+                raise MetadataApplyError(f"RemoveAccessControlEntryRecord for unknown ACL {acl_id}")
+            delta.acls_changed = True
         case LeaderChangeRecord(leader_id=leader_id, controller_epoch=epoch):
             image.controller_id = leader_id
             image.controller_epoch = epoch

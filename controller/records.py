@@ -18,6 +18,8 @@ Special values kept from Kafka:
   ``offline_replicas`` of ``None`` mean "unchanged" (older logs lack the last three: unchanged, as
   Kafka's version 0 record).
 - ``ConfigRecord.value`` of ``None`` deletes the key.
+- ``AccessControlEntryRecord.id`` names one ACL; ``RemoveAccessControlEntryRecord`` removes it
+  (``controller.acls`` builds both).
 
 Pure data: safe to use from any thread.
 """
@@ -134,6 +136,25 @@ class ConfigRecord:
     value: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    """One ACL (Kafka's AccessControlEntryRecord); codes as in ``protocol.acl_types``."""
+
+    id: uuid.UUID
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    id: uuid.UUID
+
+
 MetadataRecord = (
     LeaderChangeRecord
     | RegisterBrokerRecord
@@ -144,6 +165,8 @@ MetadataRecord = (
     | PartitionChangeRecord
     | RemoveTopicRecord
     | ConfigRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
 )
 
 RECORD_TYPES: dict[str, type] = {
@@ -158,10 +181,12 @@ RECORD_TYPES: dict[str, type] = {
         PartitionChangeRecord,
         RemoveTopicRecord,
         ConfigRecord,
+        AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord,
     )
 }
 
-_UUID_FIELDS = frozenset({"topic_id", "incarnation_id"})
+_UUID_FIELDS = frozenset({"topic_id", "incarnation_id", "id"})
 _INT_LIST_FIELDS = frozenset({"replicas", "isr", "removing_replicas", "adding_replicas", "offline_replicas"})
 _FIELD_NAMES: dict[type, frozenset[str]] = {
     cls: frozenset(f.name for f in fields(cls)) for cls in RECORD_TYPES.values()

@@ -51,6 +51,9 @@ HANDLER_MODULES = (
     "offset_delete",
     "consumer_group_heartbeat",
     "consumer_group_describe",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
 )
 
 
