@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from broker.handlers.txn_common import fenced_error, from_broker, txn_coordinator_of
 from broker.request_types import ApiRequest
+from broker.security import authz
 from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 24
@@ -61,6 +62,11 @@ async def _handle_batched(request: ApiRequest) -> dict:
 
 
 async def handle(request: ApiRequest) -> dict:
+    if request.api_version < 4 and not authz.allowed(request, authz.WRITE, authz.TRANSACTIONAL_ID,
+                                                     request.body["v3_and_below_transactional_id"]):
+        raise KafkaApiError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if request.api_version >= 4 and not authz.cluster_allowed(request, authz.CLUSTER_ACTION):
+        raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if request.api_version >= 4:
         return await _handle_batched(request)
     body = request.body

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.controller_client import CreatableTopic, ReplicaAssignment
+from broker.controller_client import CreatableTopic, CreateTopicResult, ReplicaAssignment
 from broker.request_types import ApiRequest
+from broker.security import authz
 from broker.topic_config_view import topic_config_entries
 from protocol.errors import ErrorCode
 
@@ -45,7 +46,14 @@ async def handle(request: ApiRequest) -> dict:
             )
         )
     client = request.broker.controller_client
-    results = await client.create_topics(topics, validate_only=bool(body["validate_only"]))
+    # Kafka: CREATE on the cluster, or on each topic (else TOPIC_AUTHORIZATION_FAILED, not created).
+    denied: set[int] = set()
+    if request.broker.authorizer is not None and not authz.cluster_allowed(request, authz.CREATE):
+        denied = {i for i, t in enumerate(topics) if not authz.allowed(request, authz.CREATE, authz.TOPIC, t.name)}
+    allowed = [t for i, t in enumerate(topics) if i not in denied]
+    created = iter(await client.create_topics(allowed, validate_only=bool(body["validate_only"])) if allowed else [])
+    results = [CreateTopicResult(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+               if i in denied else next(created) for i, t in enumerate(topics)]
     # A topic whose logs could not be made here answers their error (KAFKA_STORAGE_ERROR), not
     # success: it exists in the metadata, but nothing can be produced to it.
     log_errors = await request.broker.replica_manager.wait_for_logs(

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 
 from broker.group.coordinator import coordinator_of
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 8
 NAME = "OffsetCommit"
@@ -37,6 +38,8 @@ def _respond(request: ApiRequest, codes: Sequence[int]) -> dict:
 
 
 async def handle(request: ApiRequest) -> dict:
+    if not authz.allowed(request, authz.READ, authz.GROUP, request.body["group_id"]):
+        raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     body = request.body
     version = request.api_version
     coordinator = coordinator_of(request)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from broker.group.coordinator import coordinator_of
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 47
 NAME = "OffsetDelete"
@@ -20,6 +21,8 @@ VERSIONS = (0, 0)
 
 
 async def handle(request: ApiRequest) -> dict:
+    if not authz.allowed(request, authz.DELETE, authz.GROUP, request.body["group_id"]):
+        raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     body = request.body
     coordinator = coordinator_of(request)
     if coordinator is None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from broker.group.coordinator import coordinator_of
 from broker.request_types import ApiRequest
+from broker.security import authz
 from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 9
@@ -62,6 +63,8 @@ def _fetch_group(request: ApiRequest, group_id: str, topics: list[dict] | None, 
 
 
 def handle(request: ApiRequest) -> dict:
+    if request.api_version < 8 and not authz.allowed(request, authz.DESCRIBE, authz.GROUP, request.body["group_id"]):
+        raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     body = request.body
     if request.api_version >= 8:
         groups = []

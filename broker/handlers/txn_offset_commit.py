@@ -20,7 +20,8 @@ from broker.group.coordinator import OFFSETS_TOPIC, coordinator_of
 from broker.group.txn_offsets import TxnCommitPartition
 from broker.handlers.txn_common import fenced_error
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 28
 NAME = "TxnOffsetCommit"
@@ -35,6 +36,10 @@ def _response(topics: list[dict], codes: list[int]) -> dict:
 
 
 async def handle(request: ApiRequest) -> dict:
+    if not authz.allowed(request, authz.WRITE, authz.TRANSACTIONAL_ID, request.body["transactional_id"]):
+        raise KafkaApiError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not authz.allowed(request, authz.READ, authz.GROUP, request.body["group_id"]):
+        raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     body = request.body
     topics = body["topics"]
     coordinator = coordinator_of(request)
