@@ -142,3 +142,40 @@ def test_allow_everyone_if_no_acl_found(broker_factory) -> None:
     with WireClient(b.host, b.port) as c:
         create_topic(c, "free", 1)
         assert produce(c, "free") == 0
+
+
+def test_kafka_acls_cli_and_confluent_client(broker_factory, tmp_path: Path) -> None:
+    from tests.support.java_tools import run_tool
+    from tests.support.real_kafka import require_toolchain
+
+    require_toolchain()
+    data = tmp_path / "cli-broker"
+    admin = broker_factory({"authorizer.class.name": STANDARD, "super.users": ANON}, data_dir=data)
+    b = admin.bootstrap
+    with WireClient(admin.host, admin.port) as c:
+        create_topic(c, "pay-in", 1)
+    run_tool("kafka-acls", ["--bootstrap-server", b, "--add", "--allow-principal", "User:*", "--operation", "Write",
+                            "--operation", "Describe", "--topic", "pay-", "--resource-pattern-type", "prefixed"])
+    run_tool("kafka-acls", ["--bootstrap-server", b, "--add", "--deny-principal", ANON, "--operation", "Describe",
+                            "--group", "g", "--transactional-id", "tx"])
+    run_tool("kafka-acls", ["--bootstrap-server", b, "--add", "--allow-principal", ANON, "--operation", "Describe",
+                            "--cluster"])
+    out = run_tool("kafka-acls", ["--bootstrap-server", b, "--list"]).stdout
+    assert "name=pay-, patternType=PREFIXED" in out and "operation=WRITE" in out, out
+    assert "resourceType=GROUP" in out and "permissionType=DENY" in out and "resourceType=CLUSTER" in out, out
+    run_tool("kafka-acls", ["--bootstrap-server", b, "--remove", "--force", "--cluster"])
+    out = run_tool("kafka-acls", ["--bootstrap-server", b, "--list", "--cluster"]).stdout
+    assert "operation=DESCRIBE" not in out, out  # the cluster's only ACL is gone
+    admin.stop()
+
+    user = broker_factory({"authorizer.class.name": STANDARD}, data_dir=data)
+    from confluent_kafka import KafkaError, Producer
+
+    errors: list = []
+    p = Producer({"bootstrap.servers": user.bootstrap, "enable.idempotence": False, "message.timeout.ms": 5000})
+    p.produce("pay-in", b"ok", on_delivery=lambda err, msg: errors.append(err))
+    p.produce("other", b"no", on_delivery=lambda err, msg: errors.append(err))
+    p.flush(15)
+    codes = sorted(str(e.code()) if e is not None else "ok" for e in errors)
+    assert "ok" in codes, errors
+    assert any(e is not None and e.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED for e in errors), errors
