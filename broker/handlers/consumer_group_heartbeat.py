@@ -27,6 +27,10 @@ VERSIONS = (0, 1)
 async def handle(request: ApiRequest) -> dict:
     if not authz.allowed(request, authz.READ, authz.GROUP, request.body["group_id"]):
         raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    # Kafka: a subscription naming a topic the principal may not DESCRIBE is refused.
+    names = request.body.get("subscribed_topic_names")
+    if names and len(authz.filter_allowed(request, authz.DESCRIBE, authz.TOPIC, names)) < len(names):
+        raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     coordinator = coordinator_of(request)
     if coordinator is None:
         return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -52,10 +52,14 @@ async def handle(request: ApiRequest) -> dict:
     partitions: list[TxnCommitPartition] = [
         (t["name"], p["partition_index"], p["committed_offset"], p.get("committed_leader_epoch", -1),
          p["committed_metadata"]) for t in topics for p in t["partitions"]]
-    codes = await coordinator.commit_txn_offsets(
+    # Kafka: READ on each topic, else its partitions answer TOPIC_AUTHORIZATION_FAILED (not committed).
+    denied = authz.denied_indexes(request, authz.READ, authz.TOPIC, [p[0] for p in partitions])
+    allowed = [p for i, p in enumerate(partitions) if i not in denied]
+    codes = iter(await coordinator.commit_txn_offsets(
         body["group_id"], body["producer_id"], body["producer_epoch"], body.get("member_id") or "",
-        body.get("group_instance_id"), body.get("generation_id", -1), partitions)
-    return _response(topics, [fenced_error(ErrorCode(c), request, 3) for c in codes])
+        body.get("group_instance_id"), body.get("generation_id", -1), allowed) if allowed or not denied else [])
+    return _response(topics, [ErrorCode.TOPIC_AUTHORIZATION_FAILED if i in denied
+                              else fenced_error(ErrorCode(next(codes)), request, 3) for i in range(len(partitions))])
 
 
 def _verify(request: ApiRequest, offsets_partition: int) -> ErrorCode | None:

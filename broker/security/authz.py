@@ -94,6 +94,15 @@ def filter_allowed(request: ApiRequest, op: AclOperation, resource_type: Resourc
     return out
 
 
+def denied_indexes(request: ApiRequest, op: AclOperation, resource_type: ResourceType,
+                   names: list[str]) -> set[int]:
+    """Positions in ``names`` whose resource the principal may not ``op`` (empty without an authorizer)."""
+    if request.broker.authorizer is None:
+        return set()
+    allowed = set(filter_allowed(request, op, resource_type, set(names)))
+    return {i for i, name in enumerate(names) if name not in allowed}
+
+
 def authorized_operations(request: ApiRequest, resource_type: ResourceType, name: str, everything: int) -> int:
     """KIP-430's bitfield: ``everything`` (the type's supported operations) without an authorizer."""
     authorizer = request.broker.authorizer
