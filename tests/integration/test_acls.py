@@ -8,6 +8,7 @@ super user, and the ACLs (kept by the controller's metadata log) decide.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from tests.support.wire import WireClient, create_topic
@@ -179,3 +180,41 @@ def test_kafka_acls_cli_and_confluent_client(broker_factory, tmp_path: Path) -> 
     codes = sorted(str(e.code()) if e is not None else "ok" for e in errors)
     assert "ok" in codes, errors
     assert any(e is not None and e.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED for e in errors), errors
+
+
+def test_java_client_sees_topic_and_group_authorization_exceptions(broker_factory, tmp_path: Path) -> None:
+    from tests.support.java_tools import DriverError, JavaDriver
+    from tests.support.real_kafka import require_toolchain
+
+    require_toolchain()
+    data = tmp_path / "java-broker"
+    admin = broker_factory({"authorizer.class.name": STANDARD, "super.users": ANON,
+                            "group.initial.rebalance.delay.ms": "0"}, data_dir=data)
+    with WireClient(admin.host, admin.port) as c:
+        for topic in ("j-ok", "j-no"):
+            create_topic(c, topic, 1)
+        made = c.request(30, 3, {"creations": [creation(TOPIC, "j-ok", WRITE), creation(TOPIC, "j-ok", READ)]})
+        assert [r["error_code"] for r in made["results"]] == [0, 0]
+        for _ in range(50):  # the first FindCoordinator creates __consumer_offsets
+            if c.request(10, 3, {"key": "jg", "key_type": 0})["error_code"] == 0:
+                break
+            time.sleep(0.2)
+    admin.stop()
+
+    user = broker_factory({"authorizer.class.name": STANDARD, "group.initial.rebalance.delay.ms": "0"},
+                          data_dir=data)
+    with JavaDriver(user.bootstrap) as driver:
+        # Idempotent producer: InitProducerId passes with WRITE on some topic (KIP-679).
+        assert driver.call("produce", topic="j-ok", count=3)["sent"] == 3
+        try:
+            driver.call("produce", topic="j-no", count=1, config={"max.block.ms": "10000"})
+        except DriverError as e:
+            assert e.error_class == "TopicAuthorizationException", e
+        else:
+            raise AssertionError("produced to a topic without WRITE")
+        try:
+            driver.call("consume_subscribe", topic="j-ok", group="jg", max_records=3, timeout_ms=10000)
+        except DriverError as e:
+            assert e.error_class == "GroupAuthorizationException", e
+        else:
+            raise AssertionError("joined a group without READ")
