@@ -51,9 +51,12 @@ async def handle(request: ApiRequest) -> dict:
     if request.broker.authorizer is not None and not authz.cluster_allowed(request, authz.CREATE):
         denied = {i for i, t in enumerate(topics) if not authz.allowed(request, authz.CREATE, authz.TOPIC, t.name)}
     allowed = [t for i, t in enumerate(topics) if i not in denied]
-    created = iter(await client.create_topics(allowed, validate_only=bool(body["validate_only"])) if allowed else [])
-    results = [CreateTopicResult(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
-               if i in denied else next(created) for i, t in enumerate(topics)]
+    # The controller answers each name once (duplicates: one INVALID_REQUEST), so the refused ones
+    # are added by name rather than merged by position.
+    results = [CreateTopicResult(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+               for name in dict.fromkeys(topics[i].name for i in sorted(denied))]
+    if allowed or not denied:
+        results += await client.create_topics(allowed, validate_only=bool(body["validate_only"]))
     # A topic whose logs could not be made here answers their error (KAFKA_STORAGE_ERROR), not
     # success: it exists in the metadata, but nothing can be produced to it.
     log_errors = await request.broker.replica_manager.wait_for_logs(
