@@ -29,6 +29,10 @@ whole even if it is larger (KIP-74; Kafka's ReplicaManager.readFromLog ``minOneM
 consumer always makes progress. Record bytes are not copied: the response carries file regions
 (holding the segment's file handle) that the connection writes with ``os.sendfile``.
 
+With an authorizer (``_authorize``): a consumer needs READ on each topic, a follower CLUSTER_ACTION
+on the cluster; refused partitions answer TOPIC_AUTHORIZATION_FAILED and are not read. Without one
+the request pays one attribute test.
+
 A segment file cut short under the broker is Kafka's "truncated during write": the fetching
 connection is closed and the broker logs one error per segment file; the log dir stays online
 and other partitions and clients are served.

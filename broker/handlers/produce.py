@@ -36,6 +36,11 @@ partition is first verified to be in the producer's ongoing transaction (KIP-890
 v4 verify_only, NOT_ENOUGH_REPLICAS when it cannot answer): INVALID_TXN_STATE when it was not
 added, INVALID_PRODUCER_EPOCH for a fenced epoch, INVALID_PRODUCER_ID_MAPPING for an unknown
 producer; nothing appended. Requests without transactional_id pay one dict lookup.
+
+With an authorizer (``_handle_authorizing``, docs/security-acls.md): WRITE on the transactional id
+(else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition) and on each topic (else
+TOPIC_AUTHORIZATION_FAILED for its partitions, the others appended). Without one the request pays
+one attribute test.
 """
 
 from __future__ import annotations
