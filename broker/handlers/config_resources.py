@@ -1,6 +1,7 @@
 """What DescribeConfigs, AlterConfigs and IncrementalAlterConfigs share: Kafka's config resource
 types (ConfigResource.Type ids), the per-resource error they raise, Java's rules for a broker
-resource name, and the ACL each resource type needs. Not a handler (no API_KEY): the registry lists handler modules explicitly."""
+resource name, and the ACL each resource type needs. Not a handler (no API_KEY): the registry lists
+handler modules explicitly."""
 
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ Versions 0-3.
 
 Kafka's order (KafkaApis.handleCreateAcls / AclApis): ALTER on the cluster, else every creation
 answers CLUSTER_AUTHORIZATION_FAILED; no authorizer configured: every creation answers
-SECURITY_DISABLED ("No Authorizer is configured."). A creation with an UNKNOWN code (Kafka's
-fromCode of an unknown value) fails the request's parsing in Kafka, which closes the connection; so
-does Odradek. Per creation the controller answers INVALID_REQUEST for what it refuses
+SECURITY_DISABLED ("No Authorizer is configured."). A creation with a code 0 (UNKNOWN) fails the
+request's parsing in Kafka, which closes the connection; so does Odradek. Another code the enums do
+not know reads as UNKNOWN. Per creation the controller answers INVALID_REQUEST for what it refuses
 (controller/acls.py). A broker that is not the controller forwards (broker.controller_client).
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 from broker.request_types import ApiRequest
 from broker.security import acl_wire, authz
-from protocol.acl_types import AclOperation, AclPermissionType, PatternType, ResourceType
+from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 30
@@ -35,13 +35,11 @@ NO_AUTHORIZER = "No Authorizer is configured."
 
 async def handle(request: ApiRequest) -> dict | None:
     creations = request.body["creations"]
-    bindings = [acl_wire.binding_from_creation(c) for c in creations]
-    if any(b.resource_type == ResourceType.UNKNOWN or b.pattern_type == PatternType.UNKNOWN
-           or b.operation == AclOperation.UNKNOWN or b.permission_type == AclPermissionType.UNKNOWN
-           for b in bindings):
+    if any(acl_wire.has_unknown_code(c, acl_wire.CREATION_CODES) for c in creations):
         log.warning("closing %s: CreateAcls creations contain unknown elements", request.conn.peer)
         request.conn.close_threadsafe()
         return None
+    bindings = [acl_wire.binding_from_creation(c) for c in creations]
     if not authz.cluster_allowed(request, AclOperation.ALTER):
         raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if request.broker.authorizer is None:

@@ -8,9 +8,9 @@ Versions 0-3.
 - v3: same as v2.
 
 ALTER on the cluster, else every filter answers CLUSTER_AUTHORIZATION_FAILED; no authorizer: every
-filter answers SECURITY_DISABLED. A filter with an UNKNOWN code closes the connection (Kafka fails the
-request's parsing). Per filter the ACLs it removed (controller/acls.py); a broker that is not the
-controller forwards.
+filter answers SECURITY_DISABLED. A filter with a code 0 (UNKNOWN) closes the connection (Kafka fails
+the request's parsing); another unknown code answers INVALID_REQUEST for that filter. Per filter the
+ACLs it removed (controller/acls.py); a broker that is not the controller forwards.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 async def handle(request: ApiRequest) -> dict | None:
     filters = [acl_wire.filter_from_wire(f) for f in request.body["filters"]]
-    if any(f.is_unknown() for f in filters):
+    if any(acl_wire.has_unknown_code(f, acl_wire.FILTER_CODES) for f in request.body["filters"]):
         log.warning("closing %s: DeleteAcls filters contain UNKNOWN elements", request.conn.peer)
         request.conn.close_threadsafe()
         return None

@@ -33,7 +33,8 @@ async def handle(request: ApiRequest) -> dict:
     topics = []
     done = 0
     # Kafka: DELETE on each topic, else its partitions answer TOPIC_AUTHORIZATION_FAILED.
-    deletable = set(authz.filter_allowed(request, authz.DELETE, authz.TOPIC, {t["name"] for t in request.body["topics"]}))
+    names = {t["name"] for t in request.body["topics"]}
+    deletable = set(authz.filter_allowed(request, authz.DELETE, authz.TOPIC, names))
     for t in request.body["topics"]:
         partitions = []
         for p in t["partitions"]:

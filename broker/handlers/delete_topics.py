@@ -47,7 +47,8 @@ async def handle(request: ApiRequest) -> dict:
     if request.broker.authorizer is not None and not authz.cluster_allowed(request, authz.DELETE):
         names, ids, denied = _authorize(request, names, ids)
     try:
-        results = denied + (await client.delete_topics(names=names, topic_ids=ids) if names or ids else [])
+        results = denied + (await client.delete_topics(names=names, topic_ids=ids)
+                            if names or ids or not denied else [])
     except KafkaApiError as exc:
         code = exc.code
         if code == ErrorCode.TOPIC_DELETION_DISABLED and request.api_version < 3:

@@ -8,8 +8,8 @@ Versions 0-3.
 
 Answered from this broker's authorizer, which holds the ACLs of its metadata image (Kafka's broker
 answers from its own authorizer too). DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED; no
-authorizer: SECURITY_DISABLED. A filter with an UNKNOWN code closes the connection (Kafka fails
-the request's parsing). Matches are grouped by resource pattern.
+authorizer: SECURITY_DISABLED. A filter with a code 0 (UNKNOWN) closes the connection (Kafka fails
+the request's parsing); another unknown code matches nothing. Matches are grouped by resource pattern.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 def handle(request: ApiRequest) -> dict | None:
     acl_filter = acl_wire.filter_from_wire(request.body)
-    if acl_filter.is_unknown():
+    if acl_wire.has_unknown_code(request.body, acl_wire.FILTER_CODES):
         log.warning("closing %s: DescribeAcls filter contains UNKNOWN elements", request.conn.peer)
         request.conn.close_threadsafe()
         return None

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from broker.controller_client import MAX_PARTITIONS_PER_BATCH, CreatableTopic, invalid_topic_reason
@@ -125,7 +126,7 @@ def handle(request: ApiRequest) -> Any:
     if requested and version < 12 and _names_or_ids_invalid(requested):
         return invalid_request_response(requested)
     if broker.authorizer is not None:
-        return metadata_authz.handle(request, _error_topic, topic_metadata, _response)
+        return metadata_authz.handle(request)
     allow_auto = body["allow_auto_topic_creation"] if version >= 4 else True
     auto_create = allow_auto and broker.config["auto.create.topics.enable"]
     to_create = []
@@ -138,14 +139,16 @@ def handle(request: ApiRequest) -> Any:
                 if auto_create and name not in to_create:
                     to_create.append(name)
     if to_create:
-        return _create_then_answer(request, to_create)
+        return create_then_answer(request, to_create)
     return build_response(request)
 
 
-async def _create_then_answer(request: ApiRequest, names: list[str]) -> dict:
+async def create_then_answer(request: ApiRequest, names: list[str],
+                             answer: Callable[[ApiRequest], dict] | None = None) -> dict:
+    """Auto-create ``names``, then answer (``build_response``, or the authorizing path's ``answer``)."""
     await request.broker.controller_client.create_topics([CreatableTopic(name) for name in names])
     log_errors = await request.broker.replica_manager.wait_for_logs(names)
-    response = build_response(request)
+    response = (answer or build_response)(request)
     if log_errors:
         # An auto-created topic whose logs could not be made answers their error
         # (KAFKA_STORAGE_ERROR, retriable), not partitions nothing can be produced to. The

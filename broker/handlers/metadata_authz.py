@@ -16,16 +16,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.controller_client import CreatableTopic, invalid_topic_reason
+from broker.controller_client import invalid_topic_reason
 from broker.request_types import ApiRequest
 from broker.security import authz
 from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
 from protocol.errors import ErrorCode
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
+def handle(request: ApiRequest) -> Any:
+    # metadata.py imports this module: its helpers are imported at call time.
+    from broker.handlers.metadata import INTERNAL_TOPICS, create_then_answer, topic_metadata
+    from broker.handlers.metadata import _error_topic as error_topic
+    from broker.handlers.metadata import _response as response
 
-def handle(request: ApiRequest, error_topic: Any, topic_metadata: Any, response: Any) -> Any:
     broker = request.broker
     body = request.body
     version = request.api_version
@@ -52,7 +55,7 @@ def handle(request: ApiRequest, error_topic: Any, topic_metadata: Any, response:
             else:
                 denied_create.add(name)
 
-    def answer() -> dict:
+    def answer(request: ApiRequest) -> dict:
         img = broker.metadata.image
         live = set(img.live_broker_ids())
         include_ops = bool(body["include_topic_authorized_operations"])
@@ -94,11 +97,5 @@ def handle(request: ApiRequest, error_topic: Any, topic_metadata: Any, response:
         return out
 
     if to_create:
-        return _create_then_answer(request, to_create, answer)
-    return answer()
-
-
-async def _create_then_answer(request: ApiRequest, names: list[str], answer: Any) -> dict:
-    await request.broker.controller_client.create_topics([CreatableTopic(name) for name in names])
-    await request.broker.replica_manager.wait_for_logs(names)
-    return answer()
+        return create_then_answer(request, to_create, answer)
+    return answer(request)

@@ -23,6 +23,17 @@ from protocol.acl_types import (
     ResourceType,
 )
 
+CREATION_CODES = ("resource_type", "resource_pattern_type", "operation", "permission_type")
+FILTER_CODES = ("resource_type_filter", "pattern_type_filter", "operation", "permission_type")
+
+
+def has_unknown_code(item: dict[str, Any], keys: tuple[str, ...]) -> bool:
+    """Kafka's request validation (CreateAclsRequest.validate, DescribeAclsRequest /
+    DeleteAclsRequest.normalizeAndValidate) refuses a wire code equal to UNKNOWN (0) while parsing, so
+    the connection is closed. Any other code the enums do not know reads as UNKNOWN afterwards and is
+    the controller's to refuse (INVALID_REQUEST) or matches nothing."""
+    return any(item[key] == 0 for key in keys)
+
 
 def binding_from_creation(c: dict[str, Any]) -> AclBinding:
     return AclBinding(ResourceType.from_code(c["resource_type"]), c["resource_name"] or "",

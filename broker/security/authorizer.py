@@ -17,8 +17,10 @@ Kafka's StandardAuthorizerData:
    ``allow.everyone.if.no.acl.found`` (default false); otherwise denied.
 
 ``authorize_by_resource_type`` is KIP-679's question ("may this principal WRITE some topic?",
-InitProducerId for an idempotent producer): yes if an ALLOW for it exists on some pattern that no
-matching DENY covers (a DENY on ``*`` literal covers all, a DENY LITERAL on the same name or a DENY
+InitProducerId for an idempotent producer), answered as Kafka's Authorizer default: yes if the
+principal may do it on a resource named "hardcode" (super users, allow.everyone.if.no.acl.found,
+an ALLOW on ``*``), else if an ALLOW for exactly that operation (or ALL) exists on some pattern no
+matching DENY covers (a DENY LITERAL ``*`` covers all, a DENY LITERAL on the same name or a DENY
 PREFIXED on a prefix of it covers that pattern).
 
 The ACL index is rebuilt from the metadata image whenever a delta carries ACL records (``load``);
@@ -148,23 +150,22 @@ class StandardAuthorizer:
 
     def authorize_by_resource_type(self, principal: str, host: str, op: AclOperation,
                                    resource_type: ResourceType) -> bool:
-        if principal in self.super_users:
+        # Kafka's Authorizer.authorizeByResourceType: first the decision for a resource named
+        # "hardcode" (super users; allow.everyone.if.no.acl.found; ALLOW on "*").
+        if self.authorize(principal, host, op, resource_type, "hardcode"):
             return True
         by_type = self._index.get(resource_type)
         if by_type is None:
-            return self.allow_everyone_if_no_acl_found
+            return False
+        # Then the principal's ACLs for exactly ``op`` (or ALL): no implications here.
         mine = [acl for acls in (*by_type.literal.values(), *by_type.prefixed.values()) for acl in acls
-                if acl.principal in (principal, WILDCARD_PRINCIPAL) and acl.host in (host, WILDCARD_HOST)]
-        denies = [acl for acl in mine if acl.permission_type == AclPermissionType.DENY
-                  and acl.operation in (op, AclOperation.ALL)]
+                if acl.principal in (principal, WILDCARD_PRINCIPAL) and acl.host in (host, WILDCARD_HOST)
+                and acl.operation in (op, AclOperation.ALL)]
+        denies = [acl for acl in mine if acl.permission_type == AclPermissionType.DENY]
         if any(d.pattern_type == PatternType.LITERAL and d.resource_name == WILDCARD_RESOURCE for d in denies):
             return False
-        for acl in mine:
-            if acl.permission_type != AclPermissionType.ALLOW or not _allow_matches(acl.operation, op):
-                continue
-            if not any(_covers(d, acl) for d in denies):
-                return True
-        return False
+        return any(acl.permission_type == AclPermissionType.ALLOW and not any(_covers(d, acl) for d in denies)
+                   for acl in mine)
 
 
 def _covers(deny: AclBinding, allow: AclBinding) -> bool:

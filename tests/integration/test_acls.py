@@ -218,3 +218,29 @@ def test_java_client_sees_topic_and_group_authorization_exceptions(broker_factor
             assert e.error_class == "GroupAuthorizationException", e
         else:
             raise AssertionError("joined a group without READ")
+
+
+def test_unknown_codes_close_the_connection_or_answer_invalid_request(broker_factory) -> None:
+    b = broker_factory({"authorizer.class.name": STANDARD, "super.users": ANON})
+    any_filter = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+                  "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+    # Code 0 (UNKNOWN) fails Kafka's request parsing: the connection is closed, nothing stored.
+    for api, body in ((30, {"creations": [creation(0, "t", READ)]}),
+                      (30, {"creations": [creation(TOPIC, "t", 0)]}),
+                      (29, {**any_filter, "operation": 0}),
+                      (31, {"filters": [{**any_filter, "permission_type": 0}]})):
+        with WireClient(b.host, b.port) as c:
+            corr, frame = c.encode_request(api, 3, body)
+            c.send_raw(frame)
+            assert c.is_closed_by_peer(), (api, body)
+    with WireClient(b.host, b.port) as c:
+        # Another code no enum knows reads as UNKNOWN: INVALID_REQUEST for that creation only.
+        made = c.request(30, 3, {"creations": [creation(99, "t", READ), creation(TOPIC, "t", 99),
+                                               creation(TOPIC, "ok", READ)]})
+        assert [r["error_code"] for r in made["results"]] == [42, 42, 0]
+        assert [r["resource_name"] for r in describe_all(c)["resources"]] == ["ok"]
+        # ...matches nothing in DescribeAcls, and fails that filter of DeleteAcls.
+        assert c.request(29, 3, {**any_filter, "resource_type_filter": 99})["resources"] == []
+        resp = c.request(31, 3, {"filters": [{**any_filter, "pattern_type_filter": 99}, any_filter]})
+        assert [r["error_code"] for r in resp["filter_results"]] == [42, 0]
+        assert describe_all(c)["resources"] == []

@@ -82,6 +82,13 @@ def test_authorized_operations_and_by_resource_type() -> None:
     assert not b.authorize_by_resource_type("User:alice", "h", Op.WRITE, Res.TOPIC)
     c = authorizer(acl("x", Op.WRITE), acl("*", Op.WRITE, DENY))
     assert not c.authorize_by_resource_type("User:alice", "h", Op.WRITE, Res.TOPIC)
+    # Exactly the operation or ALL; super users and allow.everyone.if.no.acl.found as for a resource
+    # no ACL names (Kafka asks about "hardcode" first).
+    assert authorizer(acl("x", Op.ALL)).authorize_by_resource_type("User:alice", "h", Op.WRITE, Res.TOPIC)
+    assert not authorizer(acl("x", Op.READ)).authorize_by_resource_type("User:alice", "h", Op.WRITE, Res.TOPIC)
+    assert authorizer(super_users={"User:root"}).authorize_by_resource_type("User:root", "h", Op.WRITE, Res.TOPIC)
+    d = authorizer(acl("x", Op.WRITE, DENY), allow_everyone_if_no_acl_found=True)
+    assert d.authorize_by_resource_type("User:alice", "h", Op.WRITE, Res.TOPIC)
 
 
 def test_controller_validation_dedup_and_delete_filters() -> None:
