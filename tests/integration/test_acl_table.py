@@ -33,6 +33,9 @@ CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS = 9, 10, 11
 TOPIC_AUTH, GROUP_AUTH, CLUSTER_AUTH, TXN_AUTH = 29, 30, 31, 53
 MB = 1 << 20
 
+# What phase 3 grants on the cluster, as an authorized-operations bitfield (KIP-430).
+CLUSTER_GRANTED = sum(1 << op for op in (ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS))
+
 Check = Callable[[dict], Any]
 Ctx = dict[str, Any]
 
@@ -103,6 +106,12 @@ CASES: list[Case] = [
     Case("Metadata all topics", 3, 12, lambda c: {"topics": None, "allow_auto_topic_creation": False},
          lambda r: r["topics"] == [], [],
          lambda r: "t-md" in topics_of_metadata(r) and "t-wtm" not in topics_of_metadata(r)),  # no ACL on t-wtm
+    Case("Metadata (authorized operations)", 3, 10, lambda c: {
+        "topics": [{"name": "t-md", "topic_id": None}], "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": True, "include_topic_authorized_operations": True},
+        lambda r: r["cluster_authorized_operations"] == 0 and r["topics"][0]["error_code"] == TOPIC_AUTH, [],
+        lambda r: r["cluster_authorized_operations"] == CLUSTER_GRANTED
+        and r["topics"][0]["topic_authorized_operations"] == 1 << DESCRIBE),
     Case("Metadata auto-create", 3, 12, lambda c: {"topics": [{"name": "t-auto", "topic_id": None}],
                                                     "allow_auto_topic_creation": True},
          lambda r: r["topics"][0]["error_code"] == TOPIC_AUTH, [(TOPIC, "t-auto", DESCRIBE), (TOPIC, "t-auto", CREATE)],
@@ -243,8 +252,7 @@ CASES: list[Case] = [
          lambda r: r["error_code"] == CLUSTER_AUTH, [], lambda r: r["error_code"] == 102),  # BROKER_ID_NOT_REGISTERED
     Case("DescribeCluster", 60, 1, lambda c: {"include_cluster_authorized_operations": True, "endpoint_type": 1},
          lambda r: r["error_code"] == 0 and r["cluster_authorized_operations"] == 0, [],
-         lambda r: r["cluster_authorized_operations"] == sum(1 << op for op in (
-             ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS))),
+         lambda r: r["cluster_authorized_operations"] == CLUSTER_GRANTED),
     Case("DescribeProducers", 61, 0, lambda c: {"topics": [{"name": "t-dp", "partition_indexes": [0]}]},
          lambda r: part(r, "topics") == TOPIC_AUTH, [(TOPIC, "t-dp", READ)], lambda r: part(r, "topics") == 0),
     Case("ConsumerGroupHeartbeat", 68, 0, lambda c: {"group_id": "g-848", "member_id": "", "member_epoch": 0,
