@@ -35,6 +35,7 @@ from broker.controller_client import (
 )
 from broker.handlers.config_resources import (
     BROKER,
+    DEFAULT_MESSAGES,
     TOPIC,
     ResourceError,
     config_access_error,
@@ -172,7 +173,7 @@ async def alter_resources(request: ApiRequest, rules: ResourceRules, operation: 
             rules.check_entries(entries)
             denied = config_access_error(request, rtype, name, AclOperation.ALTER_CONFIGS)
             if denied is not None:
-                raise ResourceError(denied, None)
+                raise ResourceError(denied, DEFAULT_MESSAGES[denied])
             node_id = config.node_id
             if rtype == BROKER:
                 if from_broker and name:

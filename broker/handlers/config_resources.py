@@ -38,6 +38,15 @@ def parse_broker_id(name: str, message_prefix: str) -> int:
     raise ResourceError(ErrorCode.INVALID_REQUEST, message_prefix + name)
 
 
+# The default messages of Kafka's Errors, which the controller's ApiError(error) carries for a refused
+# AlterConfigs / IncrementalAlterConfigs resource (DescribeConfigs answers no message).
+DEFAULT_MESSAGES = {
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+}
+
+
 def config_access_error(request: ApiRequest, rtype: int, name: str, op: AclOperation) -> ErrorCode | None:
     """Kafka's config APIs with an authorizer: BROKER, BROKER_LOGGER and CLIENT_METRICS resources need
     ``op`` (DESCRIBE_CONFIGS / ALTER_CONFIGS) on the cluster (else CLUSTER_AUTHORIZATION_FAILED),

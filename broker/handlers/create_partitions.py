@@ -40,7 +40,7 @@ async def handle(request: ApiRequest) -> dict:
         denied = names - set(authz.filter_allowed(request, authz.ALTER, authz.TOPIC, names))
     allowed = [t for t in topics if t.name not in denied]
     # Added by name: the controller answers duplicates its own way.
-    results = [CreatePartitionsResult(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+    results = [CreatePartitionsResult(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
                for name in dict.fromkeys(t.name for t in topics if t.name in denied)]
     if allowed or not denied:
         results += await client.create_partitions(allowed, validate_only=bool(body["validate_only"]))

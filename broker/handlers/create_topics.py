@@ -72,7 +72,14 @@ async def handle(request: ApiRequest) -> dict:
             "error_message": r.error_message if failed is None else failed.message,
         }
         if version >= 5:
-            if entry["error_code"] == ErrorCode.NONE:
+            if entry["error_code"] == ErrorCode.NONE and not authz.allowed(
+                    request, authz.DESCRIBE_CONFIGS, authz.TOPIC, r.name):
+                # Kafka: the configs of a created topic only with DESCRIBE_CONFIGS on it.
+                entry["num_partitions"] = r.num_partitions
+                entry["replication_factor"] = r.replication_factor
+                entry["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                entry["configs"] = []
+            elif entry["error_code"] == ErrorCode.NONE:
                 entry["num_partitions"] = r.num_partitions
                 entry["replication_factor"] = r.replication_factor
                 entry["configs"] = [

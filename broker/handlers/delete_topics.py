@@ -63,6 +63,10 @@ async def handle(request: ApiRequest) -> dict:
     }
 
 
+# Kafka's message for new ApiError(TOPIC_AUTHORIZATION_FAILED) (the error's default message).
+REFUSED = "Topic authorization failed."
+
+
 def _authorize(request: ApiRequest, names: list[str],
                ids: list[uuid.UUID]) -> tuple[list[str], list[uuid.UUID], list[DeleteTopicResult]]:
     """Kafka's ControllerApis.deleteTopics: DELETE on the topic (or the cluster). A topic the principal
@@ -77,16 +81,16 @@ def _authorize(request: ApiRequest, names: list[str],
                 name not in image.topics and authz.allowed(request, authz.DESCRIBE, authz.TOPIC, name)):
             kept_names.append(name)
         else:
-            denied.append(DeleteTopicResult(name, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                            "Authorization failed."))
+            denied.append(DeleteTopicResult(name, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED, REFUSED))
     kept_ids = []
     for topic_id in ids:
         topic = image.topics_by_id.get(topic_id)
         if topic is None or authz.allowed(request, authz.DELETE, authz.TOPIC, topic.name):
             kept_ids.append(topic_id)
         else:
-            denied.append(DeleteTopicResult(None, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                            "Authorization failed."))
+            # The name only to whom may DESCRIBE it: an id must not reveal it.
+            shown = topic.name if authz.allowed(request, authz.DESCRIBE, authz.TOPIC, topic.name) else None
+            denied.append(DeleteTopicResult(shown, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED, REFUSED))
     return kept_names, kept_ids, denied
 
 

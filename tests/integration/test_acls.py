@@ -72,9 +72,7 @@ def test_acls_round_trip_and_decide_requests(broker_factory, tmp_path: Path) -> 
     data = tmp_path / "acl-broker"
     admin = broker_factory({"authorizer.class.name": STANDARD, "super.users": ANON}, data_dir=data)
     with WireClient(admin.host, admin.port) as c:
-        create_topic(c, "orders", 1)
-        create_topic(c, "logs-app", 1)
-        create_topic(c, "secret", 1)
+        ids = {name: create_topic(c, name, 1) for name in ("orders", "logs-app", "secret")}
         bad = c.request(30, 3, {"creations": [creation(TOPIC, "", READ), creation(CLUSTER, "other", DESCRIBE),
                                               creation(TOPIC, "x", 1)]})
         assert [r["error_code"] for r in bad["results"]] == [42, 42, 42]
@@ -121,6 +119,11 @@ def test_acls_round_trip_and_decide_requests(broker_factory, tmp_path: Path) -> 
         resp = c.request(20, 6, {"topics": [{"name": n, "topic_id": None} for n in ("orders", "secret", "nope")],
                                  "timeout_ms": 5000})
         assert {r["name"]: r["error_code"] for r in resp["responses"]} == {"orders": 29, "secret": 29, "nope": 3}
+        # By id: the name only where the principal may DESCRIBE the topic.
+        resp = c.request(20, 6, {"topics": [{"name": None, "topic_id": ids[n]} for n in ("orders", "secret")],
+                                 "timeout_ms": 5000})
+        assert {r["topic_id"]: (r["name"], r["error_code"]) for r in resp["responses"]} == {
+            ids["orders"]: ("orders", 29), ids["secret"]: (None, 29)}
         # Groups: no ACL on the group.
         resp = c.request(10, 3, {"key": "g1", "key_type": 0})
         assert resp["error_code"] == 30  # GROUP_AUTHORIZATION_FAILED
