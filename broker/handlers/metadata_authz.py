@@ -5,7 +5,8 @@ entries stay the path without one.
 
 - All topics requested: only the topics the principal may DESCRIBE are listed.
 - Topics named: one without DESCRIBE answers TOPIC_AUTHORIZATION_FAILED (whether or not it exists);
-  named by id (v10+), it answers UNKNOWN_TOPIC_ID, so an id never reveals a name.
+  named by id (v10+), TOPIC_AUTHORIZATION_FAILED with a null name (Kafka: ids are not sensitive,
+  names are); an unknown id UNKNOWN_TOPIC_ID.
 - Auto-creation of a missing, describable topic needs CREATE on the cluster or on the topic;
   without it the topic answers TOPIC_AUTHORIZATION_FAILED and nothing is created.
 - topic_authorized_operations and cluster_authorized_operations (when asked) are the principal's
@@ -76,8 +77,11 @@ def handle(request: ApiRequest) -> Any:
                 name = t["name"]
                 if name is None:
                     topic = img.topics_by_id.get(t["topic_id"])
-                    if topic is None or not authz.allowed(request, authz.DESCRIBE, authz.TOPIC, topic.name):
+                    if topic is None:
                         topics.append(error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, t["topic_id"]))
+                    elif not authz.allowed(request, authz.DESCRIBE, authz.TOPIC, topic.name):
+                        # Kafka: topic ids are not sensitive; the name stays hidden.
+                        topics.append(error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, t["topic_id"]))
                     else:
                         topics.append(entry(topic))
                 elif not describable[name] or name in denied_create:

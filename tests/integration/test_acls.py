@@ -9,6 +9,7 @@ super user, and the ACLs (kept by the controller's metadata log) decide.
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 
 from tests.support.wire import WireClient, create_topic
@@ -114,6 +115,12 @@ def test_acls_round_trip_and_decide_requests(broker_factory, tmp_path: Path) -> 
         md = c.request(3, 12, {"topics": [{"name": "secret", "topic_id": None}, {"name": "newone", "topic_id": None}],
                                "allow_auto_topic_creation": True})
         assert [t["error_code"] for t in md["topics"]] == [29, 29]  # no CREATE: not created
+        # By id (v12): refused with the name hidden; an unknown id is UNKNOWN_TOPIC_ID.
+        unknown = uuid.uuid4()
+        md = c.request(3, 12, {"topics": [{"name": None, "topic_id": i} for i in (ids["secret"], unknown)],
+                               "allow_auto_topic_creation": False})
+        assert [(t["error_code"], t["name"], t["topic_id"]) for t in md["topics"]] == [
+            (29, None, ids["secret"]), (100, None, unknown)]
         # DeleteTopics: describable but no DELETE, and undescribable, both TOPIC_AUTHORIZATION_FAILED;
         # describable and missing: UNKNOWN_TOPIC_OR_PARTITION.
         resp = c.request(20, 6, {"topics": [{"name": n, "topic_id": None} for n in ("orders", "secret", "nope")],
