@@ -60,8 +60,7 @@ def handle(request: ApiRequest) -> dict:
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id if image.controller_id in live else -1,
         "brokers": brokers,
-        "cluster_authorized_operations": authz.authorized_operations(
-            request, authz.CLUSTER, authz.CLUSTER_NAME, CLUSTER_OPERATIONS)
+        "cluster_authorized_operations": authz.cluster_authorized_operations(request, CLUSTER_OPERATIONS)
         if body["include_cluster_authorized_operations"] else AUTHORIZED_OPERATIONS_OMITTED,
     }
 

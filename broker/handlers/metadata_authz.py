@@ -94,8 +94,7 @@ def handle(request: ApiRequest) -> Any:
                     topics.append(error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
         out = response(request, topics)
         if body["include_cluster_authorized_operations"]:
-            out["cluster_authorized_operations"] = authz.authorized_operations(
-                request, authz.CLUSTER, authz.CLUSTER_NAME, 0)
+            out["cluster_authorized_operations"] = authz.cluster_authorized_operations(request, 0)
         else:
             out["cluster_authorized_operations"] = AUTHORIZED_OPERATIONS_OMITTED
         return out

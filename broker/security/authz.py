@@ -103,6 +103,16 @@ def denied_indexes(request: ApiRequest, op: AclOperation, resource_type: Resourc
     return {i for i, name in enumerate(names) if name not in allowed}
 
 
+def cluster_authorized_operations(request: ApiRequest, everything: int) -> int:
+    """The cluster's bitfield for Metadata (v8-10) and DescribeCluster: Kafka reports 0 to a principal
+    that may not DESCRIBE the cluster, whatever else it may do."""
+    if request.broker.authorizer is None:
+        return everything
+    if not cluster_allowed(request, DESCRIBE):
+        return 0
+    return authorized_operations(request, CLUSTER, CLUSTER_NAME, everything)
+
+
 def authorized_operations(request: ApiRequest, resource_type: ResourceType, name: str, everything: int) -> int:
     """KIP-430's bitfield: ``everything`` (the type's supported operations) without an authorizer."""
     authorizer = request.broker.authorizer

@@ -83,18 +83,19 @@ def test_acls_round_trip_and_decide_requests(broker_factory, tmp_path: Path) -> 
             creation(TOPIC, "*", DESCRIBE, principal="User:*"),
             creation(TOPIC, "secret", DESCRIBE, perm=DENY),
             creation(TOPIC, "gone", DELETE),
+            creation(CLUSTER, "kafka-cluster", 12),  # IDEMPOTENT_WRITE
         ]})
-        assert [r["error_code"] for r in made["results"]] == [0] * 5
+        assert [r["error_code"] for r in made["results"]] == [0] * 6
         listed = describe_all(c)
         assert listed["error_code"] == 0
         names = sorted((r["resource_name"], r["pattern_type"]) for r in listed["resources"])
-        assert names == [("*", LITERAL), ("gone", LITERAL), ("logs-", PREFIXED), ("orders", LITERAL),
-                         ("secret", LITERAL)]
+        assert names == [("*", LITERAL), ("gone", LITERAL), ("kafka-cluster", LITERAL), ("logs-", PREFIXED),
+                         ("orders", LITERAL), ("secret", LITERAL)]
         removed = c.request(31, 3, {"filters": [{"resource_type_filter": TOPIC, "resource_name_filter": "gone",
                                                  "pattern_type_filter": LITERAL, "principal_filter": ANON,
                                                  "host_filter": "*", "operation": 1, "permission_type": 1}]})
         assert [m["resource_name"] for m in removed["filter_results"][0]["matching_acls"]] == ["gone"]
-        assert len(describe_all(c)["resources"]) == 4
+        assert len(describe_all(c)["resources"]) == 5
     admin.stop()
 
     user = broker_factory({"authorizer.class.name": STANDARD}, data_dir=data)
@@ -131,12 +132,16 @@ def test_acls_round_trip_and_decide_requests(broker_factory, tmp_path: Path) -> 
                                  "timeout_ms": 5000})
         assert {r["topic_id"]: (r["name"], r["error_code"]) for r in resp["responses"]} == {
             ids["orders"]: ("orders", 29), ids["secret"]: (None, 29)}
+        # Cluster operations are reported only to whom may DESCRIBE the cluster (Kafka): 0 here,
+        # though IDEMPOTENT_WRITE is granted.
+        resp = c.request(60, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1})
+        assert resp["error_code"] == 0 and resp["cluster_authorized_operations"] == 0
         # Groups: no ACL on the group.
         resp = c.request(10, 3, {"key": "g1", "key_type": 0})
         assert resp["error_code"] == 30  # GROUP_AUTHORIZATION_FAILED
         resp = c.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 1000, "producer_id": -1,
                                  "producer_epoch": -1})
-        assert resp["error_code"] == 0  # idempotent producer: WRITE on some topic (KIP-679)
+        assert resp["error_code"] == 0  # idempotent producer: IDEMPOTENT_WRITE (or WRITE on a topic, KIP-679)
     user.stop()
 
     admin = broker_factory({"authorizer.class.name": STANDARD, "super.users": ANON}, data_dir=data)
