@@ -8,10 +8,14 @@ super user, and the ACLs (kept by the controller's metadata log) decide.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
 
+from tests.support.broker_process import REPO
 from tests.support.wire import WireClient, create_topic
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -160,8 +164,16 @@ def test_allow_everyone_if_no_acl_found(broker_factory) -> None:
         assert produce(c, "free") == 0
 
 
+def kafka_acls(args: list[str]) -> subprocess.CompletedProcess:
+    """bin/kafka-acls (a link to bin/kafka-tool), as a user runs it."""
+    env = dict(os.environ, ODRADEK_PYTHON=sys.executable)
+    proc = subprocess.run([str(REPO / "bin" / "kafka-acls"), *args], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 0, f"kafka-acls {args} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
 def test_kafka_acls_cli_and_confluent_client(broker_factory, tmp_path: Path) -> None:
-    from tests.support.java_tools import run_tool
     from tests.support.real_kafka import require_toolchain
 
     require_toolchain()
@@ -170,17 +182,17 @@ def test_kafka_acls_cli_and_confluent_client(broker_factory, tmp_path: Path) -> 
     b = admin.bootstrap
     with WireClient(admin.host, admin.port) as c:
         create_topic(c, "pay-in", 1)
-    run_tool("kafka-acls", ["--bootstrap-server", b, "--add", "--allow-principal", "User:*", "--operation", "Write",
+    kafka_acls(["--bootstrap-server", b, "--add", "--allow-principal", "User:*", "--operation", "Write",
                             "--operation", "Describe", "--topic", "pay-", "--resource-pattern-type", "prefixed"])
-    run_tool("kafka-acls", ["--bootstrap-server", b, "--add", "--deny-principal", ANON, "--operation", "Describe",
+    kafka_acls(["--bootstrap-server", b, "--add", "--deny-principal", ANON, "--operation", "Describe",
                             "--group", "g", "--transactional-id", "tx"])
-    run_tool("kafka-acls", ["--bootstrap-server", b, "--add", "--allow-principal", ANON, "--operation", "Describe",
+    kafka_acls(["--bootstrap-server", b, "--add", "--allow-principal", ANON, "--operation", "Describe",
                             "--cluster"])
-    out = run_tool("kafka-acls", ["--bootstrap-server", b, "--list"]).stdout
+    out = kafka_acls(["--bootstrap-server", b, "--list"]).stdout
     assert "name=pay-, patternType=PREFIXED" in out and "operation=WRITE" in out, out
     assert "resourceType=GROUP" in out and "permissionType=DENY" in out and "resourceType=CLUSTER" in out, out
-    run_tool("kafka-acls", ["--bootstrap-server", b, "--remove", "--force", "--cluster"])
-    out = run_tool("kafka-acls", ["--bootstrap-server", b, "--list", "--cluster"]).stdout
+    kafka_acls(["--bootstrap-server", b, "--remove", "--force", "--cluster"])
+    out = kafka_acls(["--bootstrap-server", b, "--list", "--cluster"]).stdout
     assert "operation=DESCRIBE" not in out, out  # the cluster's only ACL is gone
     admin.stop()
 
