@@ -87,15 +87,9 @@ def _answer(request: ApiRequest) -> Generator[None, None, dict]:
                 yield
     topics = []
     # Kafka: DESCRIBE on each topic, else its partitions answer TOPIC_AUTHORIZATION_FAILED.
-    decided: dict[str, bool] = {}
-
-    def readable(topic: str) -> bool:
-        if request.broker.authorizer is None:
-            return True
-        ok = decided.get(topic)
-        if ok is None:
-            ok = decided[topic] = authz.allowed(request, authz.DESCRIBE, authz.TOPIC, topic)
-        return ok
+    # None: no authorizer, nothing to check.
+    describable = None if request.broker.authorizer is None else set(
+        authz.filter_allowed(request, authz.DESCRIBE, authz.TOPIC, {t["name"] for t in body["topics"]}))
 
     for t in body["topics"]:
         name = t["name"]
@@ -108,7 +102,7 @@ def _answer(request: ApiRequest) -> Generator[None, None, dict]:
             out = {"partition_index": index, "error_code": ErrorCode.NONE, "timestamp": -1, "offset": -1,
                    "leader_epoch": -1}
             try:
-                if not readable(name):
+                if describable is not None and name not in describable:
                     raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 if seen[(name, index)] > 1:
                     raise KafkaApiError(ErrorCode.INVALID_REQUEST, "partition listed more than once")
