@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import signal
 import socket
 import struct
@@ -34,11 +35,45 @@ from broker.etcd_binary import find_etcd_binary
 PACKAGE_ROOT = str(Path(broker.__file__).resolve().parents[1])
 
 
+# Ports handed out by this process: a caller may ask for several before binding any of them.
+_handed_out: set[int] = set()
+# Below the kernel's ephemeral range, so another process's outgoing connection (an etcd client's
+# gRPC channel, a Kafka client) cannot take a port between our check and the broker's bind.
+_LOWEST_PORT = 20000
+
+
+def _ephemeral_range_start() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        port: int = s.getsockname()[1]
+    """A port nothing listens on now, from below the ephemeral range where the kernel allows it.
+
+    Binding port 0 would hand out an ephemeral port, which the kernel may give to any process's
+    next outgoing connection before the caller binds it (seen in CI: "Address already in use" when
+    a broker started next to etcd clients). Below the range only a listener can take it.
+    """
+    top = _ephemeral_range_start()
+    rng = random.SystemRandom()
+    for _ in range(200 if top > _LOWEST_PORT + 1000 else 0):
+        port = rng.randrange(_LOWEST_PORT, top)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        _handed_out.add(port)
         return port
+    with socket.socket() as s:  # no room below the range (or no /proc): the kernel's choice
+        s.bind((host, 0))
+        chosen: int = s.getsockname()[1]
+        return chosen
 
 
 def _die_with_parent() -> None:

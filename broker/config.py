@@ -31,14 +31,16 @@ Rules, as in Kafka's ``ConfigDef``/``KafkaConfig``:
   ``log.roll.jitter.{ms,hours}`` and ``log.flush.{interval,scheduler.interval}.ms`` resolve like
   Kafka (most precise unit set wins) — see the ``*_ms`` properties.
 - Listeners use Kafka's syntax ``NAME://host:port`` (``[v6addr]`` allowed, empty host = every
-  interface), security protocol from ``listener.security.protocol.map``; only PLAINTEXT is
-  implemented, any other protocol is a ConfigError.
+  interface), security protocol from ``listener.security.protocol.map``; PLAINTEXT and SSL are
+  implemented (:data:`IMPLEMENTED_PROTOCOLS`), any other protocol is a ConfigError.
+- TLS keys (``ssl.*``, per listener ``listener.name.<name>.ssl.*``) are broker/security/tls.py's;
+  :func:`load_config` loads their key material, so bad material stops start-up naming the key.
 - Authorization is Kafka's: ``authorizer.class.name`` (empty, or StandardAuthorizer), ``super.users``,
-  ``allow.everyone.if.no.acl.found``.
-- TLS and SASL are not implemented yet: any such setting (``ssl.*``, ``sasl.*``,
-  ``principal.builder.class``, per-listener ssl/sasl keys, a listener
-  or ``security.inter.broker.protocol`` on SSL/SASL_*) set to a non-empty value is a ConfigError
-  naming every such key (:func:`check_no_security`): a broker asked to be secured never starts open.
+  ``allow.everyone.if.no.acl.found`` (broker/security/authorizer.py).
+- Security not implemented yet: any other security setting (``sasl.*``, ``principal.builder.class``,
+  per-listener sasl keys, a listener or ``security.inter.broker.protocol`` on SASL_*) set to a
+  non-empty value is a ConfigError naming every such key (:func:`check_no_security`): a broker asked
+  to be secured never starts open.
 
 A :class:`BrokerConfig` is immutable once built, so any thread or loop may read it; dynamic updates
 (:meth:`BrokerConfig.with_dynamic`) return a new object which the owner of the running config (the
@@ -108,6 +110,7 @@ class ConfigType(Enum):
     DOUBLE = "double"
     STRING = "string"
     LIST = "list"
+    PASSWORD = "password"  # a secret: never logged, masked in DescribeConfigs (Kafka's Type.PASSWORD)
 
 
 class ConfigSource(IntEnum):
@@ -261,6 +264,7 @@ _TYPE_DESCRIPTIONS = {
     ConfigType.DOUBLE: "a decimal number",
     ConfigType.STRING: "a string",
     ConfigType.LIST: "a comma-separated list",
+    ConfigType.PASSWORD: "a string",
 }
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 _DOUBLE_RE = re.compile(r"[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)[dDfF]?")
@@ -336,7 +340,10 @@ _B, _S, _I, _LG, _D, _ST, _LI = (
     ConfigType.STRING,
     ConfigType.LIST,
 )
+_PW = ConfigType.PASSWORD
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Security protocols a listener may use today; the others stop start-up (check_no_security).
+IMPLEMENTED_PROTOCOLS = ("PLAINTEXT", "SSL")
 _DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in _SECURITY_PROTOCOLS)
 _HOUR_MS = 60 * 60 * 1000
 _WEEK_MS = 7 * 24 * _HOUR_MS
@@ -448,6 +455,34 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
        dynamic=True),
     _d("request.timeout.ms", _I, 30000, None, _H, "Timeout of the broker's own requests.",
        no_effect="the broker sends no requests of its own yet"),
+    # --- TLS (broker/security/tls.py; each key may be overridden per listener: listener.name.<name>.ssl.*)
+    _d("ssl.keystore.type", _ST, "JKS", None, _M,
+       "Key store format: PEM or PKCS12 (JKS, Kafka's default, is refused: convert it to PKCS12)."),
+    _d("ssl.keystore.location", _ST, None, None, _H, "Key store file (PEM: private key + certificate chain)."),
+    _d("ssl.keystore.password", _PW, None, None, _H, "Password of the key store file (PKCS12)."),
+    _d("ssl.key.password", _PW, None, None, _H, "Password of the private key (an encrypted PEM key)."),
+    _d("ssl.keystore.certificate.chain", _PW, None, None, _H, "Inline PEM certificate chain (ssl.keystore.type=PEM)."),
+    _d("ssl.keystore.key", _PW, None, None, _H, "Inline PEM private key (ssl.keystore.type=PEM)."),
+    _d("ssl.truststore.type", _ST, "JKS", None, _M, "Trust store format: PEM or PKCS12."),
+    _d("ssl.truststore.location", _ST, None, None, _H, "Trust store file (PEM: the trusted CA certificates)."),
+    _d("ssl.truststore.password", _PW, None, None, _H, "Password of the trust store file (PKCS12)."),
+    _d("ssl.truststore.certificates", _PW, None, None, _H, "Inline PEM trusted certificates."),
+    _d("ssl.client.auth", _ST, "none", ValidString(("required", "requested", "none")), _M,
+       "Whether TLS clients must (required), may (requested) or need not (none) present a certificate."),
+    _d("ssl.enabled.protocols", _LI, ["TLSv1.2", "TLSv1.3"], None, _M, "TLS versions accepted."),
+    _d("ssl.protocol", _ST, "TLSv1.3", None, _M, "TLS protocol of the SSL context (TLSv1.2 caps the version)."),
+    _d("ssl.cipher.suites", _LI, [], None, _L, "Cipher suites (IANA or OpenSSL names); empty = OpenSSL's defaults."),
+    _d("ssl.endpoint.identification.algorithm", _ST, "https", None, _L,
+       "https: the inter-broker client checks the other broker's host name against its certificate; empty: no check."),
+    _d("ssl.principal.mapping.rules", _ST, "DEFAULT", None, _L,
+       "Rules mapping a client certificate's subject DN to the principal name (KIP-371)."),
+    _d("ssl.keymanager.algorithm", _ST, "SunX509", None, _L, "Java key manager algorithm.",
+       no_effect="a Java JSSE setting; OpenSSL has no key managers"),
+    _d("ssl.trustmanager.algorithm", _ST, "PKIX", None, _L, "Java trust manager algorithm.",
+       no_effect="a Java JSSE setting; OpenSSL verifies with its own PKIX implementation"),
+    _d("ssl.secure.random.implementation", _ST, None, None, _L, "Java SecureRandom implementation.",
+       no_effect="a Java JSSE setting; OpenSSL seeds itself"),
+    _d("ssl.provider", _ST, None, None, _L, "Java security provider.", no_effect="a Java JSSE setting"),
     # --- message and fetch sizes ------------------------------------------------------------------
     _d("message.max.bytes", _I, _DEFAULT_MAX_MESSAGE_BYTES, _at_least(0), _H,
        "Largest record batch accepted (topic synonym max.message.bytes).", dynamic=True),
@@ -780,10 +815,10 @@ def parse_listeners(raw: str, protocol_map: Mapping[str, str], key: str = "liste
                 f"Invalid value {raw!r} for configuration {key}: no security protocol defined for listener "
                 f"{name}; add it to listener.security.protocol.map (known: {', '.join(protocol_map)})"
             )
-        if proto != "PLAINTEXT":
+        if proto not in IMPLEMENTED_PROTOCOLS:
             raise ConfigError(
                 f"Invalid value {raw!r} for configuration {key}: listener {name} uses security protocol "
-                f"{proto}; Odradek supports only PLAINTEXT"
+                f"{proto}; Odradek supports only {' and '.join(IMPLEMENTED_PROTOCOLS)}"
             )
         result.append(Listener(name, proto, host, port))
     names = [listener.name for listener in result]
@@ -827,9 +862,12 @@ def _check_distinct_ports(listeners: list[Listener], raw: str, key: str) -> None
 SECURITY_KEYS: frozenset[str] = frozenset({
     "principal.builder.class",
 })
-SECURITY_PREFIXES: tuple[str, ...] = ("ssl.", "sasl.")
-# Per-listener security settings (Kafka's listener.name.<name>.ssl.* / .sasl.* / .<mechanism>.sasl.*).
-_LISTENER_SECURITY_RE = re.compile(r"^listener\.name\.[^.]+\.(?:[^.]+\.)?(?:ssl|sasl)\.")
+SECURITY_PREFIXES: tuple[str, ...] = ("sasl.",)
+# Per-listener security settings (Kafka's listener.name.<name>.sasl.* / .<mechanism>.sasl.*); the
+# ssl.* ones are implemented (broker/security/tls.py).
+_LISTENER_SECURITY_RE = re.compile(r"^listener\.name\.[^.]+\.(?:[^.]+\.)?sasl\.")
+# listener.name.<name>.ssl.<key>: a per-listener TLS setting (known when <key> is a defined ssl.* key).
+LISTENER_SSL_RE = re.compile(r"^listener\.name\.[^.]+\.(ssl\..+)$")
 
 
 def security_settings(originals: Mapping[str, str]) -> list[str]:
@@ -843,7 +881,7 @@ def security_settings(originals: Mapping[str, str]) -> list[str]:
              if value.strip() and (key in SECURITY_KEYS or key.startswith(SECURITY_PREFIXES)
                                    or _LISTENER_SECURITY_RE.match(key))]
     ibp = originals.get("security.inter.broker.protocol", "").strip().upper()
-    if ibp in _SECURITY_PROTOCOLS and ibp != "PLAINTEXT":  # an unknown value is the validator's to report
+    if ibp in _SECURITY_PROTOCOLS and ibp not in IMPLEMENTED_PROTOCOLS:  # an unknown value is the validator's to report
         found.append(f"security.inter.broker.protocol ({ibp})")
     try:
         pmap = parse_protocol_map(originals.get("listener.security.protocol.map", _DEFAULT_PROTOCOL_MAP))
@@ -859,9 +897,9 @@ def security_settings(originals: Mapping[str, str]) -> list[str]:
                 continue
             name = m.group(1).upper()
             proto = pmap.get(name, "PLAINTEXT")
-            if proto != "PLAINTEXT":
+            if proto not in IMPLEMENTED_PROTOCOLS:
                 found.append(f"{key} (listener {name} uses security protocol {proto}; Odradek supports only "
-                             "PLAINTEXT)")
+                             f"{' and '.join(IMPLEMENTED_PROTOCOLS)})")
     return found
 
 
@@ -1004,7 +1042,7 @@ class BrokerConfig(Mapping[str, Any]):
         return len(self._values)
 
     def __repr__(self) -> str:
-        given = {k: v for k, v in self.originals.items()}
+        given = {k: "[hidden]" if is_secret_key(k, self.definitions) else v for k, v in self.originals.items()}
         return f"BrokerConfig({given!r})"
 
     # -- provenance --------------------------------------------------------------------------------
@@ -1294,14 +1332,37 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
     warned: set[str] = set()
     for layer in layers:
         for key in layer.values:
-            if key not in CONFIG_DEFS and key not in warned:
+            if key not in CONFIG_DEFS and key not in warned and not _is_listener_ssl_key(key):
                 warned.add(key)
                 log.warning("Unknown configuration %r (from %s) is ignored", key, layer.origin)
     cfg = BrokerConfig(layers)
     cfg.log_config()  # topic-level defaults must be valid too, or start-up stops here, not later
+    # TLS key material is loaded now (once, not on every derived config), so bad or missing keys
+    # stop start-up with a message naming the key.
+    from broker.security.tls import check_listeners  # late: that module imports this one
+
+    check_listeners(cfg)
     warn_advertised_port_mismatch(cfg)
     warn_keys_without_effect(cfg)
     return cfg
+
+
+def is_secret_key(key: str, definitions: Mapping[str, ConfigDef] = CONFIG_DEFS) -> bool:
+    """A secret (Kafka's Type.PASSWORD: ssl.keystore.password, ...), also under a listener prefix:
+    never logged, masked in DescribeConfigs."""
+    d = definitions.get(key)
+    if d is None and key.startswith("listener.name."):
+        # listener.name.<name>.<key>, or listener.name.<name>.<mechanism>.<key> (SASL's)
+        rest = key.split(".", 3)[3] if key.count(".") >= 3 else ""
+        d = definitions.get(rest)
+        if d is None and "." in rest:
+            d = definitions.get(rest.split(".", 1)[1])
+    return d is not None and d.type is ConfigType.PASSWORD
+
+
+def _is_listener_ssl_key(key: str) -> bool:
+    m = LISTENER_SSL_RE.match(key)
+    return m is not None and m.group(1) in CONFIG_DEFS
 
 
 def keys_without_effect(cfg: BrokerConfig) -> list[tuple[str, str]]:

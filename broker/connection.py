@@ -25,7 +25,12 @@ Theory of operation
    chunk of memory, never the rest of a region. A file that ends before its region (cut under the
    broker) closes the connection with one error, as Kafka does; padding or another file's bytes
    would corrupt the client's stream.
-5. All methods run on the connection's network loop. ``complete`` may be called from another
+5. TLS listeners (broker/security/tls_connection.py): the transport encrypts, so a region is never
+   sendfile'd; it is read in ``REGION_CHUNK`` pieces and written through the TLS transport, which
+   pauses the connection at ``TLS_WRITE_HIGH`` buffered bytes and resumes it once they all went out
+   (the same bound for slow readers as point 4). The principal comes from the client certificate
+   once the handshake is done (``connection_made`` is called only then).
+6. All methods run on the connection's network loop. ``complete`` may be called from another
    thread only through ``loop.call_soon_threadsafe`` (the request channel does that).
 """
 
@@ -40,6 +45,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from broker.security.principal import ANONYMOUS, KafkaPrincipal
+from broker.security.tls_connection import AUTH_FAILURES, TLS_WRITE_HIGH, PrincipalBuilder
 from protocol import primitives as P
 from storage.results import FetchSlice
 
@@ -77,6 +83,10 @@ class Connection(asyncio.Protocol):
         self.listener = listener
         # Who the client is (ACLs, quotas): ANONYMOUS until TLS or SASL says otherwise.
         self.principal: KafkaPrincipal = ANONYMOUS
+        # TLS listeners: builds the principal from the client certificate (set by the SocketServer).
+        self.tls_principal: PrincipalBuilder | None = None
+        # The transport encrypts: fetch regions are copied through it, never sendfile'd.
+        self.tls = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
@@ -102,6 +112,10 @@ class Connection(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        ssl_object = transport.get_extra_info("ssl_object") if self.tls_principal is not None else None
+        if ssl_object is not None:
+            self._tls_made(ssl_object)
+            return
         sock = transport.get_extra_info("socket")
         self.sock_fd = sock.fileno() if sock is not None else -1
         # Zero water marks: the transport calls pause_writing as soon as the kernel refuses bytes
@@ -109,6 +123,22 @@ class Connection(asyncio.Protocol):
         # buffer is empty again, which is exactly when a file region may be sendfile'd without
         # reordering bytes, and when reading more requests makes sense again.
         self.transport.set_write_buffer_limits(high=0, low=0)
+
+    def _tls_made(self, ssl_object: Any) -> None:
+        """The TLS handshake is done: no sendfile (bytes must be encrypted), the principal from the
+        client certificate. The transport pauses us at TLS_WRITE_HIGH buffered bytes and resumes
+        once they all went out, which bounds what a slow reader costs (see _pump)."""
+        self.tls = True
+        self.sock_fd = -1
+        self.transport.set_write_buffer_limits(high=TLS_WRITE_HIGH, low=0)  # type: ignore[union-attr]
+        try:
+            self.principal = self.tls_principal(ssl_object)  # type: ignore[misc]
+        except ValueError as exc:  # NoMatchingRule, or a certificate we cannot read
+            AUTH_FAILURES.failed("Failed authentication with %s on %s (%s): closing", self.peer, self.listener, exc)
+            self.close()
+            return
+        log.debug("TLS connection from %s on %s (%s): principal %s", self.peer, self.listener,
+                  ssl_object.version(), self.principal)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -123,13 +153,26 @@ class Connection(asyncio.Protocol):
         self._update_reading()
 
     def resume_writing(self) -> None:
+        # The client took what was buffered: a slow reader of a long response is not idle (Kafka's
+        # selector counts writes as activity for connections.max.idle.ms too).
+        self.last_active = time.monotonic()
         self.write_paused = False
         self._pump()
         self._on_input()
 
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
-        self.buf += data
+        if self.pos == len(self.buf):
+            # Nothing buffered (the usual case): whole frames are taken from ``data`` itself as
+            # zero-copy views (it is an immutable bytes object, kept alive by its frames); only an
+            # incomplete tail, or what the bounds hold back, is copied into ``buf``.
+            used = self._take_frames(data, 0, True)
+            self.buf.clear()
+            self.pos = 0
+            if used < len(data) and not self.closed:
+                self.buf += memoryview(data)[used:]
+        else:
+            self.buf += data
         self._on_input()
 
     def _on_input(self) -> None:
@@ -156,38 +199,52 @@ class Connection(asyncio.Protocol):
         # connection's pending responses never exceed them; the rest waits in ``buf`` until
         # complete()/on_queue_space()/resume_writing() call back here.
         buf = self.buf
-        pos = self.pos
-        end = len(buf)
-        limit = self.max_request_size
-        while end - pos >= 4 and not self.closed:
-            size = P.INT32.unpack_from(buf, pos)[0]
-            if size < 0 or size > limit:
-                # Kafka's InvalidReceiveException: the connection is closed, nothing allocated.
-                log.warning(
-                    "closing %s: request size %d outside [0, %d] (socket.request.max.bytes)",
-                    self.peer,
-                    size,
-                    limit,
-                )
-                self.close()
-                return
-            if end - pos - 4 < size or self._at_bound() or not self.channel.try_reserve(size):
-                # A failed reservation means the byte bound is reached, which _at_bound (via
-                # is_full) reports to _update_reading, so the wake-up registration covers it.
-                break
-            frame = bytes(buf[pos + 4 : pos + 4 + size])
-            pos += 4 + size
-            slot = _Slot()
-            self.slots.append(slot)
-            if not self.channel.submit(self, slot, frame):
-                return
-        if pos == end:
+        pos = self._take_frames(buf, self.pos, False)
+        if pos == len(buf):
             buf.clear()
             pos = 0
         elif pos >= COMPACT_AT:
             del buf[:pos]
             pos = 0
         self.pos = pos
+
+    def _take_frames(self, src: bytes | bytearray, pos: int, zero_copy: bool) -> int:
+        """Submit the complete frames of ``src`` from ``pos`` while the bounds allow; returns the
+        position after the last one taken. ``zero_copy`` (``src`` is immutable bytes): each frame
+        of at least an eighth of ``src`` is a view into it; otherwise a copy, made in one step."""
+        end = len(src)
+        limit = self.max_request_size
+        with memoryview(src) as view:
+            while end - pos >= 4 and not self.closed:
+                size = P.INT32.unpack_from(src, pos)[0]
+                if size < 0 or size > limit:
+                    # Kafka's InvalidReceiveException: the connection is closed, nothing allocated.
+                    log.warning(
+                        "closing %s: request size %d outside [0, %d] (socket.request.max.bytes)",
+                        self.peer,
+                        size,
+                        limit,
+                    )
+                    self.close()
+                    return pos
+                if end - pos - 4 < size or self._at_bound() or not self.channel.try_reserve(size):
+                    # A failed reservation means the byte bound is reached, which _at_bound (via
+                    # is_full) reports to _update_reading, so the wake-up registration covers it.
+                    break
+                # A view keeps all of ``src`` alive (up to a whole read: 256 KiB with uvloop and
+                # asyncio): only frames of at least an eighth of it are viewed (64 KiB produce
+                # requests read four at a time are), so what queued requests pin stays within 8x
+                # their bytes (queued.max.request.bytes); small frames are cheap to copy.
+                if zero_copy and size * 8 >= end:
+                    frame: bytes | memoryview = view[pos + 4 : pos + 4 + size]
+                else:
+                    frame = bytes(view[pos + 4 : pos + 4 + size])
+                pos += 4 + size
+                slot = _Slot()
+                self.slots.append(slot)
+                if not self.channel.submit(self, slot, frame):
+                    return pos
+        return pos
 
     # -- responses --------------------------------------------------------------------------
 
@@ -216,7 +273,12 @@ class Connection(asyncio.Protocol):
                 q.popleft()
                 transport.write(chunk)
                 continue
-            if transport.get_write_buffer_size() > 0:
+            if self.tls:
+                # A region goes through the TLS transport chunk by chunk until it pauses us;
+                # resume_writing pumps again once everything buffered went out.
+                if self.write_paused:
+                    return
+            elif transport.get_write_buffer_size() > 0:
                 # Earlier bytes are still queued in the transport, so the protocol is paused;
                 # resume_writing pumps again once the buffer is empty.
                 return

@@ -170,7 +170,7 @@ class Dispatcher:
         self.tasks: set[asyncio.Task] = set()
         self.short_gil_switch = _ShortGilSwitch()
 
-    def process(self, conn: Connection, slot: Any, frame: bytes) -> None:
+    def process(self, conn: Connection, slot: Any, frame: bytes | memoryview) -> None:
         try:
             api_key, api_version, correlation_id = peek_api(frame)
         except DecodeError:

@@ -12,7 +12,8 @@ reached, the connection breaks while it waits, or no answer comes within ``timeo
 decides whether to retry (the controller may have moved, a leader may be gone). Response bodies are
 plain dicts; a ``records`` field is a memoryview into the response frame.
 
-Ownership: the event loop that calls ``request`` (the broker's handler loop).
+Ownership: the event loop that calls ``request`` (the broker's handler loop). Over TLS when the
+inter-broker listener is SSL (``tls``, default: the broker's, broker.security.tls.inter_broker_tls).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import logging
 import struct
 from typing import Any
 
+from broker.security.tls import ClientTls, inter_broker_tls
 from protocol.codec import codec, is_flexible
 from protocol.headers import API_VERSIONS_KEY, encode_request_header
 from protocol.schema_data import MESSAGES
@@ -50,8 +52,9 @@ class NodeClient:
     """One pipelined connection to the broker at ``host:port``."""
 
     def __init__(self, host: str, port: int, client_id: str, timeout_s: float = 30.0,
-                 max_frame_bytes: int = 256 * 1024 * 1024) -> None:
+                 max_frame_bytes: int = 256 * 1024 * 1024, tls: ClientTls | None = None) -> None:
         self.host = host
+        self.tls = tls
         self.port = port
         self.client_id = client_id
         self.timeout_s = timeout_s
@@ -99,14 +102,23 @@ class NodeClient:
             if self._writer is not None and not self._writer.is_closing():
                 return self._writer
             try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port),
-                                                        self.timeout_s)
+                reader, writer = await asyncio.wait_for(self._open(), self.timeout_s)
             except (TimeoutError, OSError) as exc:
                 raise NodeUnavailableError(f"cannot connect to {self.host}:{self.port}: "
                                            f"{str(exc) or type(exc).__name__}") from exc
             self._writer = writer
             self._reader_task = asyncio.get_running_loop().create_task(self._read_responses(reader, writer))
             return writer
+
+    def _open(self) -> Any:
+        # TLS when the inter-broker listener is SSL/SASL_SSL (broker/security/tls.py): the broker's
+        # truststore verifies the other broker, its host name is checked unless
+        # ssl.endpoint.identification.algorithm is empty.
+        tls = self.tls if self.tls is not None else inter_broker_tls()
+        if tls is None:
+            return asyncio.open_connection(self.host, self.port)
+        return asyncio.open_connection(self.host, self.port, ssl=tls.context,
+                                       server_hostname=self.host if tls.verify_hostname else "")
 
     async def _read_responses(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

@@ -22,6 +22,7 @@ import signal
 import sys
 from pathlib import Path
 
+from broker.allocator import tune_malloc
 from broker.config import BrokerConfig, ConfigError, load_config
 
 log = logging.getLogger("odradek")
@@ -154,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("Invalid configuration: %s", exc)
         return 1
     raise_open_files_limit()
+    tune_malloc()
     warn_without_native_record_scan()
     if config["odradek.event.loop"] == "uvloop":
         import uvloop

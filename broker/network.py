@@ -13,6 +13,11 @@ With ``num.network.threads`` = 1 the single network loop is the handler loop its
 hop at all. Python's GIL means extra network threads mostly add hand-off cost; docs/reactor.md
 has the measurements that chose Odradek's default (see there before changing it).
 
+SSL listeners (``Endpoint.tls``) hand uvloop the listener's SSLContext: the Connection exists for
+the client only once the handshake is done, which must happen within ``connections.max.idle.ms``
+(capped at 10 s); a failed or timed-out handshake releases the socket and its connection slot and
+is logged as Kafka logs it ("Failed authentication with <ip> (SSL handshake failed)").
+
 Idle connections (no bytes received and no response pending for ``connections.max.idle.ms``)
 are closed by a sweeper on each network loop, as Kafka's Selector does.
 
@@ -42,6 +47,8 @@ from dataclasses import dataclass
 from broker.connection import Connection
 from broker.connection_quotas import Admit, ConnectionQuotas, normalize_ip
 from broker.request_channel import RequestChannel
+from broker.security.tls import ListenerTls
+from broker.security.tls_connection import AUTH_FAILURES, HANDSHAKE_TIMEOUT_CAP_MS, principal_builder
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +65,8 @@ class Endpoint:
     name: str
     host: str
     port: int
+    # SSL / SASL_SSL listeners: the server context and the certificate principal mapping.
+    tls: ListenerTls | None = None
 
 
 def new_event_loop(kind: str) -> asyncio.AbstractEventLoop:
@@ -94,7 +103,8 @@ class NetworkLoop:
         def sweep() -> None:
             cutoff = time.monotonic() - self.idle_ms / 1000.0
             for conn in list(self.connections):
-                if conn.last_active < cutoff and not conn.slots:
+                # transport None: a TLS handshake still running; its own timeout ends it.
+                if conn.last_active < cutoff and not conn.slots and conn.transport is not None:
                     log.info("closing idle connection %s (connections.max.idle.ms=%d)", conn.peer, self.idle_ms)
                     conn.close()
             self._sweeper = self.loop.call_later(interval, sweep)
@@ -154,11 +164,18 @@ class SocketServer:
         self._accept_failing = False
         self._last_failure_log = -ACCEPT_FAILURE_LOG_INTERVAL
         self._backoff_timers: dict[str, asyncio.TimerHandle] = {}
+        self._tls = {ep.name: ep.tls for ep in endpoints if ep.tls is not None}
+        self._principal_builders = {name: principal_builder(t.mapping_rules) for name, t in self._tls.items()}
+        # A TLS client gets this long to finish its handshake (it is not yet a Connection the idle
+        # sweeper sees): connections.max.idle.ms, capped so stalled handshakes cannot pile up.
+        self.ssl_handshake_timeout = max(0.1, min(idle_ms, HANDSHAKE_TIMEOUT_CAP_MS) / 1000)
 
-    def _factory(self, net: NetworkLoop, listener: str, ip: str) -> Callable[[], Connection]:
+    def _factory(self, net: NetworkLoop, listener: str, ip: str, made: list[Connection]) -> Callable[[], Connection]:
         def make() -> Connection:
             conn = Connection(self.channel, self.max_request_size, listener)
+            conn.tls_principal = self._principal_builders.get(listener)
             net.track(conn, lambda: self.quotas.dec(ip))
+            made.append(conn)
             return conn
 
         return make
@@ -343,14 +360,36 @@ class SocketServer:
 
     def _adopt(self, net: NetworkLoop, clients: list[tuple[socket.socket, str]], listener: str) -> None:
         """Start a Connection for each accepted socket, on ``net``'s own loop."""
+        tls = self._tls.get(listener)
         for client, ip in clients:
-            task = net.loop.create_task(net.loop.connect_accepted_socket(self._factory(net, listener, ip), client))
-            task.add_done_callback(functools.partial(self._adopted, client=client, ip=ip))
+            made: list[Connection] = []
+            factory = self._factory(net, listener, ip, made)
+            if tls is None:
+                coro = net.loop.connect_accepted_socket(factory, client)
+            else:
+                # The task ends once the TLS handshake is done (or failed, or timed out).
+                coro = net.loop.connect_accepted_socket(factory, client, ssl=tls.context,
+                                                        ssl_handshake_timeout=self.ssl_handshake_timeout)
+            task = net.loop.create_task(coro)
+            task.add_done_callback(functools.partial(self._adopted, client=client, ip=ip, net=net, made=made,
+                                                     listener=listener))
 
-    def _adopted(self, task: asyncio.Task, client: socket.socket, ip: str) -> None:
+    def _adopted(self, task: asyncio.Task, client: socket.socket, ip: str, net: NetworkLoop,
+                 made: list[Connection], listener: str) -> None:
         if task.cancelled() or task.exception() is not None:
-            if not task.cancelled():
-                log.warning("setting up an accepted connection failed: %s", task.exception())
+            if any(conn.transport is not None for conn in made):
+                return  # connected after all: connection_lost releases the slot
+            exc = None if task.cancelled() else task.exception()
+            if listener in self._tls:
+                # Kafka: "Failed authentication with /ip (SSL handshake failed)". Only this client
+                # is affected; its socket and slot are released here.
+                AUTH_FAILURES.failed("Failed authentication with %s on %s (SSL handshake failed: %s)", ip, listener,
+                                     str(exc) or type(exc).__name__)
+            elif exc is not None:
+                log.warning("setting up an accepted connection failed: %s", exc)
+            for conn in made:  # created for the handshake, never connected: forget it
+                conn.closed = True
+                net.connections.discard(conn)
             _close_quietly(client)
             self.quotas.dec(ip)
 

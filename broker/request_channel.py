@@ -41,7 +41,7 @@ class RequestChannel:
         self,
         handler_loop: asyncio.AbstractEventLoop,
         max_queued: int,
-        process: Callable[[Connection, _Slot, bytes], None],
+        process: Callable[[Connection, _Slot, bytes | memoryview], None],
         max_queued_bytes: int = -1,
     ) -> None:
         self.handler_loop = handler_loop
@@ -51,13 +51,13 @@ class RequestChannel:
         self.queued_bytes = 0
         self._bytes_lock = threading.Lock()
         self.process = process
-        self.queue: deque[tuple[Connection, _Slot, bytes]] = deque()
+        self.queue: deque[tuple[Connection, _Slot, bytes | memoryview]] = deque()
         self._scheduled = False
         # Connections paused on a full queue. A deque, not a set: network threads append while
         # the handler loop pops exactly the entries present when it looks (no swap to race with).
         self._waiters: deque[Connection] = deque()
 
-    def submit(self, conn: Connection, slot: _Slot, frame: bytes) -> bool:
+    def submit(self, conn: Connection, slot: _Slot, frame: bytes | memoryview) -> bool:
         """Queue a framed request (called on the connection's loop) whose bytes ``try_reserve``
         accounted for. Returns False if the connection is closed."""
         if conn.closed:

@@ -152,7 +152,12 @@ class Broker:
         channel = RequestChannel(self.loop, self.config["queued.max.requests"], self._process,
                                  max_queued_bytes=self.config["queued.max.request.bytes"])
         self.dispatcher = Dispatcher(self, self.handlers, channel)
-        endpoints = [Endpoint(lst.name, lst.host, lst.port) for lst in self.config.listeners]
+        from broker.security import tls
+
+        endpoints = [Endpoint(lst.name, lst.host, lst.port,
+                              tls.server_tls(self.config, lst.name) if tls.is_tls(lst.security_protocol) else None)
+                     for lst in self.config.listeners]
+        tls.set_inter_broker_tls(tls.inter_broker_client_tls(self.config))
         limits = self._connection_limits()
         self.socket_server = SocketServer(
             self.loop,
@@ -321,7 +326,7 @@ class Broker:
         metrics.gauge("kafka_server_kafkaserver_brokerstate", "Broker state (3 = running, 6 = shutting down)",
                       lambda: 6 if self.stopping else 3)
 
-    def _process(self, conn: Any, slot: Any, frame: bytes) -> None:
+    def _process(self, conn: Any, slot: Any, frame: bytes | memoryview) -> None:
         self.dispatcher.process(conn, slot, frame)  # type: ignore[union-attr]
 
     async def shutdown(self) -> bool:

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.config import BrokerConfig, ConfigError, ConfigSource, format_value
+from broker.config import BrokerConfig, ConfigError, ConfigSource, format_value, is_secret_key
 from storage.errors import InvalidConfigError
 from storage.log_config import TOPIC_CONFIGS, LogConfig
 
@@ -115,7 +115,7 @@ def config_layers(config: BrokerConfig, broker_configs: Mapping[str, Mapping[str
 
 
 def config_synonyms(name: str, synonyms: list[str], layers: BrokerConfigLayers) -> list[Synonym]:
-    """Kafka's ``ConfigHelper.configSynonyms`` (no sensitive values exist here)."""
+    """Kafka's ``ConfigHelper.configSynonyms`` (values of secrets are masked by the caller)."""
     out: list[Synonym] = []
     for values, source in layers.by_source():
         for syn in synonyms:
@@ -256,14 +256,24 @@ def broker_config_entries(config: BrokerConfig, layers: BrokerConfigLayers, *, p
             synonyms = [s for s in synonyms if s[2] == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
         source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
         d = config.definitions.get(name)
+        sensitive = is_sensitive(config, name)
+        if sensitive:  # Kafka's ConfigHelper: a PASSWORD's value is null, in its synonyms too
+            value = None
+            synonyms = [(n, None, s) for n, _, s in synonyms]
         entries.append(ConfigEntry(
             name, value, source,
             read_only=d is None or not d.dynamic,
+            is_sensitive=sensitive,
             synonyms=synonyms,
             type_name=d.type.value if d is not None else "unknown",
             doc=d.doc if d is not None else None,
         ))
     return entries
+
+
+def is_sensitive(config: BrokerConfig, name: str) -> bool:
+    """A secret (Kafka's Type.PASSWORD: ssl.keystore.password, ...), also under a listener prefix."""
+    return is_secret_key(name, config.definitions)
 
 
 def entry_to_wire(entry: ConfigEntry, include_synonyms: bool, include_documentation: bool) -> dict[str, Any]:

@@ -46,6 +46,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from broker.cluster_launcher import free_port
 from controller.meta_properties import new_cluster_id
 
 REPO = Path(__file__).resolve().parents[1]
@@ -138,12 +139,6 @@ def java_command(main_class: str, args: list[str], cp: str, jvm_opts: list[str] 
     if java is None:
         raise ToolchainUnavailable("'java' is not on PATH")
     return [java, *(jvm_opts or []), "-cp", cp, main_class, *args]
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def random_cluster_id() -> str:

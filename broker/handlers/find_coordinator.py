@@ -125,7 +125,12 @@ async def _lookup(request: ApiRequest, key_type: int, key: str) -> dict[str, Any
         return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if node.node_id == coordinator.node_id and coordinator.runtime.state(partition) is None:
         return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    entry.update(node_id=node.node_id, host=node.host, port=node.port, error_code=ErrorCode.NONE,
+    # The coordinator's endpoint on the listener this request came in on (Kafka's
+    # getCoordinator uses request.context.listenerName): an SSL client must be sent to SSL.
+    endpoint = node.endpoint_for(request.conn.listener)
+    if endpoint is None:
+        return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    entry.update(node_id=node.node_id, host=endpoint[0], port=endpoint[1], error_code=ErrorCode.NONE,
                  error_message=None)
     return entry
 

@@ -10,13 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+from broker.cluster_launcher import free_port
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class BrokerProcess:

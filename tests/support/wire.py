@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import uuid
 
@@ -31,8 +32,11 @@ def create_topic(c: WireClient, name: str, partitions: int) -> uuid.UUID:
 
 
 class WireClient:
-    def __init__(self, host: str, port: int, client_id: str | None = "wire-test", timeout: float = 10.0) -> None:
+    def __init__(self, host: str, port: int, client_id: str | None = "wire-test", timeout: float = 10.0,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
+        if ssl_context is not None:  # an SSL listener: handshake first (tests/support/certs.py)
+            self.sock = ssl_context.wrap_socket(self.sock, server_hostname=host)
         self.client_id = client_id
         self.correlation_id = 0
 
@@ -92,7 +96,7 @@ class WireClient:
         self.sock.settimeout(timeout)
         try:
             return self.sock.recv(1) == b""
-        except ConnectionResetError:
+        except (ConnectionResetError, ssl.SSLError):  # over TLS a close may arrive as an alert
             return True
         except TimeoutError:
             return False

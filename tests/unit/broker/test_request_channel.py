@@ -394,6 +394,57 @@ def test_requests_buffered_when_the_queue_drains_mid_check_are_still_framed() ->
     assert frame_three_requests_in_one_read(_DrainedBetweenChecks()) == [0, 1, 2]
 
 
+class _NeverFull(_DrainedBetweenChecks):
+    def __init__(self) -> None:
+        super().__init__()
+        self.full_answers = []
+
+
+@pytest.mark.parametrize("chunking", ["whole", "one byte", "mid header", "mixed"])
+def test_frames_split_any_way_across_reads_arrive_intact(chunking: str) -> None:
+    """Frames are taken as views of the received bytes when nothing is buffered, and copied out of
+    the buffer when they straddle reads: either way each submitted frame is exactly what the client
+    sent, and stays so after later reads (the views share no mutable buffer)."""
+    from broker.connection import Connection
+
+    frames = [request_frame(i, pad) for i, pad in enumerate([0, 70_000, 3, 200_000, 0, 65_531, 1])]
+    stream = b"".join(frames)
+    if chunking == "whole":
+        cuts = [len(stream)]
+    elif chunking == "one byte":
+        cuts = list(range(1, 40)) + [len(stream)]
+    elif chunking == "mid header":
+        cuts = [2, len(frames[0]) + 3, len(frames[0]) + 9, len(stream) - 5, len(stream)]
+    else:
+        cuts = [len(frames[0]) + len(frames[1]), len(stream) // 2, len(stream) // 2 + 1, len(stream) - 1, len(stream)]
+    channel = _NeverFull()
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        a, b = socket.socketpair()
+        conn = Connection(channel, 1 << 20)  # type: ignore[arg-type]
+        transport, _ = await loop.connect_accepted_socket(lambda: conn, a)
+        try:
+            start = 0
+            for cut in cuts:
+                conn.data_received(stream[start:cut])
+                start = cut
+            assert conn.pos == 0 and not conn.buf  # everything framed, nothing left over
+        finally:
+            transport.close()
+            b.close()
+
+    asyncio.run(scenario())
+    assert [bytes(f) for f in channel.submitted] == [f[4:] for f in frames]
+    # A frame kept as a view pins the whole read it came from: only large shares of a read are
+    # viewed, so queued frames never pin more than 8x their own bytes.
+    for f in channel.submitted:
+        if isinstance(f, memoryview):
+            assert len(f.obj) <= 8 * len(f)  # type: ignore[arg-type]
+    if chunking == "whole":
+        assert any(isinstance(f, memoryview) for f in channel.submitted)  # the large ones were not copied
+
+
 # -- queued.max.request.bytes --------------------------------------------------------------------------
 
 

@@ -1,0 +1,23 @@
+"""free_port hands out ports outside the kernel's ephemeral range (the CI port race of the last
+submission: a port read from bind(0) was taken by an etcd client's outgoing connection)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from broker.cluster_launcher import _ephemeral_range_start, free_port
+
+
+def test_ports_are_below_the_ephemeral_range_distinct_and_bindable() -> None:
+    start = _ephemeral_range_start()
+    if start <= 21000:
+        pytest.skip(f"the ephemeral range starts at {start}: no room below it on this machine")
+    ports = [free_port() for _ in range(50)]
+    assert len(set(ports)) == len(ports)
+    assert all(20000 <= p < start for p in ports)
+    for port in ports[:5]:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+
