@@ -31,16 +31,17 @@ Rules, as in Kafka's ``ConfigDef``/``KafkaConfig``:
   ``log.roll.jitter.{ms,hours}`` and ``log.flush.{interval,scheduler.interval}.ms`` resolve like
   Kafka (most precise unit set wins) — see the ``*_ms`` properties.
 - Listeners use Kafka's syntax ``NAME://host:port`` (``[v6addr]`` allowed, empty host = every
-  interface), security protocol from ``listener.security.protocol.map``; PLAINTEXT and SSL are
-  implemented (:data:`IMPLEMENTED_PROTOCOLS`), any other protocol is a ConfigError.
+  interface), security protocol from ``listener.security.protocol.map``; PLAINTEXT, SSL,
+  SASL_PLAINTEXT and SASL_SSL are implemented (:data:`IMPLEMENTED_PROTOCOLS`).
 - TLS keys (``ssl.*``, per listener ``listener.name.<name>.ssl.*``) are broker/security/tls.py's;
   :func:`load_config` loads their key material, so bad material stops start-up naming the key.
+- SASL keys Odradek implements (``broker.security.sasl.keys``) are checked by
+  ``broker.security.sasl.settings`` (a SASL listener needing GSSAPI stops start-up).
 - Authorization is Kafka's: ``authorizer.class.name`` (empty, or StandardAuthorizer), ``super.users``,
   ``allow.everyone.if.no.acl.found`` (broker/security/authorizer.py).
-- Security not implemented yet: any other security setting (``sasl.*``, ``principal.builder.class``,
-  per-listener sasl keys, a listener or ``security.inter.broker.protocol`` on SASL_*) set to a
-  non-empty value is a ConfigError naming every such key (:func:`check_no_security`): a broker asked
-  to be secured never starts open.
+- Security not implemented yet: any other security setting (other ``sasl.*`` and per-listener sasl
+  keys, ``principal.builder.class``) set to a non-empty value is a ConfigError naming every such key
+  (:func:`check_no_security`): a broker asked to be secured never starts open.
 
 A :class:`BrokerConfig` is immutable once built, so any thread or loop may read it; dynamic updates
 (:meth:`BrokerConfig.with_dynamic`) return a new object which the owner of the running config (the
@@ -63,6 +64,9 @@ from pathlib import Path
 from typing import Any
 
 from broker.properties import PropertiesError, load_properties
+from broker.security.sasl.keys import is_implemented_sasl_key, is_sensitive_key
+from broker.security.sasl.settings import SaslConfigError
+from broker.security.sasl.settings import validate as validate_sasl
 from controller.etcd_endpoints import ETCD_SCHEME, parse_etcd_endpoints
 
 __all__ = [
@@ -342,8 +346,8 @@ _B, _S, _I, _LG, _D, _ST, _LI = (
 )
 _PW = ConfigType.PASSWORD
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-# Security protocols a listener may use today; the others stop start-up (check_no_security).
-IMPLEMENTED_PROTOCOLS = ("PLAINTEXT", "SSL")
+# The listener security protocols served (TLS: broker/security/tls.py; SASL: broker/security/sasl/).
+IMPLEMENTED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in _SECURITY_PROTOCOLS)
 _HOUR_MS = 60 * 60 * 1000
 _WEEK_MS = 7 * 24 * _HOUR_MS
@@ -449,6 +453,20 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("queued.max.request.bytes", _LG, -1, None, _M, "Bytes of queued requests before reading stops; -1 = no limit."),
     _d("connections.max.idle.ms", _LG, 10 * 60 * 1000, None, _M, "Idle connections are closed after this."),
     _d("max.connections", _I, INT_MAX, _at_least(0), _M, "Maximum open client connections.", dynamic=True),
+    # --- SASL (broker/security/sasl/, docs/security-sasl.md) ---------------------------------------
+    _d("sasl.enabled.mechanisms", _LI, ["GSSAPI"], None, _M,
+       "SASL mechanisms enabled on SASL listeners (listener.name.<l>.sasl.enabled.mechanisms overrides per "
+       "listener): PLAIN, SCRAM-SHA-256, SCRAM-SHA-512. GSSAPI (Kafka's default) is not implemented: a SASL "
+       "listener that would enable it stops start-up."),
+    _d("sasl.mechanism.inter.broker.protocol", _ST, "GSSAPI", None, _M,
+       "SASL mechanism brokers use between themselves when the inter-broker listener is SASL."),
+    _d("sasl.server.max.receive.size", _I, 524288, _at_least(1), _L,
+       "Largest request accepted on a SASL connection before it is authenticated."),
+    _d("connections.max.reauth.ms", _LG, 0, _at_least(0), _M,
+       "KIP-368: SASL sessions last at most this long; a client must re-authenticate before, or its "
+       "connection is closed at its next request. 0 = sessions never expire."),
+    _d("connection.failed.authentication.delay.ms", _I, 100, _at_least(0), _L,
+       "Delay of the response (and close) after a failed authentication, slowing password guessing."),
     _d("max.connections.per.ip", _I, INT_MAX, _at_least(0), _M, "Maximum connections from one IP.",
        dynamic=True),
     _d("max.connections.per.ip.overrides", _ST, "", None, _M, "host:count overrides of max.connections.per.ip.",
@@ -818,7 +836,7 @@ def parse_listeners(raw: str, protocol_map: Mapping[str, str], key: str = "liste
         if proto not in IMPLEMENTED_PROTOCOLS:
             raise ConfigError(
                 f"Invalid value {raw!r} for configuration {key}: listener {name} uses security protocol "
-                f"{proto}; Odradek supports only {' and '.join(IMPLEMENTED_PROTOCOLS)}"
+                f"{proto}; Odradek supports {', '.join(IMPLEMENTED_PROTOCOLS)}"
             )
         result.append(Listener(name, proto, host, port))
     names = [listener.name for listener in result]
@@ -879,7 +897,7 @@ def security_settings(originals: Mapping[str, str]) -> list[str]:
     """
     found = [key for key, value in originals.items()
              if value.strip() and (key in SECURITY_KEYS or key.startswith(SECURITY_PREFIXES)
-                                   or _LISTENER_SECURITY_RE.match(key))]
+                                   or _LISTENER_SECURITY_RE.match(key)) and not is_implemented_sasl_key(key)]
     ibp = originals.get("security.inter.broker.protocol", "").strip().upper()
     if ibp in _SECURITY_PROTOCOLS and ibp not in IMPLEMENTED_PROTOCOLS:  # an unknown value is the validator's to report
         found.append(f"security.inter.broker.protocol ({ibp})")
@@ -898,8 +916,8 @@ def security_settings(originals: Mapping[str, str]) -> list[str]:
             name = m.group(1).upper()
             proto = pmap.get(name, "PLAINTEXT")
             if proto not in IMPLEMENTED_PROTOCOLS:
-                found.append(f"{key} (listener {name} uses security protocol {proto}; Odradek supports only "
-                             f"{' and '.join(IMPLEMENTED_PROTOCOLS)})")
+                found.append(f"{key} (listener {name} uses security protocol {proto}; Odradek supports "
+                             f"{', '.join(IMPLEMENTED_PROTOCOLS)})")
     return found
 
 
@@ -1249,6 +1267,11 @@ class BrokerConfig(Mapping[str, Any]):
                 f"name defined in advertised.listeners; valid options are {', '.join(adv_names)}"
             )
 
+        try:
+            validate_sasl(self)
+        except SaslConfigError as e:
+            raise ConfigError(str(e)) from None
+
         if self.log_retention_ms == 0:
             raise ConfigError("log.retention.ms must be unlimited (-1) or at least 1 "
                               "(from log.retention.ms/minutes/hours)")
@@ -1332,7 +1355,8 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
     warned: set[str] = set()
     for layer in layers:
         for key in layer.values:
-            if key not in CONFIG_DEFS and key not in warned and not _is_listener_ssl_key(key):
+            if (key not in CONFIG_DEFS and key not in warned and not _is_listener_ssl_key(key)
+                    and not is_implemented_sasl_key(key)):
                 warned.add(key)
                 log.warning("Unknown configuration %r (from %s) is ignored", key, layer.origin)
     cfg = BrokerConfig(layers)
@@ -1348,8 +1372,8 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
 
 
 def is_secret_key(key: str, definitions: Mapping[str, ConfigDef] = CONFIG_DEFS) -> bool:
-    """A secret (Kafka's Type.PASSWORD: ssl.keystore.password, ...), also under a listener prefix:
-    never logged, masked in DescribeConfigs."""
+    """A secret (Kafka's Type.PASSWORD: ssl.keystore.password, ...; a SASL JAAS entry), also under a
+    listener prefix: never logged, masked in DescribeConfigs."""
     d = definitions.get(key)
     if d is None and key.startswith("listener.name."):
         # listener.name.<name>.<key>, or listener.name.<name>.<mechanism>.<key> (SASL's)
@@ -1357,7 +1381,7 @@ def is_secret_key(key: str, definitions: Mapping[str, ConfigDef] = CONFIG_DEFS) 
         d = definitions.get(rest)
         if d is None and "." in rest:
             d = definitions.get(rest.split(".", 1)[1])
-    return d is not None and d.type is ConfigType.PASSWORD
+    return (d is not None and d.type is ConfigType.PASSWORD) or is_sensitive_key(key)
 
 
 def _is_listener_ssl_key(key: str) -> bool:

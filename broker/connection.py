@@ -51,6 +51,7 @@ from storage.results import FetchSlice
 
 if TYPE_CHECKING:
     from broker.request_channel import RequestChannel, ResponseChunk
+    from broker.security.sasl.authenticator import SaslAuthenticator
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,9 @@ class Connection(asyncio.Protocol):
         self.last_active = time.monotonic()
         self.sock_fd = -1
         self.on_close: Callable[[Connection], None] | None = None
+        # The SASL state machine on SASL listeners (broker/security/sasl/authenticator.py), which the
+        # dispatcher consults before any handler; None on other listeners.
+        self.sasl: SaslAuthenticator | None = None
 
     # -- asyncio callbacks ------------------------------------------------------------------
 
@@ -371,6 +375,14 @@ class Connection(asyncio.Protocol):
 
     def on_queue_space(self) -> None:
         self._on_input()
+
+    def close_after_flush(self) -> None:
+        """Close once the transport has written what it holds (the answer to a failed SASL
+        authentication goes out first, as Kafka's delayed close sends it)."""
+        if not self.closed and self.transport is not None:
+            self.closed = True
+            self.out_queue.clear()
+            self.transport.close()
 
     def close(self) -> None:
         if not self.closed:

@@ -43,6 +43,7 @@ from controller.requests import (
     ReassignmentTarget,
     ReplicaAssignment,
 )
+from controller.scram_credentials import ScramAlterResult, ScramUpsertion
 from controller.topic_names import invalid_topic_reason
 from protocol.acl_types import AclBinding, AclBindingFilter
 
@@ -68,6 +69,8 @@ __all__ = [
     "ReassignmentResult",
     "ReassignmentTarget",
     "ReplicaAssignment",
+    "ScramAlterResult",
+    "ScramUpsertion",
     "invalid_topic_reason",
     "is_forwarded",
 ]
@@ -113,6 +116,12 @@ class ControllerClient(Protocol):
     async def incremental_alter_configs(
         self, resources: Sequence[AlterConfigsResource], validate_only: bool = False
     ) -> list[AlterConfigsResult]: ...
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[tuple[str, int]], upsertions: Sequence[ScramUpsertion]
+    ) -> list[ScramAlterResult]:
+        """AlterUserScramCredentials: per-user results, Kafka's codes (controller/scram_credentials.py)."""
+        ...
 
     async def elect_leaders(
         self, election_type: int, partitions: Sequence[tuple[str, int]] | None = None
@@ -193,6 +202,11 @@ class LocalControllerClient:
         self, resources: Sequence[AlterConfigsResource], validate_only: bool = False
     ) -> list[AlterConfigsResult]:
         return await self._controller.incremental_alter_configs(resources, validate_only)
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[tuple[str, int]], upsertions: Sequence[ScramUpsertion]
+    ) -> list[ScramAlterResult]:
+        return await self._controller.alter_user_scram_credentials(deletions, upsertions)
 
     async def register_broker(
         self, node_id: int, host: str, port: int, rack: str | None = None, *, listener_name: str = "PLAINTEXT",

@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from broker.handlers import api_versions
+from broker.handlers import alter_user_scram_credentials, api_versions
 from broker.handlers.registry import HandlerSpec
 from protocol import primitives as P
 from protocol.codec import codec, is_flexible
@@ -171,6 +171,11 @@ class Dispatcher:
         self.short_gil_switch = _ShortGilSwitch()
 
     def process(self, conn: Connection, slot: Any, frame: bytes | memoryview) -> None:
+        # SASL listeners: the connection's authenticator sees every frame first (one attribute test
+        # elsewhere); it answers the authentication exchange itself and lets the rest through.
+        sasl = conn.sasl
+        if sasl is not None and sasl.intercept(self, conn, slot, frame):
+            return
         try:
             api_key, api_version, correlation_id = peek_api(frame)
         except DecodeError:
@@ -210,7 +215,9 @@ class Dispatcher:
         request = Request(self.broker, conn, slot, spec, header, body)
         if self.trace:
             request_log.debug("request %s %s v%d corr=%d client=%s: %s", conn.peer, spec.name, api_version,
-                              header.correlation_id, header.client_id, body)
+                              header.correlation_id, header.client_id,
+                              alter_user_scram_credentials.loggable(body)
+                              if api_key == alter_user_scram_credentials.API_KEY else body)
         try:
             result = spec.handle(request)
         except KafkaApiError as exc:
@@ -336,6 +343,13 @@ class Dispatcher:
     def _unsupported_api_versions(self, conn: Connection, slot: Any, correlation_id: int) -> None:
         body = api_versions.unsupported_version_response(self.handlers)
         self._send(conn, slot, encode_response("ApiVersionsResponse", 0, correlation_id, body, False))
+
+    def send(self, conn: Connection, slot: Any, chunks: list[Any] | None) -> None:
+        """Hand an encoded response to the connection (the SASL authenticator answers through it)."""
+        self._send(conn, slot, chunks)
+
+    def close(self, conn: Connection) -> None:
+        self._close(conn)
 
     def _close(self, conn: Connection) -> None:
         if self.channel is not None:

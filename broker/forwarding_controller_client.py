@@ -60,6 +60,7 @@ from controller.requests import (
     ReassignmentResult,
     ReassignmentTarget,
 )
+from controller.scram_credentials import ScramAlterResult, ScramUpsertion
 from protocol.acl_types import AclBinding, AclBindingFilter
 from protocol.errors import ErrorCode, KafkaApiError
 
@@ -80,6 +81,7 @@ DELETE_TOPICS = (20, 6)
 CREATE_PARTITIONS = (37, 3)
 ALTER_CONFIGS = (33, 2)
 INCREMENTAL_ALTER_CONFIGS = (44, 1)
+ALTER_USER_SCRAM_CREDENTIALS = (51, 0)
 ELECT_LEADERS = (43, 2)
 ALTER_PARTITION_REASSIGNMENTS = (45, 0)
 LIST_PARTITION_REASSIGNMENTS = (46, 0)
@@ -279,6 +281,16 @@ class ForwardingControllerClient:
                          "configs": [{"name": op.name, "config_operation": int(op.op), "value": op.value}
                                      for op in ops]})
         return await self._alter(INCREMENTAL_ALTER_CONFIGS, wire, validate_only)
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[tuple[str, int]], upsertions: Sequence[ScramUpsertion]
+    ) -> list[ScramAlterResult]:
+        body = {"deletions": [{"name": n, "mechanism": m} for n, m in deletions],
+                "upsertions": [{"name": u.name, "mechanism": u.mechanism, "iterations": u.iterations,
+                                "salt": u.salt, "salted_password": u.salted_password} for u in upsertions]}
+        response = await self._send(ALTER_USER_SCRAM_CREDENTIALS, body,
+                                    lambda r: _all_items_not_controller(r["results"]))
+        return [ScramAlterResult(r["user"], r["error_code"], r["error_message"]) for r in response["results"]]
 
     async def _alter(self, api: tuple[int, int], resources: list[dict[str, Any]],
                      validate_only: bool) -> list[AlterConfigsResult]:
@@ -497,6 +509,11 @@ class RoutingControllerClient:
         self, resources: Sequence[AlterConfigsResource], validate_only: bool = False
     ) -> list[AlterConfigsResult]:
         return await self._route(lambda c: c.incremental_alter_configs(resources, validate_only))
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[tuple[str, int]], upsertions: Sequence[ScramUpsertion]
+    ) -> list[ScramAlterResult]:
+        return await self._route(lambda c: c.alter_user_scram_credentials(deletions, upsertions))
 
     async def elect_leaders(
         self, election_type: int, partitions: Sequence[tuple[str, int]] | None = None

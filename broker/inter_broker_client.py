@@ -24,6 +24,7 @@ import logging
 import struct
 from typing import Any
 
+from broker.security.sasl import inter_broker as inter_broker_sasl
 from broker.security.tls import ClientTls, inter_broker_tls
 from protocol.codec import codec, is_flexible
 from protocol.headers import API_VERSIONS_KEY, encode_request_header
@@ -106,6 +107,15 @@ class NodeClient:
             except (TimeoutError, OSError) as exc:
                 raise NodeUnavailableError(f"cannot connect to {self.host}:{self.port}: "
                                            f"{str(exc) or type(exc).__name__}") from exc
+            sasl = inter_broker_sasl.current()
+            if sasl is not None:  # the inter-broker listener is SASL: log in before anything else
+                try:
+                    await asyncio.wait_for(inter_broker_sasl.login(reader, writer, sasl, self.client_id),
+                                           self.timeout_s)
+                except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
+                    writer.close()
+                    raise NodeUnavailableError(f"SASL login to {self.host}:{self.port} failed: "
+                                               f"{str(exc) or type(exc).__name__}") from exc
             self._writer = writer
             self._reader_task = asyncio.get_running_loop().create_task(self._read_responses(reader, writer))
             return writer

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from broker.connection import Connection
 from broker.connection_quotas import Admit, ConnectionQuotas, normalize_ip
 from broker.request_channel import RequestChannel
+from broker.security.sasl.authenticator import SaslAuthenticator
 from broker.security.tls import ListenerTls
 from broker.security.tls_connection import AUTH_FAILURES, HANDSHAKE_TIMEOUT_CAP_MS, principal_builder
 
@@ -133,6 +134,7 @@ class SocketServer:
         max_connections: int = INT_MAX,
         max_connections_per_ip: int = INT_MAX,
         max_connections_per_ip_overrides: Mapping[str, int] | None = None,
+        sasl_authenticators: Mapping[str, Callable[[], SaslAuthenticator]] | None = None,
     ) -> None:
         self.handler_loop = handler_loop
         self.channel = channel
@@ -143,6 +145,8 @@ class SocketServer:
         self.send_buffer_bytes = send_buffer_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
         self.loop_kind = loop_kind
+        # Listener name -> a new connection's SASL authenticator (SASL_* listeners only).
+        self.sasl_authenticators = dict(sasl_authenticators or {})
         self.listen_sockets: list[socket.socket] = []
         self.bound_ports: dict[str, int] = {}
         if num_network_threads <= 1:
@@ -174,6 +178,10 @@ class SocketServer:
         def make() -> Connection:
             conn = Connection(self.channel, self.max_request_size, listener)
             conn.tls_principal = self._principal_builders.get(listener)
+            sasl = self.sasl_authenticators.get(listener)
+            if sasl is not None:
+                conn.sasl = sasl()
+                conn.sasl.on_connection(conn)
             net.track(conn, lambda: self.quotas.dec(ip))
             made.append(conn)
             return conn

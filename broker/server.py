@@ -107,7 +107,11 @@ class Broker:
         from broker.metadata import BrokerMetadata, metadata_dir_of
         from broker.replica.fetch_session import FetchSessionCache
         from broker.replica.replica_manager import ReplicaManager
+        from broker.security.sasl import inter_broker
+        from broker.security.sasl.settings import inter_broker_sasl, listener_settings
 
+        # Before anything connects to another broker: its inter-broker listener may be SASL.
+        inter_broker.configure(inter_broker_sasl(self.config, listener_settings(self.config)))
         self.reaper = AsyncReaper(self.timer, self.loop)
         self.reaper.start()
         self.metadata = BrokerMetadata(metadata_dir_of(self.config))
@@ -158,6 +162,8 @@ class Broker:
                               tls.server_tls(self.config, lst.name) if tls.is_tls(lst.security_protocol) else None)
                      for lst in self.config.listeners]
         tls.set_inter_broker_tls(tls.inter_broker_client_tls(self.config))
+        from broker.security.sasl.setup import sasl_authenticators
+
         limits = self._connection_limits()
         self.socket_server = SocketServer(
             self.loop,
@@ -173,6 +179,8 @@ class Broker:
             max_connections=limits[0],
             max_connections_per_ip=limits[1],
             max_connections_per_ip_overrides=limits[2],
+            sasl_authenticators=sasl_authenticators(self.config, lambda: self.metadata.image,
+                                                    self.config["socket.request.max.bytes"]),
         )
         self._applied_overrides = limits[2]
         # max.connections and the per-IP limits are dynamic broker configs (Kafka's

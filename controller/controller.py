@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller import acls, elections, reassignments
+from controller import acls, elections, reassignments, scram_credentials
 from controller.image import MetadataDelta, MetadataImage, PartitionState, TopicImage, apply
 from controller.lease import Lease, LeaseLostError, LeaseStore
 from controller.log_store import LocalMetadataLogStore, MetadataLogStore
@@ -82,6 +82,7 @@ from controller.requests import (
     ReassignmentResult,
     ReassignmentTarget,
 )
+from controller.scram_credentials import ScramAlterResult, ScramUpsertion
 from controller.topic_configs import TopicConfigError, is_list_config, list_default, validate_topic_configs
 from controller.topic_names import (
     has_collision_chars,
@@ -1062,6 +1063,17 @@ class Controller:
     def describe_broker_configs(self, name: str) -> dict[str, str]:
         """Dynamic broker config overrides for broker ``name`` ("" = cluster-wide default)."""
         return dict(self._image.broker_configs.get(name, {}))
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[tuple[str, int]], upsertions: Sequence[ScramUpsertion]
+    ) -> list[ScramAlterResult]:
+        """AlterUserScramCredentials (controller/scram_credentials.py): one atomic batch of records."""
+        async with self._write_lock:
+            await self._check_active()
+            records, results = scram_credentials.alter(self._image.scram_credentials, deletions, upsertions)
+            if records:
+                await self._commit(records)
+            return results
 
     async def incremental_alter_configs(
         self, resources: Sequence[AlterConfigsResource], validate_only: bool = False

@@ -10,7 +10,9 @@ Rules (Kafka's, from MetadataDelta / TopicsDelta / PartitionRegistration.merge):
    leader changes (``leader`` of -2 means "unchanged"). Leader epochs therefore never go backwards,
    which the Java client relies on.
 3. RemoveTopicRecord drops the topic, its partitions and its config overrides.
-4. ConfigRecord sets (value) or deletes (``None``) one key of a topic or broker resource; topic
+4. UserScramCredentialRecord sets one (user, mechanism)'s SCRAM credential,
+   RemoveUserScramCredentialRecord drops it (``MetadataImage.scram_credentials``).
+5. ConfigRecord sets (value) or deletes (``None``) one key of a topic or broker resource; topic
    config overrides live on ``TopicImage.configs``, broker ones in ``MetadataImage.broker_configs``
    (resource name "" = cluster default).
 5. AccessControlEntryRecord adds an ACL under its id, RemoveAccessControlEntryRecord drops it
@@ -44,8 +46,10 @@ from controller.records import (
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -148,6 +152,8 @@ class MetadataImage:
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     # Every ACL by its id (AccessControlEntryRecord); the broker's authorizer indexes them.
     acls: dict[uuid.UUID, AccessControlEntryRecord] = field(default_factory=dict)
+    # SCRAM credentials by (user name, mechanism type): SASL/SCRAM on every broker reads them here.
+    scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] = field(default_factory=dict)
     # Offset of the last applied record (-1: nothing applied).
     offset: int = -1
 
@@ -279,6 +285,10 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
             if image.acls.pop(acl_id, None) is None:
                 raise MetadataApplyError(f"RemoveAccessControlEntryRecord for unknown ACL {acl_id}")
             delta.acls_changed = True
+        case UserScramCredentialRecord(name=name, mechanism=mechanism):
+            image.scram_credentials[(name, mechanism)] = record
+        case RemoveUserScramCredentialRecord(name=name, mechanism=mechanism):
+            image.scram_credentials.pop((name, mechanism), None)
         case LeaderChangeRecord(leader_id=leader_id, controller_epoch=epoch):
             image.controller_id = leader_id
             image.controller_epoch = epoch

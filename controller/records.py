@@ -26,8 +26,9 @@ Pure data: safe to use from any thread.
 
 from __future__ import annotations
 
+import base64
 import uuid
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from typing import Any
 
@@ -155,6 +156,27 @@ class RemoveAccessControlEntryRecord:
     id: uuid.UUID
 
 
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    """Kafka's UserScramCredentialRecord: one user's SCRAM credential for one mechanism (1 =
+    SCRAM-SHA-256, 2 = SCRAM-SHA-512), derived from the password by the client and the controller
+    (broker/security/sasl/scram_formatter.py); replaces any earlier one for the same pair. The
+    byte fields are base64 in the log's JSON and hidden from repr."""
+
+    name: str
+    mechanism: int
+    salt: bytes = field(repr=False)
+    stored_key: bytes = field(repr=False)
+    server_key: bytes = field(repr=False)
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    name: str
+    mechanism: int
+
+
 MetadataRecord = (
     LeaderChangeRecord
     | RegisterBrokerRecord
@@ -167,6 +189,8 @@ MetadataRecord = (
     | ConfigRecord
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
 )
 
 RECORD_TYPES: dict[str, type] = {
@@ -183,10 +207,13 @@ RECORD_TYPES: dict[str, type] = {
         ConfigRecord,
         AccessControlEntryRecord,
         RemoveAccessControlEntryRecord,
+        UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord,
     )
 }
 
 _UUID_FIELDS = frozenset({"topic_id", "incarnation_id", "id"})
+_BYTES_FIELDS = frozenset({"salt", "stored_key", "server_key"})
 _INT_LIST_FIELDS = frozenset({"replicas", "isr", "removing_replicas", "adding_replicas", "offline_replicas"})
 _FIELD_NAMES: dict[type, frozenset[str]] = {
     cls: frozenset(f.name for f in fields(cls)) for cls in RECORD_TYPES.values()
@@ -203,6 +230,8 @@ def record_to_dict(record: MetadataRecord) -> dict[str, Any]:
         value = getattr(record, name)
         if isinstance(value, uuid.UUID):
             value = value.hex
+        elif isinstance(value, bytes):
+            value = base64.b64encode(value).decode()
         elif isinstance(value, tuple):
             value = list(value)
         out[name] = value
@@ -221,6 +250,8 @@ def record_from_dict(data: dict[str, Any]) -> MetadataRecord:
             continue
         if key in _UUID_FIELDS:
             value = uuid.UUID(hex=value)
+        elif key in _BYTES_FIELDS:
+            value = base64.b64decode(value)
         elif key in _INT_LIST_FIELDS and value is not None:
             value = tuple(value)
         elif key == "endpoints" and value is not None:

@@ -54,6 +54,10 @@ HANDLER_MODULES = (
     "describe_acls",
     "create_acls",
     "delete_acls",
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
 )
 
 

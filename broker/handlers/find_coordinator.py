@@ -125,8 +125,9 @@ async def _lookup(request: ApiRequest, key_type: int, key: str) -> dict[str, Any
         return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if node.node_id == coordinator.node_id and coordinator.runtime.state(partition) is None:
         return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    # The coordinator's endpoint on the listener this request came in on (Kafka's
-    # getCoordinator uses request.context.listenerName): an SSL client must be sent to SSL.
+    # The coordinator's endpoint on the listener this request came in on (as Metadata answers; a SASL
+    # client must not be sent to the PLAINTEXT inter-broker listener). Kafka: COORDINATOR_NOT_AVAILABLE
+    # when the node has no such listener.
     endpoint = node.endpoint_for(request.conn.listener)
     if endpoint is None:
         return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)

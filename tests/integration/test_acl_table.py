@@ -267,6 +267,12 @@ CASES: list[Case] = [
          lambda r: r["groups"][0]["error_code"] == GROUP_AUTH, [],
          lambda r: r["groups"][0]["error_code"] == 0
          and r["groups"][0]["authorized_operations"] == (1 << READ) | (1 << DESCRIBE)),
+    Case("DescribeUserScramCredentials", 50, 0, lambda c: {"users": None},
+         lambda r: r["error_code"] == CLUSTER_AUTH, [], lambda r: r["error_code"] == 0),  # DESCRIBE above
+    Case("AlterUserScramCredentials", 51, 0, lambda c: {"deletions": [], "upsertions": [
+        {"name": "u-scram", "mechanism": 1, "iterations": 4096, "salt": b"s" * 16, "salted_password": b"p" * 32}]},
+        lambda r: r["results"][0]["error_code"] == CLUSTER_AUTH, [],
+        lambda r: r["results"][0]["error_code"] == 0),  # ALTER above
     Case("DescribeAcls", 29, 3, lambda c: {"resource_type_filter": 1, "pattern_type_filter": 1, "operation": 1,
                                            "permission_type": 1, "resource_name_filter": None,
                                            "principal_filter": None, "host_filter": None},
@@ -357,6 +363,8 @@ def nothing_changed(c: WireClient) -> None:
     assert committed(c, "g-del", "t-of") == 1 and committed(c, "g-od", "t-od") == 1  # DeleteGroups, OffsetDelete
     assert topic_config(c, "t-alt", "retention.ms") is None and topic_config(c, "t-inc", "retention.ms") is None
     assert c.request(65, 0, {"transactional_ids": ["tx-1"]})["transaction_states"][0]["error_code"] == 105
+    scram = c.request(50, 0, {"users": [{"name": "u-scram"}]})
+    assert scram["results"][0]["error_code"] == 91  # RESOURCE_NOT_FOUND: AlterUserScramCredentials refused
     acls = c.request(29, 3, {"resource_type_filter": 1, "pattern_type_filter": 1, "operation": 1,
                              "permission_type": 1, "resource_name_filter": None, "principal_filter": None,
                              "host_filter": None})

@@ -589,11 +589,6 @@ class TestListeners:
         with pytest.raises(ConfigError, match="configuration advertised.listeners.*cannot parse"):
             load_config(None, [*NODE, "advertised.listeners=nope"], {})
 
-    def test_sasl_rejected(self) -> None:
-        for proto in ("SASL_PLAINTEXT", "SASL_SSL"):
-            with pytest.raises(ConfigError, match=f"uses security protocol {proto}; Odradek supports only PLAINTEXT"):
-                load_config(None, [*NODE, f"listeners=PLAINTEXT://:9092,{proto}://:9093"], {})
-
     def test_custom_listener_names(self) -> None:
         cfg = load_config(None, [*NODE, "listeners=CLIENT://:9092,INTERNAL://127.0.0.1:9093",
                                  "advertised.listeners=CLIENT://public.example:9092,INTERNAL://127.0.0.1:9093",
