@@ -1,6 +1,7 @@
 """ACLs decided for named principals over the wire: mutual-TLS clients take their principal from the
-certificate (``ssl.principal.mapping.rules``), a super user administers, hosts match the client's
-address, and a PLAINTEXT connection stays User:ANONYMOUS."""
+certificate (``ssl.principal.mapping.rules``), SASL clients from their login (PLAIN, SCRAM); a super
+user administers, hosts match the client's address, and a PLAINTEXT connection stays
+User:ANONYMOUS."""
 
 from __future__ import annotations
 
@@ -75,3 +76,38 @@ def test_certificate_principals_super_users_and_hosts(tmp_path: Path) -> None:
             assert end["topics"][0]["partitions"][0]["offset"] == 2  # only alice's two allowed records
     finally:
         broker.stop()
+
+
+def test_sasl_principals_plain_and_scram(tmp_path: Path) -> None:
+    from broker.security.sasl.client import scram_upsertion
+    from tests.support.sasl import login_plain, login_scram, start_sasl_broker
+
+    b = start_sasl_broker(tmp_path / "sasl", {"authorizer.class.name": STANDARD, "super.users": "User:admin"})
+    topic = f"orders-{uuid.uuid4().hex[:6]}"
+    try:
+        with WireClient(b.host, b.plain_port) as anonymous:
+            # SCRAM credentials are managed with ALTER on the cluster: not by User:ANONYMOUS.
+            resp = anonymous.request(51, 0, {"deletions": [], "upsertions": [
+                scram_upsertion("SCRAM-SHA-512", "carol", "carol-secret", 4096)]})
+            assert resp["results"][0]["error_code"] == 31
+            with WireClient(b.host, b.sasl_port) as admin:
+                assert login_plain(admin, "admin", "admin-secret")["error_code"] == 0
+                resp = admin.request(51, 0, {"deletions": [], "upsertions": [
+                    scram_upsertion("SCRAM-SHA-512", "carol", "carol-secret", 4096)]})
+                assert resp["results"][0]["error_code"] == 0
+                resp = admin.request(19, 7, {"topics": [{"name": topic, "num_partitions": 1,
+                                                         "replication_factor": 1}], "timeout_ms": 5000})
+                assert resp["topics"][0]["error_code"] == 0
+                made = admin.request(30, 3, {"creations": [acl(topic, WRITE, ALLOW, "User:alice")]})
+                assert made["results"][0]["error_code"] == 0
+                with WireClient(b.host, b.sasl_port) as alice, WireClient(b.host, b.sasl_port) as carol:
+                    assert login_plain(alice, "alice", "alice-secret")["error_code"] == 0
+                    assert login_scram(carol, "SCRAM-SHA-512", "carol", "carol-secret")["error_code"] == 0
+                    assert produce(alice, topic) == 0
+                    assert produce(carol, topic) == 29
+                    assert produce(anonymous, topic) == 29
+                    made = admin.request(30, 3, {"creations": [acl(topic, WRITE, ALLOW, "User:carol")]})
+                    assert made["results"][0]["error_code"] == 0
+                    assert produce(carol, topic) == 0
+    finally:
+        b.process.kill()
