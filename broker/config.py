@@ -926,9 +926,9 @@ def check_no_security(originals: Mapping[str, str]) -> None:
     found = security_settings(originals)
     if found:
         raise ConfigError(
-            "Security (SSL/TLS, SASL authentication, ACL authorization) is not implemented yet in Odradek; "
-            "refusing to start, because these settings ask for it and the broker would otherwise run "
-            f"unsecured: {', '.join(found)}. Remove them to run a broker without security."
+            "These security settings are not implemented yet in Odradek (GSSAPI/Kerberos SASL, a custom "
+            "principal builder); refusing to start rather than run less secured than asked: "
+            f"{', '.join(found)}. Remove them to start."
         )
 
 
