@@ -471,6 +471,11 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
        dynamic=True),
     _d("max.connections.per.ip.overrides", _ST, "", None, _M, "host:count overrides of max.connections.per.ip.",
        dynamic=True),
+    _d("max.connection.creation.rate", _I, INT_MAX, _at_least(0), _M,
+       "New connections accepted per second, broker-wide (KIP-612; listener.name.<l>.max.connection.creation.rate "
+       "per listener): the acceptor waits beyond it.", dynamic=True),
+    _d("quota.window.num", _I, 11, _at_least(1), _L, "Samples kept for client quota rates."),
+    _d("quota.window.size.seconds", _I, 1, _at_least(1), _L, "Time span of each client quota sample."),
     _d("request.timeout.ms", _I, 30000, None, _H, "Timeout of the broker's own requests.",
        no_effect="the broker sends no requests of its own yet"),
     # --- TLS (broker/security/tls.py; each key may be overridden per listener: listener.name.<name>.ssl.*)

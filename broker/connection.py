@@ -11,7 +11,9 @@ Theory of operation
 3. Backpressure: reading pauses while more than ``MAX_IN_FLIGHT`` requests of this connection
    await their responses, while the transport's write buffer is above its high-water mark
    (``pause_writing``), or while the shared request queue is full (``queued.max.requests`` or
-   ``queued.max.request.bytes``); it resumes when all of those clear.
+   ``queued.max.request.bytes``), or while the connection is throttled (KIP-219: a client over its
+   quota got its response with throttle_time_ms, and ``throttle`` mutes the channel that long);
+   it resumes when all of those clear.
 4. Zero-copy fetch: a response may contain file regions (segment bytes: the log's
    ``storage.results.FetchSlice``, sent as the log handed it out). They are written with
    ``os.sendfile`` straight from the segment file to the socket, but only once the transport's
@@ -101,6 +103,13 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.read_paused = False
         self.write_paused = False
+        # KIP-219 mute (broker/quota): reading stops until the loop time ``throttled_until``.
+        self.throttled = False
+        self.throttled_until = 0.0
+        # Pipelined requests allowed; client quotas set it to 1 for a client under a quota, as
+        # Kafka reads one request per channel at a time, so a throttle stops the very next one.
+        self.max_in_flight = MAX_IN_FLIGHT
+        self._throttle_timer: asyncio.TimerHandle | None = None
         self.last_active = time.monotonic()
         self.sock_fd = -1
         self.on_close: Callable[[Connection], None] | None = None
@@ -146,6 +155,8 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
         self.slots.clear()
         self.out_queue.clear()
         self._region_sent = 0
@@ -196,7 +207,7 @@ class Connection(asyncio.Protocol):
         return available >= 4 and available - 4 >= P.INT32.unpack_from(self.buf, self.pos)[0]
 
     def _at_bound(self) -> bool:
-        return self.write_paused or len(self.slots) >= MAX_IN_FLIGHT or self.channel.is_full()
+        return self.write_paused or self.throttled or len(self.slots) >= self.max_in_flight or self.channel.is_full()
 
     def _frame_buffered(self) -> None:
         # Frames are taken one at a time while both bounds hold, so the request queue and this
@@ -365,13 +376,34 @@ class Connection(asyncio.Protocol):
             # leave this connection paused with nobody to wake it.
             self.channel.wait_for_space(self)
             queue_full = self.channel.is_full()
-        should_pause = self.write_paused or len(self.slots) >= MAX_IN_FLIGHT or queue_full
+        should_pause = self.write_paused or self.throttled or len(self.slots) >= self.max_in_flight or queue_full
         if should_pause and not self.read_paused:
             self.read_paused = True
             self.transport.pause_reading()
         elif not should_pause and self.read_paused:
             self.read_paused = False
             self.transport.resume_reading()
+
+    def throttle(self, ms: int) -> None:
+        """Stop reading for ``ms`` (KIP-219; called on this connection's loop just before the
+        response carrying throttle_time_ms completes). Overlapping throttles end at the latest end."""
+        loop = self.loop
+        if self.closed or loop is None or ms <= 0:
+            return
+        end = loop.time() + ms / 1000.0
+        if end <= self.throttled_until:
+            return
+        self.throttled_until = end
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
+        self._throttle_timer = loop.call_at(end, self._end_throttle)
+        self.throttled = True
+        self._update_reading()
+
+    def _end_throttle(self) -> None:
+        self._throttle_timer = None
+        self.throttled = False
+        self._on_input()
 
     def on_queue_space(self) -> None:
         self._on_input()

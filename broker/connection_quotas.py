@@ -6,7 +6,9 @@ Kafka's rules, kept here:
   connection it just accepted, and the rest wait in the kernel's listen backlog, until a connection
   closes. Kafka exempts the inter-broker listener (its "protected listener") when there are several
   listeners; Odradek has no inter-broker connections, so every listener counts alike. Kafka's
-  per-listener ``listener.name.X.max.connections`` and connection-rate quotas are not implemented.
+  per-listener ``listener.name.X.max.connections`` is not implemented; the connection creation
+  rates (KIP-612) are broker/quota/connection_rates.py's, applied by the acceptor before these
+  counts.
 - ``max.connections.per.ip`` (with per-host overrides): a connection that would exceed its
   address's limit is accepted and closed at once ("Rejected connection from ...").
 - All three are dynamic: ``update`` applies new values to the live counts. A lower

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from controller.acls import AclCreateResult, AclDeleteResult
+from controller.client_quotas import ClientQuotaAlteration, ClientQuotaAlterationResult
 from controller.controller import MAX_PARTITIONS_PER_BATCH, Controller
 from controller.requests import (
     AlterableConfig,
@@ -56,6 +57,8 @@ __all__ = [
     "AlterConfigsResult",
     "AlterPartitionResult",
     "AlterableConfig",
+    "ClientQuotaAlteration",
+    "ClientQuotaAlterationResult",
     "CreatableTopic",
     "CreatePartitionsResult",
     "CreatePartitionsTopic",
@@ -121,6 +124,12 @@ class ControllerClient(Protocol):
         self, deletions: Sequence[tuple[str, int]], upsertions: Sequence[ScramUpsertion]
     ) -> list[ScramAlterResult]:
         """AlterUserScramCredentials: per-user results, Kafka's codes (controller/scram_credentials.py)."""
+        ...
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False
+    ) -> list[ClientQuotaAlterationResult]:
+        """AlterClientQuotas: per-entity results (controller/client_quotas.py)."""
         ...
 
     async def elect_leaders(
@@ -207,6 +216,11 @@ class LocalControllerClient:
         self, deletions: Sequence[tuple[str, int]], upsertions: Sequence[ScramUpsertion]
     ) -> list[ScramAlterResult]:
         return await self._controller.alter_user_scram_credentials(deletions, upsertions)
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False
+    ) -> list[ClientQuotaAlterationResult]:
+        return await self._controller.alter_client_quotas(alterations, validate_only)
 
     async def register_broker(
         self, node_id: int, host: str, port: int, rack: str | None = None, *, listener_name: str = "PLAINTEXT",

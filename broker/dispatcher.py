@@ -39,6 +39,7 @@ from protocol.primitives import DecodeError
 
 if TYPE_CHECKING:
     from broker.connection import Connection
+    from broker.quota.client_quotas import ClientQuotas
     from broker.request_channel import RequestChannel
     from broker.request_types import BrokerServices
 
@@ -169,6 +170,10 @@ class Dispatcher:
         self.trace = request_log.isEnabledFor(logging.DEBUG)
         self.tasks: set[asyncio.Task] = set()
         self.short_gil_switch = _ShortGilSwitch()
+        # Client quotas (broker/quota/client_quotas.py), installed by ``set_quotas`` only while
+        # some quota exists; without one the request path is exactly as if quotas did not exist.
+        self.quotas: ClientQuotas | None = None
+        self._plain_handlers = handlers
 
     def process(self, conn: Connection, slot: Any, frame: bytes | memoryview) -> None:
         # SASL listeners: the connection's authenticator sees every frame first (one attribute test
@@ -322,6 +327,29 @@ class Dispatcher:
             kafka_count.inc()
             kafka_time.observe(elapsed * 1000)
 
+    def set_quotas(self, quotas: ClientQuotas | None) -> None:
+        """Install client quotas (or remove them: None). While installed, every handler runs inside
+        the quotas' wrapper (request time, the fetch size bound) and ``respond`` is the throttling
+        one; without quotas neither costs anything, not even a test."""
+        self.quotas = quotas
+        if quotas is None:
+            self.handlers = self._plain_handlers
+            self.__dict__.pop("respond", None)
+        else:
+            self.handlers = quotas.wrap_handlers(self._plain_handlers)
+            self.respond = self._respond_with_quotas  # type: ignore[method-assign]
+
+    def _respond_with_quotas(self, request: Request, body: dict | None) -> None:
+        quotas = self.quotas
+        if quotas is None:  # removed while this request was in flight
+            Dispatcher.respond(self, request, body)
+            return
+        body, throttle_ms = quotas.on_response(request, body)
+        if throttle_ms:
+            # Muted first: the response's completion frames the next buffered request otherwise.
+            self._throttle(request.conn, throttle_ms)
+        Dispatcher.respond(self, request, body)
+
     def respond(self, request: Request, body: dict | None) -> None:
         self._record(request)
         if body is None:
@@ -339,6 +367,17 @@ class Dispatcher:
                               request.api_version, request.correlation_id,
                               (time.monotonic() - request.received_at) * 1000, body)
         self._send(request.conn, request.slot, chunks)
+
+    def _throttle(self, conn: Connection, ms: int) -> None:
+        """Mute ``conn`` for ``ms`` on its own loop, before the response is completed there (FIFO
+        callbacks), so no further request of this connection is read meanwhile."""
+        loop = conn.loop
+        if loop is None or conn.closed:
+            return
+        if self.channel is None or loop is self.channel.handler_loop:
+            conn.throttle(ms)
+        else:
+            loop.call_soon_threadsafe(conn.throttle, ms)
 
     def _unsupported_api_versions(self, conn: Connection, slot: Any, correlation_id: int) -> None:
         body = api_versions.unsupported_version_response(self.handlers)

@@ -1,7 +1,7 @@
 """Controller clients for cluster mode: forward a broker's controller calls to the active controller.
 
 Kafka's forwarding (KIP-590): any broker accepts CreateTopics, DeleteTopics, CreatePartitions,
-(Incremental)AlterConfigs, ElectLeaders and the reassignment APIs, and sends them on to the
+(Incremental)AlterConfigs, AlterClientQuotas, ElectLeaders and the reassignment APIs, and sends them on to the
 controller; the client cannot tell which node did the work. Here that seam is the
 ``ControllerClient`` protocol, so forwarding happens below the handlers:
 
@@ -42,6 +42,7 @@ from broker.controller_client import FORWARDING_CLIENT_ID_PREFIX, ControllerClie
 from broker.inter_broker_client import NodeClient, NodeUnavailableError
 from broker.security import acl_wire
 from controller.acls import AclCreateResult, AclDeleteResult
+from controller.client_quotas import ClientQuotaAlteration, ClientQuotaAlterationResult
 from controller.controller import Controller
 from controller.image import MetadataImage
 from controller.requests import (
@@ -89,6 +90,7 @@ CREATE_ACLS = (30, 3)
 DELETE_ACLS = (31, 3)
 CONTROLLED_SHUTDOWN = (7, 3)
 ALTER_PARTITION = (56, 3)
+ALTER_CLIENT_QUOTAS = (49, 1)
 
 TOPIC_CONFIG_SOURCE = 1  # DescribeConfigs ConfigSource.TOPIC_CONFIG: a topic's own override
 
@@ -291,6 +293,19 @@ class ForwardingControllerClient:
         response = await self._send(ALTER_USER_SCRAM_CREDENTIALS, body,
                                     lambda r: _all_items_not_controller(r["results"]))
         return [ScramAlterResult(r["user"], r["error_code"], r["error_message"]) for r in response["results"]]
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False
+    ) -> list[ClientQuotaAlterationResult]:
+        body = {"entries": [{"entity": [{"entity_type": t, "entity_name": n} for t, n in a.entity],
+                             "ops": [{"key": k, "value": 0.0 if v is None else v, "remove": v is None}
+                                     for k, v in a.ops]}
+                            for a in alterations],
+                "validate_only": validate_only}
+        response = await self._send(ALTER_CLIENT_QUOTAS, body, lambda r: _all_items_not_controller(r["entries"]))
+        return [ClientQuotaAlterationResult(tuple((e["entity_type"], e["entity_name"]) for e in r["entity"]),
+                                            r["error_code"], r["error_message"])
+                for r in response["entries"]]
 
     async def _alter(self, api: tuple[int, int], resources: list[dict[str, Any]],
                      validate_only: bool) -> list[AlterConfigsResult]:
@@ -514,6 +529,11 @@ class RoutingControllerClient:
         self, deletions: Sequence[tuple[str, int]], upsertions: Sequence[ScramUpsertion]
     ) -> list[ScramAlterResult]:
         return await self._route(lambda c: c.alter_user_scram_credentials(deletions, upsertions))
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[ClientQuotaAlteration], validate_only: bool = False
+    ) -> list[ClientQuotaAlterationResult]:
+        return await self._route(lambda c: c.alter_client_quotas(alterations, validate_only))
 
     async def elect_leaders(
         self, election_type: int, partitions: Sequence[tuple[str, int]] | None = None

@@ -22,9 +22,13 @@ Idle connections (no bytes received and no response pending for ``connections.ma
 are closed by a sweeper on each network loop, as Kafka's Selector does.
 
 Accepting (on the handler loop) applies the connection limits (broker/connection_quotas.py) and
-pauses a listener for two reasons, each with its own guaranteed resumption:
+pauses a listener for three reasons, each with its own guaranteed resumption:
 - ``max.connections`` reached: the accepted socket is held and the listener's reader removed until
   a connection closes (``ConnectionQuotas.dec`` wakes ``_retry_held`` under the quota lock);
+- ``max.connection.creation.rate`` (broker-wide or the listener's) exceeded (KIP-612): the accepted
+  socket is held and the listener's reader removed for the throttle time, then the socket is
+  admitted (broker/quota/connection_rates.py); a socket over its address's connection_creation_rate
+  is instead closed after its throttle time, unread;
 - accept failing for lack of resources (EMFILE, ENFILE, ENOBUFS, ENOMEM): the listener's reader is
   removed for ``ACCEPT_BACKOFF_SECONDS`` and re-added by a timer, and failures are logged at most
   once a second with their count. Without the pause a level-triggered reader re-enters ``accept``
@@ -46,6 +50,7 @@ from dataclasses import dataclass
 
 from broker.connection import Connection
 from broker.connection_quotas import Admit, ConnectionQuotas, normalize_ip
+from broker.quota.connection_rates import ConnectionRates
 from broker.request_channel import RequestChannel
 from broker.security.sasl.authenticator import SaslAuthenticator
 from broker.security.tls import ListenerTls
@@ -135,6 +140,7 @@ class SocketServer:
         max_connections_per_ip: int = INT_MAX,
         max_connections_per_ip_overrides: Mapping[str, int] | None = None,
         sasl_authenticators: Mapping[str, Callable[[], SaslAuthenticator]] | None = None,
+        connection_rates: ConnectionRates | None = None,
     ) -> None:
         self.handler_loop = handler_loop
         self.channel = channel
@@ -159,8 +165,14 @@ class SocketServer:
         self.accepting = False
         self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip,
                                        max_connections_per_ip_overrides or {}, self._slot_freed)
+        # KIP-612 connection creation rates (broker/quota/connection_rates.py).
+        self.rates = connection_rates or ConnectionRates(11, 1)
+        # Per listener, the accepted socket the acceptor waits with because of a creation rate.
+        self._rate_held: dict[str, tuple[socket.socket, str, asyncio.TimerHandle]] = {}
+        # Sockets over their address's connection_creation_rate, closed when their timer fires.
+        self._delayed_close: dict[socket.socket, asyncio.TimerHandle] = {}
         self._listen_by_name: dict[str, socket.socket] = {}
-        # Why each listener is not accepting right now ("max.connections", "backoff").
+        # Why each listener is not accepting right now ("max.connections", "connection.rate", "backoff").
         self._pauses: dict[str, set[str]] = {}
         # Per listener, the accepted socket waiting for a max.connections slot, with its address.
         self._held: dict[str, tuple[socket.socket, str]] = {}
@@ -280,9 +292,27 @@ class SocketServer:
 
     def _admit(self, client: socket.socket, ip: str, listener: str,
                handoff: dict[int, tuple[NetworkLoop, list[tuple[socket.socket, str]]]] | None,
-               admit: Admit | None = None) -> bool:
-        """Apply the connection limits to an accepted socket; False: stop accepting on ``listener``."""
+               admit: Admit | None = None, rate_checked: bool = False) -> bool:
+        """Apply the connection limits to an accepted socket; False: stop accepting on ``listener``.
+        ``admit`` given: the rates and the counts were already applied (a held socket's retry)."""
         if admit is None:
+            if not rate_checked:
+                delay = self.rates.record_connection(listener)
+                if delay:
+                    # KIP-612: Kafka's acceptor waits holding this connection; the rest wait in the
+                    # listen backlog. A timer, so every established connection keeps being served.
+                    log.debug("max.connection.creation.rate reached on %s: %s waits %d ms", listener, ip, delay)
+                    timer = self.handler_loop.call_later(delay / 1000.0, self._rate_wait_over, listener)
+                    self._rate_held[listener] = (client, ip, timer)
+                    self._pause(listener, "connection.rate")
+                    return False
+            delay = self.rates.ip_throttle(ip, listener)
+            if delay:
+                # Kafka's ConnectionThrottledException: closed after the throttle time, unread.
+                log.debug("Throttling connection from %s for %d ms (connection_creation_rate)", ip, delay)
+                self._delayed_close[client] = self.handler_loop.call_later(delay / 1000.0, self._close_delayed,
+                                                                           client)
+                return True
             admit = self.quotas.try_inc(ip)
         if admit is Admit.REJECTED:
             log.info("Rejected connection from %s, address already has the configured maximum of %d connections.",
@@ -317,6 +347,22 @@ class SocketServer:
         else:
             self._adopt(net, [(client, ip)], listener)
         return True
+
+    def _rate_wait_over(self, listener: str) -> None:
+        held = self._rate_held.pop(listener, None)
+        if held is None:
+            return
+        client, ip, _ = held
+        if not self.accepting:
+            _close_quietly(client)
+            return
+        self._admit(client, ip, listener, None, rate_checked=True)
+        # If it is now held for max.connections, that pause keeps the listener stopped.
+        self._resume(listener, "connection.rate")
+
+    def _close_delayed(self, client: socket.socket) -> None:
+        self._delayed_close.pop(client, None)
+        _close_quietly(client)
 
     def _slot_freed(self) -> None:
         """Called by the quotas on any thread once a slot frees while the acceptor waits for one."""
@@ -433,6 +479,14 @@ class SocketServer:
         for client, _ip in self._held.values():
             _close_quietly(client)
         self._held.clear()
+        for client, _ip, timer in self._rate_held.values():
+            timer.cancel()
+            _close_quietly(client)
+        self._rate_held.clear()
+        for client, timer in self._delayed_close.items():
+            timer.cancel()
+            _close_quietly(client)
+        self._delayed_close.clear()
 
     def connections(self) -> list[Connection]:
         return [c for net in self.network_loops for c in list(net.connections)]

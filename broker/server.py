@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from broker.metadata import BrokerMetadata
     from broker.metrics import BrokerMetrics
     from broker.producer_ids import ProducerIdSource
+    from broker.quota.client_quotas import ClientQuotas
+    from broker.quota.connection_rates import ConnectionRates
     from broker.replica.fetch_session import FetchSessionCache
     from broker.replica.replica_manager import ReplicaManager
     from broker.txn.coordinator import TransactionCoordinator
@@ -77,6 +79,7 @@ class Broker:
         self.io_pool = ThreadPoolExecutor(max_workers=config["num.io.threads"], thread_name_prefix="odradek-io")
         self.socket_server: SocketServer | None = None
         self.dispatcher: Dispatcher | None = None
+        self.client_quotas: ClientQuotas | None = None
         # The controller in this process (life cycle only); handlers reach it through controller_client.
         self.embedded_controller: EmbeddedController | None = None
         # Cluster mode (metadata.store=etcd://...): this node's cluster parts; None on one node.
@@ -156,6 +159,7 @@ class Broker:
         channel = RequestChannel(self.loop, self.config["queued.max.requests"], self._process,
                                  max_queued_bytes=self.config["queued.max.request.bytes"])
         self.dispatcher = Dispatcher(self, self.handlers, channel)
+        self._start_client_quotas(self.dispatcher)
         from broker.security import tls
 
         endpoints = [Endpoint(lst.name, lst.host, lst.port,
@@ -181,6 +185,7 @@ class Broker:
             max_connections_per_ip_overrides=limits[2],
             sasl_authenticators=sasl_authenticators(self.config, lambda: self.metadata.image,
                                                     self.config["socket.request.max.bytes"]),
+            connection_rates=self._connection_rates(),
         )
         self._applied_overrides = limits[2]
         # max.connections and the per-IP limits are dynamic broker configs (Kafka's
@@ -246,7 +251,39 @@ class Broker:
             overrides = parse_ip_overrides(self.config["max.connections.per.ip.overrides"])
         return cfg["max.connections"], cfg["max.connections.per.ip"], overrides
 
+    def _start_client_quotas(self, dispatcher: Dispatcher) -> None:
+        """Client quotas from the metadata image (broker/quota): the dispatcher holds them only
+        while one exists, so without quotas the request path pays nothing for them."""
+        from broker.quota.client_quotas import ClientQuotas
+
+        quotas = self.client_quotas = ClientQuotas(self.config["quota.window.num"],
+                                                   self.config["quota.window.size.seconds"])
+        quotas.on_active = lambda active: dispatcher.set_quotas(quotas if active else None)
+        quotas.update(self.metadata.image.client_quotas)
+
+    def _connection_rates(self) -> ConnectionRates:
+        """KIP-612 connection creation rates: broker-wide (dynamic), per listener, per ip quota."""
+        from broker.quota.connection_rates import ConnectionRates, listener_rates
+
+        rates = ConnectionRates(self.config["quota.window.num"], self.config["quota.window.size.seconds"],
+                                self._effective("max.connection.creation.rate"),
+                                listener_rates(self.config.originals, [lst.name for lst in self.config.listeners]))
+        rates.set_ip_quotas(self.metadata.image.client_quotas)
+        return rates
+
+    def _effective(self, key: str) -> Any:
+        from broker.topic_config_view import config_layers, effective_broker_config
+
+        return effective_broker_config(
+            self.config, config_layers(self.config, self.metadata.image.broker_configs, self.node_id))[key]
+
     def _on_metadata_delta(self, delta: Any) -> None:
+        if delta.client_quotas_changed and self.client_quotas is not None:
+            self.client_quotas.update(self.metadata.image.client_quotas)
+            if self.socket_server is not None:
+                self.socket_server.rates.set_ip_quotas(self.metadata.image.client_quotas)
+        if delta.changed_broker_configs and self.socket_server is not None:
+            self.socket_server.rates.set_broker_limit(self._effective("max.connection.creation.rate"))
         if delta.changed_broker_configs and self.socket_server is not None:
             limits = self._connection_limits()
             quotas = self.socket_server.quotas
@@ -292,6 +329,10 @@ class Broker:
             metrics.gauge("odradek_log_directory_offline", "1 if the log directory is offline, else 0",
                           functools.partial(_is_offline, lm, d), labels={"log_directory": str(d)})
         self._kafka_gauges(metrics)
+        if self.client_quotas is not None:
+            from broker.quota.metrics import QuotaMetrics
+
+            metrics.registry.register(QuotaMetrics(self.client_quotas, server.rates))
         self.metrics_port = metrics.serve(self.config["odradek.metrics.host"], self.config["odradek.metrics.port"])
         self.metrics = metrics
         rm.metrics = metrics

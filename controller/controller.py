@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller import acls, elections, reassignments, scram_credentials
+from controller import acls, client_quotas, elections, reassignments, scram_credentials
 from controller.image import MetadataDelta, MetadataImage, PartitionState, TopicImage, apply
 from controller.lease import Lease, LeaseLostError, LeaseStore
 from controller.log_store import LocalMetadataLogStore, MetadataLogStore
@@ -1072,6 +1072,17 @@ class Controller:
             await self._check_active()
             records, results = scram_credentials.alter(self._image.scram_credentials, deletions, upsertions)
             if records:
+                await self._commit(records)
+            return results
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[client_quotas.ClientQuotaAlteration], validate_only: bool = False
+    ) -> list[client_quotas.ClientQuotaAlterationResult]:
+        """AlterClientQuotas (controller/client_quotas.py): one batch of ClientQuotaRecords."""
+        async with self._write_lock:
+            await self._check_active()
+            records, results = client_quotas.alter_client_quotas(self._image, alterations)
+            if records and not validate_only:
                 await self._commit(records)
             return results
 

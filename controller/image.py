@@ -17,6 +17,8 @@ Rules (Kafka's, from MetadataDelta / TopicsDelta / PartitionRegistration.merge):
    (resource name "" = cluster default).
 5. AccessControlEntryRecord adds an ACL under its id, RemoveAccessControlEntryRecord drops it
    (``delta.acls_changed``).
+6. ClientQuotaRecord sets or removes one quota key of an entity in ``client_quotas`` (an entity
+   left without keys is dropped), as Kafka's ClientQuotaImage.
 
 ``apply`` returns a ``MetadataDelta`` describing what the record changed, so subscribers (the broker's
 log manager) can create or delete local logs and reload configs without diffing images.
@@ -37,6 +39,7 @@ from controller.records import (
     LEADER_NO_CHANGE,
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     LeaderChangeRecord,
@@ -125,6 +128,7 @@ class MetadataDelta:
     changed_brokers: set[int] = field(default_factory=set)
     controller_changed: bool = False
     acls_changed: bool = False
+    client_quotas_changed: bool = False
 
     def merge(self, other: MetadataDelta) -> None:
         self.records.extend(other.records)
@@ -136,6 +140,7 @@ class MetadataDelta:
         self.changed_brokers |= other.changed_brokers
         self.controller_changed |= other.controller_changed
         self.acls_changed |= other.acls_changed
+        self.client_quotas_changed |= other.client_quotas_changed
 
     def is_empty(self) -> bool:
         return not self.records
@@ -154,6 +159,8 @@ class MetadataImage:
     acls: dict[uuid.UUID, AccessControlEntryRecord] = field(default_factory=dict)
     # SCRAM credentials by (user name, mechanism type): SASL/SCRAM on every broker reads them here.
     scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] = field(default_factory=dict)
+    # Client quotas: entity (sorted (type, name-or-None) pairs) -> key -> value.
+    client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = field(default_factory=dict)
     # Offset of the last applied record (-1: nothing applied).
     offset: int = -1
 
@@ -253,6 +260,17 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
                 target.pop(key, None)
             else:
                 target[key] = value
+        case ClientQuotaRecord(entity=entity, key=key, value=value, remove=remove):
+            entity = tuple(sorted(entity, key=lambda pair: pair[0]))
+            if remove:
+                values = image.client_quotas.get(entity)
+                if values is not None:
+                    values.pop(key, None)
+                    if not values:
+                        del image.client_quotas[entity]
+            else:
+                image.client_quotas.setdefault(entity, {})[key] = value
+            delta.client_quotas_changed = True
         case RegisterBrokerRecord():
             image.brokers[record.broker_id] = BrokerRegistration(
                 node_id=record.broker_id,

@@ -177,6 +177,17 @@ class RemoveUserScramCredentialRecord:
     mechanism: int
 
 
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """One quota key of one entity (Kafka's ClientQuotaRecord): ``entity`` is (type, name) pairs,
+    type "user" / "client-id" / "ip", name None for the type's default; ``remove`` deletes the key."""
+
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
 MetadataRecord = (
     LeaderChangeRecord
     | RegisterBrokerRecord
@@ -191,6 +202,7 @@ MetadataRecord = (
     | RemoveAccessControlEntryRecord
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
+    | ClientQuotaRecord
 )
 
 RECORD_TYPES: dict[str, type] = {
@@ -209,6 +221,7 @@ RECORD_TYPES: dict[str, type] = {
         RemoveAccessControlEntryRecord,
         UserScramCredentialRecord,
         RemoveUserScramCredentialRecord,
+        ClientQuotaRecord,
     )
 }
 
@@ -254,6 +267,8 @@ def record_from_dict(data: dict[str, Any]) -> MetadataRecord:
             value = base64.b64decode(value)
         elif key in _INT_LIST_FIELDS and value is not None:
             value = tuple(value)
+        elif key == "entity":
+            value = tuple((str(etype), None if name is None else str(name)) for etype, name in value)
         elif key == "endpoints" and value is not None:
             value = tuple((str(name), str(host), int(port)) for name, host, port in value)
         kwargs[key] = value

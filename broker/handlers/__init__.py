@@ -17,6 +17,8 @@ HANDLER_MODULES = (
     "describe_configs",
     "alter_configs",
     "incremental_alter_configs",
+    "describe_client_quotas",
+    "alter_client_quotas",
     "elect_leaders",
     "alter_partition_reassignments",
     "list_partition_reassignments",

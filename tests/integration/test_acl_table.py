@@ -273,6 +273,14 @@ CASES: list[Case] = [
         {"name": "u-scram", "mechanism": 1, "iterations": 4096, "salt": b"s" * 16, "salted_password": b"p" * 32}]},
         lambda r: r["results"][0]["error_code"] == CLUSTER_AUTH, [],
         lambda r: r["results"][0]["error_code"] == 0),  # ALTER above
+    Case("DescribeClientQuotas", 48, 1, lambda c: {"components": [], "strict": False},
+         lambda r: r["error_code"] == CLUSTER_AUTH, [], lambda r: r["error_code"] == 0),  # DESCRIBE_CONFIGS above
+    Case("AlterClientQuotas", 49, 1, lambda c: {"entries": [{"entity": [{"entity_type": "user", "entity_name":
+                                                                         "u-quota"}],
+                                                             "ops": [{"key": "producer_byte_rate", "value": 1048576.0,
+                                                                      "remove": False}]}], "validate_only": False},
+         lambda r: r["entries"][0]["error_code"] == CLUSTER_AUTH, [],
+         lambda r: r["entries"][0]["error_code"] == 0),  # ALTER_CONFIGS above
     Case("DescribeAcls", 29, 3, lambda c: {"resource_type_filter": 1, "pattern_type_filter": 1, "operation": 1,
                                            "permission_type": 1, "resource_name_filter": None,
                                            "principal_filter": None, "host_filter": None},
@@ -363,6 +371,8 @@ def nothing_changed(c: WireClient) -> None:
     assert committed(c, "g-del", "t-of") == 1 and committed(c, "g-od", "t-od") == 1  # DeleteGroups, OffsetDelete
     assert topic_config(c, "t-alt", "retention.ms") is None and topic_config(c, "t-inc", "retention.ms") is None
     assert c.request(65, 0, {"transactional_ids": ["tx-1"]})["transaction_states"][0]["error_code"] == 105
+    quotas = c.request(48, 1, {"components": [], "strict": False})
+    assert quotas["error_code"] == 0 and quotas["entries"] == []  # AlterClientQuotas refused
     scram = c.request(50, 0, {"users": [{"name": "u-scram"}]})
     assert scram["results"][0]["error_code"] == 91  # RESOURCE_NOT_FOUND: AlterUserScramCredentials refused
     acls = c.request(29, 3, {"resource_type_filter": 1, "pattern_type_filter": 1, "operation": 1,

@@ -24,6 +24,7 @@ from broker.controller_client import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsResource,
+    ClientQuotaAlteration,
     CreatableTopic,
     CreatePartitionsTopic,
     ElectionType,
@@ -154,6 +155,15 @@ async def test_forwarded_results_equal_the_local_controllers(broker: BrokerProce
         deleted = await _both(local, remote, lambda c: c.delete_topics(["fwd-a", "fwd-missing"], [uuid.uuid4()]))
         assert sorted(r.error_code for r in deleted) == sorted([ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                                 ErrorCode.UNKNOWN_TOPIC_ID])
+
+        quotas = await _both(local, remote, lambda c: c.alter_client_quotas([
+            ClientQuotaAlteration((("client-id", "fwd"),), (("producer_byte_rate", 1024.0), ("nope", None))),
+            ClientQuotaAlteration((("ip", "1.2.3.4"), ("user", "u")), (("connection_creation_rate", 1.0),)),
+            ClientQuotaAlteration((("user", None),), (("nope", 1.0),)),
+        ]))
+        assert [(r.error_code, r.error_message) for r in quotas] == [
+            (ErrorCode.NONE, None), (ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity"),
+            (ErrorCode.INVALID_REQUEST, "Invalid configuration key nope")]
     finally:
         await remote.close()
         await controller.stop()

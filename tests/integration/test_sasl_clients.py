@@ -298,8 +298,6 @@ def test_java_client_reauthenticates_within_connections_max_reauth_ms(tmp_path: 
         b.process.kill()
 
 
-@pytest.mark.xfail(strict=True, reason="kafka-configs --describe --entity-type users calls DescribeClientQuotas (48) "
-                                       "before DescribeUserScramCredentials; the quota work (branch quota) brings 48")
 def test_kafka_configs_describes_scram_users(sasl_broker: SaslBroker, tmp_path: Path) -> None:
     require_toolchain()
     sasl_broker.add_scram_user("grace", "grace-secret", "SCRAM-SHA-256", iterations=8192)
