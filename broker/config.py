@@ -37,10 +37,11 @@ Rules, as in Kafka's ``ConfigDef``/``KafkaConfig``:
   :func:`load_config` loads their key material, so bad material stops start-up naming the key.
 - SASL keys Odradek implements (``broker.security.sasl.keys``) are checked by
   ``broker.security.sasl.settings`` (a SASL listener needing GSSAPI stops start-up).
-- Security not implemented yet: any other security setting (``authorizer.class.name``,
-  ``super.users``, ``allow.everyone.if.no.acl.found``, other ``sasl.*`` and per-listener sasl keys)
-  set to a non-empty value is a ConfigError
-  naming every such key (:func:`check_no_security`): a broker asked to be secured never starts open.
+- Authorization is Kafka's: ``authorizer.class.name`` (empty, or StandardAuthorizer), ``super.users``,
+  ``allow.everyone.if.no.acl.found`` (broker/security/authorizer.py).
+- Security not implemented yet: any other security setting (other ``sasl.*`` and per-listener sasl
+  keys, ``principal.builder.class``) set to a non-empty value is a ConfigError naming every such key
+  (:func:`check_no_security`): a broker asked to be secured never starts open.
 
 A :class:`BrokerConfig` is immutable once built, so any thread or loop may read it; dynamic updates
 (:meth:`BrokerConfig.with_dynamic`) return a new object which the owner of the running config (the
@@ -354,6 +355,8 @@ _DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 + 12  # 1 MiB + LOG_OVERHEAD (offset + 
 _COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 # The one replica.selector.class offered (KIP-392; broker/replica/replica_selector.py), Kafka's name.
 RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+# The one authorizer offered (Kafka's KRaft authorizer; broker/security/authorizer.py).
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
 def _d(name: str, type_: ConfigType, default: Any, validator: Validator | None = None,
@@ -634,6 +637,14 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("replica.fetch.backoff.ms", _I, 1000, _at_least(0), _M, "Sleep after a replica fetch error."),
     _d("replica.fetch.response.max.bytes", _I, 10 * 1024 * 1024, _at_least(0), _M,
        "Bytes in a whole replica fetch response."),
+    # --- authorization (broker/security/authorizer.py, docs/security-acls.md) ----------------------
+    _d("authorizer.class.name", _ST, "", ValidString(("", STANDARD_AUTHORIZER)), _L,
+       "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer checks every request "
+       "against the ACLs stored by the controller; empty = no authorizer, every request allowed."),
+    _d("super.users", _ST, "", None, _L,
+       "Principals (User:name) separated by semicolons that the authorizer allows everything."),
+    _d("allow.everyone.if.no.acl.found", _B, False, None, _L,
+       "Whether the authorizer allows an operation on a resource that no ACL applies to."),
     _d("replica.selector.class", _ST, None, ValidString((RACK_AWARE_REPLICA_SELECTOR,)), _M,
        "KIP-392: how a partition leader picks the replica a consumer (Fetch v11+, client.rack) reads "
        "from. Unset: the leader. org.apache.kafka.common.replica.RackAwareReplicaSelector: a replica "
@@ -872,9 +883,6 @@ def _check_distinct_ports(listeners: list[Listener], raw: str, key: str) -> None
 # yet; ignoring them (as an unknown key is ignored) would hand whoever asked for a secured broker
 # an open one, so any of them set to a non-empty value stops start-up.
 SECURITY_KEYS: frozenset[str] = frozenset({
-    "authorizer.class.name",
-    "super.users",
-    "allow.everyone.if.no.acl.found",
     "principal.builder.class",
 })
 SECURITY_PREFIXES: tuple[str, ...] = ("sasl.",)
@@ -923,9 +931,9 @@ def check_no_security(originals: Mapping[str, str]) -> None:
     found = security_settings(originals)
     if found:
         raise ConfigError(
-            "Security (SSL/TLS, SASL authentication, ACL authorization) is not implemented yet in Odradek; "
-            "refusing to start, because these settings ask for it and the broker would otherwise run "
-            f"unsecured: {', '.join(found)}. Remove them to run a broker without security."
+            "These security settings are not implemented yet in Odradek (GSSAPI/Kerberos SASL, a custom "
+            "principal builder); refusing to start rather than run less secured than asked: "
+            f"{', '.join(found)}. Remove them to start."
         )
 
 

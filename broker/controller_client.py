@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from controller.acls import AclCreateResult, AclDeleteResult
 from controller.client_quotas import ClientQuotaAlteration, ClientQuotaAlterationResult
 from controller.controller import MAX_PARTITIONS_PER_BATCH, Controller
 from controller.requests import (
@@ -45,8 +46,11 @@ from controller.requests import (
 )
 from controller.scram_credentials import ScramAlterResult, ScramUpsertion
 from controller.topic_names import invalid_topic_reason
+from protocol.acl_types import AclBinding, AclBindingFilter
 
 __all__ = [
+    "AclCreateResult",
+    "AclDeleteResult",
     "MAX_PARTITIONS_PER_BATCH",
     "AlterConfigOp",
     "AlterConfigsResource",
@@ -154,6 +158,14 @@ class ControllerClient(Protocol):
         broker epoch."""
         ...
 
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[AclCreateResult]:
+        """CreateAcls: one result per binding (INVALID_REQUEST for a binding Kafka refuses)."""
+        ...
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]:
+        """DeleteAcls: per filter, the ACLs it removed."""
+        ...
+
     async def alter_partition(
         self, topic_id: uuid.UUID, partition: int, leader_id: int, leader_epoch: int, partition_epoch: int,
         new_isr: Sequence[int], broker_epochs: Mapping[int, int] | None = None,
@@ -241,3 +253,9 @@ class LocalControllerClient:
     ) -> AlterPartitionResult:
         return await self._controller.alter_partition(topic_id, partition, leader_id, leader_epoch,
                                                       partition_epoch, new_isr, broker_epochs)
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[AclCreateResult]:
+        return await self._controller.create_acls(bindings)
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]:
+        return await self._controller.delete_acls(filters)

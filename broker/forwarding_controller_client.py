@@ -18,10 +18,12 @@ controller; the client cannot tell which node did the work. Here that seam is th
   (the lease was just lost, or is being taken), it waits and retries.
 
 Differences from Kafka: Kafka wraps the client's request in an EnvelopeRequest (API 58) so the
-controller sees the original principal and request; Odradek has no authorisation, so it re-sends the
-decoded call as a plain request from this broker, marked by its client id
+controller sees the original principal and request; Odradek authorizes the client on the broker that
+received the request and re-sends the decoded call as a plain request from this broker, marked by its client id
 (``FORWARDING_CLIENT_ID_PREFIX``) so the controller node's handlers skip the broker-side
-preprocessing done here (a BROKER config resource names this node, not the controller's). Broker
+preprocessing done here (a BROKER config resource names this node, not the controller's); with an
+authorizer the controller node checks CLUSTER_ACTION for such a request (what Kafka checks on an
+Envelope), so the brokers' principal must be a super user or hold CLUSTER_ACTION. Broker
 registration is not forwarded: in cluster mode brokers register through etcd (``register_broker``
 works only where the controller is local).
 
@@ -38,6 +40,8 @@ from typing import Any, TypeVar
 
 from broker.controller_client import FORWARDING_CLIENT_ID_PREFIX, ControllerClient, LocalControllerClient
 from broker.inter_broker_client import NodeClient, NodeUnavailableError
+from broker.security import acl_wire
+from controller.acls import AclCreateResult, AclDeleteResult
 from controller.client_quotas import ClientQuotaAlteration, ClientQuotaAlterationResult
 from controller.controller import Controller
 from controller.image import MetadataImage
@@ -58,6 +62,7 @@ from controller.requests import (
     ReassignmentTarget,
 )
 from controller.scram_credentials import ScramAlterResult, ScramUpsertion
+from protocol.acl_types import AclBinding, AclBindingFilter
 from protocol.errors import ErrorCode, KafkaApiError
 
 log = logging.getLogger(__name__)
@@ -81,6 +86,8 @@ ALTER_USER_SCRAM_CREDENTIALS = (51, 0)
 ELECT_LEADERS = (43, 2)
 ALTER_PARTITION_REASSIGNMENTS = (45, 0)
 LIST_PARTITION_REASSIGNMENTS = (46, 0)
+CREATE_ACLS = (30, 3)
+DELETE_ACLS = (31, 3)
 CONTROLLED_SHUTDOWN = (7, 3)
 ALTER_PARTITION = (56, 3)
 ALTER_CLIENT_QUOTAS = (49, 1)
@@ -402,6 +409,18 @@ class ForwardingControllerClient:
                                                 p["partition_epoch"], tuple(p["isr"]))
         return AlterPartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[AclCreateResult]:
+        body = {"creations": [acl_wire.creation_of(b) for b in bindings]}
+        response = await self._send(CREATE_ACLS, body, lambda r: _all_items_not_controller(r["results"]))
+        return [AclCreateResult(r["error_code"], r["error_message"]) for r in response["results"]]
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]:
+        body = {"filters": [acl_wire.filter_to_wire(f) for f in filters]}
+        response = await self._send(DELETE_ACLS, body, lambda r: _all_items_not_controller(r["filter_results"]))
+        return [AclDeleteResult(r["error_code"], r["error_message"],
+                                tuple(acl_wire.binding_from_matching_acl(m) for m in r["matching_acls"]))
+                for r in response["filter_results"]]
+
     async def register_broker(
         self, node_id: int, host: str, port: int, rack: str | None = None, *, listener_name: str = "PLAINTEXT",
         endpoints: Sequence[tuple[str, str, int]] = (),
@@ -540,6 +559,12 @@ class RoutingControllerClient:
     ) -> AlterPartitionResult:
         return await self._route(lambda c: c.alter_partition(topic_id, partition, leader_id, leader_epoch,
                                                              partition_epoch, new_isr, broker_epochs))
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[AclCreateResult]:
+        return await self._route(lambda c: c.create_acls(bindings))
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]:
+        return await self._route(lambda c: c.delete_acls(filters))
 
     async def register_broker(
         self, node_id: int, host: str, port: int, rack: str | None = None, *, listener_name: str = "PLAINTEXT",

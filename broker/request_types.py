@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from broker.producer_ids import ProducerIdSource
     from broker.replica.fetch_session import FetchSessionCache
     from broker.replica.replica_manager import ReplicaManager
+    from broker.security.authorizer import StandardAuthorizer
     from broker.txn.coordinator import TransactionCoordinator
 
 # A request or response body: the codec's dict in the newest shape of the message
@@ -88,6 +89,11 @@ class BrokerServices(Protocol):
     @property
     def metrics(self) -> BrokerMetrics | None:
         """None when odradek.metrics.port is negative."""
+        ...
+
+    @property
+    def authorizer(self) -> StandardAuthorizer | None:
+        """None without ``authorizer.class.name`` (every request allowed); see broker/security/authz.py."""
         ...
 
     @property

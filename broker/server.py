@@ -72,6 +72,9 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.handlers = all_handlers()
+        from broker.security.authz import build_authorizer
+
+        self.authorizer = build_authorizer(config)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.io_pool = ThreadPoolExecutor(max_workers=config["num.io.threads"], thread_name_prefix="odradek-io")
         self.socket_server: SocketServer | None = None
@@ -128,6 +131,8 @@ class Broker:
             self.producer_ids = ProducerIdManager(self.metadata.metadata_dir)
         else:
             await self._join_cluster()
+        if self.authorizer is not None:
+            self._follow_acls(self.authorizer)
         self.replica_manager = ReplicaManager(self.config, self.metadata, self.timer, self.io_pool, self.fail,
                                               lambda: self.stopping)
         self.replica_manager.alter_partition = self.controller_client.alter_partition  # ISR changes (KIP-497)
@@ -221,6 +226,18 @@ class Broker:
         self.controller_client = self.cluster.controller_client()
         assert self.cluster.keys is not None
         self.producer_ids = EtcdProducerIdManager(self.cluster.etcd, self.cluster.keys)
+
+    def _follow_acls(self, authorizer: Any) -> None:
+        """The authorizer holds the image's ACLs: loaded now, reloaded by each delta that changes them."""
+        from broker.security.authz import load_acls
+
+        load_acls(authorizer, self.metadata.image)
+
+        def on_delta(delta: Any) -> None:
+            if delta.acls_changed:
+                load_acls(authorizer, self.metadata.image)
+
+        self.metadata.subscribe(on_delta)
 
     def _connection_limits(self) -> tuple[int, int, dict[str, int]]:
         """max.connections, max.connections.per.ip and its overrides, dynamic values applied."""

@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller import client_quotas, elections, reassignments, scram_credentials
+from controller import acls, client_quotas, elections, reassignments, scram_credentials
 from controller.image import MetadataDelta, MetadataImage, PartitionState, TopicImage, apply
 from controller.lease import Lease, LeaseLostError, LeaseStore
 from controller.log_store import LocalMetadataLogStore, MetadataLogStore
@@ -90,6 +90,7 @@ from controller.topic_names import (
     is_internal,
     unify_collision_chars,
 )
+from protocol.acl_types import AclBinding, AclBindingFilter
 from protocol.errors import ErrorCode, KafkaApiError
 from storage.clock import now_ms
 
@@ -588,6 +589,25 @@ class Controller:
             return None
         return reassignments.maybe_complete(self._image, topic, p, None if isr is None else tuple(isr),
                                             self._unclean_default())
+
+    # ----------------------------------------------------------------------------------------
+    # ACLs (CreateAcls / DeleteAcls; the logic is controller.acls)
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[acls.AclCreateResult]:
+        async with self._write_lock:
+            await self._check_active()
+            results, records = acls.create_acl_records(self._image.acls, bindings)
+            if records:
+                await self._commit(records)
+            return results
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[acls.AclDeleteResult]:
+        async with self._write_lock:
+            await self._check_active()
+            results, records = acls.delete_acl_records(self._image.acls, filters)
+            if records:
+                await self._commit(records)
+            return results
 
     # ----------------------------------------------------------------------------------------
     # AlterPartition (KIP-497): a leader's ISR change

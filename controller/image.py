@@ -15,7 +15,9 @@ Rules (Kafka's, from MetadataDelta / TopicsDelta / PartitionRegistration.merge):
 5. ConfigRecord sets (value) or deletes (``None``) one key of a topic or broker resource; topic
    config overrides live on ``TopicImage.configs``, broker ones in ``MetadataImage.broker_configs``
    (resource name "" = cluster default).
-5. ClientQuotaRecord sets or removes one quota key of an entity in ``client_quotas`` (an entity
+5. AccessControlEntryRecord adds an ACL under its id, RemoveAccessControlEntryRecord drops it
+   (``delta.acls_changed``).
+6. ClientQuotaRecord sets or removes one quota key of an entity in ``client_quotas`` (an entity
    left without keys is dropped), as Kafka's ClientQuotaImage.
 
 ``apply`` returns a ``MetadataDelta`` describing what the record changed, so subscribers (the broker's
@@ -35,6 +37,7 @@ from dataclasses import dataclass, field, replace
 
 from controller.records import (
     LEADER_NO_CHANGE,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
@@ -44,6 +47,7 @@ from controller.records import (
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -123,6 +127,7 @@ class MetadataDelta:
     changed_broker_configs: set[str] = field(default_factory=set)
     changed_brokers: set[int] = field(default_factory=set)
     controller_changed: bool = False
+    acls_changed: bool = False
     client_quotas_changed: bool = False
 
     def merge(self, other: MetadataDelta) -> None:
@@ -134,6 +139,7 @@ class MetadataDelta:
         self.changed_broker_configs |= other.changed_broker_configs
         self.changed_brokers |= other.changed_brokers
         self.controller_changed |= other.controller_changed
+        self.acls_changed |= other.acls_changed
         self.client_quotas_changed |= other.client_quotas_changed
 
     def is_empty(self) -> bool:
@@ -149,6 +155,8 @@ class MetadataImage:
     topics: dict[str, TopicImage] = field(default_factory=dict)
     topics_by_id: dict[uuid.UUID, TopicImage] = field(default_factory=dict)
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Every ACL by its id (AccessControlEntryRecord); the broker's authorizer indexes them.
+    acls: dict[uuid.UUID, AccessControlEntryRecord] = field(default_factory=dict)
     # SCRAM credentials by (user name, mechanism type): SASL/SCRAM on every broker reads them here.
     scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] = field(default_factory=dict)
     # Client quotas: entity (sorted (type, name-or-None) pairs) -> key -> value.
@@ -288,6 +296,13 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
                 raise MetadataApplyError(f"registration change for unknown broker {broker_id}/{broker_epoch}")
             image.brokers[broker_id] = replace(current, fenced=fenced)
             delta.changed_brokers.add(broker_id)
+        case AccessControlEntryRecord():
+            image.acls[record.id] = record
+            delta.acls_changed = True
+        case RemoveAccessControlEntryRecord(id=acl_id):
+            if image.acls.pop(acl_id, None) is None:
+                raise MetadataApplyError(f"RemoveAccessControlEntryRecord for unknown ACL {acl_id}")
+            delta.acls_changed = True
         case UserScramCredentialRecord(name=name, mechanism=mechanism):
             image.scram_credentials[(name, mechanism)] = record
         case RemoveUserScramCredentialRecord(name=name, mechanism=mechanism):

@@ -18,6 +18,8 @@ Special values kept from Kafka:
   ``offline_replicas`` of ``None`` mean "unchanged" (older logs lack the last three: unchanged, as
   Kafka's version 0 record).
 - ``ConfigRecord.value`` of ``None`` deletes the key.
+- ``AccessControlEntryRecord.id`` names one ACL; ``RemoveAccessControlEntryRecord`` removes it
+  (``controller.acls`` builds both).
 
 Pure data: safe to use from any thread.
 """
@@ -136,6 +138,25 @@ class ConfigRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    """One ACL (Kafka's AccessControlEntryRecord); codes as in ``protocol.acl_types``."""
+
+    id: uuid.UUID
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
 class UserScramCredentialRecord:
     """Kafka's UserScramCredentialRecord: one user's SCRAM credential for one mechanism (1 =
     SCRAM-SHA-256, 2 = SCRAM-SHA-512), derived from the password by the client and the controller
@@ -177,6 +198,8 @@ MetadataRecord = (
     | PartitionChangeRecord
     | RemoveTopicRecord
     | ConfigRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
     | ClientQuotaRecord
@@ -194,13 +217,15 @@ RECORD_TYPES: dict[str, type] = {
         PartitionChangeRecord,
         RemoveTopicRecord,
         ConfigRecord,
+        AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord,
         UserScramCredentialRecord,
         RemoveUserScramCredentialRecord,
         ClientQuotaRecord,
     )
 }
 
-_UUID_FIELDS = frozenset({"topic_id", "incarnation_id"})
+_UUID_FIELDS = frozenset({"topic_id", "incarnation_id", "id"})
 _BYTES_FIELDS = frozenset({"salt", "stored_key", "server_key"})
 _INT_LIST_FIELDS = frozenset({"replicas", "isr", "removing_replicas", "adding_replicas", "offline_replicas"})
 _FIELD_NAMES: dict[type, frozenset[str]] = {

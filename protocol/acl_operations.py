@@ -3,9 +3,10 @@ ConsumerGroupDescribe report them (KIP-430).
 
 Each bit is an AclOperation code (Kafka's org.apache.kafka.common.acl.AclOperation): READ 3,
 WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
-ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12. Odradek has no authorizer, so, like Kafka without one, it
-reports every operation the resource type supports (AclEntry.supportedOperations) when the client
-asks, and Integer.MIN_VALUE when it does not.
+ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12. Without an authorizer, like Kafka, Odradek reports every
+operation the resource type supports (AclEntry.supportedOperations, the constants below) when the
+client asks, and Integer.MIN_VALUE when it does not; with one, the principal's operations
+(broker/security/authz.py).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ Kafka 3.9.1's CLI entry points (what Kafka's bin/kafka-*.sh run; found in .cache
     kafka-console-consumer  org.apache.kafka.tools.consumer.ConsoleConsumer
     kafka-consumer-groups   org.apache.kafka.tools.consumer.group.ConsumerGroupCommand
     kafka-configs           kafka.admin.ConfigCommand                (still Scala in 3.9)
+    kafka-acls              kafka.admin.AclCommand                   (still Scala in 3.9)
     kafka-get-offsets       org.apache.kafka.tools.GetOffsetShell
     kafka-delete-records    org.apache.kafka.tools.DeleteRecordsCommand
     kafka-producer-perf-test  org.apache.kafka.tools.ProducerPerformance
@@ -34,6 +35,7 @@ TOOLS: dict[str, str] = {
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-acls": "kafka.admin.AclCommand",
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
     "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",

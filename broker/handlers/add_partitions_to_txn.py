@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from broker.handlers.txn_common import fenced_error, from_broker, txn_coordinator_of
 from broker.request_types import ApiRequest
+from broker.security import authz
 from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 24
@@ -61,6 +62,11 @@ async def _handle_batched(request: ApiRequest) -> dict:
 
 
 async def handle(request: ApiRequest) -> dict:
+    if request.api_version < 4 and not authz.allowed(request, authz.WRITE, authz.TRANSACTIONAL_ID,
+                                                     request.body["v3_and_below_transactional_id"]):
+        raise KafkaApiError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if request.api_version >= 4 and not authz.cluster_allowed(request, authz.CLUSTER_ACTION):
+        raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if request.api_version >= 4:
         return await _handle_batched(request)
     body = request.body
@@ -69,11 +75,16 @@ async def handle(request: ApiRequest) -> dict:
     if coordinator is None:
         return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     image = request.broker.metadata.image
-    unknown = {(t["name"], p) for t in topics for p in t["partitions"]
-               if image.partition(t["name"], p) is None}
-    if unknown:
-        codes = {(t["name"], p): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (t["name"], p) in unknown
-                                  else ErrorCode.OPERATION_NOT_ATTEMPTED) for t in topics for p in t["partitions"]}
+    # Kafka: WRITE on each topic; any unauthorized (TOPIC_AUTHORIZATION_FAILED) or unknown
+    # (UNKNOWN_TOPIC_OR_PARTITION) partition fails the request, the others OPERATION_NOT_ATTEMPTED.
+    writable = set(authz.filter_allowed(request, authz.WRITE, authz.TOPIC, {t["name"] for t in topics}))
+    failed = {(t["name"], p): ErrorCode.TOPIC_AUTHORIZATION_FAILED if t["name"] not in writable
+              else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+              for t in topics for p in t["partitions"]
+              if t["name"] not in writable or image.partition(t["name"], p) is None}
+    if failed:
+        codes = {(t["name"], p): failed.get((t["name"], p), ErrorCode.OPERATION_NOT_ATTEMPTED)
+                 for t in topics for p in t["partitions"]}
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _results(topics, codes)}
     partitions: dict[str, list[int]] = {}
     for t in topics:

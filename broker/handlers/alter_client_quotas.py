@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from broker.controller_client import ClientQuotaAlteration
 from broker.request_types import ApiRequest
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 49
 NAME = "AlterClientQuotas"
@@ -27,6 +29,9 @@ def _pairs(entry: dict) -> tuple[tuple[str, str | None], ...]:
 
 
 async def handle(request: ApiRequest) -> dict:
+    # Kafka (ControllerApis): ALTER_CONFIGS on the cluster, else CLUSTER_AUTHORIZATION_FAILED per entry.
+    if not authz.cluster_allowed(request, authz.ALTER_CONFIGS):
+        raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     body = request.body
     alterations = [
         ClientQuotaAlteration(_pairs(entry), tuple((op["key"], None if op["remove"] else op["value"])

@@ -33,9 +33,17 @@ from broker.controller_client import (
     invalid_topic_reason,
     is_forwarded,
 )
-from broker.handlers.config_resources import BROKER, TOPIC, ResourceError, parse_broker_id
+from broker.handlers.config_resources import (
+    BROKER,
+    DEFAULT_MESSAGES,
+    TOPIC,
+    ResourceError,
+    config_access_error,
+    parse_broker_id,
+)
 from broker.request_types import ApiRequest
 from broker.topic_config_view import BrokerConfigLayers, config_layers, effective_broker_config, merged_props
+from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 
 API_KEY = 33
@@ -163,6 +171,9 @@ async def alter_resources(request: ApiRequest, rules: ResourceRules, operation: 
             if len(set(names)) != len(names):
                 raise ResourceError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
             rules.check_entries(entries)
+            denied = config_access_error(request, rtype, name, AclOperation.ALTER_CONFIGS)
+            if denied is not None:
+                raise ResourceError(denied, DEFAULT_MESSAGES[denied])
             node_id = config.node_id
             if rtype == BROKER:
                 if from_broker and name:

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 56
 NAME = "AlterPartition"
@@ -31,6 +32,8 @@ def _new_isr(p: dict[str, Any], version: int) -> tuple[list[int], dict[int, int]
 
 
 async def handle(request: ApiRequest) -> dict:
+    if not authz.cluster_allowed(request, authz.CLUSTER_ACTION):
+        raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     body = request.body
     client = request.broker.controller_client
     topics = []

@@ -14,7 +14,8 @@ from typing import Any
 
 from broker.controller_client import ReassignmentTarget
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 45
 NAME = "AlterPartitionReassignments"
@@ -22,6 +23,8 @@ VERSIONS = (0, 0)
 
 
 async def handle(request: ApiRequest) -> dict:
+    if not authz.cluster_allowed(request, authz.ALTER):
+        raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     targets = [
         ReassignmentTarget(t["name"], p["partition_index"], None if p["replicas"] is None else tuple(p["replicas"]))
         for t in request.body["topics"] for p in t["partitions"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from broker.controller_client import ScramUpsertion
 from broker.request_types import ApiRequest
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 51
 NAME = "AlterUserScramCredentials"
@@ -18,6 +20,9 @@ VERSIONS = (0, 0)
 
 
 async def handle(request: ApiRequest) -> dict:
+    # Kafka (ControllerApis): ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED for every user.
+    if not authz.cluster_allowed(request, authz.ALTER):
+        raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     body = request.body
     deletions = [(d["name"], d["mechanism"]) for d in body["deletions"]]
     upsertions = [ScramUpsertion(u["name"], u["mechanism"], u["iterations"], bytes(u["salt"]),

@@ -1,9 +1,13 @@
 """What DescribeConfigs, AlterConfigs and IncrementalAlterConfigs share: Kafka's config resource
-types (ConfigResource.Type ids), the per-resource error they raise, and Java's rules for a broker
-resource name. Not a handler (no API_KEY): the registry lists handler modules explicitly."""
+types (ConfigResource.Type ids), the per-resource error they raise, Java's rules for a broker
+resource name, and the ACL each resource type needs. Not a handler (no API_KEY): the registry lists
+handler modules explicitly."""
 
 from __future__ import annotations
 
+from broker.request_types import ApiRequest
+from broker.security import authz
+from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 
 TOPIC = 2
@@ -32,3 +36,25 @@ def parse_broker_id(name: str, message_prefix: str) -> int:
         if -(2**31) <= value < 2**31:
             return value
     raise ResourceError(ErrorCode.INVALID_REQUEST, message_prefix + name)
+
+
+# The default messages of Kafka's Errors, which the controller's ApiError(error) carries for a refused
+# AlterConfigs / IncrementalAlterConfigs resource (DescribeConfigs answers no message).
+DEFAULT_MESSAGES = {
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+}
+
+
+def config_access_error(request: ApiRequest, rtype: int, name: str, op: AclOperation) -> ErrorCode | None:
+    """Kafka's config APIs with an authorizer: BROKER, BROKER_LOGGER and CLIENT_METRICS resources need
+    ``op`` (DESCRIBE_CONFIGS / ALTER_CONFIGS) on the cluster (else CLUSTER_AUTHORIZATION_FAILED),
+    TOPIC on the topic (TOPIC_AUTHORIZATION_FAILED), GROUP on the group (GROUP_AUTHORIZATION_FAILED)."""
+    if request.broker.authorizer is None:
+        return None
+    if rtype == TOPIC:
+        return None if authz.allowed(request, op, authz.TOPIC, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if rtype == GROUP:
+        return None if authz.allowed(request, op, authz.GROUP, name) else ErrorCode.GROUP_AUTHORIZATION_FAILED
+    return None if authz.cluster_allowed(request, op) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from broker.group.coordinator import coordinator_of
 from broker.request_types import ApiRequest
+from broker.security import authz
 
 # The same group resource as DescribeGroups: without an authorizer, every operation it supports.
 from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
@@ -28,12 +29,16 @@ def handle(request: ApiRequest) -> dict:
     coordinator = coordinator_of(request)
     groups = []
     for group_id in body["group_ids"]:
+        if not authz.allowed(request, authz.DESCRIBE, authz.GROUP, group_id):
+            groups.append(_error_entry(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            continue
         if coordinator is None:
             groups.append(_error_entry(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
             continue
         entry = coordinator.consumer.describe(group_id)
         if body["include_authorized_operations"] and entry["error_code"] == ErrorCode.NONE:
-            entry["authorized_operations"] = GROUP_OPERATIONS
+            entry["authorized_operations"] = authz.authorized_operations(request, authz.GROUP, group_id,
+                                                                         GROUP_OPERATIONS)
         groups.append(entry)
     return {"throttle_time_ms": 0, "groups": groups}
 

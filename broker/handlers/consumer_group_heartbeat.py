@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from broker.group.coordinator import client_host, coordinator_of
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 68
 NAME = "ConsumerGroupHeartbeat"
@@ -24,6 +25,12 @@ VERSIONS = (0, 1)
 
 
 async def handle(request: ApiRequest) -> dict:
+    if not authz.allowed(request, authz.READ, authz.GROUP, request.body["group_id"]):
+        raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    # Kafka: a subscription naming a topic the principal may not DESCRIBE is refused.
+    names = request.body.get("subscribed_topic_names")
+    if names and len(authz.filter_allowed(request, authz.DESCRIBE, authz.TOPIC, names)) < len(names):
+        raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     coordinator = coordinator_of(request)
     if coordinator is None:
         return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)

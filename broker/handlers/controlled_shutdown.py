@@ -12,7 +12,8 @@ not the controller forwards (``broker.controller_client``).
 from __future__ import annotations
 
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 7
 NAME = "ControlledShutdown"
@@ -20,6 +21,8 @@ VERSIONS = (3, 3)
 
 
 async def handle(request: ApiRequest) -> dict:
+    if not authz.cluster_allowed(request, authz.CLUSTER_ACTION):
+        raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     body = request.body
     remaining = await request.broker.controller_client.controlled_shutdown(body["broker_id"], body["broker_epoch"])
     return {

@@ -12,8 +12,10 @@ twice). Every requested topic gets a result — an empty results array is a bug 
 
 from __future__ import annotations
 
-from broker.controller_client import CreatePartitionsTopic
+from broker.controller_client import CreatePartitionsResult, CreatePartitionsTopic
 from broker.request_types import ApiRequest
+from broker.security import authz
+from protocol.errors import ErrorCode
 
 API_KEY = 37
 NAME = "CreatePartitions"
@@ -31,7 +33,17 @@ async def handle(request: ApiRequest) -> dict:
         for t in body["topics"]
     ]
     client = request.broker.controller_client
-    results = await client.create_partitions(topics, validate_only=bool(body["validate_only"]))
+    # Kafka's ControllerApis.createPartitions: ALTER on each topic, else TOPIC_AUTHORIZATION_FAILED.
+    denied: set[str] = set()
+    if request.broker.authorizer is not None:
+        names = {t.name for t in topics}
+        denied = names - set(authz.filter_allowed(request, authz.ALTER, authz.TOPIC, names))
+    allowed = [t for t in topics if t.name not in denied]
+    # Added by name: the controller answers duplicates its own way.
+    results = [CreatePartitionsResult(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+               for name in dict.fromkeys(t.name for t in topics if t.name in denied)]
+    if allowed or not denied:
+        results += await client.create_partitions(allowed, validate_only=bool(body["validate_only"]))
     # New partitions whose logs could not be made here answer that error, not success.
     log_errors = await request.broker.replica_manager.wait_for_logs(r.name for r in results if r.error_code == 0)
     return {

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.controller_client import CreatableTopic, ReplicaAssignment
+from broker.controller_client import CreatableTopic, CreateTopicResult, ReplicaAssignment
 from broker.request_types import ApiRequest
+from broker.security import authz
 from broker.topic_config_view import topic_config_entries
 from protocol.errors import ErrorCode
 
@@ -45,7 +46,17 @@ async def handle(request: ApiRequest) -> dict:
             )
         )
     client = request.broker.controller_client
-    results = await client.create_topics(topics, validate_only=bool(body["validate_only"]))
+    # Kafka: CREATE on the cluster, or on each topic (else TOPIC_AUTHORIZATION_FAILED, not created).
+    denied: set[int] = set()
+    if request.broker.authorizer is not None and not authz.cluster_allowed(request, authz.CREATE):
+        denied = {i for i, t in enumerate(topics) if not authz.allowed(request, authz.CREATE, authz.TOPIC, t.name)}
+    allowed = [t for i, t in enumerate(topics) if i not in denied]
+    # The controller answers each name once (duplicates: one INVALID_REQUEST), so the refused ones
+    # are added by name rather than merged by position.
+    results = [CreateTopicResult(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+               for name in dict.fromkeys(topics[i].name for i in sorted(denied))]
+    if allowed or not denied:
+        results += await client.create_topics(allowed, validate_only=bool(body["validate_only"]))
     # A topic whose logs could not be made here answers their error (KAFKA_STORAGE_ERROR), not
     # success: it exists in the metadata, but nothing can be produced to it.
     log_errors = await request.broker.replica_manager.wait_for_logs(
@@ -61,7 +72,14 @@ async def handle(request: ApiRequest) -> dict:
             "error_message": r.error_message if failed is None else failed.message,
         }
         if version >= 5:
-            if entry["error_code"] == ErrorCode.NONE:
+            if entry["error_code"] == ErrorCode.NONE and not authz.allowed(
+                    request, authz.DESCRIBE_CONFIGS, authz.TOPIC, r.name):
+                # Kafka: the configs of a created topic only with DESCRIBE_CONFIGS on it.
+                entry["num_partitions"] = r.num_partitions
+                entry["replication_factor"] = r.replication_factor
+                entry["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                entry["configs"] = []
+            elif entry["error_code"] == ErrorCode.NONE:
                 entry["num_partitions"] = r.num_partitions
                 entry["replication_factor"] = r.replication_factor
                 entry["configs"] = [

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from broker.group.coordinator import coordinator_of
 from broker.request_types import ApiRequest
+from broker.security import authz
 from protocol.errors import ErrorCode
 
 API_KEY = 42
@@ -24,8 +25,13 @@ async def handle(request: ApiRequest) -> dict:
     coordinator = coordinator_of(request)
     if coordinator is None:
         return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    results = await coordinator.delete_groups(list(dict.fromkeys(names)))
-    return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": results[g]} for g in dict.fromkeys(names)]}
+    unique = list(dict.fromkeys(names))
+    # Kafka: DELETE on each group, else GROUP_AUTHORIZATION_FAILED for it (the others are deleted).
+    deletable = authz.filter_allowed(request, authz.DELETE, authz.GROUP, unique)
+    results: dict[str, int] = {g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in unique}
+    if deletable:
+        results.update(await coordinator.delete_groups(deletable))
+    return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": results[g]} for g in unique]}
 
 
 def error_response(request: ApiRequest, code: int) -> dict:

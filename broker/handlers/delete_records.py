@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 
 from broker.request_types import ApiRequest
+from broker.security import authz
 from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 21
@@ -31,6 +32,9 @@ async def handle(request: ApiRequest) -> dict:
     rm = request.broker.replica_manager
     topics = []
     done = 0
+    # Kafka: DELETE on each topic, else its partitions answer TOPIC_AUTHORIZATION_FAILED.
+    names = {t["name"] for t in request.body["topics"]}
+    deletable = set(authz.filter_allowed(request, authz.DELETE, authz.TOPIC, names))
     for t in request.body["topics"]:
         partitions = []
         for p in t["partitions"]:
@@ -39,6 +43,8 @@ async def handle(request: ApiRequest) -> dict:
                 await asyncio.sleep(0)
             out = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": ErrorCode.NONE}
             try:
+                if t["name"] not in deletable:
+                    raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 out["low_watermark"] = await rm.delete_records(t["name"], p["partition_index"], p["offset"])
             except KafkaApiError as exc:
                 out["error_code"] = exc.code

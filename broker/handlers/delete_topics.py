@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import uuid
 
+from broker.controller_client import DeleteTopicResult
 from broker.request_types import ApiRequest
+from broker.security import authz
 from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 20
@@ -41,8 +43,12 @@ def _requested(request: ApiRequest) -> tuple[list[str], list[uuid.UUID]]:
 async def handle(request: ApiRequest) -> dict:
     names, ids = _requested(request)
     client = request.broker.controller_client
+    denied: list[DeleteTopicResult] = []
+    if request.broker.authorizer is not None and not authz.cluster_allowed(request, authz.DELETE):
+        names, ids, denied = _authorize(request, names, ids)
     try:
-        results = await client.delete_topics(names=names, topic_ids=ids)
+        results = denied + (await client.delete_topics(names=names, topic_ids=ids)
+                            if names or ids or not denied else [])
     except KafkaApiError as exc:
         code = exc.code
         if code == ErrorCode.TOPIC_DELETION_DISABLED and request.api_version < 3:
@@ -55,6 +61,37 @@ async def handle(request: ApiRequest) -> dict:
             for r in results
         ],
     }
+
+
+# Kafka's message for new ApiError(TOPIC_AUTHORIZATION_FAILED) (the error's default message).
+REFUSED = "Topic authorization failed."
+
+
+def _authorize(request: ApiRequest, names: list[str],
+               ids: list[uuid.UUID]) -> tuple[list[str], list[uuid.UUID], list[DeleteTopicResult]]:
+    """Kafka's ControllerApis.deleteTopics: DELETE on the topic (or the cluster). A topic the principal
+    may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED whether or not it exists; a describable one
+    that does not exist UNKNOWN_TOPIC_OR_PARTITION (from the controller); an unknown id
+    UNKNOWN_TOPIC_ID (from the controller), a known one without DELETE TOPIC_AUTHORIZATION_FAILED."""
+    image = request.broker.metadata.image
+    denied: list[DeleteTopicResult] = []
+    kept_names = []
+    for name in names:
+        if authz.allowed(request, authz.DELETE, authz.TOPIC, name) or (
+                name not in image.topics and authz.allowed(request, authz.DESCRIBE, authz.TOPIC, name)):
+            kept_names.append(name)
+        else:
+            denied.append(DeleteTopicResult(name, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED, REFUSED))
+    kept_ids = []
+    for topic_id in ids:
+        topic = image.topics_by_id.get(topic_id)
+        if topic is None or authz.allowed(request, authz.DELETE, authz.TOPIC, topic.name):
+            kept_ids.append(topic_id)
+        else:
+            # The name only to whom may DESCRIBE it: an id must not reveal it.
+            shown = topic.name if authz.allowed(request, authz.DESCRIBE, authz.TOPIC, topic.name) else None
+            denied.append(DeleteTopicResult(shown, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED, REFUSED))
+    return kept_names, kept_ids, denied
 
 
 def _all_failed(request: ApiRequest, code: int, message: str | None) -> dict:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from broker.quota.entities import QuotaRequestError, matches, parse_filter
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 48
 NAME = "DescribeClientQuotas"
@@ -25,6 +26,9 @@ VERSIONS = (0, 1)
 
 
 def handle(request: ApiRequest) -> dict:
+    # Kafka: DESCRIBE_CONFIGS on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
+    if not authz.cluster_allowed(request, authz.DESCRIBE_CONFIGS):
+        raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     body = request.body
     try:
         exact, typed = parse_filter(body["components"])

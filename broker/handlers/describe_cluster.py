@@ -20,6 +20,7 @@ Reads the broker's metadata image on the handler loop; writes nothing.
 from __future__ import annotations
 
 from broker.request_types import ApiRequest
+from broker.security import authz
 from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS
 from protocol.errors import ErrorCode
 
@@ -59,7 +60,7 @@ def handle(request: ApiRequest) -> dict:
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id if image.controller_id in live else -1,
         "brokers": brokers,
-        "cluster_authorized_operations": CLUSTER_OPERATIONS
+        "cluster_authorized_operations": authz.cluster_authorized_operations(request, CLUSTER_OPERATIONS)
         if body["include_cluster_authorized_operations"] else AUTHORIZED_OPERATIONS_OMITTED,
     }
 

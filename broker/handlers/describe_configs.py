@@ -34,10 +34,12 @@ from broker.handlers.config_resources import (
     KNOWN_TYPES,
     TOPIC,
     ResourceError,
+    config_access_error,
     parse_broker_id,
 )
 from broker.request_types import ApiRequest
 from broker.topic_config_view import broker_config_entries, config_layers, entry_to_wire, topic_config_entries
+from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 
 API_KEY = 32
@@ -64,6 +66,11 @@ def handle(request: ApiRequest) -> dict:
     results = []
     for r in resources:
         rtype, name = r["resource_type"], r["resource_name"]
+        denied = config_access_error(request, rtype, name, AclOperation.DESCRIBE_CONFIGS)
+        if denied is not None:
+            results.append({"error_code": denied, "error_message": None, "resource_type": rtype,
+                            "resource_name": name, "configs": []})
+            continue
         try:
             entries = _describe(request, rtype, name, layers)
         except ResourceError as e:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from broker.group.coordinator import coordinator_of
 from broker.request_types import ApiRequest
+from broker.security import authz
 from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
 from protocol.errors import ErrorCode
 
@@ -28,12 +29,16 @@ def handle(request: ApiRequest) -> dict:
     coordinator = coordinator_of(request)
     groups = []
     for group_id in body["groups"]:
+        if not authz.allowed(request, authz.DESCRIBE, authz.GROUP, group_id):
+            groups.append(_error_entry(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            continue
         if coordinator is None:
             groups.append(_error_entry(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
             continue
         entry = coordinator.describe_group(group_id)
         if body["include_authorized_operations"] and entry["error_code"] == ErrorCode.NONE:
-            entry["authorized_operations"] = GROUP_OPERATIONS
+            entry["authorized_operations"] = authz.authorized_operations(request, authz.GROUP, group_id,
+                                                                         GROUP_OPERATIONS)
         else:
             entry["authorized_operations"] = AUTHORIZED_OPERATIONS_OMITTED
         groups.append(entry)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 35
 NAME = "DescribeLogDirs"
@@ -25,6 +26,8 @@ VERSIONS = (0, 4)
 
 
 async def handle(request: ApiRequest) -> dict:
+    if not authz.cluster_allowed(request, authz.DESCRIBE):
+        raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     broker = request.broker
     requested = request.body["topics"]
     wanted = None if requested is None else {t["topic"]: set(t["partitions"]) for t in requested}

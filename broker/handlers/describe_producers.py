@@ -11,6 +11,7 @@ transaction (-1 when none), from ``ReplicaManager.active_producers``.
 from __future__ import annotations
 
 from broker.request_types import ApiRequest
+from broker.security import authz
 from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 61
@@ -25,9 +26,14 @@ def _partition(index: int, code: int, message: str | None = None, producers: lis
 def handle(request: ApiRequest) -> dict:
     replicas = request.broker.replica_manager
     topics = []
+    # Kafka: READ on each topic, else its partitions answer TOPIC_AUTHORIZATION_FAILED.
+    readable = set(authz.filter_allowed(request, authz.READ, authz.TOPIC, {t["name"] for t in request.body["topics"]}))
     for t in request.body["topics"]:
         out = []
         for index in t["partition_indexes"]:
+            if t["name"] not in readable:
+                out.append(_partition(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None))
+                continue
             try:
                 out.append(_partition(index, ErrorCode.NONE, None, replicas.active_producers(t["name"], index)))
             except KafkaApiError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from broker.handlers.txn_common import txn_coordinator_of
 from broker.request_types import ApiRequest
+from broker.security import authz
 from broker.txn.coordinator import STATE_NAMES
 from protocol.errors import ErrorCode, KafkaApiError
 
@@ -27,6 +28,11 @@ def handle(request: ApiRequest) -> dict:
     coordinator = txn_coordinator_of(request)
     states = []
     for txn_id in request.body["transactional_ids"]:
+        # Kafka: DESCRIBE on the transactional id; the partitions of topics the principal may not
+        # DESCRIBE are left out of the state.
+        if not authz.allowed(request, authz.DESCRIBE, authz.TRANSACTIONAL_ID, txn_id):
+            states.append(_state(txn_id, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            continue
         if coordinator is None:
             states.append(_state(txn_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
             continue
@@ -42,7 +48,8 @@ def handle(request: ApiRequest) -> dict:
                        "transaction_state": STATE_NAMES[meta.state], "transaction_timeout_ms": meta.timeout_ms,
                        "transaction_start_time_ms": meta.start_ms, "producer_id": meta.producer_id,
                        "producer_epoch": meta.producer_epoch,
-                       "topics": [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(meta.partitions.items())]})
+                       "topics": [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(meta.partitions.items())
+                                  if authz.allowed(request, authz.DESCRIBE, authz.TOPIC, t)]})
     return {"throttle_time_ms": 0, "transaction_states": states}
 
 

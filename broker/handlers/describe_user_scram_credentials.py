@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 50
 NAME = "DescribeUserScramCredentials"
@@ -19,6 +20,9 @@ VERSIONS = (0, 0)
 
 
 def handle(request: ApiRequest) -> dict:
+    # Kafka: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED for the request.
+    if not authz.cluster_allowed(request, authz.DESCRIBE):
+        raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     credentials = request.broker.metadata.image.scram_credentials
     by_user: dict[str, list[dict]] = {}
     for (name, mechanism), record in sorted(credentials.items()):

@@ -18,7 +18,8 @@ from typing import Any
 
 from broker.controller_client import ElectionType
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 43
 NAME = "ElectLeaders"
@@ -32,6 +33,8 @@ def _requested(body: dict[str, Any]) -> list[tuple[str, int]] | None:
 
 
 async def handle(request: ApiRequest) -> dict:
+    if not authz.cluster_allowed(request, authz.ALTER):
+        raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     body = request.body
     election_type = ElectionType.PREFERRED if request.api_version == 0 else body["election_type"]
     if election_type not in ElectionType._value2member_map_:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from broker.handlers.txn_common import fenced_error, txn_coordinator_of
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 26
 NAME = "EndTxn"
@@ -23,6 +24,8 @@ VERSIONS = (0, 4)
 
 
 async def handle(request: ApiRequest) -> dict:
+    if not authz.allowed(request, authz.WRITE, authz.TRANSACTIONAL_ID, request.body["transactional_id"]):
+        raise KafkaApiError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     body = request.body
     coordinator = txn_coordinator_of(request)
     if coordinator is None:

@@ -29,6 +29,10 @@ whole even if it is larger (KIP-74; Kafka's ReplicaManager.readFromLog ``minOneM
 consumer always makes progress. Record bytes are not copied: the response carries file regions
 (holding the segment's file handle) that the connection writes with ``os.sendfile``.
 
+With an authorizer (``_authorize``): a consumer needs READ on each topic, a follower CLUSTER_ACTION
+on the cluster; refused partitions answer TOPIC_AUTHORIZATION_FAILED and are not read. Without one
+the request pays one attribute test.
+
 A segment file cut short under the broker is Kafka's "truncated during write": the fetching
 connection is closed and the broker logs one error per segment file; the log dir stays online
 and other partitions and clients are served.
@@ -42,12 +46,14 @@ request into its call and its result into the response.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from broker.completion import Completion
 from broker.replica.fetch_params import FetchParams, FetchResult, LogReadResult
-from broker.replica.fetch_session import FetchContext
+from broker.replica.fetch_session import CachedPartition, FetchContext
 from broker.request_types import ApiRequest
+from broker.security import authz
 from protocol.errors import ErrorCode
 
 API_KEY = 1
@@ -84,7 +90,8 @@ def _aborted(read: LogReadResult) -> list:
     return [{"producer_id": txn.producer_id, "first_offset": txn.first_offset} for txn in txns]
 
 
-def build_response(request: ApiRequest, ctx: FetchContext, result: FetchResult) -> dict:
+def build_response(request: ApiRequest, ctx: FetchContext, result: FetchResult,
+                   denied: Sequence[CachedPartition] = ()) -> dict:
     uses_ids = request.api_version >= 13
     read_committed = request.body["isolation_level"] == READ_COMMITTED
     topics: list[dict] = []
@@ -117,18 +124,45 @@ def build_response(request: ApiRequest, ctx: FetchContext, result: FetchResult) 
             entry = by_topic[key] = {"topic": cp.topic, "topic_id": cp.topic_id, "partitions": []}
             topics.append(entry)
         entry["partitions"].append(resp)
+    for cp in denied:
+        resp = _partition_response(cp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        if not cp.must_respond(resp, False) and incremental:
+            continue
+        key = cp.topic_id if uses_ids else cp.topic
+        entry = by_topic.get(key)
+        if entry is None:
+            entry = by_topic[key] = {"topic": cp.topic, "topic_id": cp.topic_id, "partitions": []}
+            topics.append(entry)
+        entry["partitions"].append(resp)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": ctx.session_id, "responses": topics}
 
 
-def _respond(request: ApiRequest, ctx: FetchContext, result: FetchResult) -> dict | None:
+def _respond(request: ApiRequest, ctx: FetchContext, result: FetchResult,
+             denied: Sequence[CachedPartition] = ()) -> dict | None:
     if result.truncated is not None:
         request.conn.close_threadsafe()  # nothing of this response may be sent
         return None
-    return build_response(request, ctx, result)
+    return build_response(request, ctx, result, denied)
 
 
-async def _respond_later(request: ApiRequest, ctx: FetchContext, waiting: asyncio.Future[FetchResult]) -> dict | None:
-    return _respond(request, ctx, await waiting)
+async def _respond_later(request: ApiRequest, ctx: FetchContext, waiting: asyncio.Future[FetchResult],
+                         denied: Sequence[CachedPartition] = ()) -> dict | None:
+    return _respond(request, ctx, await waiting, denied)
+
+
+def _authorize(request: ApiRequest, partitions: list[CachedPartition],
+               replica_id: int) -> tuple[list[CachedPartition], list[CachedPartition]]:
+    """(allowed, denied) partitions (KafkaApis.handleFetchRequest): a follower needs CLUSTER_ACTION on
+    the cluster, a consumer READ on each topic; the others answer TOPIC_AUTHORIZATION_FAILED. An
+    unknown topic id is left to the replica manager (UNKNOWN_TOPIC_ID)."""
+    if replica_id >= 0:
+        if authz.cluster_allowed(request, authz.CLUSTER_ACTION):
+            return partitions, []
+        return [], partitions
+    readable = set(authz.filter_allowed(request, authz.READ, authz.TOPIC,
+                                        {cp.topic for cp in partitions if cp.topic is not None}))
+    allowed = [cp for cp in partitions if cp.topic is None or cp.topic in readable]
+    return allowed, [cp for cp in partitions if cp.topic is not None and cp.topic not in readable]
 
 
 def handle(request: ApiRequest) -> Any:
@@ -146,19 +180,26 @@ def handle(request: ApiRequest) -> Any:
     # Kafka's KafkaApis: fetchMaxBytes = min(request max_bytes, fetch.max.bytes), and
     # fetchMinBytes = min(request min_bytes, fetchMaxBytes).
     max_bytes = min(body["max_bytes"], broker.config["fetch.max.bytes"])
+    partitions: list[CachedPartition] = ctx.partitions
+    denied: list[CachedPartition] = []
+    max_wait_ms = body["max_wait_ms"]
+    if broker.authorizer is not None:
+        partitions, denied = _authorize(request, ctx.partitions, replica_id)
+        if not partitions:
+            max_wait_ms = 0  # nothing to wait for (Kafka answers at once when no partition is left)
     conn = request.conn
     # KIP-392: a consumer's v11+ fetch carries its client.rack (Kafka's clientMetadata).
     client_rack = body["rack_id"] if request.api_version >= 11 and replica_id < 0 else None
-    params = FetchParams(body["max_wait_ms"], min(body["min_bytes"], max_bytes), max_bytes,
+    params = FetchParams(max_wait_ms, min(body["min_bytes"], max_bytes), max_bytes,
                          body["isolation_level"], uses_ids, lambda: conn.closed, replica_id, replica_epoch,
                          client_rack)
     done: Completion[FetchResult] = Completion()
-    broker.replica_manager.fetch_messages(params, ctx.partitions, done)
+    broker.replica_manager.fetch_messages(params, partitions, done)
     if done.done:
-        return _respond(request, ctx, done.value)
+        return _respond(request, ctx, done.value, denied)
     # A long poll: the replica manager's DelayedFetch completes the future; the response is
     # built here, on this request's own turn, not inside the append that woke it.
-    return _respond_later(request, ctx, done.wait())
+    return _respond_later(request, ctx, done.wait(), denied)
 
 
 def error_response(request: ApiRequest, code: int) -> dict:

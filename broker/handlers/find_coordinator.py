@@ -36,6 +36,7 @@ from broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator, coordinato
 from broker.group.hashing import partition_for
 from broker.handlers.txn_common import txn_coordinator_of
 from broker.request_types import ApiRequest
+from broker.security import authz
 from broker.txn.coordinator import TransactionCoordinator
 from broker.txn.shard import TXN_TOPIC
 from protocol.errors import ErrorCode
@@ -97,6 +98,11 @@ async def _lookup(request: ApiRequest, key_type: int, key: str) -> dict[str, Any
         return entry
 
     coordinator: GroupCoordinator | TransactionCoordinator | None
+    # Kafka: DESCRIBE on the group / transactional id.
+    if key_type == GROUP and not authz.allowed(request, authz.DESCRIBE, authz.GROUP, key):
+        return error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if key_type == TRANSACTION and key and not authz.allowed(request, authz.DESCRIBE, authz.TRANSACTIONAL_ID, key):
+        return error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if key_type == GROUP:
         topic = OFFSETS_TOPIC
         coordinator = coordinator_of(request)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from broker.group.coordinator import coordinator_of
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 12
 NAME = "Heartbeat"
@@ -19,6 +20,8 @@ VERSIONS = (0, 4)
 
 
 async def handle(request: ApiRequest) -> dict:
+    if not authz.allowed(request, authz.READ, authz.GROUP, request.body["group_id"]):
+        raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     body = request.body
     coordinator = coordinator_of(request)
     if coordinator is None:

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from broker.handlers.txn_common import fenced_error, txn_coordinator_of
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 22
 NAME = "InitProducerId"
@@ -31,6 +32,15 @@ VERSIONS = (0, 5)
 async def handle(request: ApiRequest) -> dict:
     body = request.body
     txn_id = body["transactional_id"]
+    if request.broker.authorizer is not None:
+        # KafkaApis.handleInitProducerIdRequest: WRITE on the transactional id; an idempotent
+        # producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679).
+        if txn_id is not None:
+            if not authz.allowed(request, authz.WRITE, authz.TRANSACTIONAL_ID, txn_id):
+                raise KafkaApiError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif not (authz.cluster_allowed(request, authz.IDEMPOTENT_WRITE)
+                  or authz.allowed_by_resource_type(request, authz.WRITE, authz.TOPIC)):
+            raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if txn_id is not None:
         coordinator = txn_coordinator_of(request)
         if coordinator is None:

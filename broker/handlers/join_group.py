@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from broker.group.coordinator import client_host, coordinator_of, join_error
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 11
 NAME = "JoinGroup"
@@ -34,6 +35,8 @@ def _shape(response: dict, version: int) -> dict:
 
 
 async def handle(request: ApiRequest) -> dict:
+    if not authz.allowed(request, authz.READ, authz.GROUP, request.body["group_id"]):
+        raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     body = request.body
     version = request.api_version
     coordinator = coordinator_of(request)

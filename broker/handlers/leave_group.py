@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from broker.group.coordinator import coordinator_of
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 13
 NAME = "LeaveGroup"
@@ -29,6 +30,8 @@ def _identities(request: ApiRequest) -> list[tuple[str, str | None]]:
 
 
 async def handle(request: ApiRequest) -> dict:
+    if not authz.allowed(request, authz.READ, authz.GROUP, request.body["group_id"]):
+        raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coordinator = coordinator_of(request)
     if coordinator is None:
         return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from broker.group.coordinator import coordinator_of
 from broker.request_types import ApiRequest
+from broker.security import authz
 from protocol.errors import ErrorCode
 
 API_KEY = 16
@@ -31,6 +32,9 @@ def handle(request: ApiRequest) -> dict:
     states = set(body["states_filter"] or ()) if version >= 4 else None
     types = set(body["types_filter"] or ()) if version >= 5 else None
     error, groups = coordinator.list_groups(states or None, types or None)
+    # Kafka: every group with DESCRIBE on the cluster, else those the principal may DESCRIBE.
+    if request.broker.authorizer is not None and not authz.cluster_allowed(request, authz.DESCRIBE):
+        groups = authz.filter_allowed(request, authz.DESCRIBE, authz.GROUP, groups, lambda g: g["group_id"])
     return {"throttle_time_ms": 0, "error_code": error, "groups": groups}
 
 

@@ -25,6 +25,7 @@ from collections.abc import Generator
 from typing import Any
 
 from broker.request_types import ApiRequest
+from broker.security import authz
 from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 2
@@ -85,6 +86,11 @@ def _answer(request: ApiRequest) -> Generator[None, None, dict]:
             if done % SLICE == 0:
                 yield
     topics = []
+    # Kafka: DESCRIBE on each topic, else its partitions answer TOPIC_AUTHORIZATION_FAILED.
+    # None: no authorizer, nothing to check.
+    describable = None if request.broker.authorizer is None else set(
+        authz.filter_allowed(request, authz.DESCRIBE, authz.TOPIC, {t["name"] for t in body["topics"]}))
+
     for t in body["topics"]:
         name = t["name"]
         partitions = []
@@ -96,6 +102,8 @@ def _answer(request: ApiRequest) -> Generator[None, None, dict]:
             out = {"partition_index": index, "error_code": ErrorCode.NONE, "timestamp": -1, "offset": -1,
                    "leader_epoch": -1}
             try:
+                if describable is not None and name not in describable:
+                    raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 if seen[(name, index)] > 1:
                     raise KafkaApiError(ErrorCode.INVALID_REQUEST, "partition listed more than once")
                 if version < _min_version_for(p["timestamp"]):

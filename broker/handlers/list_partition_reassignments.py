@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 46
 NAME = "ListPartitionReassignments"
@@ -19,6 +20,8 @@ VERSIONS = (0, 0)
 
 
 async def handle(request: ApiRequest) -> dict:
+    if not authz.cluster_allowed(request, authz.DESCRIBE):
+        raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     topics = request.body["topics"]
     wanted = None if topics is None else [(t["name"], i) for t in topics for i in t["partition_indexes"]]
     ongoing = await request.broker.controller_client.list_partition_reassignments(wanted)

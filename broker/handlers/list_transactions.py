@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from broker.handlers.txn_common import txn_coordinator_of
 from broker.request_types import ApiRequest
+from broker.security import authz
 from protocol.errors import ErrorCode
 
 API_KEY = 66
@@ -27,6 +28,8 @@ def handle(request: ApiRequest) -> dict:
     error, unknown, found = coordinator.list_transactions(list(body["state_filters"]),
                                                           list(body["producer_id_filters"]),
                                                           body.get("duration_filter", -1))
+    # Kafka: only the transactional ids the principal may DESCRIBE.
+    found = authz.filter_allowed(request, authz.DESCRIBE, authz.TRANSACTIONAL_ID, found, lambda f: f[0])
     return {"throttle_time_ms": 0, "error_code": error, "unknown_state_filters": unknown,
             "transaction_states": [{"transactional_id": t, "producer_id": p, "transaction_state": s}
                                    for t, p, s in found]}

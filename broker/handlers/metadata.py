@@ -35,9 +35,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from broker.controller_client import MAX_PARTITIONS_PER_BATCH, CreatableTopic, invalid_topic_reason
+from broker.handlers import metadata_authz
 from broker.request_types import ApiRequest
 from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from protocol.codec import EncodedArray, codec, read_array_header
@@ -123,6 +125,8 @@ def handle(request: ApiRequest) -> Any:
         requested = None  # v0: empty means all
     if requested and version < 12 and _names_or_ids_invalid(requested):
         return invalid_request_response(requested)
+    if broker.authorizer is not None:
+        return metadata_authz.handle(request)
     allow_auto = body["allow_auto_topic_creation"] if version >= 4 else True
     auto_create = allow_auto and broker.config["auto.create.topics.enable"]
     to_create = []
@@ -135,14 +139,16 @@ def handle(request: ApiRequest) -> Any:
                 if auto_create and name not in to_create:
                     to_create.append(name)
     if to_create:
-        return _create_then_answer(request, to_create)
+        return create_then_answer(request, to_create)
     return build_response(request)
 
 
-async def _create_then_answer(request: ApiRequest, names: list[str]) -> dict:
+async def create_then_answer(request: ApiRequest, names: list[str],
+                             answer: Callable[[ApiRequest], dict] | None = None) -> dict:
+    """Auto-create ``names``, then answer (``build_response``, or the authorizing path's ``answer``)."""
     await request.broker.controller_client.create_topics([CreatableTopic(name) for name in names])
     log_errors = await request.broker.replica_manager.wait_for_logs(names)
-    response = build_response(request)
+    response = (answer or build_response)(request)
     if log_errors:
         # An auto-created topic whose logs could not be made answers their error
         # (KAFKA_STORAGE_ERROR, retriable), not partitions nothing can be produced to. The
@@ -242,8 +248,9 @@ async def handle_large(request: ApiRequest, buf: memoryview, pos: int) -> dict:
     request_codec = codec("MetadataRequest", version)
     flexible = request_codec.flexible
     count, first = read_array_header(buf, pos, flexible)
-    if count <= 0:
-        # No topic list to slice: whatever made the frame large is small work (tagged fields).
+    if count <= 0 or request.broker.authorizer is not None:
+        # No topic list to slice: whatever made the frame large is small work (tagged fields). With
+        # an authorizer the request is answered whole (metadata_authz).
         request.body, _ = request_codec.decode(buf, pos)
         result = handle(request)
         return await result if inspect.isawaitable(result) else result

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 
 from broker.group.coordinator import coordinator_of
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 8
 NAME = "OffsetCommit"
@@ -37,6 +38,8 @@ def _respond(request: ApiRequest, codes: Sequence[int]) -> dict:
 
 
 async def handle(request: ApiRequest) -> dict:
+    if not authz.allowed(request, authz.READ, authz.GROUP, request.body["group_id"]):
+        raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     body = request.body
     version = request.api_version
     coordinator = coordinator_of(request)
@@ -50,9 +53,13 @@ async def handle(request: ApiRequest) -> dict:
     retention = body["retention_time_ms"] if 2 <= version <= 4 else -1
     # Before v7 there is no group_instance_id: Kafka's null, not the "" our codec fills in.
     instance_id = body["group_instance_id"] if version >= 7 else None
-    codes = await coordinator.commit_offsets(body["group_id"], member_id, instance_id, generation,
-                                             version, retention, partitions)
-    return _respond(request, codes)
+    # Kafka: READ on each topic, else its partitions answer TOPIC_AUTHORIZATION_FAILED (not committed).
+    denied = authz.denied_indexes(request, authz.READ, authz.TOPIC, [p[0] for p in partitions])
+    allowed = [p for i, p in enumerate(partitions) if i not in denied]
+    codes = iter(await coordinator.commit_offsets(body["group_id"], member_id, instance_id, generation,
+                                                  version, retention, allowed) if allowed or not denied else [])
+    return _respond(request, [ErrorCode.TOPIC_AUTHORIZATION_FAILED if i in denied else next(codes)
+                              for i in range(len(partitions))])
 
 
 def error_response(request: ApiRequest, code: int) -> dict:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from broker.group.coordinator import coordinator_of
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 47
 NAME = "OffsetDelete"
@@ -20,14 +21,21 @@ VERSIONS = (0, 0)
 
 
 async def handle(request: ApiRequest) -> dict:
+    if not authz.allowed(request, authz.DELETE, authz.GROUP, request.body["group_id"]):
+        raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     body = request.body
     coordinator = coordinator_of(request)
     if coordinator is None:
         return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     partitions = [(t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]]
-    error, codes = await coordinator.delete_offsets(body["group_id"], partitions)
+    # Kafka: READ on each topic, else its partitions answer TOPIC_AUTHORIZATION_FAILED (kept).
+    denied = authz.denied_indexes(request, authz.READ, authz.TOPIC, [tp[0] for tp in partitions])
+    error, deleted = await coordinator.delete_offsets(body["group_id"],
+                                                      [tp for i, tp in enumerate(partitions) if i not in denied])
     if error != ErrorCode.NONE:
         return error_response(request, error)
+    rest = iter(deleted)
+    codes = [ErrorCode.TOPIC_AUTHORIZATION_FAILED if i in denied else next(rest) for i in range(len(partitions))]
     it = iter(codes)
     return {"error_code": ErrorCode.NONE, "throttle_time_ms": 0, "topics": [
         {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": next(it)}

@@ -23,6 +23,7 @@ from typing import Any
 
 from broker.group.coordinator import coordinator_of
 from broker.request_types import ApiRequest
+from broker.security import authz
 from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 9
@@ -61,6 +62,27 @@ def _fetch_group(request: ApiRequest, group_id: str, topics: list[dict] | None, 
     return ErrorCode.NONE, [{"name": t, "partitions": [_partition(p, om) for p, om in parts]} for t, parts in found]
 
 
+def _authorized_group(request: ApiRequest, group_id: str, topics: list[dict] | None, member_id: str | None = None,
+                      member_epoch: int = -1) -> tuple[int, list[dict]]:
+    """Kafka's checks around one group's fetch: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED);
+    requested topics without DESCRIBE answer TOPIC_AUTHORIZATION_FAILED per partition, and a fetch
+    of every topic leaves them out."""
+    if request.broker.authorizer is None:
+        return _fetch_group(request, group_id, topics, member_id, member_epoch)
+    if not authz.allowed(request, authz.DESCRIBE, authz.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    if topics is None:
+        error, found = _fetch_group(request, group_id, None, member_id, member_epoch)
+        return error, authz.filter_allowed(request, authz.DESCRIBE, authz.TOPIC, found, lambda t: t["name"])
+    denied = authz.denied_indexes(request, authz.DESCRIBE, authz.TOPIC, [t["name"] for t in topics])
+    allowed = [t for i, t in enumerate(topics) if i not in denied]
+    error, found = _fetch_group(request, group_id, allowed, member_id, member_epoch) if allowed else (0, [])
+    refused = [{"name": t["name"], "partitions": [_partition(p, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                                                  for p in t["partition_indexes"]]}
+               for i, t in enumerate(topics) if i in denied]
+    return error, found + refused
+
+
 def handle(request: ApiRequest) -> dict:
     body = request.body
     if request.api_version >= 8:
@@ -68,10 +90,15 @@ def handle(request: ApiRequest) -> dict:
         for g in body["groups"]:
             # v9: member_id/member_epoch, validated for KIP-848 groups.
             member = (g["member_id"], g["member_epoch"]) if request.api_version >= 9 else (None, -1)
-            error, topics = _fetch_group(request, g["group_id"], g["topics"], *member)
+            error, topics = _authorized_group(request, g["group_id"], g["topics"], *member)
             groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
-    error, topics = _fetch_group(request, body["group_id"], body["topics"])
+    if request.api_version < 2 and not authz.allowed(request, authz.DESCRIBE, authz.GROUP, body["group_id"]):
+        # v0-1 have no top-level error: every requested partition carries it.
+        return {"throttle_time_ms": 0, "error_code": 0, "topics": [
+            {"name": t["name"], "partitions": [_partition(p, None, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                                               for p in t["partition_indexes"]]} for t in body["topics"] or ()]}
+    error, topics = _authorized_group(request, body["group_id"], body["topics"])
     return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
 
 

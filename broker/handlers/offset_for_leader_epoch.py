@@ -15,6 +15,7 @@ offset for the current epoch; unknown epochs answer -1/-1.
 from __future__ import annotations
 
 from broker.request_types import ApiRequest
+from broker.security import authz
 from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 23
@@ -25,10 +26,19 @@ VERSIONS = (0, 4)
 def handle(request: ApiRequest) -> dict:
     rm = request.broker.replica_manager
     topics = []
+    # Kafka (KIP-320): CLUSTER_ACTION (brokers), else DESCRIBE on each topic (consumers); the
+    # partitions of the others answer TOPIC_AUTHORIZATION_FAILED.
+    names = {t["topic"] for t in request.body["topics"]}
+    allowed = names if request.broker.authorizer is None or authz.cluster_allowed(request, authz.CLUSTER_ACTION) \
+        else set(authz.filter_allowed(request, authz.DESCRIBE, authz.TOPIC, names))
     for t in request.body["topics"]:
         partitions = []
         for p in t["partitions"]:
             out = {"error_code": ErrorCode.NONE, "partition": p["partition"], "leader_epoch": -1, "end_offset": -1}
+            if t["topic"] not in allowed:
+                out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                partitions.append(out)
+                continue
             try:
                 # Followers and consumers alike get the log's own answer, past the HW too (Kafka's).
                 out["leader_epoch"], out["end_offset"] = rm.last_offset_for_leader_epoch(

@@ -36,6 +36,11 @@ partition is first verified to be in the producer's ongoing transaction (KIP-890
 v4 verify_only, NOT_ENOUGH_REPLICAS when it cannot answer): INVALID_TXN_STATE when it was not
 added, INVALID_PRODUCER_EPOCH for a fenced epoch, INVALID_PRODUCER_ID_MAPPING for an unknown
 producer; nothing appended. Requests without transactional_id pay one dict lookup.
+
+With an authorizer (``_handle_authorizing``, docs/security-acls.md): WRITE on the transactional id
+(else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition) and on each topic (else
+TOPIC_AUTHORIZATION_FAILED for its partitions, the others appended). Without one the request pays
+one attribute test.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.completion import Completion
 from broker.request_types import ApiRequest
+from broker.security import authz
 from protocol.batch_header import COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_BIT
 from protocol.errors import ErrorCode, KafkaApiError
 
@@ -129,8 +135,10 @@ def handle(request: ApiRequest) -> Any:
         return error_response(request, ErrorCode.INVALID_REQUIRED_ACKS)
     entries = [(topic["name"], pd["index"], pd["records"])
                for topic in body["topic_data"] for pd in topic["partition_data"]]
+    if request.broker.authorizer is not None:
+        return _handle_authorizing(request, entries)
     if body["transactional_id"] is not None:
-        return _handle_transactional(request, entries)
+        return _handle_transactional(request, entries, {})
     done: Completion[list[Any]] = Completion()
     check = _check_batches if request.api_version >= 7 else _check_batches_before_v7
     request.broker.replica_manager.append_records(entries, acks, body["timeout_ms"], done, check)
@@ -138,6 +146,22 @@ def handle(request: ApiRequest) -> Any:
         return _response(request, done.value)
     # acks=-1 waiting for the high watermark: answered on this request's own turn.
     return _respond_later(request, done.wait())
+
+
+def _handle_authorizing(request: ApiRequest, entries: list[tuple[str, int, Any]]) -> Any:
+    """With an authorizer (KafkaApis.handleProduceRequest): WRITE on the transactional id, else the
+    whole request answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; WRITE on each topic, else its
+    partitions answer TOPIC_AUTHORIZATION_FAILED and only the others are appended."""
+    txn_id = request.body["transactional_id"]
+    if txn_id is not None and not authz.allowed(request, authz.WRITE, authz.TRANSACTIONAL_ID, txn_id):
+        raise KafkaApiError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    writable = set(authz.filter_allowed(request, authz.WRITE, authz.TOPIC, {e[0] for e in entries}))
+    refused = {i: KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+               for i, e in enumerate(entries) if e[0] not in writable}
+    if txn_id is not None:
+        return _handle_transactional(request, entries, refused)
+    check = _check_batches if request.api_version >= 7 else _check_batches_before_v7
+    return _append_verified(request, entries, refused, check)
 
 
 def _txn_producer(records: Any) -> tuple[int, int] | None:
@@ -153,7 +177,8 @@ def _refusal(code: ErrorCode, transactional_id: str, topic: str, index: int) -> 
                          if code == ErrorCode.INVALID_TXN_STATE else None)
 
 
-def _handle_transactional(request: ApiRequest, entries: list[tuple[str, int, Any]]) -> Any:
+def _handle_transactional(request: ApiRequest, entries: list[tuple[str, int, Any]],
+                          refused: dict[int, KafkaApiError]) -> Any:
     """A transactional producer's request: KIP-890 part 1's verification, then the append of the
     verified partitions (the others answered with the verification's error, nothing appended).
     Where this broker coordinates the transactional id it checks the coordinator's state at once;
@@ -162,10 +187,11 @@ def _handle_transactional(request: ApiRequest, entries: list[tuple[str, int, Any
     broker = request.broker
     txn_id = request.body["transactional_id"]
     coordinator = broker.txn_coordinator
-    refused: dict[int, KafkaApiError] = {}
     remote: dict[tuple[int, int], list[int]] = {}  # (producer id, epoch) -> entries to ask about
     if coordinator is not None and broker.config["transaction.partition.verification.enable"]:
         for i, (topic, index, records) in enumerate(entries):
+            if i in refused:
+                continue
             producer = _txn_producer(records)
             if producer is None:
                 continue
@@ -196,11 +222,12 @@ async def _verify_remotely_then_append(request: ApiRequest, entries: list[tuple[
 
 
 def _append_verified(request: ApiRequest, entries: list[tuple[str, int, Any]],
-                     refused: dict[int, KafkaApiError]) -> Any:
+                     refused: dict[int, KafkaApiError], check: Any = None) -> Any:
     body = request.body
     accepted = [e for i, e in enumerate(entries) if i not in refused]
     done: Completion[list[Any]] = Completion()
-    check = _check_txn_batches if request.api_version >= 7 else _check_txn_batches_before_v7
+    if check is None:
+        check = _check_txn_batches if request.api_version >= 7 else _check_txn_batches_before_v7
     request.broker.replica_manager.append_records(accepted, body["acks"], body["timeout_ms"], done, check)
 
     def merged(appended: list[Any]) -> list[Any]:

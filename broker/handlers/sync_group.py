@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from broker.group.coordinator import coordinator_of, sync_error
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 14
 NAME = "SyncGroup"
@@ -23,6 +24,8 @@ VERSIONS = (0, 5)
 
 
 async def handle(request: ApiRequest) -> dict:
+    if not authz.allowed(request, authz.READ, authz.GROUP, request.body["group_id"]):
+        raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     body = request.body
     coordinator = coordinator_of(request)
     if coordinator is None:

@@ -20,7 +20,8 @@ from broker.group.coordinator import OFFSETS_TOPIC, coordinator_of
 from broker.group.txn_offsets import TxnCommitPartition
 from broker.handlers.txn_common import fenced_error
 from broker.request_types import ApiRequest
-from protocol.errors import ErrorCode
+from broker.security import authz
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 28
 NAME = "TxnOffsetCommit"
@@ -35,6 +36,10 @@ def _response(topics: list[dict], codes: list[int]) -> dict:
 
 
 async def handle(request: ApiRequest) -> dict:
+    if not authz.allowed(request, authz.WRITE, authz.TRANSACTIONAL_ID, request.body["transactional_id"]):
+        raise KafkaApiError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not authz.allowed(request, authz.READ, authz.GROUP, request.body["group_id"]):
+        raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     body = request.body
     topics = body["topics"]
     coordinator = coordinator_of(request)
@@ -47,10 +52,14 @@ async def handle(request: ApiRequest) -> dict:
     partitions: list[TxnCommitPartition] = [
         (t["name"], p["partition_index"], p["committed_offset"], p.get("committed_leader_epoch", -1),
          p["committed_metadata"]) for t in topics for p in t["partitions"]]
-    codes = await coordinator.commit_txn_offsets(
+    # Kafka: READ on each topic, else its partitions answer TOPIC_AUTHORIZATION_FAILED (not committed).
+    denied = authz.denied_indexes(request, authz.READ, authz.TOPIC, [p[0] for p in partitions])
+    allowed = [p for i, p in enumerate(partitions) if i not in denied]
+    codes = iter(await coordinator.commit_txn_offsets(
         body["group_id"], body["producer_id"], body["producer_epoch"], body.get("member_id") or "",
-        body.get("group_instance_id"), body.get("generation_id", -1), partitions)
-    return _response(topics, [fenced_error(ErrorCode(c), request, 3) for c in codes])
+        body.get("group_instance_id"), body.get("generation_id", -1), allowed) if allowed or not denied else [])
+    return _response(topics, [ErrorCode.TOPIC_AUTHORIZATION_FAILED if i in denied
+                              else fenced_error(ErrorCode(next(codes)), request, 3) for i in range(len(partitions))])
 
 
 def _verify(request: ApiRequest, offsets_partition: int) -> ErrorCode | None:

@@ -8,7 +8,7 @@ Sent by transaction coordinators (broker/txn/markers.py) and by the admin client
 abortTransaction (``kafka-transactions.sh abort`` of a hanging transaction). Kafka requires the
 ClusterAction permission on the cluster (CLUSTER_AUTHORIZATION_FAILED for every partition
 otherwise); with no authorizer, as here until issue 15, every client is allowed
-(``_cluster_action_allowed`` is where the ACL check goes). The markers themselves are what is
+(``_cluster_action_allowed``: CLUSTER_ACTION with an authorizer). The markers themselves are what is
 validated: each goes through ``ReplicaManager.append_end_txn_markers`` (acks=-1, coordinator
 origin), whose errors per partition are Kafka's: UNKNOWN_TOPIC_OR_PARTITION,
 NOT_LEADER_OR_FOLLOWER, INVALID_PRODUCER_EPOCH for an epoch older than the producer's,
@@ -23,6 +23,7 @@ from typing import Any
 
 from broker.completion import Completion
 from broker.request_types import ApiRequest
+from broker.security import authz
 from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 27
@@ -52,9 +53,8 @@ async def handle(request: ApiRequest) -> dict:
 
 
 def _cluster_action_allowed(request: ApiRequest) -> bool:
-    """Kafka's ``authorize(CLUSTER_ACTION, CLUSTER)``: without an authorizer (issue 15 brings ACLs)
-    every principal may write markers, as in Kafka with no ``authorizer.class.name``."""
-    return True
+    """Kafka's ``authorize(CLUSTER_ACTION, CLUSTER)`` (every principal without an authorizer)."""
+    return authz.cluster_allowed(request, authz.CLUSTER_ACTION)
 
 
 def error_response(request: ApiRequest, code: int) -> dict:

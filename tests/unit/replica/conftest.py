@@ -52,6 +52,7 @@ class Node:
                                  lambda: False)
         self.fetch_sessions = FetchSessionCache(self.config["max.incremental.fetch.session.cache.slots"])
         self.metrics: Any = None  # what a handler reads for BytesOut; no metrics server here
+        self.authorizer: Any = None  # no authorizer.class.name: every request allowed
 
     @property
     def replica_manager(self) -> ReplicaManager:
