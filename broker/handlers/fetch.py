@@ -150,19 +150,28 @@ async def _respond_later(request: ApiRequest, ctx: FetchContext, waiting: asynci
     return _respond(request, ctx, await waiting, denied)
 
 
-def _authorize(request: ApiRequest, partitions: list[CachedPartition],
-               replica_id: int) -> tuple[list[CachedPartition], list[CachedPartition]]:
+def _authorize(request: ApiRequest, partitions: list[CachedPartition], replica_id: int,
+               uses_ids: bool) -> tuple[list[CachedPartition], list[CachedPartition]]:
     """(allowed, denied) partitions (KafkaApis.handleFetchRequest): a follower needs CLUSTER_ACTION on
-    the cluster, a consumer READ on each topic; the others answer TOPIC_AUTHORIZATION_FAILED. An
-    unknown topic id is left to the replica manager (UNKNOWN_TOPIC_ID)."""
+    the cluster, a consumer READ on each topic; the others answer TOPIC_AUTHORIZATION_FAILED. From v13
+    a partition names its topic by id only (the name in the request is empty): the name the ACLs
+    match is the image's. An unknown topic id is left to the replica manager (UNKNOWN_TOPIC_ID)."""
     if replica_id >= 0:
         if authz.cluster_allowed(request, authz.CLUSTER_ACTION):
             return partitions, []
         return [], partitions
+    if uses_ids:
+        by_id = request.broker.metadata.image.topics_by_id
+        names: dict[int, str | None] = {}
+        for cp in partitions:
+            topic = by_id.get(cp.topic_id)
+            names[id(cp)] = None if topic is None else topic.name
+    else:
+        names = {id(cp): cp.topic for cp in partitions}
     readable = set(authz.filter_allowed(request, authz.READ, authz.TOPIC,
-                                        {cp.topic for cp in partitions if cp.topic is not None}))
-    allowed = [cp for cp in partitions if cp.topic is None or cp.topic in readable]
-    return allowed, [cp for cp in partitions if cp.topic is not None and cp.topic not in readable]
+                                        {name for name in names.values() if name is not None}))
+    allowed = [cp for cp in partitions if names[id(cp)] is None or names[id(cp)] in readable]
+    return allowed, [cp for cp in partitions if names[id(cp)] is not None and names[id(cp)] not in readable]
 
 
 def handle(request: ApiRequest) -> Any:
@@ -184,7 +193,7 @@ def handle(request: ApiRequest) -> Any:
     denied: list[CachedPartition] = []
     max_wait_ms = body["max_wait_ms"]
     if broker.authorizer is not None:
-        partitions, denied = _authorize(request, ctx.partitions, replica_id)
+        partitions, denied = _authorize(request, ctx.partitions, replica_id, uses_ids)
         if not partitions:
             max_wait_ms = 0  # nothing to wait for (Kafka answers at once when no partition is left)
     conn = request.conn

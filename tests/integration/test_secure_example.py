@@ -122,6 +122,23 @@ def test_secure_recipe_runs_as_written(tmp_path: Path) -> None:
                               cwd=root, env=env, capture_output=True, text=True, timeout=120)
         assert proc.returncode != 0
         assert "SaslAuthenticationException" in proc.stdout + proc.stderr
+        # The authorizer is on: bob authenticates, but without an ACL he can neither write nor read.
+        admin = f"bin/kafka-configs --bootstrap-server 127.0.0.1:{ports['9094']}"
+        subprocess.run(["sh", "-c", f"{admin} --alter --entity-type users --entity-name bob "
+                                    "--add-config 'SCRAM-SHA-512=[password=bob-secret]'"],
+                       cwd=root, env=env, check=True, capture_output=True, timeout=120)
+        bob = (root / "alice.properties").read_text().replace('username="alice"', 'username="bob"') \
+            .replace('password="alice-secret"', 'password="bob-secret"')
+        (root / "bob.properties").write_text(bob)
+        proc = subprocess.run(["sh", "-c", f"echo sneaky | bin/kafka-console-producer --bootstrap-server "
+                                           f"localhost:{ports['9093']} --producer.config bob.properties "
+                                           "--topic secure-hello"],
+                              cwd=root, env=env, capture_output=True, text=True, timeout=120)
+        assert "Not authorized to access topics: [secure-hello]" in proc.stdout + proc.stderr, proc.stderr[-3000:]
+        proc = subprocess.run(["sh", "-c", f"bin/kafka-get-offsets --bootstrap-server localhost:{ports['9093']} "
+                                           "--command-config alice.properties --topic secure-hello"],
+                              cwd=root, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.stdout.split() == ["secure-hello:0:1"], proc.stdout + proc.stderr[-3000:]  # alice's record only
         assert "Traceback" not in log.read_text()
     finally:
         if broker is not None and broker.poll() is None:
