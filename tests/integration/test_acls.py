@@ -271,3 +271,26 @@ def test_unknown_codes_close_the_connection_or_answer_invalid_request(broker_fac
         resp = c.request(31, 3, {"filters": [{**any_filter, "pattern_type_filter": 99}, any_filter]})
         assert [r["error_code"] for r in resp["filter_results"]] == [42, 0]
         assert describe_all(c)["resources"] == []
+
+
+def test_every_advertised_acl_api_version_round_trips(broker_factory) -> None:
+    """CreateAcls/DescribeAcls/DeleteAcls v0-3 (ApiVersions advertises them all): v0 has no pattern
+    type (LITERAL implied, Kafka's default), v2 is the first flexible version."""
+    b = broker_factory({"authorizer.class.name": STANDARD, "super.users": ANON})
+    with WireClient(b.host, b.port) as c:
+        for version in range(4):
+            name = f"v{version}-topic"
+            made = creation(TOPIC, name, READ, principal=f"User:u{version}")
+            any_filter = {"resource_type_filter": TOPIC, "resource_name_filter": name, "pattern_type_filter": LITERAL,
+                          "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+            if version == 0:
+                made.pop("resource_pattern_type")
+                any_filter.pop("pattern_type_filter")
+            assert c.request(30, version, {"creations": [made]})["results"][0]["error_code"] == 0, version
+            listed = c.request(29, version, any_filter)
+            assert listed["error_code"] == 0
+            assert [(r["resource_name"], [a["principal"] for a in r["acls"]]) for r in listed["resources"]] == [
+                (name, [f"User:u{version}"])], (version, listed)
+            removed = c.request(31, version, {"filters": [any_filter]})["filter_results"][0]
+            assert removed["error_code"] == 0 and [m["resource_name"] for m in removed["matching_acls"]] == [name]
+            assert c.request(29, version, any_filter)["resources"] == []

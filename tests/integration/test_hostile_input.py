@@ -43,6 +43,9 @@ EXPECTED_APIS = [
     (26, 0, 4),  # EndTxn
     (27, 0, 1),  # WriteTxnMarkers
     (28, 0, 4),  # TxnOffsetCommit
+    (29, 0, 3),  # DescribeAcls
+    (30, 0, 3),  # CreateAcls
+    (31, 0, 3),  # DeleteAcls
     (32, 0, 4),  # DescribeConfigs
     (33, 0, 2),  # AlterConfigs
     (35, 0, 4),  # DescribeLogDirs
