@@ -351,19 +351,24 @@ class Connection(asyncio.Protocol):
                   "closing %s", region.fd, position, region.position + region.size - position, self.peer)
         self.close()
 
-    def close_threadsafe(self) -> None:
-        """Close from any thread: transports may only be touched on their own loop."""
+    def close_threadsafe(self, after_flush: bool = False) -> None:
+        """Close from any thread: transports may only be touched on their own loop.
+        ``after_flush``: once what the transport holds is written (close_after_flush)."""
         loop = self.loop
         if loop is None or self.closed:
             return
+        close = self.close_after_flush if after_flush else self.close
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
         if running is loop:
-            self.close()
+            close()
         else:
-            loop.call_soon_threadsafe(self.close)
+            try:
+                loop.call_soon_threadsafe(close)
+            except RuntimeError:
+                pass  # the network loop is closed: shutting down
 
     # -- flow control -----------------------------------------------------------------------
 

@@ -96,6 +96,15 @@ def build_response(request: ApiRequest, ctx: FetchContext, result: FetchResult,
     read_committed = request.body["isolation_level"] == READ_COMMITTED
     topics: list[dict] = []
     by_topic: dict[Any, dict] = {}
+
+    def add(cp: CachedPartition, resp: dict) -> None:
+        key = cp.topic_id if uses_ids else cp.topic
+        entry = by_topic.get(key)
+        if entry is None:
+            entry = by_topic[key] = {"topic": cp.topic, "topic_id": cp.topic_id, "partitions": []}
+            topics.append(entry)
+        entry["partitions"].append(resp)
+
     metrics = request.broker.metrics
     if metrics is not None:
         # Kafka's BytesOutPerSec: record bytes sent to consumers (read_from_local_log does not
@@ -118,22 +127,12 @@ def build_response(request: ApiRequest, ctx: FetchContext, result: FetchResult,
         changed = cp.must_respond(resp, read.size > 0 or read.preferred_read_replica >= 0)
         if incremental and not changed:
             continue
-        key = cp.topic_id if uses_ids else cp.topic
-        entry = by_topic.get(key)
-        if entry is None:
-            entry = by_topic[key] = {"topic": cp.topic, "topic_id": cp.topic_id, "partitions": []}
-            topics.append(entry)
-        entry["partitions"].append(resp)
+        add(cp, resp)
     for cp in denied:
         resp = _partition_response(cp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         if not cp.must_respond(resp, False) and incremental:
             continue
-        key = cp.topic_id if uses_ids else cp.topic
-        entry = by_topic.get(key)
-        if entry is None:
-            entry = by_topic[key] = {"topic": cp.topic, "topic_id": cp.topic_id, "partitions": []}
-            topics.append(entry)
-        entry["partitions"].append(resp)
+        add(cp, resp)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": ctx.session_id, "responses": topics}
 
 

@@ -325,7 +325,7 @@ class SaslAuthenticator:
 
         def answer() -> None:
             self._send(dispatcher, conn, slot, schema, header, body)
-            _close_after_flush(dispatcher, conn)
+            conn.close_threadsafe(after_flush=True)
 
         if delay > 0:
             asyncio.get_running_loop().call_later(delay, answer)
@@ -344,24 +344,6 @@ class SaslAuthenticator:
         self.state = FAILED
         self._server = None
         dispatcher.close(conn)
-
-
-def _close_after_flush(dispatcher: Dispatcher, conn: Connection) -> None:
-    """Close once the transport wrote the answer queued just before (same loop, so in order)."""
-    loop = conn.loop
-    if loop is None or conn.closed:
-        return
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    if running is loop:
-        conn.close_after_flush()
-    else:
-        try:
-            loop.call_soon_threadsafe(conn.close_after_flush)
-        except RuntimeError:
-            pass  # the network loop is closed: shutting down
 
 
 def authenticator_factory(settings: SaslListenerSettings, credentials: CredentialLookup,
