@@ -125,10 +125,10 @@ def handle(request: ApiRequest) -> Any:
         requested = None  # v0: empty means all
     if requested and version < 12 and _names_or_ids_invalid(requested):
         return invalid_request_response(requested)
-    if broker.authorizer is not None:
-        return metadata_authz.handle(request)
     allow_auto = body["allow_auto_topic_creation"] if version >= 4 else True
     auto_create = allow_auto and broker.config["auto.create.topics.enable"]
+    if broker.authorizer is not None:
+        return metadata_authz.handle(request, requested, auto_create)
     to_create = []
     if requested is not None:
         for t in requested:

@@ -24,7 +24,9 @@ from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
 from protocol.errors import ErrorCode
 
 
-def handle(request: ApiRequest) -> Any:
+def handle(request: ApiRequest, requested: list[dict] | None, auto_create: bool) -> Any:
+    """``requested``: the topics asked for (None: all), ``auto_create``: the request and the broker
+    allow auto-creation — both as metadata.handle read them."""
     # metadata.py imports this module: its helpers are imported at call time.
     from broker.handlers.metadata import INTERNAL_TOPICS, create_then_answer, topic_metadata
     from broker.handlers.metadata import _error_topic as error_topic
@@ -32,13 +34,7 @@ def handle(request: ApiRequest) -> Any:
 
     broker = request.broker
     body = request.body
-    version = request.api_version
     image = broker.metadata.image
-    requested = body["topics"]
-    if version == 0 and not requested:
-        requested = None
-    allow_auto = body["allow_auto_topic_creation"] if version >= 4 else True
-    auto_create = allow_auto and broker.config["auto.create.topics.enable"]
     describable = {name: authz.allowed(request, authz.DESCRIBE, authz.TOPIC, name)
                    for name in ((t["name"] for t in requested if t["name"] is not None) if requested is not None
                                 else image.topics)}
