@@ -68,6 +68,12 @@ COMPACT_AT = 1 << 20
 # make the transport buffer (and so call pause_writing), small enough to bound a slow reader.
 REGION_CHUNK = 64 * 1024
 
+# After a last answer (a failed SASL authentication's), wait this long for the client to close
+# before closing ourselves. Sending the answer and our FIN back to back lets them arrive in one
+# read, and some clients (kafka-python 3's transport) then drop the answer with the connection,
+# reporting "socket disconnected" instead of the authentication error.
+CLOSE_LINGER_S = 1.0
+
 
 class _Slot:
     __slots__ = ("chunks", "done")
@@ -176,6 +182,8 @@ class Connection(asyncio.Protocol):
         self._on_input()
 
     def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return  # lingering after a last answer (close_after_flush)
         self.last_active = time.monotonic()
         if self.pos == len(self.buf):
             # Nothing buffered (the usual case): whole frames are taken from ``data`` itself as
@@ -414,12 +422,20 @@ class Connection(asyncio.Protocol):
         self._on_input()
 
     def close_after_flush(self) -> None:
-        """Close once the transport has written what it holds (the answer to a failed SASL
-        authentication goes out first, as Kafka's delayed close sends it)."""
-        if not self.closed and self.transport is not None:
-            self.closed = True
-            self.out_queue.clear()
-            self.transport.close()
+        """Close after the last answer (a failed SASL authentication's, which Kafka's delayed close
+        sends first): nothing more is read or answered, what the transport holds is written, and
+        the socket closes when the client closes it or after CLOSE_LINGER_S, whichever is first."""
+        transport = self.transport
+        if self.closed or transport is None:
+            return
+        self.closed = True
+        self.out_queue.clear()
+        if self.read_paused:
+            # Reading must go on to see the client's FIN (data that comes is ignored: closed).
+            self.read_paused = False
+            transport.resume_reading()
+        assert self.loop is not None
+        self.loop.call_later(CLOSE_LINGER_S, transport.close)
 
     def close(self) -> None:
         if not self.closed:

@@ -341,6 +341,23 @@ def test_failed_authentication_delay(tmp_path: Path) -> None:
         b.process.kill()
 
 
+def test_failed_authentication_answer_is_not_followed_at_once_by_the_close(sasl_broker: SaslBroker) -> None:
+    """The answer to a failed login arrives alone: the broker closes when the client does or after
+    connection.CLOSE_LINGER_S. An answer and a FIN in one read made kafka-python 3 drop the answer
+    and report "socket disconnected" instead of SaslAuthenticationFailedError."""
+    from broker.connection import CLOSE_LINGER_S
+
+    with _client(sasl_broker) as c:
+        resp = login_plain(c, "alice", "wrong")
+        assert resp["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED
+        t0 = time.monotonic()
+        assert not c.is_closed_by_peer(timeout=CLOSE_LINGER_S / 2), "closed right behind the answer"
+        c.sock.sendall(b"\x00\x00\x00\x01x")  # whatever comes now is neither read as a request nor answered
+        assert c.is_closed_by_peer(timeout=CLOSE_LINGER_S + 5)
+        assert time.monotonic() - t0 >= CLOSE_LINGER_S * 0.9
+    assert _served(sasl_broker)
+
+
 def test_plain_socket_to_sasl_port_from_a_plaintext_client_is_closed(sasl_broker: SaslBroker) -> None:
     # A client configured for PLAINTEXT sends Metadata first: closed, as Kafka does.
     with socket.create_connection((sasl_broker.host, sasl_broker.sasl_port), timeout=5) as s:

@@ -235,10 +235,10 @@ def failed_logins_while_served(connect: Callable[[], WireClient], login: Callabl
 
 def kafka_python_refusal_timeouts() -> dict:
     """KafkaAdminClient timeouts for a connection that must be refused: the bootstrap gives up after
-    10 s rather than kafka-python 3's default 30 s (older releases have no bootstrap_timeout_ms)."""
+    5 s rather than kafka-python 3's default 30 s (older releases have no bootstrap_timeout_ms)."""
     from kafka.admin import KafkaAdminClient
 
     timeouts = {"request_timeout_ms": 10000}
     if "bootstrap_timeout_ms" in KafkaAdminClient.DEFAULT_CONFIG:
-        timeouts["bootstrap_timeout_ms"] = 10000
+        timeouts["bootstrap_timeout_ms"] = 5000
     return timeouts
