@@ -42,6 +42,18 @@ _handed_out: set[int] = set()
 _LOWEST_PORT = 20000
 
 
+def _worker_stripe(low: int, top: int) -> tuple[int, int]:
+    """The share of [low, top) for this pytest-xdist worker (PYTEST_XDIST_WORKER=gwN of
+    PYTEST_XDIST_WORKER_COUNT), inherited by the processes it starts: parallel test workers check
+    and hand out ports independently, so each draws from its own stripe and none takes another's."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 1):
+        return low, top
+    index, n = int(worker[2:]), int(count)
+    width = (top - low) // n
+    return low + index * width, low + (index + 1) * width
+
+
 def _ephemeral_range_start() -> int:
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
@@ -57,10 +69,12 @@ def free_port(host: str = "127.0.0.1") -> int:
     next outgoing connection before the caller binds it (seen in CI: "Address already in use" when
     a broker started next to etcd clients). Below the range only a listener can take it.
     """
-    top = _ephemeral_range_start()
+    low, top = _LOWEST_PORT, _ephemeral_range_start()
+    if top > low + 1000:
+        low, top = _worker_stripe(low, top)
     rng = random.SystemRandom()
-    for _ in range(200 if top > _LOWEST_PORT + 1000 else 0):
-        port = rng.randrange(_LOWEST_PORT, top)
+    for _ in range(200 if top > low + 100 else 0):
+        port = rng.randrange(low, top)
         if port in _handed_out:
             continue
         with socket.socket() as s:

@@ -21,3 +21,17 @@ def test_ports_are_below_the_ephemeral_range_distinct_and_bindable() -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", port))
 
+
+
+def test_parallel_test_workers_draw_from_disjoint_stripes(monkeypatch: pytest.MonkeyPatch) -> None:
+    start = _ephemeral_range_start()
+    if start <= 23000:
+        pytest.skip(f"the ephemeral range starts at {start}: no room below it on this machine")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "3")
+    drawn: dict[int, set[int]] = {}
+    for index in range(3):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", f"gw{index}")
+        drawn[index] = {free_port() for _ in range(30)}
+    for index, ports in drawn.items():
+        width = (start - 20000) // 3
+        assert all(20000 + index * width <= p < 20000 + (index + 1) * width for p in ports), index
