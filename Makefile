@@ -49,10 +49,11 @@ cluster: compile
 
 # The Java/Spark tests need Kafka's and Spark's jars: `jars` fetches them from Maven Central into
 # .cache/ on first use (about a minute) and is a no-op afterwards.
-# Test files run in TEST_WORKERS processes (pytest-xdist, one file per worker at a time, so a file's
-# module-scoped brokers are still shared): most of the suite waits on brokers, JVMs and timeouts, so
-# 3 workers halve its time even on 2 cores (28 -> 14 min here). TEST_WORKERS=0 runs it serially.
-TEST_WORKERS ?= 3
+# TEST_WORKERS=3 runs test files in 3 processes (pytest-xdist, one file per worker at a time, so a
+# file's module-scoped brokers are still shared): 28 -> 14 min on 2 cores. Not the default yet: in a
+# fresh-clone CI run three files failed in parallel that pass alone (the disk-full follower test's
+# 4 MiB tmpfs, the Spark checkpoint restart against Kafka, a read_committed console consumer).
+TEST_WORKERS ?= 0
 test: compile $(TEST_STAMP) jars lint
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
