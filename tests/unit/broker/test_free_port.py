@@ -22,7 +22,6 @@ def test_ports_are_below_the_ephemeral_range_distinct_and_bindable() -> None:
             s.bind(("127.0.0.1", port))
 
 
-
 def test_parallel_test_workers_draw_from_disjoint_stripes(monkeypatch: pytest.MonkeyPatch) -> None:
     start = _ephemeral_range_start()
     if start <= 23000:
