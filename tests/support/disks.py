@@ -6,6 +6,7 @@ skipped with the reason.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -50,14 +51,18 @@ class Disks:
     def fill(mount: Path) -> Path:
         """Write a filler file until the file system is full; remove it to free the space."""
         filler = mount / "filler"
-        chunk = b"\0" * 65536
-        with open(filler, "wb") as f:
-            try:
-                while True:
-                    f.write(chunk)
-                    f.flush()
-            except OSError:
-                pass
+        chunk = bytes(65536)
+        # Unbuffered: a buffered file keeps the bytes of a short write at ENOSPC and raises ENOSPC again
+        # when it is closed. Whether that happens depends on the free space left by the broker's own
+        # appends, so with a buffered file the test failed at random.
+        with open(filler, "wb", buffering=0) as f:
+            while True:
+                try:
+                    f.write(chunk)  # a short write fills the last bytes; the next one raises ENOSPC
+                except OSError as e:
+                    if e.errno != errno.ENOSPC:
+                        raise
+                    break
         return filler
 
     @staticmethod
