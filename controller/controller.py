@@ -38,6 +38,7 @@ Publishers are called on that loop, synchronously, after each committed change.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
@@ -391,14 +392,17 @@ class Controller:
                 raise KafkaApiError(ErrorCode.BROKER_ID_NOT_REGISTERED, f"No node with id {node_id} found.")
             if broker.fenced == fenced:
                 return
-            await self._commit([BrokerRegistrationChangeRecord(node_id, broker.broker_epoch, fenced)])
-            records: list[MetadataRecord]
+            # One batch, as Kafka's controller writes a fencing with its leader moves: no broker
+            # may see the broker fenced while its partitions still name it leader and in-sync.
+            # The elections are computed on the image as it will be once the fence is applied.
+            after = dataclasses.replace(self._image, brokers={**self._image.brokers,
+                                                               node_id: dataclasses.replace(broker, fenced=fenced)})
+            records: list[MetadataRecord] = [BrokerRegistrationChangeRecord(node_id, broker.broker_epoch, fenced)]
             if fenced:
-                records = list(elections.failover_records(self._image, node_id, self._unclean_default()))
+                records += elections.failover_records(after, node_id, self._unclean_default())
             else:
-                records = self._election_records(self._all_partitions())
-            if records:
-                await self._commit(records)
+                records += elections.offline_election_records(after, self._all_partitions(), self._unclean_default())
+            await self._commit(records)
 
     async def set_offline_replicas(self, node_id: int, offline: Set[tuple[uuid.UUID, int]]) -> None:
         """Broker ``node_id`` holds ``offline`` ((topic id, partition)) in failed log dirs, and no other

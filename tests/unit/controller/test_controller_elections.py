@@ -204,3 +204,33 @@ async def test_rebalance_leaves_reassigning_partitions_alone(controller: Control
     (r,) = await controller.alter_partition_reassignments([ReassignmentTarget("m", 0, (2, 1, 3))])
     assert r.error_code == ErrorCode.NONE and controller.image.topics["m"].partitions[0].is_reassigning
     assert await controller.rebalance_leaders() == []
+
+
+class _Snapshots:
+    """A publisher that keeps, per publication, each broker's fenced flag and partition p-0's leader and ISR."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[dict[int, bool], int, tuple[int, ...]]] = []
+
+    def publish(self, image, delta) -> None:
+        p = image.topics["p"].partitions[0]
+        self.seen.append(({n: b.fenced for n, b in image.brokers.items()}, p.leader, p.isr))
+
+
+async def test_a_fence_and_its_leader_moves_are_published_together(controller: Controller) -> None:
+    """Kafka's controller writes a fencing and the partition changes it causes in one batch: no
+    broker ever sees the broker fenced while it still leads (or is in the ISR of) a partition."""
+    await _three_brokers(controller)
+    await _topic(controller, "p", (2, 1, 3))
+    snapshots = _Snapshots()
+    controller.add_publisher(snapshots)
+    snapshots.seen.clear()  # the image as it stood when the publisher was added
+    await controller.fence_broker(2)
+    assert snapshots.seen == [({1: False, 2: True, 3: False}, 1, (1, 3))]
+    # Unfencing likewise elects, in the same publication, a leader for what had none.
+    await controller.fence_broker(3)
+    await controller.fence_broker(1)
+    assert controller.image.topics["p"].partitions[0].leader == -1
+    snapshots.seen.clear()
+    await controller.unfence_broker(1)
+    assert snapshots.seen == [({1: False, 2: True, 3: True}, 1, (1,))]
