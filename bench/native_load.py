@@ -51,6 +51,10 @@ class WorkerResult:
     end: float
     latencies: list[float] = field(default_factory=list)  # seconds, rate phase only
     error: str = ""
+    # Rate phase: librdkafka's own split of a record's wait, from its statistics every second, as
+    # (int_latency p99, rtt p99) in ms per interval: time queued in the client before its request
+    # was sent, and the broker round trip of the Produce requests.
+    client_split: list[tuple[float, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -62,6 +66,7 @@ class PhaseResult:
     wall_s: float
     latencies: list[float]
     errors: list[str]
+    client_split: list[tuple[float, float]] = field(default_factory=list)  # every worker's, see WorkerResult
 
     @property
     def mb_per_sec(self) -> float:
@@ -76,7 +81,7 @@ def aggregate(results: list[WorkerResult]) -> PhaseResult:
     wall = max(r.end for r in results) - min(r.start for r in results)
     latencies = [x for r in results for x in r.latencies]
     return PhaseResult(sum(r.records for r in results), sum(r.bytes for r in results), wall, latencies,
-                       [r.error for r in results if r.error])
+                       [r.error for r in results if r.error], [x for r in results for x in r.client_split])
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -110,6 +115,14 @@ def _produce_worker(bootstrap: str, topic: str, records: int, size: int, rate: f
 
     latencies = array("d")
     errors: list[str] = []
+    split_ms: list[tuple[float, float]] = []
+
+    def stats(raw: str) -> None:
+        import json
+
+        for b in json.loads(raw).get("brokers", {}).values():
+            if b.get("nodeid", -1) >= 0 and b.get("rtt", {}).get("cnt", 0):
+                split_ms.append((b["int_latency"]["p99"] / 1000, b["rtt"]["p99"] / 1000))
 
     def delivered(err: Any, msg: Any) -> None:
         if err is not None:
@@ -119,7 +132,8 @@ def _produce_worker(bootstrap: str, topic: str, records: int, size: int, rate: f
             latencies.append(msg.latency())
 
     try:
-        producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG})
+        extra = {"statistics.interval.ms": 1000, "stats_cb": stats} if rate is not None else {}
+        producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG, **extra})
         producer.list_topics(topic, timeout=30)  # connected, metadata known: outside the clock
     except KafkaException as exc:
         ready.put(None)
@@ -146,7 +160,7 @@ def _produce_worker(bootstrap: str, topic: str, records: int, size: int, rate: f
                 producer.poll(0)
     producer.flush(120)
     end = time.monotonic()
-    out.put(WorkerResult(sent, sent * size, start, end, list(latencies), "; ".join(errors)))
+    out.put(WorkerResult(sent, sent * size, start, end, list(latencies), "; ".join(errors), split_ms))
 
 
 def _consume_worker(bootstrap: str, topic: str, partitions: list[int], ready: Any, go: Any, out: Any) -> None:

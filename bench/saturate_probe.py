@@ -10,6 +10,12 @@ before/after, copy the script into a `git archive` of the base and run both copi
 
 Per run: produce MB/s, broker cores (all broker processes' CPU over the phase's wall time) and
 broker CPU-s per GB, then the same for consume; the cluster's etcd is counted apart (etcd CPU-s).
+``--rate-mb R --seconds S``: instead, the half-rate latency case of bench/compare.py on its own: the
+producers held to R MB/s in all for S s; p50/p99/max delivery latency, the broker's own Produce
+times (its metrics endpoint, so ``--metrics`` is implied) and, sampled every 2 ms from /proc, how
+per broker thread its CPU, its wait for a CPU and its time in uninterruptible sleep (D, with the
+wchans), and librdkafka's own split of the wait (queued in the client vs the request round trip).
+
 ``--metrics``: the broker(s) run with the metrics endpoint, and the Produce request count is
 scraped after the phase, which gives bytes and broker CPU per request (the endpoint itself costs a
 few us per request: use it for the count, not for the CPU figure).
@@ -164,6 +170,113 @@ def one_run(nodes: Nodes, records: int, processes: int, py_spy: str | None) -> d
     return out
 
 
+class ThreadSampler:
+    """Samples every thread of ``pid`` every ``interval`` s from /proc (the broker's threads all
+    show as "python", so they are told apart by id and ranked by CPU): per thread its CPU time,
+    its wait for a CPU (schedstat's run_delay: runnable but not running), how often it was found
+    in uninterruptible sleep (D) with the wchans seen there, and its longest unbroken D run."""
+
+    def __init__(self, pid: int, interval: float = 0.002) -> None:
+        import threading
+
+        self.pid, self.interval = pid, interval
+        self.d_samples: dict[int, int] = {}
+        self.wchans: dict[int, dict[str, int]] = {}
+        self.longest_d: dict[int, float] = {}
+        self._d_since: dict[int, float] = {}
+        self._first: dict[int, tuple[int, int]] = {}
+        self._last: dict[int, tuple[int, int]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> list[dict[str, Any]]:
+        self._stop.set()
+        self._thread.join(5)
+        rows = []
+        for tid, (cpu1, wait1) in self._last.items():
+            cpu0, wait0 = self._first[tid]
+            rows.append({"tid": tid, "cpu_s": round((cpu1 - cpu0) / 1e9, 2), "run_wait_s": round((wait1 - wait0) / 1e9, 2),
+                         "d_samples": self.d_samples.get(tid, 0), "longest_d_ms": round(self.longest_d.get(tid, 0) * 1000, 1),
+                         "d_wchans": self.wchans.get(tid, {})})
+        rows.sort(key=lambda r: -r["cpu_s"])
+        return [r for r in rows if r["cpu_s"] >= 0.05 or r["d_samples"]]
+
+    def _run(self) -> None:
+        task_dir = Path(f"/proc/{self.pid}/task")
+        while not self._stop.is_set():
+            now = time.monotonic()
+            try:
+                tids = os.listdir(task_dir)
+            except OSError:
+                return
+            for name in tids:
+                tid = int(name)
+                try:
+                    stat = (task_dir / name / "stat").read_text()
+                    cpu_ns, wait_ns = ((task_dir / name / "schedstat").read_text().split()[:2])
+                except OSError:
+                    continue
+                sample = (int(cpu_ns), int(wait_ns))
+                self._first.setdefault(tid, sample)
+                self._last[tid] = sample
+                if stat[stat.rindex(")") + 2] == "D":
+                    self.d_samples[tid] = self.d_samples.get(tid, 0) + 1
+                    try:
+                        wchan = (task_dir / name / "wchan").read_text() or "?"
+                    except OSError:
+                        wchan = "?"
+                    w = self.wchans.setdefault(tid, {})
+                    w[wchan] = w.get(wchan, 0) + 1
+                    began = self._d_since.setdefault(tid, now)
+                    self.longest_d[tid] = max(self.longest_d.get(tid, 0.0), now - began)
+                else:
+                    self._d_since.pop(tid, None)
+            time.sleep(self.interval)
+
+
+def produce_time_quantiles(port: int) -> dict[str, float]:
+    """The broker's Produce TotalTimeMs histogram: the share of requests over each bucket bound."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    buckets: list[tuple[float, float]] = []
+    for line in text.splitlines():
+        if line.startswith("kafka_network_requestmetrics_totaltimems_bucket") and 'request="Produce"' in line:
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets.append((float(le), float(line.rsplit(" ", 1)[1])))
+    if not buckets:
+        return {}
+    total = buckets[-1][1]
+    return {f"over_{le:g}ms": round(1 - n / total, 4) for le, n in buckets if le != float("inf") and 5 <= le <= 1000}
+
+
+def rate_run(nodes: Nodes, rate_mb: float, seconds: float, processes: int) -> dict[str, Any]:
+    topic = f"rate-{uuid.uuid4().hex[:8]}"
+    create_topic(nodes.bootstrap, topic, PARTITIONS)
+    out: dict[str, Any] = {"nodes": nodes.n, "load1": round(os.getloadavg()[0], 2), "rate_mb": rate_mb}
+    sampler = ThreadSampler(nodes.pids[0])
+    c0, t0 = nodes.cpu(), time.monotonic()
+    sampler.start()
+    phase = native_load.rate_phase(nodes.bootstrap, topic, rate_mb * native_load.MB, seconds, 1024, processes)
+    threads = sampler.stop()
+    ms = [x * 1000 for x in phase.latencies]
+    out.update(mb_s=round(phase.mb_per_sec, 1), cores=round((nodes.cpu() - c0) / (time.monotonic() - t0), 3),
+               p50_ms=round(native_load.percentile(ms, 50), 1), p99_ms=round(native_load.percentile(ms, 99), 1),
+               max_ms=round(max(ms, default=float("nan")), 1))
+    if phase.client_split:
+        out["client_int_latency_p99_ms_median"] = round(statistics.median(q for q, _ in phase.client_split), 1)
+        out["client_int_latency_p99_ms_max"] = round(max(q for q, _ in phase.client_split), 1)
+        out["client_rtt_p99_ms_median"] = round(statistics.median(r for _, r in phase.client_split), 1)
+        out["client_rtt_p99_ms_max"] = round(max(r for _, r in phase.client_split), 1)
+    if nodes.metrics_ports:
+        out["broker_produce"] = produce_time_quantiles(nodes.metrics_ports[0])
+    out["threads"] = threads
+    if phase.errors:
+        out["errors"] = phase.errors[:1]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=1)
@@ -174,7 +287,11 @@ def main() -> None:
     ap.add_argument("--py-spy", help="write a py-spy raw profile of the (first) broker to this file")
     ap.add_argument("--override", action="append", default=[], help="broker property key=value (every node)")
     ap.add_argument("--metrics", action="store_true", help="count Produce requests (metrics endpoint on)")
+    ap.add_argument("--rate-mb", type=float, help="run the half-rate latency case at this total MB/s instead")
+    ap.add_argument("--seconds", type=float, default=20.0, help="--rate-mb: how long the producers run")
     args = ap.parse_args()
+    if args.rate_mb:
+        args.metrics = True
     counts = [int(x) for x in args.alternate.split(",")] if args.alternate else [args.nodes]
     rows: list[dict[str, Any]] = []
     for run in range(args.runs):
@@ -183,13 +300,18 @@ def main() -> None:
             nodes = Nodes(n, tmp, args.metrics, dict(kv.split("=", 1) for kv in args.override))
             try:
                 time.sleep(1.0)
-                row = one_run(nodes, args.records, args.processes, args.py_spy if run == 0 else None)
+                if args.rate_mb:
+                    row = rate_run(nodes, args.rate_mb, args.seconds, args.processes)
+                else:
+                    row = one_run(nodes, args.records, args.processes, args.py_spy if run == 0 else None)
             finally:
                 nodes.stop()
                 shutil.rmtree(tmp, ignore_errors=True)
             row["run"] = run
             rows.append(row)
             print(row, flush=True)
+    if args.rate_mb:
+        return
     for n in counts:
         mine = [r for r in rows if r["nodes"] == n]
         keys = ("produce_mb_s", "produce_cores", "produce_cpu_s_per_gb", "consume_mb_s", "consume_cores",
