@@ -192,6 +192,11 @@ def records_per_transaction(bootstrap: str, topic: str, partitions: int, records
     return round(records / markers, 1) if markers > 0 else float("nan")
 
 
+# file.delete.delay.ms (1 s, bench/servers.py) plus Kafka's log-deletion scheduling: by then the
+# deleted topic's files are unlinked, so that kernel work stays out of the next measurement.
+DELETE_SETTLE_S = 3.0
+
+
 def delete_topic(bootstrap: str, name: str) -> None:
     from confluent_kafka.admin import AdminClient
 
@@ -200,6 +205,8 @@ def delete_topic(bootstrap: str, name: str) -> None:
         admin.delete_topics([name], operation_timeout=30)[name].result(60)
     except Exception as exc:  # a leftover topic costs disk only
         print(f"  (could not delete {name}: {exc})", flush=True)
+        return
+    time.sleep(DELETE_SETTLE_S)
 
 
 # -- one measurement ----------------------------------------------------------------------------

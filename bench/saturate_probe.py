@@ -12,7 +12,7 @@ Per run: produce MB/s, broker cores (all broker processes' CPU over the phase's 
 broker CPU-s per GB, then the same for consume; the cluster's etcd is counted apart (etcd CPU-s).
 ``--rate-mb R --seconds S``: instead, the half-rate latency case of bench/compare.py on its own: the
 producers held to R MB/s in all for S s; p50/p99/max delivery latency, the broker's own Produce
-times (its metrics endpoint, so ``--metrics`` is implied) and, sampled every 2 ms from /proc, how
+times (its metrics endpoint, so ``--metrics`` is implied) and, sampled every 20 ms from /proc, how
 per broker thread its CPU, its wait for a CPU and its time in uninterruptible sleep (D, with the
 wchans), and librdkafka's own split of the wait (queued in the client vs the request round trip).
 
@@ -176,7 +176,7 @@ class ThreadSampler:
     its wait for a CPU (schedstat's run_delay: runnable but not running), how often it was found
     in uninterruptible sleep (D) with the wchans seen there, and its longest unbroken D run."""
 
-    def __init__(self, pid: int, interval: float = 0.002) -> None:
+    def __init__(self, pid: int, interval: float = 0.02) -> None:
         import threading
 
         self.pid, self.interval = pid, interval

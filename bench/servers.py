@@ -44,6 +44,10 @@ COMMON_SETTINGS = {
     "offsets.topic.num.partitions": "5",
     "offsets.topic.replication.factor": "1",
     "group.initial.rebalance.delay.ms": "0",
+    # A deleted topic's files go 1 s after the delete, not Kafka's default 60 s, so the 1.2 GB of a
+    # saturate case are gone before the next case starts (compare.delete_topic waits for that)
+    # instead of being unlinked in the middle of another broker's latency run.
+    "file.delete.delay.ms": "1000",
 }
 
 # ApiVersions v0: request header v1 (api key 18, version 0, correlation id 7, client id "probe"), empty body.
