@@ -49,19 +49,12 @@ cluster: compile
 
 # The Java/Spark tests need Kafka's and Spark's jars: `jars` fetches them from Maven Central into
 # .cache/ on first use (about a minute) and is a no-op afterwards.
-# The suite runs in two phases: test files in $(TEST_WORKERS) processes (pytest-xdist, one file per
-# worker at a time, so a file's module-scoped brokers are still shared), then the tests marked
-# `serial` alone (timing-sensitive ones that a loaded machine upsets: Spark against real Kafka).
-# 28 -> about 16 min on 2 cores. TEST_WORKERS=0 runs everything in one serial pytest.
-# pytest exits 5 when a phase selects no test (PYTEST_ARGS naming one file): that phase is fine.
+# The suite runs its test files in $(TEST_WORKERS) processes (pytest-xdist, one file per worker at a
+# time, so a file's module-scoped brokers are still shared): 28 -> about 15 min on 2 cores.
+# TEST_WORKERS=0 runs it serially in one process.
 TEST_WORKERS ?= 3
 test: compile $(TEST_STAMP) jars lint
-ifeq ($(TEST_WORKERS),0)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
-else
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not serial" $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]
-	$(PY) -m pytest -q -m serial $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]
-endif
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The fault suite of issue 13 (docs/replication-faults.md) with $(ROUNDS) rounds of its kill/pause and
 # rolling-restart scenarios instead of one (`make test` runs one round); prints each failover time.

@@ -16,6 +16,7 @@ from tests.support.real_kafka import (
     CLASSIC_GROUP,
     CONSUMER_GROUP,
     FETCH,
+    KEEP_RECORDS,
     PRODUCE,
     TARGETS,
     open_target,
@@ -38,7 +39,7 @@ def driver(target):
 def new_topic(target, driver, partitions: int = 1, configs: dict | None = None) -> str:
     target.require("CreateTopics", "Metadata")
     name = unique("java")
-    driver.admin("create_topic", topic=name, partitions=partitions, configs=configs or {})
+    driver.admin("create_topic", topic=name, partitions=partitions, configs={**KEEP_RECORDS, **(configs or {})})
     return name
 
 

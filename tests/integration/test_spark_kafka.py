@@ -19,11 +19,6 @@ from tests.support.real_kafka import FETCH, PRODUCE, TARGETS, create_topic, open
 
 BASE_TS = 1_700_000_000_000
 
-# Alone, after the parallel phase: with three test workers busy, Spark's Kafka source once failed the
-# checkpoint restart against real Kafka ("Could not read records in offset [0, 5)": a poll came back
-# empty with the consumer's position moved past the range). It passed in every serial run.
-pytestmark = pytest.mark.serial
-
 
 @pytest.fixture(scope="module")
 def spark():

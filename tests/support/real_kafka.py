@@ -142,10 +142,19 @@ def open_target(name: str, tmp_dir: Path) -> Iterator[Target]:
         b.kill()
 
 
+# Test topics keep their records whatever their timestamps: the tests write fixed past timestamps
+# (2020, 2023) so that timestamp lookups have known answers, and under the default retention.ms
+# (7 days) those records are already expired. Kafka's first retention pass, 30 s after it starts
+# and then every 5 minutes, deleted them under running tests ("Some data may have been lost" in
+# Spark's source; checked: a 2023-stamped topic's log start jumped to its end at 30 s).
+KEEP_RECORDS = {"retention.ms": "-1"}
+
+
 def create_topic(target: Target, topic: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
     """Create a topic with librdkafka's admin client (cheap: no JVM) and wait for it to exist."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": target.bootstrap})
-    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=configs or {})], operation_timeout=15)
+    futures = admin.create_topics([NewTopic(topic, partitions, 1, config={**KEEP_RECORDS, **(configs or {})})],
+                                  operation_timeout=15)
     futures[topic].result(timeout=30)
