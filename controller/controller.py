@@ -38,11 +38,10 @@ Publishers are called on that loop, synchronously, after each committed change.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from controller import acls, client_quotas, elections, reassignments, scram_credentials
@@ -368,12 +367,11 @@ class Controller:
                 endpoints=tuple((str(n), str(h), int(p)) for n, h, p in endpoints),
             )
             changes: list[MetadataRecord] = [record]
-            await self._commit(changes)
             if not fenced:
-                # A broker coming back may lead partitions that had no leader.
-                elections = self._election_records(self._all_partitions())
-                if elections:
-                    await self._commit(elections)
+                # A broker coming back may lead partitions that had no leader: elected in the same
+                # batch, so no broker sees it live while those partitions still have no leader.
+                changes += self._offline_elections(self._image_after(record))
+            await self._commit(changes)
             return broker_epoch
 
     async def fence_broker(self, node_id: int) -> None:
@@ -394,14 +392,13 @@ class Controller:
                 return
             # One batch, as Kafka's controller writes a fencing with its leader moves: no broker
             # may see the broker fenced while its partitions still name it leader and in-sync.
-            # The elections are computed on the image as it will be once the fence is applied.
-            after = dataclasses.replace(self._image, brokers={**self._image.brokers,
-                                                               node_id: dataclasses.replace(broker, fenced=fenced)})
-            records: list[MetadataRecord] = [BrokerRegistrationChangeRecord(node_id, broker.broker_epoch, fenced)]
+            change = BrokerRegistrationChangeRecord(node_id, broker.broker_epoch, fenced)
+            after = self._image_after(change)
+            records: list[MetadataRecord] = [change]
             if fenced:
                 records += elections.failover_records(after, node_id, self._unclean_default())
             else:
-                records += elections.offline_election_records(after, self._all_partitions(), self._unclean_default())
+                records += self._offline_elections(after)
             await self._commit(records)
 
     async def set_offline_replicas(self, node_id: int, offline: Set[tuple[uuid.UUID, int]]) -> None:
@@ -452,8 +449,18 @@ class Controller:
     def _all_partitions(self) -> list[tuple[TopicImage, PartitionState]]:
         return [(t, p) for t in self._image.topics.values() for p in t.partitions.values()]
 
-    def _election_records(self, partitions: Iterable[tuple[TopicImage, PartitionState]]) -> list[MetadataRecord]:
-        return list(elections.offline_election_records(self._image, partitions, self._unclean_default()))
+    def _image_after(self, record: RegisterBrokerRecord | BrokerRegistrationChangeRecord) -> MetadataImage:
+        """The image as it will be once the broker ``record`` is applied, for elections written in the
+        same batch. A broker record changes only ``brokers``, so the copy gets its own brokers map
+        and shares everything else."""
+        after = replace(self._image, brokers=dict(self._image.brokers))
+        apply(after, record)
+        return after
+
+    def _offline_elections(self, image: MetadataImage) -> list[MetadataRecord]:
+        """Leaders for every partition without a live one, judged on ``image`` (whose topics are the
+        current image's: ``_image_after`` copies only the brokers)."""
+        return list(elections.offline_election_records(image, self._all_partitions(), self._unclean_default()))
 
     async def elect_leaders(
         self, election_type: int = ElectionType.PREFERRED, partitions: Iterable[tuple[str, int]] | None = None

@@ -234,3 +234,8 @@ async def test_a_fence_and_its_leader_moves_are_published_together(controller: C
     snapshots.seen.clear()
     await controller.unfence_broker(1)
     assert snapshots.seen == [({1: False, 2: True, 3: True}, 1, (1,))]
+    # A broker registering again (a restart) likewise: live and leading in one publication.
+    await controller.fence_broker(1)
+    snapshots.seen.clear()
+    await controller.register_broker(1, "h1", 9092)
+    assert snapshots.seen == [({1: False, 2: True, 3: True}, 1, (1,))]
