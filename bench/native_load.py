@@ -22,6 +22,7 @@ Who may call it: the harness's main thread (it spawns and joins the workers).
 
 from __future__ import annotations
 
+import json
 import math
 import multiprocessing as mp
 import os
@@ -118,8 +119,6 @@ def _produce_worker(bootstrap: str, topic: str, records: int, size: int, rate: f
     split_ms: list[tuple[float, float]] = []
 
     def stats(raw: str) -> None:
-        import json
-
         for b in json.loads(raw).get("brokers", {}).values():
             if b.get("nodeid", -1) >= 0 and b.get("rtt", {}).get("cnt", 0):
                 split_ms.append((b["int_latency"]["p99"] / 1000, b["rtt"]["p99"] / 1000))

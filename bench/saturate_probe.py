@@ -12,9 +12,9 @@ Per run: produce MB/s, broker cores (all broker processes' CPU over the phase's 
 broker CPU-s per GB, then the same for consume; the cluster's etcd is counted apart (etcd CPU-s).
 ``--rate-mb R --seconds S``: instead, the half-rate latency case of bench/compare.py on its own: the
 producers held to R MB/s in all for S s; p50/p99/max delivery latency, the broker's own Produce
-times (its metrics endpoint, so ``--metrics`` is implied) and, sampled every 20 ms from /proc, how
-per broker thread its CPU, its wait for a CPU and its time in uninterruptible sleep (D, with the
-wchans), and librdkafka's own split of the wait (queued in the client vs the request round trip).
+times (its metrics endpoint, so ``--metrics`` is implied), librdkafka's own split of the wait
+(queued in the client vs the request round trip) and, sampled every 20 ms from /proc, per broker
+thread its CPU, its wait for a CPU and its time in uninterruptible sleep (D, with the wchans).
 
 ``--metrics``: the broker(s) run with the metrics endpoint, and the Produce request count is
 scraped after the phase, which gives bytes and broker CPU per request (the endpoint itself costs a
@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -177,8 +178,6 @@ class ThreadSampler:
     in uninterruptible sleep (D) with the wchans seen there, and its longest unbroken D run."""
 
     def __init__(self, pid: int, interval: float = 0.02) -> None:
-        import threading
-
         self.pid, self.interval = pid, interval
         self.d_samples: dict[int, int] = {}
         self.wchans: dict[int, dict[str, int]] = {}
