@@ -45,6 +45,7 @@ class SinkConnection:
 
     closed = False
     peer = "bench"
+    sasl = None  # a plaintext listener: the dispatcher's SASL interception is off
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         from broker.security.principal import ANONYMOUS

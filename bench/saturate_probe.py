@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO))
 
 from bench import native_load  # noqa: E402
 from bench.compare import create_topic  # noqa: E402
-from bench.servers import COMMON_SETTINGS, cpu_seconds  # noqa: E402
+from bench.servers import COMMON_SETTINGS, cpu_seconds, cpu_times  # noqa: E402
 
 PARTITIONS = 6
 
@@ -89,14 +89,7 @@ class Nodes:
 
     def sys_cpu(self) -> float:
         """stime alone (the kernel's share: socket reads and writes, page-cache copies)."""
-        total = 0.0
-        for pid in self.pids:
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    total += int(f.read().rsplit(")", 1)[1].split()[12]) / os.sysconf("SC_CLK_TCK")
-            except (OSError, IndexError, ValueError):
-                pass
-        return total
+        return sum(cpu_times(pid)[1] for pid in self.pids)
 
     def etcd_cpu(self) -> float:
         if self.cluster is None or self.cluster.etcd.pid is None:

@@ -94,14 +94,20 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of the process (all threads), in seconds."""
+def cpu_times(pid: int) -> tuple[float, float]:
+    """(utime, stime) of the process (all threads), in seconds; (0, 0) once it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        tick = os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / tick, int(fields[12]) / tick
     except (OSError, IndexError, ValueError):
-        return 0.0
+        return 0.0, 0.0
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of the process (all threads), in seconds."""
+    return sum(cpu_times(pid))
 
 
 class Target:
@@ -130,6 +136,10 @@ class Target:
 
     def cpu(self) -> float:
         return cpu_seconds(self.pid)
+
+    def kernel_cpu(self) -> float:
+        """The kernel's share of ``cpu()`` (stime): socket and page-cache work done for the broker."""
+        return cpu_times(self.pid)[1]
 
 
 class KafkaTarget(Target):
