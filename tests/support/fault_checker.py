@@ -444,8 +444,28 @@ class RdkafkaProducer:
     def stop(self, timeout: float = 120.0) -> None:
         self._stop.set()
         self._thread.join(30)
-        left = self.producer.flush(timeout)
+        try:
+            left = self.producer.flush(timeout)
+        finally:
+            # Destroy the client now: a failed test's traceback keeps this object alive for the rest
+            # of the worker's session, and a live librdkafka client keeps reconnecting to the
+            # cluster's addresses long after its processes and namespaces are gone.
+            producer, self.producer = self.producer, _StoppedProducer()
+            del producer
         assert left == 0, f"{self.name}: {left} records still undelivered after {timeout} s"
+
+
+class _StoppedProducer:
+    """Stands in for a stopped RdkafkaProducer's client: polling is a no-op, producing a mistake."""
+
+    def poll(self, timeout: float = 0.0) -> int:
+        return 0
+
+    def flush(self, timeout: float = 0.0) -> int:
+        return 0
+
+    def produce(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the producer was stopped")
 
 
 def produce_batch(bootstrap: str, topic: str, partition: int, values: list[bytes], history: History,

@@ -3,6 +3,9 @@ passing fault test means something only if every assertion fails on a history th
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
 pytest.importorskip("confluent_kafka")
@@ -15,6 +18,7 @@ from tests.support.fault_checker import (  # noqa: E402 (needs confluent_kafka)
     History,
     LeaderSeen,
     ProduceError,
+    RdkafkaProducer,
     Read,
     failover,
 )
@@ -98,3 +102,25 @@ def test_failover_figures() -> None:
                  LeaderSeen(0, 1, 1, (1,), 2, 0, 10.5), LeaderSeen(0, 3, 2, (3,), 2, 0, 11.0))
     f = failover(h, "kill 1", 10.0, 1, [0])
     assert (f.leader_moved_s, f.ack_stall_s) == (1.0, pytest.approx(2.6))
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def test_a_stopped_rdkafka_producer_leaves_no_client_running() -> None:
+    """Even when its records cannot be delivered (the cluster is gone) and the load object stays
+    referenced (a failed test's traceback), stopping destroys the librdkafka client: a live one keeps
+    reconnecting to dead addresses for the rest of the worker's session."""
+    before = _threads()
+    producer = RdkafkaProducer("127.0.0.1:1", "gone", 3, History(), rate=50, extra={"log_level": 0}).start()
+    time.sleep(0.5)
+    assert _threads() > before + 1  # the producer's thread and librdkafka's own
+    with pytest.raises(AssertionError, match="still undelivered"):
+        producer.stop(timeout=0.5)
+    deadline = time.monotonic() + 10
+    while _threads() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _threads() <= before  # (other tests' leftover threads may have ended meanwhile)
+    with pytest.raises(RuntimeError, match="stopped"):
+        producer.producer.produce("gone", b"late")
