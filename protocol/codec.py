@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from protocol import primitives as P
+from protocol import produce_codec
 from protocol.primitives import DecodeError
 from protocol.schema_data import MESSAGES
 
@@ -461,9 +462,12 @@ class MessageCodec:
     __slots__ = ("name", "version", "flexible", "_decode", "_encode", "_fields", "_element_encoders",
                  "_element_decoders")
 
-    def __init__(self, name: str, version: int, messages: Mapping[str, dict] | None = None) -> None:
+    def __init__(self, name: str, version: int, messages: Mapping[str, dict] | None = None,
+                 native: bool = True) -> None:
         # ``messages``: another schema table of the same shape (e.g. protocol/coordinator_schema_data.py
-        # for __consumer_offsets records); default: the request/response table.
+        # for __consumer_offsets records); default: the request/response table. ``native``: use a
+        # native decoder/encoder where protocol.produce_codec has one (False: the generated code
+        # only, which the tests compare the native one with).
         spec = (MESSAGES if messages is None else messages)[name]
         lo, hi = spec["valid"]
         if not lo <= version <= hi:
@@ -477,6 +481,9 @@ class MessageCodec:
         ns = comp.build()
         self._decode: Callable = ns[dec]
         self._encode: Callable = ns[enc]
+        if native and messages is None:
+            self._decode = produce_codec.native_decoder(name, version) or self._decode
+            self._encode = produce_codec.native_encoder(name, version, self._encode) or self._encode
         self._fields: list = spec["fields"]
         self._element_encoders: dict[tuple[str, ...], Callable[[dict], Encoded]] = {}
         self._element_decoders: dict[tuple[str, ...], Callable] = {}

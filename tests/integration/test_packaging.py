@@ -36,7 +36,7 @@ def _make_dry_run(target: str, venv: Path) -> str:
 def test_make_run_installs_only_the_runtime_and_make_test_the_test_extra(tmp_path) -> None:
     # `make run` used to install the whole test extra (pyspark: 613 MB, 44 s before the first byte).
     run = _make_dry_run("run", tmp_path / "venv")
-    assert "pip install --quiet -e .\n" in run  # editable: builds protocol/_record_scan.c in place
+    assert "pip install --quiet -e .\n" in run  # editable: builds the C extensions in place
     assert "[test]" not in run and "pyspark" not in run
     for target in ("test", "pipeline"):
         assert "pip install --quiet -e '.[test]'" in _make_dry_run(target, tmp_path / "venv")
@@ -62,6 +62,7 @@ def test_editable_install_builds_the_extension_without_a_setuptools_warning(tmp_
     output = result.stdout + result.stderr
     assert [line for line in output.splitlines() if "Warning" in line or "WARNING" in line] == []
     assert "building 'protocol._record_scan' extension" in output
+    assert "building 'protocol._produce_codec' extension" in output
     # The venv running the suite keeps its own install (the README's `make run` uses its script).
     assert "Uninstalling odradek" not in output
     assert (Path(sys.executable).parent / "odradek").exists()

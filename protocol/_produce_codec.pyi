@@ -1,0 +1,10 @@
+"""Type stub of the optional native extension built from protocol/_produce_codec.c (setup.py).
+
+See :mod:`protocol.produce_codec`, which wires it into protocol.codec.
+"""
+
+from typing import Any
+
+def init(error_class: type[Exception], /) -> None: ...
+def decode_request(view: memoryview, pos: int, flexible: bool, /) -> tuple[dict[str, Any], int]: ...
+def encode_response(message: dict[str, Any], out: bytearray, version: int, /) -> bool: ...
