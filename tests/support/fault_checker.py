@@ -15,7 +15,9 @@ and named marks (the faults).
 - the high watermark a consumer sees never goes backwards;
 - one leader per (partition, leader epoch), whichever broker was asked;
 - the group's committed offsets never go backwards;
-- the errors reaching producers are only those the scenario allows.
+- the errors reaching producers are only those the scenario allows: transient ones retriable, and a
+  delivery failure only as an ambiguous outcome, its record nevertheless written exactly once and
+  in its producer's order (``Checker.failed_but_written``; one absent from the log fails).
 
 The load clients are real ones: ``RdkafkaProducer`` (confluent-kafka, acks=all, idempotent),
 ``JavaVerifiableProducer`` (Kafka's own org.apache.kafka.tools.VerifiableProducer, one JSON line per
@@ -72,9 +74,14 @@ class ProduceError:
     client: str
     name: str          # Kafka's error name (librdkafka) or exception class (Java)
     retriable: bool
-    final: bool        # a delivery failure (the record is not written), not a transient client event
+    final: bool        # the client gave up on a record (a delivery failure), not a transient client event
     at: float
     detail: str = ""
+    # A final error's record, as the client names it: its value (unique per client) and, when the
+    # client knows it, its partition (-1: not known). Not acknowledged is not "not written": the
+    # checker looks the value up in the final read (``Checker.failed_but_written``).
+    value: bytes | None = None
+    partition: int = -1
 
 
 @dataclass(frozen=True)
@@ -420,7 +427,10 @@ class RdkafkaProducer:
     def _on_delivery(self, err: Any, msg: Any) -> None:
         now = time.monotonic()
         if err is not None:
-            self.history.add(ProduceError(self.name, err.name(), err.retriable(), True, now, err.str()))
+            error = ProduceError(
+                self.name, err.name(), err.retriable(), True, now, err.str(), msg.value(), _partition_of(msg)
+            )
+            self.history.add(error)
         else:
             self.history.add(Ack(self.name, msg.partition(), msg.offset(), msg.value(), now))
 
@@ -455,6 +465,12 @@ class RdkafkaProducer:
         assert left == 0, f"{self.name}: {left} records still undelivered after {timeout} s"
 
 
+def _partition_of(msg: Any) -> int:
+    """A librdkafka message's partition, -1 when it was never assigned one."""
+    p = msg.partition()
+    return -1 if p is None or p < 0 else int(p)
+
+
 class _StoppedProducer:
     """Stands in for a stopped RdkafkaProducer's client: polling is a no-op, producing a mistake."""
 
@@ -481,7 +497,11 @@ def produce_batch(bootstrap: str, topic: str, partition: int, values: list[bytes
             acked.append(ack)
             history.add(ack)
         else:
-            history.add(ProduceError(client, err.name(), err.retriable(), True, time.monotonic(), err.str()))
+            now = time.monotonic()
+            error = ProduceError(
+                client, err.name(), err.retriable(), True, now, err.str(), msg.value(), _partition_of(msg)
+            )
+            history.add(error)
 
     for v in values:
         producer.produce(topic, v, partition=partition, on_delivery=on_delivery)
@@ -536,9 +556,12 @@ class JavaVerifiableProducer:
             if name == "producer_send_success":
                 self.history.add(Ack(self.name, event["partition"], event["offset"], event["value"].encode(), now))
             elif name == "producer_send_error":
+                # Its FailedSend names the record (topic, key, value) but not the partition.
                 cls = str(event.get("exception", "")).rsplit(".", 1)[-1]
-                self.history.add(ProduceError(self.name, cls, cls in JAVA_RETRIABLE, True, now,
-                                              str(event.get("message", ""))))
+                value = None if event.get("value") is None else str(event["value"]).encode()
+                message = str(event.get("message", ""))
+                error = ProduceError(self.name, cls, cls in JAVA_RETRIABLE, True, now, message, value)
+                self.history.add(error)
             elif name == "startup_complete":
                 self.started.set()
             else:
