@@ -2,7 +2,7 @@
 
 ``History`` records every client operation of a run, each with its monotonic time: produce acks
 (client, partition, offset, value), produce errors (their Kafka error names, retriable or not,
-final or transient), the records a consumer group consumed (with the high watermark the consumer
+final or transient; a final one names its record), the records a consumer group consumed (with the high watermark the consumer
 saw at that poll), the group's committed offsets, the leaders/leader epochs/ISRs Metadata showed,
 and named marks (the faults).
 
@@ -15,7 +15,9 @@ and named marks (the faults).
 - the high watermark a consumer sees never goes backwards;
 - one leader per (partition, leader epoch), whichever broker was asked;
 - the group's committed offsets never go backwards;
-- the errors reaching producers are only those the scenario allows.
+- the errors reaching producers are only those the scenario allows: transient ones retriable, and a
+  delivery failure only as an ambiguous outcome, its record nevertheless written exactly once and
+  in its producer's order (``Checker.failed_but_written``; one absent from the log fails).
 
 The load clients are real ones: ``RdkafkaProducer`` (confluent-kafka, acks=all, idempotent),
 ``JavaVerifiableProducer`` (Kafka's own org.apache.kafka.tools.VerifiableProducer, one JSON line per
@@ -72,9 +74,14 @@ class ProduceError:
     client: str
     name: str          # Kafka's error name (librdkafka) or exception class (Java)
     retriable: bool
-    final: bool        # a delivery failure (the record is not written), not a transient client event
+    final: bool        # the client gave up on a record (a delivery failure), not a transient client event
     at: float
     detail: str = ""
+    # A final error's record, as the client names it: its value (unique per client) and, when the
+    # client knows it, its partition (-1: not known). Not acknowledged is not "not written": the
+    # checker looks the value up in the final read (``Checker.failed_but_written``).
+    value: bytes | None = None
+    partition: int = -1
 
 
 @dataclass(frozen=True)
@@ -344,29 +351,98 @@ class Checker:
             raise AssertionError(f"the consumer group never read {len(missing)} acked records, e.g. "
                                  f"{[(a.partition, a.offset) for a in missing[:5]]}")
 
+    def _where(self) -> dict[bytes, list[tuple[int, int]]]:
+        """Value -> every (partition, offset) holding it in the final read."""
+        where: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
+        for p, recs in self.read.items():
+            for off, v in recs:
+                where[v].append((p, off))
+        return where
+
+    def _order_around(self, partition: int, offset: int, value: bytes) -> str | None:
+        """Why the record ``value`` at ``partition``/``offset`` breaks its producer's order (its
+        "<client>.<n>" between the same client's neighbours in that partition), None if it does not."""
+        client, _, n = value.decode(errors="replace").rpartition(".")
+        if not n.isdigit():
+            return "no sequence number in its value"
+        before = after = None
+        for off, v in self.read.get(partition, []):
+            c, _, m = v.decode(errors="replace").rpartition(".")
+            if c != client or not m.isdigit() or off == offset:
+                continue
+            if off < offset:
+                before = (off, int(m))
+            elif after is None:
+                after = (off, int(m))
+        if before is not None and before[1] >= int(n):
+            return f"follows its record {before[1]} at offset {before[0]}"
+        if after is not None and after[1] <= int(n):
+            return f"precedes its record {after[1]} at offset {after[0]}"
+        return None
+
+    def _final_outcomes(self) -> list[tuple[ProduceError, str | None]]:
+        """Each final error with None when it is an ambiguous outcome (its record is in the final read
+        exactly once, in the named partition if the client named one, in its producer's order), or
+        why it is not (unidentified, absent, duplicated, misplaced, out of order)."""
+        with self.h.lock:
+            final = [e for e in self.h.errors if e.final]
+        where = self._where() if final else {}
+        out: list[tuple[ProduceError, str | None]] = []
+        for e in final:
+            found = [] if e.value is None else where.get(e.value, [])
+            if e.value is None:
+                why: str | None = "the error names no record"
+            elif not found:
+                why = "not in the log"
+            elif len(found) > 1:
+                why = f"in the log {len(found)} times, at {found[:5]}"
+            elif e.partition >= 0 and found[0][0] != e.partition:
+                why = f"at {found[0]}, not in partition {e.partition}"
+            else:
+                why = self._order_around(found[0][0], found[0][1], e.value)
+                why = None if why is None else f"at {found[0]}: {why}"
+            out.append((e, why))
+        return out
+
+    def failed_but_written(self) -> list[ProduceError]:
+        """Final errors whose record is nevertheless written, once and in order: an ambiguous outcome
+        Kafka's contract allows (a failed delivery does not promise the record is not written). E.g.
+        the Java client expires a batch it kept retrying on a new leader that already holds it but
+        more than 5 batches back (ProducerStateEntry's duplicate window), so OUT_OF_ORDER_SEQUENCE_NUMBER."""
+        return [e for e, why in self._final_outcomes() if why is None]
+
     def producer_errors(self, allow_final: bool = False, allow_retriable: bool = True) -> None:
-        """Errors reaching producers: with ``allow_final`` False no delivery failed; transient ones
-        (client events, failed attempts it retried) must be retriable unless they are allowed not to be."""
+        """Errors reaching producers. A final error (a delivery failure) passes only as an ambiguous
+        outcome (``failed_but_written``: its record written exactly once, in its producer's order),
+        unless ``allow_final``: then any may. Transient ones (client events, failed attempts it
+        retried) must be retriable unless they are allowed not to be. (A final error's retriable flag
+        says whether the application could resend; librdkafka's delivery reports never set it.)"""
         with self.h.lock:
             errors = list(self.h.errors)
-        final = [e for e in errors if e.final]
-        if final and not allow_final:
-            raise AssertionError(f"{len(final)} deliveries failed, e.g. "
-                                 f"{[(e.client, e.name, e.detail) for e in final[:5]]}")
-        bad = [e for e in errors if not e.retriable and not (e.final and allow_final)]
+        failed = [(e, why) for e, why in self._final_outcomes() if why is not None]
+        if failed and not allow_final:
+            written = sum(e.final for e in errors) - len(failed)
+            examples = [(e.client, e.name, e.detail, e.value, why) for e, why in failed[:5]]
+            raise AssertionError(
+                f"{len(failed)} deliveries failed ({written} more failed but were written once, in order), "
+                f"(client, error, detail, record, why not written once in order) e.g. {examples}"
+            )
+        bad = [e for e in errors if not e.retriable and not e.final]
         if bad or (errors and not allow_retriable):
             raise AssertionError(f"non-retriable errors reached producers: "
                                  f"{[(e.client, e.name, e.detail) for e in (bad or errors)[:5]]}")
 
     def summary(self) -> str:
         """What the run's history holds, so a passing run shows it checked something."""
+        written = len(self.failed_but_written())  # (takes the lock itself)
         with self.h.lock:
             acks: dict[str, int] = defaultdict(int)
             for a in self.h.acks:
                 acks[a.client] += 1
             epochs = {(s.partition, s.epoch) for s in self.h.leaders}
             return (f"acks {dict(acks)}, produce errors {len(self.h.errors)} "
-                    f"({sum(e.final for e in self.h.errors)} final), records read back "
+                    f"({sum(e.final for e in self.h.errors)} final, {written} of them failed but written), "
+                    f"records read back "
                     f"{sum(len(r) for r in self.read.values())}, consumed by the group {len(self.h.consumed)} "
                     f"(HW seen {sum(c.hw >= 0 for c in self.h.consumed)} times), commits {len(self.h.commits)}, "
                     f"Metadata views {len(self.h.leaders)} over {len(epochs)} (partition, leader epoch)s")
@@ -420,7 +496,10 @@ class RdkafkaProducer:
     def _on_delivery(self, err: Any, msg: Any) -> None:
         now = time.monotonic()
         if err is not None:
-            self.history.add(ProduceError(self.name, err.name(), err.retriable(), True, now, err.str()))
+            error = ProduceError(
+                self.name, err.name(), err.retriable(), True, now, err.str(), msg.value(), _partition_of(msg)
+            )
+            self.history.add(error)
         else:
             self.history.add(Ack(self.name, msg.partition(), msg.offset(), msg.value(), now))
 
@@ -455,6 +534,12 @@ class RdkafkaProducer:
         assert left == 0, f"{self.name}: {left} records still undelivered after {timeout} s"
 
 
+def _partition_of(msg: Any) -> int:
+    """A librdkafka message's partition, -1 when it was never assigned one."""
+    p = msg.partition()
+    return -1 if p is None or p < 0 else int(p)
+
+
 class _StoppedProducer:
     """Stands in for a stopped RdkafkaProducer's client: polling is a no-op, producing a mistake."""
 
@@ -481,7 +566,11 @@ def produce_batch(bootstrap: str, topic: str, partition: int, values: list[bytes
             acked.append(ack)
             history.add(ack)
         else:
-            history.add(ProduceError(client, err.name(), err.retriable(), True, time.monotonic(), err.str()))
+            now = time.monotonic()
+            error = ProduceError(
+                client, err.name(), err.retriable(), True, now, err.str(), msg.value(), _partition_of(msg)
+            )
+            history.add(error)
 
     for v in values:
         producer.produce(topic, v, partition=partition, on_delivery=on_delivery)
@@ -536,9 +625,12 @@ class JavaVerifiableProducer:
             if name == "producer_send_success":
                 self.history.add(Ack(self.name, event["partition"], event["offset"], event["value"].encode(), now))
             elif name == "producer_send_error":
+                # Its FailedSend names the record (topic, key, value) but not the partition.
                 cls = str(event.get("exception", "")).rsplit(".", 1)[-1]
-                self.history.add(ProduceError(self.name, cls, cls in JAVA_RETRIABLE, True, now,
-                                              str(event.get("message", ""))))
+                value = None if event.get("value") is None else str(event["value"]).encode()
+                message = str(event.get("message", ""))
+                error = ProduceError(self.name, cls, cls in JAVA_RETRIABLE, True, now, message, value)
+                self.history.add(error)
             elif name == "startup_complete":
                 self.started.set()
             else:

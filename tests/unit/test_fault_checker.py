@@ -97,6 +97,43 @@ def test_producer_errors() -> None:
         Checker(fatal, GOOD_READ).producer_errors(allow_final=True)
 
 
+def test_a_failed_delivery_passes_only_when_its_record_is_written_once_in_order() -> None:
+    """A delivery failure whose record is nevertheless in the log once, in its producer's order, is an
+    ambiguous outcome Kafka allows (the Java client expiring a batch the new leader already holds);
+    one absent from the log, written twice, out of order, elsewhere, or unnamed still fails."""
+    expired = "Expiring 1 record(s) for t-0:120000 ms has passed since batch creation"
+    read: Read = {0: [(0, b"2.0"), (1, b"c.0"), (2, b"2.1"), (3, b"2.2")], 1: [(0, b"c.1")]}
+
+    def checker(value: bytes | None, partition: int = -1, log: Read = read) -> Checker:
+        final = ProduceError("java", "TimeoutException", True, True, 1.0, expired, value, partition)
+        retried = ProduceError("java", "NotLeaderOrFollowerException", True, False, 0.5)
+        return Checker(_history(final, retried), log)
+
+    written = checker(b"2.1")
+    written.producer_errors()
+    written.all(group=False)
+    assert written.failed_but_written() == [written.h.errors[0]]
+    assert "(1 final, 1 of them failed but written)" in written.summary()
+    checker(b"c.1", partition=1).producer_errors()  # librdkafka names the partition too
+
+    with pytest.raises(AssertionError, match=r"1 deliveries failed \(0 more .*b'2.3', 'not in the log'"):
+        checker(b"2.3").producer_errors()
+    twice: Read = {0: [*read[0], (4, b"2.1")]}
+    with pytest.raises(AssertionError, match=r"1 deliveries failed .*2 times, at \[\(0, 2\), \(0, 4\)\]"):
+        checker(b"2.1", log=twice).producer_errors()
+    disordered: Read = {0: [(0, b"2.0"), (1, b"2.2"), (2, b"2.1")]}
+    with pytest.raises(AssertionError, match=r"at \(0, 2\): follows its record 2 at offset 1"):
+        checker(b"2.1", log=disordered).producer_errors()
+    with pytest.raises(AssertionError, match=r"at \(0, 2\): precedes its record 1 at offset 3"):
+        checker(b"2.2", log={0: [(0, b"2.0"), (2, b"2.2"), (3, b"2.1")]}).producer_errors()
+    with pytest.raises(AssertionError, match=r"at \(1, 0\), not in partition 0"):
+        checker(b"c.1", partition=0).producer_errors()
+    with pytest.raises(AssertionError, match="the error names no record"):
+        checker(None).producer_errors()
+    checker(b"2.3").producer_errors(allow_final=True)  # a scenario that allows failed deliveries
+    assert checker(b"2.3").failed_but_written() == []
+
+
 def test_failover_figures() -> None:
     h = _history(Ack("c", 0, 0, b"", 9.9), Ack("c", 0, 1, b"", 12.5), Ack("c", 1, 0, b"", 10.1),
                  LeaderSeen(0, 1, 1, (1,), 2, 0, 10.5), LeaderSeen(0, 3, 2, (3,), 2, 0, 11.0))
