@@ -230,6 +230,14 @@ static int put(PyObject *dict, int key, PyObject *value)
     return rc;
 }
 
+/* Steals ``item``. */
+static int append(PyObject *list, PyObject *item)
+{
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc;
+}
+
 static PyObject *decode_partition(Reader *r)
 {
     int32_t index;
@@ -258,14 +266,15 @@ static PyObject *decode_topic(Reader *r)
     int64_t n;
     if (put(m, K_NAME, name) < 0 || read_count(r, &n) < 0)
         goto error;
-    PyObject *list = PyList_New(n < 0 ? 0 : (Py_ssize_t)n);
+    /* Grown element by element, as the generated decoder does: a count is only checked against
+     * the bytes left, so sizing the list from it would let a 100 MiB frame claim 800 MiB. */
+    PyObject *list = PyList_New(0);
     if (put(m, K_PARTITION_DATA, list) < 0)
         goto error;
     for (int64_t i = 0; i < n; i++) {
         PyObject *partition = decode_partition(r);
-        if (partition == NULL)
+        if (partition == NULL || append(list, partition) < 0) /* the dict holds the list */
             goto error;
-        PyList_SET_ITEM(list, (Py_ssize_t)i, partition); /* the dict holds the list: still alive */
     }
     if (skip_tagged_fields(r) < 0)
         goto error;
@@ -303,14 +312,13 @@ static PyObject *decode_request(PyObject *self, PyObject *args)
         || read_int32(&r, &timeout_ms) < 0 || put(m, K_ACKS, PyLong_FromLong(acks)) < 0
         || put(m, K_TIMEOUT_MS, PyLong_FromLong(timeout_ms)) < 0 || read_count(&r, &n) < 0)
         goto done;
-    PyObject *list = PyList_New(n < 0 ? 0 : (Py_ssize_t)n);
+    PyObject *list = PyList_New(0); /* grown as elements decode: see decode_topic */
     if (put(m, K_TOPIC_DATA, list) < 0)
         goto done;
     for (int64_t i = 0; i < n; i++) {
         PyObject *topic = decode_topic(&r);
-        if (topic == NULL)
+        if (topic == NULL || append(list, topic) < 0)
             goto done;
-        PyList_SET_ITEM(list, (Py_ssize_t)i, topic);
     }
     if (skip_tagged_fields(&r) < 0)
         goto done;

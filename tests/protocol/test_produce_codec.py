@@ -11,10 +11,12 @@ from __future__ import annotations
 import random
 import shutil
 import struct
+import tracemalloc
 from typing import Any
 
 import pytest
 
+from protocol import primitives as P
 from protocol import produce_codec
 from protocol.codec import Encoded, MessageCodec, codec
 from protocol.errors import ErrorCode
@@ -183,3 +185,22 @@ def test_shapes_the_native_encoder_declines_encode_the_same(version: int) -> Non
         with pytest.raises(Exception) as generated_error:
             generated.encode(bad)
         assert type(native_error.value) is type(generated_error.value)
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_a_claimed_count_allocates_nothing_ahead(version: int) -> None:
+    """A count is checked only against the bytes left, so a big frame may claim millions of topics;
+    the lists grow as elements decode (as the generated decoder's do), never sized from the claim."""
+    _native_or_skip()
+    flexible = version >= 9
+    claim = 4_000_000
+    count = P.uvarint_bytes(claim + 1) if flexible else struct.pack(">i", claim)
+    frame = (b"\x00" if flexible else b"\xff\xff") + struct.pack(">hi", 1, 1000) + count + b"\xff" * claim
+    tracemalloc.start()
+    try:
+        with pytest.raises(DecodeError):
+            codec("ProduceRequest", version).decode(memoryview(frame), 0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak  # a list sized from the claim would take 32 MB
