@@ -20,6 +20,7 @@ broker does not know can still read the answer (KIP-511).
 
 from __future__ import annotations
 
+import struct
 from typing import NamedTuple
 
 from protocol import primitives as P
@@ -38,25 +39,44 @@ class RequestHeader(NamedTuple):
     body_offset: int
 
 
-_FIXED = P.INT16.size * 2 + P.INT32.size
+_FIXED_STRUCT = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+_FIXED = _FIXED_STRUCT.size
+# The fixed part and client_id's length in one unpack: every request's header is read on the
+# handler thread, so it is read in as few Python steps as the format allows.
+_V1_STRUCT = struct.Struct(">hhih")
 
 
 def peek_api(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id) from the first 8 bytes of a request frame."""
     if len(frame) < _FIXED:
         raise DecodeError("request shorter than its header")
-    api_key, api_version = P.INT16.unpack_from(frame, 0)[0], P.INT16.unpack_from(frame, 2)[0]
-    return api_key, api_version, P.INT32.unpack_from(frame, 4)[0]
+    return _FIXED_STRUCT.unpack_from(frame, 0)
 
 
 def decode_request_header(frame: memoryview, flexible: bool, header_v0: bool = False) -> RequestHeader:
     """Decode the header; ``flexible`` selects v2 (tagged fields follow the client id)."""
-    api_key, api_version, correlation_id = peek_api(frame)
-    if header_v0:
-        return RequestHeader(api_key, api_version, correlation_id, None, _FIXED)
-    client_id, pos = P.read_string(frame, _FIXED)
+    client_id: str | None
+    if header_v0 or len(frame) < _V1_STRUCT.size:
+        api_key, api_version, correlation_id = peek_api(frame)
+        if header_v0:
+            return RequestHeader(api_key, api_version, correlation_id, None, _FIXED)
+        client_id, pos = P.read_string(frame, _FIXED)  # raises: too short for the client_id's length
+    else:
+        api_key, api_version, correlation_id, n = _V1_STRUCT.unpack_from(frame, 0)
+        pos = _V1_STRUCT.size
+        if n >= 0 and pos + n <= len(frame):
+            try:
+                client_id = str(frame[pos : pos + n], "utf-8")
+            except UnicodeDecodeError as exc:
+                raise DecodeError(f"string is not UTF-8: {exc}") from None
+            pos += n
+        else:  # null, or a length the frame does not hold: read_string says which, or raises
+            client_id, pos = P.read_string(frame, _FIXED)
     if flexible:
-        pos = P.skip_tagged_fields(frame, pos)
+        if pos < len(frame) and frame[pos] == 0:  # no tagged fields: the usual case
+            pos += 1
+        else:
+            pos = P.skip_tagged_fields(frame, pos)
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
