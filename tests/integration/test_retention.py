@@ -45,6 +45,7 @@ def test_expired_records_of_a_quiet_topic_go_without_waiting_for_segment_ms(brok
     watcher = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "retention-watcher"})
     readers: list[KafkaConsumer] = []
     try:
+
         def watermarks() -> tuple[int, int]:  # ListOffsets earliest and latest
             return watcher.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
 
@@ -61,8 +62,9 @@ def test_expired_records_of_a_quiet_topic_go_without_waiting_for_segment_ms(brok
         # A consumer at an offset that is gone gets OFFSET_OUT_OF_RANGE (kafka-python raises it when
         # it has no reset policy).
         tp = KafkaTopicPartition(topic, 0)
-        lost = KafkaConsumer(bootstrap_servers=b.bootstrap, group_id=None, enable_auto_commit=False,
-                             auto_offset_reset="none", consumer_timeout_ms=10_000)
+        lost = KafkaConsumer(
+            bootstrap_servers=b.bootstrap, group_id=None, enable_auto_commit=False, auto_offset_reset="none"
+        )
         readers.append(lost)
         lost.assign([tp])
         lost.seek(tp, 0)
@@ -74,8 +76,12 @@ def test_expired_records_of_a_quiet_topic_go_without_waiting_for_segment_ms(brok
         # Producers go on at the same offsets; a consumer from the beginning reads only those.
         assert produce([b"new-%d" % i for i in range(3)]) == [5, 6, 7]
         assert watermarks() == (5, 8)
-        reader = KafkaConsumer(bootstrap_servers=b.bootstrap, group_id=None, enable_auto_commit=False,
-                               auto_offset_reset="earliest")
+        reader = KafkaConsumer(
+            bootstrap_servers=b.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
         readers.append(reader)
         reader.assign([tp])
         reader.seek_to_beginning(tp)
