@@ -33,6 +33,12 @@ them back for read_committed fetches. Recovery rebuilds the ``.txnindex`` of eve
 rescans: producer state is reloaded from a snapshot at or below the first such segment and the
 markers replayed through it (Kafka's LogLoader.recoverSegment).
 
+Retention (:meth:`Log.delete_old_segments`, Kafka's deleteOldSegments): whole segments go, oldest
+first, by retention.ms, retention.bytes and the log start offset, never past the partition's high
+watermark when the caller knows it. The active segment goes too once the high watermark reached
+the log end (a new empty one is rolled there first), so an idle topic does not keep expired records
+until segment.ms rolls it; the log start offset then equals the log end offset, which is unchanged.
+
 Durability: by default (flush.messages and flush.ms at Long.MAX) nothing is fsynced on append,
 like Kafka; a segment is fsynced when it rolls and on close, and :meth:`flush` fsyncs up to an
 offset and advances the recovery point.
@@ -938,9 +944,15 @@ class Log:
                 return
             try:
                 if snapshot is not None and tmp is not None:
-                    os.replace(tmp, snapshot[0])
-                    fsync_dir(self.dir)
-                    self.producer_state.prune_snapshots()
+                    if up_to < self._state.segments[0].base_offset:
+                        # Retention deleted the segments this snapshot describes while it waited
+                        # (and _on_log_start_advanced dropped the snapshots below the log): a
+                        # stale one left behind would be loaded after a crash that lost the newer.
+                        tmp.unlink(missing_ok=True)
+                    else:
+                        os.replace(tmp, snapshot[0])
+                        fsync_dir(self.dir)
+                        self.producer_state.prune_snapshots()
             except OSError:
                 pass  # a lost snapshot only means a longer replay at the next open
             for seg, size in flushed:
@@ -984,37 +996,84 @@ class Log:
     # ------------------------------------------------------------------------------------------
     # retention, DeleteRecords, truncation
 
-    def delete_old_segments(self, now_ms: int | None = None) -> int:
+    def delete_old_segments(self, now_ms: int | None = None,
+                            high_watermark: int | Callable[[], int | None] | None = None) -> int:
         """Apply retention.ms / retention.bytes (cleanup.policy delete) and the log start offset.
 
-        Never deletes the active segment. Deleted segments are renamed ``*.deleted`` and removed
-        by :meth:`remove_deleted_files` after file.delete.delay.ms. Returns segments deleted.
+        Kafka's UnifiedLog.deleteOldSegments: segments go oldest first, as long as one of the rules
+        holds (retention.ms by the segment's largest timestamp, retention.bytes by what the log
+        holds beyond it, or the next segment starting at or below the log start offset).
+
+        ``high_watermark`` is the partition's high watermark, or a callable giving it (called under
+        the log's lock, so no truncation or append runs between reading it and using it); None
+        when the log has no partition here. With a high watermark Kafka's deletableSegments rule
+        bounds every rule: a segment goes only once the high watermark reached its end (the next
+        segment's base offset, or the log end offset for the active segment), so the log start
+        offset never passes the high watermark; then the active segment may go too, unless it is
+        empty, and when every segment goes a new empty one is rolled at the log end offset first
+        (Kafka's deleteSegments), so the log keeps a segment and producers keep their offsets.
+        Without one the active segment is never deleted (nothing says its records were
+        replicated) and the older ones go by the rules alone.
+
+        Deleted segments are renamed ``*.deleted`` and removed by :meth:`remove_deleted_files`
+        after file.delete.delay.ms. Returns segments deleted.
         """
         now = clock.now_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_online()
-            segs = list(self._state.segments[:-1])
-            doomed: list[LogSegment] = []
-            cfg = self.config
-            if cfg.delete and cfg.retention_ms >= 0:
-                while segs and now - segs[0].largest_timestamp > cfg.retention_ms:
-                    doomed.append(segs.pop(0))
-            if cfg.delete and cfg.retention_bytes >= 0:
-                excess = self.size_in_bytes - sum(s.size for s in doomed) - cfg.retention_bytes
-                while segs and excess - segs[0].size >= 0:
-                    excess -= segs[0].size
-                    doomed.append(segs.pop(0))
-            # Segments wholly below the log start offset (DeleteRecords) go whatever the policy.
-            all_segs = self._state.segments
-            while segs:
-                idx = all_segs.index(segs[0])
-                if all_segs[idx + 1].base_offset <= self._log_start_offset:
-                    doomed.append(segs.pop(0))
-                else:
-                    break
-            if doomed:
-                self._delete_segments(doomed, now)
+            hw = high_watermark() if callable(high_watermark) else high_watermark
+            doomed = self._deletable_segments(now, hw)
+            if not doomed:
+                return 0
+            if doomed[-1] is self._state.segments[-1]:
+                # Every segment goes: the log must keep one, at the log end offset (Kafka rolls
+                # before deleting). The roll's producer snapshot at the new base survives the
+                # snapshot pruning of _on_log_start_advanced, which drops only those below it.
+                try:
+                    self._roll(self._log_end_offset, now)
+                except OSError as exc:
+                    self._fail(exc)
+                if self._state.segments[-1] is doomed[-1]:
+                    # No roll (an empty active segment, which is never doomed): keep it all the same.
+                    doomed.pop()
+                    if not doomed:
+                        return 0
+            self._delete_segments(doomed, now)
             return len(doomed)
+
+    def _deletable_segments(self, now: int, high_watermark: int | None) -> list[LogSegment]:
+        """The oldest segments the retention rules delete (see :meth:`delete_old_segments`)."""
+        segments = self._state.segments
+        leo = self._log_end_offset
+        if high_watermark is None:
+            limit = len(segments) - 1
+        else:
+            # The high watermark never passes the log end, but a follower's truncation lowers the
+            # log end before its partition lowers the high watermark: what is read may be stale.
+            hw = min(high_watermark, leo)
+            limit = 0
+            for i, seg in enumerate(segments):
+                last = i == len(segments) - 1
+                upper_bound = leo if last else segments[i + 1].base_offset
+                # An empty active segment is never deleted: it would only be rolled again.
+                if hw < upper_bound or (last and seg.size == 0):
+                    break
+                limit = i + 1
+        n = 0
+        cfg = self.config
+        if cfg.delete and cfg.retention_ms >= 0:
+            while n < limit and now - segments[n].largest_timestamp > cfg.retention_ms:
+                n += 1
+        if cfg.delete and cfg.retention_bytes >= 0:
+            excess = self.size_in_bytes - sum(s.size for s in segments[:n]) - cfg.retention_bytes
+            while n < limit and excess - segments[n].size >= 0:
+                excess -= segments[n].size
+                n += 1
+        # Segments wholly below the log start offset (DeleteRecords) go whatever the policy; the
+        # active one never for this reason (Kafka's rule needs a next segment starting below it).
+        while n < limit and n + 1 < len(segments) and segments[n + 1].base_offset <= self._log_start_offset:
+            n += 1
+        return list(segments[:n])
 
     def _delete_segments(self, doomed: list[LogSegment], now: int) -> None:
         try:

@@ -54,6 +54,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 
 from storage import clock
@@ -87,6 +88,8 @@ _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 TRANSIENT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 TopicPartition = tuple[str, int]
+# (topic, partition, its log) -> the partition's high watermark, None when not hosted here.
+HighWatermarkOf = Callable[[str, int, Log], int | None]
 
 
 class LogManager:
@@ -376,13 +379,19 @@ class LogManager:
                 except OSError as exc:
                     self._mark_offline(log_dir, exc)
 
-    def run_retention(self, now_ms: int | None = None) -> int:
-        """Retention and delayed file removal for every online log; returns segments deleted."""
+    def run_retention(self, now_ms: int | None = None, high_watermark: HighWatermarkOf | None = None) -> int:
+        """Retention and delayed file removal for every online log; returns segments deleted.
+
+        ``high_watermark(topic, partition, log)`` gives the partition's high watermark, None if the
+        log has no partition here (see Log.delete_old_segments: with one, retention stops at it and
+        may delete the active segment). The log calls it under its own lock, so it must only read.
+        """
         now = clock.now_ms() if now_ms is None else now_ms
         deleted = 0
-        for log in self.all_logs().values():
+        for (topic, partition), log in self.all_logs().items():
+            hw = None if high_watermark is None else partial(high_watermark, topic, partition, log)
             try:
-                deleted += log.delete_old_segments(now)
+                deleted += log.delete_old_segments(now, hw)
                 log.remove_deleted_files(now)
             except KafkaStorageError:
                 continue  # its dir went offline meanwhile

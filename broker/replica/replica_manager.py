@@ -71,6 +71,7 @@ from controller.image import MetadataDelta, MetadataImage, TopicImage
 from protocol.errors import ErrorCode, KafkaApiError
 from storage.cleaner import CleanerConfig, LogCleaner
 from storage.errors import InvalidConfigError, KafkaStorageError, SegmentTruncatedError
+from storage.log import Log
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.partition_metadata import topic_id_to_str
@@ -272,10 +273,25 @@ class ReplicaManager:
         self.io_pool.submit(write_high_watermarks, self._high_watermarks_by_dir(), self.log_manager.report_dir_failure)
 
     def _retention(self) -> int:
-        deleted = self.log_manager.run_retention(now_ms())
+        deleted = self.log_manager.run_retention(now_ms(), self._retention_high_watermark)
         if deleted:
             log.info("retention deleted %d segments", deleted)
         return deleted
+
+    def _retention_high_watermark(self, topic: str, index: int, lg: Log) -> int | None:
+        """The high watermark retention may delete up to (Kafka's deletableSegments): the
+        partition's, as leader or as follower (Kafka applies retention on followers too, with the
+        high watermark the leader gave them). None for a log without its partition here (still
+        being made, or its topic deleted): the log then never deletes its active segment.
+
+        Called on the IO thread under the log's lock: only reads the loop-owned state (a racy
+        read of an int; the log caps it at its log end offset, and a stale lower value only
+        keeps a segment until the next check).
+        """
+        part = self.partitions.get((topic, index))
+        if part is None or part.log is not lg:
+            return None
+        return part.high_watermark
 
     # -- metadata ---------------------------------------------------------------------------
 

@@ -169,6 +169,35 @@ async def test_delete_records_and_list_offsets(node: Node) -> None:
         raise AssertionError("beyond the HW must be refused")
 
 
+async def test_retention_deletes_an_expired_active_segment_once_the_high_watermark_reaches_its_end(
+        node_factory) -> None:
+    """Kafka's deletableSegments: the active segment is deleted by retention.ms too, but only once
+    the high watermark reached the log end; a new empty segment then takes its place at the log end."""
+    node = await node_factory()
+    await node.create_topic("ret", **{"retention.ms": "1000"})  # segment.ms stays at 7 days
+    part = node.rm.leader_partition("ret", 0)
+    part.isr = (1, 2)  # a follower that has nothing yet holds the HW at 0
+    part.update_follower_fetch_state(2, 0)
+    produce(node, [("ret", 0, batch(3))])  # timestamps of 1970: expired
+    assert (part.high_watermark, part.log_end_offset) == (0, 3)
+    assert node.rm._retention() == 0
+    assert part.update_follower_fetch_state(2, 3)
+    assert node.rm._retention() == 1
+    assert (part.log_start_offset, part.log_end_offset, part.high_watermark) == (3, 3, 3)
+    assert [(s.base_offset, s.size) for s in part.log.segments] == [(3, 0)]
+    assert node.rm.fetch_offset_for_timestamp("ret", 0, -1, -2, READ_UNCOMMITTED) == (3, -1, 0)
+    (result,) = fetch(node, ("ret", 0, 0))
+    assert result.partitions[0].error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    (results,) = produce(node, [("ret", 0, batch(2))])  # producers go on at the same offsets
+    assert results[0].first_offset == 3 and part.log_end_offset == 5
+    assert part.update_follower_fetch_state(2, 5)
+    # A log without its partition here (still being made, or its topic deleted) keeps its active segment.
+    del node.rm.partitions[("ret", 0)]
+    assert node.rm._retention() == 0 and part.log.active_segment.size > 0
+    node.rm.partitions[("ret", 0)] = part
+    assert node.rm._retention() == 1 and (part.log_start_offset, part.log_end_offset) == (5, 5)
+
+
 async def test_describe_log_dirs(node: Node) -> None:
     produce(node, [("t", 0, batch())])
     (result,) = node.rm.describe_log_dirs(None)

@@ -256,6 +256,31 @@ async def test_a_follower_behind_the_leaders_log_start_restarts_there(cluster: C
     await eventually(lambda: cluster.leader.isr == (1, 2))  # caught up: back in the ISR
 
 
+async def test_a_follower_applies_retention_up_to_its_own_high_watermark(cluster: Cluster) -> None:
+    """Kafka runs retention on followers too, bounded by the high watermark the leader gave them:
+    the follower's expired active segment goes once its HW reached its log end, and it goes on
+    replicating at the same offsets."""
+    assert (await cluster.produce(batch(3)))["error_code"] == 0  # timestamps of 1970: expired
+    follower = cluster.follower
+    await eventually(lambda: follower.high_watermark == 3)
+    follower.log.update_config(follower.log.config.with_overrides({"retention.ms": "1000"}))  # here only
+    cluster.rm2.replica_fetchers.remove_partitions([TP])
+    assert (await cluster.produce(batch(2), acks=1))["error_code"] == 0  # offsets 3-4, HW still 3
+    follower.append_records_to_follower(cluster.leader.log.read(3, 1 << 20).read_bytes())
+    assert (follower.log_end_offset, follower.high_watermark) == (5, 3)
+    assert await cluster.rm2._io(cluster.rm2._retention) == 0  # its one segment holds 3-4, above its HW
+    cluster.rm2.replica_fetchers.add_partitions(
+        {TP: (1, follower.leader_epoch, follower.topic_id, follower.log_end_offset)})
+    await eventually(lambda: follower.high_watermark == 5)
+    assert await cluster.rm2._io(cluster.rm2._retention) == 1
+    assert (follower.log_start_offset, follower.log_end_offset) == (5, 5)
+    assert cluster.leader.log_start_offset == 0  # its own retention, not the leader's (whose check has not run)
+    answer = await cluster.produce(batch(2))
+    assert answer["error_code"] == 0 and answer["base_offset"] == 5
+    assert follower.log_end_offset == 7
+    assert log_bytes(follower) == cluster.leader.log.read(5, 1 << 20).read_bytes()
+
+
 async def fetch_as_replica(cluster: Cluster, offset: int, replica_epoch: int) -> dict:
     """Fetch v15 as broker 2, naming ``replica_epoch`` in its replica state (KIP-903)."""
     topic_id = cluster.controller.image.topics[TOPIC].topic_id

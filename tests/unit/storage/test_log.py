@@ -298,6 +298,151 @@ def test_compact_only_policy_ignores_time_retention(tmp_path):
     assert log.delete_old_segments(now_ms=10**12) == 0
     log.close()
 
+# Kafka deletes a retention-breached active segment too, once the high watermark reached the log
+# end (UnifiedLog.deletableSegments), rolling a new empty one first (deleteSegments).
+
+
+def _expired_log(dir, config=None):
+    """A log of several segments whose records (timestamps 10_000..12_900) all expired by 100_000
+    under retention.ms=1000."""
+    log = open_log(dir, config or small_config(retention_ms=1000))
+    for i in range(30):
+        log.append(batch(2, value_size=100, ts=10_000 + i * 100), leader_epoch=3)
+    assert len(log.segments) > 2 and log.log_end_offset == 60
+    return log
+
+
+def test_retention_by_time_deletes_the_active_segment_once_the_high_watermark_reaches_the_log_end(tmp_path):
+    log = _expired_log(tmp_path / "t-0")
+    old_active = log.active_segment
+    older = len(log.segments) - 1
+    # The high watermark below the log end: the active segment holds unreplicated records and stays.
+    assert log.delete_old_segments(now_ms=100_000, high_watermark=59) == older
+    assert log.segments == [old_active] and log.log_start_offset == old_active.base_offset
+    # Once the high watermark reaches the log end it goes too, and a new empty segment takes its place
+    # at the log end offset, which does not move.
+    assert log.delete_old_segments(now_ms=100_000, high_watermark=60) == 1
+    assert [(s.base_offset, s.size) for s in log.segments] == [(60, 0)]
+    assert (log.log_start_offset, log.log_end_offset) == (60, 60)
+    assert old_active.deleted and (tmp_path / "t-0" / "00000000000000000060.log").exists()
+    assert sorted(n for n in os.listdir(log.dir) if n.endswith(".log")) == ["00000000000000000060.log"]
+    assert log.epoch_cache.entries == [(3, 60)]  # the epoch covering the new log start starts there
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(59, 100)  # a consumer below the new log start: OFFSET_OUT_OF_RANGE, as in Kafka
+    assert log.read(60, 100).size == 0
+    # Producers go on at the same offsets.
+    info = log.append(batch(2, ts=100_000), leader_epoch=3)
+    assert (info.first_offset, info.log_start_offset) == (60, 60)
+    assert [b for b, _, _ in read_all(log)] == [60]
+    # A fresh record has not expired: nothing goes.
+    assert log.delete_old_segments(now_ms=100_500, high_watermark=62) == 0
+    log.close()
+
+
+def test_retention_by_size_deletes_the_active_segment_once_the_high_watermark_reaches_the_log_end(tmp_path):
+    # retention.bytes=1: the log may keep the active segment (what is left above the limit is less
+    # than it), as Kafka's rule (size - retention.bytes - segment size >= 0) says.
+    log = _expired_log(tmp_path / "t-0", small_config(retention_bytes=1, retention_ms=-1))
+    older = len(log.segments) - 1
+    assert log.delete_old_segments(now_ms=0, high_watermark=60) == older
+    assert len(log.segments) == 1 and log.active_segment.size > 0
+    # retention.bytes=0: nothing may be kept, the active segment goes once the high watermark allows.
+    log.update_config(small_config(retention_bytes=0, retention_ms=-1))
+    active = log.active_segment
+    assert log.delete_old_segments(now_ms=0, high_watermark=59) == 0
+    assert log.delete_old_segments(now_ms=0, high_watermark=60) == 1
+    assert log.segments != [active] and (log.log_start_offset, log.log_end_offset, log.size_in_bytes) == (60, 60, 0)
+    assert log.append(batch(1), leader_epoch=3).first_offset == 60
+    log.close()
+
+
+def test_retention_stops_at_the_high_watermark_in_older_segments_too(tmp_path):
+    log = _expired_log(tmp_path / "t-0")
+    bases = [s.base_offset for s in log.segments]
+    # The high watermark inside the third segment: the first two go, not the one holding it, so
+    # the log start offset never passes the high watermark.
+    hw = bases[2] + 1
+    assert log.delete_old_segments(now_ms=100_000, high_watermark=hw) == 2
+    assert log.log_start_offset == bases[2] <= hw
+    log.close()
+
+
+def test_an_empty_active_segment_is_never_deleted(tmp_path):
+    log = open_log(tmp_path / "t-0", small_config(retention_ms=0, retention_bytes=0))
+    empty = log.active_segment
+    assert log.delete_old_segments(now_ms=10**12, high_watermark=0) == 0
+    assert log.segments == [empty]
+    log.close()
+    # Nor the empty one a deletion rolled.
+    log = _expired_log(tmp_path / "t-1", small_config(retention_ms=0, retention_bytes=0))
+    assert log.delete_old_segments(now_ms=100_000, high_watermark=60) > 0
+    rolled = log.active_segment
+    assert log.delete_old_segments(now_ms=10**12, high_watermark=60) == 0
+    assert log.segments == [rolled] and not rolled.deleted
+    log.close()
+
+
+def test_without_a_high_watermark_the_active_segment_stays(tmp_path):
+    log = _expired_log(tmp_path / "t-0")
+    older = len(log.segments) - 1
+    assert log.delete_old_segments(now_ms=100_000) == older
+    assert log.delete_old_segments(now_ms=100_000, high_watermark=None) == 0
+    assert len(log.segments) == 1 and log.active_segment.size > 0
+    assert (log.log_start_offset, log.log_end_offset) == (log.active_segment.base_offset, 60)
+    log.close()
+
+
+def test_the_high_watermark_callable_is_read_under_the_lock_and_capped_at_the_log_end(tmp_path):
+    log = _expired_log(tmp_path / "t-0")
+    seen = []
+
+    def high_watermark():
+        seen.append(log._lock._is_owned())  # RLock: owned by this thread while retention runs
+        return 10**9  # beyond the log end (stale after a truncation): only the log end counts
+
+    assert log.delete_old_segments(now_ms=100_000, high_watermark=high_watermark) > 0
+    assert seen == [True]
+    assert (log.log_start_offset, log.log_end_offset) == (60, 60)
+    assert log.delete_old_segments(now_ms=100_000, high_watermark=lambda: None) == 0
+    log.close()
+
+
+def test_deleting_every_segment_keeps_producer_state_and_survives_a_restart(tmp_path):
+    from storage.producer_state import ProducerStateManager
+
+    dir = tmp_path / "t-0"
+    log = open_log(dir, small_config(retention_ms=1000), producer_state=ProducerStateManager(dir))
+    seq = 0
+    for i in range(30):
+        log.append(batch(2, value_size=100, ts=10_000 + i * 100, producer_id=7, producer_epoch=0,
+                         base_sequence=seq), leader_epoch=3)
+        seq += 2
+    assert log.delete_old_segments(now_ms=100_000, high_watermark=60) > 0
+    log.wait_for_background_flushes()
+    # The roll's snapshot at the new base is there; those of the deleted segments are gone.
+    assert log.producer_state.snapshot_offsets() == [60]
+    assert log.recovery_point == 60
+    # The producer is still known: a retry of its last batch is a duplicate, the next one follows.
+    retry = log.append(batch(2, value_size=100, ts=12_900, producer_id=7, producer_epoch=0, base_sequence=seq - 2),
+                       leader_epoch=3)
+    assert retry.duplicate and (retry.first_offset, retry.last_offset) == (58, 59)
+    nxt = log.append(batch(2, ts=100_000, producer_id=7, producer_epoch=0, base_sequence=seq), leader_epoch=3)
+    assert (nxt.first_offset, nxt.duplicate) == (60, False)
+    log.close()
+    # Reopened (log start offset from its checkpoint, as the log manager gives it): same offsets.
+    log = open_log(dir, small_config(retention_ms=1000), producer_state=ProducerStateManager(dir),
+                   log_start_offset=60, recovery_point=62, clean_shutdown=True)
+    assert (log.log_start_offset, log.log_end_offset) == (60, 62)
+    assert [b for b, _, _ in read_all(log)] == [60]
+    assert log.append(batch(1, producer_id=7, producer_epoch=0, base_sequence=seq + 2), leader_epoch=3).first_offset == 62
+    log.close()
+    # Crashed instead (no clean shutdown, the log start checkpoint older): the .deleted files are
+    # gone and the log starts at its first segment.
+    log = open_log(dir, small_config(retention_ms=1000), producer_state=ProducerStateManager(dir))
+    assert (log.log_start_offset, log.log_end_offset) == (60, 63)
+    log.close()
+
+
 
 def test_delete_records_before(log):
     for _i in range(40):

@@ -107,6 +107,37 @@ def test_retention_and_config_update(tmp_path):
     mgr.shutdown()
 
 
+def test_retention_with_high_watermarks_deletes_expired_active_segments_and_checkpoints_the_start(tmp_path):
+    mgr, dirs = _manager(tmp_path, n_dirs=1)
+    mgr.update_config("t", small_config(retention_ms=1000))
+    logs = [mgr.get_or_create_log("t", p) for p in range(3)]
+    for log in logs:
+        for _i in range(30):
+            log.append(batch(2, value_size=100, ts=1000), leader_epoch=0)
+    # t-0 is replicated to its end, t-1 only up to 59, t-2 has no partition here.
+    hws = {0: 60, 1: 59, 2: None}
+    asked = []
+
+    def high_watermark(topic, partition, log):
+        asked.append((topic, partition, log is logs[partition]))
+        return hws[partition]
+
+    assert mgr.run_retention(now_ms=100_000, high_watermark=high_watermark) > 0
+    assert sorted(asked) == [("t", 0, True), ("t", 1, True), ("t", 2, True)]
+    assert [(log.log_start_offset, log.log_end_offset, len(log.segments)) for log in logs] == [
+        (60, 60, 1), (logs[1].active_segment.base_offset, 60, 1), (logs[2].active_segment.base_offset, 60, 1)]
+    assert logs[0].active_segment.size == 0 and logs[1].active_segment.size > 0 and logs[2].active_segment.size > 0
+    mgr.checkpoint()
+    assert "t 0 60" in (dirs[0] / "log-start-offset-checkpoint").read_text().splitlines()
+    mgr.shutdown()
+    mgr2 = LogManager(dirs, small_config(retention_ms=1000))
+    mgr2.startup({"t": small_config(retention_ms=1000)})
+    log = mgr2.get_log("t", 0)
+    assert (log.log_start_offset, log.log_end_offset) == (60, 60)
+    assert log.append(batch(1), leader_epoch=0).first_offset == 60
+    mgr2.shutdown()
+
+
 def test_disk_error_takes_only_that_dir_offline(tmp_path):
     """A real OSError (EBADF: the segment's fd closed under the log) on one dir's partition."""
     mgr, dirs = _manager(tmp_path)
