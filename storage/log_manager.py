@@ -379,22 +379,28 @@ class LogManager:
                 except OSError as exc:
                     self._mark_offline(log_dir, exc)
 
-    def run_retention(self, now_ms: int | None = None, high_watermark: HighWatermarkOf | None = None) -> int:
+    def run_retention(self, now_ms: int | None = None, high_watermark: HighWatermarkOf | None = None,
+                      moved: list[TopicPartition] | None = None) -> int:
         """Retention and delayed file removal for every online log; returns segments deleted.
 
         ``high_watermark(topic, partition, log)`` gives the partition's high watermark, None if the
         log has no partition here (see Log.delete_old_segments: with one, retention stops at it and
         may delete the active segment). The log calls it under its own lock, so it must only read.
+        ``moved`` collects the partitions whose log start offset moved (their owner recomputes what
+        depends on it, such as the last stable offset).
         """
         now = clock.now_ms() if now_ms is None else now_ms
         deleted = 0
         for (topic, partition), log in self.all_logs().items():
             hw = None if high_watermark is None else partial(high_watermark, topic, partition, log)
             try:
-                deleted += log.delete_old_segments(now, hw)
+                n = log.delete_old_segments(now, hw)
                 log.remove_deleted_files(now)
             except KafkaStorageError:
                 continue  # its dir went offline meanwhile
+            deleted += n
+            if n and moved is not None:
+                moved.append((topic, partition))
         return deleted
 
     def flush_dirty(self, now_ms: int | None = None) -> int:

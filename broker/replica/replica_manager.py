@@ -273,10 +273,23 @@ class ReplicaManager:
         self.io_pool.submit(write_high_watermarks, self._high_watermarks_by_dir(), self.log_manager.report_dir_failure)
 
     def _retention(self) -> int:
-        deleted = self.log_manager.run_retention(now_ms(), self._retention_high_watermark)
+        """On the IO pool: retention over every log. The partitions whose log start moved then
+        recompute their last stable offset on the loop, as after DeleteRecords: an open transaction
+        that began in a deleted segment no longer holds the LSO below the log start (Kafka updates
+        the first unstable offset when the log start moves, maybeIncrementFirstUnstableOffset)."""
+        moved: list[TopicPartition] = []
+        deleted = self.log_manager.run_retention(now_ms(), self._retention_high_watermark, moved)
         if deleted:
             log.info("retention deleted %d segments", deleted)
+        if moved:
+            self._call_on_loop(self._after_log_starts_moved, moved)
         return deleted
+
+    def _after_log_starts_moved(self, keys: list[TopicPartition]) -> None:
+        for key in keys:
+            part = self.partitions.get(key)
+            if part is not None:
+                part.after_log_start_moved()
 
     def _retention_high_watermark(self, topic: str, index: int, lg: Log) -> int | None:
         """The high watermark retention may delete up to (Kafka's deletableSegments): the
@@ -606,14 +619,19 @@ class ReplicaManager:
     # -- log dir failures (Kafka's ReplicaManager.handleLogDirFailure) ----------------------
 
     def _dir_offline_threadsafe(self, log_dir: Path, reason: str) -> None:
-        """LogManager's callback, from any thread (maybe inside a Log's lock): hand over to the loop."""
+        """LogManager's callback, from any thread (maybe inside a Log's lock): hand over to the loop
+        (if it is closing, the shutdown reports offline dirs itself)."""
+        self._call_on_loop(self._on_dir_offline, log_dir, reason)
+
+    def _call_on_loop(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` on the loop, from any thread; dropped once the loop is closing."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return
         try:
-            loop.call_soon_threadsafe(self._on_dir_offline, log_dir, reason)
+            loop.call_soon_threadsafe(fn, *args)
         except RuntimeError:
-            pass  # the loop is closing: the shutdown reports offline dirs itself
+            pass  # closed between the test and the call
 
     def _on_dir_offline(self, log_dir: Path, reason: str) -> None:
         """A log dir went offline: say so once; stop the broker if it can no longer do its job.

@@ -5,6 +5,8 @@ ListOffsets per isolation level."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 from broker.replica.partition import LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
@@ -132,3 +134,19 @@ async def test_delete_records_past_an_open_transaction_moves_the_lso_to_the_new_
     assert await node.rm.delete_records("t", 0, 2) == 2
     assert part.last_stable_offset == 2
     assert latest(node, READ_COMMITTED) == 2
+
+
+async def test_retention_past_an_open_transaction_moves_the_lso_to_the_new_log_start(node_factory) -> None:
+    """As after DeleteRecords: once retention deleted the segment where a still-open transaction
+    began, the LSO is the new log start at once, not only at the high watermark's next move."""
+    node = await node_factory()
+    await node.create_topic("ret", **{"retention.ms": "1000"})
+    part = node.rm.leader_partition("ret", 0)
+    produce(node, [("ret", 0, txn_batch(5, 0))])  # 0-1, open, timestamps of 1970: expired
+    part.log.roll()
+    produce(node, [("ret", 0, encode_batch([Record(timestamp=int(time.time() * 1000), value=b"new")]))])  # 2
+    assert (part.high_watermark, part.last_stable_offset) == (3, 0)
+    assert node.rm._retention() == 1 and part.log_start_offset == 2
+    await asyncio.sleep(0.05)  # the recomputation runs on the loop
+    assert part.last_stable_offset == 2
+    assert node.rm.fetch_offset_for_timestamp("ret", 0, -1, LATEST_TIMESTAMP, READ_COMMITTED)[0] == 2
