@@ -107,22 +107,30 @@ static int read_int32(Reader *r, int32_t *out)
     return 0;
 }
 
-/* A string's length: -1 for null. Compact: uvarint n + 1; else int16 (below -1 refused). */
-static int read_length(Reader *r, int64_t *out, const char *what)
+/* A string's or records' length, or an array's count: -1 for null. Flexible versions: an
+ * unsigned varint holding it + 1; older ones: a big-endian int of ``width`` bytes (2 for strings,
+ * 4 for arrays and records), where anything below -1 is refused. */
+static int read_nullable_length(Reader *r, int width, int64_t *out)
 {
+    int64_t n;
     if (r->flexible) {
-        uint64_t n;
-        if (read_uvarint(r, &n) < 0)
+        uint64_t raw;
+        if (read_uvarint(r, &raw) < 0)
             return -1;
-        *out = (int64_t)n - 1;
-        return 0;
+        n = (int64_t)raw - 1;
+    } else if (width == 2) {
+        int16_t raw;
+        if (read_int16(r, &raw) < 0)
+            return -1;
+        n = raw;
+    } else {
+        int32_t raw;
+        if (read_int32(r, &raw) < 0)
+            return -1;
+        n = raw;
     }
-    int16_t n;
-    if (r->len - r->pos < 2)
-        return fail(what);
-    read_int16(r, &n);
     if (n < -1)
-        return fail("invalid string length");
+        return fail("invalid length");
     *out = n;
     return 0;
 }
@@ -131,7 +139,7 @@ static int read_length(Reader *r, int64_t *out, const char *what)
 static PyObject *read_string(Reader *r)
 {
     int64_t n;
-    if (read_length(r, &n, "truncated string length") < 0)
+    if (read_nullable_length(r, 2, &n) < 0)
         return NULL;
     if (n < 0)
         Py_RETURN_NONE;
@@ -152,48 +160,18 @@ static PyObject *read_string(Reader *r)
 /* A struct array's element count: -1 for null; a count beyond the bytes left is refused. */
 static int read_count(Reader *r, int64_t *out)
 {
-    int64_t n;
-    if (r->flexible) {
-        uint64_t raw;
-        if (read_uvarint(r, &raw) < 0)
-            return -1;
-        n = (int64_t)raw - 1;
-    } else {
-        int32_t raw;
-        if (r->len - r->pos < 4)
-            return fail("truncated array length");
-        read_int32(r, &raw);
-        n = raw;
-        if (n < -1)
-            return fail("invalid array length");
-    }
-    if (n > (int64_t)(r->len - r->pos))
+    if (read_nullable_length(r, 4, out) < 0)
+        return -1;
+    if (*out > (int64_t)(r->len - r->pos))
         return fail("array count exceeds the bytes left");
-    *out = n;
     return 0;
 }
 
 static PyObject *read_records(Reader *r)
 {
     int64_t n;
-    if (r->flexible) {
-        uint64_t raw;
-        if (read_uvarint(r, &raw) < 0)
-            return NULL;
-        n = (int64_t)raw - 1;
-    } else {
-        int32_t raw;
-        if (r->len - r->pos < 4) {
-            fail("truncated records length");
-            return NULL;
-        }
-        read_int32(r, &raw);
-        n = raw;
-        if (n < -1) {
-            fail("invalid records length");
-            return NULL;
-        }
-    }
+    if (read_nullable_length(r, 4, &n) < 0)
+        return NULL;
     if (n < 0)
         Py_RETURN_NONE;
     if (need(r, (uint64_t)n) < 0)
