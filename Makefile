@@ -13,9 +13,9 @@ CONFIG ?= config/server.properties
 # Two installs, each with its own stamp: `make run` needs only the broker's runtime dependencies
 # (a few MB, seconds); `make test`, `make lint` and `make pipeline` add the `test` extra (pytest,
 # the client libraries, pyspark: ~600 MB). Both are `pip install -e`, which builds
-# protocol/_record_scan.c and protocol/_produce_codec.c in place (setup.py, optional: without a C compiler the install still
-# succeeds and record validation and the Produce codec run their pure-Python twins); a change to the C sources, setup.py or
-# pyproject.toml reinstalls.
+# protocol/_record_scan.c and protocol/_produce_codec.c in place (setup.py, optional: without a C
+# compiler the install still succeeds and record validation and the Produce codec run their
+# pure-Python twins); a change to the C sources, setup.py or pyproject.toml reinstalls.
 $(RUNTIME_STAMP): pyproject.toml setup.py protocol/_record_scan.c protocol/_produce_codec.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
