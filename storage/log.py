@@ -1029,15 +1029,11 @@ class Log:
                 # Every segment goes: the log must keep one, at the log end offset (Kafka rolls
                 # before deleting). The roll's producer snapshot at the new base survives the
                 # snapshot pruning of _on_log_start_advanced, which drops only those below it.
+                # A doomed active segment is never empty (_deletable_segments), so this rolls.
                 try:
                     self._roll(self._log_end_offset, now)
                 except OSError as exc:
                     self._fail(exc)
-                if self._state.segments[-1] is doomed[-1]:
-                    # No roll (an empty active segment, which is never doomed): keep it all the same.
-                    doomed.pop()
-                    if not doomed:
-                        return 0
             self._delete_segments(doomed, now)
             return len(doomed)
 
