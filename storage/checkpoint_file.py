@@ -59,11 +59,14 @@ def read_checkpoint(path: Path, fields: int) -> list[list[str]]:
     return entries
 
 
-def write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` durably: a crash leaves either the old or the new content.
 
     Temp file, fsync, rename over the target, fsync the directory (so the rename survives). The
     one helper every small state file uses: checkpoints, snapshots, lease state, meta.properties.
+    With ``durable=False`` the two fsyncs are left to the caller (a producer snapshot at a roll is
+    fsynced later by the background flush, as in Kafka): the file is still whole or absent after a
+    process crash, only not after a power loss until then.
     """
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -71,11 +74,13 @@ def write_atomically(path: Path, data: bytes) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def fsync_dir(path: Path) -> None:

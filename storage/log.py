@@ -89,7 +89,7 @@ from protocol.records import (
     encode_end_txn_marker_batch,
 )
 from storage import clock
-from storage.checkpoint_file import fsync_dir
+from storage.checkpoint_file import fsync_dir, write_atomically
 from storage.errors import (
     CleaningAbortedError,
     CorruptRecordError,
@@ -876,14 +876,20 @@ class Log:
         new = LogSegment.create(self.dir, new_base, self.config, now)
         self._state = _snapshot(self._state.segments + (new,))
         # Kafka snapshots producer state at the new segment's base offset on every roll, so
-        # recovery replays at most the active segment. Serialized here, written in the background.
+        # recovery replays at most the active segment. Like Kafka (UnifiedLog.roll takes the
+        # snapshot with sync=false) the file is written here, under the lock, and fsynced by the
+        # background flush: a process that dies before that flush runs still finds it.
         snapshot = self.producer_state.prepare_snapshot(new_base)
+        snapshot_path = None
+        if snapshot is not None:
+            snapshot_path = snapshot[0]
+            write_atomically(snapshot_path, snapshot[1], durable=False)
         # Like Kafka, the rolled segment is fsynced asynchronously (the appender does not wait);
         # the recovery point advances only once that fsync is done.
-        self._flush_in_background(new_base, snapshot)
+        self._flush_in_background(new_base, snapshot_path)
         return new
 
-    def _flush_in_background(self, up_to: int, snapshot: tuple[Path, bytes] | None) -> None:
+    def _flush_in_background(self, up_to: int, snapshot: Path | None) -> None:
         """fsync every segment below ``up_to`` not yet known durable, on the shared flusher thread.
 
         Called with the lock held. Only the target is queued: the task picks its segments and opens
@@ -898,10 +904,11 @@ class Log:
     def _closed_or_truncated_since(self, generation: int) -> bool:
         return self.closed or generation != self._truncations
 
-    def _background_flush(self, up_to: int, generation: int, snapshot: tuple[Path, bytes] | None) -> None:
+    def _background_flush(self, up_to: int, generation: int, snapshot: Path | None) -> None:
         failure: OSError | None = None
         fds: list[int] = []
         flushed: list[tuple[LogSegment, int]] = []
+        snapshot_synced = False
         with self._lock:
             if self.closed or self.offline or generation != self._truncations:
                 return  # closing flushes everything itself; a truncation made ``up_to`` stale
@@ -911,18 +918,18 @@ class Log:
                     if seg.base_offset < up_to and seg.next_offset > self.recovery_point:
                         fds.extend(seg.open_for_fsync())
                         flushed.append((seg, seg.size))
-                fds.append(os.open(self.dir, os.O_RDONLY))  # the new segment's directory entry
+                if snapshot is not None:
+                    try:
+                        fds.append(os.open(snapshot, os.O_RDONLY))
+                        snapshot_synced = True
+                    except FileNotFoundError:
+                        pass  # retention or DeleteRecords deleted it with the segments it describes
+                # Last, after the files: the new segment's and the snapshot's directory entries.
+                fds.append(os.open(self.dir, os.O_RDONLY))
             except OSError as exc:
                 failure = exc
-        tmp = None
         try:
             if failure is None:
-                if snapshot is not None:
-                    tmp = snapshot[0].with_name(snapshot[0].name + ".tmp")
-                    with open(tmp, "wb") as handle:
-                        handle.write(snapshot[1])
-                        handle.flush()
-                        os.fsync(handle.fileno())
                 for fd in fds:
                     os.fsync(fd)
         except OSError as exc:
@@ -934,27 +941,18 @@ class Log:
             # Re-read under the lock (not the value seen above): the log may have been closed or
             # truncated while the fsyncs ran without it.
             if self._closed_or_truncated_since(generation):
-                if tmp is not None:
-                    tmp.unlink(missing_ok=True)
                 return
             if failure is not None:
                 self.offline = True
                 if self.on_dir_failure is not None:
                     self.on_dir_failure(self.dir.parent)
                 return
-            try:
-                if snapshot is not None and tmp is not None:
-                    if up_to < self._state.segments[0].base_offset:
-                        # Retention deleted the segments this snapshot describes while it waited
-                        # (and _on_log_start_advanced dropped the snapshots below the log): a
-                        # stale one left behind would be loaded after a crash that lost the newer.
-                        tmp.unlink(missing_ok=True)
-                    else:
-                        os.replace(tmp, snapshot[0])
-                        fsync_dir(self.dir)
-                        self.producer_state.prune_snapshots()
-            except OSError:
-                pass  # a lost snapshot only means a longer replay at the next open
+            if snapshot_synced:
+                # Only now that the newest snapshot is durable may the older ones go.
+                try:
+                    self.producer_state.prune_snapshots()
+                except OSError:
+                    pass  # an extra snapshot left behind costs nothing but disk
             for seg, size in flushed:
                 seg.flushed_size = max(seg.flushed_size, size) if seg.size >= size else seg.flushed_size
             self.recovery_point = max(self.recovery_point, up_to)
@@ -1027,8 +1025,8 @@ class Log:
                 return 0
             if doomed[-1] is self._state.segments[-1]:
                 # Every segment goes: the log must keep one, at the log end offset (Kafka rolls
-                # before deleting). The roll's producer snapshot at the new base survives the
-                # snapshot pruning of _on_log_start_advanced, which drops only those below it.
+                # before deleting). The roll's producer snapshot at the new base (written by the
+                # roll) survives the pruning of _on_log_start_advanced: it drops those below it.
                 # A doomed active segment is never empty (_deletable_segments), so this rolls.
                 try:
                     self._roll(self._log_end_offset, now)

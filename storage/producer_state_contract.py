@@ -121,8 +121,8 @@ class ProducerState(Protocol):
 
     def prepare_snapshot(self, end_offset: int) -> tuple[Path, bytes] | None:
         """At a roll: mark the state as reflecting the log below ``end_offset`` and return the snapshot
-        to write there, (path, bytes), or None if this state keeps no snapshots. The log writes and
-        fsyncs it in the background, then calls :meth:`prune_snapshots`."""
+        to write there, (path, bytes), or None if this state keeps no snapshots. The log writes it
+        at once, fsyncs it in the background, then calls :meth:`prune_snapshots`."""
         ...
 
     def prune_snapshots(self) -> None:

@@ -2,6 +2,7 @@
 log start offset, multi-batch appends; roll-time fsync in the background."""
 
 import os
+import shutil
 import threading
 import time
 
@@ -191,4 +192,55 @@ def test_roll_fsync_runs_in_background_and_truncation_wins(tmp_path):
         log.append(pbatch(0, pid=-1), leader_epoch=0)
     log.wait_for_background_flushes()
     assert log.recovery_point == log.active_segment.base_offset
+    log.close()
+
+
+def test_roll_writes_its_snapshot_before_the_background_flush_runs(tmp_path):
+    # Kafka writes the roll's snapshot under the log lock and only fsyncs it later. Were it written
+    # by the flusher, a process dying before the flusher ran (here: the flusher held, the directory
+    # copied) after DeleteRecords dropped the older snapshots would reopen with no snapshot at all,
+    # forget the producer whose batches were deleted, and append its retry a second time.
+    d = tmp_path / "t-0"
+    log = open_with_state(d)
+    gate = threading.Event()
+    blocker = _flusher().submit(gate.wait)  # hold the flusher thread
+    try:
+        for i in range(3):
+            log.append(pbatch(i * 2), leader_epoch=0)
+        while len(log.segments) < 4:
+            log.append(pbatch(0, pid=-1), leader_epoch=0)  # another, non-idempotent producer
+        base = log.active_segment.base_offset
+        assert base in snapshots(d)  # on disk at once, not when the flusher gets to it
+        assert log.recovery_point == 0  # the fsyncs really are still pending
+        log.delete_records_before(base)  # the producer's batches and the older snapshots go
+        crashed = tmp_path / "crashed" / "t-0"
+        shutil.copytree(d, crashed)  # what a process killed now leaves on disk
+    finally:
+        gate.set()
+    blocker.result()
+    log.close()
+    reopened = open_with_state(crashed, recovery_point=0, log_start_offset=base)
+    assert reopened.producer_state.last_entry(PID).last_seq == 5
+    retry = reopened.append(pbatch(4), leader_epoch=0)  # the producer retries its last batch
+    assert retry.duplicate and (retry.first_offset, retry.last_offset) == (4, 5)
+    assert reopened.log_end_offset == log.log_end_offset
+    reopened.close()
+
+
+def test_background_flush_fsyncs_the_roll_snapshot_then_prunes_the_old_ones(tmp_path):
+    d = tmp_path / "t-0"
+    log = open_with_state(d)
+    gate = threading.Event()
+    blocker = _flusher().submit(gate.wait)
+    try:
+        for i in range(25):
+            log.append(pbatch(i * 2), leader_epoch=0)
+        rolls = [s.base_offset for s in log.segments[1:]]
+        assert len(rolls) > 3 and set(rolls) <= set(snapshots(d))  # none pruned before its fsync
+    finally:
+        gate.set()
+    blocker.result()
+    log.wait_for_background_flushes()
+    assert snapshots(d) == rolls[-3:]  # three kept, as before
+    assert not list(d.glob("*.tmp"))
     log.close()
