@@ -19,6 +19,12 @@ def test_a_phase_spans_first_start_to_last_end_and_adds_up_the_bytes() -> None:
     assert phase.errors == []
 
 
+def test_the_workers_cpu_times_add_up_for_the_phase() -> None:
+    phase = native_load.aggregate([WorkerResult(10, 10, 1.0, 2.0, cpu_s=0.75),
+                                   WorkerResult(10, 10, 1.0, 3.0, cpu_s=1.5)])
+    assert phase.clients_cpu_s == 2.25
+
+
 def test_worker_errors_are_kept_and_no_worker_is_an_error() -> None:
     phase = native_load.aggregate([WorkerResult(0, 0, 1.0, 1.0, error="broker down"),
                                    WorkerResult(5, 5, 1.0, 2.0)])

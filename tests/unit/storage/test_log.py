@@ -752,3 +752,52 @@ def test_plain_batch_fast_path_matches_the_general_path(tmp_path_factory, steps)
     assert fast_validations == [len(steps) - good]  # good batches never reach the general path
     fast.close()
     general.close()
+
+
+def test_a_read_over_large_batches_reads_their_headers_not_their_bodies(tmp_path, monkeypatch):
+    # The fetch path bounds a slice by walking batch headers; the bytes themselves go out by
+    # sendfile. Reading 64 KiB chunks copied every byte of a slice of large batches into user
+    # space first (Kafka's FileLogInputStream reads the headers only).
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=64 << 20, index_interval_bytes=4096))
+    for i in range(24):
+        log.append(batch(1, value_size=60_000, tag=i), leader_epoch=0)
+    one = len(batch(1, value_size=60_000))
+    read_bytes = []
+    real_pread = os.pread
+
+    def counting_pread(fd: int, n: int, offset: int) -> bytes:
+        data = real_pread(fd, n, offset)
+        read_bytes.append(len(data))
+        return data
+
+    monkeypatch.setattr(os, "pread", counting_pread)
+    s = log.read(3, 1 << 20)
+    assert (s.first_offset, s.position, s.size, s.next_offset) == (3, 3 * one, 17 * one, 20)
+    assert sum(read_bytes) <= 20 * 4096  # a page per batch at most, against 17 x 60 KB of bodies
+    monkeypatch.undo()
+    assert [values_of(raw)[0][:1] for _, _, raw in read_all(log)] == [bytes([i]) for i in range(24)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.sampled_from([1, 40, 900, 3_000, 5_000, 16_300, 16_400, 70_000]), min_size=1, max_size=40),
+       start=st.integers(0, 39), cut=st.integers(0, 200_000))
+def test_header_scans_find_every_batch_whatever_the_mix_of_sizes(tmp_path, sizes, start, cut):
+    # iter_headers switches between page and 64 KiB reads with the batch sizes; whatever the
+    # mix, it must yield exactly the batches a whole-file parse finds, from any batch start and
+    # up to any end bound (stopping before a batch that does not end by it).
+    d = tmp_path / f"t-{len(sizes)}-{start}-{cut}"
+    log = open_log(d, small_config(segment_bytes=64 << 20))
+    for i, size in enumerate(sizes):
+        log.append(batch(1, value_size=size, tag=i), leader_epoch=0)
+    seg = log.active_segment
+    data = seg.read_batch(0, seg.size)
+    expected, pos = [], 0
+    while pos < len(data):
+        h = parse_header(data, pos)
+        expected.append((pos, h.base_offset, h.size))
+        pos += h.size
+    first = expected[min(start, len(expected) - 1)][0]
+    end = min(seg.size, first + cut)
+    got = [(p, h.base_offset, h.size) for p, h in seg.iter_headers(first, end)]
+    assert got == [e for e in expected if e[0] >= first and e[0] + e[2] <= end]
+    log.close()
