@@ -236,7 +236,10 @@ def measure_native(target: Target, case: Case, topic: str) -> dict:
         return {f"{prefix}_mb_per_sec": round(phase.mb_per_sec, 2), f"{prefix}_records": phase.records,
                 f"{prefix}_wall_s": round(phase.wall_s, 2), f"{prefix}_broker_cores": round(cpu_s / wall, 3),
                 f"{prefix}_cpu_s_per_gb": round(cpu_s / gb, 3) if gb else float("nan"),
-                f"{prefix}_kernel_cpu_s_per_gb": round(kernel_s / gb, 3) if gb else float("nan")}
+                f"{prefix}_kernel_cpu_s_per_gb": round(kernel_s / gb, 3) if gb else float("nan"),
+                # The load's own CPU on the same cores: with it, a broker's CPU per GB decides the
+                # rate only in the sum (see docs/performance.md, "The clients' share").
+                f"{prefix}_clients_cpu_s_per_gb": round(phase.clients_cpu_s / gb, 3) if gb else float("nan")}
 
     if case.kind == "halfrate":
         phase = native_load.rate_phase(boot, topic, case.rate_mb * native_load.MB, case.seconds, case.size,

@@ -13,7 +13,10 @@ Three phases, each run by ``bench/compare.py`` against one broker at a time:
 Each worker builds its client and connects (metadata, watermarks) before a shared start event, so
 connecting and process start-up are outside the measured time. The phase's wall time is from the
 first worker's start to the last worker's end (CLOCK_MONOTONIC is system-wide on Linux, so the
-workers' clocks agree); the broker's CPU time is read by the caller around the phase.
+workers' clocks agree); the broker's CPU time is read by the caller around the phase. Each
+worker also reports its own process's CPU time over the same span (Python and every librdkafka
+thread): on a machine the clients share with the broker, the clients' CPU per GB bounds what any
+broker can reach there.
 
 MB here is 2**20 bytes (MiB), as Kafka's perf tools count it; only record values are counted.
 
@@ -56,6 +59,7 @@ class WorkerResult:
     # (int_latency p99, rtt p99) in ms per interval: time queued in the client before its request
     # was sent, and the broker round trip of the Produce requests.
     client_split: list[tuple[float, float]] = field(default_factory=list)
+    cpu_s: float = 0.0  # the worker process's CPU time (user + system, all threads) from start to end
 
 
 @dataclass
@@ -68,6 +72,7 @@ class PhaseResult:
     latencies: list[float]
     errors: list[str]
     client_split: list[tuple[float, float]] = field(default_factory=list)  # every worker's, see WorkerResult
+    clients_cpu_s: float = 0.0  # all workers' CPU time over their measured spans
 
     @property
     def mb_per_sec(self) -> float:
@@ -82,7 +87,8 @@ def aggregate(results: list[WorkerResult]) -> PhaseResult:
     wall = max(r.end for r in results) - min(r.start for r in results)
     latencies = [x for r in results for x in r.latencies]
     return PhaseResult(sum(r.records for r in results), sum(r.bytes for r in results), wall, latencies,
-                       [r.error for r in results if r.error], [x for r in results for x in r.client_split])
+                       [r.error for r in results if r.error], [x for r in results for x in r.client_split],
+                       sum(r.cpu_s for r in results))
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -141,7 +147,7 @@ def _produce_worker(bootstrap: str, topic: str, records: int, size: int, rate: f
     value = os.urandom(size)
     ready.put(None)
     go.wait()
-    start = time.monotonic()
+    start, cpu0 = time.monotonic(), time.process_time()
     sent = 0
     while sent < records:
         n = records - sent if rate is None else records_due(rate / size, time.monotonic() - start, sent, records)
@@ -158,8 +164,8 @@ def _produce_worker(bootstrap: str, topic: str, records: int, size: int, rate: f
             if sent % 1000 == 0:
                 producer.poll(0)
     producer.flush(120)
-    end = time.monotonic()
-    out.put(WorkerResult(sent, sent * size, start, end, list(latencies), "; ".join(errors), split_ms))
+    end, cpu_s = time.monotonic(), time.process_time() - cpu0
+    out.put(WorkerResult(sent, sent * size, start, end, list(latencies), "; ".join(errors), split_ms, cpu_s))
 
 
 def _consume_worker(bootstrap: str, topic: str, partitions: list[int], ready: Any, go: Any, out: Any) -> None:
@@ -178,7 +184,7 @@ def _consume_worker(bootstrap: str, topic: str, partitions: list[int], ready: An
     remaining = {p: high for p, high in remaining.items() if high > 0}
     ready.put(None)
     go.wait()
-    start = time.monotonic()
+    start, cpu0 = time.monotonic(), time.process_time()
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in remaining])
     records = nbytes = 0
     error = ""
@@ -201,11 +207,11 @@ def _consume_worker(bootstrap: str, topic: str, partitions: list[int], ready: An
         for p, offset in last.items():
             if p in remaining and offset + 1 >= remaining[p]:
                 del remaining[p]
-    end = time.monotonic()
+    end, cpu_s = time.monotonic(), time.process_time() - cpu0
     if remaining:
         error = error or f"partitions {sorted(remaining)} not read to the end within 600 s"
     consumer.close()
-    out.put(WorkerResult(records, nbytes, start, end, error=error))
+    out.put(WorkerResult(records, nbytes, start, end, error=error, cpu_s=cpu_s))
 
 
 # -- phases ---------------------------------------------------------------------------------------

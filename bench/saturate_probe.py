@@ -16,8 +16,8 @@ times (its metrics endpoint, so ``--metrics`` is implied), librdkafka's own spli
 (queued in the client vs the request round trip) and, sampled every 20 ms from /proc, per broker
 thread its CPU, its wait for a CPU and its time in uninterruptible sleep (D, with the wchans).
 
-``--metrics``: the broker(s) run with the metrics endpoint, and the Produce request count is
-scraped after the phase, which gives bytes and broker CPU per request (the endpoint itself costs a
+``--metrics``: the broker(s) run with the metrics endpoint, and the Produce and Fetch request
+counts are scraped after each phase, which gives bytes and broker CPU per request (the endpoint itself costs a
 few us per request: use it for the count, not for the CPU figure).
 """
 
@@ -96,12 +96,12 @@ class Nodes:
             return 0.0
         return cpu_seconds(self.cluster.etcd.pid)
 
-    def produce_requests(self) -> int:
+    def requests(self, api: str = "Produce") -> int:
         total = 0
         for port in self.metrics_ports:
             text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
             for line in text.splitlines():
-                if line.startswith("odradek_requests_total") and 'api="Produce"' in line:
+                if line.startswith("odradek_requests_total") and f'api="{api}"' in line:
                     total += int(float(line.rsplit(" ", 1)[1]))
         return total
 
@@ -130,13 +130,15 @@ def one_run(nodes: Nodes, records: int, processes: int, py_spy: str | None) -> d
         def start(self) -> None:
             self.c0, self.e0, self.t0 = nodes.cpu(), nodes.etcd_cpu(), time.monotonic()
             self.s0 = nodes.sys_cpu()
-            self.r0 = nodes.produce_requests() if nodes.metrics_ports else 0
+            self.r0 = nodes.requests() if nodes.metrics_ports else 0
+            self.f0 = nodes.requests("Fetch") if nodes.metrics_ports else 0
 
         def end(self) -> None:
             self.cpu, self.wall = nodes.cpu() - self.c0, time.monotonic() - self.t0
             self.etcd = nodes.etcd_cpu() - self.e0
             self.sys = nodes.sys_cpu() - self.s0
-            self.requests = nodes.produce_requests() - self.r0 if nodes.metrics_ports else 0
+            self.requests = nodes.requests() - self.r0 if nodes.metrics_ports else 0
+            self.fetches = nodes.requests("Fetch") - self.f0 if nodes.metrics_ports else 0
 
     probe = Cpu()
     spy = None
@@ -160,7 +162,10 @@ def one_run(nodes: Nodes, records: int, processes: int, py_spy: str | None) -> d
         out["errors"] = phase.errors[:1]
     cphase = native_load.consume_phase(nodes.bootstrap, topic, PARTITIONS, processes, probe)
     out.update(consume_mb_s=round(cphase.mb_per_sec, 1), consume_cores=round(probe.cpu / probe.wall, 3),
-               consume_cpu_s_per_gb=round(probe.cpu / (cphase.bytes / 1e9), 2) if cphase.bytes else None)
+               consume_cpu_s_per_gb=round(probe.cpu / (cphase.bytes / 1e9), 2) if cphase.bytes else None,
+               consume_sys_share=round(probe.sys / probe.cpu, 2) if probe.cpu else None)
+    if probe.fetches:
+        out.update(fetch_requests=probe.fetches, kib_per_fetch=round(cphase.bytes / probe.fetches / 1024, 1))
     return out
 
 
