@@ -130,6 +130,9 @@ class CoordinatorResult(Generic[T]):
     records: list[KeyValue] = field(default_factory=list)
     response: T | None = None
     apply: Callable[[], None] | None = None  # runs once the records are durable (or at once if none)
+    # Like ``apply``, given the offset of the last record written (-1 when there are none): for
+    # state that must know where its record sits in the log (Kafka's replay(recordOffset, ...)).
+    apply_at: Callable[[int], None] | None = None
 
 
 class CoordinatorWriteError(KafkaApiError):
@@ -384,7 +387,7 @@ class CoordinatorRuntime(Generic[S]):
                 future.set_exception(exc)
                 continue
             if not result.records:
-                self._complete(ctx, result, future)
+                self._complete(ctx, result, future, -1)
                 continue
             # From here on the operation is applied once durable even if its caller goes away.
             batch = encode_batch([Record(timestamp=self.time_ms(), key=k, value=v) for k, v in result.records],
@@ -426,13 +429,15 @@ class CoordinatorRuntime(Generic[S]):
                 future.set_exception(CoordinatorWriteError(code, str(exc) if not isinstance(exc, KafkaApiError)
                                                            else exc.message))
             return
-        self._complete(ctx, result, future)
+        self._complete(ctx, result, future, durable.result())
 
     @staticmethod
-    def _complete(ctx: _Context[S], result: CoordinatorResult, future: asyncio.Future) -> None:
+    def _complete(ctx: _Context[S], result: CoordinatorResult, future: asyncio.Future, last_offset: int) -> None:
         try:
             if result.apply is not None:
                 result.apply()
+            if result.apply_at is not None:
+                result.apply_at(last_offset)
         except Exception as exc:
             log.exception("applying a coordinator write to partition %d failed", ctx.partition)
             if not future.done():

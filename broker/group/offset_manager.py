@@ -119,7 +119,7 @@ class OffsetManager:
         records: list[KeyValue] = [(R.offset_commit_key(group_id, t, p), R.offset_commit_value(om))
                                    for (t, p), om in to_write]
 
-        def apply() -> None:
+        def apply(record_offset: int) -> None:
             target = group
             if create:
                 if not to_write:
@@ -130,12 +130,13 @@ class OffsetManager:
                                                                          current_time_ms=self.ctx.time_ms())
                     target.current_state_timestamp = None
             for tp, om in to_write:
+                om.record_offset = record_offset
                 target.offsets[tp] = om
             if (cgroup is None and not create and generation_id >= 0 and member_id in target.members
                     and target.is_in(GroupState.STABLE)):
                 self.classic.touch_member(target, member_id)
 
-        return CoordinatorResult(records, None, apply)
+        return CoordinatorResult(records, None, apply_at=apply)
 
     # ==========================================================================================
     # OffsetFetch

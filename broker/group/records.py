@@ -28,7 +28,7 @@ tools/gen_schema_data.py --data) and are compiled by protocol.codec. Pure functi
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.codec import MessageCodec
@@ -81,6 +81,10 @@ class OffsetAndMetadata:
     metadata: str = ""
     commit_timestamp_ms: int = 0
     expire_timestamp_ms: int = -1
+    # Where the record carrying it sits in __consumer_offsets (not part of the record; -1: not
+    # known). A transaction's offset is committed by its marker only over an older record
+    # (Kafka's OffsetMetadataManager.replayEndTransactionMarker compares these).
+    record_offset: int = field(default=-1, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

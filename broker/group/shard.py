@@ -22,6 +22,7 @@ from broker.coordinator.runtime import NO_PRODUCER_ID
 from broker.group import records as R
 from broker.group.consumer_group import ConsumerGroupLoader
 from broker.group.context import OFFSETS_TOPIC
+from broker.group.txn_offsets import offsets_to_commit
 
 if TYPE_CHECKING:
     from broker.group.classic_manager import ClassicGroupManager
@@ -61,6 +62,8 @@ class GroupShard:
             k = R.decode_key(key)
             if isinstance(k, R.OffsetKey):
                 om = None if value is None else R.decode_offset_value(value)
+                if om is not None:
+                    om.record_offset = offset
                 self._offsets.setdefault(k.group, {})[(k.topic, k.partition)] = om
             elif isinstance(k, R.GroupKey):
                 self._group_values[k.group] = None if value is None else R.decode_group_value(value)
@@ -74,8 +77,9 @@ class GroupShard:
         try:
             k = None if key is None else R.decode_key(key)
             if isinstance(k, R.OffsetKey) and value is not None:
-                self._pending.setdefault(producer_id, {}).setdefault(k.group, {})[(k.topic, k.partition)] = \
-                    R.decode_offset_value(value)
+                om = R.decode_offset_value(value)
+                om.record_offset = offset
+                self._pending.setdefault(producer_id, {}).setdefault(k.group, {})[(k.topic, k.partition)] = om
             else:
                 log.error("skipping a transactional %s record at offset %s that is not an offset commit",
                           OFFSETS_TOPIC, offset)
@@ -83,15 +87,15 @@ class GroupShard:
             log.error("skipping unreadable transactional %s record at offset %s: %s", OFFSETS_TOPIC, offset, exc)
 
     def replay_end_transaction_marker(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
-        """The producer's transaction ended here: its offsets become the groups' (COMMIT), in log
-        order with the ordinary commits, or are dropped (ABORT). (Kafka keeps an ordinary commit
-        written between the transaction's offset record and its marker if it is the newer record;
-        here, as on the live path, the marker's commit wins.)"""
+        """The producer's transaction ended here: its offsets become the groups' (COMMIT), each
+        unless an ordinary commit of that partition was written after the transaction's offset
+        record (the newer record wins, as in Kafka and on the live path), or are dropped (ABORT)."""
         pending = self._pending.pop(producer_id, None)
         if not commit or not pending:
             return
         for group, offsets in pending.items():
-            self._offsets.setdefault(group, {}).update(offsets)
+            loaded = self._offsets.setdefault(group, {})
+            loaded.update(offsets_to_commit(group, loaded, offsets))
 
     def on_loaded(self) -> None:
         self.consumer.install_loaded(self.partition, self._consumer_loader.groups, self._offsets)  # takes its offsets

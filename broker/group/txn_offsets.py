@@ -9,7 +9,8 @@ transactional producer commits for a group, visible only when its transaction co
 2. ``on_transaction_completed`` (the replica manager calls it when a marker lands on a
    ``__consumer_offsets`` partition led here): once the marker is durable (the high watermark
    passed it), COMMIT makes the producer's pending offsets of that partition's groups the
-   committed ones, ABORT drops them; applied through the coordinator runtime's queue (an operation
+   committed ones, except where an ordinary commit was written after the transaction's offset
+   record (the newer record wins, as in Kafka: ``offsets_to_commit``), ABORT drops them; applied through the coordinator runtime's queue (an operation
    with no records), in order with the partition's other writes. Nothing more is written: the
    marker itself is what a reload replays (the runtime's loader hands transactional records and
    markers to ``GroupShard``, as Kafka's CoordinatorLoaderImpl does), so there is no window
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.coordinator.runtime import CoordinatorResult
@@ -112,7 +114,7 @@ class TxnOffsetManager:
                                          value=R.offset_commit_value(om)) for (t, p), om in to_write],
                                  producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=sequence,
                                  is_transactional=True)
-            await self.ctx.runtime.writer.append(OFFSETS_TOPIC, partition, batch)
+            record_offset = await self.ctx.runtime.writer.append(OFFSETS_TOPIC, partition, batch)
         except KafkaApiError as exc:
             code = exc.code
             err = (ErrorCode.PRODUCER_FENCED if code == ErrorCode.INVALID_PRODUCER_EPOCH
@@ -120,6 +122,7 @@ class TxnOffsetManager:
             return [err if e == ErrorCode.NONE else e for e in errors]
         held = self.pending.setdefault(producer_id, {}).setdefault(group_id, {})
         for tp, om in to_write:
+            om.record_offset = record_offset
             held[tp] = om
         return errors
 
@@ -177,4 +180,21 @@ class TxnOffsetManager:
                 target = self.classic.groups[g] = ClassicGroup(g, self.ctx.partition_for(g),
                                                               current_time_ms=self.ctx.time_ms())
                 target.current_state_timestamp = None
-            target.offsets.update(tps)
+            target.offsets.update(offsets_to_commit(g, target.offsets, tps))
+
+
+def offsets_to_commit(group_id: str, committed: Mapping[tuple[str, int], R.OffsetAndMetadata | None],
+                      offsets: Mapping[tuple[str, int], R.OffsetAndMetadata]) -> dict[tuple[str, int], R.OffsetAndMetadata]:
+    """Which of a committed transaction's offsets become the group's: each unless the group holds a
+    newer record for that partition. An ordinary commit written between the transaction's offset
+    record and its marker wins (Kafka's OffsetMetadataManager.replayEndTransactionMarker)."""
+    taken: dict[tuple[str, int], R.OffsetAndMetadata] = {}
+    for tp, om in offsets.items():
+        current = committed.get(tp)
+        if current is None or om.record_offset > current.record_offset:
+            taken[tp] = om
+        else:
+            log.info("skipped the transactional offset %d of group %s for %s-%d: its record (offset %d) is "
+                     "older than the committed offset's (%d)", om.committed_offset, group_id, tp[0], tp[1],
+                     om.record_offset, current.record_offset)
+    return taken

@@ -103,3 +103,59 @@ async def test_an_abort_at_runtime_drops_the_offsets_and_writes_nothing(node: No
     await settle()
     assert committed(c) == 7 and not c.txn_offsets.has_pending(GROUP, "u", 0)
     assert log.log_end_offset == end
+
+
+async def test_an_ordinary_commit_written_after_the_transactions_offset_wins_at_its_commit(node: Node) -> None:
+    # Kafka's replayEndTransactionMarker: a transaction's offset is committed over an older record
+    # only; an ordinary commit written between the transaction's offset record and its marker is
+    # the newer one and stays.
+    c = await started(node)
+    partition = await commit_in_transaction(c, 42)
+    await c.commit_offsets(GROUP, "", None, -1, 8, -1, [("u", 0, 50, -1, "", -1)])
+    assert committed(c) == 50
+    node.replica_manager.logs[(OFFSETS_TOPIC, partition)].append_end_txn_marker(
+        PRODUCER_ID, EPOCH, 0, True, leader_epoch=0)
+    c.on_transaction_completed(OFFSETS_TOPIC, partition, PRODUCER_ID, True)
+    await settle()
+    assert committed(c) == 50 and not c.txn_offsets.has_pending(GROUP, "u", 0)
+
+
+async def test_a_transactions_offset_still_wins_over_an_older_ordinary_commit_of_another_partition(
+        node: Node) -> None:
+    # Only the partition with a newer ordinary record keeps it; the transaction's other offsets commit.
+    c = await started(node)
+    errors = await c.commit_txn_offsets(GROUP, PRODUCER_ID, EPOCH, "", None, -1,
+                                        [("t", 0, 42, -1, "m"), ("t", 1, 43, -1, "m")])
+    assert [int(e) for e in errors] == [0, 0]
+    partition = c.partition_for(GROUP)
+    await c.commit_offsets(GROUP, "", None, -1, 8, -1, [("t", 0, 50, -1, "", -1)])
+    node.replica_manager.logs[(OFFSETS_TOPIC, partition)].append_end_txn_marker(
+        PRODUCER_ID, EPOCH, 0, True, leader_epoch=0)
+    c.on_transaction_completed(OFFSETS_TOPIC, partition, PRODUCER_ID, True)
+    await settle()
+    [(_, got)] = c.fetch_offsets(GROUP, [("t", [0, 1])])
+    assert [om.committed_offset for _, om in got] == [50, 43]
+
+
+@pytest.mark.parametrize("marker_before_crash", [True, False])
+async def test_the_newer_ordinary_commit_also_wins_on_reload(node: Node, tmp_path: Path, clock: Clock,
+                                                             marker_before_crash: bool) -> None:
+    c = await started(node)
+    await c.commit_offsets(GROUP, "", None, -1, 8, -1, [("u", 0, 7, -1, "", -1)])  # older than the transaction's
+    partition = await commit_in_transaction(c, 42)
+    await c.commit_offsets(GROUP, "", None, -1, 8, -1, [("u", 0, 50, -1, "", -1)])  # newer
+    if marker_before_crash:
+        node.replica_manager.logs[(OFFSETS_TOPIC, partition)].append_end_txn_marker(
+            PRODUCER_ID, EPOCH, 0, True, leader_epoch=0)
+    node, c = await crash_and_reload(node, tmp_path, c, clock)
+    try:
+        assert committed(c) == 50
+        if not marker_before_crash:  # still open at the load: pending, then its marker lands
+            assert c.txn_offsets.has_pending(GROUP, "u", 0)
+            node.replica_manager.logs[(OFFSETS_TOPIC, partition)].append_end_txn_marker(
+                PRODUCER_ID, EPOCH, 0, True, leader_epoch=0)
+            c.on_transaction_completed(OFFSETS_TOPIC, partition, PRODUCER_ID, True)
+            await settle()
+        assert committed(c) == 50 and not c.txn_offsets.has_pending(GROUP, "u", 0)
+    finally:
+        node.replica_manager.close()
