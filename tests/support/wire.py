@@ -81,7 +81,11 @@ class WireClient:
         return self.read_response(api_key, version, corr)
 
     def read_response(self, api_key: int, version: int, corr: int) -> dict:
-        frame = self.recv_frame()
+        return self.decode_response(self.recv_frame(), api_key, version, corr)
+
+    @staticmethod
+    def decode_response(frame: bytes, api_key: int, version: int, corr: int) -> dict:
+        """A response frame (as ``recv_frame`` returns it) decoded, its correlation id checked."""
         (got,) = struct.unpack_from(">i", frame, 0)
         assert got == corr, f"correlation id {got} != {corr}"
         name = _api_name(api_key) + "Response"
