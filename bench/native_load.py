@@ -108,6 +108,18 @@ def records_due(rate_records_per_s: float, elapsed_s: float, sent: int, total: i
     return max(0, allowed - sent)
 
 
+# librdkafka's poll takes whole milliseconds (confluent-kafka truncates the float): a shorter wait is
+# a poll(0), and a loop of those spins a core per producer. Waits are at least this long.
+MIN_POLL_S = 0.001
+
+
+def seconds_until_due(rate_records_per_s: float, elapsed_s: float, sent: int) -> float:
+    """How long a rate-limited producer that has sent ``sent`` records may wait for the next one
+    to be due (see records_due), at least MIN_POLL_S and at most 10 ms (delivery reports are served
+    while it waits)."""
+    return min(0.01, max(MIN_POLL_S, sent / rate_records_per_s - elapsed_s))
+
+
 def split(total: int, parts: int) -> list[int]:
     """``total`` records over ``parts`` workers, the remainder going to the first ones."""
     base, extra = divmod(total, parts)
@@ -149,10 +161,15 @@ def _produce_worker(bootstrap: str, topic: str, records: int, size: int, rate: f
     go.wait()
     start, cpu0 = time.monotonic(), time.process_time()
     sent = 0
+    per_s = None if rate is None else rate / size  # records per second
     while sent < records:
-        n = records - sent if rate is None else records_due(rate / size, time.monotonic() - start, sent, records)
-        if n == 0:
-            producer.poll(0.0005)  # serves delivery reports while waiting for the schedule
+        elapsed = time.monotonic() - start
+        n = records - sent if per_s is None else records_due(per_s, elapsed, sent, records)
+        if per_s is not None and n == 0:
+            # Serves delivery reports while waiting for the schedule. (This was poll(0.0005), which
+            # librdkafka gets as poll(0): the three rate-limited producers spun 1.5 of the
+            # machine's 2 cores, and the half-rate latency measured that.)
+            producer.poll(seconds_until_due(per_s, elapsed, sent))
             continue
         for _ in range(n):
             try:

@@ -260,7 +260,8 @@ def rate_run(nodes: Nodes, rate_mb: float, seconds: float, processes: int) -> di
     ms = [x * 1000 for x in phase.latencies]
     out.update(mb_s=round(phase.mb_per_sec, 1), cores=round((nodes.cpu() - c0) / (time.monotonic() - t0), 3),
                p50_ms=round(native_load.percentile(ms, 50), 1), p99_ms=round(native_load.percentile(ms, 99), 1),
-               max_ms=round(max(ms, default=float("nan")), 1))
+               max_ms=round(max(ms, default=float("nan")), 1),
+               clients_cores=round(phase.clients_cpu_s / phase.wall_s, 2) if phase.wall_s else None)
     if phase.client_split:
         out["client_int_latency_p99_ms_median"] = round(statistics.median(q for q, _ in phase.client_split), 1)
         out["client_int_latency_p99_ms_max"] = round(max(q for q, _ in phase.client_split), 1)

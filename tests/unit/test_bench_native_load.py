@@ -50,6 +50,16 @@ def test_the_rate_limiter_follows_its_schedule_and_never_exceeds_the_total() -> 
     assert native_load.records_due(rate, 60.0, sent=10_000, total=10_000) == 0
 
 
+def test_a_rate_limited_producer_waits_for_its_next_record_in_whole_milliseconds() -> None:
+    # librdkafka's poll takes whole milliseconds: a shorter wait would be poll(0), a busy loop.
+    rate = 1000.0  # records per second
+    assert native_load.seconds_until_due(rate, elapsed_s=0.0, sent=5) == 0.005
+    assert native_load.seconds_until_due(rate, elapsed_s=0.0049, sent=5) == native_load.MIN_POLL_S
+    assert native_load.seconds_until_due(rate, elapsed_s=1.0, sent=5) == native_load.MIN_POLL_S  # behind
+    assert native_load.seconds_until_due(rate, elapsed_s=0.0, sent=500) == 0.01  # capped
+    assert native_load.MIN_POLL_S * 1000 >= 1
+
+
 def test_records_split_evenly_over_the_workers() -> None:
     assert native_load.split(10, 3) == [4, 3, 3]
     assert sum(native_load.split(1_200_000, 3)) == 1_200_000
