@@ -319,6 +319,11 @@ def run_cases(plan: Plan, targets: list[Target], sampler: RssSampler, runs: list
                     if case.kind == "produce":
                         topics[(target.name, case.size, case.partitions, case.acks)] = topic
                 print(f"[run {r + 1}/{plan.runs}] {target.name:8s} {case.key} ...", end=" ", flush=True)
+                # Write back what earlier cases (and the other broker) left dirty, so that no case
+                # pays for another's writeback: with the saturate case's 1.2 GB in the page cache, a
+                # half-rate run otherwise met ext4 stalls of 100+ ms in its own writes
+                # (docs/performance.md, "The half-rate tail"). Cached pages stay for consumers.
+                os.sync()
                 row = measure(target, case, sampler, topic, r)
                 runs.append(row)
                 print(report.one_line(row), flush=True)
