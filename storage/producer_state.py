@@ -631,10 +631,9 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
     return entries
 
 
-def write_snapshot_file(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Write ``data`` to ``path``: temp file, rename; fsyncs of the file and its directory unless
-    ``durable`` is False (the caller fsyncs later)."""
-    write_atomically(path, data, durable=durable)
+def write_snapshot_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` durably: temp file, fsync, rename, fsync the directory."""
+    write_atomically(path, data)
 
 
 if TYPE_CHECKING:
