@@ -10,8 +10,9 @@ transactional producer commits for a group, visible only when its transaction co
    ``__consumer_offsets`` partition led here): once the marker is durable (the high watermark
    passed it), COMMIT makes the producer's pending offsets of that partition's groups the
    committed ones, except where an ordinary commit was written after the transaction's offset
-   record (the newer record wins, as in Kafka: ``offsets_to_commit``), ABORT drops them; applied through the coordinator runtime's queue (an operation
-   with no records), in order with the partition's other writes. Nothing more is written: the
+   record (the newer record wins, as in Kafka: ``offsets_to_commit``), ABORT drops them;
+   applied through the coordinator runtime's queue (an operation with no records), in order
+   with the partition's other writes. Nothing more is written: the
    marker itself is what a reload replays (the runtime's loader hands transactional records and
    markers to ``GroupShard``, as Kafka's CoordinatorLoaderImpl does), so there is no window
    between the marker and a second record.
