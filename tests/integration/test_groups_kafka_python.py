@@ -6,7 +6,10 @@ replica manager's Produce/Fetch. Short session timeouts keep the whole file well
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -48,22 +51,68 @@ def _consumer(bootstrap: str, name: str, topic: str, group: str = "g1", **kw) ->
     return consumer
 
 
-def _poll_until(consumers: list[KafkaConsumer], done, timeout: float = 30.0) -> dict[str, list[bytes]]:
-    got: dict[str, list[bytes]] = {c.config["client_id"]: [] for c in consumers}
+@dataclass
+class Seen:
+    """What one consumer's polling thread saw, as of its last poll."""
+
+    records: list[bytes] = field(default_factory=list)
+    assignment: frozenset[TopicPartition] = frozenset()
+    # The sum of the assigned partitions' positions: what ``commit()`` would store.
+    positions: int = 0
+
+
+def _poll_until(consumers: list[KafkaConsumer], done: Callable[[dict[str, Seen]], bool],
+                timeout: float = 30.0) -> dict[str, Seen]:
+    """Poll each consumer in its own thread, as applications run them, until ``done(seen)``.
+
+    Not one thread taking turns: kafka-python 3.0.12 keeps a JoinGroup+SyncGroup task across
+    poll() calls, but when that task completes while its consumer is not inside poll() (here:
+    while the other consumers were being polled), the next poll() finds it done and sends a new
+    JoinGroup, dropping the assignment it got (``join_group_async``: ``_join_task.is_done`` starts
+    a new task before looking at the finished one's result). A leader's JoinGroup in a stable group
+    forces a rebalance, in Kafka as here. On a loaded machine the group then rebalanced every
+    300-600 ms: generations 3 to 65 in 27 s in one kept run, the first member keeping the whole
+    assignment of generation 1 until the test timed out; in another a commit taken between two
+    rebalances stored 50 of the 60 records read. Each consumer in its own thread re-enters poll()
+    at once, which all but closes that window.
+    """
+    seen = {c.config["client_id"]: Seen() for c in consumers}
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def run(c: KafkaConsumer, mine: Seen) -> None:
+        try:
+            while not stop.is_set():
+                for recs in c.poll(200).values():
+                    mine.records.extend(r.value for r in recs)
+                assigned = frozenset(c.assignment())
+                mine.positions = sum(c.position(tp, timeout_ms=0) or 0 for tp in assigned)
+                mine.assignment = assigned
+        except BaseException as exc:  # noqa: BLE001 - reported by the waiting test below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run, args=(c, seen[c.config["client_id"]]), daemon=True)
+               for c in consumers]
+    for t in threads:
+        t.start()
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for c in consumers:
-            for recs in c.poll(100).values():
-                got[c.config["client_id"]].extend(r.value for r in recs)
-        if done(got):
-            return got
-    raise AssertionError(f"timed out: {[(c.config['client_id'], c.assignment()) for c in consumers]}")
+    try:
+        while time.monotonic() < deadline and not failures:
+            if done(seen):
+                return seen
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert not failures, failures
+    raise AssertionError(f"timed out: {[(name, sorted(s.assignment)) for name, s in seen.items()]}")
 
 
-def _balanced(consumers: list[KafkaConsumer], partitions: int):
-    def check(_got) -> bool:
-        owned = [tp.partition for c in consumers for tp in c.assignment()]
-        return sorted(owned) == list(range(partitions)) and all(c.assignment() for c in consumers)
+def _balanced(partitions: int) -> Callable[[dict[str, Seen]], bool]:
+    def check(seen: dict[str, Seen]) -> bool:
+        owned = [tp.partition for s in seen.values() for tp in s.assignment]
+        return sorted(owned) == list(range(partitions)) and all(s.assignment for s in seen.values())
     return check
 
 
@@ -77,11 +126,12 @@ def test_three_members_share_partitions_and_commits_survive_restart(broker_facto
     _produce(broker.bootstrap, "gt", 6, 60)
     consumers = [_consumer(broker.bootstrap, f"c{i}", "gt", partition_assignment_strategy=[strategy])
                  for i in range(3)]
-    _poll_until(consumers, _balanced(consumers, 6))
+    # Balanced, and every member has read to the end of its partitions: the commits below store 60.
+    balanced = _balanced(6)
+    _poll_until(consumers, lambda seen: balanced(seen) and sum(s.positions for s in seen.values()) == 60)
     # Every partition is owned by exactly one member of the generation.
     owned = sorted(tp.partition for c in consumers for tp in c.assignment())
     assert owned == list(range(6))
-    got = _poll_until(consumers, lambda g: sum(map(len, g.values())) >= 0)
     for c in consumers:
         c.commit()
         c.close()
@@ -89,7 +139,6 @@ def test_three_members_share_partitions_and_commits_survive_restart(broker_facto
     committed = admin.list_group_offsets("g1")["g1"]
     admin.close()
     assert sum(o.offset for o in committed.values()) == 60
-    del got
     broker.restart()
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     assert sum(o.offset for o in admin.list_group_offsets("g1")["g1"].values()) == 60
@@ -100,11 +149,11 @@ def test_three_members_share_partitions_and_commits_survive_restart(broker_facto
     producer.flush()
     producer.close()
     c = _consumer(broker.bootstrap, "late", "gt")
-    got = _poll_until([c], lambda g: len(g["late"]) >= 1)
+    late = _poll_until([c], lambda seen: len(seen["late"].records) >= 1)["late"].records
     time.sleep(0.5)
     for recs in c.poll(300).values():
-        got["late"].extend(r.value for r in recs)
-    assert got["late"] == [b"after-restart"]
+        late.extend(r.value for r in recs)
+    assert late == [b"after-restart"]
     c.close()
 
 
@@ -112,10 +161,10 @@ def test_member_leaving_triggers_rebalance(broker) -> None:
     broker_bootstrap = broker.bootstrap
     _produce(broker_bootstrap, "lv", 4, 8)
     a, b = _consumer(broker_bootstrap, "a", "lv"), _consumer(broker_bootstrap, "b", "lv")
-    _poll_until([a, b], _balanced([a, b], 4))
+    _poll_until([a, b], _balanced(4))
     b.close()  # sends LeaveGroup
     t0 = time.monotonic()
-    _poll_until([a], lambda _g: len(a.assignment()) == 4, timeout=10)
+    _poll_until([a], lambda seen: len(seen["a"].assignment) == 4, timeout=10)
     assert time.monotonic() - t0 < 5
     a.close()
 
@@ -123,7 +172,7 @@ def test_member_leaving_triggers_rebalance(broker) -> None:
 def test_admin_describe_list_delete_groups(broker) -> None:
     _produce(broker.bootstrap, "ad", 2, 4)
     c = _consumer(broker.bootstrap, "solo", "ad", group="adm")
-    _poll_until([c], lambda g: len(g["solo"]) == 4)
+    _poll_until([c], lambda seen: len(seen["solo"].records) == 4)
     c.commit()
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     # kafka-python 3: list_groups() gives ListGroups entries as dicts; describe_groups() a dict
