@@ -234,10 +234,13 @@ async def test_ten_thousand_topic_replay_is_fast(tmp_path: Path, new_controller)
     ids = {n: t.topic_id for n, t in c.image.topics.items()}
     await c.stop()
     c2 = new_controller(tmp_path)
-    started = time.perf_counter()
+    # This process's CPU time, not the wall clock: the bound is there to catch a replay that is
+    # quadratic in the records, and a loaded CI machine stretched the wall time of the same 0.4 s
+    # of work to 3.1 s while it waited for a core.
+    started = time.process_time()
     await c2.start()
-    elapsed = time.perf_counter() - started
+    cpu_s = time.process_time() - started
     assert {n: t.topic_id for n, t in c2.image.topics.items()} == ids
     assert len(ids) == 10_000
-    assert elapsed < 3.0, f"replay of 20k records took {elapsed:.2f}s"
+    assert cpu_s < 3.0, f"replay of 20k records took {cpu_s:.2f} CPU-s"
     await c2.stop()
