@@ -7,12 +7,18 @@ start-up takes its HW from there (capped at its log end) instead of trusting its
 records a leader had not yet replicated stay invisible to consumers after a restart, and a
 follower restarting without a leader epoch answer truncates to a HW that was really committed.
 
-Blocking file I/O: the IO pool runs these.
+Blocking file I/O: the IO pool runs these. Writes go through one :class:`HighWatermarkWriter`
+per broker, which serializes them (Kafka's CheckpointFile writes under a lock): every write of a
+dir's file goes through the same ``.tmp`` name, so two writes at once (the periodic one still
+running in one pool thread when shutdown writes the last one in another) made one ``rename`` fail
+with ENOENT, which took the log dir offline and made a clean shutdown exit 1.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -49,3 +55,31 @@ def write_high_watermarks(by_dir: Mapping[Path, list[tuple[str, int, int]]],
             write_checkpoint(Path(log_dir) / HIGH_WATERMARK_CHECKPOINT, sorted(entries))
         except OSError as exc:
             on_failure(log_dir, exc)
+
+
+class HighWatermarkWriter:
+    """Writes snapshots of the HWs one at a time, never one older than a snapshot already written.
+
+    :meth:`snapshot_taken` is called where the HWs are read (the loop), :meth:`write` in a pool
+    thread; pool threads may run the writes out of the order their snapshots were taken, and an
+    older snapshot is then skipped rather than written over a newer one.
+    """
+
+    def __init__(self, on_failure: Callable[[Path, OSError], None]) -> None:
+        self._on_failure = on_failure
+        self._lock = threading.Lock()
+        self._sequence = itertools.count(1)
+        self._written = 0
+
+    def snapshot_taken(self) -> int:
+        """The number of a snapshot read now; pass it to :meth:`write` with that snapshot."""
+        return next(self._sequence)
+
+    def write(self, sequence: int, by_dir: Mapping[Path, list[tuple[str, int, int]]]) -> bool:
+        """Write the snapshot numbered ``sequence`` unless a newer one was written; True if written."""
+        with self._lock:
+            if sequence <= self._written:
+                return False
+            write_high_watermarks(by_dir, self._on_failure)
+            self._written = sequence
+            return True

@@ -61,7 +61,7 @@ from broker.replica.delayed_fetch import DelayedFetch, FetchStatus
 from broker.replica.delayed_produce import DelayedProduce, ProduceCallback, ProduceResult
 from broker.replica.fetch_params import FetchCallback, FetchParams, FetchResult, LogReadResult
 from broker.replica.fetch_session import CachedPartition
-from broker.replica.high_watermark_checkpoint import read_high_watermarks, write_high_watermarks
+from broker.replica.high_watermark_checkpoint import HighWatermarkWriter, read_high_watermarks
 from broker.replica.partition import Partition, RecordCheck
 from broker.replica.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from broker.replica.replica_selector import replica_selector
@@ -138,6 +138,8 @@ class ReplicaManager:
             node_id=self.node_id,
             producer_state_factory=lambda _t, _p, d: ProducerStateManager(d, self.producer_id_expiration_ms),
         )
+        # Every replication-offset-checkpoint write, periodic or at shutdown, one at a time.
+        self._hw_writer = HighWatermarkWriter(self.log_manager.report_dir_failure)
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory("Produce", timer)
         self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory("Fetch", timer)
@@ -234,7 +236,8 @@ class ReplicaManager:
         self.fetch_purgatory.shutdown()
         self._log_admin.shutdown(wait=True)
         if self._started:
-            await self._io(write_high_watermarks, self._high_watermarks_by_dir(), self.log_manager.report_dir_failure)
+            # After any periodic write still running in a pool thread (the writer waits for it).
+            await self._io(self._hw_writer.write, self._hw_writer.snapshot_taken(), self._high_watermarks_by_dir())
         await self._io(self.log_manager.shutdown)
 
     async def _io(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -270,7 +273,7 @@ class ReplicaManager:
 
     def _checkpoint_high_watermarks(self) -> None:
         """Kafka's checkpointHighWatermarks: collected on the loop, written on the IO pool."""
-        self.io_pool.submit(write_high_watermarks, self._high_watermarks_by_dir(), self.log_manager.report_dir_failure)
+        self.io_pool.submit(self._hw_writer.write, self._hw_writer.snapshot_taken(), self._high_watermarks_by_dir())
 
     def _retention(self) -> int:
         """On the IO pool: retention over every log. The partitions whose log start moved then
