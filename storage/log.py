@@ -1073,14 +1073,17 @@ class Log:
         try:
             remaining = tuple(s for s in self._state.segments if s not in doomed)
             self._state = _snapshot(remaining)
-            if remaining and remaining[0].base_offset > self._log_start_offset:
-                self._log_start_offset = remaining[0].base_offset
-                self.epoch_cache.truncate_from_start(self._log_start_offset)
-                self._on_log_start_advanced()
+            # Kafka's order (deleteSegments): the files are renamed before the log start offset
+            # moves, so a ListOffsets that sees the new log start never finds the old segment
+            # under its live name. The epoch checkpoint and snapshot pruning below do IO.
             due = now + self.config.file_delete_delay_ms
             for seg in doomed:
                 seg.mark_deleted()
                 self._pending_deletes.append((due, seg))
+            if remaining and remaining[0].base_offset > self._log_start_offset:
+                self._log_start_offset = remaining[0].base_offset
+                self.epoch_cache.truncate_from_start(self._log_start_offset)
+                self._on_log_start_advanced()
         except OSError as exc:
             self._fail(exc)
 

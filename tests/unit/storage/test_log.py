@@ -280,6 +280,28 @@ def test_retention_by_time_and_delayed_file_removal(tmp_path):
     log.close()
 
 
+def test_deleted_segments_are_renamed_before_the_log_start_offset_moves(tmp_path):
+    # Kafka's deleteSegments renames the files before it raises the log start offset. A reader that
+    # sees the new log start (ListOffsets reads it without the log's lock) must not find the deleted
+    # segments under their live names; the epoch checkpoint written right after the move does IO
+    # and can take a while. The probe records the live .log files when the epoch cache is told.
+    log = open_log(tmp_path / "t-0", small_config(retention_ms=1000))
+    for i in range(30):
+        log.append(batch(2, value_size=100, ts=10_000 + i * 100), leader_epoch=0)
+    truncate = log.epoch_cache.truncate_from_start
+    seen: list[tuple[int, list[str]]] = []
+
+    def probe(offset: int) -> None:
+        seen.append((log.log_start_offset, sorted(n for n in os.listdir(log.dir) if n.endswith(".log"))))
+        truncate(offset)
+
+    log.epoch_cache.truncate_from_start = probe
+    assert log.delete_old_segments(now_ms=100_000) > 0
+    active = f"{log.active_segment.base_offset:020d}.log"
+    assert seen == [(log.active_segment.base_offset, [active])]
+    log.close()
+
+
 def test_retention_by_bytes(tmp_path):
     log = open_log(tmp_path / "t-0", small_config(retention_bytes=5000, retention_ms=-1))
     for _i in range(60):
