@@ -60,9 +60,9 @@ def write_high_watermarks(by_dir: Mapping[Path, list[tuple[str, int, int]]],
 class HighWatermarkWriter:
     """Writes snapshots of the HWs one at a time, never one older than a snapshot already written.
 
-    :meth:`snapshot_taken` is called where the HWs are read (the loop), :meth:`write` in a pool
-    thread; pool threads may run the writes out of the order their snapshots were taken, and an
-    older snapshot is then skipped rather than written over a newer one.
+    :meth:`write_later` is called where the HWs are read (the loop) and numbers the snapshot then;
+    the job it returns runs in a pool thread. Pool threads may run the jobs out of the order their
+    snapshots were taken, and an older snapshot is then skipped rather than written over a newer one.
     """
 
     def __init__(self, on_failure: Callable[[Path, OSError], None]) -> None:
@@ -71,15 +71,17 @@ class HighWatermarkWriter:
         self._sequence = itertools.count(1)
         self._written = 0
 
-    def snapshot_taken(self) -> int:
-        """The number of a snapshot read now; pass it to :meth:`write` with that snapshot."""
-        return next(self._sequence)
+    def write_later(self, by_dir: Mapping[Path, list[tuple[str, int, int]]]) -> Callable[[], bool]:
+        """A job that writes ``by_dir`` unless a snapshot taken after it was written first; the job
+        returns True if it wrote."""
+        sequence = next(self._sequence)
 
-    def write(self, sequence: int, by_dir: Mapping[Path, list[tuple[str, int, int]]]) -> bool:
-        """Write the snapshot numbered ``sequence`` unless a newer one was written; True if written."""
-        with self._lock:
-            if sequence <= self._written:
-                return False
-            write_high_watermarks(by_dir, self._on_failure)
-            self._written = sequence
-            return True
+        def write() -> bool:
+            with self._lock:
+                if sequence <= self._written:
+                    return False
+                write_high_watermarks(by_dir, self._on_failure)
+                self._written = sequence
+                return True
+
+        return write

@@ -237,7 +237,7 @@ class ReplicaManager:
         self._log_admin.shutdown(wait=True)
         if self._started:
             # After any periodic write still running in a pool thread (the writer waits for it).
-            await self._io(self._hw_writer.write, self._hw_writer.snapshot_taken(), self._high_watermarks_by_dir())
+            await self._io(self._hw_writer.write_later(self._high_watermarks_by_dir()))
         await self._io(self.log_manager.shutdown)
 
     async def _io(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -273,7 +273,7 @@ class ReplicaManager:
 
     def _checkpoint_high_watermarks(self) -> None:
         """Kafka's checkpointHighWatermarks: collected on the loop, written on the IO pool."""
-        self.io_pool.submit(self._hw_writer.write, self._hw_writer.snapshot_taken(), self._high_watermarks_by_dir())
+        self.io_pool.submit(self._hw_writer.write_later(self._high_watermarks_by_dir()))
 
     def _retention(self) -> int:
         """On the IO pool: retention over every log. The partitions whose log start moved then

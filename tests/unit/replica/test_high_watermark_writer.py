@@ -16,16 +16,15 @@ from broker.replica.high_watermark_checkpoint import HighWatermarkWriter, read_h
 def test_concurrent_writes_never_fail_and_the_newest_snapshot_stays(tmp_path: Path) -> None:
     failures: list[tuple[Path, OSError]] = []
     writer = HighWatermarkWriter(lambda d, e: failures.append((d, e)))
-    snapshots = [(writer.snapshot_taken(), {tmp_path: [("t", p, n * 10 + p) for p in range(50)]})
-                 for n in range(400)]
+    jobs = [writer.write_later({tmp_path: [("t", p, n * 10 + p) for p in range(50)]}) for n in range(400)]
     start = threading.Barrier(8)
 
     def run(mine: list) -> None:
         start.wait()
-        for sequence, by_dir in mine:
-            writer.write(sequence, by_dir)
+        for job in mine:
+            job()
 
-    threads = [threading.Thread(target=run, args=(snapshots[i::8],)) for i in range(8)]
+    threads = [threading.Thread(target=run, args=(jobs[i::8],)) for i in range(8)]
     for t in threads:
         t.start()
     for t in threads:
@@ -37,7 +36,8 @@ def test_concurrent_writes_never_fail_and_the_newest_snapshot_stays(tmp_path: Pa
 
 def test_an_older_snapshot_is_not_written_over_a_newer_one(tmp_path: Path) -> None:
     writer = HighWatermarkWriter(lambda d, e: None)
-    older, newer = writer.snapshot_taken(), writer.snapshot_taken()
-    assert writer.write(newer, {tmp_path: [("t", 0, 20)]})
-    assert not writer.write(older, {tmp_path: [("t", 0, 10)]})
+    older = writer.write_later({tmp_path: [("t", 0, 10)]})
+    newer = writer.write_later({tmp_path: [("t", 0, 20)]})
+    assert newer()
+    assert not older()
     assert read_high_watermarks([tmp_path]) == {("t", 0): 20}
