@@ -139,11 +139,24 @@ def test_installed_package_registers_the_fixtures_through_its_pytest11_entry_poi
     blocked.stdout.fnmatch_lines(["*fixture 'odradek_broker' not found*"])
 
 
-def test_a_broker_that_cannot_start_raises_with_its_log_and_leaves_no_temp_dir(tmp_path) -> None:
+def test_a_broker_that_cannot_start_raises_with_its_log_and_leaves_no_temp_dir(tmp_path, monkeypatch) -> None:
     from broker.testing import BrokerStartError
 
-    before = set(Path(tempfile.gettempdir()).glob("odradek-*"))
+    # A temp dir of this test's own: other test processes make and remove odradek-* dirs in the
+    # shared one (the fuzz harness, real Kafka, clusters) while this runs.
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    made: list[Path] = []
+    mkdtemp = tempfile.mkdtemp
+
+    def recording_mkdtemp(*args, **kwargs) -> str:
+        made.append(Path(mkdtemp(*args, **kwargs)))
+        return str(made[-1])
+
+    monkeypatch.setattr(tempfile, "mkdtemp", recording_mkdtemp)
     with pytest.raises(BrokerStartError, match=r"exited with 1(.|\n)*num.partitions"):
         with running_broker(overrides={"num.partitions": "zero"}):
             pass
-    assert set(Path(tempfile.gettempdir()).glob("odradek-*")) == before
+    assert [p.parent for p in made] == [temp]  # running_broker made its data dir there ...
+    assert list(temp.iterdir()) == []  # ... and removed it
