@@ -71,4 +71,10 @@ def test_two_java_consumers_split_the_partitions(broker) -> None:
             values.append(rec["value"])
     assert sorted(values) == sorted(f"v{i}" for i in range(RECORDS))  # all, none twice
     assert all(len(owners) == 1 for owners in by_partition.values()) and len(by_partition) == PARTITIONS
-    assert sorted(len(r["assignment"]) for r in results.values()) == [2, 2]
+    # Two partitions each, as the Stable group above assigned them.
+    read = {i: {rec["partition"] for rec in r["records"]} for i, r in results.items()}
+    assert sorted(len(partitions) for partitions in read.values()) == [2, 2], read
+    # The assignments at the end are not [2, 2] every time: each consumer polls for 20 s from its
+    # own JVM's start, and the first to stop leaves the group, so the other is rightly given all four
+    # partitions if it is still polling (seen under load: [2, 4]). Each still holds what it read.
+    assert all(read[i] <= set(r["assignment"]) for i, r in results.items()), (read, results)
