@@ -47,7 +47,7 @@ from pathlib import Path
 from controller import acls, client_quotas, elections, reassignments, scram_credentials
 from controller.image import MetadataDelta, MetadataImage, PartitionState, TopicImage, apply
 from controller.lease import Lease, LeaseLostError, LeaseStore
-from controller.log_store import LocalMetadataLogStore, MetadataLogStore
+from controller.log_store import LocalMetadataLogStore, MetadataLogStore, MetadataStoreUnavailableError
 from controller.meta_properties import load_or_create_cluster_id, new_kafka_uuid
 from controller.metadata_log import MetadataBatch, StaleControllerEpochError
 from controller.placement import PlacementError, place_replicas
@@ -299,6 +299,12 @@ class Controller:
         except StaleControllerEpochError as exc:
             self._active = False
             log.error("controller %d: metadata write refused, stepping down: %s", self.node_id, exc.message)
+            raise
+        except MetadataStoreUnavailableError as exc:
+            # The batch may be committed without being in this image: going on could validate the
+            # next request against stale state (a retried CreateTopics writing its topic twice).
+            self._active = False
+            log.error("controller %d: stepping down: %s", self.node_id, exc.message)
             raise
         delta = MetadataDelta()
         for batch in appended.caught_up:

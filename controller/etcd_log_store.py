@@ -33,9 +33,9 @@ from typing import Any
 
 from aetcd.utils import prefix_range_end
 
-from controller.etcd_client import etcd_client
+from controller.etcd_client import EtcdError, etcd_client
 from controller.etcd_lease import LeaseFence
-from controller.log_store import AppendResult
+from controller.log_store import AppendResult, MetadataStoreUnavailableError
 from controller.metadata_log import (
     MetadataBatch,
     MetadataLogCorruptError,
@@ -124,12 +124,20 @@ class EtcdMetadataLogStore:
             if self._fence is not None:
                 compare.append(t.value(self._fence.leader_key) == self._fence.leader_value(controller_epoch))
                 failure += [t.get(self._fence.leader_key), t.get(self._fence.epoch_key)]
-            succeeded, responses = await self._client.transaction(
-                compare=compare,
-                success=[t.put(self.batch_key(base_offset), encode_batch(base_offset, controller_epoch, frame_records)),
-                         t.put(self._head_key, head)],
-                failure=failure,
-            )
+            try:
+                succeeded, responses = await self._client.transaction(
+                    compare=compare,
+                    success=[t.put(self.batch_key(base_offset),
+                                   encode_batch(base_offset, controller_epoch, frame_records)),
+                             t.put(self._head_key, head)],
+                    failure=failure,
+                )
+            except EtcdError as exc:
+                # The Txn may or may not have committed; this store's view (revision, next offset)
+                # is now in doubt too.
+                raise MetadataStoreUnavailableError(
+                    f"metadata append at offset {base_offset} has an unknown outcome: etcd did not answer ({exc})"
+                ) from exc
             if succeeded:
                 self._head_revision = int(responses[1].response_put.header.revision)
                 self._next_offset = next_offset

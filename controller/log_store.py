@@ -12,6 +12,9 @@ asynchronous because a distributed store answers over the network. Every store k
    looked (``caught_up``), which the caller applies before its own. An epoch older than the newest
    one committed is refused with ``StaleControllerEpochError`` and nothing is written: this is the
    fencing of a deposed controller.
+   A store that could not learn whether an append committed (etcd unreachable or timing out
+   mid-Txn) raises ``MetadataStoreUnavailableError``: the caller must not go on from what it
+   holds in memory, which may lack that very batch.
 3. ``read(from_offset)`` returns the committed batches holding offsets ``>= from_offset`` (a broker
    or a standby catching up; tools).
 4. ``close`` releases the store; the records stay.
@@ -20,8 +23,8 @@ There is no snapshot yet (see the TODO in ``controller.metadata_log``): ``open``
 0. A snapshot would add ``write_snapshot(image, offset)`` and make ``open`` return it plus the
 batches after it.
 
-How an etcd store fits (implemented by ``controller.etcd_log_store.EtcdMetadataLogStore``, not yet
-wired into the broker; it can also guard each append with the lease, see there): batch ``b`` is the value of key
+How an etcd store fits (``controller.etcd_log_store.EtcdMetadataLogStore``, what a cluster's
+controller uses; it also guards each append with the lease, see there): batch ``b`` is the value of key
 ``<prefix>/log/<base offset, zero-padded>`` (the encoded frame of ``metadata_log.encode_batch``),
 and ``<prefix>/head`` holds ``{next_offset, newest_epoch}``. ``append`` is one Txn: compare
 ``mod_revision(<prefix>/head) == r`` (the revision this store last read), then put the batch key
@@ -42,8 +45,21 @@ from typing import Protocol, TypeVar
 
 from controller.metadata_log import MetadataBatch, MetadataLog
 from controller.records import MetadataRecord
+from protocol.errors import ErrorCode, KafkaApiError
 
 _T = TypeVar("_T")
+
+
+class MetadataStoreUnavailableError(KafkaApiError):
+    """An append whose outcome is unknown: the store could not be reached or did not answer.
+
+    The controller steps down (Kafka's QuorumController renounces after a failed write), so a
+    successor, or this node again, starts from a replay of what the store really holds; the client
+    gets NOT_CONTROLLER, which Kafka's clients retry.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.NOT_CONTROLLER, message)
 
 
 @dataclass(frozen=True, slots=True)

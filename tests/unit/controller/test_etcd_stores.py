@@ -313,3 +313,35 @@ async def test_etcd_renew_checks_the_leader_key_not_only_the_lease(etcd_server: 
     finally:
         await store.close()
         await raw.close()
+
+
+async def test_etcd_unreachable_during_an_append_makes_the_controller_step_down(tmp_path: Path) -> None:
+    # An append that etcd never answered may still have committed: the controller must not go on
+    # validating requests against an image that may lack it. It steps down with NOT_CONTROLLER
+    # (retriable; the broker's router then waits for the next controller) instead of surfacing
+    # the gRPC error as UNKNOWN_SERVER_ERROR, and a new term replays what etcd really holds.
+    from controller.controller import Controller
+    from controller.log_store import MetadataStoreUnavailableError
+    from protocol.errors import KafkaApiError
+
+    server = EtcdServer(etcd_binary_or_skip(), tmp_path / "etcd").start()
+    prefix = "/odradek/unreachable"
+    leases = EtcdLeaseStore(server.endpoint, prefix)
+    log = EtcdMetadataLogStore(server.endpoint, f"{prefix}/metadata", timeout_s=2.0, fence=leases.fence(1))
+    controller = Controller(1, tmp_path / "meta", leases, log_store=log, lease_ttl_ms=30_000)
+    try:
+        await controller.start()
+        await controller.register_broker(1, "127.0.0.1", 9092)
+        server.stop()
+        with pytest.raises(KafkaApiError) as e:
+            await controller.register_broker(2, "127.0.0.1", 9093)
+        assert isinstance(e.value, MetadataStoreUnavailableError) and e.value.code == ErrorCode.NOT_CONTROLLER
+        assert "unknown outcome" in str(e.value.message)
+        assert not controller.is_active
+        with pytest.raises(KafkaApiError) as e:  # and it stays down: no write goes on from this image
+            await controller.register_broker(3, "127.0.0.1", 9094)
+        assert e.value.code == ErrorCode.NOT_CONTROLLER
+    finally:
+        await controller.stop()
+        await leases.close()
+        server.stop()
