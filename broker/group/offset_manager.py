@@ -77,6 +77,10 @@ class OffsetManager:
             await self.ctx.runtime.write(partition, op)
         except CoordinatorWriteError as exc:
             err = commit_append_error(exc.code)
+            if len(errors) != len(partitions):
+                # It timed out waiting in the partition's queue: the operation never ran, so no
+                # partition was validated. Kafka answers every partition with the mapped error.
+                return [err] * len(partitions)
             return [err if e == ErrorCode.NONE else e for e in errors]
         except KafkaApiError as exc:
             return [ErrorCode(exc.code)] * len(partitions)

@@ -191,3 +191,24 @@ async def test_a_commit_below_min_insync_replicas_is_refused_before_anything_is_
     # acks=-1's check: NOT_ENOUGH_REPLICAS, which Kafka's coordinator answers COORDINATOR_NOT_AVAILABLE.
     assert await pair.commit(3) == ErrorCode.COORDINATOR_NOT_AVAILABLE
     assert pair.leader_log_end == 0 and await pair.fetch() == (ErrorCode.NONE, -1)
+
+
+@pytest.mark.parametrize("pair", [["offsets.commit.timeout.ms=400"]], indirect=True)
+async def test_a_commit_that_times_out_queued_behind_an_unreplicated_one_answers_coordinator_not_available(
+        pair: Pair) -> None:
+    # The first commit is appended and waits for the follower; the second waits in the partition's
+    # queue behind it and times out there, before its operation ever ran. Kafka's runtime fails both
+    # with a TimeoutException, which GroupCoordinatorService answers COORDINATOR_NOT_AVAILABLE for
+    # every partition of the request (issue 27: the queued one got UNKNOWN_SERVER_ERROR).
+    first = asyncio.ensure_future(pair.commit(11, client=0))
+    await eventually(lambda: pair.leader_log_end == 1)
+    second = asyncio.ensure_future(pair.commit(12, client=1))
+    assert await first == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert await second == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    # The queued commit was never computed, so it is never written; the first one is in the log
+    # and is applied once the follower has it.
+    await pair.start_follower()
+    await eventually(lambda: pair.high_watermark == 1)
+    await asyncio.sleep(0.2)
+    assert pair.leader_log_end == 1
+    assert await pair.fetch() == (ErrorCode.NONE, 11)
