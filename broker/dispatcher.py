@@ -71,6 +71,12 @@ OFF_LOOP_APIS = frozenset({
 # 0.2 s. The interval is shortened only while such a request is in progress, so the hot path
 # keeps the default.
 OFF_LOOP_SWITCH_INTERVAL_S = 0.001
+# What the catch-all logs, with the traceback, for a handler that raised something other than a
+# KafkaApiError: the client gets UNKNOWN_SERVER_ERROR (or, where the API has no error response, a
+# closed connection). Every such path is a bug to be answered with Kafka's specific error, so the
+# line names the code for log searches; the fault suite fails a run on it
+# (tests/support/fault_checker.py).
+CATCH_ALL_LOG = "%s v%d handler failed (UNKNOWN_SERVER_ERROR)"
 
 
 class Request:
@@ -229,7 +235,7 @@ class Dispatcher:
             self._fail(request, exc)
             return
         except Exception:
-            log.exception("%s v%d handler failed", spec.name, api_version)
+            log.exception(CATCH_ALL_LOG, spec.name, api_version)
             self._fail(request)
             return
         # Most handlers answer synchronously with a dict (or None for acks=0); checking that first
@@ -287,7 +293,7 @@ class Dispatcher:
             self._fail(request, exc)
             return
         if exc is not None:
-            log.error("%s v%d handler failed", request.spec.name, request.api_version, exc_info=exc)
+            log.error(CATCH_ALL_LOG, request.spec.name, request.api_version, exc_info=exc)
             self._fail(request)
             return
         result = task.result()

@@ -10,6 +10,7 @@ correlation id and order, or the connection closing.
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import struct
 import sys
@@ -47,6 +48,10 @@ class Handlers:
                     "groups": [{"group_id": tag, "protocol_type": "", "group_state": "", "group_type": ""}]}
         if tag == "raise":
             raise RuntimeError("handler bug")
+        if tag == "async-raise":
+            async def failing() -> dict:
+                raise RuntimeError("handler bug")
+            return failing()
         if tag in ("not-controller", "async-not-controller"):
             if tag == "not-controller":
                 raise KafkaApiError(ErrorCode.NOT_CONTROLLER, "lease lost")
@@ -183,11 +188,19 @@ def test_responses_leave_in_request_order_on_one_connection(harness: Harness) ->
                 assert c.read_response(LIST_GROUPS, 4, corr)["groups"][0]["group_id"] == tag
 
 
-def test_handler_exception_answers_unknown_server_error_where_the_api_allows(harness: Harness) -> None:
-    with harness.client() as c:
-        resp = c.request(LIST_GROUPS, 4, list_groups("raise"))
+@pytest.mark.parametrize("tag", ["raise", "async-raise"])
+def test_handler_exception_answers_unknown_server_error_where_the_api_allows(
+        harness: Harness, tag: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.ERROR, logger="broker.dispatcher"), harness.client() as c:
+        resp = c.request(LIST_GROUPS, 4, list_groups(tag))
         assert resp["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR and resp["groups"] == []
         assert c.request(LIST_GROUPS, 4, list_groups("sync"))["error_code"] == 0  # connection still serves
+    # One ERROR line naming the API, the code the client got and the traceback: what a log search
+    # (and the fault suite's check of the brokers' logs) finds.
+    (record,) = [r for r in caplog.records if r.name == "broker.dispatcher"]
+    assert record.levelno == logging.ERROR
+    assert record.getMessage() == "ListGroups v4 handler failed (UNKNOWN_SERVER_ERROR)"
+    assert record.exc_info is not None and str(record.exc_info[1]) == "handler bug"
 
 
 @pytest.mark.parametrize("tag", ["not-controller", "async-not-controller"])
