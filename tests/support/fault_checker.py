@@ -17,7 +17,11 @@ and named marks (the faults).
 - the group's committed offsets never go backwards;
 - the errors reaching producers are only those the scenario allows: transient ones retriable, and a
   delivery failure only as an ambiguous outcome, its record nevertheless written exactly once and
-  in its producer's order (``Checker.failed_but_written``; one absent from the log fails).
+  in its producer's order (``Checker.failed_but_written``; one absent from the log fails);
+- no client ever got UNKNOWN_SERVER_ERROR (Kafka's catch-all, -1): not the producers, not the group's
+  members (their commits, fetches, error callbacks), not the Metadata poller (issue 27). The
+  brokers' logs are searched for it too (``unknown_server_errors_logged``, from ``FaultLoad.check``):
+  every fault must be answered with Kafka's specific, usually retriable, error.
 
 The load clients are real ones: ``RdkafkaProducer`` (confluent-kafka, acks=all, idempotent),
 ``JavaVerifiableProducer`` (Kafka's own org.apache.kafka.tools.VerifiableProducer, one JSON line per
@@ -37,11 +41,13 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import confluent_kafka
 
 from broker.testing_cluster import ClusterProcesses
+from protocol.errors import ErrorCode
 from tools.kafka_cli import tool_command
 from tools.kafka_dist import LOG4J_TOOLS
 
@@ -105,6 +111,18 @@ class Commit:
 
 
 @dataclass(frozen=True)
+class ClientError:
+    """An error a client other than a producer saw: a group member's commit, fetch or error callback,
+    a Metadata answer's error code. Only UNKNOWN_SERVER_ERROR fails a run (``is_unknown_server_error``):
+    the others (a commit refused during a rebalance, COORDINATOR_NOT_AVAILABLE) are Kafka's answers."""
+
+    client: str
+    name: str          # librdkafka's error name, or Kafka's error name for a raw answer
+    at: float
+    detail: str = ""
+
+
+@dataclass(frozen=True)
 class LeaderSeen:
     partition: int
     leader: int
@@ -124,12 +142,14 @@ class History:
     consumed: list[Consumed] = field(default_factory=list)
     commits: list[Commit] = field(default_factory=list)
     leaders: list[LeaderSeen] = field(default_factory=list)
+    client_errors: list[ClientError] = field(default_factory=list)
     marks: list[tuple[str, float]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, event: Ack | ProduceError | Consumed | Commit | LeaderSeen) -> None:
+    def add(self, event: Ack | ProduceError | Consumed | Commit | LeaderSeen | ClientError) -> None:
         lists: dict[type, list[Any]] = {Ack: self.acks, ProduceError: self.errors, Consumed: self.consumed,
-                                        Commit: self.commits, LeaderSeen: self.leaders}
+                                        Commit: self.commits, LeaderSeen: self.leaders,
+                                        ClientError: self.client_errors}
         target = lists[type(event)]
         with self.lock:
             target.append(event)
@@ -187,6 +207,43 @@ def failover(history: History, fault: str, at: float, old_leader: int, partition
         points = ([before[-1]] if before else [at]) + after
         stall = max(b - a for a, b in zip(points, points[1:], strict=False)) if len(points) > 1 else 0.0
     return Failover(fault, parts, leader_moved, stall)
+
+
+# --- UNKNOWN_SERVER_ERROR ------------------------------------------------------------------------
+
+# Kafka's catch-all error (code -1) as each client names it: librdkafka's UNKNOWN ("Unknown broker
+# error"), the Java client's UnknownServerException, Kafka's own name in raw answers and in the
+# brokers' logs (the dispatcher's catch-all line names it: broker/dispatcher.CATCH_ALL_LOG).
+UNKNOWN_SERVER_ERROR_NAMES = frozenset({"UNKNOWN", "UNKNOWN_SERVER_ERROR", "UnknownServerException"})
+UNKNOWN_SERVER_ERROR_TEXTS = ("UNKNOWN_SERVER_ERROR", "Unknown broker error", "UnknownServerException")
+UNKNOWN_SERVER_ERROR_CODE = -1
+
+
+def is_unknown_server_error(name: str, detail: str = "") -> bool:
+    return name in UNKNOWN_SERVER_ERROR_NAMES or any(t in detail for t in UNKNOWN_SERVER_ERROR_TEXTS)
+
+
+def unknown_server_errors_logged(paths: Iterable[Path], context: int = 12) -> list[str]:
+    """Each line of the given logs naming UNKNOWN_SERVER_ERROR, headed by its file and line number and
+    followed by ``context`` lines (the catch-all's traceback). Whole files: a restarted broker
+    appends to the log its previous run wrote."""
+    found: list[str] = []
+    for path in paths:
+        try:
+            lines = Path(path).read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            continue
+        for i, line in enumerate(lines):
+            if any(t in line for t in UNKNOWN_SERVER_ERROR_TEXTS):
+                found.append(f"{path}:{i + 1}: " + "\n".join(lines[i:i + 1 + context]))
+    return found
+
+
+def assert_no_unknown_server_error_logged(c: ClusterProcesses) -> None:
+    """No broker of ``c`` logged an UNKNOWN_SERVER_ERROR (a request that hit the dispatcher's catch-all)."""
+    logged = unknown_server_errors_logged(c.broker(n).log_path for n in c.node_ids)
+    assert not logged, (f"{len(logged)} UNKNOWN_SERVER_ERROR lines in the brokers' logs; the first:\n"
+                        + "\n\n".join(logged[:3]))
 
 
 # --- the checker --------------------------------------------------------------------------------
@@ -432,6 +489,19 @@ class Checker:
             raise AssertionError(f"non-retriable errors reached producers: "
                                  f"{[(e.client, e.name, e.detail) for e in (bad or errors)[:5]]}")
 
+    def no_unknown_server_error(self) -> None:
+        """No client got Kafka's catch-all error: producers (final or transient), group members,
+        the Metadata poller."""
+        with self.h.lock:
+            seen = [(e.client, e.name, e.detail) for e in self.h.errors if is_unknown_server_error(e.name, e.detail)]
+            seen += [(e.client, e.name, e.detail) for e in self.h.client_errors
+                     if is_unknown_server_error(e.name, e.detail)]
+            seen += [(f"metadata via {s.via}", "UNKNOWN_SERVER_ERROR", f"partition {s.partition}")
+                     for s in self.h.leaders if s.error == UNKNOWN_SERVER_ERROR_CODE]
+        if seen:
+            raise AssertionError(f"{len(seen)} client results were UNKNOWN_SERVER_ERROR, (client, error, detail) "
+                                 f"e.g. {seen[:5]}")
+
     def summary(self) -> str:
         """What the run's history holds, so a passing run shows it checked something."""
         written = len(self.failed_but_written())  # (takes the lock itself)
@@ -461,6 +531,7 @@ class Checker:
             self.consumed_everything_acked()
         self.one_leader_per_epoch()
         self.producer_errors(allow_final=allow_final_errors)
+        self.no_unknown_server_error()
 
 
 # --- load clients ------------------------------------------------------------------------------
@@ -655,6 +726,12 @@ class JavaVerifiableProducer:
         with open(self.log_path, errors="replace") as f:
             return {int(m) for m in re.findall(r"ProducerId set to (\d+) with epoch", f.read())}
 
+    def unknown_server_errors(self) -> list[str]:
+        """Lines of its log naming UNKNOWN_SERVER_ERROR: the client logs a failed attempt it retries
+        (a WARN with the error's name) that never reaches a producer_send_error line."""
+        with open(self.log_path, errors="replace") as f:
+            return [line.strip() for line in f if any(t in line for t in UNKNOWN_SERVER_ERROR_TEXTS)]
+
     def remove_files(self) -> None:
         """Its config and log (kept after a failure to read)."""
         for path in (self._config.name, self._log4j.name, self.log_path):
@@ -671,12 +748,14 @@ class JavaVerifiableProducer:
 
 class GroupConsumer:
     """``members`` confluent-kafka consumers of one group subscribed to ``topic``, each in its thread,
-    committing synchronously every ``commit_every`` s; every record, HW and commit goes to the history."""
+    committing synchronously every ``commit_every`` s; every record, HW and commit goes to the history,
+    and every error a member sees (error callback, fetch, commit) as a ClientError."""
 
     def __init__(self, bootstrap: str, topic: str, history: History, group: str = "faults", members: int = 2,
-                 commit_every: float = 0.5) -> None:
+                 commit_every: float = 0.5, extra: dict[str, Any] | None = None) -> None:
         self.bootstrap, self.topic, self.history, self.group = bootstrap, topic, history, group
         self.commit_every = commit_every
+        self.extra = dict(extra or {})   # more librdkafka settings for every member
         self._stop = threading.Event()
         self.assigned: dict[str, set[int]] = {}
         self.commit_failures: list[str] = []
@@ -700,10 +779,14 @@ class GroupConsumer:
             self._commit(consumer, member)
             self.assigned[member] = set()
 
+        def on_error(err: Any) -> None:
+            self.history.add(ClientError(member, err.name(), time.monotonic(), err.str()))
+
         config: dict[str, Any] = {
             "bootstrap.servers": self.bootstrap, "group.id": self.group, "client.id": member,
             "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
-            "heartbeat.interval.ms": 1000, "topic.metadata.refresh.interval.ms": 2000}
+            "heartbeat.interval.ms": 1000, "topic.metadata.refresh.interval.ms": 2000,
+            **self.extra, "error_cb": on_error}
         debug_dir = os.environ.get("ODRADEK_FAULT_CLIENT_DEBUG")   # librdkafka's own trace, to diagnose
         if debug_dir:
             import logging
@@ -721,6 +804,8 @@ class GroupConsumer:
                 hws: dict[int, int] = {}
                 for msg in msgs:
                     if msg.error() is not None:
+                        err = msg.error()
+                        self.history.add(ClientError(member, err.name(), time.monotonic(), err.str()))
                         continue
                     p = msg.partition()
                     if p not in hws:
@@ -739,12 +824,17 @@ class GroupConsumer:
         try:
             done = consumer.commit(asynchronous=False)
         except confluent_kafka.KafkaException as exc:
-            if exc.args[0].code() != confluent_kafka.KafkaError._NO_OFFSET:
+            err = exc.args[0]
+            if err.code() != confluent_kafka.KafkaError._NO_OFFSET:
                 self.commit_failures.append(str(exc))
+                self.history.add(ClientError(member, err.name(), time.monotonic(), f"commit: {err.str()}"))
             return
         now = time.monotonic()
         for tp in done or []:
-            if tp.error is None and tp.offset >= 0:
+            if tp.error is not None:
+                self.history.add(ClientError(member, tp.error.name(), now,
+                                             f"commit of partition {tp.partition}: {tp.error.str()}"))
+            elif tp.offset >= 0:
                 self.history.add(Commit(member, tp.partition, tp.offset, now))
 
     def drain(self, ends: dict[int, int], timeout: float = 60.0) -> bool:
@@ -782,6 +872,9 @@ class MetadataPoller:
                                   timeout=1.0)
         now = time.monotonic()
         for topic in md["topics"]:
+            if topic["error_code"]:
+                self.history.add(ClientError(f"metadata via {node}", _error_name(topic["error_code"]), now,
+                                             f"topic {topic['name']}"))
             for p in topic["partitions"]:
                 self.history.add(LeaderSeen(p["partition_index"], p["leader_id"], p["leader_epoch"],
                                             tuple(sorted(p["isr_nodes"])), node, p["error_code"], now))
@@ -802,6 +895,14 @@ class MetadataPoller:
         self._thread.join(10)
 
 
+def _error_name(code: int) -> str:
+    """Kafka's name of an error code (its number if unknown here)."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
 def _wait(predicate: Callable[[], bool], timeout: float, interval: float = 0.1) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -814,16 +915,17 @@ def _wait(predicate: Callable[[], bool], timeout: float, interval: float = 0.1) 
 class FaultLoad:
     """One scenario's load and observers over ``topic``: the librdkafka producer (250/s), Kafka's Java
     VerifiableProducer (150/s; ``java=False`` leaves it out), a 2-member consumer group committing as
-    it reads, and a Metadata poller, every event in one History. ``finish`` stops the producers, lets
-    the group read to the end, reads the topic back and returns the Checker; ``check`` runs every
-    check plus "each client its own producer id", printing the Java producer's log on a failure."""
+    it reads (every ``commit_every`` s), and a Metadata poller, every event in one History. ``finish``
+    stops the producers, lets the group read to the end, reads the topic back and returns the Checker;
+    ``check`` runs every check plus "each client its own producer id" and "no broker logged an
+    UNKNOWN_SERVER_ERROR", printing the Java producer's log on a failure."""
 
     def __init__(self, c: ClusterProcesses, topic: str, partitions: int, *, java: bool = True,
-                 rdkafka_extra: dict[str, Any] | None = None) -> None:
+                 rdkafka_extra: dict[str, Any] | None = None, commit_every: float = 0.5) -> None:
         self.c, self.topic, self.partitions = c, topic, partitions
         self.history = History()
         self.poller = MetadataPoller(c, topic, self.history).start()
-        self.group = GroupConsumer(c.bootstrap, topic, self.history).start()
+        self.group = GroupConsumer(c.bootstrap, topic, self.history, commit_every=commit_every).start()
         self.rdkafka = RdkafkaProducer(c.bootstrap, topic, partitions, self.history, rate=250,
                                        extra=rdkafka_extra).start()
         self.java = JavaVerifiableProducer(c.bootstrap, topic, self.history, throughput=150) if java else None
@@ -884,6 +986,10 @@ class FaultLoad:
         ends = {p: (recs[-1][0] + 1 if recs else 0) for p, recs in read.items()}
         assert self.group.drain(ends, 60), "the consumer group did not read up to the end within 60 s"
         self.close()
+        if self.java:
+            now = time.monotonic()
+            for line in self.java.unknown_server_errors():
+                self.history.add(ClientError(self.java.name, "UNKNOWN_SERVER_ERROR", now, line))
         checker = Checker(self.history, read)
         print(f"\n{checker.summary()}", flush=True)
         self.java_log = self.java.stderr_text() if self.java else ""
@@ -896,6 +1002,7 @@ class FaultLoad:
             shared = set.intersection(*ids.values()) if len(ids) > 1 else set()
             assert not shared, f"InitProducerId gave the same producer id to two clients: {ids}"
             checker.all()
+            assert_no_unknown_server_error_logged(self.c)
         except AssertionError:
             print(f"--- the Java producer's log ---\n{self.java_log}", flush=True)
             raise

@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
+
+from broker.dispatcher import CATCH_ALL_LOG
 
 pytest.importorskip("confluent_kafka")
 
 from tests.support.fault_checker import (  # noqa: E402 (needs confluent_kafka)
     Ack,
     Checker,
+    ClientError,
     Commit,
     Consumed,
     History,
@@ -21,10 +26,11 @@ from tests.support.fault_checker import (  # noqa: E402 (needs confluent_kafka)
     RdkafkaProducer,
     Read,
     failover,
+    unknown_server_errors_logged,
 )
 
 
-def _history(*events: Ack | Consumed | Commit | LeaderSeen | ProduceError) -> History:
+def _history(*events: Ack | Consumed | Commit | LeaderSeen | ProduceError | ClientError) -> History:
     h = History()
     for e in events:
         h.add(e)
@@ -161,3 +167,34 @@ def test_a_stopped_rdkafka_producer_leaves_no_client_running() -> None:
     assert _threads() <= before  # (other tests' leftover threads may have ended meanwhile)
     with pytest.raises(RuntimeError, match="stopped"):
         producer.producer.produce("gone", b"late")
+
+
+@pytest.mark.parametrize("event", [
+    ClientError("faults-0", "UNKNOWN", 1.0, "commit: Unknown broker error"),   # librdkafka's name for -1
+    ProduceError("java", "UnknownServerException", False, True, 1.0, "The server experienced an unexpected error"),
+    ProduceError("rdkafka", "UNKNOWN", False, False, 1.0, "Unknown broker error"),
+    ClientError("java", "UNKNOWN_SERVER_ERROR", 1.0, "Got error produce response ... Error: UNKNOWN_SERVER_ERROR"),
+    LeaderSeen(0, 1, 3, (1, 2), 2, -1, 1.0),                                  # a raw Metadata answer's code
+], ids=["librdkafka-commit", "java-final", "librdkafka-transient", "java-log", "metadata"])
+def test_any_unknown_server_error_a_client_saw_fails_the_run(event: Any) -> None:
+    with pytest.raises(AssertionError, match="UNKNOWN_SERVER_ERROR"):
+        Checker(_history(event), GOOD_READ).no_unknown_server_error()
+
+
+def test_kafkas_specific_coordinator_errors_pass() -> None:
+    h = _history(ClientError("faults-0", "COORDINATOR_NOT_AVAILABLE", 1.0, "commit: Broker: Coordinator not available"),
+                 ClientError("faults-1", "NOT_COORDINATOR", 1.0, "commit of partition 2: Broker: Not coordinator"),
+                 ClientError("faults-1", "UNKNOWN_MEMBER_ID", 1.0, "Broker: Unknown member"),
+                 ClientError("metadata via 2", "UNKNOWN_TOPIC_OR_PARTITION", 1.0, "topic durable"))
+    Checker(h, GOOD_READ).no_unknown_server_error()
+
+
+def test_the_dispatchers_catch_all_line_is_found_in_a_broker_log(tmp_path: Path) -> None:
+    clean = tmp_path / "broker-1.log"
+    clean.write_text("INFO loaded 1 __consumer_offsets partition\nINFO OffsetCommit v8 failed: NOT_COORDINATOR\n")
+    bad = tmp_path / "broker-2.log"
+    line = "ERROR broker.dispatcher: " + CATCH_ALL_LOG % ("OffsetCommit", 8)
+    bad.write_text(f"INFO started\n{line}\nTraceback (most recent call last):\nStopIteration\n")
+    assert unknown_server_errors_logged([clean, tmp_path / "never-written.log"]) == []
+    (found,) = unknown_server_errors_logged([clean, bad])
+    assert found.startswith(f"{bad}:2: {line}") and "StopIteration" in found
