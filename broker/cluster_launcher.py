@@ -255,6 +255,9 @@ class BrokerNode(ManagedProcess):
         self.host = host
         self.port = port
         self.log_level = log_level
+        # The source tree the process runs from (its broker/ package): this one, or another release's
+        # (the upgrade tests start a node from the previous release, then from this one).
+        self.package_root = PACKAGE_ROOT
         self.overrides: dict[str, str] = {
             "node.id": str(node_id),
             "listeners": f"PLAINTEXT://{host}:{port}",
@@ -276,14 +279,14 @@ class BrokerNode(ManagedProcess):
 
     def environment(self) -> dict[str, str]:
         # KAFKA_* variables would override the per-node settings (broker.config reads them like
-        # Kafka's image does); the children import the same broker package as this process.
+        # Kafka's image does); the child imports the broker package under package_root.
         env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
-        env["PYTHONPATH"] = PACKAGE_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = self.package_root + os.pathsep + env.get("PYTHONPATH", "")
         return env
 
     def start(self, timeout: float = 30.0) -> BrokerNode:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.spawn(cwd=PACKAGE_ROOT)
+        self.spawn(cwd=self.package_root)
         self.wait_serving(timeout)
         return self
 
@@ -389,7 +392,7 @@ class LocalCluster:
             self.etcd.start()
             for node in self.brokers.values():
                 node.data_dir.mkdir(parents=True, exist_ok=True)
-                node.spawn(cwd=PACKAGE_ROOT)
+                node.spawn(cwd=node.package_root)
             for node in self.brokers.values():
                 node.wait_serving(timeout)
         except BaseException:

@@ -19,8 +19,11 @@ class BrokerProcess:
     """One broker: ``start()``, ``stop()`` (SIGTERM, graceful), ``kill()`` (SIGKILL), ``restart()``."""
 
     def __init__(self, data_dir: Path, port: int | None = None, overrides: dict[str, str] | None = None,
-                 host: str = "127.0.0.1") -> None:
+                 host: str = "127.0.0.1", package_root: Path = REPO) -> None:
         self.data_dir = Path(data_dir)
+        # The source tree the daemon runs from: this checkout, or an older release's
+        # (tests/support/old_release.py) for the upgrade tests.
+        self.package_root = Path(package_root)
         self.host = host
         self.port = port or free_port(host)
         self.overrides = {
@@ -51,9 +54,9 @@ class BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env.pop("KAFKA_LOG_DIRS", None)
-        env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = str(self.package_root) + os.pathsep + env.get("PYTHONPATH", "")
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.command(), cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.command(), cwd=self.package_root, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         return self.proc
 
     def start(self, timeout: float = 20.0) -> BrokerProcess:
