@@ -13,7 +13,15 @@ and that producers saw only the errors the scenario allows.
 4. Rolling restart (SIGTERM: controlled shutdown, then start) of every broker: no delivery fails.
 6. Unclean election disabled vs enabled on two topics: offline and lossless vs available and losing
    exactly the records past the out-of-sync replica's log end.
+8. A follower of the group coordinator's __consumer_offsets partition paused (SIGSTOP) or cut off
+   from the other brokers and etcd (network namespaces) under the group's commit load: commits that
+   wait for it past offsets.commit.timeout.ms, appended or still queued, answer COORDINATOR_NOT_AVAILABLE
+   (Kafka's GroupCoordinatorService), never UNKNOWN_SERVER_ERROR (issue 27).
 (3 and 5, network cut-off and full disk, have their own files.)
+
+Every run also fails on an UNKNOWN_SERVER_ERROR any client saw or any broker logged (the checker's
+``no_unknown_server_error`` and ``assert_no_unknown_server_error_logged``; ``running_cluster`` checks
+the logs of the tests that have no FaultLoad).
 
 Each scenario prints its failover times (pytest -s); docs/replication-faults.md keeps the figures.
 """
@@ -21,6 +29,7 @@ Each scenario prints its failover times (pytest -s); docs/replication-faults.md 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -39,6 +48,7 @@ from tests.support.fault_checker import (  # noqa: E402 (needs confluent_kafka)
     Checker,
     FaultLoad,
     History,
+    assert_no_unknown_server_error_logged,
     failover,
     produce_batch,
     read_back,
@@ -60,6 +70,7 @@ def running_cluster(tmp_path: Path, overrides: Mapping[str, str]) -> Iterator[Cl
     with c:
         assert c.wait_members(30), c.logs()
         yield c
+        assert_no_unknown_server_error_logged(c)
 
 
 def java_or_skip() -> None:
@@ -96,9 +107,9 @@ def wait_full_isr(c: ClusterProcesses, topic: str = TOPIC, size: int = 3, timeou
 
 
 @contextmanager
-def load_on(c: ClusterProcesses) -> Iterator[FaultLoad]:
+def load_on(c: ClusterProcesses, commit_every: float = 0.5) -> Iterator[FaultLoad]:
     java_or_skip()
-    load = FaultLoad(c, TOPIC, PARTITIONS)
+    load = FaultLoad(c, TOPIC, PARTITIONS, commit_every=commit_every)
     try:
         yield load
     finally:
@@ -228,9 +239,9 @@ def test_unclean_election_loses_exactly_what_the_setting_allows(tmp_path: Path) 
         a, cc = (n for n in c.node_ids if n != b)
         topics = {"clean": "false", "unclean": "true"}
         histories = {t: History() for t in topics}
-        for t, unclean in topics.items():
+        for t, enable_unclean in topics.items():
             create_topic(c, t, assignments=[[a, cc]],
-                         configs={"min.insync.replicas": "1", "unclean.leader.election.enable": unclean})
+                         configs={"min.insync.replicas": "1", "unclean.leader.election.enable": enable_unclean})
             wait_full_isr(c, t, size=2)
         only_a = ",".join(c.broker(n).bootstrap for n in (a, b))
         batches: dict[str, dict[int, list[Any]]] = {t: {} for t in topics}
@@ -290,8 +301,10 @@ def test_unclean_election_loses_exactly_what_the_setting_allows(tmp_path: Path) 
         clean = Checker(histories["clean"], read_back(c.bootstrap, "clean", 1))
         clean.no_acked_write_lost()
         clean.offsets_dense()
+        clean.no_unknown_server_error()
         unclean = Checker(histories["unclean"], read_back(c.bootstrap, "unclean", 1))
         unclean.offsets_dense()
+        unclean.no_unknown_server_error()
         lost = {(x.offset, x.value) for x in unclean.lost()}
         above_log_end = {(x.offset, x.value) for x in histories["unclean"].acks if x.offset >= log_end}
         assert lost == {(x.offset, x.value) for x in batches["unclean"][2]} == above_log_end - {
@@ -301,3 +314,123 @@ def test_unclean_election_loses_exactly_what_the_setting_allows(tmp_path: Path) 
         # The loss is in the brokers' logs: the controller's unclean election and A's truncation.
         assert "Unclean leader election" in c.log_text(b, 200000), c.log_text(b)
         assert f"Truncating unclean-0 to offset {log_end}" in c.log_text(a, 200000), c.log_text(a)
+
+
+# --- scenario 8: a follower of the group coordinator's partition paused or cut off -------------------
+
+OFFSETS_TOPIC = "__consumer_offsets"
+GROUP = "faults"   # FaultLoad's consumer group
+COORDINATOR_NOT_AVAILABLE = 15
+# The follower stays in the ISR for replica.lag.time.max.ms (3 s) after it stops fetching, and the
+# coordinator's writes wait for it: with offsets.commit.timeout.ms at 1 s, commits time out meanwhile,
+# the first while its records await replication, the next ones still queued behind it. The lease TTL
+# (30 s) outlasts the fault, so only the lag takes the follower out.
+GROUP_FAULT_OVERRIDES = {"controller.lease.ttl.ms": "30000", "replica.lag.time.max.ms": "3000",
+                         "offsets.commit.timeout.ms": "1000"}
+
+
+@contextmanager
+def netns_running_cluster(tmp_path: Path, overrides: Mapping[str, str]) -> Iterator[ClusterProcesses]:
+    """``running_cluster`` with every process in a network namespace of its own (``isolate``/``heal``)."""
+    from tests.support.etcd import etcd_binary_or_skip
+    from tests.support.netns_cluster import NetnsCluster, namespaces_skip_reason
+
+    why = namespaces_skip_reason()
+    if why is not None:
+        pytest.skip(why)
+    c = NetnsCluster(tmp_path, 3, overrides, etcd=etcd_binary_or_skip())
+    try:
+        c.start_all()
+    except RuntimeError as exc:  # root, but namespaces or veths refused (a restricted container)
+        if "not permitted" in str(exc) or "Permission denied" in str(exc):
+            pytest.skip(f"cannot make network namespaces here: {exc}")
+        raise
+    try:
+        assert c.wait_members(30), c.logs()
+        yield c
+        assert_no_unknown_server_error_logged(c)
+    finally:
+        c.close()
+
+
+def offsets_partition(c: ClusterProcesses, via: int) -> dict[str, Any]:
+    md = c.request(via, "Metadata", 12, {"topics": [{"name": OFFSETS_TOPIC, "topic_id": None}]}, timeout=2.0)
+    (partition,) = md["topics"][0]["partitions"]   # offsets.topic.num.partitions=1 in test clusters
+    return dict(partition)
+
+
+def raw_commit(c: ClusterProcesses, node: int, group: str, offset: int) -> int:
+    """One OffsetCommit v8 of a simple group (no generation) straight to broker ``node``: its error code."""
+    body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                                        "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+    reply = c.request(node, "OffsetCommit", 8, body, timeout=10.0)
+    return int(reply["topics"][0]["partitions"][0]["error_code"])
+
+
+@pytest.mark.parametrize("fault", ["SIGSTOP", "cut-off"])
+def test_a_group_coordinators_follower_lost_under_commit_load_answers_retriable_coordinator_errors(
+        tmp_path: Path, fault: str) -> None:
+    """Scenario 8: the follower (neither the coordinator nor the controller; last replica of every
+    partition of the topic, so it leads nothing) is paused or cut off while the group commits every
+    0.2 s. Two raw commits sent at once to the coordinator meanwhile (one awaits replication, the
+    other waits in the partition's queue) both answer COORDINATOR_NOT_AVAILABLE; the group goes on
+    committing once the ISR shrank; after SIGCONT/healing the follower is back in both ISRs, and
+    the run passes every check, no UNKNOWN_SERVER_ERROR seen or logged among them."""
+    cluster = running_cluster if fault == "SIGSTOP" else netns_running_cluster
+    with cluster(tmp_path, GROUP_FAULT_OVERRIDES) as c:
+        controller = c.controller_id()
+        found = c.request(controller, "FindCoordinator", 4, {"key_type": 0, "coordinator_keys": [GROUP]})
+        assert c.wait_until(lambda: c.request(controller, "FindCoordinator", 4, {
+            "key_type": 0, "coordinator_keys": [GROUP]})["coordinators"][0]["error_code"] == 0, 30), found
+        assert c.wait_until(lambda: len(offsets_partition(c, controller)["isr_nodes"]) == 3, 30), c.logs()
+        coordinator = offsets_partition(c, controller)["leader_id"]
+        follower = next(n for n in reversed(c.node_ids) if n not in (controller, coordinator))
+        leaders = [n for n in c.node_ids if n != follower]
+        create_topic(c, TOPIC, assignments=[[leaders[p % 2], leaders[(p + 1) % 2], follower]
+                                            for p in range(PARTITIONS)])
+        wait_full_isr(c)
+        with load_on(c, commit_every=0.2) as load:
+            load.wait_both_clients()
+            assert c.wait_until(lambda: len(load.history.commits) >= 10, 30), load.history.client_errors[-5:]
+            load.poller.skip.add(follower)
+            at = load.history.mark(f"{fault} {follower}")
+            if fault == "SIGSTOP":
+                c.pause(follower)
+            else:
+                c.isolate(follower)   # type: ignore[attr-defined]
+            try:
+                probes: list[int] = []
+                senders = [threading.Thread(target=lambda i=i: probes.append(raw_commit(c, coordinator, "probe", i)))
+                           for i in range(2)]
+                for t in senders:
+                    t.start()
+                for t in senders:
+                    t.join(15)
+                assert probes == [COORDINATOR_NOT_AVAILABLE] * 2, probes
+                assert c.wait_until(lambda: follower not in offsets_partition(c, controller)["isr_nodes"], 20, 0.1), \
+                    (offsets_partition(c, controller), c.logs())
+                shrunk = time.monotonic()
+                # The coordinator writes again with the ISR it has left: the group's commits go on.
+                assert c.wait_until(lambda: any(x.at > shrunk for x in list(load.history.commits)), 30), \
+                    load.history.client_errors[-5:]
+                load.wait_acks(200, since=shrunk)
+            finally:
+                back = load.history.mark(f"{fault} {follower} over")
+                if fault == "SIGSTOP":
+                    c.resume(follower)
+                else:
+                    c.heal(follower)   # type: ignore[attr-defined]
+                load.poller.skip.discard(follower)
+            assert c.wait_until(lambda: follower in offsets_partition(c, controller)["isr_nodes"], 30), c.logs()
+            wait_full_isr(c)
+            assert raw_commit(c, coordinator, "probe", 7) == 0
+            with load.history.lock:
+                refused = [e for e in load.history.client_errors if e.at >= at and "commit" in e.detail]
+                commits = sum(1 for x in load.history.commits if at <= x.at <= back)
+            print(f"scenario 8: {fault} of follower {follower} of {OFFSETS_TOPIC}-0 (coordinator {coordinator}): "
+                  f"out of its ISR after {shrunk - at:.2f} s; the group's commits meanwhile: {commits} taken, "
+                  f"{len(refused)} refused ({sorted({e.name for e in refused})})", flush=True)
+            checker = load.finish()
+        load.check(checker)
+
