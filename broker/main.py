@@ -6,7 +6,8 @@
 config/server.properties' settings, localhost:9092, data in ./data/kafka-logs).
 
 Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT), 1 when the configuration is invalid
-(the message names the key and the accepted values) or start-up fails, and 1 when the broker
+(the message names the key and the accepted values) or start-up fails (another process holds a
+log dir's ``.lock``: the line names the dir and its PID), and 1 when the broker
 stopped itself (every log dir failed, or the metadata log dir did: Kafka's "Shutdown broker
 because ...") or its shutdown could not save everything (a disk gone read-only). Each of those
 ends with one ERROR line saying why, not a traceback; an unexpected exception still gets one.
@@ -177,9 +178,15 @@ async def _serve(config: BrokerConfig) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     from broker.cluster.errors import STARTUP_REFUSALS, StartAborted
+    from storage.log_dir_lock import LogDirInUseError
 
     try:
         await broker.start()
+    except LogDirInUseError as exc:
+        # The first step of the start: nothing was opened, so there is nothing to shut down (and
+        # no "shut down cleanly" line to confuse the one line that says why).
+        log.error("Odradek failed to start: %s", exc)
+        return 1
     except StartAborted as exc:
         log.info("Odradek did not start: %s", exc)
         await broker.shutdown()

@@ -1,6 +1,9 @@
 """The broker: wires configuration, controller, storage, the Reactor and the handlers together.
 
 Start-up order (each step only needs the ones before it):
+0. the ``.lock`` of every log dir and of the metadata dir (storage.log_dir_lock), before anything
+   reads or writes there or contacts the metadata store: a second process on a live node's dirs
+   stops here having changed nothing (main exits 1 naming the dir and the holder's PID);
 1. log dirs and the clean-shutdown marker check (storage.LogManager);
 2. the embedded controller: takes its epoch-fenced lease, replays the metadata log;
 3. local logs for every partition the image says this broker hosts;
@@ -8,7 +11,8 @@ Start-up order (each step only needs the ones before it):
    advertised endpoint, then the acceptor and network loops start — only now do clients get in.
 
 Shutdown reverses it: stop accepting, let in-flight requests finish (bounded), close connections,
-flush and close logs (writing the clean-shutdown marker), release the controller lease.
+flush and close logs (writing the clean-shutdown marker), release the controller lease, and last
+the dirs' locks.
 
 Disk faults (see storage.log_manager and ReplicaManager._on_dir_offline): a log dir that hits an
 I/O error goes offline and its partitions answer KAFKA_STORAGE_ERROR; when no online log dir is
@@ -53,6 +57,7 @@ if TYPE_CHECKING:
     from broker.replica.fetch_session import FetchSessionCache
     from broker.replica.replica_manager import ReplicaManager
     from broker.txn.coordinator import TransactionCoordinator
+    from storage.log_dir_lock import LogDirLocks
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +104,7 @@ class Broker:
         self.stop_requested = asyncio.Event()
         self.stopping = False
         self.fatal_reason: str | None = None
+        self.dir_locks: LogDirLocks | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -114,6 +120,7 @@ class Broker:
         from broker.security.sasl import inter_broker
         from broker.security.sasl.settings import inter_broker_sasl, listener_settings
 
+        self._lock_data_dirs()
         # Before anything connects to another broker (replica fetchers start with the logs, before
         # the listeners): its inter-broker listener may be SASL, SSL or both.
         inter_broker.configure(inter_broker_sasl(self.config, listener_settings(self.config)))
@@ -136,6 +143,10 @@ class Broker:
         self.replica_manager = ReplicaManager(self.config, self.metadata, self.timer, self.io_pool, self.fail,
                                               lambda: self.stopping)
         self.replica_manager.alter_partition = self.controller_client.alter_partition  # ISR changes (KIP-497)
+        for log_dir, exc in self.dir_locks.failed.items() if self.dir_locks is not None else ():
+            # Kafka's "Disk error while locking directory": the dir starts offline, the others serve.
+            log.error("Disk error while locking log dir %s, it is offline: %s", log_dir, exc)
+            self.replica_manager.log_manager.report_dir_failure(log_dir, exc)
         await self.replica_manager.start()
         if self.cluster is not None:
             self.cluster.on_fenced = self.replica_manager.set_self_fenced
@@ -215,6 +226,21 @@ class Broker:
             (time.monotonic() - t0) * 1000,
             ", ".join(f"{e.name}://{e.host}:{self.socket_server.bound_ports[e.name]}" for e in endpoints),
         )
+
+    def _lock_data_dirs(self) -> None:
+        """Take the ``.lock`` of every log dir, then of the metadata dir (storage.log_dir_lock).
+
+        Raises LogDirInUseError when another process holds one (nothing is held then); an I/O error
+        on the metadata dir stops the start (KafkaStorageError), one on a log dir leaves that dir to
+        start offline (see start)."""
+        from broker.metadata import metadata_dir_of
+        from storage.errors import KafkaStorageError
+        from storage.log_dir_lock import LogDirLocks
+
+        metadata_dir = metadata_dir_of(self.config)
+        self.dir_locks = LogDirLocks.acquire([*self.config.log_dirs, metadata_dir])
+        if (exc := self.dir_locks.failed.get(metadata_dir)) is not None:
+            raise KafkaStorageError(f"Disk error while locking the metadata log dir {metadata_dir}: {exc}")
 
     async def _join_cluster(self) -> None:
         """Cluster mode: cluster id, metadata followed from etcd, controller candidate (broker.cluster)."""
@@ -435,6 +461,8 @@ class Broker:
         if cluster is not None:
             await step("leaving the cluster", cluster.stop)
         self.io_pool.shutdown(wait=True)
+        if self.dir_locks is not None:  # last: nothing writes to the dirs any more
+            self.dir_locks.release()
         if problems:
             log.error("Odradek broker %d shut down with errors: %s", self.node_id, "; ".join(problems))
             return False

@@ -7,6 +7,7 @@ Each log dir (``log.dirs``) holds::
     recovery-point-offset-checkpoint      "0\\n<count>\\n<topic> <partition> <offset>\\n..."
     log-start-offset-checkpoint           same format
     meta.properties                       node.id, cluster.id, directory.id, version=1
+    .lock                                 flock'd by the running broker, holds its PID (storage.log_dir_lock)
     .kafka_cleanshutdown                  present only between a clean shutdown and the next start
 
 A new partition goes to the online dir with the fewest partitions.
@@ -125,6 +126,8 @@ class LogManager:
         now = clock.now_ms() if now_ms is None else now_ms
         self._topic_configs.update(topic_configs or {})
         for log_dir in self.log_dirs:
+            if log_dir in self.offline_dirs:
+                continue  # it failed before loading (its .lock could not be taken): not touched
             try:
                 self._load_dir(log_dir, now)
             except (OSError, CheckpointFormatError, KafkaStorageError) as exc:
