@@ -392,9 +392,7 @@ def etcd_endpoints(store: str) -> list[tuple[str, int]]:
 
 # Why keys are accepted but have no effect (ConfigDef.no_effect), for the start-up warning.
 _KRAFT = "the controller is embedded: no KRaft quorum to configure"
-_REPLICATION = "not part of replication yet"
 _NO_RECOMPRESSION = "batches are stored as the producer compressed them (no broker-side recompression)"
-_NO_GROUP_CONFIGS = "bounds of per-group configs, which are not implemented"
 
 
 DEFINITIONS: tuple[ConfigDef, ...] = (
@@ -476,8 +474,9 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
        "per listener): the acceptor waits beyond it.", dynamic=True),
     _d("quota.window.num", _I, 11, _at_least(1), _L, "Samples kept for client quota rates."),
     _d("quota.window.size.seconds", _I, 1, _at_least(1), _L, "Time span of each client quota sample."),
-    _d("request.timeout.ms", _I, 30000, None, _H, "Timeout of the broker's own requests.",
-       no_effect="the broker sends no requests of its own yet"),
+    _d("request.timeout.ms", _I, 30000, None, _H,
+       "Timeout of the broker's own requests: the transaction coordinator's WriteTxnMarkers to the "
+       "partition leaders, and how long their markers may wait to be replicated."),
     # --- TLS (broker/security/tls.py; each key may be overridden per listener: listener.name.<name>.ssl.*)
     _d("ssl.keystore.type", _ST, "JKS", None, _M,
        "Key store format: PEM or PKCS12 (JKS, Kafka's default, is refused: convert it to PKCS12)."),
@@ -512,8 +511,9 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("fetch.max.bytes", _I, 55 * 1024 * 1024, _at_least(1024), _M, "Upper bound on bytes in a Fetch response."),
     _d("max.incremental.fetch.session.cache.slots", _I, 1000, _at_least(0), _M,
        "Incremental fetch sessions kept (KIP-227)."),
-    _d("max.request.partition.size.limit", _I, 2000, _at_least(1), _M, "Partitions allowed in one request.",
-       no_effect="not enforced"),
+    _d("max.request.partition.size.limit", _I, 2000, _at_least(1), _M,
+       "Partitions in one DescribeTopicPartitions answer.",
+       no_effect="it bounds DescribeTopicPartitions answers, an API Odradek does not serve"),
     _d("compression.type", _ST, "producer", ValidString(_COMPRESSION_TYPES), _H,
        "Final compression of topics; producer = keep what the producer sent.", dynamic=True,
        no_effect=_NO_RECOMPRESSION),
@@ -650,8 +650,8 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
        "from. Unset: the leader. org.apache.kafka.common.replica.RackAwareReplicaSelector: a replica "
        "in the consumer's rack (broker.rack), the leader first."),
     _d("replica.socket.timeout.ms", _I, 30000, None, _H, "Socket timeout of replica fetches."),
-    _d("replica.socket.receive.buffer.bytes", _I, 64 * 1024, None, _H, "SO_RCVBUF of replica fetches.",
-       no_effect=_REPLICATION),
+    _d("replica.socket.receive.buffer.bytes", _I, 64 * 1024, None, _H,
+       "SO_RCVBUF of the replica fetchers' connections to the leaders, set before they connect; -1 = OS default."),
     _d("replica.high.watermark.checkpoint.interval.ms", _LG, 5000, None, _H,
        "How often the high watermarks are written to replication-offset-checkpoint."),
     _d("num.replica.fetchers", _I, 1, None, _H,
@@ -672,16 +672,16 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("group.coordinator.append.linger.ms", _I, 10, _at_least(0), _M, "Batching delay of coordinator writes.",
        no_effect="group coordinator writes are not batched"),
     _d("group.consumer.session.timeout.ms", _I, 45000, _at_least(1), _M, "KIP-848 member session timeout."),
-    _d("group.consumer.min.session.timeout.ms", _I, 45000, _at_least(1), _M, "KIP-848 minimum session timeout.",
-       no_effect=_NO_GROUP_CONFIGS),
-    _d("group.consumer.max.session.timeout.ms", _I, 60000, _at_least(1), _M, "KIP-848 maximum session timeout.",
-       no_effect=_NO_GROUP_CONFIGS),
+    _d("group.consumer.min.session.timeout.ms", _I, 45000, _at_least(1), _M,
+       "KIP-848 minimum session timeout: group.consumer.session.timeout.ms below it stops start-up "
+       "(it also bounds per-group configs in Kafka, which Odradek does not implement)."),
+    _d("group.consumer.max.session.timeout.ms", _I, 60000, _at_least(1), _M,
+       "KIP-848 maximum session timeout: group.consumer.session.timeout.ms above it stops start-up."),
     _d("group.consumer.heartbeat.interval.ms", _I, 5000, _at_least(1), _M, "KIP-848 heartbeat interval."),
-    _d("group.consumer.min.heartbeat.interval.ms", _I, 5000, _at_least(1), _M, "KIP-848 minimum heartbeat interval.",
-       no_effect=_NO_GROUP_CONFIGS),
+    _d("group.consumer.min.heartbeat.interval.ms", _I, 5000, _at_least(1), _M,
+       "KIP-848 minimum heartbeat interval: group.consumer.heartbeat.interval.ms below it stops start-up."),
     _d("group.consumer.max.heartbeat.interval.ms", _I, 15000, _at_least(1), _M,
-       "KIP-848 maximum heartbeat interval.",
-       no_effect=_NO_GROUP_CONFIGS),
+       "KIP-848 maximum heartbeat interval: group.consumer.heartbeat.interval.ms above it stops start-up."),
     _d("group.consumer.max.size", _I, INT_MAX, _at_least(1), _M, "Maximum members of a KIP-848 group."),
     _d("group.consumer.assignors", _LI, ["uniform", "range"], None, _M,
        "Server-side assignors for KIP-848 groups, first = default. Kafka's default names the classes "
@@ -1296,6 +1296,20 @@ class BrokerConfig(Mapping[str, Any]):
         ):
             if v[lo] > v[hi]:
                 raise ConfigError(f"{hi} ({v[hi]}) must be greater than or equal to {lo} ({v[lo]})")
+        # Kafka's GroupCoordinatorConfig: the KIP-848 defaults must lie within their bounds, and a
+        # member must be asked to heartbeat more often than its session expires.
+        for key, lo, hi in (
+            ("group.consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms",
+             "group.consumer.max.session.timeout.ms"),
+            ("group.consumer.heartbeat.interval.ms", "group.consumer.min.heartbeat.interval.ms",
+             "group.consumer.max.heartbeat.interval.ms"),
+        ):
+            if v[key] < v[lo]:
+                raise ConfigError(f"{key} ({v[key]}) must be greater than or equal to {lo} ({v[lo]})")
+            if v[key] > v[hi]:
+                raise ConfigError(f"{key} ({v[key]}) must be less than or equal to {hi} ({v[hi]})")
+        if v["group.consumer.heartbeat.interval.ms"] >= v["group.consumer.session.timeout.ms"]:
+            raise ConfigError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
 
 
 # ---------------------------------------------------------------------------------------------------

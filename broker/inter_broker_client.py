@@ -14,6 +14,10 @@ plain dicts; a ``records`` field is a memoryview into the response frame.
 
 Ownership: the event loop that calls ``request`` (the broker's handler loop). Over TLS when the
 inter-broker listener is SSL (``tls``, default: the broker's, broker.security.tls.inter_broker_tls).
+``receive_buffer_bytes`` (the replica fetcher's ``replica.socket.receive.buffer.bytes``) sets the
+socket's SO_RCVBUF before it connects, as Kafka's selector does: the TCP window scale is agreed in
+the handshake, so a buffer enlarged afterwards could not use a window past 64 KiB. -1 or None
+leave the OS default.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import struct
 from typing import Any
 
@@ -49,13 +54,37 @@ class NodeUnavailableError(ConnectionError):
     """The node could not be reached, the connection broke, or it did not answer in time."""
 
 
+async def _connect_with_receive_buffer(host: str, port: int, receive_buffer_bytes: int) -> socket.socket:
+    """A TCP socket connected to ``host:port`` whose SO_RCVBUF was set before the handshake; each
+    resolved address is tried in turn (the error of the last one is raised)."""
+    loop = asyncio.get_running_loop()
+    last_error: OSError = OSError(f"{host}:{port} resolved to no address")
+    for family, type_, proto, _, address in await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        sock = socket.socket(family, type_, proto)
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer_bytes)
+            await loop.sock_connect(sock, address)
+        except OSError as exc:
+            sock.close()
+            last_error = exc
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    raise last_error
+
+
 class NodeClient:
     """One pipelined connection to the broker at ``host:port``."""
 
     def __init__(self, host: str, port: int, client_id: str, timeout_s: float = 30.0,
-                 max_frame_bytes: int = 256 * 1024 * 1024, tls: ClientTls | None = None) -> None:
+                 max_frame_bytes: int = 256 * 1024 * 1024, tls: ClientTls | None = None,
+                 receive_buffer_bytes: int | None = None) -> None:
         self.host = host
         self.tls = tls
+        self.receive_buffer_bytes = receive_buffer_bytes
         self.port = port
         self.client_id = client_id
         self.timeout_s = timeout_s
@@ -120,15 +149,22 @@ class NodeClient:
             self._reader_task = asyncio.get_running_loop().create_task(self._read_responses(reader, writer))
             return writer
 
-    def _open(self) -> Any:
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         # TLS when the inter-broker listener is SSL/SASL_SSL (broker/security/tls.py): the broker's
         # truststore verifies the other broker, its host name is checked unless
         # ssl.endpoint.identification.algorithm is empty.
         tls = self.tls if self.tls is not None else inter_broker_tls()
-        if tls is None:
-            return asyncio.open_connection(self.host, self.port)
-        return asyncio.open_connection(self.host, self.port, ssl=tls.context,
-                                       server_hostname=self.host if tls.verify_hostname else "")
+        tls_args: dict[str, Any] = {}
+        if tls is not None:
+            tls_args = {"ssl": tls.context, "server_hostname": self.host if tls.verify_hostname else ""}
+        if self.receive_buffer_bytes is None or self.receive_buffer_bytes == -1:
+            return await asyncio.open_connection(self.host, self.port, **tls_args)
+        sock = await _connect_with_receive_buffer(self.host, self.port, self.receive_buffer_bytes)
+        try:
+            return await asyncio.open_connection(sock=sock, **tls_args)
+        except BaseException:
+            sock.close()
+            raise
 
     async def _read_responses(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

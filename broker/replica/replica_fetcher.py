@@ -74,13 +74,14 @@ class FetcherConfig:
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
     socket_timeout_ms: int = 30000  # replica.socket.timeout.ms
     num_fetchers: int = 1  # num.replica.fetchers
+    socket_receive_buffer_bytes: int = 64 * 1024  # replica.socket.receive.buffer.bytes (-1: OS default)
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> FetcherConfig:
         return cls(config["replica.fetch.max.bytes"], config["replica.fetch.min.bytes"],
                    config["replica.fetch.wait.max.ms"], config["replica.fetch.response.max.bytes"],
                    config["replica.fetch.backoff.ms"], config["replica.socket.timeout.ms"],
-                   max(1, config["num.replica.fetchers"]))
+                   max(1, config["num.replica.fetchers"]), config["replica.socket.receive.buffer.bytes"])
 
 
 class FollowerHost(Protocol):
@@ -128,7 +129,8 @@ class ReplicaFetcher:
         self._follower_host = follower_host
         node_id = follower_host.node_id
         self.client = NodeClient(host, port, f"broker-{node_id}-fetcher-{fetcher_index}",
-                                 timeout_s=config.socket_timeout_ms / 1000)
+                                 timeout_s=config.socket_timeout_ms / 1000,
+                                 receive_buffer_bytes=config.socket_receive_buffer_bytes)
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

@@ -47,7 +47,7 @@ def test_unknown_key_warns_and_the_broker_serves(tmp_path) -> None:
 
 def test_settings_without_effect_are_listed_in_one_start_up_warning(tmp_path) -> None:
     broker = BrokerProcess(tmp_path, overrides={
-        "replica.socket.receive.buffer.bytes": "131072", "log.preallocate": "true",  # no effect
+        "background.threads": "4", "log.preallocate": "true",  # no effect
         "fetch.max.bytes": "1048576", "max.connections": "500", "producer.id.expiration.ms": "60000",  # work
         "transactional.id.expiration.ms": "3600000",  # works since the transaction coordinator
     }).start()
@@ -60,7 +60,7 @@ def test_settings_without_effect_are_listed_in_one_start_up_warning(tmp_path) ->
     assert len(lines) == 1, lines
     listed = lines[0].split("have no effect in Odradek: ", 1)[1]
     keys = [item.split(" (", 1)[0] for item in listed.split("; ")]
-    assert keys == ["log.preallocate", "replica.socket.receive.buffer.bytes"]
+    assert keys == ["background.threads", "log.preallocate"]
 
 
 def connect_when_up(proc: subprocess.Popen, port: int, timeout: float = 20.0) -> WireClient:

@@ -386,14 +386,13 @@ class TestUnknownKeys:
 class TestKeysWithoutEffect:
     def test_set_keys_without_effect_are_warned_about_once(self, tmp_path: Path,
                                                             caplog: pytest.LogCaptureFixture) -> None:
-        p = write(tmp_path, "node.id=1\nreplica.socket.receive.buffer.bytes=131072\nfetch.max.bytes=1048576\n")
+        p = write(tmp_path, "node.id=1\nbackground.threads=4\nfetch.max.bytes=1048576\n")
         with caplog.at_level(logging.WARNING, logger="broker.config"):
             cfg = load_config(p, ["log.preallocate=true", "max.connections=100"],
                               {"KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE": "true"})
         messages = [r.getMessage() for r in caplog.records if "no effect" in r.getMessage()]
         assert len(messages) == 1
-        assert [key for key, _ in keys_without_effect(cfg)] == [
-            "log.preallocate", "replica.socket.receive.buffer.bytes"]
+        assert [key for key, _ in keys_without_effect(cfg)] == ["background.threads", "log.preallocate"]
         assert f"log.preallocate ({CONFIG_DEFS['log.preallocate'].no_effect})" in messages[0]
         # Keys that work (fetch.max.bytes, max.connections) are not listed, nor unset ones.
         assert "; fetch.max.bytes" not in messages[0] and "max.connections" not in messages[0]
@@ -406,9 +405,9 @@ class TestKeysWithoutEffect:
                     "replica.lag.time.max.ms", "unclean.leader.election.enable", "inter.broker.listener.name",
                     "security.inter.broker.protocol", "transaction.max.timeout.ms",
                     "transaction.state.log.num.partitions", "transactional.id.expiration.ms",
-                    "offsets.commit.timeout.ms"):
+                    "offsets.commit.timeout.ms", "request.timeout.ms", "replica.socket.receive.buffer.bytes"):
             assert CONFIG_DEFS[key].no_effect == "", key
-        assert CONFIG_DEFS["replica.socket.receive.buffer.bytes"].no_effect
+        assert CONFIG_DEFS["background.threads"].no_effect
 
     def test_defaults_alone_warn_nothing(self, caplog: pytest.LogCaptureFixture) -> None:
         with caplog.at_level(logging.WARNING, logger="broker.config"):
