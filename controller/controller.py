@@ -83,7 +83,13 @@ from controller.requests import (
     ReassignmentTarget,
 )
 from controller.scram_credentials import ScramAlterResult, ScramUpsertion
-from controller.topic_configs import TopicConfigError, is_list_config, list_default, validate_topic_configs
+from controller.topic_configs import (
+    TopicConfigError,
+    is_list_config,
+    list_default,
+    validate_topic_configs,
+    warn_keys_without_effect,
+)
 from controller.topic_names import (
     has_collision_chars,
     invalid_topic_reason,
@@ -754,6 +760,7 @@ class Controller:
                 records.extend(topic_records)
             if records and not validate_only:
                 await self._commit(records)
+                warn_keys_without_effect(records)
             return [results[name] for name in order]
 
     def _requests_too_many_partitions(self, topics: Sequence[CreatableTopic]) -> bool:
@@ -1147,6 +1154,7 @@ class Controller:
                 results.append(AlterConfigsResult(*key))
             if records and not validate_only:
                 await self._commit(records)
+                warn_keys_without_effect(records)
             return results
 
     def _current_configs(self, resource_type: int, name: str) -> dict[str, str]:

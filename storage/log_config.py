@@ -7,7 +7,11 @@ e.g. ``log.retention.ms`` > ``log.retention.minutes`` > ``log.retention.hours``,
 wins), and a topic's effective config is ``defaults.with_overrides(topic_configs)``.
 
 :data:`TOPIC_CONFIGS` is the table CreateTopics/AlterConfigs/DescribeConfigs use: topic key ->
-:class:`TopicConfigDef` (field, primary broker synonym, type, validator, doc, all synonyms).
+:class:`TopicConfigDef` (field, primary broker synonym, type, validator, doc, all synonyms, and
+``no_effect``: why a key Kafka has is accepted and echoed but changes nothing here).
+Values Kafka refuses are refused with the same rule: ``remote.storage.enable=true`` (tiered
+storage is off), throttled-replica lists that are not ``*`` or ``partition:broker`` pairs,
+``min.compaction.lag.ms`` above ``max.compaction.lag.ms``.
 
 Pure values; safe to use from any thread.
 """
@@ -15,6 +19,7 @@ Pure values; safe to use from any thread.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -64,6 +69,16 @@ def _any(_v: Any) -> None:
     return None
 
 
+_THROTTLED_REPLICA = re.compile(r"[0-9]+:[0-9]+")
+
+
+def _throttled_replicas(v: str) -> str | None:
+    """Kafka's ThrottledReplicaListValidator: ``*`` or ``partition:broker`` pairs (empty = none)."""
+    if v == "*" or all(_THROTTLED_REPLICA.fullmatch(item) for item in v.split(",") if item):
+        return None
+    return "must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],..."
+
+
 class TopicConfigDef(NamedTuple):
     field: str  # LogConfig attribute
     synonym: str | None  # the broker key with the highest priority (Kafka's serverSynonym)
@@ -73,12 +88,21 @@ class TopicConfigDef(NamedTuple):
     # Every broker key that sets the default, highest priority first, with the factor converting
     # its unit to the topic key's (log.retention.hours -> ms).
     synonyms: tuple[tuple[str, int], ...] = ()
+    # Why a key Kafka has is accepted (so Kafka's tools and scripts work unchanged) but changes
+    # nothing in Odradek; empty = the key works. The controller warns when one is set on a topic
+    # (controller.topic_configs.warn_keys_without_effect), as the broker does for its own keys.
+    no_effect: str = ""
 
 
 def _d(field: str, synonyms: list[tuple[str, int]] | list[str] | None, type_: str, validator: Validator,
-       doc: str) -> TopicConfigDef:
+       doc: str, no_effect: str = "") -> TopicConfigDef:
     syn = tuple((s, 1) if isinstance(s, str) else s for s in (synonyms or []))
-    return TopicConfigDef(field, syn[0][0] if syn else None, type_, validator, doc, syn)
+    return TopicConfigDef(field, syn[0][0] if syn else None, type_, validator, doc, syn, no_effect)
+
+
+# Reasons shared by several keys (TopicConfigDef.no_effect).
+_NO_TIERED_STORAGE = "no tiered storage: every segment stays local, under retention.ms and retention.bytes"
+_NO_REPLICATION_THROTTLE = "replication is not throttled (Odradek has no replication quotas)"
 
 
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
@@ -129,7 +153,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     "compression.zstd.level": _d("compression_zstd_level", ["compression.zstd.level"], "int",
                                  _between(-131072, 22), "zstd level when compression.type=zstd."),
     "preallocate": _d("preallocate", ["log.preallocate"], "boolean", _any,
-                      "Preallocate segment files on creation."),
+                      "Preallocate segment files on creation.", no_effect="segment files are not preallocated"),
     "message.timestamp.type": _d("message_timestamp_type", ["log.message.timestamp.type"], "string",
                                  _one_of("CreateTime", "LogAppendTime"),
                                  "Whether record timestamps are the producer's or the broker's append time."),
@@ -140,17 +164,24 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
                                          ["log.message.timestamp.after.max.ms"], "long", _at_least(0),
                                          "How far in the future a CreateTime timestamp may be."),
     "message.downconversion.enable": _d("message_downconversion_enable", ["log.message.downconversion.enable"],
-                                        "boolean", _any, "Kept for compatibility; Odradek never down-converts."),
+                                        "boolean", _any, "Kept for compatibility; Odradek never down-converts.",
+                                        no_effect="no down-conversion: Kafka 4 removed it too"),
     "local.retention.ms": _d("local_retention_ms", ["log.local.retention.ms"], "long", _at_least(-2),
-                             "Tiered storage local retention (unused: no tiered storage)."),
+                             "Tiered storage local retention (unused: no tiered storage).",
+                             no_effect=_NO_TIERED_STORAGE),
     "local.retention.bytes": _d("local_retention_bytes", ["log.local.retention.bytes"], "long", _at_least(-2),
-                                "Tiered storage local retention (unused: no tiered storage)."),
+                                "Tiered storage local retention (unused: no tiered storage).",
+                                no_effect=_NO_TIERED_STORAGE),
     "remote.storage.enable": _d("remote_storage_enable", None, "boolean", _any,
                                 "Tiered storage (not supported; must stay false)."),
-    "leader.replication.throttled.replicas": _d("leader_replication_throttled_replicas", None, "list", _any,
-                                                "Replication throttling (accepted, not enforced)."),
+    "leader.replication.throttled.replicas": _d("leader_replication_throttled_replicas", None, "list",
+                                                _throttled_replicas,
+                                                "Replication throttling (accepted, not enforced).",
+                                                no_effect=_NO_REPLICATION_THROTTLE),
     "follower.replication.throttled.replicas": _d("follower_replication_throttled_replicas", None, "list",
-                                                  _any, "Replication throttling (accepted, not enforced)."),
+                                                  _throttled_replicas,
+                                                  "Replication throttling (accepted, not enforced).",
+                                                  no_effect=_NO_REPLICATION_THROTTLE),
 }
 
 
@@ -239,7 +270,14 @@ class LogConfig:
             changes[cdef.field] = value
         if changes.get("remote_storage_enable"):
             raise InvalidConfigError("remote.storage.enable", "tiered storage is not supported")
-        return dataclasses.replace(self, **changes)
+        result = dataclasses.replace(self, **changes)
+        # Kafka's LogConfig.validateValues, on the combined values.
+        if result.min_compaction_lag_ms > result.max_compaction_lag_ms:
+            key = "min.compaction.lag.ms" if "min_compaction_lag_ms" in changes else "max.compaction.lag.ms"
+            raise InvalidConfigError(key, f"conflict topic config setting min.compaction.lag.ms "
+                                          f"({result.min_compaction_lag_ms}) > max.compaction.lag.ms "
+                                          f"({result.max_compaction_lag_ms})")
+        return result
 
     def to_topic_configs(self) -> dict[str, str]:
         """Every topic key with its value as Kafka prints it (for DescribeConfigs)."""
