@@ -22,9 +22,23 @@ a few hundred KiB of hostile gzip cannot make the broker allocate hundreds of Mi
 CORRUPT_MESSAGE, which is what a Kafka broker answers for a batch it cannot read. (Refusing zstd
 to Produce requests below v7 — UNSUPPORTED_COMPRESSION_TYPE — is the Produce handler's job.)
 
-Pure functions over bytes, no state: any thread may call them. The broker's hot path never
-calls them (batches are stored as sent); they serve decode_batch, the log cleaner, tests, and
-any down-conversion.
+``compress(codec, data, level)`` takes Kafka's levels (KIP-390; the topic keys
+``compression.gzip.level``, ``compression.lz4.level``, ``compression.zstd.level``):
+
+    codec  levels               None / Kafka's default     what the level selects
+    gzip   -1, 1..9             -1 (zlib's default, 6)     zlib's level
+    lz4    1..17                9                          9: LZ4's fast compressor (Kafka's
+                                                           Lz4BlockOutputStream uses it for the default
+                                                           level); any other: LZ4 HC at that level
+                                                           (python-lz4's frame API has HC from 3 on and
+                                                           LZ4 caps HC at 12, so 1-2 give HC 3, 13-17 HC 12)
+    zstd   -131072..22          3                          zstd's level (negative: faster, larger)
+    snappy -                    -                          no levels
+
+Pure functions over bytes; any thread may call them (zstd contexts are cached per thread). The
+broker's hot path never calls them: batches are stored as sent unless the topic's
+``compression.type`` names another codec (storage.recompression, off the handler loop); they also
+serve decode_batch, the log cleaner and tests.
 """
 
 from __future__ import annotations
@@ -86,25 +100,54 @@ def codec_of(codec: int) -> CompressionType:
         raise UnknownCodecError(f"unknown compression codec id {codec}") from None
 
 
-def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
-    """Compress ``data`` the way the Java client does for ``codec``."""
+GZIP_DEFAULT_LEVEL = -1
+LZ4_DEFAULT_LEVEL = 9
+ZSTD_DEFAULT_LEVEL = 3
+_ZLIB_DEFAULT = 6  # what zlib's Z_DEFAULT_COMPRESSION (-1) means
+
+
+def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
+    """Compress ``data`` the way the Java client does for ``codec``, at Kafka's ``level`` for it (see
+    the module docstring; None = Kafka's default level; ignored for none and snappy)."""
     kind = codec_of(codec)
     if kind is CompressionType.NONE:
         return bytes(data)
     if kind is CompressionType.GZIP:
         # mtime=0 keeps output deterministic; readers ignore the gzip header fields.
-        return gzip.compress(bytes(data), compresslevel=6, mtime=0)
+        gzip_level = _ZLIB_DEFAULT if level is None or level == GZIP_DEFAULT_LEVEL else level
+        return gzip.compress(bytes(data), compresslevel=gzip_level, mtime=0)
     if kind is CompressionType.SNAPPY:
         return _xerial_compress(memoryview(data).cast("B"))
     if kind is CompressionType.LZ4:
         return lz4.frame.compress(
             bytes(data),
+            compression_level=_lz4_frame_level(LZ4_DEFAULT_LEVEL if level is None else level),
             block_size=lz4.frame.BLOCKSIZE_MAX64KB,
             block_linked=False,
             content_checksum=False,
             store_size=False,
         )
-    return zstandard.ZstdCompressor(level=3).compress(bytes(data))
+    return _zstd_cctx(ZSTD_DEFAULT_LEVEL if level is None else level).compress(bytes(data))
+
+
+def _lz4_frame_level(level: int) -> int:
+    """python-lz4's frame level for Kafka's lz4 level: 0 (the fast compressor) for Kafka's default,
+    else an HC level (the frame API's lowest is 3, its highest 16, which LZ4 treats as 12)."""
+    if level == LZ4_DEFAULT_LEVEL:
+        return 0
+    return min(max(level, lz4.frame.COMPRESSIONLEVEL_MINHC), lz4.frame.COMPRESSIONLEVEL_MAX)
+
+
+def _zstd_cctx(level: int) -> zstandard.ZstdCompressor:
+    """This thread's compressor for ``level`` (a ZstdCompressor is not thread-safe, and making one
+    costs more than compressing a small batch)."""
+    cctxs = getattr(_zstd_local, "cctxs", None)
+    if cctxs is None:
+        cctxs = _zstd_local.cctxs = {}
+    cctx = cctxs.get(level)
+    if cctx is None:
+        cctx = cctxs[level] = zstandard.ZstdCompressor(level=level)
+    return cctx
 
 
 def decompress(codec: int, data: bytes | bytearray | memoryview, *,

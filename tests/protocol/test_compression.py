@@ -119,6 +119,50 @@ def test_zstd_reads_concatenated_frames() -> None:
     assert decompress(CompressionType.ZSTD, one + one) == b"abcabc"
 
 
+# --- levels (KIP-390: the topic's compression.<codec>.level, used when the broker recompresses) ----
+
+WORDS = b"".join(b"record %d of a batch that compresses, " % (i % 97) for i in range(20_000))
+
+
+def test_gzip_levels_are_zlibs_and_minus_one_is_its_default() -> None:
+    default = compress(CompressionType.GZIP, WORDS)
+    assert compress(CompressionType.GZIP, WORDS, -1) == default == compress(CompressionType.GZIP, WORDS, 6)
+    fastest, best = compress(CompressionType.GZIP, WORDS, 1), compress(CompressionType.GZIP, WORDS, 9)
+    assert gzip.decompress(fastest) == gzip.decompress(best) == WORDS
+    assert len(best) < len(fastest)
+
+
+@pytest.mark.parametrize("level", [1, 2, 3, 8, 9, 10, 12, 16, 17])
+def test_lz4_levels_keep_kafkas_frame(level: int) -> None:
+    """Any level writes the frame Kafka's reader takes (independent 64 KiB blocks, no checksums)."""
+    out = compress(CompressionType.LZ4, WORDS, level)
+    assert out[4:6] == b"\x60\x40"
+    assert decompress(CompressionType.LZ4, out) == WORDS
+
+
+def test_lz4_default_level_is_the_fast_compressor_and_others_are_hc() -> None:
+    """Kafka's Lz4BlockOutputStream: level 9 (the default) uses LZ4's fast compressor, any other level
+    LZ4 HC at that level, which compresses these records further."""
+    fast = compress(CompressionType.LZ4, WORDS)
+    assert compress(CompressionType.LZ4, WORDS, 9) == fast
+    for level in (1, 8, 10, 17):
+        assert len(compress(CompressionType.LZ4, WORDS, level)) < len(fast), level
+
+
+def test_zstd_levels_from_negative_to_22() -> None:
+    default = compress(CompressionType.ZSTD, WORDS)
+    assert compress(CompressionType.ZSTD, WORDS, 3) == default
+    sizes = {level: len(compress(CompressionType.ZSTD, WORDS, level)) for level in (-131072, -5, 1, 19, 22)}
+    assert sizes[-131072] > sizes[1] > sizes[19]
+    for level in sizes:
+        assert decompress(CompressionType.ZSTD, compress(CompressionType.ZSTD, WORDS, level)) == WORDS
+
+
+def test_levels_do_not_apply_to_none_and_snappy() -> None:
+    assert compress(CompressionType.NONE, WORDS, 5) == WORDS
+    assert compress(CompressionType.SNAPPY, WORDS, 5) == compress(CompressionType.SNAPPY, WORDS)
+
+
 # --- hostile input ------------------------------------------------------------------------------
 
 
