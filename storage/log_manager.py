@@ -111,7 +111,9 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
         self._topic_configs: dict[str, LogConfig] = {}
-        self.offline_dirs: set[Path] = set()
+        # Replaced, never mutated: the loop and the IO threads iterate it without a lock while a
+        # failing IO thread marks another dir offline, so each reader sees one consistent set.
+        self.offline_dirs: frozenset[Path] = frozenset()
         # Why each dir went offline (the first error seen), for logs and DescribeLogDirs users.
         self.offline_reasons: dict[Path, str] = {}
         self.on_dir_offline: Callable[[Path, str], None] | None = None
@@ -455,7 +457,7 @@ class LogManager:
                 return
             reason = _reason(exc)
             self.offline_reasons[log_dir] = reason
-            self.offline_dirs.add(log_dir)
+            self.offline_dirs = self.offline_dirs | {log_dir}
             for tp, d in list(self._log_dir_of.items()):
                 if d == log_dir:
                     log = self._logs.get(tp)

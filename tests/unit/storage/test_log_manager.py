@@ -219,3 +219,30 @@ def test_loading_many_partitions_logs_progress_and_a_summary(tmp_path, caplog):
     messages = [r.getMessage() for r in caplog.records if r.name == "storage.log_manager"]
     assert not [m for m in messages if m.startswith("Loading logs in")]
     assert [m for m in messages if m.startswith("Loaded 12 partitions") and "(clean shutdown)" in m]
+
+
+def test_a_dir_failing_while_another_failure_is_being_handled_does_not_break_the_reader(tmp_path):
+    """Two dirs fail together: the loop reads offline_dirs (ReplicaManager._fatal_log_dir_failure,
+    DescribeLogDirs) while an IO thread marks the second one. With a mutated set the reader got
+    "RuntimeError: Set changed size during iteration"; each reader must see one consistent set."""
+    mgr, dirs = _manager(tmp_path, n_dirs=3)
+    first = mgr.get_or_create_log("t", 0)
+    second = mgr.get_or_create_log("t", 1)
+    assert mgr.log_dir_of("t", 0) != mgr.log_dir_of("t", 1)
+    first.append(batch(1), leader_epoch=0)
+    second.append(batch(1), leader_epoch=0)
+    os.close(first.active_segment.fd)
+    os.close(second.active_segment.fd)
+    with pytest.raises(LogDirOfflineError):
+        first.append(batch(1), leader_epoch=0)
+    seen = []
+    for d in mgr.offline_dirs:  # a reader mid-iteration when the second dir fails
+        with pytest.raises(LogDirOfflineError):
+            second.append(batch(1), leader_epoch=0)
+        seen.append(d)
+    assert seen == [mgr.log_dir_of("t", 0)]
+    assert mgr.offline_dirs == {mgr.log_dir_of("t", 0), mgr.log_dir_of("t", 1)}
+    for log in (first, second):
+        log.active_segment.fd = -1
+        log.active_segment.file.fd = -1
+    mgr.shutdown()
