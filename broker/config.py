@@ -193,6 +193,18 @@ class ValidList:
 
 
 @dataclass(frozen=True)
+class _GzipLevel:
+    """Kafka's GzipCompression.LevelValidator: -1 (zlib's default, 6) or a level in [1, 9]."""
+
+    def __call__(self, value: Any) -> None:
+        if value is not None and value != -1 and not 1 <= value <= 9:
+            raise ValueError(f"value must be {self.describe()}")
+
+    def describe(self) -> str:
+        return "-1 or in [1, 9]"
+
+
+@dataclass(frozen=True)
 class _ClusterIdValidator:
     """Kafka cluster ids are Uuid.toString(): 16 bytes in URL-safe base64 without padding (22 chars)."""
 
@@ -392,7 +404,6 @@ def etcd_endpoints(store: str) -> list[tuple[str, int]]:
 
 # Why keys are accepted but have no effect (ConfigDef.no_effect), for the start-up warning.
 _KRAFT = "the controller is embedded: no KRaft quorum to configure"
-_NO_RECOMPRESSION = "batches are stored as the producer compressed them (no broker-side recompression)"
 
 
 DEFINITIONS: tuple[ConfigDef, ...] = (
@@ -514,16 +525,14 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("max.request.partition.size.limit", _I, 2000, _at_least(1), _M,
        "Partitions in one DescribeTopicPartitions answer.",
        no_effect="it bounds DescribeTopicPartitions answers, an API Odradek does not serve"),
+    # Topic defaults (storage/log_config.py); appends recompress to a codec other than the batch's
+    # (storage/recompression.py).
     _d("compression.type", _ST, "producer", ValidString(_COMPRESSION_TYPES), _H,
-       "Final compression of topics; producer = keep what the producer sent.", dynamic=True,
-       no_effect=_NO_RECOMPRESSION),
-    _d("compression.gzip.level", _I, -1, None, _M, "gzip level when compression.type=gzip.", dynamic=True,
-       no_effect=_NO_RECOMPRESSION),
-    _d("compression.lz4.level", _I, 9, Range(1, 17), _M, "lz4 level when compression.type=lz4.", dynamic=True,
-       no_effect=_NO_RECOMPRESSION),
+       "Final compression of topics; producer = keep what the producer sent.", dynamic=True),
+    _d("compression.gzip.level", _I, -1, _GzipLevel(), _M, "gzip level when compression.type=gzip.", dynamic=True),
+    _d("compression.lz4.level", _I, 9, Range(1, 17), _M, "lz4 level when compression.type=lz4.", dynamic=True),
     _d("compression.zstd.level", _I, 3, Range(-131072, 22), _M, "zstd level when compression.type=zstd.",
-       dynamic=True,
-       no_effect=_NO_RECOMPRESSION),
+       dynamic=True),
     # --- topics -----------------------------------------------------------------------------------
     _d("num.partitions", _I, 1, _at_least(1), _M, "Partitions of an auto-created topic."),
     _d("max.broker.partitions", _I, INT_MAX, _at_least(1), _M,

@@ -13,6 +13,11 @@ Offsets are dense and assigned here: an append rewrites each batch's base_offset
 offset (and partition_leader_epoch to the leader's epoch), never decoding records. The log start
 offset is the first offset a reader may fetch; the log end offset (LEO) the next one to assign.
 
+Recompression: a topic whose ``compression.type`` names a codec stores every produced batch in it
+(storage.recompression: the records of a batch in another codec are decompressed, checked and
+compressed again, its header kept). :meth:`Log.recompress` does it ahead of the append and changes
+nothing (the broker runs it on the IO pool); :meth:`Log.append` does it for sets that were not.
+
 Crash story (:meth:`Log.open`): after a clean shutdown every segment is opened without scanning
 (indexes are still sanity-checked and rebuilt if broken). Otherwise every segment from the one
 holding the recovery point onward is rescanned (storage.segment.LogSegment.recover): the first
@@ -104,6 +109,7 @@ from storage.leader_epoch_cache import LeaderEpochCache
 from storage.log_config import LONG_MAX, LogConfig
 from storage.partition_metadata import read_partition_metadata, write_partition_metadata
 from storage.producer_state_contract import DuplicateBatch, NoProducerState, ProducerState
+from storage.recompression import needs_recompression, recompress_batches
 from storage.record_validator import plain_records_ok, uncompressed_limit, validate_records
 from storage.results import EMPTY_SLICE, AppendInfo, FetchSlice
 from storage.segment import (
@@ -430,16 +436,18 @@ class Log:
     @staticmethod
     def _allows_plain_appends(config: LogConfig) -> bool:
         """True when a produced batch needs no more than :meth:`_append_plain_batch` does: no key
-        checks (compaction), no LogAppendTime rewrite, no timestamp bounds, no flush by count."""
+        checks (compaction), no LogAppendTime rewrite, no timestamp bounds, no flush by count, no
+        recompression (``compression.type`` other than producer)."""
         return (not config.compact and not config.log_append_time and config.flush_messages == LONG_MAX
                 and config.message_timestamp_before_max_ms == LONG_MAX
-                and config.message_timestamp_after_max_ms == LONG_MAX)
+                and config.message_timestamp_after_max_ms == LONG_MAX and config.recompression is None)
 
     # ------------------------------------------------------------------------------------------
     # append
 
     def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int, assign_offsets: bool = True,
-               now_ms: int | None = None, coordinator: bool = False) -> AppendInfo:
+               now_ms: int | None = None, coordinator: bool = False,
+               recompressed_for: LogConfig | None = None) -> AppendInfo:
         """Validate every batch, then assign offsets and write them all with one pwritev.
 
         Raises CorruptRecordError / RecordTooLargeError / InvalidRecordError /
@@ -455,6 +463,11 @@ class Log:
 
         ``coordinator`` is Kafka's AppendOrigin.COORDINATOR: control batches (transaction markers)
         are accepted, and their coordinator epoch checked, instead of refused as from a client.
+
+        A topic whose ``compression.type`` names a codec stores batches in it (storage.recompression):
+        ``records`` built by :meth:`recompress` under the log's current config
+        (``recompressed_for``) are appended as they are; any others are recompressed here, in the
+        calling thread. Followers' batches (``assign_offsets=False``) are stored as the leader wrote them.
         """
         now = clock.now_ms() if now_ms is None else now_ms
         view = records if type(records) is memoryview else memoryview(records)
@@ -467,8 +480,20 @@ class Log:
         batches = self._validate(view, assign_offsets, now, coordinator)
         config = self.config
         if assign_offsets:
-            validate_records(view, batches, self.dir.name, compact=config.compact,
-                             max_message_bytes=config.max_message_bytes)
+            target = config.recompression
+            if target is None:
+                validate_records(view, batches, self.dir.name, compact=config.compact,
+                                 max_message_bytes=config.max_message_bytes)
+            elif recompressed_for is not config:
+                if needs_recompression(view, target.codec):
+                    view = memoryview(recompress_batches(view, batches, target, compact=config.compact,
+                                                         max_message_bytes=config.max_message_bytes,
+                                                         topic_partition=self.dir.name))
+                    # The rebuilt batches' sizes (max.message.bytes, segment.bytes) are checked again.
+                    batches = self._validate(view, assign_offsets, now, coordinator)
+                else:
+                    validate_records(view, batches, self.dir.name, compact=config.compact,
+                                     max_message_bytes=config.max_message_bytes)
         with self._lock:
             if self.offline or self.closed:
                 self._check_online()
@@ -567,6 +592,24 @@ class Log:
                 self._unflushed_messages += records_count
             return _make_info((first_offset, last_offset, max_ts, offset_of_max, now if log_append else -1,
                                self._log_start_offset, len(assigned), total, False))
+
+    def recompress(self, records: bytes | bytearray | memoryview, now_ms: int | None = None) -> tuple[bytes, LogConfig]:
+        """``records`` checked as :meth:`append` checks a produced set, with every batch the topic's
+        ``compression.type`` does not keep rebuilt in its codec (storage.recompression); and the
+        config that decided it, for ``append(..., recompressed_for=config)``.
+
+        Takes no lock and changes nothing: the broker runs it on the IO pool, so the compression
+        does not hold up the handler loop. Raises what :meth:`append` raises for bad input.
+        """
+        now = clock.now_ms() if now_ms is None else now_ms
+        config = self.config
+        view = records if type(records) is memoryview else memoryview(records)
+        batches = self._validate(view, True, now)
+        target = config.recompression
+        if target is None:  # the topic went back to producer meanwhile: append() validates it
+            return bytes(view), config
+        return recompress_batches(view, batches, target, compact=config.compact,
+                                  max_message_bytes=config.max_message_bytes, topic_partition=self.dir.name), config
 
     def _append_plain_batch(self, view: memoryview, raw: tuple, leader_epoch: int, now: int) -> AppendInfo | None:
         """The usual produce: one batch, on a topic whose config allows plain appends.

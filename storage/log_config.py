@@ -26,6 +26,7 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from storage.errors import InvalidConfigError
+from storage.recompression import Recompression, recompression_for
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -233,6 +234,12 @@ class LogConfig:
     @cached_property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @cached_property
+    def recompression(self) -> Recompression | None:
+        """The codec and level appends store batches with; None for ``producer`` (as sent)."""
+        return recompression_for(self.compression_type, self.compression_gzip_level, self.compression_lz4_level,
+                                 self.compression_zstd_level)
 
     @classmethod
     def from_broker_props(cls, props: Mapping[str, Any]) -> LogConfig:

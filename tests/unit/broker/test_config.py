@@ -409,6 +409,19 @@ class TestKeysWithoutEffect:
             assert CONFIG_DEFS[key].no_effect == "", key
         assert CONFIG_DEFS["background.threads"].no_effect
 
+    def test_compression_keys_work_at_broker_level(self) -> None:
+        """compression.type and the KIP-390 levels are the topics' defaults (broker-side recompression);
+        the gzip level is refused as Kafka's GzipCompression.LevelValidator refuses it, also dynamically."""
+        for key in ("compression.type", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level"):
+            assert CONFIG_DEFS[key].no_effect == "" and CONFIG_DEFS[key].dynamic, key
+        cfg = load_config(None, [*NODE, "compression.type=zstd", "compression.zstd.level=9"], {})
+        assert cfg.log_config().recompression == (4, 9) and keys_without_effect(cfg) == []
+        for bad in ("0", "10", "-2"):
+            with pytest.raises(ConfigError, match="compression.gzip.level.*-1 or in \\[1, 9\\]"):
+                cfg.with_dynamic({"compression.gzip.level": bad})
+        assert cfg.with_dynamic({"compression.gzip.level": "1", "compression.type": "gzip"}).log_config().recompression \
+            == (1, 1)
+
     def test_defaults_alone_warn_nothing(self, caplog: pytest.LogCaptureFixture) -> None:
         with caplog.at_level(logging.WARNING, logger="broker.config"):
             cfg = load_config(None, ["node.id=1"], {})
