@@ -209,6 +209,7 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
                 isr=record.isr,
                 adding_replicas=record.adding_replicas,
                 removing_replicas=record.removing_replicas,
+                offline_replicas=record.offline_replicas,
             )
             delta.changed_partitions.add((topic.name, record.partition_id))
         case PartitionChangeRecord():
@@ -258,6 +259,10 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
                 raise MetadataApplyError(f"ConfigRecord for unsupported resource type {rtype}")
             if value is None:
                 target.pop(key, None)
+                if not target and rtype == ConfigResourceType.BROKER:
+                    # No entry for a broker without overrides, as in a replay of a snapshot, which
+                    # writes none for it (Kafka's ConfigurationsImage drops empty resources too).
+                    del image.broker_configs[rname]
             else:
                 target[key] = value
         case ClientQuotaRecord(entity=entity, key=key, value=value, remove=remove):

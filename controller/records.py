@@ -107,6 +107,9 @@ class PartitionRecord:
     partition_epoch: int = 0
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
+    # Replicas in failed log dirs (see PartitionChangeRecord.offline_replicas); written by snapshots,
+    # so a partition's offline replicas survive one. Absent in older records: none.
+    offline_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
