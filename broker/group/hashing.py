@@ -1,15 +1,27 @@
-"""Which partition of ``__consumer_offsets`` coordinates a group.
+"""Which partition of ``__consumer_offsets`` coordinates a group, and of ``__transaction_state`` a
+transactional id.
 
-Kafka: ``Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions``, where ``hashCode`` is
+Kafka (GroupCoordinatorService.partitionFor, TransactionStateManager.partitionFor, both asked by
+KafkaApis for FindCoordinator): ``Utils.abs(id.hashCode()) % partitions``, where ``hashCode`` is
 Java's ``String.hashCode`` (``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code units, in wrapping
-32-bit arithmetic) and ``Utils.abs`` maps ``Integer.MIN_VALUE`` to 0 (``n & 0x7fffffff``), not to
-itself as ``Math.abs`` would. Clients and other brokers compute the same partition, so this must
-match Java bit for bit, including characters outside the BMP (two UTF-16 code units each).
+32-bit arithmetic; a character outside the BMP is two code units, a surrogate pair) and
+``Utils.abs`` is ``n == Integer.MIN_VALUE ? 0 : Math.abs(n)``: the absolute value, except that
+MIN_VALUE (whose ``Math.abs`` is itself, negative) maps to 0. Clients, tools and other brokers
+compute the same partition, so this must match Java bit for bit. (Share groups' state partition,
+``__share_group_state``, is the same function over the key "groupId:topicId:partition"; not served.)
+
+Before this rule was fixed, ``legacy_partition_for`` was used: ``(hashCode & 0x7fffffff) %
+partitions``. For a non-negative hash, and for MIN_VALUE, both give the same partition; for every
+other negative hash the masked value is ``hash + 2**31`` instead of ``-hash``, another partition.
+broker/coordinator/rehash.py moves the state written under the old rule (it keeps
+``legacy_partition_for`` for that).
 
 Pure functions; any thread may call them.
 """
 
 from __future__ import annotations
+
+_MIN_INT = -(1 << 31)
 
 
 def java_string_hash_code(s: str) -> int:
@@ -23,10 +35,16 @@ def java_string_hash_code(s: str) -> int:
 
 
 def utils_abs(n: int) -> int:
-    """Kafka's ``Utils.abs``: ``n & 0x7fffffff`` (so MIN_VALUE → 0)."""
-    return n & 0x7FFFFFFF
+    """Kafka's ``Utils.abs``: ``|n|``, and 0 for ``Integer.MIN_VALUE``."""
+    return 0 if n == _MIN_INT else abs(n)
 
 
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """The __consumer_offsets partition of ``group_id``."""
-    return utils_abs(java_string_hash_code(group_id)) % num_partitions
+def partition_for(key: str, num_partitions: int) -> int:
+    """The coordinator partition of a group id or transactional id (Kafka's partitionFor)."""
+    return utils_abs(java_string_hash_code(key)) % num_partitions
+
+
+def legacy_partition_for(key: str, num_partitions: int) -> int:
+    """The partition the releases before the fix used (``hashCode & 0x7fffffff``): where their
+    data dirs hold a key's records. Only for moving that state; never to route a request."""
+    return (java_string_hash_code(key) & 0x7FFFFFFF) % num_partitions

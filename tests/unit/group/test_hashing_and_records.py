@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import random
 import struct
 
 import pytest
 
 from broker.group import records as R
 from broker.group.consumer_protocol import subscribed_topics
-from broker.group.hashing import java_string_hash_code, partition_for, utils_abs
+from broker.group.hashing import java_string_hash_code, legacy_partition_for, partition_for, utils_abs
+from tests.support.java_partitions import kafka_partitions
+from tools.kafka_dist import ToolchainUnavailable
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -24,18 +27,63 @@ def test_java_string_hash_code(text: str, expected: int) -> None:
     assert java_string_hash_code(text) == expected
 
 
-def test_utils_abs_maps_min_value_to_zero() -> None:
+def test_utils_abs_is_the_absolute_value_with_min_value_mapped_to_zero() -> None:
+    # Kafka's Utils.abs: (n == Integer.MIN_VALUE) ? 0 : Math.abs(n).
     assert utils_abs(-2147483648) == 0
-    assert utils_abs(-1) == 2147483647
+    assert utils_abs(-1) == 1
+    assert utils_abs(-2147483647) == 2147483647
     assert utils_abs(5) == 5
-    assert partition_for("polygenelubricants", 50) == 0
-    assert partition_for("group", 50) == 98629247 % 50
-    # Java's wrapping arithmetic, spelled out independently: sum(c * 31^(n-1-i)) mod 2^32, signed.
-    text = "consumer-group-with-a-long-name"
-    h = sum(ord(c) * pow(31, len(text) - 1 - i, 1 << 32) for i, c in enumerate(text)) % (1 << 32)
-    signed = h - (1 << 32) if h >= 1 << 31 else h
-    assert java_string_hash_code(text) == signed
-    assert partition_for(text, 7) == (signed & 0x7FFFFFFF) % 7
+    assert utils_abs(0) == 0
+
+
+def _ids() -> list[str]:
+    """Ids whose partition the tests compare with Kafka's: the famous MIN_VALUE hash, negative
+    hashes, non-ASCII and astral (surrogate-pair) characters, the empty string, and random ones."""
+    rng = random.Random(27)
+    alphabet = "abcxyzABC019-_.:\u00e9\u00fc\u4e2d\u6587\u0416\U0001F600\U0001D11E\U00010348"
+    ids = ["polygenelubricants", "", "g", "group", "faults", "upgrade-txn", "upgrade-open",
+           "consumer-group-with-a-long-name", "\u00e9", "\u65e5\u672c\u8a9e-group", "\U0001F600",
+           "emoji-\U0001F600-\U0001D11E", "GydZG_", "DESIGNING WORKHOUSES"]
+    ids += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 24))) for _ in range(300)]
+    return ids
+
+
+COUNTS = [50, 1, 3, 5, 7, 64, 100]
+
+
+@pytest.fixture(scope="module")
+def kafka_table() -> dict[str, tuple[int, list[int]]]:
+    try:
+        return kafka_partitions(_ids(), COUNTS)
+    except ToolchainUnavailable as exc:
+        pytest.skip(f"Kafka's partitions come from Java, unavailable here: {exc}")
+
+
+def test_partition_for_is_kafkas_for_every_id(kafka_table: dict[str, tuple[int, list[int]]]) -> None:
+    """Expected values computed by Kafka's own Utils.abs and Java's String.hashCode (in a JVM)."""
+    negative = 0
+    for id_, (hash_code, partitions) in kafka_table.items():
+        assert java_string_hash_code(id_) == hash_code, id_
+        assert [partition_for(id_, n) for n in COUNTS] == partitions, id_
+        negative += hash_code < 0
+    assert kafka_table["polygenelubricants"][0] == -2147483648
+    assert negative > 100  # the ids the masked rule got wrong are well represented
+    assert any(len(i.encode("utf-16-le")) > 2 * len(i) for i in kafka_table)  # surrogate pairs too
+
+
+def test_the_legacy_rule_differs_exactly_for_negative_hashes_other_than_min_value(
+        kafka_table: dict[str, tuple[int, list[int]]]) -> None:
+    """What the releases before the fix computed ((hash & 0x7fffffff) % n) against Kafka's: the same
+    partition for a non-negative hash and for MIN_VALUE, another one for most negative hashes. The
+    state of the moved ones is what broker/coordinator/rehash.py carries over."""
+    moved = 0
+    for id_, (hash_code, partitions) in kafka_table.items():
+        assert legacy_partition_for(id_, 50) == (hash_code & 0x7FFFFFFF) % 50
+        if hash_code >= 0 or hash_code == -2147483648:
+            assert legacy_partition_for(id_, 50) == partitions[0], id_
+        moved += legacy_partition_for(id_, 50) != partitions[0]
+    assert moved > 100
+    assert legacy_partition_for("faults", 50) == 37 and kafka_table["faults"][1][0] == 11
 
 
 def s(text: str) -> bytes:
