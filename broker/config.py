@@ -435,6 +435,12 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
        "last renewal; etcd rounds it up to whole seconds."),
     _d("metadata.log.dir", _ST, None, None, _H,
        "Directory of the cluster metadata log; unset = the first log directory."),
+    _d("metadata.log.max.record.bytes.between.snapshots", _LG, 20 * 1024 * 1024, _at_least(1), _H,
+       "The active controller snapshots the metadata image once the records committed since the last "
+       "snapshot reach this many bytes, and deletes the records the snapshot covers (local log or etcd)."),
+    _d("metadata.log.max.snapshot.interval.ms", _LG, 3_600_000, _at_least(0), _H,
+       "The active controller snapshots the metadata image when this long has passed since the last "
+       "snapshot and records were committed since; 0 disables snapshots by time."),
     # --- sockets and listeners --------------------------------------------------------------------
     _d("listeners", _ST, "PLAINTEXT://:9092", None, _H,
        "Comma-separated NAME://host:port to bind; empty host binds every interface.", dynamic=True),

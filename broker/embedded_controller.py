@@ -8,6 +8,7 @@ the controller's own one-thread executor, not on the broker's IO pool: a lease r
 wait behind log loading or segment work (a renewal late by a TTL loses the lease), and one thread
 also keeps the stores' calls in order. The lease is renewed on a timer; losing it makes the
 controller refuse writes (NOT_CONTROLLER), which is the fencing a multi-node deployment relies on.
+The same timer asks the controller for a snapshot by time (``metadata.log.max.snapshot.interval.ms``).
 
 Nothing on the broker side talks to this object except ``broker.server`` (life cycle and wiring):
 requests go through ``broker.controller_client.LocalControllerClient``, metadata comes back through
@@ -50,6 +51,8 @@ class EmbeddedController:
             delete_topic_enable=config["delete.topic.enable"],
             max_broker_partitions=config["max.broker.partitions"],
             unclean_leader_election_enable=config["unclean.leader.election.enable"],
+            snapshot_max_new_record_bytes=config["metadata.log.max.record.bytes.between.snapshots"],
+            snapshot_max_interval_ms=config["metadata.log.max.snapshot.interval.ms"],
         )
         self._renewer: asyncio.Task[None] | None = None
 
@@ -83,6 +86,10 @@ class EmbeddedController:
             except Exception as exc:
                 log.error("controller lease renewal failed; metadata changes are refused: %s", exc)
                 return
+            try:
+                await self.controller.maybe_snapshot()
+            except Exception:  # the log keeps its batches; the next tick tries again
+                log.exception("metadata snapshot failed")
 
     async def shutdown(self) -> None:
         if self._renewer is not None:

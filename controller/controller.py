@@ -16,6 +16,16 @@ Theory of operation (the KRaft QuorumController pattern, with one node):
    will be applied to. The lease and log stores are asynchronous (the local ones run their file
    I/O on an executor); the image is never touched off the loop thread.
 
+Snapshots (Kafka's ``metadata.log.max.record.bytes.between.snapshots`` and
+``metadata.log.max.snapshot.interval.ms``): once the batches committed since the last snapshot
+reach the first, or there are any and the second has passed since the last snapshot (or since this
+controller started), the controller writes the image as a snapshot at the log's end offset
+(``controller.image_records``) and the store deletes the batches it covers (``MetadataLogStore
+.write_snapshot``). The size check runs after each commit, as a task of its own (the request that
+crossed the threshold does not wait for it); the time check runs when the owner calls
+``maybe_snapshot`` (on its lease-renewal timer). ``start`` loads the snapshot, then the batches after
+it, so a restart replays at most one snapshot plus the bytes between two snapshots.
+
 Fencing: if the lease is lost (``LeaseLostError``) or the log holds a newer controller epoch
 (``StaleControllerEpochError``), this controller stops: later operations raise ``KafkaApiError``
 with NOT_CONTROLLER.
@@ -46,10 +56,12 @@ from pathlib import Path
 
 from controller import acls, client_quotas, elections, reassignments, scram_credentials
 from controller.image import MetadataDelta, MetadataImage, PartitionState, TopicImage, apply
+from controller.image_records import image_records
 from controller.lease import Lease, LeaseLostError, LeaseStore
 from controller.log_store import LocalMetadataLogStore, MetadataLogStore, MetadataStoreUnavailableError
 from controller.meta_properties import load_or_create_cluster_id, new_kafka_uuid
 from controller.metadata_log import MetadataBatch, StaleControllerEpochError
+from controller.metadata_snapshot import MetadataSnapshot
 from controller.placement import PlacementError, place_replicas
 from controller.publisher import DeltaListenerPublisher, MetadataListener, MetadataPublisher
 from controller.records import (
@@ -103,6 +115,10 @@ from storage.clock import now_ms
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_TTL_MS = 30_000
+# Kafka's defaults of metadata.log.max.record.bytes.between.snapshots and
+# metadata.log.max.snapshot.interval.ms (KRaftConfigs); broker/config.py defines the keys.
+DEFAULT_SNAPSHOT_MAX_NEW_RECORD_BYTES = 20 * 1024 * 1024
+DEFAULT_SNAPSHOT_MAX_INTERVAL_MS = 60 * 60 * 1000
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 UNKNOWN_TOPIC_OR_PARTITION_MESSAGE = "This server does not host this topic-partition."
 UNKNOWN_TOPIC_ID_MESSAGE = "This server does not host this topic ID."
@@ -149,6 +165,8 @@ class Controller:
         auto_leader_rebalance_enable: bool = True,
         leader_imbalance_check_interval_seconds: int = 300,
         leader_imbalance_per_broker_percentage: int = 10,
+        snapshot_max_new_record_bytes: int = DEFAULT_SNAPSHOT_MAX_NEW_RECORD_BYTES,
+        snapshot_max_interval_ms: int = DEFAULT_SNAPSHOT_MAX_INTERVAL_MS,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         if default_num_partitions <= 0 or default_replication_factor <= 0:
@@ -169,6 +187,12 @@ class Controller:
         self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
         self.leader_imbalance_check_interval_seconds = leader_imbalance_check_interval_seconds
         self.leader_imbalance_per_broker_percentage = leader_imbalance_per_broker_percentage
+        if snapshot_max_new_record_bytes < 1 or snapshot_max_interval_ms < 0:
+            raise ValueError("snapshot_max_new_record_bytes must be at least 1, snapshot_max_interval_ms at least 0")
+        self.snapshot_max_new_record_bytes = snapshot_max_new_record_bytes
+        self.snapshot_max_interval_ms = snapshot_max_interval_ms  # 0: no snapshots by time (Kafka's rule)
+        self._last_snapshot_ms = 0
+        self._snapshot_task: asyncio.Task[None] | None = None
         self._clock = clock
         self._image = MetadataImage()
         self._lease: Lease | None = None
@@ -223,11 +247,15 @@ class Controller:
         self._lease = lease
         try:
             self._image.cluster_id = load_or_create_cluster_id(self.metadata_dir, self.node_id)
-            batches = await self._log_store.open()
+            contents = await self._log_store.open()
             self._log_open = True
             replayed = MetadataDelta()
-            for batch in batches:
+            if contents.snapshot is not None:
+                replayed.merge(self._apply_batch(contents.snapshot.records))
+                self._image.offset = contents.snapshot.end_offset - 1
+            for batch in contents.batches:
                 replayed.merge(self._apply_batch(batch.records))
+            self._last_snapshot_ms = now
             if not replayed.is_empty():
                 self._publish(replayed)  # publishers installed before start see the replayed image
             newest_epoch = self._log_store.newest_epoch
@@ -256,6 +284,9 @@ class Controller:
                 await self._lease_store.release(self._lease)
                 self._lease = None
             await self._close_log()
+        task, self._snapshot_task = self._snapshot_task, None
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)  # it found the controller stopped
 
     async def _close_log(self) -> None:
         if self._log_open:
@@ -318,7 +349,62 @@ class Controller:
             delta.merge(self._apply_batch(batch.records))
         delta.merge(self._apply_batch(records))
         self._publish(delta)
+        if self._log_store.bytes_since_snapshot >= self.snapshot_max_new_record_bytes:
+            self._snapshot_soon()
         return delta
+
+    # ----------------------------------------------------------------------------------------
+    # Snapshots
+
+    def _snapshot_soon(self) -> None:
+        """Take a snapshot in a task of its own, once the current operation released the write lock."""
+        if self._snapshot_task is None or self._snapshot_task.done():
+            self._snapshot_task = asyncio.get_running_loop().create_task(self._snapshot_in_background())
+
+    async def _snapshot_in_background(self) -> None:
+        try:
+            await self.take_snapshot()
+        except KafkaApiError as exc:  # stale or unavailable: take_snapshot stepped down already
+            log.error("controller %d: metadata snapshot refused: %s", self.node_id, exc.message)
+        except Exception:
+            log.exception("controller %d: metadata snapshot failed; the log keeps its batches", self.node_id)
+
+    async def maybe_snapshot(self, now_ms: int | None = None) -> bool:
+        """Snapshot if ``metadata.log.max.snapshot.interval.ms`` has passed since the last one (or since
+        this controller started) and batches were committed since; call on a timer. True if taken."""
+        if not self._active or not self._log_open or self._log_store.bytes_since_snapshot == 0:
+            return False
+        now = self._clock() if now_ms is None else now_ms
+        by_time = self.snapshot_max_interval_ms > 0 and now - self._last_snapshot_ms >= self.snapshot_max_interval_ms
+        if not by_time and self._log_store.bytes_since_snapshot < self.snapshot_max_new_record_bytes:
+            return False
+        return await self.take_snapshot()
+
+    async def take_snapshot(self) -> bool:
+        """Write the image as a snapshot at the log's end offset and let the store delete the batches it
+        covers. False when there is nothing new since the last one, or the store moved on (another
+        writer: this controller is about to learn it is stale). Raises what a write raises when the
+        store refuses this controller (it steps down, as on a refused append)."""
+        async with self._write_lock:
+            if not self._active or not self._log_open or self._log_store.bytes_since_snapshot == 0:
+                return False
+            end_offset = self._log_store.next_offset
+            if self._image.offset != end_offset - 1:
+                log.error("controller %d: image at offset %d, log at %d: no snapshot", self.node_id,
+                          self._image.offset, end_offset)
+                return False
+            snapshot = MetadataSnapshot(end_offset, self._log_store.newest_epoch, tuple(image_records(self._image)))
+            try:
+                taken = await self._log_store.write_snapshot(snapshot)
+            except (StaleControllerEpochError, MetadataStoreUnavailableError) as exc:
+                self._active = False
+                log.error("controller %d: snapshot refused, stepping down: %s", self.node_id, exc.message)
+                raise
+            if taken:
+                self._last_snapshot_ms = self._clock()
+                log.info("controller %d: metadata snapshot at offset %d (%d records); the log before it is "
+                         "deleted", self.node_id, end_offset, len(snapshot.records))
+            return taken
 
     def _apply_batch(self, records: Iterable[MetadataRecord]) -> MetadataDelta:
         delta = MetadataDelta()

@@ -55,8 +55,16 @@ def _ipv4(host: str) -> str:
         return socket.gethostbyname(host.strip())
 
 
+# gRPC's default 4 MiB cap on a received message would make a Range larger than that fail with
+# RESOURCE_EXHAUSTED: the metadata log read at start-up (up to
+# metadata.log.max.record.bytes.between.snapshots of batches, 20 MiB by default, plus the snapshot).
+# etcd itself sends responses of any size; this bounds only what one answer may hold.
+MAX_RECEIVE_MESSAGE_BYTES = 1 << 30
+
+
 def etcd_client(endpoint: str, timeout_s: float = 5.0) -> Any:
     """An ``aetcd.Client`` for ``host:port[,host:port...]`` (``Any``: aetcd is untyped); it connects on
     first use."""
     host, port = grpc_target(endpoint)
-    return aetcd.Client(host=host, port=port, timeout=timeout_s)
+    return aetcd.Client(host=host, port=port, timeout=timeout_s,
+                        options={"grpc.max_receive_message_length": MAX_RECEIVE_MESSAGE_BYTES})

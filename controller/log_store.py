@@ -5,8 +5,9 @@ and replays every committed batch at start-up; it never touches a file itself. T
 asynchronous because a distributed store answers over the network. Every store keeps the
 ``controller.metadata_log`` contract:
 
-1. ``open`` recovers the store (a torn local tail is cut off) and returns every committed batch,
-   oldest first, for replay. ``next_offset`` and ``newest_epoch`` then describe its end.
+1. ``open`` recovers the store (a torn local tail is cut off) and returns its newest snapshot (or
+   None) and every committed batch after it, oldest first, for replay: load the snapshot into an
+   empty image, then apply the batches. ``next_offset`` and ``newest_epoch`` then describe its end.
 2. ``append(records, epoch)`` commits the records as one atomic batch (all or nothing) and returns
    its base offset, together with any batches another writer committed since this store last
    looked (``caught_up``), which the caller applies before its own. An epoch older than the newest
@@ -15,13 +16,17 @@ asynchronous because a distributed store answers over the network. Every store k
    A store that could not learn whether an append committed (etcd unreachable or timing out
    mid-Txn) raises ``MetadataStoreUnavailableError``: the caller must not go on from what it
    holds in memory, which may lack that very batch.
-3. ``read(from_offset)`` returns the committed batches holding offsets ``>= from_offset`` (a broker
-   or a standby catching up; tools).
-4. ``close`` releases the store; the records stay.
-
-There is no snapshot yet (see the TODO in ``controller.metadata_log``): ``open`` replays from offset
-0. A snapshot would add ``write_snapshot(image, offset)`` and make ``open`` return it plus the
-batches after it.
+3. ``read(from_offset)`` returns what a reader standing at ``from_offset`` needs (a broker or a
+   standby catching up; tools): the committed batches holding offsets ``>= from_offset``, and, when
+   ``from_offset`` is below the newest snapshot's end offset (the batches it needs were deleted),
+   that snapshot first, with every batch after it: the reader then *replaces* its image.
+4. ``write_snapshot(snapshot)`` makes a snapshot of the image at ``next_offset`` the store's start
+   and deletes the batches it covers (Kafka's snapshot + log truncation), atomically for readers
+   (they see the old log or the new snapshot, never neither). False, with nothing changed, when the
+   store moved on since the caller's image (another writer appended). ``bytes_since_snapshot`` is
+   the size of the batches committed after the newest snapshot: the controller snapshots on it
+   (``metadata.log.max.record.bytes.between.snapshots``) and on time.
+5. ``close`` releases the store; the records stay.
 
 How an etcd store fits (``controller.etcd_log_store.EtcdMetadataLogStore``, what a cluster's
 controller uses; it also guards each append with the lease, see there): batch ``b`` is the value of key
@@ -30,8 +35,9 @@ and ``<prefix>/head`` holds ``{next_offset, newest_epoch}``. ``append`` is one T
 ``mod_revision(<prefix>/head) == r`` (the revision this store last read), then put the batch key
 and the new head. A failed compare means another writer got in: Range the log keys from
 ``next_offset`` (those are ``caught_up``), refuse if the newest epoch is now newer than ours, else
-retry with the new revision. ``open`` and ``read`` are Range reads of ``<prefix>/log/``; brokers
-may Watch that prefix instead of polling.
+retry with the new revision. ``open`` and ``read`` are Range reads of ``<prefix>/``; brokers
+Watch ``<prefix>/log/`` instead of polling. Snapshots: chunk keys, then one Txn that publishes them
+and deletes the covered batch keys, then a compaction of etcd's history (see there).
 """
 
 from __future__ import annotations
@@ -43,23 +49,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from controller.metadata_log import MetadataBatch, MetadataLog
+from controller.metadata_log import (
+    MetadataBatch,
+    MetadataLog,
+    MetadataLogContents,
+    MetadataStoreUnavailableError,
+)
+from controller.metadata_snapshot import MetadataSnapshot
 from controller.records import MetadataRecord
-from protocol.errors import ErrorCode, KafkaApiError
 
 _T = TypeVar("_T")
 
-
-class MetadataStoreUnavailableError(KafkaApiError):
-    """An append whose outcome is unknown: the store could not be reached or did not answer.
-
-    The controller steps down (Kafka's QuorumController renounces after a failed write), so a
-    successor, or this node again, starts from a replay of what the store really holds; the client
-    gets NOT_CONTROLLER, which Kafka's clients retry.
-    """
-
-    def __init__(self, message: str) -> None:
-        super().__init__(ErrorCode.NOT_CONTROLLER, message)
+__all__ = ["AppendResult", "LocalMetadataLogStore", "MetadataLogStore", "MetadataStoreUnavailableError"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +83,18 @@ class MetadataLogStore(Protocol):
         """Newest controller epoch committed (-1 when empty)."""
         ...
 
-    async def open(self) -> list[MetadataBatch]: ...
+    @property
+    def bytes_since_snapshot(self) -> int:
+        """Bytes of the batches committed after the newest snapshot (all of them when there is none)."""
+        ...
+
+    async def open(self) -> MetadataLogContents: ...
 
     async def append(self, records: Sequence[MetadataRecord], controller_epoch: int) -> AppendResult: ...
 
-    async def read(self, from_offset: int = 0) -> list[MetadataBatch]: ...
+    async def read(self, from_offset: int = 0) -> MetadataLogContents: ...
+
+    async def write_snapshot(self, snapshot: MetadataSnapshot) -> bool: ...
 
     async def close(self) -> None: ...
 
@@ -126,18 +134,25 @@ class LocalMetadataLogStore:
         async with self._lock:
             return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
-    async def open(self) -> list[MetadataBatch]:
+    @property
+    def bytes_since_snapshot(self) -> int:
+        return self._open_log().bytes_since_snapshot
+
+    async def open(self) -> MetadataLogContents:
         if self._log is not None:
             raise RuntimeError(f"the metadata log in {self._metadata_dir} is already open")
         metadata_log, batches = await self._run(MetadataLog.open, self._metadata_dir)
         self._log = metadata_log
-        return batches
+        return MetadataLogContents(metadata_log.snapshot, tuple(batches))
 
     async def append(self, records: Sequence[MetadataRecord], controller_epoch: int) -> AppendResult:
         return await self._run(_append, self._open_log(), records, controller_epoch)
 
-    async def read(self, from_offset: int = 0) -> list[MetadataBatch]:
-        return await self._run(self._open_log().read_batches, from_offset)
+    async def read(self, from_offset: int = 0) -> MetadataLogContents:
+        return await self._run(self._open_log().read, from_offset)
+
+    async def write_snapshot(self, snapshot: MetadataSnapshot) -> bool:
+        return await self._run(self._open_log().write_snapshot, snapshot)
 
     async def close(self) -> None:
         metadata_log, self._log = self._log, None

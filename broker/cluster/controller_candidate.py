@@ -18,7 +18,8 @@ Kafka's ZooKeeper-era controller is the model, etcd the store (issue 12's design
    one) and its leaderships move to the next live ISR member with a bumped leader epoch
    (``Controller.fence_broker``); the replicas a registration lists as offline (in a failed log dir)
    leave ISRs and leaderships and are shown offline until it no longer lists them
-   (``Controller.set_offline_replicas``).
+   (``Controller.set_offline_replicas``). The same loop asks the controller for a snapshot by time
+   (``Controller.maybe_snapshot``; by size it snapshots after a commit on its own).
 
 Each term uses a fresh ``Controller`` (it replays the log), so no state of an old term leaks into a
 new one. Ownership: the broker's handler loop.
@@ -156,6 +157,7 @@ class ControllerCandidate:
                     # Kafka's auto.leader.rebalance.enable: leadership back to preferred replicas.
                     next_rebalance = loop.time() + rebalance_every
                     await controller.rebalance_leaders()
+                await controller.maybe_snapshot()  # metadata.log.max.snapshot.interval.ms
             except (LeaseLostError, StaleControllerEpochError) as exc:
                 await self._step_down(f"lost the controller lease: {exc}")
                 return
@@ -241,6 +243,8 @@ def controller_factory(node_id: int, metadata_dir: Path, config: Any) -> Control
             auto_leader_rebalance_enable=config["auto.leader.rebalance.enable"],
             leader_imbalance_check_interval_seconds=config["leader.imbalance.check.interval.seconds"],
             leader_imbalance_per_broker_percentage=config["leader.imbalance.per.broker.percentage"],
+            snapshot_max_new_record_bytes=config["metadata.log.max.record.bytes.between.snapshots"],
+            snapshot_max_interval_ms=config["metadata.log.max.snapshot.interval.ms"],
         )
 
     return make

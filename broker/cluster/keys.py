@@ -5,6 +5,8 @@
     /odradek/<cluster-id>/controller_epoch    newest controller epoch ever handed out
     /odradek/<cluster-id>/metadata/head       {next_offset, newest_epoch} (controller.etcd_log_store)
     /odradek/<cluster-id>/metadata/log/<n>    one committed metadata batch, base offset n (20 digits)
+    /odradek/<cluster-id>/metadata/snapshot   the newest metadata snapshot's manifest, and its chunks
+    /odradek/<cluster-id>/metadata/snapshots/<n>-<token>/<i>     under these (controller.etcd_log_store)
     /odradek/<cluster-id>/brokers/<node id>   a live broker's registration, attached to its session lease
 
 The cluster id key is written once (create-if-absent) by the first node of a cluster.

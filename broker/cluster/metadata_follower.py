@@ -1,11 +1,14 @@
 """A broker's metadata image in cluster mode: the committed metadata log read from etcd, then followed.
 
 Format read: the batches ``controller.etcd_log_store`` writes under ``<metadata prefix>/log/`` (key
-= base offset, 20 digits; value = one ``metadata_log`` frame). The follower applies every batch, in
-offset order, to its own ``MetadataImage`` (``controller.image.apply``, the code the controller
-itself replays with) and publishes ``(image, delta)`` to the broker's ``BrokerMetadata``, as the
-in-process controller does in single-node mode (Kafka's MetadataLoader feeding the broker's
-publishers).
+= base offset, 20 digits; value = one ``metadata_log`` frame) and its snapshot. The follower applies
+every batch, in offset order, to its own ``MetadataImage`` (``controller.image.apply``, the code the
+controller itself replays with) and publishes ``(image, delta)`` to the broker's ``BrokerMetadata``,
+as the in-process controller does in single-node mode (Kafka's MetadataLoader feeding the broker's
+publishers). When its offset is below the newest snapshot's end (a broker starting, or one that was
+cut off while the controller snapshotted and deleted the batches it needed) it builds a new image
+from the snapshot and the batches after it and publishes that, with the delta between the two
+images (``controller.image_records.image_delta``), so listeners learn every change they missed.
 
 How it follows: a Watch on the log prefix only says "something was written"; each wake-up then
 reads the batches from ``next_offset`` on with one Range and checks they continue the log exactly
@@ -25,12 +28,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from aetcd.utils import prefix_range_end
-
 from controller.etcd_client import EtcdError
-from controller.etcd_log_store import OFFSET_DIGITS
+from controller.etcd_log_store import EtcdMetadataKeys, read_from
 from controller.image import MetadataDelta, MetadataImage, apply
-from controller.metadata_log import MetadataBatch, MetadataLogCorruptError, decode_batches
+from controller.image_records import image_delta, load_snapshot
+from controller.metadata_log import MetadataBatch, MetadataLogContents, MetadataLogCorruptError
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,8 @@ class MetadataFollower:
     def __init__(self, client: Any, metadata_prefix: str, cluster_id: str, publish: Publish,
                  poll_interval_s: float = 1.0) -> None:
         self._client = client
-        self._log_prefix = f"{metadata_prefix.rstrip('/')}/log/".encode()
+        self._keys = EtcdMetadataKeys.under(metadata_prefix)
+        self._log_prefix = self._keys.log_prefix
         self._publish = publish
         self._poll_interval_s = poll_interval_s
         self.image = MetadataImage(cluster_id=cluster_id)
@@ -52,11 +55,8 @@ class MetadataFollower:
         self._outage_logged = False
         self._reading = asyncio.Lock()  # one catch_up at a time: batches are applied exactly once
 
-    def _batch_key(self, offset: int) -> bytes:
-        return self._log_prefix + str(offset).zfill(OFFSET_DIGITS).encode()
-
     async def start(self) -> None:
-        """Read the whole committed log (raises ``EtcdError`` if etcd is unreachable), then follow."""
+        """Read the committed snapshot and log (raises ``EtcdError`` if etcd is unreachable), then follow."""
         if not await self.catch_up():
             self._publish(self.image, MetadataDelta())  # the broker gets the cluster id even from an empty log
         loop = asyncio.get_running_loop()
@@ -86,31 +86,48 @@ class MetadataFollower:
             self._offset_waiters = [(o, f) for o, f in self._offset_waiters if f is not future]
 
     async def catch_up(self) -> int:
-        """Apply every batch committed after ``next_offset``; returns how many records were applied."""
+        """Apply every batch committed after ``next_offset`` (or load the snapshot that replaced them);
+        returns how many records were applied."""
         async with self._reading:
-            rng = await self._client.get_range(self._batch_key(self.next_offset), prefix_range_end(self._log_prefix))
-            if not rng:
-                return 0
-            batches = decode_batches(b"".join(bytes(kv.value) for kv in rng), self.next_offset, -1)
-            return self._apply(batches)
+            contents = await read_from(self._client, self._keys, self.next_offset)
+            if contents.snapshot is not None:
+                return self._replace(contents)
+            return self._apply(list(contents.batches))
+
+    def _replace(self, contents: MetadataLogContents) -> int:
+        """A new image from the snapshot and the batches after it, published with what changed."""
+        snapshot = contents.snapshot
+        assert snapshot is not None
+        image = MetadataImage(cluster_id=self.image.cluster_id)
+        load_snapshot(image, snapshot.records, snapshot.end_offset)
+        next_offset = snapshot.end_offset
+        records = list(snapshot.records)
+        for batch in contents.batches:
+            next_offset = _apply_batch(image, batch, next_offset)
+            records.extend(batch.records)
+        log.info("metadata image loaded from the snapshot at offset %d (this broker stood at offset %d), then "
+                 "%d batches", snapshot.end_offset, self.next_offset, len(contents.batches))
+        delta = image_delta(self.image, image)
+        delta.records = records
+        self.image, self.next_offset = image, next_offset
+        self._published(delta)
+        return len(records)
 
     def _apply(self, batches: list[MetadataBatch]) -> int:
         delta = MetadataDelta()
         applied = 0
         for batch in batches:
-            if batch.base_offset != self.next_offset:
-                raise MetadataLogCorruptError(
-                    f"metadata batch at offset {batch.base_offset} does not follow offset {self.next_offset}")
-            for record in batch.records:
-                apply(self.image, record, delta)
-            self.next_offset = batch.next_offset
+            self.next_offset = _apply_batch(self.image, batch, self.next_offset, delta)
             applied += len(batch.records)
         if applied:
-            self._publish(self.image, delta)
-            for offset, future in self._offset_waiters:
-                if self.next_offset >= offset and not future.done():
-                    future.set_result(None)
+            self._published(delta)
         return applied
+
+    def _published(self, delta: MetadataDelta) -> None:
+        self._publish(self.image, delta)
+        for offset, future in self._offset_waiters:
+            if self.next_offset >= offset and not future.done():
+                future.set_result(None)
 
     async def _follow(self) -> None:
         while True:
@@ -145,3 +162,13 @@ class MetadataFollower:
             except Exception:  # etcd gone or the watch broken: the poll keeps going, retry later
                 pass
             await asyncio.sleep(self._poll_interval_s)
+
+
+def _apply_batch(image: MetadataImage, batch: MetadataBatch, next_offset: int,
+                 delta: MetadataDelta | None = None) -> int:
+    """Apply ``batch``, which must start at ``next_offset``; returns the offset after it."""
+    if batch.base_offset != next_offset:
+        raise MetadataLogCorruptError(f"metadata batch at offset {batch.base_offset} does not follow offset {next_offset}")
+    for record in batch.records:
+        apply(image, record, delta)
+    return batch.next_offset

@@ -17,7 +17,7 @@ import pytest
 
 from controller.lease import Lease, LeaseLostError, LeaseStore, LocalLeaseStore
 from controller.log_store import LocalMetadataLogStore, MetadataLogStore
-from controller.metadata_log import StaleControllerEpochError
+from controller.metadata_log import MetadataLogContents, StaleControllerEpochError
 from controller.records import LeaderChangeRecord, TopicRecord
 from protocol.errors import ErrorCode
 
@@ -92,21 +92,21 @@ def _topic(name: str) -> TopicRecord:
 
 async def test_log_store_appends_reads_back_and_replays(tmp_path: Path, executor: _RecordingExecutor) -> None:
     store: MetadataLogStore = LocalMetadataLogStore(tmp_path, executor)
-    assert await store.open() == []
+    assert await store.open() == MetadataLogContents(None, ())
     assert store.next_offset == 0 and store.newest_epoch == -1
     a, b = _topic("a"), _topic("b")
     assert (await store.append([LeaderChangeRecord(1, 1)], 1)).base_offset == 0
     assert (await store.append([a, b], 1)).base_offset == 1
     assert store.next_offset == 3 and store.newest_epoch == 1
-    assert [batch.base_offset for batch in await store.read()] == [0, 1]
-    (tail,) = await store.read(from_offset=2)  # the batch holding offset 2
+    assert [batch.base_offset for batch in (await store.read()).batches] == [0, 1]
+    (tail,) = (await store.read(from_offset=2)).batches  # the batch holding offset 2
     assert tail.records == (a, b)
-    assert await store.read(from_offset=3) == []
+    assert await store.read(from_offset=3) == MetadataLogContents(None, ())
     await store.close()
     assert executor.threads and all(t.startswith("store-io") for t in executor.threads)
 
     reopened = LocalMetadataLogStore(tmp_path)
-    batches = await reopened.open()
+    batches = (await reopened.open()).batches
     assert [(x.base_offset, x.controller_epoch, x.records) for x in batches] == [
         (0, 1, (LeaderChangeRecord(1, 1),)), (1, 1, (a, b))]
     assert reopened.next_offset == 3
@@ -127,6 +127,6 @@ async def test_log_store_refuses_a_stale_epoch_and_catches_up(tmp_path: Path) ->
         await old.append([_topic("late")], 1)
     assert e.value.code == ErrorCode.STALE_CONTROLLER_EPOCH
     assert (tmp_path / "__cluster_metadata-0" / "metadata.log").stat().st_size == size
-    assert [b.controller_epoch for b in await new.read()] == [1, 2]
+    assert [b.controller_epoch for b in (await new.read()).batches] == [1, 2]
     await old.close()
     await new.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,11 +23,12 @@ from controller.etcd_lease import EtcdLeaseStore
 from controller.etcd_log_store import EtcdMetadataLogStore, LeaseFencedError
 from controller.lease import Lease, LeaseLostError, LeaseStore, LocalLeaseStore
 from controller.log_store import AppendResult, LocalMetadataLogStore, MetadataLogStore
-from controller.metadata_log import MetadataBatch, StaleControllerEpochError
+from controller.metadata_log import MetadataBatch, MetadataLogContents, StaleControllerEpochError
 from controller.records import LeaderChangeRecord, TopicRecord
 from protocol.errors import ErrorCode
 from tests.support.etcd import EtcdServer, etcd_binary_or_skip, etcd_server  # noqa: F401 (fixture)
 
+EMPTY = MetadataLogContents(None, ())
 TTL_MS = 2000  # whole seconds, so etcd grants exactly this and expires_at_ms is the same for both kinds
 
 
@@ -141,26 +142,26 @@ def _topic(name: str) -> TopicRecord:
     return TopicRecord(name, uuid.uuid4())
 
 
-def _rows(batches: list[MetadataBatch]) -> list[tuple[int, int, tuple[object, ...]]]:
+def _rows(batches: Sequence[MetadataBatch]) -> list[tuple[int, int, tuple[object, ...]]]:
     return [(b.base_offset, b.controller_epoch, b.records) for b in batches]
 
 
 async def test_contract_log_appends_reads_back_and_replays(stores: Stores) -> None:
     store = stores.log_store()
-    assert await store.open() == []
+    assert await store.open() == EMPTY
     assert store.next_offset == 0 and store.newest_epoch == -1
     a, b = _topic("a"), _topic("b")
     assert await store.append([LeaderChangeRecord(1, 1)], 1) == _result(0)
     assert await store.append([a, b], 1) == _result(1)
     assert store.next_offset == 3 and store.newest_epoch == 1
-    assert [batch.base_offset for batch in await store.read()] == [0, 1]
-    (tail,) = await store.read(from_offset=2)  # the batch holding offset 2
+    assert [batch.base_offset for batch in (await store.read()).batches] == [0, 1]
+    (tail,) = (await store.read(from_offset=2)).batches  # the batch holding offset 2
     assert tail.records == (a, b)
-    assert await store.read(from_offset=3) == []
+    assert await store.read(from_offset=3) == EMPTY
     await store.close()
 
     reopened = stores.log_store()
-    assert _rows(await reopened.open()) == [(0, 1, (LeaderChangeRecord(1, 1),)), (1, 1, (a, b))]
+    assert _rows((await reopened.open()).batches) == [(0, 1, (LeaderChangeRecord(1, 1),)), (1, 1, (a, b))]
     assert reopened.next_offset == 3 and reopened.newest_epoch == 1
     assert await reopened.append([_topic("c")], 2) == _result(3)
 
@@ -178,12 +179,12 @@ async def test_contract_log_refuses_stale_epoch_writing_nothing(stores: Stores) 
     appended = await new.append([LeaderChangeRecord(2, 2)], 2)
     assert appended.base_offset == 1
     assert [b.records for b in appended.caught_up] == [(LeaderChangeRecord(1, 1),)]
-    before = await observer.read()
+    before = (await observer.read()).batches
     with pytest.raises(StaleControllerEpochError) as e:
         await old.append([_topic("late")], 1)
     assert e.value.code == ErrorCode.STALE_CONTROLLER_EPOCH
     assert e.value.newest_epoch == 2
-    assert await observer.read() == before and [b.controller_epoch for b in before] == [1, 2]
+    assert (await observer.read()).batches == before and [b.controller_epoch for b in before] == [1, 2]
     assert old.newest_epoch == 2  # the refused writer caught up on the way...
     resumed = await old.append([LeaderChangeRecord(1, 3)], 3)
     # ...and the batch it read then is handed out by its next append that succeeds, not lost.
@@ -205,7 +206,7 @@ async def test_contract_log_interleaved_writers_catch_up(stores: Stores) -> None
     # x has not seen y's epoch-4 batch; its epoch-3 append is refused once it looks.
     with pytest.raises(StaleControllerEpochError):
         await x.append([_topic("x5")], 3)
-    assert [b.next_offset for b in await x.read()] == [1, 2, 4, 5, 6]
+    assert [b.next_offset for b in (await x.read()).batches] == [1, 2, 4, 5, 6]
 
 
 async def test_contract_log_must_be_open(stores: Stores) -> None:
@@ -217,7 +218,7 @@ async def test_contract_log_must_be_open(stores: Stores) -> None:
         await store.open()
     await store.close()
     await store.close()  # closing twice is harmless
-    assert await store.open() == []  # and the store opens again
+    assert await store.open() == EMPTY  # and the store opens again
 
 
 async def test_etcd_lease_lapses_by_ttl_when_holder_dies(etcd_server: EtcdServer) -> None:  # noqa: F811
@@ -254,7 +255,7 @@ async def test_etcd_epochs_and_batches_survive_an_etcd_restart(tmp_path: Path) -
         leases, log = EtcdLeaseStore(server.endpoint, prefix), EtcdMetadataLogStore(server.endpoint, f"{prefix}/metadata")
         again = await leases.try_acquire(1, ttl_ms=TTL_MS, now_ms=0)
         assert again is not None and again.epoch == 2  # never 1 again
-        assert _rows(await log.open()) == [(0, 1, (LeaderChangeRecord(1, 1),))]
+        assert _rows((await log.open()).batches) == [(0, 1, (LeaderChangeRecord(1, 1),))]
         with pytest.raises(StaleControllerEpochError):
             await log.append([_topic("t")], 0)
         await leases.release(again)
@@ -291,7 +292,7 @@ async def test_etcd_fenced_append_needs_the_live_lease_at_its_epoch(etcd_server:
         with pytest.raises(StaleControllerEpochError) as e:
             await log_one.append([_topic("later")], lease.epoch)
         assert e.value.newest_epoch == 2
-        assert [b.controller_epoch for b in await observer.read()] == [1, 2]  # nothing else written
+        assert [b.controller_epoch for b in (await observer.read()).batches] == [1, 2]  # nothing else written
         await two.release(taken)
     finally:
         for store in (one, two, log_one, log_two, observer):
