@@ -1,7 +1,12 @@
 """Produce (api key 0): append record batches to partition logs.
 
-Versions 3-11 (v0-2 carry message formats v0/v1, which Odradek does not store; Kafka 4 dropped
-them too, KIP-896).
+Versions 3-11 served; ApiVersions advertises 0-11. v0-2 carry message formats v0/v1, which Odradek
+does not store; Kafka 4 dropped them (KIP-896) but still advertises them (KAFKA-18659: librdkafka
+before 2.10 decides that the broker takes gzip, snappy and lz4 batches from Produce v0-2 being
+advertised, and otherwise sends them uncompressed). A client sends the highest version both sides
+know, so only one that knows nothing above v2 sends v0-2: it loses its connection without an
+answer, as in Kafka 4.4 (its SocketServer refuses the header, "unsupported version"; here the
+dispatcher's version check), and nothing is appended.
 - v3: transactional_id; record batch v2 only.
 - v4: may answer KAFKA_STORAGE_ERROR.
 - v5: log_start_offset in the response.
@@ -62,6 +67,8 @@ if TYPE_CHECKING:
 API_KEY = 0
 NAME = "Produce"
 VERSIONS = (3, 11)
+# Kafka's ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION (see the module docstring).
+ADVERTISED_MIN_VERSION = 0
 
 ZSTD = 4
 ATTRIBUTES_AT = 21

@@ -8,6 +8,7 @@ version, and at module level::
     VERSIONS = (0, 12)     # inclusive range served
     def handle(request) -> dict | Awaitable[dict] | None
     async def handle_large(request, buf, body_offset) -> dict   # optional, see HandlerSpec
+    ADVERTISED_MIN_VERSION = 0   # optional, see HandlerSpec.advertised_min_version
 
 ``handle`` returns the response body (a dict in the newest shape; the codec writes the fields the
 request's version has), an awaitable of it for operations that wait (purgatory), or None when the
@@ -38,6 +39,11 @@ class HandlerSpec:
     # of decoding a frame over dispatcher.LARGE_REQUEST_BYTES itself, so the handler can decode and
     # answer it in slices and let other requests run in between.
     handle_large: LargeHandler | None = None
+    # The minimum ApiVersions advertises, when it is below the minimum served: Kafka 4.x advertises
+    # Produce from v0 though it serves it from v3 (KAFKA-18659: librdkafka before 2.10 sends
+    # gzip/snappy/lz4 batches uncompressed unless Produce v0-2 appear in ApiVersions). A request
+    # for an advertised version below ``min_version`` still closes the connection, as in Kafka.
+    advertised_min_version: int | None = None
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -62,6 +68,7 @@ def spec_from_module(module: ModuleType) -> HandlerSpec:
         response_schema=response_schema,
         error_response=getattr(module, "error_response", None),
         handle_large=getattr(module, "handle_large", None),
+        advertised_min_version=getattr(module, "ADVERTISED_MIN_VERSION", None),
     )
 
 

@@ -17,7 +17,7 @@ from tests.support.wire import WireClient
 # Every API the broker advertises, with its version range. A change here is a change to what
 # clients are offered: it must come with tests of the API.
 EXPECTED_APIS = [
-    (0, 3, 11),  # Produce
+    (0, 0, 11),  # Produce (served from v3; v0-2 advertised as Kafka 4.4 does, KAFKA-18659)
     (1, 4, 17),  # Fetch
     (2, 1, 10),  # ListOffsets
     (3, 0, 12),  # Metadata
