@@ -82,9 +82,11 @@ class ClassicGroupManager:
         """Create the loaded groups (and simple groups that have only offsets); arm the members'
         session timeouts."""
         now = self.ctx.time_ms()
+        installed: list[ClassicGroup] = []
         for group_id, value in group_values.items():
             if value is not None:
-                self.groups[group_id] = ClassicGroup.from_metadata_value(group_id, partition, value)
+                loaded = self.groups[group_id] = ClassicGroup.from_metadata_value(group_id, partition, value)
+                installed.append(loaded)
         for group_id, by_tp in offsets.items():
             live = {tp: om for tp, om in by_tp.items() if om is not None}
             if not live:
@@ -94,10 +96,11 @@ class ClassicGroupManager:
                 group = self.groups[group_id] = ClassicGroup(group_id, partition, current_time_ms=now)
                 group.current_state_timestamp = None
             group.offsets.update(live)
-        for group in self.groups.values():
-            if group.partition == partition:
-                for member in group.members.values():
-                    self._reschedule_heartbeat(group, member)
+        # Only the groups loaded now: a partition taking over moved groups (broker/coordinator/
+        # rehash.py) has live members in its other groups, whose timers must not restart.
+        for group in installed:
+            for member in group.members.values():
+                self._reschedule_heartbeat(group, member)
 
     def unload(self, partition: int, error: ErrorCode = ErrorCode.NOT_COORDINATOR) -> None:
         """Drop the partition's groups; waiting joins and syncs answer ``error``."""
@@ -648,7 +651,11 @@ class ClassicGroupManager:
             return await self.ctx.runtime.write(partition, lambda shard: CoordinatorResult(
                 response=self._heartbeat(group_id, generation_id, member_id, group_instance_id)))
         except KafkaApiError as exc:
-            return write_error(exc)
+            code = write_error(exc)
+            # While the group's partition loads (a new coordinator after a failover) Kafka's
+            # GroupCoordinatorService answers NONE "blindly": the member's session goes on, and its
+            # next heartbeat is checked against the loaded group.
+            return ErrorCode.NONE if code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else code
 
     def _heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
         try:
