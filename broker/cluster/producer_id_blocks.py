@@ -4,7 +4,8 @@ Key ``/odradek/<cluster-id>/producer_id_block_end`` (decimal): the end of the la
 out. A broker takes the next block with a compare-and-swap (value still what it read → value +
 ``BLOCK_SIZE``), retrying when another broker got in first - Kafka's controller does the same with
 AllocateProducerIds and ProducerIdsRecord. Ids are never reused, across brokers and restarts: a
-block taken and not used up is simply skipped.
+block taken and not used up is simply skipped. While etcd cannot be reached InitProducerId answers
+COORDINATOR_LOAD_IN_PROGRESS, as Kafka's broker does while it waits for a block.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ class EtcdProducerIdManager:
                 try:
                     self._next, self._block_end = await self._take_block()
                 except EtcdError as exc:
-                    raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    # Kafka's RPCProducerIdManager answers COORDINATOR_LOAD_IN_PROGRESS while it waits
+                    # for a block: retriable for every client, and an idempotent producer retries
+                    # InitProducerId without looking up a coordinator it does not have.
+                    raise KafkaApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                                         f"cannot allocate producer ids: metadata store unreachable ({exc})") from exc
             pid = self._next
             self._next += 1
