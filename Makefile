@@ -51,16 +51,18 @@ cluster: compile
 # .cache/ on first use (about a minute) and is a no-op afterwards.
 # The suite runs its test files in $(TEST_WORKERS) processes (pytest-xdist, one file per worker at a
 # time, so a file's module-scoped brokers are still shared): 28 -> about 15 min on 2 cores.
-# TEST_WORKERS=0 runs it serially in one process.
+# TEST_WORKERS=0 runs it serially in one process. -ra ends the run with one line per test that
+# did not pass: every skip and xfail with its reason (skips of one reason folded into one line),
+# so a skipped suite cannot pass for a green one.
 TEST_WORKERS ?= 3
 test: compile $(TEST_STAMP) jars lint
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The fault suite of issue 13 (docs/replication-faults.md) with $(ROUNDS) rounds of its kill/pause and
 # rolling-restart scenarios instead of one (`make test` runs one round); prints each failover time.
 ROUNDS ?= 10
 faults-soak: compile $(TEST_STAMP) jars
-	ODRADEK_FAULT_ROUNDS=$(ROUNDS) $(PY) -m pytest -q -s tests/integration/test_cluster_faults.py $(PYTEST_ARGS)
+	ODRADEK_FAULT_ROUNDS=$(ROUNDS) $(PY) -m pytest -q -ra -s tests/integration/test_cluster_faults.py $(PYTEST_ARGS)
 
 # ruff, then mypy on broker/, storage/, controller/ and protocol/ ([tool.mypy] in pyproject.toml).
 lint: $(TEST_STAMP)

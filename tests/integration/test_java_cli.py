@@ -1,7 +1,7 @@
 """Kafka's own CLI tools (3.9.1 main classes, the same code bin/kafka-*.sh runs) against a real Apache
 Kafka and against Odradek. Every tool invocation is one JVM launch, so each test does one scenario
-end to end with as few launches as it can; against Odradek, tests needing APIs it does not advertise
-are xfailed naming them.
+end to end with as few launches as it can; against Odradek, a test needing an API it does not
+advertise fails naming it (Target.require).
 """
 
 from __future__ import annotations

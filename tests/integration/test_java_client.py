@@ -1,7 +1,7 @@
 """Kafka's Java client (3.9.1, via the odradek-driver JVM) against a real Apache Kafka and against Odradek.
 
-Each test runs once per target. Against Odradek, a test whose APIs the daemon does not advertise yet
-is xfailed naming them (Target.require); everything else must behave exactly as on real Kafka.
+Each test runs once per target. Against Odradek, a test whose APIs the daemon does not advertise
+fails naming them (Target.require); everything else must behave exactly as on real Kafka.
 One driver JVM per target per module keeps JVM start-ups to two.
 """
 
