@@ -46,12 +46,16 @@ from __future__ import annotations
 import struct
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocol.errors import ErrorCode, KafkaApiError
 from storage.log import Log
+from storage.log_config import LogConfig
 from storage.results import AppendInfo, FetchSlice
 from storage.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from broker.replica.append_lane import AppendLane
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -78,7 +82,7 @@ class Partition:
     __slots__ = ("topic", "index", "topic_id", "log", "leader", "leader_epoch", "isr", "replicas",
                  "is_internal", "high_watermark", "last_stable_offset", "high_watermark_bytes",
                  "last_stable_bytes", "_appended_bytes", "_follower_end_offsets", "_follower_broker_epochs", "_above_hw",
-                 "partition_epoch",
+                 "partition_epoch", "append_lane",
                  "isr_change_pending", "_caught_up_ms", "_last_fetch", "_leader_epoch_start_offset")
 
     def __init__(self, topic: str, index: int, topic_id: Any, log: Log) -> None:
@@ -93,6 +97,8 @@ class Partition:
         self.partition_epoch = -1
         self.isr_change_pending = False
         self.is_internal = False
+        # Set while the topic recompresses (broker/replica/append_lane.py): produce appends queue there.
+        self.append_lane: AppendLane | None = None
         # Kafka reads the HW from its checkpoint at start-up; a single node's HW is its log end.
         self.high_watermark = log.log_end_offset
         self.last_stable_offset = self.high_watermark
@@ -340,11 +346,19 @@ class Partition:
                                  record_check: RecordCheck | None = None) -> AppendInfo:
         """Append a produced record set as the leader (Kafka's appendRecordsToLeader).
 
-        Checks, in Kafka's order: internal topics refuse clients, an empty set is corrupt, a set
-        larger than a segment can never be stored, acks=-1 needs min.insync.replicas in the ISR;
-        then ``record_check`` (the request's own checks) and the log's validation and append.
-        The caller moves the HW (:meth:`maybe_increment_high_watermark`) and wakes waiters.
+        :meth:`check_leader_append`, then the log's validation and append. The caller moves the HW
+        (:meth:`maybe_increment_high_watermark`) and wakes waiters.
         """
+        self.check_leader_append(records, required_acks, record_check)
+        info = self.log.append(records, leader_epoch=self.leader_epoch)
+        if not info.duplicate:
+            self._appended_bytes += info.size
+        return info
+
+    def check_leader_append(self, records: Any, required_acks: int, record_check: RecordCheck | None = None) -> None:
+        """The checks before a produced set reaches the log, in Kafka's order: internal topics refuse
+        clients, an empty set is corrupt, a set larger than a segment can never be stored, acks=-1
+        needs min.insync.replicas in the ISR; then ``record_check`` (the request's own checks)."""
         if self.is_internal:
             raise KafkaApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {self.topic}")
         if records is None or len(records) == 0:
@@ -357,7 +371,11 @@ class Partition:
             self._require_min_insync_replicas()
         if record_check is not None:
             record_check(records)
-        info = self.log.append(records, leader_epoch=self.leader_epoch)
+
+    def append_checked(self, records: Any, recompressed_for: LogConfig | None = None) -> AppendInfo:
+        """The log append of a produced set that passed :meth:`check_leader_append` (the append
+        lane's second half; ``recompressed_for``: see :meth:`storage.log.Log.append`)."""
+        info = self.log.append(records, leader_epoch=self.leader_epoch, recompressed_for=recompressed_for)
         if not info.duplicate:
             self._appended_bytes += info.size
         return info

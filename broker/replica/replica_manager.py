@@ -30,7 +30,9 @@ Threading: partition state and the purgatories are owned by the handler loop. Ap
 the loop: a page-cache ``pwrite`` costs microseconds, less than a hand-off to the IO pool would
 (measured in bench/storage_bench.py); segment rolls fsync the old segment (rare: every
 ``segment.bytes``). Blocking, slow work — start-up recovery, log creation and deletion,
-retention, flushes, checkpoints, DeleteRecords — runs on the IO pool.
+retention, flushes, checkpoints, DeleteRecords — runs on the IO pool, and so does recompressing
+the batches of a topic whose ``compression.type`` names a codec: such a partition's produce
+appends go through its append lane (broker/replica/append_lane.py), which keeps them in arrival order.
 
 Disk faults, as in Kafka (``_on_dir_offline``; the storage side is storage.log_manager): a log
 dir with an I/O error goes offline until the broker restarts and its partitions answer
@@ -57,6 +59,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.purgatory import DelayedOperationPurgatory
+from broker.replica.append_lane import AppendLane, Deliver
 from broker.replica.delayed_fetch import DelayedFetch, FetchStatus
 from broker.replica.delayed_produce import DelayedProduce, ProduceCallback, ProduceResult
 from broker.replica.fetch_params import FetchCallback, FetchParams, FetchResult, LogReadResult
@@ -111,6 +114,29 @@ class MetadataView(Protocol):
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+# A produce result not known yet: its append waits in the partition's lane (replaced before the callback).
+_IN_LANE = KafkaApiError(ErrorCode.REQUEST_TIMED_OUT, "the append waited in its partition's append lane")
+
+
+class _LaneWaits:
+    """One produce request's appends queued in append lanes: ``then`` runs once all are delivered."""
+
+    __slots__ = ("results", "waiting", "then")
+
+    def __init__(self, results: list[ProduceResult]) -> None:
+        self.results = results
+        self.waiting = 0
+        self.then: Callable[[], None] | None = None
+
+    def deliverer(self, index: int) -> Deliver:
+        def deliver(result: ProduceResult) -> None:
+            self.results[index] = result
+            self.waiting -= 1
+            if self.waiting == 0 and self.then is not None:
+                self.then()
+        return deliver
 
 
 class ReplicaManager:
@@ -377,6 +403,7 @@ class ReplicaManager:
                     if lg is None or (lg.topic_id is not None and lg.topic_id != topic_id_to_str(topic.topic_id)):
                         continue  # its log is still being created (or belongs to a deleted namesake)
                     part = self.partitions[key] = Partition(name, p.partition, topic.topic_id, lg)
+                    self._sync_append_lane(part)
                     checkpointed = self._checkpointed_hws.pop(key, None)
                     if checkpointed is not None:
                         part.restore_high_watermark(checkpointed)
@@ -523,6 +550,7 @@ class ReplicaManager:
             topic = image.topics.get(name)
             if topic is not None:
                 self.log_manager.update_config(name, self.topic_log_config(topic))
+                self._sync_append_lanes(topic)
         if delta.changed_broker_configs:
             self._reload_broker_defaults()
         if delta.changed_brokers:
@@ -557,6 +585,7 @@ class ReplicaManager:
         self._apply_broker_defaults()
         for name, topic in self.image.topics.items():
             self.log_manager.update_config(name, self.topic_log_config(topic))
+            self._sync_append_lanes(topic)
 
     def _delete_topic_logs(self, topic: str, partitions: list[int]) -> None:
         for index in partitions:
@@ -773,10 +802,23 @@ class ReplicaManager:
         # not checked per partition.
         produce_waiters = self.produce_purgatory.check_and_complete if self.produce_purgatory.delayed else None
         fetch_waiters = self.fetch_purgatory.check_and_complete if self.fetch_purgatory.delayed else None
+        in_lanes: _LaneWaits | None = None
         for topic, index, records in entries:
             try:
                 part = self.leader_partition(topic, index)
-                info = part.append_records_to_leader(records, required_acks, record_check)
+                lane = part.append_lane
+                if lane is None:
+                    info = part.append_records_to_leader(records, required_acks, record_check)
+                else:
+                    # The topic recompresses (append_lane.py): appended now, or queued in order.
+                    if in_lanes is None:
+                        in_lanes = _LaneWaits(results)
+                    queued = lane.append(records, required_acks, record_check, in_lanes.deliverer(len(results)))
+                    if queued is None:
+                        in_lanes.waiting += 1
+                        results.append(_IN_LANE)
+                        continue
+                    info = queued
             except KafkaApiError as exc:
                 results.append(exc)
                 continue
@@ -802,12 +844,43 @@ class ReplicaManager:
             # DelayedProduce is allocated.
             if required_acks == -1 and part.high_watermark <= info.last_offset:
                 short = True
+        if in_lanes is not None and in_lanes.waiting:
+            in_lanes.then = lambda: self._answer_produce(entries, results, required_acks, timeout_ms, callback)
+            return
         if not short:
             callback(results)
             return
         waiting = [(i, (e[0], e[1])) for i, e in enumerate(entries) if isinstance(results[i], AppendInfo)]
         op = DelayedProduce(timeout_ms, results, waiting, self._led_partition, callback)
         self.produce_purgatory.try_complete_else_watch(op, [key for _, key in waiting])
+
+    def _answer_produce(self, entries: list[tuple[str, int, Any]], results: list[ProduceResult], required_acks: int,
+                        timeout_ms: int, callback: ProduceCallback) -> None:
+        """The end of :meth:`append_records` for a request whose appends waited in lanes."""
+        if required_acks == -1:
+            waiting = [(i, (e[0], e[1])) for i, e in enumerate(entries) if isinstance(results[i], AppendInfo)]
+            if waiting:
+                op = DelayedProduce(timeout_ms, results, waiting, self._led_partition, callback)
+                self.produce_purgatory.try_complete_else_watch(op, [key for _, key in waiting])
+                return
+        callback(results)
+
+    def _leads_at(self, part: Partition, leader_epoch: int) -> bool:
+        """``part`` is still hosted and led here, at ``leader_epoch`` (an append lane's entry)."""
+        return (self.partitions.get((part.topic, part.index)) is part and part.leader == self.node_id
+                and part.leader_epoch == leader_epoch)
+
+    def _sync_append_lane(self, part: Partition) -> None:
+        """Give ``part`` an append lane when its topic recompresses (a lane whose topic stopped
+        retires itself once empty)."""
+        if part.append_lane is None and part.log.config.recompression is not None and self._loop is not None:
+            part.append_lane = AppendLane(part, self.io_pool, self._loop, self._leads_at, self._after_leader_append)
+
+    def _sync_append_lanes(self, topic: TopicImage) -> None:
+        for index in topic.partitions:
+            part = self.partitions.get((topic.name, index))
+            if part is not None:
+                self._sync_append_lane(part)
 
     def _led_partition(self, key: TopicPartition) -> Partition | None:
         part = self.partitions.get(key)
