@@ -34,8 +34,13 @@ ISR changes (KIP-497) are decided here and sent by the replica manager: a follow
 caught-up time (Kafka's Replica.lastCaughtUpTimeMs, from its fetches) is older than
 ``replica.lag.time.max.ms`` is out of sync (:meth:`out_of_sync_replicas`); a replica outside the
 ISR whose log end reached the HW and this leadership's start offset may join
-(:meth:`is_expansion_candidate`). One AlterPartition is in flight at a time
-(``isr_change_pending``).
+(:meth:`is_expansion_candidate`). One AlterPartition is in flight at a time (``pending_isr``), and
+only the controller's answer or newer metadata changes ``isr``, the committed ISR. Until then the HW
+counts the *maximal* ISR (Kafka's PendingShrinkIsr/PendingExpandIsr.maximalIsr): the committed ISR
+plus a member being added. A shrink is not in effect before it is committed, and an expansion may be:
+the controller may commit it, lose the answer on the way (etcd away, a controller change) and elect
+the new member after this leader dies. A leader cut off from the controller can therefore never
+acknowledge an acks=all write that a replica the controller may elect lacks.
 
 Owned by the handler loop (the cleaner reads ``last_stable_offset`` from its IO thread: a racy
 read of an int only makes one cleaning round more conservative).
@@ -83,7 +88,7 @@ class Partition:
                  "is_internal", "high_watermark", "last_stable_offset", "high_watermark_bytes",
                  "last_stable_bytes", "_appended_bytes", "_follower_end_offsets", "_follower_broker_epochs", "_above_hw",
                  "partition_epoch", "append_lane",
-                 "isr_change_pending", "_caught_up_ms", "_last_fetch", "_leader_epoch_start_offset")
+                 "pending_isr", "_caught_up_ms", "_last_fetch", "_leader_epoch_start_offset")
 
     def __init__(self, topic: str, index: int, topic_id: Any, log: Log) -> None:
         self.topic = topic
@@ -95,7 +100,8 @@ class Partition:
         self.isr: tuple[int, ...] = ()
         self.replicas: tuple[int, ...] = ()
         self.partition_epoch = -1
-        self.isr_change_pending = False
+        # The ISR an AlterPartition in flight asks for (None: none in flight).
+        self.pending_isr: tuple[int, ...] | None = None
         self.is_internal = False
         # Set while the topic recompresses (broker/replica/append_lane.py): produce appends queue there.
         self.append_lane: AppendLane | None = None
@@ -141,7 +147,7 @@ class Partition:
         """
         log_end = self.log.log_end_offset
         new_hw = log_end
-        isr = self.isr
+        isr = self.isr if self.pending_isr is None else self.maximal_isr()
         if len(isr) > 1:
             # Kafka: an ISR member whose log end is unknown (it has not fetched since this
             # broker became leader) holds the HW where it is.
@@ -230,7 +236,21 @@ class Partition:
         self._last_fetch.clear()
         self._caught_up_ms = {r: now_ms for r in self.isr}
         self._leader_epoch_start_offset = self.log.log_end_offset
-        self.isr_change_pending = False
+        self.pending_isr = None
+
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The committed ISR plus the members an AlterPartition in flight adds (see the module
+        docstring): what the HW and acks=all count while the controller has not answered."""
+        pending = self.pending_isr
+        if pending is None:
+            return self.isr
+        return self.isr + tuple(r for r in pending if r not in self.isr)
+
+    def set_committed_isr(self, isr: tuple[int, ...], partition_epoch: int) -> None:
+        """The ISR and partition epoch the controller committed (its AlterPartition answer, or
+        newer metadata): any change in flight is over."""
+        self.isr, self.partition_epoch = isr, partition_epoch
+        self.pending_isr = None
 
     def follower_broker_epoch(self, replica_id: int) -> int:
         """The broker epoch the follower's last fetch gave (KIP-903), -1 if none."""
@@ -458,7 +478,8 @@ class Partition:
         the produce waited; NOT_LEADER_OR_FOLLOWER if this broker stopped leading.
         """
         if self.high_watermark >= required_offset:
-            if len(self.isr) < self.log.config.min_insync_replicas:
+            # Kafka counts the maximal ISR here: a shrink in flight has not taken a replica out yet.
+            if len(self.maximal_isr()) < self.log.config.min_insync_replicas:
                 return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             return True, ErrorCode.NONE
         return False, ErrorCode.NONE

@@ -24,7 +24,12 @@ clients, as in Kafka.
 ISR changes (KIP-497): as leader, a follower lagging more than ``replica.lag.time.max.ms`` is
 dropped from the ISR (checked every half of it, Kafka's isr-expiration task) and a replica that
 caught up is added back (checked on its fetch), each through ``alter_partition`` — the controller
-client's AlterPartition, set by the broker (None: the ISR stays as the controller made it).
+client's AlterPartition, set by the broker (None: the ISR stays as the controller made it). Only the
+controller's answer or newer metadata changes a partition's ISR; until then the HW counts the
+maximal ISR (``Partition.maximal_isr``), and a change that got no answer (no controller while etcd
+is away) is sent again with backoff (``_send_isr_change``). That is what lets a leader go on serving
+on the metadata it has through an etcd outage of any length without ever acknowledging an acks=all
+write that a replica the controller may elect lacks (broker/cluster/registration.py has the argument).
 
 Threading: partition state and the purgatories are owned by the handler loop. Appends run on
 the loop: a page-cache ``pwrite`` costs microseconds, less than a hand-off to the IO pool would
@@ -99,6 +104,13 @@ TopicPartition = tuple[str, int]
 # partitions) at most this often: a transient EMFILE passes, an offline dir fails fast again.
 LOG_CREATION_RETRY_S = 1.0
 
+# An AlterPartition that got no answer is sent again after this, doubling up to the maximum.
+ISR_CHANGE_BACKOFF_S = 0.1
+ISR_CHANGE_MAX_BACKOFF_S = 5.0
+# Answers that say "no controller could decide": sent again (the others are final, see _send_isr_change).
+ISR_CHANGE_RETRIABLE = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT,
+                                  ErrorCode.STALE_CONTROLLER_EPOCH})
+
 
 class MetadataView(Protocol):
     """What the replica manager reads of the broker's metadata."""
@@ -114,6 +126,13 @@ class MetadataView(Protocol):
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
 
 
 # A produce result not known yet: its append waits in the partition's lane (replaced before the callback).
@@ -411,8 +430,12 @@ class ReplicaManager:
                 was_leader = part.leader == self.node_id
                 moved = not created and (part.leader != p.leader or part.leader_epoch != p.leader_epoch)
                 isr_changed = part.isr != p.isr
-                part.leader, part.leader_epoch, part.partition_epoch = p.leader, p.leader_epoch, p.partition_epoch
-                part.isr, part.replicas = p.isr, p.replicas
+                if isr_changed or moved or created or part.partition_epoch != p.partition_epoch:
+                    # Newer metadata ends an AlterPartition in flight (Kafka's makeLeader: the committed
+                    # state replaces a pending one; its answer, if it comes, is ignored).
+                    part.set_committed_isr(p.isr, p.partition_epoch)
+                part.leader, part.leader_epoch = p.leader, p.leader_epoch
+                part.replicas = p.replicas
                 if p.leader == self.node_id:
                     if moved or created:
                         part.reset_follower_states(now_ms())  # followers' positions unknown until they fetch
@@ -466,7 +489,7 @@ class ReplicaManager:
         now = now_ms()
         lag = self.replica_lag_time_max_ms
         for part in self.partitions.values():
-            if len(part.isr) > 1 and part.leader == self.node_id and not part.isr_change_pending:
+            if len(part.isr) > 1 and part.leader == self.node_id and part.pending_isr is None:
                 out = part.out_of_sync_replicas(now, lag)
                 if out:
                     log.info("Shrinking the ISR of %s-%d from %s: %s not caught up for %d ms", part.topic,
@@ -474,7 +497,7 @@ class ReplicaManager:
                     self._request_isr_change(part, tuple(r for r in part.isr if r not in out))
 
     def _maybe_expand_isr(self, part: Partition, replica_id: int) -> None:
-        if (self.alter_partition is not None and not part.isr_change_pending and part.is_expansion_candidate(replica_id)
+        if (self.alter_partition is not None and part.pending_isr is None and part.is_expansion_candidate(replica_id)
                 and self._isr_eligible(replica_id, part.follower_broker_epoch(replica_id))):
             log.info("Expanding the ISR of %s-%d from %s to add %d", part.topic, part.index, list(part.isr), replica_id)
             self._request_isr_change(part, (*part.isr, replica_id))
@@ -489,36 +512,62 @@ class ReplicaManager:
         return fetched_epoch == -1 or fetched_epoch == reg.broker_epoch
 
     def _request_isr_change(self, part: Partition, new_isr: tuple[int, ...]) -> None:
-        part.isr_change_pending = True
+        part.pending_isr = new_isr  # the HW counts the maximal ISR from now on (Partition's docstring)
         task = asyncio.get_running_loop().create_task(self._send_isr_change(part, new_isr))
         self._isr_tasks.add(task)
         task.add_done_callback(self._isr_tasks.discard)
 
+    def _isr_change_current(self, part: Partition, new_isr: tuple[int, ...], leader_epoch: int) -> bool:
+        """The AlterPartition for ``new_isr`` is still the one in flight: same partition object, still
+        led here in the same leader epoch, no newer metadata since (which clears ``pending_isr``)."""
+        return (self.partitions.get((part.topic, part.index)) is part and part.leader == self.node_id
+                and part.leader_epoch == leader_epoch and part.pending_isr is new_isr)
+
     async def _send_isr_change(self, part: Partition, new_isr: tuple[int, ...]) -> None:
+        """Send the AlterPartition until the controller answers (Kafka's AlterPartitionManager): no
+        answer - no controller while etcd is away, a timeout, a lost connection - is sent again with
+        backoff for as long as this change is the one in flight, the HW counting the maximal ISR
+        meanwhile. The answer, as Kafka's handleAlterPartitionError takes it: NONE commits the ISR
+        here at once; INELIGIBLE_REPLICA and OPERATION_NOT_ATTEMPTED (the controller did not apply it)
+        go back to the committed ISR, so a later check may try again; any other error (a stale
+        leader or partition epoch) leaves it pending until newer metadata replaces it."""
         call = self.alter_partition
         assert call is not None
         epoch = part.leader_epoch
-        try:
-            # KIP-903: each member with the broker epoch it fetched with, ours for ourselves.
-            epochs = {r: part.follower_broker_epoch(r) for r in new_isr if r != self.node_id}
-            epochs[self.node_id] = self.broker_epoch()
-            result = await call(part.topic_id, part.index, self.node_id, epoch, part.partition_epoch, new_isr, epochs)
-        except Exception as exc:  # NOT_CONTROLLER, connection lost: the next check retries
-            log.warning("AlterPartition of %s-%d failed: %s", part.topic, part.index, exc)
-            return
-        finally:
-            part.isr_change_pending = False
-        if result.error_code != ErrorCode.NONE:
-            # FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION: newer metadata is on its way.
-            log.info("AlterPartition of %s-%d to %s answered %s", part.topic, part.index, list(new_isr),
-                     ErrorCode(result.error_code).name)
-            return
-        if (self.partitions.get((part.topic, part.index)) is part and part.leader_epoch == result.leader_epoch == epoch
-                and result.partition_epoch > part.partition_epoch):
+        backoff = ISR_CHANGE_BACKOFF_S
+        while True:
+            if not self._isr_change_current(part, new_isr, epoch):
+                return
+            try:
+                # KIP-903: each member with the broker epoch it fetched with, ours for ourselves.
+                epochs = {r: part.follower_broker_epoch(r) for r in new_isr if r != self.node_id}
+                epochs[self.node_id] = self.broker_epoch()
+                result = await call(part.topic_id, part.index, self.node_id, epoch, part.partition_epoch, new_isr,
+                                    epochs)
+                code = result.error_code
+                if code not in ISR_CHANGE_RETRIABLE:
+                    break
+                why = _error_name(code)
+            except Exception as exc:  # REQUEST_TIMED_OUT, NOT_CONTROLLER, a lost connection, etcd away
+                why = str(exc) or type(exc).__name__
+            log.warning("AlterPartition of %s-%d to %s got no answer (%s); sending it again in %.1f s",
+                        part.topic, part.index, list(new_isr), why, backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, ISR_CHANGE_MAX_BACKOFF_S)
+        if not self._isr_change_current(part, new_isr, epoch):
+            return  # newer metadata came first and says what is committed
+        if code == ErrorCode.NONE:
             # Applied at once, as Kafka does; the metadata that follows says the same.
-            part.isr, part.partition_epoch = tuple(result.isr), result.partition_epoch
+            part.set_committed_isr(tuple(result.isr), result.partition_epoch)
             part.maybe_increment_high_watermark()
             self.try_complete_delayed_requests((part.topic, part.index))
+            return
+        log.info("AlterPartition of %s-%d to %s answered %s", part.topic, part.index, list(new_isr),
+                 _error_name(code))
+        if code in (ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED):
+            part.pending_isr = None  # applied by no controller: back to the committed ISR
+            if part.maybe_increment_high_watermark():  # a refused member no longer holds the HW
+                self.try_complete_delayed_requests((part.topic, part.index))
 
     def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         reg = self.image.brokers.get(broker_id)
