@@ -149,7 +149,6 @@ class Broker:
             self.replica_manager.log_manager.report_dir_failure(log_dir, exc)
         await self.replica_manager.start()
         if self.cluster is not None:
-            self.cluster.on_fenced = self.replica_manager.set_self_fenced
             self.replica_manager.on_offline_replicas = self.cluster.report_offline_replicas
             if offline := self.replica_manager.offline_replicas():  # a dir failed during start-up
                 self.cluster.report_offline_replicas(offline)

@@ -9,7 +9,8 @@ Every node of a cluster runs the same four parts, all on the broker's handler lo
   records (a broker whose registration lapsed is fenced and loses its leaderships) and loses the
   role the moment it cannot renew its lease;
 - ``registration``: this broker's ephemeral registration key under its own etcd session lease; a
-  broker that cannot renew it fences itself (stops acting as leader) until it registers again;
+  broker that cannot renew it keeps serving on the metadata it has (leader epochs and ISR changes
+  only the controller commits keep that safe) and registers again when etcd answers;
 - ``metadata_follower``: every broker, the controller's node included, builds its metadata image
   by reading the committed metadata log from etcd and following it with a watch.
 

@@ -18,6 +18,13 @@ releases the controller lease, so the next controller need not wait for a TTL ei
 
 Writes through ``controller_client`` wait until this broker's image has caught up with them, so a
 handler that created a topic finds it in ``metadata.image`` right after, as in single-node mode.
+
+Once running, an etcd outage of any length stops nothing on the data plane: the image stays as it
+is (``metadata_follower``), so leaders keep leading and followers keep following; the registration
+keeps renewing and, once etcd answers that its lease lapsed, registers again as the same process
+(``registration``, which says why serving on is safe); the controller role is given up until etcd
+answers (``controller_candidate``); controller calls (ISR changes, elections, topic and config
+changes) wait, end in Kafka's retriable errors (REQUEST_TIMED_OUT, NOT_CONTROLLER) and are retried.
 """
 
 from __future__ import annotations
@@ -59,7 +66,6 @@ class ClusterNode:
         self.follower: MetadataFollower | None = None
         self.candidate: ControllerCandidate | None = None
         self.registration: BrokerRegistrationLease | None = None
-        self.on_fenced: Callable[[bool], None] = lambda fenced: None
         self._reports: set[asyncio.Task[None]] = set()
         self._offline_replicas: frozenset[tuple[uuid.UUID, int]] = frozenset()
         self._router: RoutingControllerClient | None = None
@@ -99,8 +105,7 @@ class ClusterNode:
 
     async def register(self, endpoint: BrokerEndpoint, wait_s: float = 30.0) -> None:
         assert self.keys is not None
-        registration = BrokerRegistrationLease(self._client, self.keys, self.node_id, endpoint, self.lease_ttl_ms,
-                                               lambda fenced: self.on_fenced(fenced))
+        registration = BrokerRegistrationLease(self._client, self.keys, self.node_id, endpoint, self.lease_ttl_ms)
         registration.offline_replicas = self._offline_replicas
         await self._retrying("register this broker", lambda: self._register_waiting_for_a_dead_twin(registration))
         self.registration = registration

@@ -17,11 +17,29 @@ BrokerRegistration request plus heartbeats (or ZooKeeper's ephemeral /brokers/id
 - ``register``: grant a lease of ``controller.lease.ttl.ms``, then create the key only if it does
   not exist; an existing key raises ``DuplicateNodeIdError``. ``broker.cluster.cluster_node`` retries
   for one TTL (a crashed previous run's key lapses with its lease) before refusing the start.
-- Renewal runs every TTL/3. While renewals fail, the broker keeps serving until the lease's TTL has
-  passed since the last good renewal; then it calls ``on_fenced(True)`` (the replica manager stops
-  acting as leader: the controller has fenced it or will, and another broker may lead now), and
-  keeps trying to register again; a new registration calls ``on_fenced(False)``.
+- Renewal runs every TTL/3 on the lease it holds. Only etcd says the lease is gone (a keep-alive
+  answering TTL 0): then the broker registers again at once, as the same process (same incarnation
+  id), so the controller re-admits it without a new broker epoch. A renewal that cannot reach etcd
+  is retried at the next tick, for as long as etcd stays away.
 - ``deregister``: revoke the lease (the key goes at once); used by controlled shutdown.
+
+A lapsed registration changes nothing in what the broker serves (Kafka's KRaft brokers likewise keep
+leading and following on the last metadata they saw while the controller quorum is away). The
+broker cannot tell an etcd outage, in which nobody can change the metadata and every partition is
+best kept where it is, from a partition of its own, in which the controller fences it and elects
+other leaders; and it does not need to, because safety rests on leader epochs and on ISR changes that
+only the controller commits:
+
+- an acks=all write is acknowledged only when the high watermark passes it, and the HW is the
+  smallest log end over the ISR the leader holds, which includes every replica the controller may
+  elect from: the leader never drops a member before the controller committed that (and counts a
+  member it asked to add from the moment it asked, ``Partition.begin_isr_change``);
+- a new leader is elected from the committed ISR with a bumped leader epoch; its followers learn
+  that epoch and fetch from it instead (a fetch answered by the old leader after that is dropped,
+  ``ReplicaFetcher._current``), so the old leader's HW stops where the new leader's log already
+  holds everything below it: its acks=all writes time out (REQUEST_TIMED_OUT), never succeed;
+- its acks=1 and acks=0 writes are acknowledged and are truncated when it rejoins as a follower
+  (OffsetForLeaderEpoch), Kafka's documented semantics for those acks.
 
 Ownership: the broker's handler loop.
 """
@@ -35,7 +53,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from broker.broker_registration import BrokerEndpoint
@@ -65,18 +83,19 @@ def decode_registration(value: bytes) -> dict[str, Any]:
 
 
 class BrokerRegistrationLease:
-    def __init__(self, client: Any, keys: ClusterKeys, node_id: int, endpoint: BrokerEndpoint, ttl_ms: int,
-                 on_fenced: Callable[[bool], None]) -> None:
+    def __init__(self, client: Any, keys: ClusterKeys, node_id: int, endpoint: BrokerEndpoint, ttl_ms: int) -> None:
         self._client = client
         self._key = keys.broker_key(node_id)
         self.node_id = node_id
         self.endpoint = endpoint
         self._ttl_s = max(1, math.ceil(ttl_ms / 1000))
-        self._on_fenced = on_fenced
         self.incarnation_id = uuid.uuid4()
         self._lease_id: int | None = None
+        # Monotonic time of the last renewal etcd accepted; when an outage began (None: no outage).
         self._last_renewal = 0.0
-        self.fenced = False
+        self._unreachable_since: float | None = None
+        # True from the moment etcd said the lease was gone until this process registered again.
+        self.lapsed = False
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         # Replicas this broker holds in failed log dirs, (topic id, partition): in the key's value.
@@ -132,39 +151,51 @@ class BrokerRegistrationLease:
             if self._stopping:
                 return
             try:
+                if self._lease_id is not None and not await self._renew():
+                    if not self.lapsed:
+                        log.warning("broker %d: its registration lapsed in the metadata store; it keeps "
+                                    "serving on the metadata it has and registers again", self.node_id)
+                    self._lease_id = None
+                    self.lapsed = True
                 if self._lease_id is None:
                     await self.register()
+                    self.lapsed = False
                     log.info("broker %d registered again (incarnation %s)", self.node_id, self.incarnation_id)
-                else:
-                    reply = await self._client.refresh_lease(self._lease_id)
-                    if reply is None or int(reply.TTL) <= 0:
-                        log.error("broker %d: its registration lease lapsed in the metadata store; "
-                                  "registering again", self.node_id)
-                        self._lease_id = None
-                        self._set_fenced(True)
-                        continue
-                    self._last_renewal = time.monotonic()
-                self._set_fenced(False)
+                self._reachable()
             except DuplicateNodeIdError as exc:
                 # Our old key (lapsed lease) may linger for a moment, or someone took our id.
                 log.error("broker %d cannot register again yet: %s", self.node_id, exc)
-                self._set_fenced(True)
             except (EtcdError, OSError) as exc:
-                log.error("broker %d cannot renew its registration in the metadata store: %s", self.node_id, exc)
-                if time.monotonic() - self._last_renewal >= self._ttl_s:
-                    self._lease_id = None  # it has lapsed by now: register anew once etcd answers
-                    self._set_fenced(True)
+                self._unreachable(exc)
 
-    def _set_fenced(self, fenced: bool) -> None:
-        if fenced == self.fenced:
-            return
-        self.fenced = fenced
-        if fenced:
-            log.error("broker %d fenced itself: its registration lapsed, so it stops acting as leader "
-                      "until it registers again", self.node_id)
-        else:
-            log.info("broker %d unfenced: registered again", self.node_id)
-        self._on_fenced(fenced)
+    async def _renew(self) -> bool:
+        """One keep-alive of the held lease: False when etcd says it is gone (revoked or lapsed)."""
+        assert self._lease_id is not None
+        reply = await self._client.refresh_lease(self._lease_id)
+        if reply is None or int(reply.TTL) <= 0:
+            return False
+        self._last_renewal = time.monotonic()
+        return True
+
+    def _unreachable(self, exc: BaseException) -> None:
+        """One line when an outage begins, one when the lease has certainly lapsed by this clock;
+        the lease is kept: only etcd's answer, when it comes, says whether it is gone."""
+        now = time.monotonic()
+        if self._unreachable_since is None:
+            self._unreachable_since = now
+            log.error("broker %d cannot renew its registration in the metadata store (%s); it keeps "
+                      "serving on the metadata it has", self.node_id, str(exc) or type(exc).__name__)
+        elif not self.lapsed and self._lease_id is not None and now - self._last_renewal >= self._ttl_s:
+            self.lapsed = True
+            log.error("broker %d: no renewal for %.0f s, its registration has lapsed in the metadata store; "
+                      "it keeps serving on the metadata it has and registers again when etcd answers",
+                      self.node_id, now - self._last_renewal)
+
+    def _reachable(self) -> None:
+        if self._unreachable_since is not None:
+            log.info("broker %d reaches the metadata store again after %.1f s", self.node_id,
+                     time.monotonic() - self._unreachable_since)
+            self._unreachable_since = None
 
     async def deregister(self) -> None:
         """Revoke the lease: the key disappears now and the controller moves this broker's leaderships."""

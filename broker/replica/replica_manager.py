@@ -172,8 +172,6 @@ class ReplicaManager:
         self._is_stopping = is_stopping
         self._loop: asyncio.AbstractEventLoop | None = None
         self.node_id: int = config.node_id
-        # Cluster mode: set while this broker's registration has lapsed (set_self_fenced).
-        self.self_fenced = False
         self.base_log_config: LogConfig = config.log_config()
         # producer.id.expiration.ms is dynamic: read when a log is made, pushed to open logs on change.
         self.producer_id_expiration_ms: int = config["producer.id.expiration.ms"]
@@ -805,11 +803,6 @@ class ReplicaManager:
 
     # -- lookups ----------------------------------------------------------------------------
 
-    def set_self_fenced(self, fenced: bool) -> None:
-        """Cluster mode: this broker's registration lapsed (or came back). While fenced it acts as
-        leader of nothing - the controller has fenced it or will, and another replica may lead."""
-        self.self_fenced = fenced
-
     def leader_partition(self, topic: str, index: int) -> Partition:
         """The partition if this broker leads it; Kafka's errors otherwise."""
         part = self.partitions.get((topic, index))
@@ -824,7 +817,7 @@ class ReplicaManager:
                 self._retry_logs(t, failure[1])
                 raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR, failure[0])
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if part.leader != self.node_id or self.self_fenced:
+        if part.leader != self.node_id:
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if part.offline:
             raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR,
@@ -1139,7 +1132,7 @@ class ReplicaManager:
     def _follower_for_consumer(self, params: FetchParams, name: str, index: int, exc: KafkaApiError) -> Partition:
         """KIP-392: a partition this broker follows serves a consumer's Fetch v11+ (Kafka's
         fetchOnlyFromLeader is false for them), reads bounded by its own HW; else ``exc``."""
-        if params.fetch_only_from_leader or exc.code != ErrorCode.NOT_LEADER_OR_FOLLOWER or self.self_fenced:
+        if params.fetch_only_from_leader or exc.code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
             raise exc
         part = self.partitions.get((name, index))
         if part is None or part.offline or part.leader == self.node_id:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from broker.testing_cluster import ClusterProcesses
-from tests.support.bad_batches import records, wrap
+from protocol.records import Record, decode_records, encode_batch
 from tests.support.cluster import cluster_or_skip
 from tests.support.tcp_proxy import TcpProxy
 
@@ -45,6 +45,19 @@ def partitions(c: ClusterProcesses, node_id: int, topic: str) -> dict[int, dict[
 
 def live_broker_ids(c: ClusterProcesses, node_id: int) -> list[int]:
     return sorted(b["node_id"] for b in c.metadata(node_id)["brokers"])
+
+
+def values_in(c: ClusterProcesses, node_id: int, topic: str, partition: int) -> list[bytes | None]:
+    """The values of every record up to the HW of ``topic``-``partition``, read from its leader ``node_id``."""
+    reply = c.request(node_id, "Fetch", 12, {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 24, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+        "topics": [{"topic": topic, "partitions": [{
+            "partition": partition, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+            "log_start_offset": -1, "partition_max_bytes": 1 << 24}]}]})
+    data = reply["responses"][0]["partitions"][0]
+    assert data["error_code"] == 0, data
+    return [r.value for b in decode_records(data["records"] or b"", allow_partial=True) for r in b.records]
 
 
 def test_three_brokers_form_one_cluster_and_spread_leaders(cluster: ClusterProcesses) -> None:
@@ -171,7 +184,13 @@ def test_a_revoked_controller_lease_fences_the_next_write(tmp_path: Path) -> Non
         assert c.wait_until(lambda: c.controller_id(old) not in (-1, old), 10), c.logs()
 
 
-def test_a_broker_cut_off_from_etcd_stops_leading_and_comes_back(tmp_path: Path) -> None:
+def test_a_broker_cut_off_from_etcd_keeps_serving_and_acknowledges_nothing_a_new_leader_lacks(
+        tmp_path: Path) -> None:
+    """Node 3 loses etcd, not the other brokers: the controller fences it and moves its leaderships.
+    Node 3 cannot know and goes on as the leader it was (Kafka's broker cut off from the controller
+    does the same): an acks=all write is appended but never acknowledged, since its followers now
+    fetch from the new leaders and it cannot shrink its ISR without the controller; an acks=1 write
+    is acknowledged, and truncated when it comes back as a follower (Kafka's semantics for acks=1)."""
     c = cluster_or_skip(tmp_path, 3, FAST)
     c.cluster.etcd.start()
     proxy = TcpProxy("127.0.0.1", int(c.etcd.endpoint.rsplit(":", 1)[1])).start()
@@ -186,21 +205,38 @@ def test_a_broker_cut_off_from_etcd_stops_leading_and_comes_back(tmp_path: Path)
         controller = c.controller_id(1)
         assert create_topic(c, controller, "cutoff", 6, 3)["error_code"] == 0
         assert c.wait_until(lambda: len(partitions(c, 3, "cutoff")) == 6, 10)
+        assert c.wait_until(lambda: all(len(p["isr_nodes"]) == 3 for p in partitions(c, 3, "cutoff").values()), 10)
         led = [i for i, p in partitions(c, controller, "cutoff").items() if p["leader_id"] == 3]
         assert led
+        old_epoch = partitions(c, 3, "cutoff")[led[0]]["leader_epoch"]
         proxy.cut()
-        # Node 3 still runs and answers, but within TTL + margin it no longer acts as leader...
-        assert c.wait_until(lambda: "fenced itself" in c.log_text(3), TTL_MS / 1000 + 10), c.log_text(3)
-        batch = wrap(records(1), 1)
-        produce = c.request(3, "Produce", 9, {"acks": 1, "timeout_ms": 1000, "transactional_id": None,
-                                              "topic_data": [{"name": "cutoff", "partition_data": [
-                                                  {"index": led[0], "records": batch}]}]})
-        assert produce["responses"][0]["partition_responses"][0]["error_code"] == 6  # NOT_LEADER_OR_FOLLOWER
-        # ...and the controller moved its leaderships to the others.
-        assert c.wait_until(lambda: all(partitions(c, controller, "cutoff")[i]["leader_id"] != 3 for i in led), 30)
+        # The controller moves its leaderships to the others once its registration lapsed...
+        assert c.wait_until(lambda: all(partitions(c, controller, "cutoff")[i]["leader_id"] != 3 for i in led),
+                            TTL_MS / 1000 + 10), c.logs()
+        # ...while node 3 still serves them as the leader of the old epoch: it knows of no other.
+        state = partitions(c, 3, "cutoff")[led[0]]
+        assert (state["leader_id"], state["leader_epoch"]) == (3, old_epoch), state
+
+        def produce(acks: int, value: bytes) -> int:
+            batch = encode_batch([Record(timestamp=int(time.time() * 1000), value=value)])
+            reply = c.request(3, "Produce", 9, {"acks": acks, "timeout_ms": 1000, "transactional_id": None,
+                                                "topic_data": [{"name": "cutoff", "partition_data": [
+                                                    {"index": led[0], "records": batch}]}]}, timeout=10)
+            return int(reply["responses"][0]["partition_responses"][0]["error_code"])
+
+        assert produce(-1, b"acks=all on the deposed leader") == 7  # REQUEST_TIMED_OUT: never acknowledged
+        assert produce(1, b"acks=1 on the deposed leader") == 0  # acknowledged by the leader alone
+        assert c.wait_until(lambda: "its registration has lapsed" in c.log_text(3), TTL_MS / 1000 + 15), c.log_text(3)
         proxy.heal()
         assert c.wait_until(lambda: 3 in live_broker_ids(c, controller), 30), c.log_text(3)
-        assert "unfenced" in c.log_text(3) or "registered again" in c.log_text(3)
+        assert "registered again" in c.log_text(3)
+        # Back as a follower of the new leader, it truncated what it appended alone; both writes are
+        # gone from every replica (read from the new leader, which node 3's log now equals).
+        assert c.wait_until(lambda: f"Truncating cutoff-{led[0]}" in c.log_text(3, 200_000), 30), c.log_text(3)
+        assert c.wait_until(lambda: 3 in partitions(c, controller, "cutoff")[led[0]]["isr_nodes"], 30), c.logs()
+        new_leader = partitions(c, controller, "cutoff")[led[0]]["leader_id"]
+        values = values_in(c, new_leader, "cutoff", led[0])
+        assert not [v for v in values if v is not None and v.endswith(b"on the deposed leader")], values
     finally:
         proxy.close()
         c.close()
