@@ -28,6 +28,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from aetcd.rtypes import EventKind
+
 from controller.etcd_client import EtcdError
 from controller.etcd_log_store import EtcdMetadataKeys, read_from
 from controller.image import MetadataDelta, MetadataImage, apply
@@ -150,7 +152,9 @@ class MetadataFollower:
         """Wake the follower whenever a batch key is written (a hint; ``catch_up`` reads the truth)."""
         while True:
             try:
-                watch = await self._client.watch_prefix(self._log_prefix)
+                # Puts only: a snapshot deletes thousands of batch keys at once, and a wake-up per
+                # deleted key would be work for nothing (the follower reads batches, not deletions).
+                watch = await self._client.watch_prefix(self._log_prefix, kind=EventKind.PUT)
                 try:
                     async for _ in watch:
                         self._wake.set()
