@@ -6,8 +6,9 @@ Every node of a cluster runs the same four parts, all on the broker's handler lo
   (a node with another cluster's data refuses to start);
 - ``controller_candidate``: campaigns for the controller lease in etcd; the winner runs a
   ``controller.Controller`` over the etcd metadata log, turns broker registrations into metadata
-  records (a broker whose registration lapsed is fenced and loses its leaderships) and loses the
-  role the moment it cannot renew its lease;
+  records (a broker whose registration lapsed is fenced and loses its leaderships, unless etcd was
+  away and the broker registers again within a grace, ``etcd_contact``) and loses the role the
+  moment it cannot renew its lease;
 - ``registration``: this broker's ephemeral registration key under its own etcd session lease; a
   broker that cannot renew it keeps serving on the metadata it has (leader epochs and ISR changes
   only the controller commits keep that safe) and registers again when etcd answers;

@@ -23,8 +23,9 @@ Once running, an etcd outage of any length stops nothing on the data plane: the 
 is (``metadata_follower``), so leaders keep leading and followers keep following; the registration
 keeps renewing and, once etcd answers that its lease lapsed, registers again as the same process
 (``registration``, which says why serving on is safe); the controller role is given up until etcd
-answers (``controller_candidate``); controller calls (ISR changes, elections, topic and config
-changes) wait, end in Kafka's retriable errors (REQUEST_TIMED_OUT, NOT_CONTROLLER) and are retried.
+answers (``controller_candidate``, which also keeps the brokers whose keys etcd dropped in one
+sweep from being fenced); controller calls (ISR changes, elections, topic and config changes)
+wait, end in Kafka's retriable errors (REQUEST_TIMED_OUT, NOT_CONTROLLER) and are retried.
 """
 
 from __future__ import annotations

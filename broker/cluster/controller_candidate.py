@@ -16,13 +16,19 @@ Kafka's ZooKeeper-era controller is the model, etcd the store (issue 12's design
    agree: a new broker or a new incarnation → RegisterBrokerRecord (and leaders for partitions that
    had none); a registration that is gone → the broker is fenced: it leaves every ISR (never emptying
    one) and its leaderships move to the next live ISR member with a bumped leader epoch
-   (``Controller.fence_broker``); the replicas a registration lists as offline (in a failed log dir)
-   leave ISRs and leaderships and are shown offline until it no longer lists them
+   (``Controller.fence_broker``) - once this node has been in unbroken contact with etcd for the
+   fencing grace (``broker.cluster.etcd_contact``: a key may vanish because etcd swept every lease
+   when it came back from an outage, and a live broker registers again, as the same incarnation,
+   within it; a broker that died is fenced at once when etcd was there all along, else within a
+   lease TTL plus the grace after etcd returns); the replicas a registration lists as offline (in a
+   failed log dir) leave ISRs and leaderships and are shown offline until it no longer lists them
    (``Controller.set_offline_replicas``). The same loop asks the controller for a snapshot by time
    (``Controller.maybe_snapshot``; by size it snapshots after a commit on its own).
 
 Each term uses a fresh ``Controller`` (it replays the log), so no state of an old term leaks into a
-new one. Ownership: the broker's handler loop.
+new one. While etcd is away nobody leads: the lease cannot be renewed, so the controller steps down
+and the node campaigns again when etcd answers; metadata changes wait for that (the brokers' data
+plane does not, see broker.cluster.registration). Ownership: the broker's handler loop.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from typing import Any
 
 from aetcd.utils import prefix_range_end
 
+from broker.cluster.etcd_contact import EtcdContact
 from broker.cluster.keys import ClusterKeys
 from broker.cluster.registration import decode_registration
 from controller.controller import Controller
@@ -49,6 +56,9 @@ from protocol.errors import ErrorCode, KafkaApiError
 log = logging.getLogger(__name__)
 
 ControllerFactory = Callable[[EtcdLeaseStore, EtcdMetadataLogStore], Controller]
+
+# The least fencing grace (see ControllerCandidate.fencing_grace_s), whatever the lease TTL.
+FENCING_GRACE_MIN_S = 3.0
 
 
 class ControllerCandidate:
@@ -70,6 +80,15 @@ class ControllerCandidate:
         # Per term: the offline replicas each broker reported that the image already reflects.
         self._synced_offline: dict[int, frozenset[tuple[Any, int]]] = {}
         self._unreachable = False
+        # Evidence that a missing registration means a missing broker (see etcd_contact): an answer
+        # that took half a TTL counts as an interruption (a pause that short lapses no live lease).
+        ttl_s = lease_ttl_ms / 1000
+        self.contact = EtcdContact(slow_call_s=ttl_s / 2)
+        # A broker whose key is gone is fenced once contact has been unbroken this long: a lease TTL
+        # (by which a live broker's renewal, every TTL/3, has met etcd again and registered anew),
+        # and at least FENCING_GRACE_MIN_S for the brokers' connections to etcd to come back.
+        self.fencing_grace_s = max(ttl_s, FENCING_GRACE_MIN_S)
+        self._awaiting_reregistration: set[int] = set()
 
     @property
     def active_controller(self) -> Controller | None:
@@ -99,6 +118,7 @@ class ControllerCandidate:
             except asyncio.CancelledError:
                 raise
             except (EtcdError, OSError) as exc:
+                self.contact.failed()
                 if not self._unreachable:  # once per outage, not every campaign_interval_s
                     log.warning("controller candidate %d cannot reach the metadata store: %s", self.node_id, exc)
                     self._unreachable = True
@@ -117,7 +137,10 @@ class ControllerCandidate:
         """One attempt at the lease; True when this node is now the active controller."""
         # While a controller holds the lease, one Get on the shared client is the whole check; the
         # stores (each with its own connection) are built only when the lease looks free.
-        if await self._client.get(f"{self._keys.prefix}/{LEADER_KEY}".encode()) is not None:
+        sent_at = self.contact.clock()
+        held = await self._client.get(f"{self._keys.prefix}/{LEADER_KEY}".encode()) is not None
+        self.contact.answered(sent_at)
+        if held:
             return False
         lease_store, log_store = self._stores()
         try:
@@ -142,6 +165,7 @@ class ControllerCandidate:
         controller = self.controller
         assert controller is not None
         self._synced_offline = {}  # a new term checks every broker's once (a stale mark is cleared)
+        self._awaiting_reregistration = set()
         loop = asyncio.get_running_loop()
         renew_every = max(0.2, self._lease_ttl_ms / 3000)
         next_renewal = loop.time() + renew_every
@@ -167,12 +191,15 @@ class ControllerCandidate:
                     return
                 log.warning("controller %d: reconciling brokers failed: %s", self.node_id, exc)
             except (EtcdError, OSError) as exc:
+                self.contact.failed()
                 log.warning("controller %d cannot reach the metadata store: %s", self.node_id, exc)
             await asyncio.sleep(self._reconcile_interval_s)
         await self._step_down("no longer active (lease lost or a write was fenced)")
 
     async def _reconcile_brokers(self, controller: Controller) -> None:
+        sent_at = self.contact.clock()
         rng = await self._client.get_range(self._keys.brokers_prefix, prefix_range_end(self._keys.brokers_prefix))
+        self.contact.answered(sent_at)
         live: dict[int, dict[str, Any]] = {}
         for kv in rng:
             try:
@@ -195,6 +222,10 @@ class ControllerCandidate:
             elif known.fenced:
                 await controller.unfence_broker(node_id)
                 log.info("controller %d: broker %d unfenced", self.node_id, node_id)
+            elif node_id in self._awaiting_reregistration:
+                log.info("controller %d: broker %d registered again as the same process within the fencing "
+                         "grace; it keeps its leaderships and ISR memberships", self.node_id, node_id)
+            self._awaiting_reregistration.discard(node_id)
         for node_id, reg in sorted(live.items()):
             offline = reg["offline_replicas"]
             if self._synced_offline.get(node_id) != offline:
@@ -203,11 +234,24 @@ class ControllerCandidate:
                                 "ISRs and leaderships", self.node_id, node_id, len(offline))
                 await controller.set_offline_replicas(node_id, offline)
                 self._synced_offline[node_id] = offline
+        contact_s = self.contact.unbroken_for()
         for node_id, broker in sorted(image.brokers.items()):
-            if node_id not in live and not broker.fenced:
-                log.warning("controller %d: broker %d's registration is gone; fencing it and moving its "
-                            "leaderships", self.node_id, node_id)
-                await controller.fence_broker(node_id)
+            if node_id in live or broker.fenced:
+                continue
+            if contact_s < self.fencing_grace_s:
+                # etcd was away from here lately: its lease may have lapsed in the sweep etcd makes
+                # when it comes back, with the broker alive (see broker.cluster.etcd_contact).
+                if node_id not in self._awaiting_reregistration:
+                    self._awaiting_reregistration.add(node_id)
+                    log.warning("controller %d: broker %d's registration is gone, but the metadata store was "
+                                "unreachable from here lately (its lease may have lapsed in etcd's sweep after "
+                                "an outage); fencing it only if it has not registered again once the store has "
+                                "answered for %.1f s", self.node_id, node_id, self.fencing_grace_s)
+                continue
+            self._awaiting_reregistration.discard(node_id)
+            log.warning("controller %d: broker %d's registration is gone; fencing it and moving its "
+                        "leaderships", self.node_id, node_id)
+            await controller.fence_broker(node_id)
 
     async def _step_down(self, why: str) -> None:
         controller, self.controller = self.controller, None
