@@ -19,12 +19,20 @@ commits, one leader per leader epoch, only retriable errors reaching the produce
    the metadata) and reports the replica offline: the controller takes it out of the ISR at once and
    every broker's Metadata lists it in offline_replicas; the partition keeps taking acks=all writes
    and serving reads from the two healthy replicas.
+7. etcd, the metadata store, goes away for 60 s under the same load: paused (SIGSTOP), or cut off
+   from every broker in network namespaces (the brokers still reach each other). Leaders keep
+   leading and followers keep following on the metadata they hold, so acknowledgements go on with
+   no gap on any partition longer than ``MAX_ACK_GAP_S``; what needs the controller waits (a
+   CreateTopics sent meanwhile answers the retriable REQUEST_TIMED_OUT). When etcd is back every
+   lease it held has lapsed at once: the brokers register again (same process, same incarnation),
+   a controller is elected, and no broker is fenced and no leadership moves for it.
 
 Needs root (namespaces, mount), iproute2, etcd and the Java tool chain; each test skips with the reason otherwise.
 """
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import threading
 import time
@@ -336,3 +344,96 @@ def test_a_follower_whose_disk_fills_up_goes_offline_for_that_dir_and_the_partit
               f"restarted with space, online and in the ISR again after {back - restarted:.2f} s; "
               f"longest ack stall {'-' if stall.ack_stall_s is None else f'{stall.ack_stall_s:.2f} s'}; "
               f"{acks_checked} acks checked")
+
+
+# --- scenario 7: etcd paused or cut off from every broker ---------------------------------------------
+
+ETCD_OUTAGE_S = 60.0
+# The longest gap allowed between two acknowledgements on one partition while etcd is away. Nothing
+# in the data plane waits for etcd, so what is left are the pauses of this loaded 2-core machine
+# (the JVM, fsyncs, a consumer rebalance) and etcd's return (every lease lapsed at once: three
+# re-registrations and a controller election, which move no partition). Without a fault the longest
+# gap is a few hundred ms; 3 s stays under replica.lag.time.max.ms (4 s here), and a data plane that
+# stops with etcd shows the whole outage (~60 s).
+MAX_ACK_GAP_S = 3.0
+
+
+def longest_ack_gap(load: FaultLoad, partition: int, start: float, end: float) -> float:
+    """The longest time in [start, end] without an acknowledgement on ``partition`` (the whole window
+    when there was none)."""
+    with load.history.lock:
+        times = sorted(a.at for a in load.history.acks if a.partition == partition and start <= a.at <= end)
+    points = [start, *times, end]
+    return max(b - a for a, b in zip(points, points[1:], strict=False))
+
+
+def create_topic_error(c: ClusterProcesses, node_id: int, name: str, timeout_s: float) -> int:
+    """One CreateTopics of ``name`` (1 partition, RF 3) sent to broker ``node_id``: its error code."""
+    reply = c.request(node_id, "CreateTopics", 7, {"topics": [{
+        "name": name, "num_partitions": 1, "replication_factor": 3, "assignments": [], "configs": []}],
+        "timeout_ms": 5000}, timeout=timeout_s)
+    return int(reply["topics"][0]["error_code"])
+
+
+def registered_everywhere(c: ClusterProcesses) -> bool:
+    """Every broker lists every broker as registered and unfenced (DescribeCluster), and names the
+    same controller."""
+    views = [c.request(n, "DescribeCluster", 0, {}, timeout=2.0) for n in c.node_ids]
+    return (all(sorted(b["broker_id"] for b in v["brokers"]) == c.node_ids for v in views)
+            and len({v["controller_id"] for v in views}) == 1 and views[0]["controller_id"] in c.node_ids)
+
+
+@pytest.mark.parametrize("outage", ["SIGSTOP", "cut-off"])
+def test_an_etcd_outage_stops_no_acknowledgement_and_moves_no_leader(netns_cluster: NetnsCluster,
+                                                                      outage: str) -> None:
+    c = netns_cluster
+    create_topic(c)
+    before = {p: partition_state(c, p, c.node_ids[0]) for p in range(PARTITIONS)}
+    with load_on(c) as load:
+        load.wait_both_clients()
+        at = load.history.mark(f"etcd {outage}")
+        if outage == "SIGSTOP":
+            c.etcd.send_signal(signal.SIGSTOP)
+        else:
+            c.cut_off_etcd()
+        try:
+            # A metadata change meanwhile waits for a controller, and answers a retriable error.
+            create_during: list[int] = []
+            creator = threading.Thread(target=lambda: create_during.append(
+                create_topic_error(c, c.node_ids[0], "created-during-the-outage", 45.0)), daemon=True)
+            creator.start()
+            time.sleep(ETCD_OUTAGE_S)
+            creator.join(15)
+        finally:
+            back = load.history.mark("etcd back")
+            if outage == "SIGSTOP":
+                c.etcd.send_signal(signal.SIGCONT)
+            else:
+                c.heal_etcd()
+        gaps = {p: longest_ack_gap(load, p, at, back) for p in range(PARTITIONS)}
+        acked_during = load.acks_since(at, range(PARTITIONS)) - load.acks_since(back, range(PARTITIONS))
+        print(f"\n[scenario 7] etcd {outage} for {back - at:.1f} s: {acked_during} acks meanwhile, longest gap "
+              f"between acks per partition {', '.join(f'{g:.2f} s' for g in gaps.values())}", flush=True)
+        # The cluster converges: every broker registered and unfenced, one controller, full ISRs.
+        assert c.wait_until(lambda: registered_everywhere(c), 60, 0.25), c.logs()
+        assert c.wait_until(lambda: all(len(partition_state(c, p, n)["isr_nodes"]) == 3
+                                        for p in range(PARTITIONS) for n in c.node_ids), 60, 0.25), c.logs()
+        converged = time.monotonic()
+        # The controller takes metadata changes again.
+        assert create_topic_error(c, c.node_ids[0], "created-after-the-outage", 40.0) == ErrorCode.NONE
+        load.wait_acks(100, since=converged)
+        gap_after = {p: longest_ack_gap(load, p, back, time.monotonic()) for p in range(PARTITIONS)}
+        after = {p: partition_state(c, p, c.node_ids[0]) for p in range(PARTITIONS)}
+        checker = load.finish()
+    load.check(checker)
+    print(f"[scenario 7] etcd {outage}: after etcd returned: converged in {converged - back:.2f} s, longest gap "
+          f"{max(gap_after.values()):.2f} s; leaders/epochs before {[(s['leader_id'], s['leader_epoch']) for s in before.values()]} "
+          f"after {[(s['leader_id'], s['leader_epoch']) for s in after.values()]}; a CreateTopics during "
+          f"the outage answered {[ErrorCode(e).name for e in create_during]}", flush=True)
+    assert max(gaps.values()) <= MAX_ACK_GAP_S, gaps
+    assert max(gap_after.values()) <= MAX_ACK_GAP_S, gap_after
+    assert create_during == [ErrorCode.REQUEST_TIMED_OUT], create_during
+    # etcd dropped every registration at once: the brokers came back as the same processes, within
+    # the controller's grace, so nobody was fenced and no leadership moved.
+    assert [(s["leader_id"], s["leader_epoch"]) for s in after.values()] == \
+        [(s["leader_id"], s["leader_epoch"]) for s in before.values()], (before, after)

@@ -6,7 +6,9 @@ others and from etcd while the test's clients, in the root namespace, still reac
 controller_id, logs, wait_until all work) whose processes run under ``ip netns exec``: etcd on
 ``<subnet>.2:2379``, broker N on ``<subnet>.<N+2>:9092``, each advertising its address.
 ``isolate(node_id)`` cuts a broker off from the other brokers and from etcd (silent blackhole routes
-both ways), ``heal(node_id)`` undoes it, ``close()`` stops the processes and removes the namespaces.
+both ways), ``heal(node_id)`` undoes it; ``cut_off_etcd()`` cuts etcd off from every broker (the
+brokers still reach each other) and ``heal_etcd()`` undoes it; ``close()`` stops the processes and
+removes the namespaces.
 
 Needs root and ``ip`` (``namespaces_skip_reason()``), and an etcd binary.
 """
@@ -116,3 +118,10 @@ class NetnsCluster(ClusterProcesses):
 
     def heal(self, node_id: int) -> None:
         self.network.heal(broker_host(node_id))
+
+    def cut_off_etcd(self) -> None:
+        """Cut etcd off from every broker (a metadata-store outage seen from the whole cluster)."""
+        self.network.isolate(ETCD_HOST, [h for h in self.network.hosts if h != ETCD_HOST])
+
+    def heal_etcd(self) -> None:
+        self.network.heal(ETCD_HOST)
