@@ -13,7 +13,7 @@ import pytest
 from protocol.errors import ErrorCode
 from protocol.records import Record, encode_batch
 from tests.integration.test_transactions_producers import read_committed
-from tests.support.cluster import ClusterProcesses, cluster_or_skip
+from tests.support.cluster import ClusterProcesses, cluster_or_skip, replicas_in_step
 
 TOPIC = "txn-cluster"
 PARTITIONS = 3
@@ -129,7 +129,11 @@ def test_a_transaction_survives_its_coordinator_moving(cluster: ClusterProcesses
     p.flush(30)
     coordinator = cluster.request(cluster.node_ids[0], "FindCoordinator", 3,
                                   {"key": txn_id, "key_type": 1})["node_id"]
-    time.sleep(1)  # the followers fetch the state records (coordinator writes do not wait for the HW yet)
+    # The followers of __transaction_state hold the id's state records (Ongoing, with the partition
+    # added) before the coordinator stops, so the new one can load them: every partition of it
+    # (50, transaction.state.log.num.partitions) is the same size on its three replicas.
+    assert cluster.wait_until(lambda: replicas_in_step(cluster, "__transaction_state", range(50), 3,
+                                                       require_data=False), 15), cluster.logs()
     cluster.stop(coordinator)
     p.commit_transaction(60)
     live = [n for n in cluster.node_ids if n != coordinator]

@@ -4,12 +4,11 @@ broker (forwarded to the controller) lets a client log in on every broker. Skipp
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from broker.security.sasl.client import scram_upsertion
 from tests.support.broker_process import free_port
-from tests.support.cluster import cluster_or_skip
+from tests.support.cluster import cluster_or_skip, replicas_in_step
 from tests.support.sasl import MECHANISMS, PLAIN_JAAS, login_scram
 from tests.support.wire import WireClient
 
@@ -56,7 +55,8 @@ def test_scram_users_reach_every_broker_and_brokers_authenticate_to_each_other(t
         for i in range(20):
             producer.send(topic, f"m{i}".encode()).get(timeout=30)
         producer.close()
-        time.sleep(1.0)
+        # Every follower holds the 20 records: it fetched them over a SASL inter-broker connection.
+        assert cluster.wait_until(lambda: replicas_in_step(cluster, topic, [0], 3), 15), cluster.logs()
         meta = cluster.metadata(controller)
         [part] = next(t for t in meta["topics"] if t["name"] == topic)["partitions"]
         assert sorted(part["isr_nodes"]) == cluster.node_ids, part

@@ -5,13 +5,12 @@ client bootstrapped on one broker is led to the others' SASL_SSL endpoints. Skip
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from broker.security.sasl.client import scram_upsertion
 from tests.support.broker_process import free_port
 from tests.support.certs import TestPki
-from tests.support.cluster import cluster_or_skip
+from tests.support.cluster import cluster_or_skip, replicas_in_step
 from tests.support.sasl import MECHANISMS, PLAIN_JAAS, kafka_python_config, login_scram, tls_wire_client
 
 
@@ -63,7 +62,8 @@ def test_brokers_replicate_over_sasl_ssl(tmp_path: Path) -> None:
         got = sorted(m.value for _, m in zip(range(30), consumer, strict=False))
         consumer.close()
         assert got == sorted(f"m{i}".encode() for i in range(30))
-        time.sleep(1.0)
+        # Every follower holds its partition's records: it fetched them over SASL_SSL.
+        assert cluster.wait_until(lambda: replicas_in_step(cluster, topic, [0, 1, 2], 3), 15), cluster.logs()
         meta = cluster.metadata(controller)
         parts = next(t for t in meta["topics"] if t["name"] == topic)["partitions"]
         for part in parts:

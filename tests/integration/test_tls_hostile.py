@@ -12,10 +12,12 @@ stays up and another TLS client keeps being served (checked after every case).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import ssl
 import struct
+import termios
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -33,6 +35,7 @@ from tests.integration.test_fetch_hardening import (
 )
 from tests.support.broker_process import BrokerProcess, free_port
 from tests.support.certs import TestPki
+from tests.support.waiting import wait_until_settled
 from tests.support.wire import WireClient
 
 HANDSHAKE_TIMEOUT_S = 2.0
@@ -172,6 +175,11 @@ def test_failed_handshakes_give_their_connection_slots_back_and_are_logged_spari
         assert "more failed authentications were not logged (at most 10 a second)" in log
 
 
+def _queued_bytes(s: socket.socket) -> int:
+    """Bytes waiting in the socket's kernel receive queue (FIONREAD)."""
+    return struct.unpack("i", fcntl.ioctl(s.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
 def test_slow_tls_readers_cost_bounded_memory(ssl_broker: SslBroker) -> None:
     mib = 1024 * 1024
     with WireClient("127.0.0.1", ssl_broker.proc.port) as c:
@@ -192,7 +200,10 @@ def test_slow_tls_readers_cost_bounded_memory(ssl_broker: SslBroker) -> None:
         s.sendall(data)
         readers.append(s)
     try:
-        time.sleep(1.0)  # the broker fills each socket and is paused with the rest of the region unsent
+        # The broker fills each socket and is paused with the rest of the region unsent: every
+        # reader's receive queue holds data and has stopped growing.
+        wait_until_settled(lambda: tuple(_queued_bytes(s) for s in readers), ready=all,
+                           what="the slow readers' receive queues")
         grown_kib = rss_anon_kib(pid) - before
         # Measured ~1 MiB; copying each unsent region into memory at once grew it by ~130 MiB.
         assert grown_kib < 8 * 1024, f"broker anonymous RSS grew by {grown_kib} KiB with 3 slow TLS readers"

@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 
+from tests.support.waiting import wait_until
 from tests.support.wire import WireClient, create_topic
 
 OVERRIDES = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
@@ -33,6 +34,14 @@ def _producer(bootstrap: str, txn_id: str, **extra):
     from confluent_kafka import Producer
 
     return Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, **extra})
+
+
+def _transaction_state(broker, txn_id: str) -> str:
+    """The transaction's state as DescribeTransactions answers it (Kafka's names: Ongoing, CompleteAbort, ...)."""
+    with WireClient("127.0.0.1", broker.port) as c:
+        (state,) = c.request(65, 0, {"transactional_ids": [txn_id]})["transaction_states"]
+    assert state["error_code"] == 0, state
+    return state["transaction_state"]
 
 
 def read_committed(bootstrap: str, topic: str, partitions: int, expected: int,
@@ -108,7 +117,9 @@ def test_open_transaction_past_its_timeout_is_aborted(txn_broker) -> None:
     # The broker aborts it: a read_committed consumer gets past it (the LSO moves) and sees nothing.
     other = _producer(txn_broker.bootstrap, "tx-after-timeout")
     other.init_transactions(30)
-    time.sleep(3)
+    # transaction.timeout.ms (2 s) passes, and the next cleanup (every 500 ms) aborts it.
+    wait_until(lambda: _transaction_state(txn_broker, "tx-timeout") == "CompleteAbort", timeout=15,
+               what="the broker's abort of the timed-out transaction")
     other.begin_transaction()
     other.produce(topic, b"after", partition=0)
     other.commit_transaction(30)
