@@ -20,9 +20,11 @@ Rules, as in Kafka's ``ConfigDef``/``KafkaConfig``:
   around commas dropped, empty string = empty list).
 - An unknown key logs a warning naming it and start-up continues (Kafka logs "supplied but not
   used"); it stays in :attr:`BrokerConfig.originals`.
-- A Kafka key Odradek accepts but does not act on (replication, transactions, KRaft quorum, ...)
-  is marked ``no_effect`` in :data:`DEFINITIONS`, with the reason; when any is set, one warning at
-  start-up lists them (:func:`warn_keys_without_effect`).
+- A Kafka key Odradek accepts but does not act on (the KRaft quorum, Java JSSE tuning, segment
+  preallocation, ...) is marked ``no_effect`` in :data:`DEFINITIONS`, with the reason; when any is
+  set, one warning at start-up lists them (:func:`warn_keys_without_effect`). Topic keys of that
+  kind are marked in storage/log_config.py; tests/unit/broker/test_config_truth.py checks both
+  tables against the code that reads them.
 - An unparsable or invalid value raises :class:`ConfigError` naming the key, the value and what is
   accepted; so do the cross-key rules in ``_validate`` (listeners, advertised.listeners, node.id,
   log.dirs, retention/roll times, group session bounds). Start-up must stop on it.
