@@ -20,7 +20,9 @@ Transaction keys: the leader of ``__transaction_state`` partition
 ``abs(hashCode(transactional.id)) % transaction.state.log.num.partitions``; the first lookup
 creates the topic the same way (compacted, ``transaction.state.log.*``, the same replication-factor
 rule with ``transaction.state.log.replication.factor``, min.insync.replicas at most the replication
-factor). Other key types get INVALID_REQUEST.
+factor). Other key types get INVALID_REQUEST. A creation the controller cannot take (none elected
+while etcd is away: the controller client's REQUEST_TIMED_OUT) answers COORDINATOR_NOT_AVAILABLE
+too, as Kafka's auto topic creation does, and the next lookup tries again.
 
 The coordinator is the partition's leader in the metadata; a leader that does not own the
 partition yet (its log is still being made) answers COORDINATOR_NOT_AVAILABLE rather than naming
@@ -39,7 +41,7 @@ from broker.request_types import ApiRequest
 from broker.security import authz
 from broker.txn.coordinator import TransactionCoordinator
 from broker.txn.shard import TXN_TOPIC
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 10
 NAME = "FindCoordinator"
@@ -83,7 +85,11 @@ async def _ensure_topic(request: ApiRequest, topic: str) -> bool:
                    "unclean.leader.election.enable": "false",
                    "min.insync.replicas": str(min(cfg["transaction.state.log.min.isr"], rf)),
                    "segment.bytes": str(cfg["transaction.state.log.segment.bytes"])}
-    result = await request.broker.controller_client.create_internal_topic(topic, partitions, rf, configs)
+    try:
+        result = await request.broker.controller_client.create_internal_topic(topic, partitions, rf, configs)
+    except KafkaApiError as exc:  # no controller answered: COORDINATOR_NOT_AVAILABLE, the client retries
+        log.warning("could not create %s: %s", topic, exc.code.name)
+        return False
     if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
         log.warning("could not create %s: %s %s", topic, result.error_code, result.error_message)
     return False

@@ -242,6 +242,28 @@ def test_a_broker_cut_off_from_etcd_keeps_serving_and_acknowledges_nothing_a_new
         c.close()
 
 
+def test_the_first_find_coordinator_while_etcd_is_away_answers_coordinator_not_available(
+        cluster: ClusterProcesses) -> None:
+    """The first group lookup creates __consumer_offsets through the controller; with etcd paused
+    there is none, and the lookup answers COORDINATOR_NOT_AVAILABLE (Kafka's answer while its auto
+    topic creation cannot go through), which clients retry, not the forwarding's REQUEST_TIMED_OUT.
+    Once etcd is back the next lookups create the topic and name the coordinator."""
+    import signal
+
+    def find(timeout: float) -> dict[str, Any]:
+        reply = cluster.request(1, "FindCoordinator", 4, {"key_type": 0, "coordinator_keys": ["g"]}, timeout=timeout)
+        return dict(reply["coordinators"][0])
+
+    cluster.etcd.send_signal(signal.SIGSTOP)
+    try:
+        answer = find(60.0)
+    finally:
+        cluster.etcd.send_signal(signal.SIGCONT)
+    assert answer["error_code"] == 15, answer  # COORDINATOR_NOT_AVAILABLE
+    assert cluster.wait_until(lambda: find(60.0)["error_code"] == 0, 60, 0.5), cluster.logs()
+    assert "handler failed" not in "".join(cluster.log_text(n, 200_000) for n in cluster.node_ids)
+
+
 def test_admin_requests_sent_to_a_non_controller_are_forwarded(cluster: ClusterProcesses) -> None:
     controller = cluster.controller_id()
     other = next(n for n in cluster.node_ids if n != controller)
