@@ -2,8 +2,9 @@
 
 Handlers and broker components send every metadata change through a ``ControllerClient`` (Kafka:
 the broker forwards CreateTopics, DeleteTopics, CreatePartitions, (Incremental)AlterConfigs,
-ElectLeaders and the reassignment APIs to the active controller; a broker sends its controlled
-shutdown and its leaders' ISR changes (AlterPartition) there too); they read metadata from
+ElectLeaders and the reassignment APIs to the active controller; a broker sends its leaders' ISR
+changes (AlterPartition) there too; a controlled shutdown goes through etcd, as KRaft's goes through
+the broker heartbeat: see broker/cluster/cluster_node.py); they read metadata from
 ``broker.metadata``'s image, never from the controller. The methods are async because a remote
 controller answers over the network. ``LocalControllerClient`` calls the controller running in this
 process; ``broker.forwarding_controller_client`` sends the same calls to a remote controller and
@@ -146,10 +147,6 @@ class ControllerClient(Protocol):
         self, partitions: Sequence[tuple[str, int]] | None = None
     ) -> list[OngoingReassignment]: ...
 
-    async def controlled_shutdown(self, node_id: int, broker_epoch: int) -> list[tuple[str, int]]:
-        """Move ``node_id``'s leaderships away; returns the partitions it still leads."""
-        ...
-
     async def register_broker(
         self, node_id: int, host: str, port: int, rack: str | None = None, *, listener_name: str = "PLAINTEXT",
         endpoints: Sequence[tuple[str, str, int]] = (),
@@ -243,9 +240,6 @@ class LocalControllerClient:
         self, partitions: Sequence[tuple[str, int]] | None = None
     ) -> list[OngoingReassignment]:
         return await self._controller.list_partition_reassignments(partitions)
-
-    async def controlled_shutdown(self, node_id: int, broker_epoch: int) -> list[tuple[str, int]]:
-        return await self._controller.controlled_shutdown(node_id, broker_epoch)
 
     async def alter_partition(
         self, topic_id: uuid.UUID, partition: int, leader_id: int, leader_epoch: int, partition_epoch: int,

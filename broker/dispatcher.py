@@ -3,7 +3,8 @@
 Runs on the handler loop, which owns all broker state. For each framed request it
 1. reads api key and version; an unknown key, or an unsupported version of anything but
    ApiVersions, closes the connection, as Kafka does (the client cannot parse a reply to a
-   version it did not expect);
+   version it did not expect); so does an API served on the inter-broker listener only
+   (``HandlerSpec.inter_broker_only``: what brokers send the controller) arriving on another;
 2. decodes header and body with the schema-compiled codecs (protocol/codec.py); a malformed body
    closes that connection only;
 3. calls the handler; a coroutine result is awaited as a task so other requests keep flowing.
@@ -179,7 +180,12 @@ class Dispatcher:
         # Client quotas (broker/quota/client_quotas.py), installed by ``set_quotas`` only while
         # some quota exists; without one the request path is exactly as if quotas did not exist.
         self.quotas: ClientQuotas | None = None
-        self._plain_handlers = handlers
+        # The APIs served on the inter-broker listener only stay out of ``handlers``, so the lookup
+        # every request makes is unchanged; they are looked up when that one finds nothing.
+        self._plain_inter_broker = {key: spec for key, spec in handlers.items() if spec.inter_broker_only}
+        self._plain_handlers = {key: spec for key, spec in handlers.items() if not spec.inter_broker_only}
+        self.handlers = self._plain_handlers
+        self.inter_broker_handlers = self._plain_inter_broker
 
     def process(self, conn: Connection, slot: Any, frame: bytes | memoryview) -> None:
         # SASL listeners: the connection's authenticator sees every frame first (one attribute test
@@ -195,9 +201,10 @@ class Dispatcher:
             return
         spec = self.handlers.get(api_key)
         if spec is None:
-            log.warning("closing %s: unknown or unsupported api key %d", conn.peer, api_key)
-            self._close(conn)
-            return
+            spec = self._inter_broker_spec(conn, api_key)
+            if spec is None:
+                self._close(conn)
+                return
         if not spec.supports(api_version):
             if api_key == API_VERSIONS_KEY:
                 self._unsupported_api_versions(conn, slot, correlation_id)
@@ -246,6 +253,20 @@ class Dispatcher:
             task.add_done_callback(functools.partial(self._finish_async, request))
         else:
             self.respond(request, result)
+
+    def _inter_broker_spec(self, conn: Connection, api_key: int) -> HandlerSpec | None:
+        """The handler of an API served on the inter-broker listener only, when ``conn`` is on that
+        listener; else None, logged (the caller closes the connection)."""
+        spec = self.inter_broker_handlers.get(api_key)
+        if spec is None:
+            log.warning("closing %s: unknown or unsupported api key %d", conn.peer, api_key)
+            return None
+        listener = self.broker.config.inter_broker_listener_name
+        if conn.listener != listener:
+            log.warning("closing %s: %s (api key %d) is served on the inter-broker listener %s only, not on %s",
+                        conn.peer, spec.name, api_key, listener, conn.listener)
+            return None
+        return spec
 
     def _process_large(self, conn: Connection, slot: Any, spec: HandlerSpec, header: Any, view: memoryview) -> None:
         request = Request(self.broker, conn, slot, spec, header, {})  # body: filled in below
@@ -340,9 +361,11 @@ class Dispatcher:
         self.quotas = quotas
         if quotas is None:
             self.handlers = self._plain_handlers
+            self.inter_broker_handlers = self._plain_inter_broker
             self.__dict__.pop("respond", None)
         else:
             self.handlers = quotas.wrap_handlers(self._plain_handlers)
+            self.inter_broker_handlers = quotas.wrap_handlers(self._plain_inter_broker)
             self.respond = self._respond_with_quotas  # type: ignore[method-assign]
 
     def _respond_with_quotas(self, request: Request, body: dict | None) -> None:

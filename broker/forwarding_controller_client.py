@@ -88,7 +88,6 @@ ALTER_PARTITION_REASSIGNMENTS = (45, 0)
 LIST_PARTITION_REASSIGNMENTS = (46, 0)
 CREATE_ACLS = (30, 3)
 DELETE_ACLS = (31, 3)
-CONTROLLED_SHUTDOWN = (7, 3)
 ALTER_PARTITION = (56, 3)
 ALTER_CLIENT_QUOTAS = (49, 1)
 
@@ -316,7 +315,7 @@ class ForwardingControllerClient:
                 for r in response["responses"]]
 
     # ----------------------------------------------------------------------------------------
-    # Leaders, reassignments, shutdown, ISR changes
+    # Leaders, reassignments, ISR changes
 
     async def elect_leaders(
         self, election_type: int, partitions: Sequence[tuple[str, int]] | None = None
@@ -374,14 +373,6 @@ class ForwardingControllerClient:
         return [OngoingReassignment(t["name"], p["partition_index"], tuple(p["replicas"]),
                                     tuple(p["adding_replicas"]), tuple(p["removing_replicas"]))
                 for t in response["topics"] for p in t["partitions"]]
-
-    async def controlled_shutdown(self, node_id: int, broker_epoch: int) -> list[tuple[str, int]]:
-        body = {"broker_id": node_id, "broker_epoch": broker_epoch}
-        response = await self._send(CONTROLLED_SHUTDOWN, body,
-                                    _top_level_not_controller)
-        if response["error_code"] != ErrorCode.NONE:
-            raise KafkaApiError(ErrorCode(response["error_code"]), None)
-        return [(p["topic_name"], p["partition_index"]) for p in response["remaining_partitions"]]
 
     async def alter_partition(
         self, topic_id: uuid.UUID, partition: int, leader_id: int, leader_epoch: int, partition_epoch: int,
@@ -549,9 +540,6 @@ class RoutingControllerClient:
         self, partitions: Sequence[tuple[str, int]] | None = None
     ) -> list[OngoingReassignment]:
         return await self._route(lambda c: c.list_partition_reassignments(partitions))
-
-    async def controlled_shutdown(self, node_id: int, broker_epoch: int) -> list[tuple[str, int]]:
-        return await self._route(lambda c: c.controlled_shutdown(node_id, broker_epoch))
 
     async def alter_partition(
         self, topic_id: uuid.UUID, partition: int, leader_id: int, leader_epoch: int, partition_epoch: int,

@@ -22,7 +22,6 @@ HANDLER_MODULES = (
     "elect_leaders",
     "alter_partition_reassignments",
     "list_partition_reassignments",
-    "controlled_shutdown",
     "alter_partition",
     "describe_cluster",
     "produce",

@@ -6,7 +6,10 @@ the controller refuses a member whose epoch is not its registration's with INELI
 codes: FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER, INELIGIBLE_REPLICA...).
 A broker that is not the controller forwards (``broker.controller_client``).
 
-Leaders send it to the controller to shrink or expand an ISR (broker/replica); tested on the wire in
+Leaders send it to the controller to shrink or expand an ISR (broker/replica), forwarded to the
+controller's node on the inter-broker listener: it is served there only and never advertised
+(``INTER_BROKER_ONLY``), as Kafka 4.4 serves it on controller listeners only, which clients are not
+given; on another listener the request closes the connection. Tested on the wire in
 tests/integration/test_alter_partition_wire.py.
 """
 
@@ -21,6 +24,7 @@ from protocol.errors import ErrorCode, KafkaApiError
 API_KEY = 56
 NAME = "AlterPartition"
 VERSIONS = (2, 3)
+INTER_BROKER_ONLY = True
 
 
 def _new_isr(p: dict[str, Any], version: int) -> tuple[list[int], dict[int, int]]:

@@ -9,7 +9,9 @@ Versions 0-4.
 - v4: same as v3 (the client may receive UNSUPPORTED_VERSION with the v0 body, KIP-896 era).
 
 The answer comes from the handler registry, so only implemented APIs are advertised (Produce from
-v0, though v0-2 are not served: Kafka 4.x's KAFKA-18659 exception, see produce.py). A request
+v0, though v0-2 are not served: Kafka 4.x's KAFKA-18659 exception, see produce.py), except
+AlterPartition, which only brokers send the controller's node, on the inter-broker listener (Kafka
+4.4 serves it on controller listeners only; its broker listeners do not advertise it). A request
 for a version we do not serve is answered by the dispatcher with UNSUPPORTED_VERSION in the v0
 body shape and the full list, so the client can retry with a version we know. The response
 header is always v0.
@@ -31,12 +33,13 @@ VERSIONS = (0, 4)
 
 def api_keys(handlers: Mapping[int, HandlerSpec]) -> list[dict]:
     """The ApiVersions list: every registered handler's api key and version range (Produce's
-    minimum is the one Kafka advertises, below the one it serves: HandlerSpec.advertised_min_version)."""
+    minimum is the one Kafka advertises, below the one it serves: HandlerSpec.advertised_min_version),
+    except the APIs only brokers send the controller (HandlerSpec.inter_broker_only)."""
     return [
         {"api_key": spec.api_key,
          "min_version": spec.min_version if spec.advertised_min_version is None else spec.advertised_min_version,
          "max_version": spec.max_version}
-        for spec in handlers.values()
+        for spec in handlers.values() if not spec.inter_broker_only
     ]
 
 

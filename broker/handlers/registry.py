@@ -9,11 +9,13 @@ version, and at module level::
     def handle(request) -> dict | Awaitable[dict] | None
     async def handle_large(request, buf, body_offset) -> dict   # optional, see HandlerSpec
     ADVERTISED_MIN_VERSION = 0   # optional, see HandlerSpec.advertised_min_version
+    INTER_BROKER_ONLY = True     # optional, see HandlerSpec.inter_broker_only
 
 ``handle`` returns the response body (a dict in the newest shape; the codec writes the fields the
 request's version has), an awaitable of it for operations that wait (purgatory), or None when the
 request gets no response at all (Produce with acks=0). Only registered modules are advertised by
-ApiVersions, so nothing unimplemented is ever offered to a client.
+ApiVersions, so nothing unimplemented is ever offered to a client; nor is what only brokers send
+the controller (``INTER_BROKER_ONLY``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,12 @@ class HandlerSpec:
     # gzip/snappy/lz4 batches uncompressed unless Produce v0-2 appear in ApiVersions). A request
     # for an advertised version below ``min_version`` still closes the connection, as in Kafka.
     advertised_min_version: int | None = None
+    # Served only on connections to this broker's inter-broker listener, and never advertised: the
+    # requests Odradek brokers send the controller's node (AlterPartition). Kafka 4.4 serves them
+    # on its controller listeners only, which are never given to clients; on another listener the
+    # request closes the connection, as Kafka's SocketServer does for an API its listener does not
+    # serve ("Received request for disabled api").
+    inter_broker_only: bool = False
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -69,6 +77,7 @@ def spec_from_module(module: ModuleType) -> HandlerSpec:
         error_response=getattr(module, "error_response", None),
         handle_large=getattr(module, "handle_large", None),
         advertised_min_version=getattr(module, "ADVERTISED_MIN_VERSION", None),
+        inter_broker_only=getattr(module, "INTER_BROKER_ONLY", False),
     )
 
 

@@ -251,8 +251,6 @@ CASES: list[Case] = [
         lambda r: r["error_code"] == 0 and part(r, "topics") == 0),
     Case("AlterPartition", 56, 3, lambda c: {"broker_id": 1, "broker_epoch": -1, "topics": []},
          lambda r: r["error_code"] == CLUSTER_AUTH, [], lambda r: r["error_code"] == 0),  # CLUSTER_ACTION above
-    Case("ControlledShutdown", 7, 3, lambda c: {"broker_id": 99, "broker_epoch": -1},
-         lambda r: r["error_code"] == CLUSTER_AUTH, [], lambda r: r["error_code"] == 102),  # BROKER_ID_NOT_REGISTERED
     Case("DescribeCluster", 60, 1, lambda c: {"include_cluster_authorized_operations": True, "endpoint_type": 1},
          lambda r: r["error_code"] == 0 and r["cluster_authorized_operations"] == 0, [],
          lambda r: r["cluster_authorized_operations"] == CLUSTER_GRANTED),

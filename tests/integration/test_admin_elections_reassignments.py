@@ -1,5 +1,5 @@
-"""ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments and ControlledShutdown on the
-wire against one real broker, and Kafka's own kafka-leader-election and kafka-reassign-partitions.
+"""ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments on the wire against one
+real broker, and Kafka's own kafka-leader-election and kafka-reassign-partitions.
 
 On one node every partition is led by its only replica, so a preferred election is "not needed" and a
 reassignment to [1] completes at once; the multi-broker rules are tested on the controller
@@ -21,7 +21,6 @@ from tests.support.wire import WireClient, create_topic
 ELECT_LEADERS = 43
 ALTER_REASSIGNMENTS = 45
 LIST_REASSIGNMENTS = 46
-CONTROLLED_SHUTDOWN = 7
 API_VERSIONS = 18
 
 NOT_NEEDED = "Leader election not needed for topic partition."
@@ -46,8 +45,9 @@ def test_api_versions_advertises_the_new_apis(client: WireClient) -> None:
             ["api_keys"]}
     assert keys[ELECT_LEADERS] == (0, 2)
     assert keys[ALTER_REASSIGNMENTS] == (0, 0) and keys[LIST_REASSIGNMENTS] == (0, 0)
-    assert keys[CONTROLLED_SHUTDOWN] == (3, 3)
-    assert keys[56] == (2, 3)  # AlterPartition: leaders change ISRs through the controller
+    # Not ControlledShutdown (7, retired in Kafka 4.0) nor AlterPartition (56, controller listeners
+    # only): tests/integration/test_api_versions_surface.py.
+    assert 7 not in keys and 56 not in keys
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
@@ -100,16 +100,6 @@ def test_reassignments(client: WireClient) -> None:
     for topics in (None, [{"name": "moving", "partition_indexes": [0, 1, 9]}]):
         resp = client.request(LIST_REASSIGNMENTS, 0, {"timeout_ms": 5000, "topics": topics})
         assert resp["error_code"] == ErrorCode.NONE and resp["topics"] == []
-
-
-def test_controlled_shutdown_v3(client: WireClient) -> None:
-    create_topic(client, "stays", 1)
-    resp = client.request(CONTROLLED_SHUTDOWN, 3, {"broker_id": 1, "broker_epoch": 1 << 40})
-    assert resp == {"error_code": ErrorCode.STALE_BROKER_EPOCH, "remaining_partitions": []}
-    resp = client.request(CONTROLLED_SHUTDOWN, 3, {"broker_id": 1, "broker_epoch": -1})
-    assert resp["error_code"] == ErrorCode.NONE
-    # The only replica keeps leading: nowhere to move it.
-    assert {"topic_name": "stays", "partition_index": 0} in resp["remaining_partitions"]
 
 
 # --- Kafka's own tools ------------------------------------------------------------------------

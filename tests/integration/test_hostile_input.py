@@ -15,13 +15,13 @@ import pytest
 from tests.support.wire import WireClient
 
 # Every API the broker advertises, with its version range. A change here is a change to what
-# clients are offered: it must come with tests of the API.
+# clients are offered: it must come with tests of the API. AlterPartition (56) is served on the
+# inter-broker listener only and advertised nowhere (tests/integration/test_api_versions_surface.py).
 EXPECTED_APIS = [
     (0, 0, 11),  # Produce (served from v3; v0-2 advertised as Kafka 4.4 does, KAFKA-18659)
     (1, 4, 17),  # Fetch
     (2, 1, 10),  # ListOffsets
     (3, 0, 12),  # Metadata
-    (7, 3, 3),  # ControlledShutdown
     (8, 0, 9),  # OffsetCommit
     (9, 0, 9),  # OffsetFetch
     (10, 0, 6),  # FindCoordinator
@@ -61,7 +61,6 @@ EXPECTED_APIS = [
     (49, 0, 1),  # AlterClientQuotas
     (50, 0, 0),  # DescribeUserScramCredentials
     (51, 0, 0),  # AlterUserScramCredentials
-    (56, 2, 3),  # AlterPartition
     (60, 0, 1),  # DescribeCluster
     (61, 0, 0),  # DescribeProducers
     (65, 0, 0),  # DescribeTransactions
