@@ -4,7 +4,8 @@ Groups of both protocols share one id space (Kafka's GroupMetadataManager keeps 
 classic group and a KIP-848 consumer group never have the same id. The two maps live here, not in
 either manager, so each manager can check the other's ids without calling into it. Group ``g``
 belongs to partition ``partition_for(g, offsets.topic.num.partitions)`` of __consumer_offsets
-and is served while the runtime has that partition loaded.
+and is served while the runtime has that partition loaded (and, for a group that moved there when
+the partition rule was fixed, once its state was taken over: broker/coordinator/rehash.py).
 
 Owned by the handler loop; no locks.
 """
@@ -89,6 +90,9 @@ class GroupContext:
     time_ms: Callable[[], int]
     classic_groups: dict[str, ClassicGroup] = field(default_factory=dict)
     consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
+    # (partition, group) -> the group moved into the partition and its state is not here yet
+    # (broker/coordinator/migration.py); None: nothing moves.
+    moving: Callable[[int, str], bool] | None = None
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.num_partitions)
@@ -101,6 +105,8 @@ class GroupContext:
             raise KafkaApiError(ErrorCode.INVALID_GROUP_ID)
         partition = self.partition_for(group_id)
         self.runtime.check(partition)
+        if self.moving is not None and self.moving(partition, group_id):
+            raise KafkaApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         return partition
 
     def is_active(self, partition: int) -> bool:

@@ -12,7 +12,10 @@ The parts (Kafka 4.0's GroupCoordinatorService over GroupCoordinatorShards):
 - ``consumer_group.ConsumerGroupManager``: KIP-848 ConsumerGroupHeartbeat/Describe;
 - ``offset_manager.OffsetManager``: OffsetCommit/Fetch/Delete and expiry;
 - ``txn_offsets.TxnOffsetManager``: TxnOffsetCommit's offsets, pending until the transaction's marker;
-- ``context.GroupContext``: what they share (config, runtime, timer, metadata, the group maps).
+- ``context.GroupContext``: what they share (config, runtime, timer, metadata, the group maps);
+- ``broker.coordinator.migration.RehashMigrations``: the state of groups that moved to another
+  partition when the partition rule was fixed, taken over from the partition that held it
+  (broker/coordinator/rehash.py).
 
 This module wires them and routes the APIs that span both protocols (ListGroups, DeleteGroups).
 It receives what it uses: the group config, a PartitionWriter over the replica manager, the
@@ -32,12 +35,16 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from broker.coordinator.migration import RehashMigrations
 from broker.coordinator.runtime import (
     CoordinatorResult,
     CoordinatorRuntime,
     CoordinatorWriteError,
+    KeyValue,
     PartitionWriter,
 )
+from broker.coordinator.twin_reader import TwinReader
+from broker.group import records as R
 from broker.group.classic_manager import ClassicGroupManager, join_error, sync_error
 from broker.group.consumer_group import ConsumerGroupManager
 from broker.group.context import OFFSETS_TOPIC, GroupConfig, GroupContext, MetadataView
@@ -74,12 +81,29 @@ class GroupCoordinator:
         self.offsets = OffsetManager(self.ctx, self.classic, self.consumer)
         self.txn_offsets = TxnOffsetManager(self.ctx, self.classic, self.consumer, producers)
         self.groups = self.ctx.classic_groups  # classic groups by id (KIP-848 ones: consumer.groups)
+        self.twin_reader = TwinReader(writer, metadata, node_id, config.load_buffer_size)
+        self.migrations: RehashMigrations = RehashMigrations(
+            self.runtime, self.twin_reader, lambda: config.num_partitions, self.ctx.partition_for, R.key_group_id,
+            self._leader_epoch, self._install_moved)
+        self.ctx.moving = self.migrations.blocks
 
     def _load_summary(self) -> str:
         return f": {len(self.ctx.classic_groups) + len(self.ctx.consumer_groups)} groups"
 
     def _new_shard(self, partition: int) -> GroupShard:
-        return GroupShard(partition, self.classic, self.consumer, self.txn_offsets)
+        return GroupShard(partition, self.classic, self.consumer, self.txn_offsets, self.migrations)
+
+    def _leader_epoch(self, partition: int) -> int:
+        state = self.metadata.image.partition(OFFSETS_TOPIC, partition)
+        return state.leader_epoch if state is not None else 0
+
+    def _install_moved(self, partition: int, records: list[KeyValue], last_offset: int, source_epoch: int) -> None:
+        """The moved groups' copied records are durable: load them as the partition's own (a
+        loader-only shard: the groups go to the managers, as at a load)."""
+        loader = GroupShard(partition, self.classic, self.consumer)
+        for key, value in records:
+            loader.replay(last_offset, key, value)
+        loader.on_loaded()
 
     @property
     def active(self) -> bool:
@@ -105,8 +129,10 @@ class GroupCoordinator:
 
     async def shutdown(self) -> None:
         self.runtime.shutdown()
+        self.migrations.shutdown()
         self.offsets.shutdown()
         self.timer.cancel_all()
+        await self.twin_reader.close()
 
     def partition_for(self, group_id: str) -> int:
         return self.ctx.partition_for(group_id)

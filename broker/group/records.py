@@ -145,6 +145,21 @@ def decode_key(data: bytes | None) -> OffsetKey | GroupKey | OtherKey:
     return OtherKey(version)
 
 
+def key_group_id(data: bytes) -> str | None:
+    """The group id of any __consumer_offsets key of Kafka's: every one of its coordinator record
+    types (offsets, classic groups, KIP-848 and share groups) starts its key with the group id, a
+    non-flexible string after the version. None for a negative version or an unreadable key."""
+    if len(data) < 4:
+        return None
+    version, length = struct.unpack_from(">hh", data, 0)
+    if version < 0 or length < 0 or 4 + length > len(data):
+        return None
+    try:
+        return bytes(data[4:4 + length]).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def decode_offset_value(data: bytes) -> OffsetAndMetadata:
     if len(data) < 2:
         raise CorruptRecordError("OffsetCommitValue shorter than its version")

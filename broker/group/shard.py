@@ -11,6 +11,11 @@ load become the pending offsets of ``TxnOffsetManager.install_pending``. On unlo
 drop the partition's groups. The groups themselves live in the shared id space of
 ``GroupContext`` (a group id maps to one partition), so every partition's shard is a loader and
 a lifecycle, not a second copy of the state.
+
+With a ``RehashMigrations`` (broker/coordinator/rehash.py), the load first hands every record to
+its ``LoadFilter``: the markers, and the records of groups that belong to another partition
+since the partition rule was fixed, are set aside there (never installed); when the load ends the
+migrations get the filter, to take over the state of the groups that moved here.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from broker.coordinator.rehash import LoadFilter
 from broker.coordinator.runtime import NO_PRODUCER_ID
 from broker.group import records as R
 from broker.group.consumer_group import ConsumerGroupLoader
@@ -25,6 +31,7 @@ from broker.group.context import OFFSETS_TOPIC
 from broker.group.txn_offsets import offsets_to_commit
 
 if TYPE_CHECKING:
+    from broker.coordinator.migration import RehashMigrations
     from broker.group.classic_manager import ClassicGroupManager
     from broker.group.consumer_group import ConsumerGroupManager
     from broker.group.txn_offsets import TxnOffsetManager
@@ -39,7 +46,8 @@ class GroupShard:
     """Implements broker.coordinator.runtime.CoordinatorShard for one partition."""
 
     def __init__(self, partition: int, classic: ClassicGroupManager, consumer: ConsumerGroupManager,
-                 txn_offsets: TxnOffsetManager | None = None) -> None:
+                 txn_offsets: TxnOffsetManager | None = None,
+                 migrations: RehashMigrations | None = None) -> None:
         self.partition = partition
         self.classic = classic
         self.consumer = consumer
@@ -48,9 +56,13 @@ class GroupShard:
         self._offsets: LoadedOffsets = {}
         self._pending: dict[int, Pending] = {}  # producer id -> its open transaction's offsets
         self._consumer_loader = ConsumerGroupLoader(partition)
+        self.migrations = migrations
+        self._filter = None if migrations is None else LoadFilter(partition, migrations.partition_of, R.key_group_id)
 
     def replay(self, offset: int, key: bytes | None, value: bytes | None,
                producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1) -> None:
+        if self._filter is not None and self._filter.consume(key, value):
+            return  # a marker, or a group of another partition now
         if producer_id != NO_PRODUCER_ID:
             self._replay_transactional(offset, producer_id, key, value)
             return
@@ -105,8 +117,13 @@ class GroupShard:
         if self.txn_offsets is not None:
             self.txn_offsets.install_pending(self._pending)  # transactions still open on the partition
         self._pending = {}
+        if self.migrations is not None and self._filter is not None:
+            self.migrations.on_loaded(self.partition, self._filter)
+            self._filter = LoadFilter(self.partition, self.migrations.partition_of, R.key_group_id)
 
     def on_unloaded(self) -> None:
+        if self.migrations is not None:
+            self.migrations.on_unloaded(self.partition)
         self.consumer.unload(self.partition)
         self.classic.unload(self.partition)
         if self.txn_offsets is not None:

@@ -22,6 +22,10 @@ TransactionCoordinator:
 - Loading a partition finishes what its previous leader left prepared (markers, then Complete*).
 - ``verify``: the produce path's check that a transactional batch's partition was added (KIP-890's
   verification, answered here when this broker coordinates the transactional id).
+- Ids that moved to another partition when the partition rule was fixed: their state is taken
+  over from the partition that held it (``RehashMigrations``, broker/coordinator/rehash.py);
+  until then they get COORDINATOR_LOAD_IN_PROGRESS. The partition's markers carry its leader
+  epoch plus the shard's ``epoch_floor`` as their coordinator epoch.
 
 Errors are Kafka's: INVALID_PRODUCER_ID_MAPPING (unknown id or producer id), PRODUCER_FENCED
 (older epoch; INVALID_PRODUCER_EPOCH for request versions before KIP-588, mapped by the handlers),
@@ -38,17 +42,30 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from broker.coordinator.migration import RehashMigrations
+from broker.coordinator.rehash import LoadFilter
 from broker.coordinator.runtime import (
     CoordinatorResult,
     CoordinatorRuntime,
     CoordinatorWriteError,
+    KeyValue,
     PartitionState,
 )
+from broker.coordinator.twin_reader import TwinReader
 from broker.group.hashing import partition_for
 from broker.inter_broker_client import NodeUnavailableError
 from broker.txn.markers import ImageView, MarkerReplicas, MarkerWriter
 from broker.txn.metadata import COMPLETE, MAX_EPOCH, PREPARE, TxnMetadata
-from broker.txn.records import TxnLogValue, TxnState, key_bytes, value_bytes
+from broker.txn.records import (
+    CorruptTxnRecordError,
+    TxnLogValue,
+    TxnState,
+    decode_key,
+    decode_value,
+    key_bytes,
+    key_transactional_id,
+    value_bytes,
+)
 from broker.txn.shard import TXN_TOPIC, TxnShard
 from protocol.errors import ErrorCode, KafkaApiError
 from storage.clock import now_ms
@@ -122,9 +139,14 @@ class TransactionCoordinator:
         self.markers = MarkerWriter(replicas, metadata, node_id, config.marker_timeout_ms)
         self._tasks: set[asyncio.Task] = set()
         self._shards: dict[int, TxnShard] = {}
+        self.twin_reader = TwinReader(writer, metadata, node_id, config.load_buffer_size)
+        self.migrations: RehashMigrations = RehashMigrations(
+            self.runtime, self.twin_reader, self._num_partitions, self.partition_for, key_transactional_id,
+            self._leader_epoch, self._install_moved)
 
     def _new_shard(self, partition: int) -> TxnShard:
-        return TxnShard(partition, self._on_loaded, self._on_unloaded)
+        return TxnShard(partition, self._on_loaded, self._on_unloaded,
+                        LoadFilter(partition, self.partition_for, key_transactional_id))
 
     def _load_summary(self) -> str:
         return f": {sum(len(s.txns) for s in self._shards.values())} transactional ids"
@@ -146,9 +168,11 @@ class TransactionCoordinator:
 
     async def shutdown(self) -> None:
         self.runtime.shutdown()
+        self.migrations.shutdown()
         for task in list(self._tasks):
             task.cancel()
         await self.markers.close()
+        await self.twin_reader.close()
 
     def _spawn(self, coro: Coroutine[object, object, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -171,18 +195,47 @@ class TransactionCoordinator:
             if meta.state in PREPARE:
                 asyncio.get_running_loop().call_soon(
                     self._send_markers, shard.partition, meta.transactional_id, meta.value())
+        if shard.load_filter is not None:
+            self.migrations.on_loaded(shard.partition, shard.load_filter)
+            shard.load_filter = None
 
     def _on_unloaded(self, shard: TxnShard) -> None:
+        self.migrations.on_unloaded(shard.partition)
         if self._shards.get(shard.partition) is shard:
             del self._shards[shard.partition]
+
+    def _leader_epoch(self, partition: int) -> int:
+        state = self.metadata.image.partition(TXN_TOPIC, partition)
+        return state.leader_epoch if state is not None else 0
+
+    def _install_moved(self, partition: int, records: list[KeyValue], last_offset: int, source_epoch: int) -> None:
+        """The moved ids' copied records are durable: their state goes live here, and a prepared
+        transaction's markers are sent again (by the next turn, as after a load)."""
+        shard = self.runtime.shard(partition)
+        shard.epoch_floor = source_epoch
+        for key, value in records:
+            try:
+                txn_id = decode_key(key)
+                v = decode_value(value) if value is not None else None
+            except CorruptTxnRecordError as exc:
+                log.error("skipping an unreadable %s record taken over by partition %d: %s", TXN_TOPIC, partition, exc)
+                continue
+            if v is None:
+                continue
+            shard.txns[txn_id] = TxnMetadata.from_value(txn_id, v)
+            if v.state in PREPARE:
+                asyncio.get_running_loop().call_soon(self._send_markers, partition, txn_id, v)
 
     # ==========================================================================================
     # lookups
 
+    def _num_partitions(self) -> int:
+        topic = self.metadata.image.topics.get(TXN_TOPIC)
+        return len(topic.partitions) if topic is not None else self.config.num_partitions
+
     def partition_for(self, transactional_id: str) -> int:
         """As FindCoordinator computes it: over the topic's partitions once it exists."""
-        topic = self.metadata.image.topics.get(TXN_TOPIC)
-        return partition_for(transactional_id, len(topic.partitions) if topic is not None else self.config.num_partitions)
+        return partition_for(transactional_id, self._num_partitions())
 
     def _partition(self, transactional_id: str) -> int:
         """The id's partition if served here; Kafka's coordinator errors otherwise."""
@@ -190,6 +243,8 @@ class TransactionCoordinator:
             raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         partition = self.partition_for(transactional_id)
         self.runtime.check(partition)
+        if self.migrations.blocks(partition, transactional_id):
+            raise KafkaApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         return partition
 
     def describe(self, transactional_id: str) -> TxnMetadata | None:
@@ -200,8 +255,8 @@ class TransactionCoordinator:
         """Is ``topic-partition`` in the ongoing transaction of (producer id, epoch)? None when this
         broker does not coordinate the id (the append goes on unverified)."""
         p = self.partition_for(transactional_id)
-        if self.runtime.state(p) is not PartitionState.ACTIVE:
-            return None
+        if self.runtime.state(p) is not PartitionState.ACTIVE or self.migrations.blocks(p, transactional_id):
+            return None  # (a moved id not taken over yet: the remote check answers LOAD_IN_PROGRESS)
         meta = self.runtime.shard(p).txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
@@ -427,8 +482,10 @@ class TransactionCoordinator:
     # markers and completion
 
     def _coordinator_epoch(self, partition: int) -> int:
-        state = self.metadata.image.partition(TXN_TOPIC, partition)
-        return state.leader_epoch if state is not None else 0
+        """Kafka's coordinator epoch is the partition's leader epoch; plus the floor of a partition
+        that took over moved ids, whose producers saw the old partition's epochs (rehash.py)."""
+        shard = self._shards.get(partition)
+        return self._leader_epoch(partition) + (shard.epoch_floor if shard is not None else 0)
 
     def _send_markers(self, partition: int, transactional_id: str, prepared: TxnLogValue) -> None:
         """Markers of a durable PrepareCommit/PrepareAbort, then Complete*, in the background."""

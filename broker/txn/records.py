@@ -90,6 +90,14 @@ def decode_key(data: bytes | None) -> str:
     return str(_decode("TransactionLogKey", data)["transactional_id"])
 
 
+def key_transactional_id(data: bytes) -> str | None:
+    """The transactional id of a TransactionLogKey; None for any other key (another version)."""
+    try:
+        return decode_key(data)
+    except CorruptTxnRecordError:
+        return None
+
+
 def value_bytes(v: TxnLogValue) -> bytes:
     # As Kafka's TransactionLog.valueToBytes: null partitions for Empty only (Kafka's own reader
     # fails on a null list in any other state), a list - empty once Complete* - otherwise.

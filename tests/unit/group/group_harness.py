@@ -121,11 +121,13 @@ async def started(node: Node, writer: PartitionWriter | None = None) -> GroupCoo
                                    writer if writer is not None else ReplicaManagerWriter(node.replica_manager),
                                    node.timer, node.metadata, node.node_id)
     await coordinator.start()
-    for _ in range(100):
+    # Loaded, and done with the first start's SWITCHED/MIGRATED markers (broker/coordinator/rehash.py),
+    # so a test's writes are the only ones.
+    for _ in range(500):
         if all(state == "active" for state in coordinator.partitions.values()) and \
-                len(coordinator.partitions) == NUM_PARTITIONS:
+                len(coordinator.partitions) == NUM_PARTITIONS and not coordinator.migrations.busy:
             return coordinator
-        await asyncio.sleep(0)
+        await asyncio.sleep(0.002)
     raise AssertionError(f"partitions did not load: {coordinator.partitions}")
 
 

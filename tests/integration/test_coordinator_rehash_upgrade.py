@@ -1,0 +1,312 @@
+"""Groups and transactional ids whose coordinator partition changed when the partition rule was fixed
+(issue 27, item 7): a data dir the previous release (0.1.0, the old rule: tests/support/old_release.py)
+wrote through real clients opens with this release, and every group's committed offsets and every
+transactional id's state are found, on the partition Kafka's rule names (broker/coordinator/rehash.py).
+
+The previous release writes, on one node with Kafka's 50 partitions per internal topic: offsets
+committed by groups whose partition moves (negative hashCode: ASCII, Cyrillic, astral ids) and by
+some that stay; a group that consumed as a member; a committed transaction's offsets; an aborted
+transaction's offsets; and a transaction left open at the stop by a producer that lives on (its
+offsets on the old partition, its marker to come). Then this release opens the data dir:
+
+- ``committed()`` answers, for every group, what the previous release acknowledged; the open
+  transaction's producer commits it through the new release and its offsets become the group's;
+- the groups' and transactional ids' live records are only on Kafka's partitions now (expected
+  from Kafka's own code in a JVM), the old partitions hold tombstones;
+- a transactional id moved to a new partition fences its previous incarnation there;
+- Kafka's DumpLogSegments reads a partition holding the SWITCHED/MIGRATED markers;
+- a second restart finds the same.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.group.hashing import legacy_partition_for
+from tests.support.broker_process import BrokerProcess
+from tests.support.internal_topics import partitions_holding
+from tests.support.java_partitions import kafka_partitions
+from tests.support.old_release import release_tree
+from tools.kafka_dist import ToolchainUnavailable
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+pytestmark = pytest.mark.timeout(300)
+
+N = 50
+DATA = "data"
+# Groups: the first five move (negative hashCode), the last two stay.
+PLAIN = ["faults", "etl-job", "\u0433\u0440\u0443\u043f\u043f\u0430-1", "grp-\U0001F600\U0001F600", "readers",
+         "polygenelubricants"]
+MEMBER_GROUP = "billing"  # consumes as a subscribed member, then commits
+TXN_COMMITTED, TXN_ABORTED, TXN_OPEN = "orders-tx", "ledger-tx", "tx-\u00e9t\u00e9"  # all three move
+GROUPS = [*PLAIN, MEMBER_GROUP]
+TXN_IDS = [TXN_COMMITTED, TXN_ABORTED, TXN_OPEN]
+
+
+CLUSTER_N = 10  # the cluster test's __consumer_offsets partitions (x3 replicas: lighter than 50)
+
+
+@pytest.fixture(scope="module")
+def kafka_table() -> dict[str, list[int]]:
+    """Kafka's partition of every id for N and CLUSTER_N partitions, from Kafka's code."""
+    try:
+        table = kafka_partitions(GROUPS + TXN_IDS, [N, CLUSTER_N])
+    except ToolchainUnavailable as exc:
+        pytest.skip(f"Kafka's partitions come from Java, unavailable here: {exc}")
+    return {i: parts for i, (_, parts) in table.items()}
+
+
+@pytest.fixture(scope="module")
+def kafka(kafka_table: dict[str, list[int]]) -> dict[str, int]:
+    return {i: parts[0] for i, parts in kafka_table.items()}
+
+
+@pytest.fixture
+def brokers(tmp_path: Path) -> Iterator[list[BrokerProcess]]:
+    started: list[BrokerProcess] = []
+    yield started
+    for b in started:
+        b.kill()
+
+
+RETRIABLE = {confluent_kafka.KafkaError.NOT_COORDINATOR, confluent_kafka.KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+             confluent_kafka.KafkaError.COORDINATOR_NOT_AVAILABLE}
+
+
+def _commit(bootstrap: str, group: str, offsets: dict[int, tuple[int, str]]) -> None:
+    """Commit, again while the answer is retriable (a cluster's coordinator may still be moving in
+    right after __consumer_offsets was made; librdkafka leaves an explicit commit's retry to us)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            try:
+                consumer.commit(offsets=[TopicPartition(DATA, p, o, metadata=m) for p, (o, m) in offsets.items()],
+                                asynchronous=False)
+                return
+            except KafkaException as exc:
+                if exc.args[0].code() not in RETRIABLE or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+    finally:
+        consumer.close()
+
+
+def _consume_as_member(bootstrap: str, group: str, records: int) -> dict[int, tuple[int, str]]:
+    """Subscribe, read ``records`` records, commit the positions; what it committed."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([DATA])
+        seen = 0
+        deadline = time.monotonic() + 60
+        while seen < records and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                seen += 1
+        assert seen == records
+        committed = consumer.commit(asynchronous=False)
+        return {tp.partition: (tp.offset, "") for tp in committed or [] if tp.offset >= 0}
+    finally:
+        consumer.close()
+
+
+def _txn_producer(bootstrap: str, txn_id: str) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": 120_000})
+    producer.init_transactions(30)
+    return producer
+
+
+def _send_offsets(bootstrap: str, producer: Producer, group: str, partition: int, offset: int) -> None:
+    """TxnOffsetCommit of ``group``'s offset inside the producer's transaction (no generation: the
+    group's metadata as a consumer that never joined has it)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        metadata = consumer.consumer_group_metadata()
+    finally:
+        consumer.close()
+    producer.send_offsets_to_transaction([TopicPartition(DATA, partition, offset)], metadata, 30)
+
+
+def _committed(bootstrap: str, group: str) -> dict[int, tuple[int, str]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        tps = consumer.committed([TopicPartition(DATA, p) for p in range(3)], timeout=60)
+        return {tp.partition: (tp.offset, tp.metadata or "") for tp in tps if tp.offset >= 0}
+    finally:
+        consumer.close()
+
+
+def test_groups_and_transactions_written_by_the_previous_release_are_found_on_kafkas_partitions(
+        tmp_path: Path, brokers: list[BrokerProcess], kafka: dict[str, int]) -> None:
+    moved = [i for i in GROUPS + TXN_IDS if legacy_partition_for(i, N) != kafka[i]]
+    assert set(moved) == {*PLAIN[:4], MEMBER_GROUP, *TXN_IDS}, moved  # or this test could not fail on the old rule
+    overrides = {"offsets.topic.num.partitions": str(N), "transaction.state.log.num.partitions": str(N)}
+    old = BrokerProcess(tmp_path, overrides=overrides, package_root=release_tree())
+    brokers.append(old)
+    old.start(60)
+    bootstrap = old.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(DATA, 3, 1)])[DATA].result(30)
+    plain_producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(30):
+        plain_producer.produce(DATA, value=b"r%d" % i, partition=i % 3)
+    assert plain_producer.flush(30) == 0
+
+    # What the previous release acknowledged: the expected state after the upgrade.
+    expected: dict[str, dict[int, tuple[int, str]]] = {}
+    for i, group in enumerate(PLAIN):
+        expected[group] = {p: (10 * i + p, f"{group}:{p}") for p in range(3)}
+        _commit(bootstrap, group, expected[group])
+    expected[MEMBER_GROUP] = _consume_as_member(bootstrap, MEMBER_GROUP, 30)
+    assert expected[MEMBER_GROUP] == {0: (10, ""), 1: (10, ""), 2: (10, "")}
+    committed_txn = _txn_producer(bootstrap, TXN_COMMITTED)
+    committed_txn.begin_transaction()
+    committed_txn.produce(DATA, value=b"committed", partition=0)
+    _send_offsets(bootstrap, committed_txn, "etl-job", 0, 777)
+    committed_txn.commit_transaction(30)
+    expected["etl-job"][0] = (777, "")
+    aborted_txn = _txn_producer(bootstrap, TXN_ABORTED)
+    aborted_txn.begin_transaction()
+    aborted_txn.produce(DATA, value=b"aborted", partition=1)
+    _send_offsets(bootstrap, aborted_txn, "etl-job", 1, 999)
+    aborted_txn.abort_transaction(30)
+    open_txn = _txn_producer(bootstrap, TXN_OPEN)
+    open_txn.begin_transaction()
+    open_txn.produce(DATA, value=b"open", partition=2)
+    _send_offsets(bootstrap, open_txn, "faults", 2, 555)
+    assert open_txn.flush(30) == 0
+    for group in GROUPS:
+        if group != "faults":  # the open transaction's pending offset: UNSTABLE_OFFSET_COMMIT until it ends
+            assert _committed(bootstrap, group) == expected[group], group
+    assert old.stop() == 0, old.log_text()
+
+    new = BrokerProcess(tmp_path, port=old.port, overrides=overrides)
+    brokers.append(new)
+    new.start(60)
+    # The transaction left open goes on: its producer commits it through this release (the
+    # transactional id's state moved; its offsets, on the group's old partition, wait for the marker).
+    open_txn.commit_transaction(60)
+    expected["faults"][2] = (555, "")
+    for group in GROUPS:
+        assert _committed(bootstrap, group) == expected[group], group
+
+    # The moved transactional id fences its previous incarnation from its new partition.
+    again = _txn_producer(bootstrap, TXN_COMMITTED)
+    again.begin_transaction()
+    again.produce(DATA, value=b"after", partition=0)
+    again.commit_transaction(30)
+    committed_txn.begin_transaction()
+    committed_txn.produce(DATA, value=b"zombie", partition=0)
+    with pytest.raises(KafkaException) as fenced:
+        committed_txn.commit_transaction(30)
+    assert fenced.value.args[0].fatal(), fenced.value
+
+    # Live records only on Kafka's partitions (the old ones were tombstoned once taken over).
+    _wait_for_tombstones(bootstrap)
+    holding = partitions_holding(bootstrap, "__consumer_offsets")
+    assert {g: holding.get(g) for g in GROUPS} == {g: {kafka[g]} for g in GROUPS}
+    holding = partitions_holding(bootstrap, "__transaction_state")
+    assert {t: holding.get(t) for t in TXN_IDS} == {t: {kafka[t]} for t in TXN_IDS}
+    assert new.stop() == 0, new.log_text()
+
+    _kafka_reads_a_partition_with_markers(tmp_path, kafka["faults"])
+    new.start(60)
+    for group in GROUPS:
+        assert _committed(bootstrap, group) == expected[group], group
+    assert "Traceback" not in new.log_text()
+    assert new.stop() == 0, new.log_text()
+
+
+def _wait_for_tombstones(bootstrap: str) -> None:
+    """Each partition writes the tombstones of its moved-out records once its twin took them over
+    (right after the load on one node); wait until no group's id has live records on two partitions."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        holding = partitions_holding(bootstrap, "__consumer_offsets")
+        if all(len(parts) == 1 for parts in holding.values()):
+            return
+        time.sleep(0.5)
+
+
+def _kafka_reads_a_partition_with_markers(tmp_path: Path, partition: int) -> None:
+    """Kafka's own reader of __consumer_offsets skips the two markers as an unknown record type and
+    decodes the copied records around them."""
+    from tests.support.java_tools import run_tool
+
+    segment = tmp_path / "logs" / f"__consumer_offsets-{partition}" / f"{0:020d}.log"
+    out = run_tool("kafka.tools.DumpLogSegments", ["--files", str(segment), "--print-data-log",
+                                                   "--offsets-decoder"]).stdout
+    assert sum("key: Unknown record type 32767 at offset" in line for line in out.splitlines()) == 2, out[-3000:]
+    assert '"group":"faults","topic":"data","partition":2}} payload: {"version":"3","data":{"offset":555' in out
+
+
+def test_a_rolling_upgrade_moves_groups_between_partitions_on_different_brokers(
+        tmp_path: Path, kafka_table: dict[str, list[int]]) -> None:
+    """Three brokers of the previous release, the internal topics with one replica each (so a
+    partition stays on its broker: a moved group's old and new partitions are often on different
+    brokers); each broker in turn stopped and started on this release. A moved group's new partition
+    waits while its old one is led by an old broker (which serves the group meanwhile), then reads
+    it with Fetch from the other broker (broker/coordinator/twin_reader.py). Groups that do not move
+    are served at every step; at the end every group's offsets are the acknowledged ones."""
+    from broker.cluster_launcher import PACKAGE_ROOT
+    from tests.support.cluster import cluster_or_skip
+
+    kafka = {i: parts[1] for i, parts in kafka_table.items()}
+    moved = [g for g in PLAIN if legacy_partition_for(g, CLUSTER_N) != kafka[g]]
+    stays = [g for g in PLAIN if g not in moved]
+    assert len(moved) == 4 and stays == ["readers", "polygenelubricants"], moved
+    c = cluster_or_skip(tmp_path, 3, {"offsets.topic.num.partitions": str(CLUSTER_N),
+                                      "offsets.topic.replication.factor": "1",
+                                      "transaction.state.log.replication.factor": "1",
+                                      "transaction.state.log.min.isr": "1"})
+    for node in c.brokers.values():
+        node.package_root = str(release_tree())
+    with c:
+        assert c.wait_members(30), c.logs()
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        admin.create_topics([NewTopic(DATA, 3, 3)])[DATA].result(30)
+        expected = {group: {p: (10 * i + p, f"{group}:{p}") for p in range(3)} for i, group in enumerate(PLAIN)}
+        for group, offsets in expected.items():
+            _commit(c.bootstrap, group, offsets)
+        committed_txn = _txn_producer(c.bootstrap, TXN_COMMITTED)
+        committed_txn.begin_transaction()
+        committed_txn.produce(DATA, value=b"committed", partition=0)
+        _send_offsets(c.bootstrap, committed_txn, "etl-job", 0, 777)
+        committed_txn.commit_transaction(30)
+        expected["etl-job"][0] = (777, "")
+        topic = admin.list_topics("__consumer_offsets", timeout=30).topics["__consumer_offsets"]
+        home = {p: meta.replicas[0] for p, meta in topic.partitions.items()}
+        apart = [g for g in moved if home[kafka[g]] != home[legacy_partition_for(g, CLUSTER_N)]]
+        assert apart, home  # or nothing here would be read from another broker
+        for node_id in c.node_ids:
+            assert c.stop(node_id) == 0, c.log_text(node_id)
+            c.brokers[node_id].package_root = str(PACKAGE_ROOT)
+            c.start(node_id, 60)
+            assert c.wait_members(60), c.logs()
+            for group in stays:
+                assert _committed(c.bootstrap, group) == expected[group], (node_id, group)
+        for group, offsets in expected.items():
+            assert _committed(c.bootstrap, group) == offsets, group
+        again = _txn_producer(c.bootstrap, TXN_COMMITTED)  # its state moved too: a new epoch
+        again.begin_transaction()
+        again.produce(DATA, value=b"after", partition=0)
+        again.commit_transaction(30)
+        with pytest.raises(KafkaException):
+            committed_txn.begin_transaction()
+            committed_txn.produce(DATA, value=b"zombie", partition=0)
+            committed_txn.commit_transaction(30)
+        logs = {node: c.log_text(node, 1_000_000) for node in c.node_ids}
+        for g in apart:  # its new partition's broker read the old one from the old one's broker
+            new, old = kafka[g], legacy_partition_for(g, CLUSTER_N)
+            wanted = (f"__consumer_offsets-{new} took over", f"from __consumer_offsets-{old} (read from broker {home[old]})")
+            assert any(all(w in line for w in wanted) for line in logs[home[new]].splitlines()), (g, home, logs[home[new]])
+        for text in logs.values():
+            assert "Traceback" not in text, text

@@ -1,0 +1,150 @@
+"""Transactional ids whose __transaction_state partition changed when the partition rule was fixed:
+their state, written where the previous releases put it, is taken over by Kafka's partition
+(broker/coordinator/rehash.py), and an ongoing transaction is completed or aborted from there with
+markers the data partitions accept, on real log files.
+
+The "previous release" state is written as it wrote it: the TransactionLogValue on
+``legacy_partition_for``'s partition, the producer's batches and its earlier marker (with the old
+partition's leader epoch as coordinator epoch) on the data partition. 3 state partitions: 0 and 2
+are twins, 1 is its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from broker.coordinator.partition_writer import ReplicaManagerWriter
+from broker.group.hashing import legacy_partition_for, partition_for
+from broker.txn.coordinator import TransactionCoordinator, TxnConfig
+from broker.txn.records import TxnLogValue, TxnState, key_bytes, value_bytes
+from broker.txn.shard import TXN_TOPIC
+from controller.image import MetadataImage, PartitionState, TopicImage
+from protocol.errors import ErrorCode, KafkaApiError
+from protocol.records import Record, encode_batch
+from storage.log import Log
+from storage.log_config import LogConfig
+from storage.producer_state import ProducerStateManager
+from tests.unit.coordinator.test_txn_coordinator import TOPIC, Ids, MarkerLogs, markers, produce
+from tests.unit.group.group_harness import Clock
+
+pytestmark = pytest.mark.timeout(20)
+
+N = 3
+MOVED = "grp-11"  # old rule: partition 2, Kafka's: 0
+STAYS = "grp-1"  # 0 under both
+PID, EPOCH = 500, 3
+OLD_LEADER_EPOCH, NEW_LEADER_EPOCH = 7, 2  # the old partition's leader epoch is above the new one's
+
+
+class _Metadata:
+    def __init__(self, leader_of_2: int = 1) -> None:
+        self.image = MetadataImage()
+        epochs = {0: NEW_LEADER_EPOCH, 1: 0, 2: OLD_LEADER_EPOCH}
+        self.image.topics[TXN_TOPIC] = TopicImage(TXN_TOPIC, uuid.uuid4(), {
+            p: PartitionState(p, leader_of_2 if p == 2 else 1, epochs[p], 0, (1,), (1,)) for p in range(N)},
+            is_internal=True)
+        self.image.topics[TOPIC] = TopicImage(TOPIC, uuid.uuid4(), {0: PartitionState(0, 1, 0, 0, (1,), (1,))})
+
+
+@pytest.fixture
+def logs(tmp_path):  # type: ignore[no-untyped-def]
+    lg = MarkerLogs(tmp_path / "logs")
+    for p in range(N):
+        lg.open(TXN_TOPIC, p)
+    # The data partition keeps its producers' state, as a broker's does: it refuses a marker whose
+    # coordinator epoch is older than the producer's last one.
+    data = tmp_path / "logs" / f"{TOPIC}-0"
+    lg.logs[(TOPIC, 0)] = Log.open(data, LogConfig(), producer_state=ProducerStateManager(data))
+    yield lg
+    lg.close()
+
+
+def test_the_ids_are_what_the_tests_say() -> None:
+    assert (legacy_partition_for(MOVED, N), partition_for(MOVED, N)) == (2, 0)
+    assert (legacy_partition_for(STAYS, N), partition_for(STAYS, N)) == (0, 0)
+
+
+def write_previous_release_state(logs: MarkerLogs, clock: Clock, timeout_ms: int = 60_000) -> None:
+    """MOVED's producer committed one transaction (its marker from the old partition's leader, at
+    coordinator epoch 7) and has a second one open on the data partition."""
+    produce(logs, PID, EPOCH, 0, b"committed")
+    logs.logs[(TOPIC, 0)].append_end_txn_marker(PID, EPOCH, OLD_LEADER_EPOCH, True, leader_epoch=0)
+    produce(logs, PID, EPOCH, 1, b"open")
+    ongoing = TxnLogValue(PID, EPOCH, timeout_ms, TxnState.ONGOING, {TOPIC: {0}}, clock.now, clock.now)
+    logs.logs[(TXN_TOPIC, 2)].append(encode_batch([Record(timestamp=clock.now, key=key_bytes(MOVED),
+                                                          value=value_bytes(ongoing))]), leader_epoch=0)
+
+
+async def started(logs: MarkerLogs, clock: Clock, metadata: _Metadata | None = None,
+                  wait_for_migrations: bool = True) -> TransactionCoordinator:
+    metadata = metadata or _Metadata()
+    led = {p for p, s in metadata.image.topics[TXN_TOPIC].partitions.items() if s.leader == 1}
+    c = TransactionCoordinator(TxnConfig(num_partitions=N, abort_interval_ms=3_600_000, expire_interval_ms=3_600_000),
+                               ReplicaManagerWriter(logs), logs, metadata, Ids(), 1, time_ms=clock)
+    await c.start()
+    deadline = time.monotonic() + 10
+    while c.runtime.active_partitions() != led or (wait_for_migrations and c.migrations.busy):
+        assert time.monotonic() < deadline, "not loaded"
+        await asyncio.sleep(0.005)
+    return c
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def test_an_ongoing_transaction_of_a_moved_id_commits_from_its_new_partition(logs: MarkerLogs) -> None:
+    clock = Clock()
+    write_previous_release_state(logs, clock)
+    c = await started(logs, clock)
+    meta = c.describe(MOVED)
+    assert meta is not None and (meta.producer_id, meta.producer_epoch, meta.state) == (PID, EPOCH, TxnState.ONGOING)
+    assert meta.partitions == {TOPIC: {0}}
+    assert c.partition_for(MOVED) == 0
+    assert await c.end_transaction(MOVED, PID, EPOCH, True) == ErrorCode.NONE
+    await settle()
+    # The COMMIT marker is in the data partition: its coordinator epoch (the new partition's leader
+    # epoch 2 plus the old one's 7) is not below the 7 of the producer's last marker, which the
+    # partition would refuse as a zombie coordinator's.
+    assert markers(logs) == [(PID, EPOCH, True), (PID, EPOCH, True)]
+    assert c.describe(MOVED).state is TxnState.COMPLETE_COMMIT  # type: ignore[union-attr]
+    # The producer goes on: a new incarnation bumps the epoch, the old one is fenced.
+    assert await c.init_producer_id(MOVED, 60_000) == (ErrorCode.NONE, PID, EPOCH + 1)
+    assert await c.add_partitions(MOVED, PID, EPOCH, {TOPIC: [0]}) == ErrorCode.PRODUCER_FENCED
+    await c.shutdown()
+    again = await started(logs, clock)
+    meta = again.describe(MOVED)
+    assert meta is not None and (meta.producer_id, meta.producer_epoch, meta.state) == (PID, EPOCH + 1, TxnState.EMPTY)
+    await again.shutdown()
+
+
+async def test_a_moved_ongoing_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(logs: MarkerLogs) -> None:
+    clock = Clock()
+    write_previous_release_state(logs, clock, timeout_ms=1000)
+    c = await started(logs, clock)
+    clock.now += 1001
+    assert c.abort_timed_out_transactions() == 1
+    await settle()
+    assert markers(logs) == [(PID, EPOCH, True), (PID, EPOCH + 1, False)]
+    assert await c.end_transaction(MOVED, PID, EPOCH, True) == ErrorCode.PRODUCER_FENCED
+    await c.shutdown()
+
+
+async def test_a_moved_id_waits_while_its_old_partition_cannot_be_read(logs: MarkerLogs) -> None:
+    """Partition 2 led by an unreachable broker 2: MOVED (from 2) is not served by partition 0 yet;
+    STAYS, on the same partition, is."""
+    clock = Clock()
+    write_previous_release_state(logs, clock)
+    metadata = _Metadata(leader_of_2=2)  # no such broker registered: the twin cannot be read
+    c = await started(logs, clock, metadata, wait_for_migrations=False)
+    with pytest.raises(KafkaApiError) as err:
+        c.describe(MOVED)
+    assert err.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert await c.init_producer_id(MOVED, 60_000) == (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, -1, -1)
+    assert await c.init_producer_id(STAYS, 60_000) == (ErrorCode.NONE, 100, 0)
+    await c.shutdown()
