@@ -4,16 +4,24 @@ Theory of operation
 1. Check, then parse: bytes accumulate until a whole frame (4-byte size + body) is present. The
    declared size is checked against ``socket.request.max.bytes`` (and for being negative) before
    anything is allocated for it; a bad size closes this connection only, as Kafka does.
+   Once the size is known, the frame's whole size is reserved in the request memory pool
+   (``queued.max.request.bytes``, broker/memory_pool.py) before more of it is read, as Kafka's
+   NetworkReceive does; the reservation passes to the queued request, or is given back if the
+   connection closes first. A connection that cannot reserve stops reading until memory frees; one
+   whose frame holds its reservation keeps reading it, so no request that has memory waits for
+   memory. While reading is paused, at most the bytes of one socket read (256 KiB with uvloop and
+   asyncio) wait unreserved in ``buf`` per connection.
 2. Each complete frame takes a *slot* in the connection's response queue, in arrival order, and
    goes to the shared request queue (broker/request_channel.py). Handlers may finish out of order
    (a long-poll fetch behind a quick metadata call); the queue releases responses strictly in
    request order, which Kafka guarantees to clients.
 3. Backpressure: reading pauses while more than ``MAX_IN_FLIGHT`` requests of this connection
    await their responses, while the transport's write buffer is above its high-water mark
-   (``pause_writing``), or while the shared request queue is full (``queued.max.requests`` or
-   ``queued.max.request.bytes``), or while the connection is throttled (KIP-219: a client over its
-   quota got its response with throttle_time_ms, and ``throttle`` mutes the channel that long);
-   it resumes when all of those clear.
+   (``pause_writing``), or while the shared request queue is full (``queued.max.requests``), or
+   while the next frame waits for memory (``queued.max.request.bytes``, point 1), or while the
+   connection is throttled (KIP-219: a client over its quota got its response with
+   throttle_time_ms, and ``throttle`` mutes the channel that long); it resumes when all of those
+   clear.
 4. Zero-copy fetch: a response may contain file regions (segment bytes: the log's
    ``storage.results.FetchSlice``, sent as the log handed it out). They are written with
    ``os.sendfile`` straight from the segment file to the socket, but only once the transport's
@@ -88,7 +96,15 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, channel: RequestChannel, max_request_size: int, listener: str = "PLAINTEXT") -> None:
         self.channel = channel
+        self.pool = channel.pool
         self.max_request_size = max_request_size
+        # Bytes reserved in the pool for the frame at the head of the buffer while it arrives
+        # (0: none); they pass to the request when it is submitted. A frame that arrives whole in
+        # one read reserves as it is taken, without this.
+        self._reserved = 0
+        # The last framing pass stopped because the pool was spent when the head frame asked for
+        # memory: reading stays paused until a release (Kafka's "mute due to memory pressure").
+        self._awaiting_memory = False
         self.listener = listener
         # Who the client is (ACLs, quotas): ANONYMOUS until TLS or SASL says otherwise.
         self.principal: KafkaPrincipal = ANONYMOUS
@@ -163,6 +179,10 @@ class Connection(asyncio.Protocol):
         self.closed = True
         if self._throttle_timer is not None:
             self._throttle_timer.cancel()
+        if self._reserved:
+            # A frame cut off mid-way: its memory goes back (Kafka's NetworkReceive.close).
+            self.channel.give_back(self, self._reserved)
+            self._reserved = 0
         self.slots.clear()
         self.out_queue.clear()
         self._region_sent = 0
@@ -206,8 +226,10 @@ class Connection(asyncio.Protocol):
             # The handler loop drains the shared queue on its own thread: if it did so between the
             # two steps, framing stopped at a bound that no longer holds, and no wake-up was
             # registered (the queue was not full when _update_reading looked). Frame again, or
-            # the buffered requests would wait for bytes the client may never send.
-            if self.closed or self._at_bound() or not self._complete_frame_buffered():
+            # the buffered requests would wait for bytes the client may never send. The same
+            # holds for memory released between a refused reservation and that look.
+            if (self.closed or self._at_bound() or (self._awaiting_memory and self.pool.spent())
+                    or not self._complete_frame_buffered()):
                 return
 
     def _complete_frame_buffered(self) -> bool:
@@ -215,6 +237,7 @@ class Connection(asyncio.Protocol):
         return available >= 4 and available - 4 >= P.INT32.unpack_from(self.buf, self.pos)[0]
 
     def _at_bound(self) -> bool:
+        # The bounds other than memory: a frame that holds its reservation waits only for these.
         return self.write_paused or self.throttled or len(self.slots) >= self.max_in_flight or self.channel.is_full()
 
     def _frame_buffered(self) -> None:
@@ -237,6 +260,9 @@ class Connection(asyncio.Protocol):
         of at least an eighth of ``src`` is a view into it; otherwise a copy, made in one step."""
         end = len(src)
         limit = self.max_request_size
+        pool = self.pool
+        # Whether framing stops for memory this time (read by _update_reading); set below if so.
+        self._awaiting_memory = False
         with memoryview(src) as view:
             while end - pos >= 4 and not self.closed:
                 size = P.INT32.unpack_from(src, pos)[0]
@@ -250,9 +276,23 @@ class Connection(asyncio.Protocol):
                     )
                     self.close()
                     return pos
-                if end - pos - 4 < size or self._at_bound() or not self.channel.try_reserve(size):
-                    # A failed reservation means the byte bound is reached, which _at_bound (via
-                    # is_full) reports to _update_reading, so the wake-up registration covers it.
+                if end - pos - 4 < size:
+                    # Incomplete (so size > 0): its whole size is reserved before more is read
+                    # (Kafka's NetworkReceive.readFrom -> tryAllocate), unless another bound stops
+                    # reading anyway (no memory is held for a frame that is not read now).
+                    if not self._reserved and not self._at_bound():
+                        if pool.try_reserve(size):
+                            self._reserved = size
+                        else:
+                            self._awaiting_memory = True
+                    break
+                if self._at_bound():
+                    break
+                if self._reserved:
+                    self._reserved = 0  # reserved while it arrived; the memory passes to the request
+                elif size and not pool.try_reserve(size):
+                    # _update_reading pauses and registers for the wake-up that follows a release.
+                    self._awaiting_memory = True
                     break
                 # A view keeps all of ``src`` alive (up to a whole read: 256 KiB with uvloop and
                 # asyncio): only frames of at least an eighth of it are viewed (64 KiB produce
@@ -383,13 +423,18 @@ class Connection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self.closed or self.transport is None:
             return
-        queue_full = self.channel.is_full()
-        if queue_full:
-            # Register first, then look again: a drain between the two checks would otherwise
-            # leave this connection paused with nobody to wake it.
-            self.channel.wait_for_space(self)
-            queue_full = self.channel.is_full()
-        should_pause = self.write_paused or self.throttled or len(self.slots) >= self.max_in_flight or queue_full
+        channel = self.channel
+        queue_full = channel.is_full()
+        starved = self._awaiting_memory and self.pool.spent()
+        if queue_full or starved:
+            # Register first, then look again: a drain (which follows every release of memory)
+            # between the two checks would otherwise leave this connection paused with nobody to
+            # wake it.
+            channel.wait_for_space(self)
+            queue_full = channel.is_full()
+            starved = self._awaiting_memory and self.pool.spent()
+        should_pause = (self.write_paused or self.throttled or len(self.slots) >= self.max_in_flight or queue_full
+                        or starved)
         if should_pause and not self.read_paused:
             self.read_paused = True
             self.transport.pause_reading()

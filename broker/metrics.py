@@ -50,6 +50,8 @@ KAFKA_NAMES = (
     "kafka_network_requestmetrics_totaltimems_count",
     "kafka_network_requestmetrics_totaltimems_bucket",
     "kafka_network_requestchannel_requestqueuesize",
+    "kafka_network_socketserver_memorypoolavailable",
+    "kafka_network_socketserver_memorypoolused",
     "kafka_server_replicamanager_underreplicatedpartitions",
     "kafka_server_replicamanager_partitioncount",
     "kafka_server_replicamanager_leadercount",

@@ -10,22 +10,24 @@ With a single network loop the handler loop *is* that loop and the hand-off is a
 once per request. ``collections.deque`` append/popleft are atomic under the GIL, so the queue
 itself needs no lock.
 
-``queued.max.request.bytes`` (> 0) bounds the bytes of the queued requests as well, like Kafka's
-request memory pool in its non-strict mode: a connection may take a frame while the queued bytes
-are below the bound (``try_reserve``, atomic under a lock), so the queue holds at most
-bound - 1 + one request. The bytes are released once the handler loop has processed the request
-(Kafka releases the request buffer when ``KafkaApis.handle`` returns). A full byte bound pauses
-reading exactly like a full count bound (``is_full``), so the same wake-up applies: every reserved
-frame is either queued (and its drain wakes the waiters) or released with a drain scheduled.
+``queued.max.request.bytes`` (> 0) bounds the bytes of requests being read and queued, through the
+request memory pool (broker/memory_pool.py, Kafka's non-strict SimpleMemoryPool): a connection
+reserves a request's announced size as soon as its size prefix is read, and stops reading while the
+pool is spent. The bytes are released once the handler loop has processed the request (Kafka
+releases the request buffer when ``KafkaApis.handle`` returns), or by a connection that closes
+before its request was queued (``give_back``). Every release is followed by a drain, and a drain
+wakes the waiting connections, so memory freed always reaches the connections waiting for it:
+the same wake-up as for a full queue (``wait_for_space``), which waits for either.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeAlias
+
+from broker.memory_pool import MemoryPool
 
 if TYPE_CHECKING:
     from broker.connection import Connection, _Slot
@@ -46,26 +48,20 @@ class RequestChannel:
     ) -> None:
         self.handler_loop = handler_loop
         self.max_queued = max(1, max_queued)
-        # 0: no byte bound (queued.max.request.bytes <= 0, Kafka's MemoryPool.NONE).
-        self.max_queued_bytes = max_queued_bytes if max_queued_bytes > 0 else 0
-        self.queued_bytes = 0
-        self._bytes_lock = threading.Lock()
+        # queued.max.request.bytes: reserved by the connections, released here (or by give_back).
+        self.pool = MemoryPool(max_queued_bytes)
         self.process = process
         self.queue: deque[tuple[Connection, _Slot, bytes | memoryview]] = deque()
         self._scheduled = False
-        # Connections paused on a full queue. A deque, not a set: network threads append while
+        # Connections paused on a full queue or a spent memory pool. A deque, not a set: network threads append while
         # the handler loop pops exactly the entries present when it looks (no swap to race with).
         self._waiters: deque[Connection] = deque()
 
     def submit(self, conn: Connection, slot: _Slot, frame: bytes | memoryview) -> bool:
-        """Queue a framed request (called on the connection's loop) whose bytes ``try_reserve``
-        accounted for. Returns False if the connection is closed."""
+        """Queue a framed request (called on the connection's loop) whose bytes the connection
+        reserved in the pool. Returns False if the connection is closed."""
         if conn.closed:
-            if self.max_queued_bytes:
-                # Released without a drain of its own: schedule one so that connections paused on
-                # the byte bound are woken.
-                self._release(len(frame))
-                self._schedule(conn)
+            self.give_back(conn, len(frame))
             return False
         self.queue.append((conn, slot, frame))
         self._schedule(conn)
@@ -79,33 +75,31 @@ class RequestChannel:
             else:
                 self.handler_loop.call_soon_threadsafe(self._drain)
 
-    def try_reserve(self, size: int) -> bool:
-        """Account ``size`` bytes for a frame about to be submitted; False while the queued bytes
-        are at queued.max.request.bytes (the caller stops framing and waits for space)."""
-        if not self.max_queued_bytes:
-            return True
-        with self._bytes_lock:
-            if self.queued_bytes >= self.max_queued_bytes:
-                return False
-            self.queued_bytes += size
-            return True
-
-    def _release(self, size: int) -> None:
-        with self._bytes_lock:
-            self.queued_bytes -= size
+    def give_back(self, conn: Connection, size: int) -> None:
+        """Release a reservation whose request will never be queued (its connection closed before
+        the request was whole or queued; called on the connection's loop). It has no drain of its
+        own: schedule one, so that the connections waiting for memory are woken."""
+        if self.pool.size:
+            self.pool.release(size)
+            try:
+                self._schedule(conn)
+            except RuntimeError:
+                pass  # the handler loop is closed: shutting down, nobody waits
 
     def is_full(self) -> bool:
-        return len(self.queue) >= self.max_queued or (
-            self.max_queued_bytes > 0 and self.queued_bytes >= self.max_queued_bytes)
+        """The queue holds ``queued.max.requests`` requests (the byte bound is the pool's)."""
+        return len(self.queue) >= self.max_queued
 
     def wait_for_space(self, conn: Connection) -> None:
+        """Wake ``conn`` (``on_queue_space``) after the next drain: queue space or memory freed."""
         self._waiters.append(conn)
 
     def _drain(self) -> None:
         self._scheduled = False
         queue = self.queue
         process = self.process
-        bounded = self.max_queued_bytes > 0
+        pool = self.pool
+        bounded = pool.size > 0
         while queue:
             conn, slot, frame = queue.popleft()
             try:
@@ -113,7 +107,7 @@ class RequestChannel:
                     process(conn, slot, frame)
             finally:
                 if bounded:
-                    self._release(len(frame))
+                    pool.release(len(frame))
         waiters = self._waiters
         for _ in range(len(waiters)):
             conn = waiters.popleft()

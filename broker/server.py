@@ -339,8 +339,8 @@ class Broker:
                       lambda: rm.fetch_purgatory.delayed)
         metrics.gauge("odradek_request_queue_size", "Requests waiting in the request queue",
                       lambda: len(server.channel.queue))
-        metrics.gauge("odradek_request_queue_bytes", "Bytes of requests waiting in the request queue (counted when queued.max.request.bytes > 0)",
-                      lambda: server.channel.queued_bytes)
+        metrics.gauge("odradek_request_queue_bytes", "Bytes reserved by requests being read or queued (counted when queued.max.request.bytes > 0)",
+                      lambda: server.channel.pool.used)
         metrics.gauge("odradek_connections_rejected_total",
                       "Connections closed at accept for exceeding max.connections.per.ip(.overrides)",
                       lambda: server.quotas.rejected)
@@ -387,6 +387,14 @@ class Broker:
                       lambda: sum(1 for p in list(rm.partitions.values()) if p.offline))
         metrics.gauge("kafka_network_requestchannel_requestqueuesize", "Requests waiting in the request queue",
                       lambda: len(server.channel.queue))
+        # SocketServer's request memory pool (queued.max.request.bytes): Kafka's size - available.
+        pool = server.channel.pool
+        metrics.gauge("kafka_network_socketserver_memorypoolavailable",
+                      "Bytes of queued.max.request.bytes not reserved by requests being read or queued",
+                      pool.available)
+        metrics.gauge("kafka_network_socketserver_memorypoolused",
+                      "Bytes reserved by requests being read or queued (queued.max.request.bytes)",
+                      lambda: pool.used)
         metrics.gauge("kafka_server_delayedoperationpurgatory_purgatorysize", "Operations waiting in a purgatory",
                       lambda: rm.fetch_purgatory.delayed, labels={"delayedOperation": "Fetch"})
         metrics.gauge("kafka_server_delayedoperationpurgatory_purgatorysize", "Operations waiting in a purgatory",

@@ -346,6 +346,21 @@ def test_connection_paused_at_max_in_flight_resumes_after_queue_was_full(make_re
     assert got[filler] == list(range(600))
 
 
+class _ScriptedPool:
+    """A memory pool whose answers a test scripts; once they run out: memory for everyone."""
+
+    def __init__(self, reserve_answers: list[bool] | None = None, spent_answers: list[bool] | None = None) -> None:
+        self.size = 1
+        self.reserve_answers = reserve_answers or []
+        self.spent_answers = spent_answers or []
+
+    def try_reserve(self, size: int) -> bool:
+        return self.reserve_answers.pop(0) if self.reserve_answers else True
+
+    def spent(self) -> bool:
+        return self.spent_answers.pop(0) if self.spent_answers else False
+
+
 class _DrainedBetweenChecks:
     """A channel whose queue is full when the connection frames and drained by the time it decides
     whether to pause: the interleaving the handler loop's thread can produce (and did, in
@@ -353,6 +368,7 @@ class _DrainedBetweenChecks:
 
     def __init__(self) -> None:
         self.full_answers = [True]  # first look: full; every later look: drained
+        self.pool = _ScriptedPool()
         self.submitted: list[bytes] = []
         self.waiters: list[Any] = []
 
@@ -361,9 +377,6 @@ class _DrainedBetweenChecks:
 
     def submit(self, conn: Any, slot: Any, frame: bytes) -> bool:
         self.submitted.append(frame)
-        return True
-
-    def try_reserve(self, size: int) -> bool:
         return True
 
     def wait_for_space(self, conn: Any) -> None:
@@ -449,6 +462,7 @@ def test_frames_split_any_way_across_reads_arrive_intact(chunking: str) -> None:
 
 
 def queued_bytes(reactor: Reactor) -> int:
+    """The bytes of the requests in the queue, counted from the queue itself."""
     return sum(len(f) for _, _, f in list(reactor.channel.queue))
 
 
@@ -478,22 +492,21 @@ def test_queued_request_bytes_are_bounded_and_every_request_is_answered(make_rea
     for s in clients:
         assert got[s] == list(range(per_client))  # nothing lost, in order
     assert reactor.max_bytes_seen <= bound - 1 + pad + 8, reactor.max_bytes_seen
-    wait_until(lambda: reactor.channel.queued_bytes == 0, what="every reserved byte released")
+    wait_until(lambda: reactor.channel.pool.used == 0, what="every reserved byte released")
     for s in clients:
         s.close()
 
 
 class _ReserveRefusedThenDrained(_DrainedBetweenChecks):
-    """The byte bound is reached when the connection frames (try_reserve refuses) and the handler has
-    drained by the time it decides whether to pause (is_full answers False)."""
+    """The pool is spent when the connection asks for the first frame's memory (on the read and
+    again on the buffered bytes), still spent at the first look before pausing, and released by
+    the handler by the look after registering for the wake-up: nothing will wake the connection,
+    so it must frame again by itself."""
 
     def __init__(self) -> None:
         super().__init__()
         self.full_answers = []
-        self.reserve_answers = [False]
-
-    def try_reserve(self, size: int) -> bool:
-        return self.reserve_answers.pop(0) if self.reserve_answers else True
+        self.pool = _ScriptedPool(reserve_answers=[False, False], spent_answers=[True])
 
 
 def test_requests_refused_a_reservation_when_the_queue_drains_mid_check_are_still_framed() -> None:
@@ -521,7 +534,7 @@ def test_bytes_released_by_a_closed_connection_wake_a_connection_paused_on_the_b
         tb, _ = await loop.connect_accepted_socket(lambda: waiter, b)
         try:
             big = request_frame(1, pad=92)[4:]  # 100 bytes: reaches the bound
-            assert channel.try_reserve(len(big))  # the leaver framed it...
+            assert channel.pool.try_reserve(len(big))  # the leaver framed it...
             waiter.data_received(request_frame(2))
             paused = waiter.read_paused and processed == []  # ...so the waiter pauses on the byte bound
             leaver.close()  # ...and the leaver closes before submitting it
@@ -538,3 +551,63 @@ def test_bytes_released_by_a_closed_connection_wake_a_connection_paused_on_the_b
     woken, processed = asyncio.run(scenario())
     assert woken
     assert processed == [2]
+
+
+# -- queued.max.request.bytes: requests still arriving (Kafka's NetworkReceive + SimpleMemoryPool) ----
+
+
+def awaiting_memory(reactor: Reactor) -> list[Any]:
+    return [c for c in reactor.server.connections() if c._awaiting_memory and c.read_paused]
+
+
+def start_big_request(reactor: Reactor, big_sock: socket.socket, big: bytes) -> None:
+    """Send the size and a part of ``big``: its whole announced size is reserved at once."""
+    big_sock.sendall(big[:100_000])
+    wait_until(lambda: reactor.channel.pool.used == len(big) - 4, what="the whole announced size reserved")
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_request_still_arriving_holds_its_whole_size_and_mutes_the_others(make_reactor, threads) -> None:
+    """The pool is spent by a request of which only a part arrived: a connection that needs memory
+    is muted (its request not taken), the request holding memory is still read to its end, and
+    once processed its memory wakes the muted connection."""
+    reactor = make_reactor(threads=threads, max_queued=500, loop_kind="uvloop", max_queued_bytes=64 * 1024)
+    big_sock, small_sock = connect(reactor, 2)
+    big, small = request_frame(1, pad=512 * 1024), request_frame(2)
+    start_big_request(reactor, big_sock, big)
+    small_sock.sendall(small)
+    wait_until(lambda: len(awaiting_memory(reactor)) == 1, what="the small request's connection muted")
+    time.sleep(0.2)
+    assert reactor.processed == 0 and reactor.channel.pool.used == len(big) - 4
+    got = exchange({big_sock: (big, 100_000), small_sock: (small, len(small))}, {big_sock: [1], small_sock: [2]})
+    assert got == {big_sock: [1], small_sock: [2]}
+    wait_until(lambda: reactor.channel.pool.used == 0, what="every reserved byte released")
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_client_gone_mid_request_gives_its_reservation_back(make_reactor, threads) -> None:
+    reactor = make_reactor(threads=threads, max_queued=500, loop_kind="uvloop", max_queued_bytes=64 * 1024)
+    big_sock, small_sock = connect(reactor, 2)
+    big, small = request_frame(1, pad=512 * 1024), request_frame(2)
+    start_big_request(reactor, big_sock, big)
+    small_sock.sendall(small)
+    wait_until(lambda: len(awaiting_memory(reactor)) == 1, what="the small request's connection muted")
+    big_sock.close()
+    got = exchange({small_sock: (small, len(small))}, {small_sock: [2]})
+    assert got == {small_sock: [2]}  # woken by the release, not by a request of its own
+    wait_until(lambda: reactor.channel.pool.used == 0, what="the reservation given back")
+    assert reactor.processed == 1
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_requests_larger_than_the_pool_pipelined_on_one_connection_are_all_answered(make_reactor, threads) -> None:
+    """Each request alone spends the pool: the connection waits for memory its own request holds,
+    which the handler releases, so every request is answered, in order, one reservation at a time."""
+    pad = 64 * 1024
+    reactor = make_reactor(threads=threads, max_queued=500, loop_kind="uvloop", max_queued_bytes=16 * 1024)
+    (sock,) = connect(reactor, 1)
+    data = b"".join(request_frame(i, pad=pad) for i in range(20))
+    got = exchange({sock: (data, 0)}, {sock: list(range(20))})
+    assert got[sock] == list(range(20))
+    assert reactor.max_bytes_seen <= pad + 8  # one request at a time: the pool's one over the bound
+    wait_until(lambda: reactor.channel.pool.used == 0, what="every reserved byte released")
