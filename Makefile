@@ -94,7 +94,7 @@ clean:
 	rm -rf $(VENV) data build *.egg-info
 
 # --- Java/Kafka/Spark tool chain (java/, tools/kafka_dist.py, pipeline/) ---
-#   make jars           fill .cache/jars from Maven Central (Kafka 3.9.1, Spark 4.0.0 connector, test driver)
+#   make jars           fill .cache/jars from Maven Central (Kafka 4.4.0, Spark 4.0.0 connector, test driver)
 #   make kafka-start    a real Apache Kafka on localhost:$(KAFKA_PORT) for comparison (data in .cache/kafka-run)
 #   make kafka-stop
 #   make pipeline       generate $(EVENTS) events into $(BOOTSTRAP) and run the PySpark pipeline once; each

@@ -1,7 +1,7 @@
 """The two 3-node clusters of ``make bench``'s ``cluster3`` case, on this machine, with equivalent
 settings: RF=3 by default, min.insync.replicas=2, ``__consumer_offsets`` replicated 3 times.
 
-- ``KafkaClusterTarget``: three Apache Kafka 3.9.1 processes (tools/kafka_dist.KafkaServer), each a
+- ``KafkaClusterTarget``: three Apache Kafka 4.4.0 processes (tools/kafka_dist.KafkaServer), each a
   KRaft broker *and* controller (combined mode, a 3-voter quorum), one cluster id, own ports and dirs.
   Combined mode keeps the process count at three, like Odradek's three brokers.
 - ``OdradekClusterTarget``: broker/cluster_launcher.LocalCluster: one etcd member plus three

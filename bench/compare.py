@@ -8,7 +8,7 @@ plot of the Odradek/Kafka ratios.
 
 What one full run does (about 15-25 minutes on 2 cores, plus the 3-node case, not yet timed at its
 full 200 MB per phase; ``--quick --runs 3 --only cluster3`` took 3.5 minutes):
-1. Fetch Kafka 3.9.1's jars from Maven Central if needed (tools/kafka_dist.py, cached in .cache/).
+1. Fetch Kafka 4.4.0's jars from Maven Central if needed (tools/kafka_dist.py, cached in .cache/).
 2. Start-up: ``--runs`` times each, alternating, start the broker on an empty data dir and time
    the spawn to the first answered ApiVersions (bench/servers.py). The last pair stays up; after
    5 s idle their resident memory is "idle RSS".

@@ -1,4 +1,4 @@
-"""Kafka's own performance tools (kafka-tools 3.9.1 main classes), run as one JVM each, and parsers
+"""Kafka's own performance tools (kafka-tools 4.4.0 main classes), run as one JVM each, and parsers
 for what they print.
 
     ProducerPerformance  final line: "N records sent, R records/sec (M MB/sec), A ms avg latency,
@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tools.kafka_dist import LOG4J_TOOLS, classpath, java_command, temp_config_file  # noqa: E402
+from tools.kafka_dist import LOG4J_TOOLS, classpath, java_command, log_config_option, temp_config_file  # noqa: E402
 
 PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance"
@@ -44,8 +44,8 @@ class ToolFailed(RuntimeError):
 
 
 def command(main_class: str, args: list[str]) -> list[str]:
-    log4j = temp_config_file("odradek-bench-log4j.properties", LOG4J_TOOLS)
-    return java_command(main_class, args, classpath("kafka"), [*JVM_OPTS, f"-Dlog4j.configuration=file:{log4j}"])
+    log4j = temp_config_file("odradek-bench-log4j2.properties", LOG4J_TOOLS)
+    return java_command(main_class, args, classpath("kafka"), [*JVM_OPTS, log_config_option(log4j)])
 
 
 def run(main_class: str, args: list[str], timeout: float) -> str:

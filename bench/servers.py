@@ -1,7 +1,7 @@
 """The two brokers under comparison, started with equivalent settings, plus the probes the
 comparison needs: start-up time to the first answered request, resident memory, CPU time.
 
-- ``KafkaTarget``: a real Apache Kafka 3.9.1 (tools/kafka_dist.KafkaServer: KRaft, one node acting as
+- ``KafkaTarget``: a real Apache Kafka 4.4.0 (tools/kafka_dist.KafkaServer: KRaft, one node acting as
   broker and controller, 1 GiB heap with G1 as kafka-server-start.sh sets it). Its log dir is
   formatted *before* the clock starts: formatting is a one-time install step, like Odradek's
   ``mkdir``, not part of starting.

@@ -1,24 +1,25 @@
-"""Apache Kafka's own command-line tools (3.9.1) over the jars tools.kafka_dist already fetches, so a
+"""Apache Kafka's own command-line tools (4.4.0) over the jars tools.kafka_dist already fetches, so a
 newcomer can use kafka-topics, kafka-console-consumer, kafka-consumer-groups ... without downloading
 a Kafka distribution. ``bin/kafka-tool NAME ARGS...`` (and the ``bin/kafka-topics``-style links) run
 ``python -m tools.kafka_cli NAME ARGS...``, which replaces itself with the JVM: stdin, stdout, the
 exit code and Ctrl-C are the tool's own.
 
-Kafka 3.9.1's CLI entry points (what Kafka's bin/kafka-*.sh run; found in .cache/jars/kafka):
+Kafka 4.4.0's CLI entry points (what Kafka's bin/kafka-*.sh run; found in .cache/jars/kafka; 4.x
+moved the last Scala ones, ConsoleProducer, ConfigCommand and AclCommand, to kafka-tools):
 
     kafka-topics            org.apache.kafka.tools.TopicCommand
-    kafka-console-producer  kafka.tools.ConsoleProducer              (still Scala in 3.9)
+    kafka-console-producer  org.apache.kafka.tools.ConsoleProducer
     kafka-console-consumer  org.apache.kafka.tools.consumer.ConsoleConsumer
     kafka-consumer-groups   org.apache.kafka.tools.consumer.group.ConsumerGroupCommand
-    kafka-configs           kafka.admin.ConfigCommand                (still Scala in 3.9)
-    kafka-acls              kafka.admin.AclCommand                   (still Scala in 3.9)
+    kafka-configs           org.apache.kafka.tools.ConfigCommand
+    kafka-acls              org.apache.kafka.tools.AclCommand
     kafka-get-offsets       org.apache.kafka.tools.GetOffsetShell
     kafka-delete-records    org.apache.kafka.tools.DeleteRecordsCommand
     kafka-producer-perf-test  org.apache.kafka.tools.ProducerPerformance
     kafka-consumer-perf-test  org.apache.kafka.tools.ConsumerPerformance
     kafka-e2e-latency       org.apache.kafka.tools.EndToEndLatency
 
-The tools log through reload4j at WARN to stderr (Kafka's tools-log4j.properties does the same), so
+The tools log through log4j 2 at WARN to stderr (Kafka's tools-log4j2.yaml does the same), so
 stdout holds only the tool's output. The tests (tests/support/java_tools.py) launch them the same way.
 """
 
@@ -27,15 +28,22 @@ from __future__ import annotations
 import os
 import sys
 
-from tools.kafka_dist import LOG4J_TOOLS, ToolchainUnavailable, classpath, java_command, temp_config_file
+from tools.kafka_dist import (
+    LOG4J_TOOLS,
+    ToolchainUnavailable,
+    classpath,
+    java_command,
+    log_config_option,
+    temp_config_file,
+)
 
 TOOLS: dict[str, str] = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
-    "kafka-console-producer": "kafka.tools.ConsoleProducer",
+    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-    "kafka-configs": "kafka.admin.ConfigCommand",
-    "kafka-acls": "kafka.admin.AclCommand",
+    "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
     "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
@@ -52,8 +60,8 @@ TOOL_JVM_OPTS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dj
 def tool_command(tool: str, args: list[str]) -> list[str]:
     """The java command line running ``tool`` (a name from TOOLS, or any fully qualified main class)."""
     main_class = TOOLS.get(tool, tool)
-    log4j = temp_config_file("odradek-tools-log4j.properties", LOG4J_TOOLS)
-    opts = [*TOOL_JVM_OPTS, f"-Dlog4j.configuration=file:{log4j}"]
+    log4j = temp_config_file("odradek-tools-log4j2.properties", LOG4J_TOOLS)
+    opts = [*TOOL_JVM_OPTS, log_config_option(log4j)]
     return java_command(main_class, list(args), classpath("kafka"), opts)
 
 

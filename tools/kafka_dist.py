@@ -4,20 +4,24 @@ single-node Apache Kafka (KRaft) to compare Odradek against.
 Jar cache (all under ``.cache/``, git-ignored; filled on first use, ~1 min, from Maven Central only):
 
     .cache/m2/            Maven's local repository (``-Dmaven.repo.local``), so nothing goes to ~/.m2
-    .cache/jars/kafka/    Apache Kafka 3.9.1: broker (kafka.Kafka), CLI tools, Java client, reload4j
-    .cache/jars/spark/    Spark 4.0.0's Kafka connector + token provider, kafka-clients, commons-pool2
+    .cache/jars/kafka/    Apache Kafka 4.4.0: broker (kafka.Kafka), CLI tools, Java client, log4j 2
+    .cache/jars/spark/    Spark 4.0.0's Kafka connector + token provider, its kafka-clients (3.9.0), commons-pool2
     .cache/jars/driver/   odradek-driver.jar (java/driver) and its runtime deps
     .cache/jars/.stamp    hash of java/**/pom.xml, java/settings.xml and the driver's sources at the
                           last successful build; a mismatch (or a missing dir) triggers a rebuild
 
 The descriptors live in ``java/`` (see java/pom.xml for the version choices). A failed or interrupted
-build leaves no stamp, so the next call simply builds again.
+build leaves no stamp, so the next call simply builds again; builds are serialised with a lock file
+(``.cache/jars.lock``), so processes that need the jars at the same time run Maven once.
 
 A real Kafka (``KafkaServer``): ``start()`` writes ``server.properties`` (process.roles=broker,controller,
-a PLAINTEXT listener on the chosen port and a CONTROLLER listener on another free port, log dirs under
-the data dir), formats the log dir with ``kafka.tools.StorageTool format`` (skipped when already
-formatted, so a restart keeps its data), launches ``kafka.Kafka`` and waits for the log line
-"Kafka Server started" plus an accepted TCP connection. ``stop()`` sends SIGTERM (controlled shutdown)
+a PLAINTEXT listener on the chosen port and a CONTROLLER listener on another free port, a static
+controller quorum (``controller.quorum.voters``, which Kafka 4.x still takes; the dynamic quorum of
+KIP-853 would need ``format --standalone``), log dirs under the data dir), formats the log dir with
+``kafka.tools.StorageTool format`` at the release's latest metadata.version and features (4.4 finalises
+transaction.version 2, group.version 1, share.version 2, streams.version 1; skipped when already
+formatted, so a restart keeps its data), launches ``kafka.Kafka`` (Kafka 4.x needs Java 17+: the JDK
+installed here is 17) and waits for the log line "Kafka Server started" plus an accepted TCP connection. ``stop()`` sends SIGTERM (controlled shutdown)
 and ``kill()`` SIGKILL. The server's own log goes to ``<data-dir>/kafka.log``; its pid to
 ``<data-dir>/kafka.pid`` so the CLI ``stop`` can find it from another process.
 
@@ -35,6 +39,7 @@ object belongs to the caller that created it (no locking).
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import os
 import shutil
@@ -55,9 +60,10 @@ CACHE = Path(os.environ.get("ODRADEK_CACHE", REPO / ".cache"))
 M2 = CACHE / "m2"
 JARS = CACHE / "jars"
 STAMP = JARS / ".stamp"
+BUILD_LOCK = CACHE / "jars.lock"
 CLASSPATHS = ("kafka", "spark", "driver")
 
-KAFKA_VERSION = "3.9.1"
+KAFKA_VERSION = "4.4.0"
 SPARK_VERSION = "4.0.0"  # pyspark must be this exact version: the connector is built per Spark release
 
 # The server logs this once the broker and controller are both serving (KafkaRaftServer.startup).
@@ -91,6 +97,19 @@ def ensure_jars(quiet: bool = True) -> Path:
     """Build/fetch every jar set unless the cache is current; return the jars directory."""
     if jars_current():
         return JARS
+    CACHE.mkdir(parents=True, exist_ok=True)
+    # Several test processes (xdist workers, engineers sharing a checkout) find a stale cache at
+    # once after a version change; two Mavens emptying and filling the same directories would
+    # leave a mix of versions. The first builds, the others wait and then find the cache current.
+    with open(BUILD_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if jars_current():
+            return JARS
+        _build_jars(quiet)
+    return JARS
+
+
+def _build_jars(quiet: bool) -> None:
     for tool in ("java", "mvn"):
         if shutil.which(tool) is None:
             raise ToolchainUnavailable(
@@ -109,7 +128,6 @@ def ensure_jars(quiet: bool = True) -> Path:
         tail = (proc.stdout or "")[-4000:] + (proc.stderr or "")[-2000:]
         raise ToolchainUnavailable(f"Maven could not build the jar cache (exit {proc.returncode}):\n{tail}")
     STAMP.write_text(_inputs_hash() + "\n")
-    return JARS
 
 
 def classpath(name: str) -> str:
@@ -148,25 +166,45 @@ def random_cluster_id() -> str:
     return new_cluster_id()
 
 
+# Kafka 4.x logs through log4j 2 (KIP-653; its distribution's config/*.yaml). The configs below are
+# log4j 2's properties format, which log4j-core reads by itself, and are passed with
+# ``log_config_option``. A log4j 1 file given as -Dlog4j.configuration would be ignored.
+
 # The Java tools (CLI launchers, perf tools): warnings and errors only, to stderr, in Kafka's layout
-# (Kafka's own tools-log4j.properties logs WARN to stderr as well).
+# (Kafka's own tools-log4j2.yaml logs WARN to stderr as well).
 LOG4J_TOOLS = """\
-log4j.rootLogger=WARN, stderr
-log4j.appender.stderr=org.apache.log4j.ConsoleAppender
-log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
-log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.appender.stderr.Target=System.err
+appender.stderr.type = Console
+appender.stderr.name = STDERR
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.stderr.ref = STDERR
 """
 
 LOG4J_SERVER = """\
-log4j.rootLogger=INFO, file
-log4j.appender.file=org.apache.log4j.FileAppender
-log4j.appender.file.File={log}
-log4j.appender.file.layout=org.apache.log4j.PatternLayout
-log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.logger.kafka.request.logger=WARN
-log4j.logger.org.apache.kafka.clients=WARN
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
 """
+
+
+def log_levels(levels: dict[str, str]) -> str:
+    """Lines to append to a config above that set the level of each named logger (a class or
+    package name), e.g. ``{"org.apache.kafka.clients": "WARN"}``."""
+    lines = []
+    for i, (name, level) in enumerate(levels.items()):
+        lines += [f"logger.l{i}.name = {name}", f"logger.l{i}.level = {level}"]
+    return "".join(line + "\n" for line in lines)
+
+
+def log_config_option(path: Path | str) -> str:
+    """The JVM option that makes log4j 2 read the config file ``path``."""
+    return f"-Dlog4j2.configurationFile={path}"
 
 
 class KafkaServer:
@@ -198,9 +236,10 @@ class KafkaServer:
             "transaction.state.log.min.isr": "1",
             "transaction.state.log.num.partitions": "5",
             "group.initial.rebalance.delay.ms": "0",
-            # KIP-848 groups are a preview in 3.9; enable them so group.protocol=consumer can be compared.
-            "group.coordinator.rebalance.protocols": "classic,consumer",
+            # group.coordinator.rebalance.protocols stays Kafka 4.4's default (KIP-848's consumer
+            # protocol is on by default since 4.0), as does every feature the format finalises.
             "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
         }
         self.properties.update(overrides or {})
         self.proc: subprocess.Popen | None = None
@@ -216,12 +255,14 @@ class KafkaServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         props = self.data_dir / "server.properties"
         props.write_text("".join(f"{k}={v}\n" for k, v in self.properties.items()))
-        (self.data_dir / "log4j.properties").write_text(LOG4J_SERVER.format(log=self.log_path))
+        (self.data_dir / "log4j2.properties").write_text(
+            LOG4J_SERVER.format(log=self.log_path)
+            + log_levels({"kafka.request.logger": "WARN", "org.apache.kafka.clients": "WARN"}))
         return props
 
     def _jvm_opts(self) -> list[str]:
         return [f"-Xmx{self.heap}", f"-Xms{self.heap}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-                f"-Dlog4j.configuration=file:{self.data_dir / 'log4j.properties'}",
+                log_config_option(self.data_dir / "log4j2.properties"),
                 f"-Dkafka.logs.dir={self.data_dir}"]
 
     def format(self, cp: str) -> None:
@@ -231,7 +272,7 @@ class KafkaServer:
         cmd = java_command("kafka.tools.StorageTool",
                            ["format", "-t", self.cluster_id or random_cluster_id(), "-c", str(self.data_dir / "server.properties"),
                             "--ignore-formatted"],
-                           cp, ["-Xmx256m", f"-Dlog4j.configuration=file:{self.data_dir / 'log4j.properties'}"])
+                           cp, ["-Xmx256m", log_config_option(self.data_dir / "log4j2.properties")])
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")

@@ -49,7 +49,7 @@ import confluent_kafka
 from broker.testing_cluster import ClusterProcesses
 from protocol.errors import ErrorCode
 from tools.kafka_cli import tool_command
-from tools.kafka_dist import LOG4J_TOOLS
+from tools.kafka_dist import LOG4J_TOOLS, log_config_option, log_levels
 
 VERIFIABLE_PRODUCER = "org.apache.kafka.tools.VerifiableProducer"
 
@@ -667,13 +667,14 @@ class JavaVerifiableProducer:
         # The tools' log4j (WARN) plus the producer ids it is given (INFO), and with
         # ODRADEK_FAULT_CLIENT_DEBUG its sequence/epoch bookkeeping (DEBUG).
         debug = bool(os.environ.get("ODRADEK_FAULT_CLIENT_DEBUG"))
+        levels = {"org.apache.kafka.clients.producer.internals": "DEBUG" if debug else "INFO"}
+        if debug:
+            levels["org.apache.kafka.clients.producer.internals.RecordAccumulator"] = "INFO"
         self._log4j = tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False)
-        self._log4j.write(LOG4J_TOOLS + "log4j.logger.org.apache.kafka.clients.producer.internals="
-                          + ("DEBUG\nlog4j.logger.org.apache.kafka.clients.producer.internals.RecordAccumulator=INFO\n"
-                             if debug else "INFO\n"))
+        self._log4j.write(LOG4J_TOOLS + log_levels(levels))
         self._log4j.close()
-        cmd = [f"-Dlog4j.configuration=file:{self._log4j.name}" if a.startswith("-Dlog4j.configuration=") else a
-               for a in cmd]
+        default_log = log_config_option("")
+        cmd = [log_config_option(self._log4j.name) if a.startswith(default_log) else a for a in cmd]
         # Its log (the client's WARNs: retries, errors) goes to a file: ``log_path``.
         self._log = tempfile.NamedTemporaryFile("w+", prefix=f"verifiable-{name}-", suffix=".log", delete=False)
         self.log_path = self._log.name
