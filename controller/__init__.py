@@ -4,9 +4,12 @@ Layout (each module opens with its format/behaviour and ownership rules):
 - ``lease``          epoch-fenced controller lease (async LeaseStore interface, LocalLeaseStore)
 - ``log_store``      where committed metadata lives (async MetadataLogStore, LocalMetadataLogStore)
 - ``metadata_log``   the local store's file: append-only, fsynced, epoch-fenced metadata batches
+- ``metadata_snapshot`` the snapshot format (versioned, chunked) and its checkpoint files
+- ``etcd_log_store`` the etcd store: batches, snapshots and their compaction as etcd keys
 - ``publisher``      MetadataPublisher: how each committed (image, delta) leaves the controller
 - ``records``        KRaft-named metadata records and their JSON encoding
 - ``image``          MetadataImage (what the broker reads) and ``apply(record)``
+- ``image_records``  an image as the records a snapshot holds; the delta between two images
 - ``controller``     Controller: topic lifecycle, configs, brokers, leader election, reassignments
 - ``elections``      leader election rules: clean/unclean/preferred, auto rebalance, controlled shutdown
 - ``reassignments``  partition reassignment records (KIP-455): start, complete, cancel
