@@ -1,7 +1,8 @@
 """Where committed metadata records live: the ``MetadataLogStore`` interface and its local file store.
 
 The controller appends each operation's records as one batch stamped with its controller epoch,
-and replays every committed batch at start-up; it never touches a file itself. The interface is
+and at start-up loads the newest snapshot and replays the batches after it; it never touches a
+file itself. The interface is
 asynchronous because a distributed store answers over the network. Every store keeps the
 ``controller.metadata_log`` contract:
 
