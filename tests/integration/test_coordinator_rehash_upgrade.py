@@ -242,7 +242,7 @@ def _kafka_reads_a_partition_with_markers(tmp_path: Path, partition: int) -> Non
     from tests.support.java_tools import run_tool
 
     segment = tmp_path / "logs" / f"__consumer_offsets-{partition}" / f"{0:020d}.log"
-    out = run_tool("kafka.tools.DumpLogSegments", ["--files", str(segment), "--print-data-log",
+    out = run_tool("org.apache.kafka.tools.DumpLogSegments", ["--files", str(segment), "--print-data-log",
                                                    "--offsets-decoder"]).stdout
     assert sum("key: Unknown record type 32767 at offset" in line for line in out.splitlines()) == 2, out[-3000:]
     assert '"group":"faults","topic":"data","partition":2}} payload: {"version":"3","data":{"offset":555' in out
