@@ -11,6 +11,9 @@ Versions 4-17 (v0-3 predate message format v2; Kafka 4 dropped them too, KIP-896
 - v12: flexible; last_fetched_epoch; diverging_epoch/current_leader/snapshot_id tagged.
 - v13: topic ids instead of names (KIP-516): UNKNOWN_TOPIC_ID.
 - v14-17: same for consumers (tiered storage, KIP-903 replica state, KIP-951, KIP-853).
+- v16: node_endpoints (KIP-951): a partition refused with NOT_LEADER_OR_FOLLOWER or
+  FENCED_LEADER_EPOCH carries current_leader, its leader's endpoint joins node_endpoints
+  (broker/handlers/current_leader.py); v12-15 leave current_leader out, as Kafka.
 
 Followers (replication) fetch with their broker id: ``replica_id`` before v15,
 ``replica_state.replica_id`` from v15 (KIP-903). They read up to the log end offset, not the high
@@ -50,6 +53,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from broker.completion import Completion
+from broker.handlers.current_leader import FETCH_FROM_VERSION, CurrentLeaders
 from broker.replica.fetch_params import FetchParams, FetchResult, LogReadResult
 from broker.replica.fetch_session import CachedPartition, FetchContext
 from broker.request_types import ApiRequest
@@ -112,12 +116,17 @@ def build_response(request: ApiRequest, ctx: FetchContext, result: FetchResult,
         for name, size in result.bytes_by_topic.items():
             metrics.topic_stats.sent(name, size)
     incremental = ctx.incremental
+    leaders: CurrentLeaders | None = None  # KIP-951, made for the first partition that needs it
     for read in result.partitions:
         cp = read.partition
         code = read.error_code
         if code:
             resp = _partition_response(cp.partition, code, read.high_watermark, read.last_stable_offset,
                                        read.log_start_offset)
+            if code in _LEADER_MOVED and request.api_version >= FETCH_FROM_VERSION:
+                if leaders is None:
+                    leaders = CurrentLeaders(request.broker, request.conn.listener)
+                resp["current_leader"] = _current_leader(request, leaders, cp)
         else:
             resp = _partition_response(cp.partition, code, read.high_watermark, read.last_stable_offset,
                                        read.log_start_offset, _aborted(read) if read_committed else None,
@@ -133,7 +142,23 @@ def build_response(request: ApiRequest, ctx: FetchContext, result: FetchResult,
         if not cp.must_respond(resp, False) and incremental:
             continue
         add(cp, resp)
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": ctx.session_id, "responses": topics}
+    response = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": ctx.session_id, "responses": topics}
+    if leaders is not None:
+        response["node_endpoints"] = leaders.node_endpoints()
+    return response
+
+
+# The errors whose partitions carry current_leader from v16 (Kafka's handleFetchRequest).
+_LEADER_MOVED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
+
+
+def _current_leader(request: ApiRequest, leaders: CurrentLeaders, cp: CachedPartition) -> dict[str, int]:
+    if request.api_version >= 13:  # named by topic id only; the error means the id is known
+        topic = request.broker.metadata.image.topics_by_id.get(cp.topic_id)
+        if topic is None:
+            return {"leader_id": -1, "leader_epoch": -1}
+        return leaders.leader_of(topic.name, cp.partition)
+    return leaders.leader_of(cp.topic or "", cp.partition)
 
 
 def _respond(request: ApiRequest, ctx: FetchContext, result: FetchResult,

@@ -13,7 +13,8 @@ dispatcher's version check), and nothing is appended.
 - v7: zstd allowed (KIP-110); below v7 a zstd batch gets UNSUPPORTED_COMPRESSION_TYPE.
 - v8: record_errors and error_message (KIP-467).
 - v9: flexible.
-- v10: current_leader / node_endpoints tagged fields (KIP-951).
+- v10: current_leader / node_endpoints tagged fields (KIP-951): filled for NOT_LEADER_OR_FOLLOWER,
+  whichever path refused the partition (broker/handlers/current_leader.py).
 - v11: same as v10 (TRANSACTION_ABORTABLE may be returned, KIP-890).
 
 The appends are the replica manager's (``ReplicaManager.append_records``, then
@@ -56,6 +57,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from broker.completion import Completion
+from broker.handlers.current_leader import PRODUCE_FROM_VERSION, CurrentLeaders
 from broker.request_types import ApiRequest
 from broker.security import authz
 from protocol.batch_header import COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_BIT
@@ -111,6 +113,7 @@ def _check_batches(records: Any, version: int = 7, transactional: bool = False) 
 def _response(request: ApiRequest, results: list[Any]) -> dict | None:
     responses = []
     any_error = False
+    leaders: CurrentLeaders | None = None  # KIP-951, made for the first NOT_LEADER_OR_FOLLOWER
     i = 0
     for topic in request.body["topic_data"]:
         out = []
@@ -122,7 +125,12 @@ def _response(request: ApiRequest, results: list[Any]) -> dict | None:
                 # KIP-467: which batch/record was refused, e.g. a null key on a compacted topic.
                 errors = [{"batch_index": b, "batch_index_error_message": msg}
                           for b, msg in getattr(info, "record_errors", None) or ()]
-                out.append(_partition_result(pd["index"], info.code, info.message, record_errors=errors))
+                result = _partition_result(pd["index"], info.code, info.message, record_errors=errors)
+                if info.code == ErrorCode.NOT_LEADER_OR_FOLLOWER and request.api_version >= PRODUCE_FROM_VERSION:
+                    if leaders is None:
+                        leaders = CurrentLeaders(request.broker, request.conn.listener)
+                    result["current_leader"] = leaders.leader_of(topic["name"], pd["index"])
+                out.append(result)
             else:
                 out.append(_partition_result(pd["index"], ErrorCode.NONE, None, info.first_offset,
                                              info.log_append_time, info.log_start_offset))
@@ -132,6 +140,8 @@ def _response(request: ApiRequest, results: list[Any]) -> dict | None:
             # The client does not read a response for acks=0; closing tells it something failed.
             request.conn.close_threadsafe()
         return None
+    if leaders is not None:
+        return {"responses": responses, "throttle_time_ms": 0, "node_endpoints": leaders.node_endpoints()}
     return {"responses": responses, "throttle_time_ms": 0}
 
 
