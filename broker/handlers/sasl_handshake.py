@@ -1,7 +1,8 @@
 """SaslHandshake (api key 17): which SASL mechanism the client will authenticate with.
 
-Version 1 (v0, where raw SASL tokens without Kafka framing follow, is not served; every client we
-test sends v1 when it is advertised). On SASL listeners the connection's authenticator
+Versions 0-1, as Kafka 4.4. v0: the SASL tokens that follow are bare size-prefixed frames, without
+Kafka headers (clients before KIP-152, Kafka 0.10.0-1.0); v1: they go in SaslAuthenticate requests.
+Today's clients all send v1. On SASL listeners the connection's authenticator
 (broker/security/sasl/authenticator.py) answers it before authentication and for KIP-368
 re-authentication; this handler only sees what reaches the handlers: a handshake on a connection
 that needs none (a PLAINTEXT listener, or one already authenticated without a session lifetime),
@@ -15,7 +16,7 @@ from protocol.errors import ErrorCode
 
 API_KEY = 17
 NAME = "SaslHandshake"
-VERSIONS = (1, 1)
+VERSIONS = (0, 1)
 
 
 def handle(request: ApiRequest) -> dict:

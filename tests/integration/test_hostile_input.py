@@ -31,7 +31,7 @@ EXPECTED_APIS = [
     (14, 0, 5),  # SyncGroup
     (15, 0, 5),  # DescribeGroups
     (16, 0, 5),  # ListGroups
-    (17, 1, 1),  # SaslHandshake
+    (17, 0, 1),  # SaslHandshake (v0: bare SASL tokens follow)
     (18, 0, 4),  # ApiVersions
     (19, 0, 7),  # CreateTopics
     (20, 0, 6),  # DeleteTopics

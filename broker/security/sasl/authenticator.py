@@ -9,12 +9,17 @@ States and rules (Kafka's):
    SaslHandshake. HANDSHAKE: SaslHandshake only. Any other request before the handshake closes the
    connection without an answer (Kafka: InvalidRequestException "Unexpected Kafka request of type X
    during SASL handshake"), as does a second ApiVersions.
-2. SaslHandshake v1 naming an enabled mechanism answers NONE with the enabled list and moves to
-   AUTHENTICATE; another mechanism answers UNSUPPORTED_SASL_MECHANISM with the list, then closes.
-3. AUTHENTICATE: SaslAuthenticate tokens go to the mechanism's server (plain.py, scram.py). Another
-   API is answered with its error response carrying ILLEGAL_SASL_STATE where it has one, then the
-   connection closes. A failure answers SASL_AUTHENTICATION_FAILED with the mechanism's message
-   (or Kafka's generic one) and closes.
+2. SaslHandshake (v0 or v1) naming an enabled mechanism answers NONE with the enabled list and moves
+   to AUTHENTICATE; another mechanism answers UNSUPPORTED_SASL_MECHANISM with the list, then closes.
+3. AUTHENTICATE after a v1 handshake: SaslAuthenticate tokens go to the mechanism's server
+   (plain.py, scram.py). Another API is answered with its error response carrying
+   ILLEGAL_SASL_STATE where it has one, then the connection closes. A failure answers
+   SASL_AUTHENTICATION_FAILED with the mechanism's message (or Kafka's generic one) and closes.
+   After a v0 handshake (clients before KIP-152, Kafka 0.10.0-1.0) every frame is a bare SASL
+   token, and each answer a bare size-prefixed token (an empty one too: PLAIN's), without Kafka
+   headers (Kafka's SaslServerAuthenticator without "Kafka SASL authenticate headers"). A failure
+   has no answer to carry it: the connection closes, after the delay of rule 4 for a refused
+   credential (an AuthenticationException in Kafka), at once for a malformed exchange.
 4. Every failure's answer, and the close, wait ``connection.failed.authentication.delay.ms``
    (Kafka delays both, to slow password guessing); the failure is logged with the client address,
    at most ``_FAILURE_LOG_PER_SECOND`` lines a second (the rest are counted), never with a secret.
@@ -57,7 +62,7 @@ log = logging.getLogger(__name__)
 
 SASL_HANDSHAKE_KEY = 17
 SASL_AUTHENTICATE_KEY = 36
-HANDSHAKE_VERSIONS = (1, 1)
+HANDSHAKE_VERSIONS = (0, 1)
 AUTHENTICATE_VERSIONS = (0, 2)
 _FAILURE_LOG_PER_SECOND = 10
 # Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS.
@@ -118,6 +123,8 @@ class SaslAuthenticator:
         self.session_expires: float | None = None
         self._supports_reauth = False
         self._reauthenticating = False
+        # The handshake was v0: the SASL tokens that follow are bare frames (module docstring, rule 3).
+        self._bare_tokens = False
         self._last_reauth_start = 0.0
 
     def on_connection(self, conn: Connection) -> None:
@@ -149,6 +156,8 @@ class SaslAuthenticator:
             return False
         if state == FAILED:
             return True  # the connection is closing; nothing more is read from it
+        if state == AUTHENTICATE and self._bare_tokens:
+            return self._authenticate_bare(dispatcher, conn, slot, frame)  # any bytes, even none
         try:
             api_key = P.INT16.unpack_from(frame, 0)[0]
         except Exception:
@@ -195,6 +204,7 @@ class SaslAuthenticator:
         header, body = decoded
         mechanism = body["mechanism"]
         enabled = list(self.settings.mechanisms)
+        self._bare_tokens = header.api_version == 0
         if self._reauthenticating and mechanism != self.mechanism:
             # Kafka answers the handshake, then fails the next SaslAuthenticate (REAUTH_BAD_MECHANISM).
             self._send(dispatcher, conn, slot, "SaslHandshakeResponse", header,
@@ -250,36 +260,71 @@ class SaslAuthenticator:
             return True
         lifetime_ms = 0
         if server.complete:
-            principal = KafkaPrincipal("User", server.authorization_id)
-            if self._reauthenticating and principal != self.principal:
-                assert self.principal is not None
-                self._fail_authenticate(
-                    dispatcher, conn, slot, header,
-                    f"Cannot change principals during re-authentication from {self.principal.principal_type}."
-                    f"{self.principal.name}: {principal.principal_type}.{principal.name}")
+            completed = self._complete(conn, server)
+            if isinstance(completed, str):
+                self._fail_authenticate(dispatcher, conn, slot, header, completed)
                 return True
-            lifetime_ms = self.settings.max_reauth_ms
-            # Kafka's calcCompletionTimesAndReturnSessionLifetimeMs: a credential that expires (an
-            # OAUTHBEARER token's exp) bounds the session too.
-            expiration_ms = getattr(server, "credential_expiration_ms", None)
-            if expiration_ms is not None:
-                remaining = max(0, int(expiration_ms - time.time() * 1000))
-                lifetime_ms = remaining if lifetime_ms <= 0 else min(lifetime_ms, remaining)
-                self.session_expires = time.monotonic() + lifetime_ms / 1000
-            else:
-                self.session_expires = time.monotonic() + lifetime_ms / 1000 if lifetime_ms > 0 else None
-            self.principal = principal
-            conn.principal = principal
-            conn.max_request_size = self._max_request_size
-            self.state = COMPLETE
-            self._reauthenticating = False
-            self._server = None
-            log.debug("%s authenticated as %s with %s on listener %s", conn.peer, principal, server.mechanism,
-                      self.settings.listener)
+            lifetime_ms = completed
         self._send(dispatcher, conn, slot, "SaslAuthenticateResponse", header,
                    {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": challenge,
                     "session_lifetime_ms": lifetime_ms})
         return True
+
+    def _authenticate_bare(self, dispatcher: Dispatcher, conn: Connection, slot: Any,
+                           frame: bytes | memoryview) -> bool:
+        """One bare SASL token after a v0 handshake (rule 3): the answer is the server's token,
+        size-prefixed, with no Kafka header; a failure closes the connection without one."""
+        server = self._server
+        if server is None:  # re-authentication asked for another mechanism
+            bad = getattr(self, "_bad_reauth_mechanism", "?")
+            self._fail_bare(dispatcher, conn, f"SASL mechanism '{bad}' requested by client is not supported for "
+                                             f"re-authentication of mechanism '{self.mechanism}'")
+            return True
+        try:
+            challenge = server.evaluate(bytes(frame))
+        except SaslAuthenticationError as exc:
+            self._fail_bare(dispatcher, conn, str(exc))
+            return True
+        except SaslError as exc:
+            # Kafka: a SaslException from a bare exchange is an I/O failure, closed at once.
+            FAILURE_LOG.failed(conn.peer, self.settings.listener, f"SASL {server.mechanism} exchange failed: {exc}")
+            self._close_now(dispatcher, conn)
+            return True
+        if server.complete:
+            completed = self._complete(conn, server)
+            if isinstance(completed, str):
+                self._fail_bare(dispatcher, conn, completed)
+                return True
+        dispatcher.send(conn, slot, [P.INT32.pack(len(challenge)) + challenge])
+        return True
+
+    def _complete(self, conn: Connection, server: SaslServer) -> int | str:
+        """The exchange succeeded: the connection's principal and session (rule 5). Returns the
+        session lifetime in ms, or the failure message when a re-authentication changed principal."""
+        principal = KafkaPrincipal("User", server.authorization_id)
+        if self._reauthenticating and principal != self.principal:
+            assert self.principal is not None
+            return (f"Cannot change principals during re-authentication from {self.principal.principal_type}."
+                    f"{self.principal.name}: {principal.principal_type}.{principal.name}")
+        lifetime_ms = self.settings.max_reauth_ms
+        # Kafka's calcCompletionTimesAndReturnSessionLifetimeMs: a credential that expires (an
+        # OAUTHBEARER token's exp) bounds the session too.
+        expiration_ms = getattr(server, "credential_expiration_ms", None)
+        if expiration_ms is not None:
+            remaining = max(0, int(expiration_ms - time.time() * 1000))
+            lifetime_ms = remaining if lifetime_ms <= 0 else min(lifetime_ms, remaining)
+            self.session_expires = time.monotonic() + lifetime_ms / 1000
+        else:
+            self.session_expires = time.monotonic() + lifetime_ms / 1000 if lifetime_ms > 0 else None
+        self.principal = principal
+        conn.principal = principal
+        conn.max_request_size = self._max_request_size
+        self.state = COMPLETE
+        self._reauthenticating = False
+        self._server = None
+        log.debug("%s authenticated as %s with %s on listener %s", conn.peer, principal, server.mechanism,
+                  self.settings.listener)
+        return lifetime_ms
 
     def _illegal_state(self, dispatcher: Dispatcher, conn: Connection, slot: Any, frame: bytes | memoryview, api_key: int) -> bool:
         spec = dispatcher.handlers.get(api_key)
@@ -314,6 +359,18 @@ class SaslAuthenticator:
         self._fail(dispatcher, conn, slot, "SaslAuthenticateResponse", header,
                    {"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": message, "auth_bytes": b"",
                     "session_lifetime_ms": 0}, message)
+
+    def _fail_bare(self, dispatcher: Dispatcher, conn: Connection, message: str) -> None:
+        """A refused credential in a bare exchange: no answer can carry it, so the connection
+        closes after the failed-authentication delay (rule 4), as Kafka's does."""
+        self.state = FAILED
+        self._server = None
+        FAILURE_LOG.failed(conn.peer, self.settings.listener, message)
+        delay = self.settings.failed_authentication_delay_ms / 1000
+        if delay > 0:
+            asyncio.get_running_loop().call_later(delay, dispatcher.close, conn)
+        else:
+            dispatcher.close(conn)
 
     def _fail(self, dispatcher: Dispatcher, conn: Connection, slot: Any, schema: str, header: Any, body: dict,
               message: str) -> None:
