@@ -1,4 +1,4 @@
-"""Kafka's own CLI tools (3.9.1 main classes, the same code bin/kafka-*.sh runs) against a real Apache
+"""Kafka's own CLI tools (4.4.0 main classes, the same code bin/kafka-*.sh runs) against a real Apache
 Kafka and against Odradek. Every tool invocation is one JVM launch, so each test does one scenario
 end to end with as few launches as it can; against Odradek, a test needing an API it does not
 advertise fails naming it (Target.require).
@@ -52,13 +52,13 @@ def test_console_producer_then_console_consumer_and_get_offsets(target) -> None:
     create_topic(target, topic, partitions=1)
     lines = [f"key{i % 5}:value-{i}" for i in range(25)]
     run_tool("kafka-console-producer", ["--bootstrap-server", target.bootstrap, "--topic", topic,
-                                        "--property", "parse.key=true", "--property", "key.separator=:",
+                                        "--reader-property", "parse.key=true", "--reader-property", "key.separator=:",
                                         "--producer-property", "linger.ms=0"],
              input="\n".join(lines) + "\n")
     out = run_tool("kafka-console-consumer", ["--bootstrap-server", target.bootstrap, "--topic", topic,
                                               "--partition", "0", "--offset", "earliest", "--max-messages", "25",
-                                              "--timeout-ms", "20000", "--property", "print.key=true",
-                                              "--property", "key.separator=:"]).stdout
+                                              "--timeout-ms", "20000", "--formatter-property", "print.key=true",
+                                              "--formatter-property", "key.separator=:"]).stdout
     # One partition, so the console consumer (assign mode: no group) prints them in send order.
     assert out.split() == lines
     out = run_tool("kafka-get-offsets", ["--bootstrap-server", target.bootstrap, "--topic", topic]).stdout
