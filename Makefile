@@ -55,7 +55,7 @@ cluster: compile
 # did not pass: every skip and xfail with its reason (skips of one reason folded into one line),
 # so a skipped suite cannot pass for a green one.
 TEST_WORKERS ?= 3
-test: compile $(TEST_STAMP) jars lint
+test: compile $(TEST_STAMP) jars old-clients lint
 	$(PY) -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The fault suite of issue 13 (docs/replication-faults.md) with $(ROUNDS) rounds of its kill/pause and
@@ -100,14 +100,20 @@ clean:
 #   make pipeline       generate $(EVENTS) events into $(BOOTSTRAP) and run the PySpark pipeline once; each
 #                       run continues after the events already in the topic (GENERATE_ARGS="--first-index 0
 #                       --start 2024-05-01T12:00:00Z" replays the first run's)
+#   make old-clients    kafka-python 2.0.2 for the old-client smoke tests (the Java client 2.1.0 is in `jars`)
 #   make kafka-tools    the jars behind bin/kafka-topics, bin/kafka-console-consumer, ... (bin/kafka-tool)
-.PHONY: jars kafka-start kafka-stop pipeline kafka-tools
+.PHONY: jars kafka-start kafka-stop pipeline kafka-tools old-clients
 KAFKA_PORT ?= 9192
 BOOTSTRAP ?= localhost:9092
 EVENTS ?= 5000
 
 jars: $(RUNTIME_STAMP)
 	$(PY) -m tools.kafka_dist jars
+
+# kafka-python 2.0.2, the oldest release Kafka 4.4 serves, in .cache/old-clients apart from the venv's
+# (tests/support/old_clients.py; the old Java client comes with `jars`); a no-op once installed.
+old-clients: $(RUNTIME_STAMP)
+	$(PY) -m tests.support.old_clients install
 
 kafka-tools: jars
 	@echo "Kafka's CLI tools: bin/kafka-topics, bin/kafka-console-producer, bin/kafka-console-consumer,"

@@ -7,12 +7,14 @@ Jar cache (all under ``.cache/``, git-ignored; filled on first use, ~1 min, from
     .cache/jars/kafka/    Apache Kafka 4.4.0: broker (kafka.Kafka), CLI tools, Java client, log4j 2
     .cache/jars/spark/    Spark 4.0.0's Kafka connector + token provider, its kafka-clients (3.9.0), commons-pool2
     .cache/jars/driver/   odradek-driver.jar (java/driver) and its runtime deps
+    .cache/jars/old-java-client/  kafka-clients 2.1.0, the oldest Java client Kafka 4.4 serves (KIP-896)
     .cache/jars/.stamp    hash of java/**/pom.xml, java/settings.xml and the driver's sources at the
                           last successful build; a mismatch (or a missing dir) triggers a rebuild
 
 The descriptors live in ``java/`` (see java/pom.xml for the version choices). A failed or interrupted
-build leaves no stamp, so the next call simply builds again; builds are serialised with a lock file
-(``.cache/jars.lock``), so processes that need the jars at the same time run Maven once.
+build leaves the previous jars and no new stamp, so the next call simply builds again. Maven fills a
+staging directory that replaces the jar sets only when complete, and builds are serialised with a
+lock file (``.cache/jars.lock``): processes that need the jars at the same time run Maven once.
 
 A real Kafka (``KafkaServer``): ``start()`` writes ``server.properties`` (process.roles=broker,controller,
 a PLAINTEXT listener on the chosen port and a CONTROLLER listener on another free port, a static
@@ -28,7 +30,7 @@ and ``kill()`` SIGKILL. The server's own log goes to ``<data-dir>/kafka.log``; i
 CLI (also used by ``make bench`` and the Makefile's jars/kafka-start/kafka-stop targets)::
 
     python -m tools.kafka_dist jars                         # fill the cache (silent no-op when current)
-    python -m tools.kafka_dist classpath kafka|spark|driver # print a classpath
+    python -m tools.kafka_dist classpath kafka|spark|driver|old-java-client # print a classpath
     python -m tools.kafka_dist start --port 9092 --data-dir .cache/kafka-run [--foreground]
     python -m tools.kafka_dist stop --data-dir .cache/kafka-run
 
@@ -61,7 +63,7 @@ M2 = CACHE / "m2"
 JARS = CACHE / "jars"
 STAMP = JARS / ".stamp"
 BUILD_LOCK = CACHE / "jars.lock"
-CLASSPATHS = ("kafka", "spark", "driver")
+CLASSPATHS = ("kafka", "spark", "driver", "old-java-client")
 
 KAFKA_VERSION = "4.4.0"
 SPARK_VERSION = "4.0.0"  # pyspark must be this exact version: the connector is built per Spark release
@@ -115,23 +117,34 @@ def _build_jars(quiet: bool) -> None:
             raise ToolchainUnavailable(
                 f"'{tool}' is not on PATH: `make test`, `make pipeline` and the Kafka tools need JDK 17+ "
                 "and Maven (they fetch Kafka's and Spark's jars from Maven Central once); `make run` does not")
-    for name in CLASSPATHS:
-        # copy-dependencies only adds; stale jars from an older version would shadow the new ones.
-        shutil.rmtree(JARS / name, ignore_errors=True)
-    # -ntp: no per-artifact transfer progress (about 1,600 lines on a first fetch).
-    cmd = ["mvn", "-B", "-ntp", "-s", str(JAVA_DIR / "settings.xml"), "-f", str(JAVA_DIR / "pom.xml"),
-           f"-Dmaven.repo.local={M2}", f"-Dodradek.cache={CACHE}", "package"]
-    if quiet:
-        cmd.insert(1, "-q")
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=quiet, text=True)
-    if proc.returncode != 0:
-        tail = (proc.stdout or "")[-4000:] + (proc.stderr or "")[-2000:]
-        raise ToolchainUnavailable(f"Maven could not build the jar cache (exit {proc.returncode}):\n{tail}")
-    STAMP.write_text(_inputs_hash() + "\n")
+    # Maven fills a staging directory, which replaces the jar sets only once it is complete:
+    # JVMs started meanwhile (another test process, a bin/kafka-* launcher) keep finding a whole,
+    # if older, set, and a failed build changes nothing. A fresh directory also means no stale jar
+    # of an older version sits beside the new ones (copy-dependencies only adds).
+    JARS.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".build-", dir=JARS))
+    try:
+        # -ntp: no per-artifact transfer progress (about 1,600 lines on a first fetch).
+        cmd = ["mvn", "-B", "-ntp", "-s", str(JAVA_DIR / "settings.xml"), "-f", str(JAVA_DIR / "pom.xml"),
+               f"-Dmaven.repo.local={M2}", f"-Dodradek.cache={staging}", "package"]
+        if quiet:
+            cmd.insert(1, "-q")
+        proc = subprocess.run(cmd, cwd=REPO, capture_output=quiet, text=True)
+        if proc.returncode != 0:
+            tail = (proc.stdout or "")[-4000:] + (proc.stderr or "")[-2000:]
+            raise ToolchainUnavailable(f"Maven could not build the jar cache (exit {proc.returncode}):\n{tail}")
+        STAMP.unlink(missing_ok=True)
+        for name in CLASSPATHS:
+            if (JARS / name).exists():
+                os.rename(JARS / name, staging / f"old-{name}")
+            os.rename(staging / "jars" / name, JARS / name)
+        STAMP.write_text(_inputs_hash() + "\n")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def classpath(name: str) -> str:
-    """The classpath for one jar set ("kafka", "spark" or "driver"), building the cache if needed."""
+    """The classpath for one jar set (one of CLASSPATHS), building the cache if needed."""
     if name not in CLASSPATHS:
         raise ValueError(f"unknown classpath {name!r}; one of {CLASSPATHS}")
     ensure_jars()
