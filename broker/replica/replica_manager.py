@@ -548,8 +548,10 @@ class ReplicaManager:
                 why = _error_name(code)
             except Exception as exc:  # REQUEST_TIMED_OUT, NOT_CONTROLLER, a lost connection, etcd away
                 why = str(exc) or type(exc).__name__
-            log.warning("AlterPartition of %s-%d to %s got no answer (%s); sending it again in %.1f s",
-                        part.topic, part.index, list(new_isr), why, backoff)
+            # One WARNING per change, the retries at DEBUG: an etcd outage of hours must not fill the log.
+            log.log(logging.WARNING if backoff == ISR_CHANGE_BACKOFF_S else logging.DEBUG,
+                    "AlterPartition of %s-%d to %s got no answer (%s); sending it again in %.1f s and after that "
+                    "until a controller answers", part.topic, part.index, list(new_isr), why, backoff)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, ISR_CHANGE_MAX_BACKOFF_S)
         if not self._isr_change_current(part, new_isr, epoch):
