@@ -190,6 +190,7 @@ class Log:
         self._truncations = 0
         self._background: list[Future[None]] = []
         self._plain_appends = self._allows_plain_appends(config)
+        self._plain_when_kept = self._allows_plain_appends(config, kept=True)
 
     # ------------------------------------------------------------------------------------------
     # opening and recovery
@@ -430,17 +431,33 @@ class Log:
         """New settings apply to later appends/rolls; existing index files keep their size."""
         self.config = config
         self._plain_appends = self._allows_plain_appends(config)
+        self._plain_when_kept = self._allows_plain_appends(config, kept=True)
         for seg in self._state.segments:
             seg.config = config
 
     @staticmethod
-    def _allows_plain_appends(config: LogConfig) -> bool:
+    def _allows_plain_appends(config: LogConfig, kept: bool = False) -> bool:
         """True when a produced batch needs no more than :meth:`_append_plain_batch` does: no key
         checks (compaction), no LogAppendTime rewrite, no timestamp bounds, no flush by count, no
-        recompression (``compression.type`` other than producer)."""
+        recompression (``compression.type`` other than producer) unless ``kept`` (the caller knows
+        the topic's codec keeps the batch: :meth:`append_kept`)."""
         return (not config.compact and not config.log_append_time and config.flush_messages == LONG_MAX
                 and config.message_timestamp_before_max_ms == LONG_MAX
-                and config.message_timestamp_after_max_ms == LONG_MAX and config.recompression is None)
+                and config.message_timestamp_after_max_ms == LONG_MAX and (kept or config.recompression is None))
+
+    def append_kept(self, records: bytes | bytearray | memoryview, *, leader_epoch: int,
+                    now_ms: int | None = None) -> AppendInfo:
+        """:meth:`append` of a produced set whose every batch the topic's ``compression.type`` keeps as
+        sent (the caller checked it with storage.recompression.needs_recompression under the current
+        config): on a recompressing topic it may still take the single-batch fast path."""
+        if self._plain_when_kept and len(records) >= HEADER_SIZE:
+            view = records if type(records) is memoryview else memoryview(records)
+            raw = _HEADER_STRUCT.unpack_from(view, 0)
+            if raw[1] + LOG_OVERHEAD == len(view):
+                info = self._append_plain_batch(view, raw, leader_epoch, clock.now_ms() if now_ms is None else now_ms)
+                if info is not None:
+                    return info
+        return self.append(records, leader_epoch=leader_epoch, now_ms=now_ms)
 
     # ------------------------------------------------------------------------------------------
     # append

@@ -93,10 +93,10 @@ class AppendLane:
         target = part.log.config.recompression
         rebuild = target is not None and needs_recompression(records, target.codec)
         if not rebuild and not self._queue:
-            info = part.append_checked(records)
             if target is None:
                 self._retire()
-            return info
+                return part.append_checked(records)
+            return part.append_kept(records)
         job = self._pool.submit(part.log.recompress, records) if rebuild else None
         self._queue.append(_Entry(records, job, part.leader_epoch, deliver))
         if job is not None:

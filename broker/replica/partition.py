@@ -400,6 +400,13 @@ class Partition:
             self._appended_bytes += info.size
         return info
 
+    def append_kept(self, records: Any) -> AppendInfo:
+        """:meth:`append_checked` of a set the topic's codec keeps as sent (``Log.append_kept``)."""
+        info = self.log.append_kept(records, leader_epoch=self.leader_epoch)
+        if not info.duplicate:
+            self._appended_bytes += info.size
+        return info
+
     def _require_min_insync_replicas(self) -> None:
         """acks=-1 appends (produce, coordinator writes, markers): NOT_ENOUGH_REPLICAS while the
         ISR is below min.insync.replicas, before anything is appended (Kafka's appendRecordsToLeader)."""

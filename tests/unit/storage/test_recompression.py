@@ -187,6 +187,20 @@ def test_a_batch_in_the_target_codec_is_kept_whatever_its_level(tmp_path: Path) 
     assert raw[61:] == payload and raw[16:] == sent[16:]
 
 
+def test_a_batch_the_topic_keeps_takes_the_plain_path_and_is_stored_as_sent(tmp_path: Path) -> None:
+    """append_kept (the lane's path for a batch already in the topic's codec) stores what append stores."""
+    kept = make_log(tmp_path / "a-0", producer_state=True, compression_type="zstd")
+    plain = make_log(tmp_path / "b-0", producer_state=True, compression_type="zstd")
+    for seq in (0, 40):
+        batch = producer_batch(ZSTD, producer_id=3, producer_epoch=0, base_sequence=seq)
+        assert kept.append_kept(batch, leader_epoch=1, now_ms=NOW) == plain.append(batch, leader_epoch=1, now_ms=NOW)
+    again = kept.append_kept(producer_batch(ZSTD, producer_id=3, producer_epoch=0, base_sequence=40),
+                             leader_epoch=1, now_ms=NOW)
+    assert again.duplicate and (again.first_offset, again.last_offset) == (40, 79)
+    assert (tmp_path / "a-0" / "00000000000000000000.log").read_bytes() == \
+        (tmp_path / "b-0" / "00000000000000000000.log").read_bytes()
+
+
 def test_transaction_markers_stay_uncompressed_and_the_transaction_ends(tmp_path: Path) -> None:
     log = make_log(tmp_path / "t-0", producer_state=True, compression_type="zstd")
     log.append(producer_batch(LZ4, producer_id=21, producer_epoch=0, base_sequence=0, is_transactional=True),
@@ -236,11 +250,14 @@ def test_a_follower_stores_the_leaders_bytes(tmp_path: Path) -> None:
 def test_bad_records_get_kafkas_answer_and_nothing_is_written(tmp_path: Path, target: str, codec: int) -> None:
     log = make_log(tmp_path / "t-0", compression_type=target)
     log.append(producer_batch(codec), leader_epoch=0, now_ms=NOW)
+    attempts = ["inline", "off the log"] + (["kept"] if TARGET_CODEC[target] == codec else [])
     for bad in catalogue(codec):
-        for attempt in ("inline", "off the log"):
+        for attempt in attempts:
             with pytest.raises(KafkaApiError) as exc:
                 if attempt == "inline":
                     log.append(bad.batch, leader_epoch=0, now_ms=NOW)
+                elif attempt == "kept":
+                    log.append_kept(bad.batch, leader_epoch=0, now_ms=NOW)
                 else:
                     log.recompress(bad.batch, now_ms=NOW)
             assert exc.value.code == bad.code, (bad.name, attempt)
