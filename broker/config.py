@@ -531,8 +531,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("max.incremental.fetch.session.cache.slots", _I, 1000, _at_least(0), _M,
        "Incremental fetch sessions kept (KIP-227)."),
     _d("max.request.partition.size.limit", _I, 2000, _at_least(1), _M,
-       "Partitions in one DescribeTopicPartitions answer.",
-       no_effect="it bounds DescribeTopicPartitions answers, an API Odradek does not serve"),
+       "Partitions in one DescribeTopicPartitions answer (broker/handlers/describe_topic_partitions.py)."),
     # Topic defaults (storage/log_config.py); appends recompress to a codec other than the batch's
     # (storage/recompression.py).
     _d("compression.type", _ST, "producer", ValidString(_COMPRESSION_TYPES), _H,

@@ -64,6 +64,7 @@ OFF_LOOP_APIS = frozenset({
     21,  # DeleteRecords
     32,  # DescribeConfigs
     35,  # DescribeLogDirs
+    75,  # DescribeTopicPartitions
 })
 # While a large request is worked on (decoded or encoded in a worker thread, answered in slices on
 # the handler loop), some thread runs pure Python back to back, and the network threads wait for

@@ -11,6 +11,7 @@ from broker.handlers.registry import HandlerSpec, build_registry
 HANDLER_MODULES = (
     "api_versions",
     "metadata",
+    "describe_topic_partitions",
     "create_topics",
     "delete_topics",
     "create_partitions",

@@ -17,6 +17,7 @@ controller's metadata log and survive the restarts):
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,6 +99,19 @@ def topics_of_metadata(resp: dict) -> list[str]:
     return sorted(t["name"] for t in resp["topics"])
 
 
+ZERO_ID = uuid.UUID(int=0)
+
+
+def dtp_body(topics: list[str]) -> dict:
+    return {"topics": [{"name": t} for t in topics], "response_partition_limit": 2000, "cursor": None}
+
+
+def dtp_answers(resp: dict) -> set[tuple]:
+    """(name, error, topic id or "id" for a real one, partition count, authorized operations) per topic."""
+    return {(t["name"], t["error_code"], t["topic_id"] if t["topic_id"] == ZERO_ID else "id", len(t["partitions"]),
+             t["topic_authorized_operations"]) for t in resp["topics"]}
+
+
 CASES: list[Case] = [
     Case("Metadata", 3, 12, lambda c: {"topics": [{"name": "t-md", "topic_id": None}],
                                         "allow_auto_topic_creation": False},
@@ -116,6 +130,14 @@ CASES: list[Case] = [
                                                     "allow_auto_topic_creation": True},
          lambda r: r["topics"][0]["error_code"] == TOPIC_AUTH, [(TOPIC, "t-auto", DESCRIBE), (TOPIC, "t-auto", CREATE)],
          lambda r: r["topics"][0]["error_code"] == 0 and r["topics"][0]["partitions"]),
+    # Named: a topic without DESCRIBE answers TOPIC_AUTHORIZATION_FAILED with the zero id, after the
+    # others; all topics: only the describable ones (DescribeTopicPartitionsRequestHandler).
+    Case("DescribeTopicPartitions", 75, 0, lambda c: dtp_body(["t-wtm", "t-md"]),
+         lambda r: dtp_answers(r) == {("t-md", TOPIC_AUTH, ZERO_ID, 0, -2**31), ("t-wtm", TOPIC_AUTH, ZERO_ID, 0, -2**31)},
+         [], lambda r: dtp_answers(r) == {("t-md", 0, "id", 1, 1 << DESCRIBE), ("t-wtm", TOPIC_AUTH, ZERO_ID, 0, -2**31)}
+         and r["topics"][-1]["name"] == "t-wtm"),
+    Case("DescribeTopicPartitions all topics", 75, 0, lambda c: dtp_body([]), lambda r: r["topics"] == [], [],
+         lambda r: "t-md" in topics_of_metadata(r) and "t-wtm" not in topics_of_metadata(r)),
     Case("Produce", 0, 9, lambda c: produce_body("t-prod"), lambda r: part(r, "responses", "partition_responses")
          == TOPIC_AUTH, [(TOPIC, "t-prod", WRITE)], lambda r: part(r, "responses", "partition_responses") == 0),
     Case("Fetch", 1, 12, lambda c: fetch_body("t-fetch"), lambda r: part(r) == TOPIC_AUTH, [(TOPIC, "t-fetch", READ)],

@@ -196,3 +196,27 @@ def test_big_list_offsets_and_delete_records_do_not_stall_other_clients(broker) 
             if key == 2:
                 assert parts[5]["error_code"] == parts[-1]["error_code"] == ErrorCode.INVALID_REQUEST
             assert parts[-2]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_big_describe_topic_partitions_does_not_stall_other_clients(broker) -> None:
+    # 200,000 names, none of which exists but one: each answers UNKNOWN_TOPIC_OR_PARTITION (taking
+    # none of the partition budget), in name order, the real topic among them.
+    with WireClient(broker.host, broker.port, timeout=60) as c:
+        create_topic(c, "real-0", 3)
+        requested = names(200_000) + ["real-0", "absent-topic-000000000007"]  # one named twice
+        corr, frame = c.encode_request(75, 0, {"topics": [{"name": n} for n in requested],
+                                               "response_partition_limit": 2000, "cursor": None})
+        assert len(frame) > 5_000_000
+        with OtherClient(broker) as other:
+            c.send_raw(frame)
+            raw = c.recv_frame()
+            time.sleep(0.1)
+        resp = c.decode_response(raw, 75, 0, corr)  # after: see the Metadata test
+        assert not other.errors, other.errors
+        assert max(other.latencies) < OTHER_CLIENT_WORST_S, sorted(other.latencies)[-5:]
+        got = resp["topics"]
+        assert [t["name"] for t in got] == sorted(set(requested))
+        assert {t["error_code"] for t in got if t["name"] != "real-0"} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        (real,) = (t for t in got if t["name"] == "real-0")
+        assert (real["error_code"], len(real["partitions"])) == (0, 3) and resp["next_cursor"] is None
+        assert c.request(18, 0, {})["error_code"] == 0

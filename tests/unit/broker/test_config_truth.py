@@ -124,7 +124,8 @@ def test_reasons_are_the_corrected_ones() -> None:
     # request.timeout.ms, and replication exists (its fetchers' sockets take the receive buffer).
     assert CONFIG_DEFS["request.timeout.ms"].no_effect == ""
     assert CONFIG_DEFS["replica.socket.receive.buffer.bytes"].no_effect == ""
-    assert "DescribeTopicPartitions" in CONFIG_DEFS["max.request.partition.size.limit"].no_effect
+    # DescribeTopicPartitions is served: its partition bound takes effect (issue 28).
+    assert CONFIG_DEFS["max.request.partition.size.limit"].no_effect == ""
     for d in DEFINITIONS:
         assert "replication" not in d.no_effect or "throttl" in d.no_effect, d.name
 
