@@ -45,6 +45,21 @@ PRODUCER_CONFIG: dict[str, Any] = {
     "log_level": 3,
 }
 
+_EVENTS = ("page_view", "click", "add_to_cart", "checkout", "login", "logout", "search")
+
+
+def compressible_value(i: int, size: int) -> bytes:
+    """An event record of ``size`` bytes: JSON fields with varying numbers and ids (64 KiB of 1 KiB ones
+    take about 15 KiB with lz4 or snappy, 8.5 KiB with gzip, 8 KiB with zstd)."""
+    rnd = int.from_bytes(os.urandom(8), "big")
+    text = (f'{{"event":"{_EVENTS[rnd % 7]}","user":"user-{rnd % 100_000}","session":"{rnd:016x}",'
+            f'"seq":{i},"price":{rnd % 10_000 / 100},"items":[')
+    while len(text) < size:
+        rnd = rnd * 6364136223846793005 + 1442695040888963407 & (2**64 - 1)
+        text += f'{{"sku":"SKU-{rnd % 5000:05d}","qty":{rnd % 5 + 1}}},'
+    return text.encode()[:size]
+
+
 @dataclass
 class WorkerResult:
     """What one worker process moved, and when (monotonic seconds)."""
@@ -129,7 +144,7 @@ def split(total: int, parts: int) -> list[int]:
 # -- workers (run in spawned processes: librdkafka's threads do not survive a fork) ---------------
 
 def _produce_worker(bootstrap: str, topic: str, records: int, size: int, rate: float | None,
-                    ready: Any, go: Any, out: Any) -> None:
+                    config: dict[str, Any] | None, compressible: bool, ready: Any, go: Any, out: Any) -> None:
     from confluent_kafka import KafkaException, Producer
 
     latencies = array("d")
@@ -150,13 +165,16 @@ def _produce_worker(bootstrap: str, topic: str, records: int, size: int, rate: f
 
     try:
         extra = {"statistics.interval.ms": 1000, "stats_cb": stats} if rate is not None else {}
-        producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG, **extra})
+        producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG, **(config or {}), **extra})
         producer.list_topics(topic, timeout=30)  # connected, metadata known: outside the clock
     except KafkaException as exc:
         ready.put(None)
         out.put(WorkerResult(0, 0, 0.0, 0.0, error=str(exc)))
         return
-    value = os.urandom(size)
+    if compressible:  # JSON-like event records, 256 of them in turn (what a codec is chosen for)
+        values = [compressible_value(i, size) for i in range(256)]
+    else:
+        values = [os.urandom(size)]
     ready.put(None)
     go.wait()
     start, cpu0 = time.monotonic(), time.process_time()
@@ -173,7 +191,7 @@ def _produce_worker(bootstrap: str, topic: str, records: int, size: int, rate: f
             continue
         for _ in range(n):
             try:
-                producer.produce(topic, value, on_delivery=delivered)
+                producer.produce(topic, values[sent % len(values)], on_delivery=delivered)
             except BufferError:  # the local queue is full: let librdkafka drain it
                 producer.poll(0.01)
                 break
@@ -267,8 +285,11 @@ def _run_workers(target: Callable[..., None], args_per_worker: list[tuple], arou
 
 
 def produce_phase(bootstrap: str, topic: str, records: int, size: int, processes: int,
-                  probe: Probe | None = None) -> PhaseResult:
-    args = [(bootstrap, topic, n, size, None) for n in split(records, processes)]
+                  probe: Probe | None = None, config: dict[str, Any] | None = None,
+                  compressible: bool = False) -> PhaseResult:
+    """``config``: producer settings over PRODUCER_CONFIG (e.g. compression.type); ``compressible``:
+    JSON-like values instead of random bytes."""
+    args = [(bootstrap, topic, n, size, None, config, compressible) for n in split(records, processes)]
     return aggregate(_run_workers(_produce_worker, args, probe))
 
 
@@ -283,5 +304,5 @@ def rate_phase(bootstrap: str, topic: str, rate_bytes_per_s: float, seconds: flo
     """Producers held to ``rate_bytes_per_s`` in all (split evenly) for about ``seconds``."""
     per_worker = rate_bytes_per_s / processes
     records = max(1, int(per_worker * seconds / size))
-    args = [(bootstrap, topic, records, size, per_worker) for _ in range(processes)]
+    args = [(bootstrap, topic, records, size, per_worker, None, False) for _ in range(processes)]
     return aggregate(_run_workers(_produce_worker, args, probe))

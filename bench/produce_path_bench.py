@@ -31,6 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.native_load import compressible_value  # noqa: E402
 from broker.config import load_config  # noqa: E402
 from broker.server import Broker  # noqa: E402
 from protocol.codec import codec  # noqa: E402
@@ -65,11 +66,13 @@ class SinkConnection:
     close_threadsafe = close
 
 
-def make_batch(record_size: int, batch_bytes: int) -> bytes:
-    value = os.urandom(record_size)
+def make_batch(record_size: int, batch_bytes: int, compression: int = 0, compressible: bool = False) -> bytes:
+    """``batch_bytes`` of ``record_size`` records, compressed with codec ``compression``; random values
+    (incompressible), or with ``compressible`` JSON-like event records (what a codec is chosen for)."""
     count = max(1, batch_bytes // (record_size + 10))
     now = int(time.time() * 1000)
-    return encode_batch([Record(timestamp=now, value=value) for _ in range(count)])
+    values = [compressible_value(i, record_size) if compressible else os.urandom(record_size) for i in range(count)]
+    return encode_batch([Record(timestamp=now, value=v) for v in values], compression=compression)
 
 
 def produce_frame(correlation_id: int, partitions: list[int], batch: bytes, version: int = 9) -> bytes:
