@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from controller import acls, client_quotas, elections, reassignments, scram_credentials
+from controller import acls, client_quotas, elections, metadata_format, reassignments, scram_credentials
 from controller.image import MetadataDelta, MetadataImage, PartitionState, TopicImage, apply
 from controller.image_records import image_records
 from controller.lease import Lease, LeaseLostError, LeaseStore
@@ -68,6 +68,7 @@ from controller.records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
+    FeatureLevelRecord,
     LeaderChangeRecord,
     MetadataRecord,
     PartitionChangeRecord,
@@ -202,6 +203,8 @@ class Controller:
         # unify_collision_chars(name) -> names of existing topics with '.' or '_' (Kafka's
         # topicsWithCollisionChars), maintained from applied records.
         self._collisions: dict[str, set[str]] = {}
+        # Brokers whose release cannot read the metadata format, already named in the log.
+        self._unreadable_logged: set[int] = set()
 
     # ----------------------------------------------------------------------------------------
     # Life cycle
@@ -263,8 +266,12 @@ class Controller:
                 # The lease state was lost or rolled back; writing would be refused anyway.
                 raise StaleControllerEpochError(lease.epoch, newest_epoch)
             self._active = True
+            first: list[MetadataRecord] = [LeaderChangeRecord(self.node_id, lease.epoch)]
+            if contents.snapshot is None and not contents.batches:
+                # A new cluster is formatted at the newest metadata format (controller.metadata_format, rule 1).
+                first.append(FeatureLevelRecord(metadata_format.FEATURE, metadata_format.LATEST))
             async with self._write_lock:
-                await self._commit([LeaderChangeRecord(self.node_id, lease.epoch)])
+                await self._commit(first)
         except BaseException:
             self._active = False
             await self._lease_store.release(lease)
@@ -388,6 +395,10 @@ class Controller:
         async with self._write_lock:
             if not self._active or not self._log_open or self._log_store.bytes_since_snapshot == 0:
                 return False
+            if self._image.metadata_format < metadata_format.SNAPSHOTS:
+                # A broker of a release that cannot read a snapshot is still registered (a rolling
+                # upgrade in progress): deleting the batches a snapshot covers would strand it.
+                return False
             end_offset = self._log_store.next_offset
             if self._image.offset != end_offset - 1:
                 log.error("controller %d: image at offset %d, log at %d: no snapshot", self.node_id,
@@ -443,15 +454,21 @@ class Controller:
         fenced: bool = False,
         incarnation_id: uuid.UUID | None = None,
         endpoints: Sequence[tuple[str, str, int]] = (),
+        features: Sequence[tuple[str, int, int]] = metadata_format.SUPPORTED,
     ) -> int:
         """Register (or re-register) a broker; returns its broker epoch (the record's log offset).
 
         ``incarnation_id`` names the broker process (cluster mode passes the one in its etcd
-        registration); None draws a fresh one."""
+        registration); None draws a fresh one. ``features``: the (feature, min, max) levels its
+        release reads (this release's by default; an etcd registration's, where a 0.1.0 broker has
+        none); one that cannot read the store's metadata format is registered fenced
+        (controller.metadata_format, rule 5)."""
         if not 0 < port <= 65535:
             raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Invalid port {port}.")
         async with self._write_lock:
             await self._check_active()
+            if not fenced and not self._reads_metadata_format(node_id, features):
+                fenced = True
             broker_epoch = self._log_store.next_offset
             record = RegisterBrokerRecord(
                 broker_id=node_id,
@@ -463,6 +480,7 @@ class Controller:
                 rack=rack,
                 fenced=fenced,
                 endpoints=tuple((str(n), str(h), int(p)) for n, h, p in endpoints),
+                features=tuple((str(f), int(low), int(high)) for f, low, high in features),
             )
             changes: list[MetadataRecord] = [record]
             if not fenced:
@@ -470,7 +488,43 @@ class Controller:
                 # batch, so no broker sees it live while those partitions still have no leader.
                 changes += self._offline_elections(self._image_after(record))
             await self._commit(changes)
-            return broker_epoch
+        # The last broker of an older release replaced (or the one node of a store an older release
+        # wrote): the metadata format may move up now.
+        await self.maybe_raise_metadata_format()
+        return broker_epoch
+
+    def _reads_metadata_format(self, node_id: int, features: Sequence[tuple[str, int, int]]) -> bool:
+        level = self._image.metadata_format
+        if metadata_format.min_readable(features) <= level <= metadata_format.max_readable(features):
+            return True
+        if node_id not in self._unreadable_logged:
+            self._unreadable_logged.add(node_id)
+            log.error("controller %d: broker %d reads %s levels %d-%d but the metadata is at level %d; it "
+                      "stays fenced until it runs a release that reads it", self.node_id, node_id,
+                      metadata_format.FEATURE, metadata_format.min_readable(features),
+                      metadata_format.max_readable(features), level)
+        return False
+
+    def _newest_readable_format(self) -> int:
+        return min([metadata_format.LATEST] + [metadata_format.max_readable(b.features)
+                                               for b in self._image.brokers.values()])
+
+    async def maybe_raise_metadata_format(self) -> int:
+        """Raise ``odradek.metadata.format`` to the newest level every registered broker reads
+        (controller.metadata_format, rule 3); returns the level now finalized. Never lowers it."""
+        if self._newest_readable_format() <= self._image.metadata_format:
+            return self._image.metadata_format  # the common case, on every turn of the candidate's loop
+        async with self._write_lock:
+            await self._check_active()
+            level = self._image.metadata_format
+            target = self._newest_readable_format()
+            if target > level:
+                await self._commit([FeatureLevelRecord(metadata_format.FEATURE, target)])
+                log.info("controller %d: every registered broker reads %s level %d; raised from %d",
+                         self.node_id, metadata_format.FEATURE, target, level)
+                self._unreadable_logged.clear()
+                level = target
+            return level
 
     async def fence_broker(self, node_id: int) -> None:
         """Fence a broker: drop it from ISRs (never emptying one) and move its leaderships
@@ -487,6 +541,8 @@ class Controller:
             if broker is None:
                 raise KafkaApiError(ErrorCode.BROKER_ID_NOT_REGISTERED, f"No node with id {node_id} found.")
             if broker.fenced == fenced:
+                return
+            if not fenced and not self._reads_metadata_format(node_id, broker.features):
                 return
             # One batch, as Kafka's controller writes a fencing with its leader moves: no broker
             # may see the broker fenced while its partitions still name it leader and in-sync.

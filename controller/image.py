@@ -19,6 +19,9 @@ Rules (Kafka's, from MetadataDelta / TopicsDelta / PartitionRegistration.merge):
    (``delta.acls_changed``).
 6. ClientQuotaRecord sets or removes one quota key of an entity in ``client_quotas`` (an entity
    left without keys is dropped), as Kafka's ClientQuotaImage.
+7. FeatureLevelRecord finalizes one feature's level in ``features`` (level 0 drops it); a level of
+   ``odradek.metadata.format`` this release cannot read raises ``UnsupportedMetadataFormatError``
+   (controller.metadata_format).
 
 ``apply`` returns a ``MetadataDelta`` describing what the record changed, so subscribers (the broker's
 log manager) can create or delete local logs and reload configs without diffing images.
@@ -35,6 +38,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field, replace
 
+from controller import metadata_format
 from controller.records import (
     LEADER_NO_CHANGE,
     AccessControlEntryRecord,
@@ -42,6 +46,7 @@ from controller.records import (
     ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
+    FeatureLevelRecord,
     LeaderChangeRecord,
     MetadataRecord,
     PartitionChangeRecord,
@@ -75,6 +80,8 @@ class BrokerRegistration:
     fenced: bool = False
     # (listener name, host, port) of every advertised listener; empty: only host/port above.
     endpoints: tuple[tuple[str, str, int], ...] = ()
+    # (feature, min level, max level) its release reads; empty: a 0.1.0 broker.
+    features: tuple[tuple[str, int, int], ...] = ()
 
     def endpoint_for(self, listener: str) -> tuple[str, int] | None:
         """Where a client that came in on ``listener`` reaches this broker (Kafka answers Metadata
@@ -129,6 +136,7 @@ class MetadataDelta:
     controller_changed: bool = False
     acls_changed: bool = False
     client_quotas_changed: bool = False
+    features_changed: bool = False
 
     def merge(self, other: MetadataDelta) -> None:
         self.records.extend(other.records)
@@ -141,6 +149,7 @@ class MetadataDelta:
         self.controller_changed |= other.controller_changed
         self.acls_changed |= other.acls_changed
         self.client_quotas_changed |= other.client_quotas_changed
+        self.features_changed |= other.features_changed
 
     def is_empty(self) -> bool:
         return not self.records
@@ -161,8 +170,15 @@ class MetadataImage:
     scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] = field(default_factory=dict)
     # Client quotas: entity (sorted (type, name-or-None) pairs) -> key -> value.
     client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = field(default_factory=dict)
+    # Finalized feature levels (FeatureLevelRecord): name -> level.
+    features: dict[str, int] = field(default_factory=dict)
     # Offset of the last applied record (-1: nothing applied).
     offset: int = -1
+
+    @property
+    def metadata_format(self) -> int:
+        """The store's ``odradek.metadata.format`` level (1 for a log 0.1.0 wrote: it has no record of it)."""
+        return self.features.get(metadata_format.FEATURE, metadata_format.UNVERSIONED)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
         return self.topics_by_id.get(topic_id)
@@ -288,6 +304,7 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
                 incarnation_id=record.incarnation_id,
                 fenced=record.fenced,
                 endpoints=record.endpoints,
+                features=record.features,
             )
             delta.changed_brokers.add(record.broker_id)
         case UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch):
@@ -312,6 +329,14 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
             image.scram_credentials[(name, mechanism)] = record
         case RemoveUserScramCredentialRecord(name=name, mechanism=mechanism):
             image.scram_credentials.pop((name, mechanism), None)
+        case FeatureLevelRecord(name=name, feature_level=level):
+            if name == metadata_format.FEATURE:
+                metadata_format.check_supported(level)
+            if level == 0:
+                image.features.pop(name, None)
+            else:
+                image.features[name] = level
+            delta.features_changed = True
         case LeaderChangeRecord(leader_id=leader_id, controller_epoch=epoch):
             image.controller_id = leader_id
             image.controller_epoch = epoch

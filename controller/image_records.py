@@ -4,9 +4,11 @@
 image holds, written as the records whose replay (``controller.image.apply``, in order, on an empty
 image) gives an equal image. Piece by piece, from ``controller.image.MetadataImage``:
 
+- ``features``: one FeatureLevelRecord per finalized feature, first (a reader learns the store's
+  format level before anything else);
 - ``controller_id`` / ``controller_epoch``: one LeaderChangeRecord (none if no controller ever ran);
 - ``brokers``: one RegisterBrokerRecord each (it carries the broker epoch, the incarnation, every
-  endpoint and the fenced flag);
+  endpoint, the fenced flag and the feature ranges it reads);
 - ``broker_configs``: one ConfigRecord (BROKER) per key, "" being the cluster-wide default;
 - ``topics``: per topic a TopicRecord (id, internal flag), its ConfigRecords (TOPIC), then one
   PartitionRecord per partition carrying the whole ``PartitionState`` (leader and partition epochs,
@@ -16,7 +18,7 @@ image) gives an equal image. Piece by piece, from ``controller.image.MetadataIma
 
 Not records: ``cluster_id`` (meta.properties / etcd's cluster id key, set by whoever loads the
 image) and ``offset`` (the snapshot's end offset minus one, set by ``load_snapshot``). Producer-id
-blocks are not in the image (a file per node, or etcd's counter key); Odradek has no feature levels.
+blocks are not in the image (a file per node, or etcd's counter key).
 Adding state to the image means adding it here: ``tests/unit/controller/test_image_records.py``
 round-trips an image holding one of everything and fails when a field is not written.
 
@@ -37,6 +39,7 @@ from controller.records import (
     ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
+    FeatureLevelRecord,
     LeaderChangeRecord,
     MetadataRecord,
     PartitionRecord,
@@ -47,7 +50,7 @@ from controller.records import (
 
 def image_records(image: MetadataImage) -> list[MetadataRecord]:
     """The records whose replay on an empty image rebuilds ``image`` (module docstring: what each is)."""
-    out: list[MetadataRecord] = []
+    out: list[MetadataRecord] = [FeatureLevelRecord(name, level) for name, level in sorted(image.features.items())]
     if image.controller_id >= 0:
         out.append(LeaderChangeRecord(image.controller_id, image.controller_epoch))
     for broker_id in sorted(image.brokers):
@@ -55,7 +58,7 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
         out.append(RegisterBrokerRecord(
             broker_id=b.node_id, broker_epoch=b.broker_epoch, incarnation_id=b.incarnation_id, host=b.host,
             port=b.port, listener_name=b.listener_name, security_protocol=b.security_protocol, rack=b.rack,
-            fenced=b.fenced, endpoints=b.endpoints))
+            fenced=b.fenced, endpoints=b.endpoints, features=b.features))
     for resource in sorted(image.broker_configs):
         for key, value in sorted(image.broker_configs[resource].items()):
             out.append(ConfigRecord(ConfigResourceType.BROKER, resource, key, value))
@@ -123,4 +126,5 @@ def image_delta(old: MetadataImage, new: MetadataImage) -> MetadataDelta:
     delta.controller_changed = (old.controller_id, old.controller_epoch) != (new.controller_id, new.controller_epoch)
     delta.acls_changed = old.acls != new.acls
     delta.client_quotas_changed = old.client_quotas != new.client_quotas
+    delta.features_changed = old.features != new.features
     return delta

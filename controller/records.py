@@ -70,6 +70,19 @@ class RegisterBrokerRecord:
     # Every advertised listener as (listener name, host, port); host/port above are the
     # inter-broker listener's. Empty in records written before listeners were kept.
     endpoints: tuple[tuple[str, str, int], ...] = ()
+    # (feature, min level, max level) the broker's release reads (Kafka's BrokerRegistrationRecord
+    # features); empty from 0.1.0, which reads odradek.metadata.format level 1 only
+    # (controller.metadata_format).
+    features: tuple[tuple[str, int, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureLevelRecord:
+    """Kafka's FeatureLevelRecord: the finalized level of one feature, cluster-wide (level 0 removes
+    it). ``controller.metadata_format`` says what the ``odradek.metadata.format`` levels allow."""
+
+    name: str
+    feature_level: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +206,7 @@ class ClientQuotaRecord:
 
 MetadataRecord = (
     LeaderChangeRecord
+    | FeatureLevelRecord
     | RegisterBrokerRecord
     | UnregisterBrokerRecord
     | BrokerRegistrationChangeRecord
@@ -212,6 +226,7 @@ RECORD_TYPES: dict[str, type] = {
     cls.__name__: cls
     for cls in (
         LeaderChangeRecord,
+        FeatureLevelRecord,
         RegisterBrokerRecord,
         UnregisterBrokerRecord,
         BrokerRegistrationChangeRecord,
@@ -274,5 +289,7 @@ def record_from_dict(data: dict[str, Any]) -> MetadataRecord:
             value = tuple((str(etype), None if name is None else str(name)) for etype, name in value)
         elif key == "endpoints" and value is not None:
             value = tuple((str(name), str(host), int(port)) for name, host, port in value)
+        elif key == "features" and value is not None:
+            value = tuple((str(name), int(low), int(high)) for name, low, high in value)
         kwargs[key] = value
     return cls(**kwargs)

@@ -181,6 +181,7 @@ class ControllerCandidate:
                     # Kafka's auto.leader.rebalance.enable: leadership back to preferred replicas.
                     next_rebalance = loop.time() + rebalance_every
                     await controller.rebalance_leaders()
+                await controller.maybe_raise_metadata_format()  # once every broker runs a newer release
                 await controller.maybe_snapshot()  # metadata.log.max.snapshot.interval.ms
             except (LeaseLostError, StaleControllerEpochError) as exc:
                 await self._step_down(f"lost the controller lease: {exc}")
@@ -210,18 +211,22 @@ class ControllerCandidate:
         image = controller.image
         for node_id, reg in sorted(live.items()):
             known = image.brokers.get(node_id)
+            # Features too: a record a 0.1.0 controller wrote lacks them though the broker sent them,
+            # and the metadata format can only move up once the image knows every broker reads it.
             same = (known is not None and known.incarnation_id == reg["incarnation_id"]
                     and known.host == reg["host"] and known.port == reg["port"]
-                    and known.endpoints == reg["endpoints"])
+                    and known.endpoints == reg["endpoints"] and known.features == reg["features"])
             if not same or known is None:
                 await controller.register_broker(node_id, reg["host"], int(reg["port"]), reg.get("rack"),
                                                  listener_name=reg.get("listener_name") or "PLAINTEXT",
-                                                 incarnation_id=reg["incarnation_id"], endpoints=reg["endpoints"])
+                                                 incarnation_id=reg["incarnation_id"], endpoints=reg["endpoints"],
+                                                 features=reg["features"])
                 log.info("controller %d: broker %d registered at %s:%s", self.node_id, node_id, reg["host"],
                          reg["port"])
             elif known.fenced:
                 await controller.unfence_broker(node_id)
-                log.info("controller %d: broker %d unfenced", self.node_id, node_id)
+                if not controller.image.brokers[node_id].fenced:
+                    log.info("controller %d: broker %d unfenced", self.node_id, node_id)
             elif node_id in self._awaiting_reregistration:
                 log.info("controller %d: broker %d registered again as the same process within the fencing "
                          "grace; it keeps its leaderships and ISR memberships", self.node_id, node_id)

@@ -30,10 +30,12 @@ from typing import Any
 
 from aetcd.rtypes import EventKind
 
+from controller import metadata_format
 from controller.etcd_client import EtcdError
 from controller.etcd_log_store import EtcdMetadataKeys, read_from
 from controller.image import MetadataDelta, MetadataImage, apply
 from controller.image_records import image_delta, load_snapshot
+from controller.metadata_format import UnsupportedMetadataFormatError
 from controller.metadata_log import MetadataBatch, MetadataLogContents, MetadataLogCorruptError
 
 log = logging.getLogger(__name__)
@@ -100,6 +102,9 @@ class MetadataFollower:
         """A new image from the snapshot and the batches after it, published with what changed."""
         snapshot = contents.snapshot
         assert snapshot is not None
+        metadata_format.check_readable(snapshot.records)
+        for batch in contents.batches:
+            metadata_format.check_readable(batch.records)
         image = MetadataImage(cluster_id=self.image.cluster_id)
         load_snapshot(image, snapshot.records, snapshot.end_offset)
         next_offset = snapshot.end_offset
@@ -116,6 +121,8 @@ class MetadataFollower:
         return len(records)
 
     def _apply(self, batches: list[MetadataBatch]) -> int:
+        for batch in batches:
+            metadata_format.check_readable(batch.records)
         delta = MetadataDelta()
         applied = 0
         for batch in batches:
@@ -141,6 +148,12 @@ class MetadataFollower:
                 if self._outage_logged:
                     log.info("metadata store reachable again; metadata image at offset %d", self.next_offset)
                     self._outage_logged = False
+            except UnsupportedMetadataFormatError as exc:
+                # A newer release raised the format while this broker was not registered (the
+                # controller waits for every registered broker): it cannot follow, say so each time.
+                log.error("cannot follow the cluster metadata: %s; serving the image at offset %d", exc,
+                          self.next_offset)
+                await asyncio.sleep(max(self._poll_interval_s, 10.0))
             except (EtcdError, MetadataLogCorruptError) as exc:
                 if not self._outage_logged:
                     log.error("cannot read the cluster metadata from the metadata store (%s); serving the "

@@ -5,10 +5,13 @@ deletes it when the lease is revoked or lapses)::
 
     {"node_id": 2, "host": "broker2", "port": 9092, "listener_name": "PLAINTEXT", "rack": null,
      "endpoints": [["PLAINTEXT", "broker2", 9092], ["EXTERNAL", "localhost", 9093]],
-     "incarnation_id": "<uuid of this process>", "offline_replicas": [["<topic id hex>", 0]]}
+     "incarnation_id": "<uuid of this process>", "offline_replicas": [["<topic id hex>", 0]],
+     "features": [["odradek.metadata.format", 1, 2]]}
 
 (host/port/listener_name: the inter-broker listener; endpoints: every advertised listener;
-offline_replicas: the replicas it holds in failed log dirs, rewritten by ``report_offline_replicas``.)
+offline_replicas: the replicas it holds in failed log dirs, rewritten by ``report_offline_replicas``;
+features: the (feature, min, max) levels this release reads, absent from 0.1.0's registrations, as
+controller.metadata_format says. Readers ignore keys they do not know, so keys are only added.)
 
 The controller turns a new or changed key into a RegisterBrokerRecord and a deleted one into the
 broker's fencing (its leaderships move to other ISR members). Kafka's equivalents: the KRaft
@@ -59,6 +62,7 @@ from typing import Any
 from broker.broker_registration import BrokerEndpoint
 from broker.cluster.errors import DuplicateNodeIdError
 from broker.cluster.keys import ClusterKeys
+from controller import metadata_format
 from controller.etcd_client import EtcdError
 
 log = logging.getLogger(__name__)
@@ -70,7 +74,8 @@ def encode_registration(node_id: int, endpoint: BrokerEndpoint, incarnation_id: 
                        "listener_name": endpoint.listener_name, "rack": endpoint.rack,
                        "endpoints": [list(e) for e in endpoint.endpoints],
                        "incarnation_id": str(incarnation_id),
-                       "offline_replicas": sorted([t.hex, p] for t, p in offline_replicas)}).encode()
+                       "offline_replicas": sorted([t.hex, p] for t, p in offline_replicas),
+                       "features": [list(f) for f in metadata_format.SUPPORTED]}).encode()
 
 
 def decode_registration(value: bytes) -> dict[str, Any]:
@@ -79,6 +84,7 @@ def decode_registration(value: bytes) -> dict[str, Any]:
     data["incarnation_id"] = uuid.UUID(data["incarnation_id"])
     data["endpoints"] = tuple((str(n), str(h), int(p)) for n, h, p in data.get("endpoints") or ())
     data["offline_replicas"] = frozenset((uuid.UUID(hex=t), int(p)) for t, p in data.get("offline_replicas") or ())
+    data["features"] = tuple((str(f), int(low), int(high)) for f, low, high in data.get("features") or ())
     return data
 
 

@@ -20,6 +20,7 @@ from controller.records import (
     ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
+    FeatureLevelRecord,
     LeaderChangeRecord,
     MetadataRecord,
     PartitionChangeRecord,
@@ -43,7 +44,11 @@ def _history() -> list[MetadataRecord]:
     """Records as a controller's log would hold them, overwrites and removals included."""
     return [
         LeaderChangeRecord(1, 1),
-        RegisterBrokerRecord(1, 0, INCARNATIONS[0], "h1", 9092),
+        FeatureLevelRecord("odradek.metadata.format", 1),
+        FeatureLevelRecord("odradek.metadata.format", 2),
+        FeatureLevelRecord("gone.feature", 3),
+        FeatureLevelRecord("gone.feature", 0),  # level 0 removes it
+        RegisterBrokerRecord(1, 0, INCARNATIONS[0], "h1", 9092, features=(("odradek.metadata.format", 1, 2),)),
         RegisterBrokerRecord(2, 1, INCARNATIONS[1], "h2", 9093, listener_name="INTERNAL", security_protocol=1,
                              rack="r2", endpoints=(("INTERNAL", "h2", 9093), ("EXTERNAL", "e2", 19093))),
         RegisterBrokerRecord(3, 2, INCARNATIONS[2], "h3", 9094, rack="r3"),
