@@ -67,6 +67,9 @@ def read_cluster_id(metadata_dir: Path, node_id: int) -> str | None:
     if not path.exists():
         return None
     props = _parse(path.read_text())
+    if props.get("version", "0") not in ("0", "1"):
+        # Kafka's MetaPropertiesVersion knows 0 (ZooKeeper) and 1 (KRaft); a newer one is not ours to guess.
+        raise MetaPropertiesError(f"{path} has version {props['version']}; this release reads versions 0 and 1")
     cluster_id = props.get("cluster.id")
     if not cluster_id:
         raise MetaPropertiesError(f"{path} has no cluster.id")

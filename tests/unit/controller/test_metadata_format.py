@@ -116,3 +116,14 @@ def test_registrations_carry_the_levels_this_release_reads() -> None:
           b'", "offline_replicas": []}'
     assert decode_registration(old)["features"] == ()
     assert metadata_format.max_readable(()) == 1
+
+
+def test_meta_properties_of_an_unknown_version_is_refused(tmp_path: Path) -> None:
+    """Kafka's meta.properties versions are 0 and 1; a newer one is not read as if it were one of them."""
+    from controller.meta_properties import MetaPropertiesError, read_cluster_id
+
+    (tmp_path / "meta.properties").write_text("version=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAQ\nnode.id=1\n")
+    assert read_cluster_id(tmp_path, 1) == "AAAAAAAAAAAAAAAAAAAAAQ"
+    (tmp_path / "meta.properties").write_text("version=2\ncluster.id=AAAAAAAAAAAAAAAAAAAAAQ\nnode.id=1\n")
+    with pytest.raises(MetaPropertiesError, match="version 2"):
+        read_cluster_id(tmp_path, 1)
