@@ -67,6 +67,7 @@ EXPECTED_APIS = [
     (66, 0, 1),  # ListTransactions
     (68, 0, 1),  # ConsumerGroupHeartbeat
     (69, 0, 0),  # ConsumerGroupDescribe
+    (75, 0, 0),  # DescribeTopicPartitions
 ]
 
 
