@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from storage.errors import SegmentTruncatedError
+from storage.errors import KafkaStorageError, SegmentTruncatedError
 from storage.file_handle import FileHandle
 
 
@@ -53,7 +53,10 @@ class FetchSlice:
     def read_bytes(self) -> bytes:
         """The slice's bytes via pread (tests, tools, and responses that cannot sendfile).
 
-        Raises SegmentTruncatedError if the file was cut below the slice's end from outside.
+        Raises SegmentTruncatedError if the file was cut below the slice's end from outside, and
+        KafkaStorageError (KAFKA_STORAGE_ERROR, retriable) if the read itself fails (EIO): a Fetch
+        answers that partition with it, as Kafka does on an IOException, not the catch-all's
+        UNKNOWN_SERVER_ERROR.
         """
         if self.size == 0 or self.file is None:
             return b""
@@ -61,7 +64,10 @@ class FetchSlice:
         fd = self.file.fd
         pos, remaining = self.position, self.size
         while remaining > 0:
-            chunk = os.pread(fd, remaining, pos)
+            try:
+                chunk = os.pread(fd, remaining, pos)
+            except OSError as exc:
+                raise KafkaStorageError(f"reading {remaining} bytes at {pos} of fd {fd} failed: {exc}") from exc
             if not chunk:
                 raise SegmentTruncatedError(f"fd {fd}", pos, self.position + self.size)
             chunks.append(chunk)

@@ -62,3 +62,30 @@ def test_a_file_cut_from_outside_is_reported_not_read_short(tmp_path):
     with pytest.raises(SegmentTruncatedError):
         piece.read_bytes()
     log.close()
+
+
+def test_a_failed_read_of_a_slice_is_a_storage_error_not_an_os_error(tmp_path):
+    """A Fetch that cannot use sendfile reads its slices with pread; a read that fails (EIO on a
+    dying disk; EBADF here) must reach the fetch as KAFKA_STORAGE_ERROR, which the replica manager
+    answers per partition, not as an OSError that the dispatcher turns into UNKNOWN_SERVER_ERROR."""
+    from protocol.errors import ErrorCode
+    from storage.results import FetchSlice
+
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"x" * 100)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert FetchSlice(_Unowned(fd), 10, 20).read_bytes() == b"x" * 20  # type: ignore[arg-type]
+    finally:
+        os.close(fd)
+    # The same number, no longer open: pread fails (EBADF), as it would with EIO on a dying disk.
+    with pytest.raises(KafkaStorageError) as info:
+        FetchSlice(_Unowned(fd), 10, 20).read_bytes()  # type: ignore[arg-type]
+    assert info.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class _Unowned:
+    """A handle-shaped holder of an fd number that is not open (and must not be closed)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
