@@ -16,12 +16,18 @@ ISRs through it when clients have a listener of their own.
 ControlledShutdown (7): retired in Kafka 4.0 (no valid version; KRaft brokers ask to shut down in
 their heartbeat) and not sent by Odradek brokers either (they leave through etcd: deregister, and
 the controller moves their leaderships). Not advertised, not served: the connection closes.
+
+The client-listener tests run against a real Apache Kafka 4.4 too (tests/support/real_kafka.py),
+whose broker log names each refusal; Odradek's broker there has a client listener of its own.
 """
 
 from __future__ import annotations
 
 import struct
+import time
 import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +38,73 @@ from broker.handlers import produce
 from tests.support.bad_batches import records, wrap
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import cluster_or_skip
+from tests.support.real_kafka import TARGETS, require_toolchain, shared_kafka, unique
 from tests.support.wire import WireClient, create_topic
 
-PRODUCE, CONTROLLED_SHUTDOWN, ALTER_PARTITION = 0, 7, 56
+PRODUCE, CONTROLLED_SHUTDOWN, SASL_HANDSHAKE, ALTER_PARTITION = 0, 7, 17, 56
+
+
+def two_listeners(internal: int, external: int) -> dict[str, str]:
+    """INTERNAL (other brokers: inter.broker.listener.name) and EXTERNAL (clients only)."""
+    return {
+        "listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
+        "advertised.listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+    }
+
+
+@dataclass
+class ClientListener:
+    """A listener clients use, on a real Kafka 4.4 or on Odradek, and the log of its broker."""
+
+    target: str
+    host: str
+    port: int
+    log_text: Callable[[], str]
+
+    def client(self) -> WireClient:
+        return WireClient(self.host, self.port)
+
+
+@pytest.fixture(scope="module", params=TARGETS)
+def listener(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClientListener]:
+    if request.param == "kafka":
+        require_toolchain()
+        kafka = shared_kafka()
+        yield ClientListener("kafka", kafka.host, kafka.port, lambda: kafka.log_path.read_text(errors="replace"))
+        return
+    internal, external = free_port(), free_port()
+    b = BrokerProcess(tmp_path_factory.mktemp("odradek"), port=internal,
+                      overrides=two_listeners(internal, external)).start()
+    try:
+        yield ClientListener("odradek", "127.0.0.1", external, b.log_text)
+    finally:
+        b.kill()
+
+
+def _create_topic(listener: ClientListener, topic: str) -> None:
+    """CreateTopics, then until the broker knows the partition's leader (Kafka answers CreateTopics
+    once the controller committed it; its broker may learn the leader a moment later)."""
+    with listener.client() as c:
+        resp = c.request(19, 7, {"topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1}],
+                                 "timeout_ms": 5000})
+        assert resp["topics"][0]["error_code"] == 0, resp
+        deadline = time.monotonic() + 30
+        while True:
+            md = c.request(3, 12, {"topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
+                                   "include_topic_authorized_operations": False})
+            partitions = md["topics"][0]["partitions"]
+            if partitions and partitions[0]["leader_id"] >= 0:
+                return
+            assert time.monotonic() < deadline, md
+            time.sleep(0.1)
+
+
+def _closes(listener: ClientListener, api: int, version: int, body: dict) -> bool:
+    with listener.client() as c:
+        c.send_raw(c.encode_request(api, version, body)[1])
+        return c.is_closed_by_peer()
 
 
 def _advertised(c: WireClient, version: int) -> dict[int, tuple[int, int]]:
@@ -56,39 +126,49 @@ def _produce_body(topic: str, batch: bytes) -> dict:
             "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
 
 
-def test_produce_is_advertised_from_v0_whatever_the_api_versions_version(broker: BrokerProcess) -> None:
-    with WireClient(broker.host, broker.port) as c:
+def test_client_listener_advertises_what_kafka_4_4_does(listener: ClientListener) -> None:
+    with listener.client() as c:
         for version in (0, 3):
-            assert _advertised(c, version)[PRODUCE] == (0, produce.VERSIONS[1])
+            advertised = _advertised(c, version)
+            assert advertised[PRODUCE][0] == 0  # though only v3 and later are served
+            assert advertised[SASL_HANDSHAKE] == (0, 1)
+            assert CONTROLLED_SHUTDOWN not in advertised and ALTER_PARTITION not in advertised
+            if listener.target == "odradek":
+                assert advertised[PRODUCE] == (0, produce.VERSIONS[1])
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
-def test_produce_v0_to_v2_close_the_connection_and_append_nothing(broker: BrokerProcess, version: int) -> None:
-    topic = f"legacy-produce-v{version}"
-    with WireClient(broker.host, broker.port) as c:
-        create_topic(c, topic, 1)
+def test_produce_v0_to_v2_close_the_connection_and_append_nothing(listener: ClientListener, version: int) -> None:
+    topic = unique(f"legacy-produce-v{version}")
+    _create_topic(listener, topic)
     # Both payloads: the legacy message format these versions carried, and a v2 batch (which a
     # Kafka 3.x broker took in a v2 request); Kafka 4.4 never reads past the header.
     for payload in (_message_set_v0(b"legacy"), wrap(records(3), 3)):
-        with WireClient(broker.host, broker.port) as c:
-            _, data = c.encode_request(PRODUCE, version, _produce_body(topic, payload))
-            c.send_raw(data)
-            assert c.is_closed_by_peer()
-    with WireClient(broker.host, broker.port) as c:
+        assert _closes(listener, PRODUCE, version, _produce_body(topic, payload))
+    with listener.client() as c:
         resp = c.request(PRODUCE, 3, _produce_body(topic, wrap(records(2), 2)))
         partition = resp["responses"][0]["partition_responses"][0]
         assert partition["error_code"] == 0 and partition["base_offset"] == 0  # the log was empty
-    assert f"Produce v{version} not supported" in broker.log_text()
+    expected = {"kafka": f"Received request for api with key 0 (Produce) and unsupported version {version}",
+                "odradek": f"Produce v{version} not supported"}
+    assert expected[listener.target] in listener.log_text()
 
 
-def two_listeners(internal: int, external: int) -> dict[str, str]:
-    """INTERNAL (other brokers: inter.broker.listener.name) and EXTERNAL (clients only)."""
-    return {
-        "listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
-        "advertised.listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
-        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
-        "inter.broker.listener.name": "INTERNAL",
-    }
+def test_controller_apis_close_a_client_listener_connection(listener: ClientListener) -> None:
+    topic = unique("controller-apis")
+    _create_topic(listener, topic)
+    assert _closes(listener, CONTROLLED_SHUTDOWN, 3, {"broker_id": 1, "broker_epoch": -1})
+    assert _closes(listener, ALTER_PARTITION, 3, {"broker_id": 1, "broker_epoch": -1, "topics": []})
+    expected = {"kafka": ["Unsupported api with key 7 (ControlledShutdown)",
+                          "Received request for disabled api with key 56 (ALTER_PARTITION)"],
+                "odradek": ["unknown or unsupported api key 7",
+                            "AlterPartition (api key 56) is served on the inter-broker listener INTERNAL only"]}
+    log = listener.log_text()
+    assert all(line in log for line in expected[listener.target]), expected[listener.target]
+    with listener.client() as c:  # the broker serves that listener on
+        md = c.request(3, 12, {"topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
+                               "include_topic_authorized_operations": False})
+        assert md["topics"][0]["partitions"][0]["leader_id"] >= 0
 
 
 def _alter_partition_body(topic_id: Any, leader_epoch: int, partition_epoch: int, isr: list[int]) -> dict:
@@ -97,36 +177,24 @@ def _alter_partition_body(topic_id: Any, leader_epoch: int, partition_epoch: int
         "leader_recovery_state": 0, "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": -1} for b in isr]}]}]}
 
 
-def _closes(port: int, api: int, body: dict) -> bool:
-    with WireClient("127.0.0.1", port) as c:
-        c.send_raw(c.encode_request(api, 3, body)[1])
-        return c.is_closed_by_peer()
-
-
-def test_alter_partition_is_served_on_the_inter_broker_listener_only(tmp_path: Path) -> None:
+def test_alter_partition_is_served_on_the_inter_broker_listener(tmp_path: Path) -> None:
+    """Where leaders send it (Odradek only: Kafka serves it on controller listeners, which this test
+    cannot reach as a client); still not advertised there."""
     internal, external = free_port(), free_port()
     b = BrokerProcess(tmp_path, port=internal, overrides=two_listeners(internal, external)).start()
     try:
-        for port in (internal, external):
-            with WireClient("127.0.0.1", port) as c:
-                for version in (0, 3):
-                    advertised = _advertised(c, version)
-                    assert CONTROLLED_SHUTDOWN not in advertised and ALTER_PARTITION not in advertised
         with WireClient("127.0.0.1", internal) as c:
+            for version in (0, 3):
+                advertised = _advertised(c, version)
+                assert CONTROLLED_SHUTDOWN not in advertised and ALTER_PARTITION not in advertised
             topic_id = create_topic(c, "isr-of-one", 1)
             md = c.request(3, 12, {"topics": [{"name": "isr-of-one", "topic_id": None}]})
             epoch = md["topics"][0]["partitions"][0]["leader_epoch"]
-            # Served where leaders send it: the controller's answer (the ISR as it stands).
-            unchanged = c.request(ALTER_PARTITION, 3, _alter_partition_body(topic_id, epoch, 0, [1]))
-            partition = unchanged["topics"][0]["partitions"][0]
-            assert partition["error_code"] == 0 and partition["isr"] == [1]
-        # A client listener: the connection closes without an answer, as on Kafka's broker listeners.
-        assert _closes(external, ALTER_PARTITION, _alter_partition_body(topic_id, epoch, 0, [1]))
-        assert "AlterPartition (api key 56) is served on the inter-broker listener INTERNAL only, not on EXTERNAL" \
-            in b.log_text()
-        with WireClient("127.0.0.1", external) as c:  # the broker serves that listener on
-            md = c.request(3, 12, {"topics": [{"name": "isr-of-one", "topic_id": None}]})
-            assert md["topics"][0]["partitions"][0]["leader_id"] == 1
+            # The controller's answer: the ISR as it stands, and its epochs checked.
+            unchanged = c.request(ALTER_PARTITION, 3, _alter_partition_body(topic_id, epoch, 0, [1]))["topics"][0]
+            assert unchanged["partitions"][0]["error_code"] == 0 and unchanged["partitions"][0]["isr"] == [1]
+            fenced = c.request(ALTER_PARTITION, 3, _alter_partition_body(topic_id, epoch - 1, 0, [1]))["topics"][0]
+            assert fenced["partitions"][0]["error_code"] == 74  # FENCED_LEADER_EPOCH
     finally:
         b.kill()
 
