@@ -522,7 +522,9 @@ def _filter_batch(raw: bytes, header: BatchHeader, offset_map: dict[bytes, int],
     return encode_batch(
         retained,
         base_offset=header.base_offset,
-        compression=header.compression,
+        # An empty batch is a bare header, codec none (Kafka's DefaultRecordBatch.writeEmptyHeader): a
+        # compressed empty payload makes librdkafka abort (rdbuf.c, rd_slice_init_full).
+        compression=header.compression if retained else 0,
         producer_id=header.producer_id,
         producer_epoch=header.producer_epoch,
         base_sequence=header.base_sequence,

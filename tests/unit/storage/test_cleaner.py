@@ -216,6 +216,31 @@ def test_idempotent_producer_last_batch_kept_empty(tmp_path):
     reopened.close()
 
 
+@pytest.mark.parametrize("compression", [1, 2, 3, 4])
+def test_an_empty_batch_the_cleaner_keeps_is_a_bare_uncompressed_header(tmp_path, compression):
+    """Kafka's DefaultRecordBatch.writeEmptyHeader: 61 bytes, codec none, offsets and producer fields
+    kept. (An empty compressed payload, as written before, makes librdkafka's consumer abort.)"""
+    from storage.producer_state import producer_state_factory
+
+    mgr = LogManager([tmp_path], compact_config(segment_bytes=1 << 20), producer_state_factory=producer_state_factory())
+    mgr.startup()
+    log = mgr.get_or_create_log("t", 0)
+    log.append(encode_batch([rec(b"a", b"1"), rec(b"b", b"1")], compression=compression, producer_id=9,
+                            producer_epoch=0, base_sequence=0), leader_epoch=0)
+    log.append(encode_batch([rec(b"c", b"1")], compression=compression), leader_epoch=0)
+    log.append(encode_batch([rec(b"a", b"2"), rec(b"b", b"2"), rec(b"c", b"2")], compression=compression),
+               leader_epoch=0)
+    log.append(encode_batch([rec(b"d", b"1")], compression=compression), leader_epoch=0)
+    log.roll()
+    LogCleaner(mgr).clean_once(now_ms=5000)
+    empty = [parse_header(raw) for _, _, raw in read_all(log) if parse_header(raw).records_count == 0]
+    assert [(h.base_offset, h.last_offset_delta, h.producer_id, h.base_sequence) for h in empty] == [(0, 1, 9, 0)]
+    assert [(h.size, h.compression) for h in empty] == [(61, 0)]
+    assert [(o, k, v) for o, k, v in records_of(log)] == [(3, b"a", b"2"), (4, b"b", b"2"), (5, b"c", b"2"),
+                                                          (6, b"d", b"1")]
+    mgr.shutdown()
+
+
 def test_reader_of_replaced_segment_keeps_valid_bytes(tmp_path):
     mgr, log = start(tmp_path, compact_config(segment_bytes=1 << 20, file_delete_delay_ms=60_000))
     produce(log, [(b"a", b"%d" % i) for i in range(10)])
