@@ -1,4 +1,4 @@
-"""Kafka's Java client (3.9.1, via the odradek-driver JVM) as a transactional producer, against a real
+"""Kafka's Java client (4.4.0, via the odradek-driver JVM) as a transactional producer, against a real
 Apache Kafka and against Odradek (issue 14): commit and abort, a read_committed consumer sees exactly the
 committed records, a second producer with the same transactional.id fences the first, a transaction left
 open past its timeout is aborted by the broker, and a consume-transform-produce loop with
@@ -18,9 +18,18 @@ from tests.support.java_tools import JavaDriver
 from tests.support.real_kafka import FETCH, PRODUCE, TARGETS, Target, open_target, unique
 
 TXN = ("FindCoordinator", "InitProducerId", "AddPartitionsToTxn", "EndTxn")
-# What the Java client 3.9.1 throws from commitTransaction once its epoch is fenced, on Kafka 3.9.1 both
-# after a newer incarnation's InitProducerId and after the broker's timeout abort (which bumps the epoch).
+# What the Java client 4.4.0 throws from commitTransaction once a newer incarnation's InitProducerId
+# has bumped its epoch, on Kafka 4.4.0.
 FENCED = "ProducerFencedException"
+# What it throws from a commit after the broker aborted the transaction on its timeout, on Kafka 4.4.0
+# with transaction.version=2 (KIP-890's transactions v2, finalised by default since 4.0): the abort
+# bumped the epoch and the late EndTxn is refused as INVALID_TXN_STATE. At transaction.version=1 it is
+# ProducerFencedException (seen on Kafka 4.4.0 formatted with --feature transaction.version=1), and
+# that is what Odradek answers: it does not finalise transaction.version, so clients use version 1.
+TIMED_OUT = "InvalidTxnStateException"
+NO_TRANSACTIONS_V2 = ("issue 28: transactions v2 (KIP-890, transaction.version=2) are not served, so the Java "
+                      "client's late commit after a timeout abort gets ProducerFencedException (version 1's "
+                      "answer) where Kafka 4.4 answers InvalidTxnStateException")
 
 
 @pytest.fixture(scope="module", params=TARGETS)
@@ -103,7 +112,9 @@ def test_second_producer_fences_the_first(target, driver) -> None:
     assert sorted(values(read(driver, topic, "read_uncommitted", 6))) == ["a0", "a1", "a2", "b0", "b1", "b2"]
 
 
-def test_transaction_open_past_its_timeout_is_aborted_by_the_broker(target, driver) -> None:
+def test_transaction_open_past_its_timeout_is_aborted_by_the_broker(request, target, driver) -> None:
+    if target.is_odradek:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=NO_TRANSACTIONS_V2))
     topic = new_topic(target, driver)
     out = driver.call("txn_timeout", transactional_id=unique("tx-timeout"), topic=topic, count=2, partition=0,
                       transaction_timeout_ms=1000, wait_ms=40000, timeout=90)
@@ -111,7 +122,7 @@ def test_transaction_open_past_its_timeout_is_aborted_by_the_broker(target, driv
     assert out["aborted_seen"], out
     assert out["end_offsets"] == out["stable_offsets"] == {"0": 3}, out
     # ... and the producer's late commit fails as Kafka's does: its epoch was bumped by the abort.
-    assert out["commit_error"] is not None and out["commit_error"]["class"] == FENCED, out
+    assert out["commit_error"] is not None and out["commit_error"]["class"] == TIMED_OUT, out
     got = read(driver, topic, "read_committed", 0)
     assert got["count"] == 0 and got["positions"] == {"0": 3}
 
