@@ -11,9 +11,10 @@ Start (``start``, before the replica manager; ``register`` once the sockets are 
    image, so a client that connects the moment the port opens finds it in Metadata.
 
 Controlled shutdown (``controlled_shutdown``, when ``controlled.shutdown.enable``): the broker
-deletes its registration first (revoking its lease), so the controller - on this node or another -
-moves its leaderships to other ISR members at once instead of after a lease TTL; the broker waits
-until its image shows it leads nothing (bounded), then stops serving. The candidate stops last and
+marks its registration "shutting down", so the controller - on this node or another - fences it
+and moves its leaderships to other ISR members at once instead of after a lease TTL; the broker
+waits until its image shows it leads nothing (bounded), then deletes its registration (revoking its
+lease) and stops serving. The candidate stops last and
 releases the controller lease, so the next controller need not wait for a TTL either.
 
 Writes through ``controller_client`` wait until this broker's image has caught up with them, so a
@@ -174,21 +175,36 @@ class ClusterNode:
                 if p.leader == self.node_id]
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
-        """Deregister and wait until this broker leads nothing; False if leaderships remain at the timeout."""
-        if self.registration is None:
+        """Announce the shutdown in the registration (the controller moves this broker's leaderships at
+        once, as Kafka's does on a heartbeat that wants to shut down), wait until this broker leads
+        nothing, then deregister; False if leaderships remain at the timeout. If the announcement
+        cannot be written (etcd away), deregistering still moves them, after the controller's
+        fencing grace."""
+        registration = self.registration
+        if registration is None:
             return True
-        await self.registration.stop()
-        await self.registration.deregister()
+        try:
+            await registration.announce_shutdown()
+        except (EtcdError, OSError) as exc:
+            log.warning("controlled shutdown of broker %d: cannot announce it in the metadata store (%s); "
+                        "deregistering", self.node_id, exc)
+            await registration.stop()
+            await registration.deregister()
         deadline = time.monotonic() + timeout_s
+        moved = True
         while self.leaderships():
             if time.monotonic() >= deadline:
                 remaining = self.leaderships()
                 log.warning("controlled shutdown of broker %d: %d partition(s) still led after %.0f s "
                             "(no other live replica in their ISR?)", self.node_id, len(remaining), timeout_s)
-                return False
+                moved = False
+                break
             await asyncio.sleep(0.05)
-        log.info("controlled shutdown of broker %d: no leaderships left", self.node_id)
-        return True
+        await registration.stop()
+        await registration.deregister()
+        if moved:
+            log.info("controlled shutdown of broker %d: no leaderships left", self.node_id)
+        return moved
 
     async def stop(self) -> None:
         if self._router is not None:

@@ -223,6 +223,12 @@ class ControllerCandidate:
                                                  features=reg["features"])
                 log.info("controller %d: broker %d registered at %s:%s", self.node_id, node_id, reg["host"],
                          reg["port"])
+            elif reg["shutting_down"]:
+                if not known.fenced:
+                    # A controlled shutdown (Kafka's wantShutDown): its leaderships move now.
+                    log.info("controller %d: broker %d is shutting down; fencing it and moving its "
+                             "leaderships", self.node_id, node_id)
+                    await controller.fence_broker(node_id)
             elif known.fenced:
                 await controller.unfence_broker(node_id)
                 if not controller.image.brokers[node_id].fenced:

@@ -11,7 +11,8 @@ deletes it when the lease is revoked or lapses)::
 (host/port/listener_name: the inter-broker listener; endpoints: every advertised listener;
 offline_replicas: the replicas it holds in failed log dirs, rewritten by ``report_offline_replicas``;
 features: the (feature, min, max) levels this release reads, absent from 0.1.0's registrations, as
-controller.metadata_format says. Readers ignore keys they do not know, so keys are only added.)
+controller.metadata_format says; "shutting_down": true once a controlled shutdown began
+(``announce_shutdown``). Readers ignore keys they do not know, so keys are only added.)
 
 The controller turns a new or changed key into a RegisterBrokerRecord and a deleted one into the
 broker's fencing (its leaderships move to other ISR members). Kafka's equivalents: the KRaft
@@ -69,13 +70,17 @@ log = logging.getLogger(__name__)
 
 
 def encode_registration(node_id: int, endpoint: BrokerEndpoint, incarnation_id: uuid.UUID,
-                        offline_replicas: Iterable[tuple[uuid.UUID, int]] = ()) -> bytes:
-    return json.dumps({"node_id": node_id, "host": endpoint.host, "port": endpoint.port,
-                       "listener_name": endpoint.listener_name, "rack": endpoint.rack,
-                       "endpoints": [list(e) for e in endpoint.endpoints],
-                       "incarnation_id": str(incarnation_id),
-                       "offline_replicas": sorted([t.hex, p] for t, p in offline_replicas),
-                       "features": [list(f) for f in metadata_format.SUPPORTED]}).encode()
+                        offline_replicas: Iterable[tuple[uuid.UUID, int]] = (),
+                        shutting_down: bool = False) -> bytes:
+    value: dict[str, Any] = {"node_id": node_id, "host": endpoint.host, "port": endpoint.port,
+                             "listener_name": endpoint.listener_name, "rack": endpoint.rack,
+                             "endpoints": [list(e) for e in endpoint.endpoints],
+                             "incarnation_id": str(incarnation_id),
+                             "offline_replicas": sorted([t.hex, p] for t, p in offline_replicas),
+                             "features": [list(f) for f in metadata_format.SUPPORTED]}
+    if shutting_down:
+        value["shutting_down"] = True
+    return json.dumps(value).encode()
 
 
 def decode_registration(value: bytes) -> dict[str, Any]:
@@ -85,6 +90,7 @@ def decode_registration(value: bytes) -> dict[str, Any]:
     data["endpoints"] = tuple((str(n), str(h), int(p)) for n, h, p in data.get("endpoints") or ())
     data["offline_replicas"] = frozenset((uuid.UUID(hex=t), int(p)) for t, p in data.get("offline_replicas") or ())
     data["features"] = tuple((str(f), int(low), int(high)) for f, low, high in data.get("features") or ())
+    data["shutting_down"] = bool(data.get("shutting_down", False))
     return data
 
 
@@ -106,13 +112,15 @@ class BrokerRegistrationLease:
         self._stopping = False
         # Replicas this broker holds in failed log dirs, (topic id, partition): in the key's value.
         self.offline_replicas: frozenset[tuple[uuid.UUID, int]] = frozenset()
+        self.shutting_down = False  # a controlled shutdown began (announce_shutdown)
 
     async def register(self) -> None:
         """Create the registration key; ``DuplicateNodeIdError`` if another process holds this node.id."""
         granted = await self._client.lease(self._ttl_s)
         lease_id = int(granted.id)
         t = self._client.transactions
-        value = encode_registration(self.node_id, self.endpoint, self.incarnation_id, self.offline_replicas)
+        value = encode_registration(self.node_id, self.endpoint, self.incarnation_id, self.offline_replicas,
+                                    self.shutting_down)
         try:
             succeeded, responses = await self._client.transaction(
                 compare=[t.create(self._key) == 0],
@@ -139,11 +147,22 @@ class BrokerRegistrationLease:
         broker heartbeat carries its offline dirs): the controller takes them out of ISRs and
         leaderships. Without a live key the next registration carries them."""
         self.offline_replicas = frozenset(replicas)
+        await self._rewrite()
+
+    async def announce_shutdown(self) -> None:
+        """Mark the key "shutting down" (Kafka's BrokerHeartbeat with wantShutDown): the controller
+        fences this broker and moves its leaderships at once, without the grace it gives a key that
+        vanished (broker.cluster.etcd_contact), while the broker still serves and renews its lease."""
+        self.shutting_down = True
+        await self._rewrite()
+
+    async def _rewrite(self) -> None:
         lease_id = self._lease_id
         if lease_id is None:
             return
         t = self._client.transactions
-        value = encode_registration(self.node_id, self.endpoint, self.incarnation_id, self.offline_replicas)
+        value = encode_registration(self.node_id, self.endpoint, self.incarnation_id, self.offline_replicas,
+                                    self.shutting_down)
         await self._client.transaction(compare=[t.create(self._key) != 0],
                                        success=[t.put(self._key, value, lease=lease_id)], failure=[])
 

@@ -156,6 +156,41 @@ def test_controlled_shutdown_moves_leaderships_before_the_process_exits(cluster:
     assert "controlled shutdown of broker" in cluster.log_text(victim)
 
 
+def test_a_registration_marked_shutting_down_moves_leaderships_while_its_key_lives(cluster: ClusterProcesses) -> None:
+    """A controlled shutdown is announced in the broker's registration (Kafka's heartbeat with
+    wantShutDown), so the controller moves the leaderships at once rather than on the key's deletion,
+    which it trusts only after a grace when its own contact with etcd was broken lately. The mark is
+    written here into a live broker's key (same lease): the controller must fence it and move its
+    leaderships while the key is still there."""
+    controller = cluster.controller_id()
+    assert create_topic(cluster, controller, "announced", 6, 3)["error_code"] == 0
+    victim = next(n for n in cluster.node_ids if n != controller)
+    assert cluster.wait_until(lambda: any(p["leader_id"] == victim
+                                          for p in partitions(cluster, controller, "announced").values()), 10)
+
+    async def mark(shutting_down: bool) -> None:
+        import json
+
+        from controller.etcd_client import etcd_client
+
+        client = etcd_client(cluster.etcd.endpoint)
+        try:
+            (kv,) = [kv for kv in await client.get_prefix(b"/odradek/")
+                     if bytes(kv.key).endswith(f"/brokers/{victim}".encode())]
+            value = json.loads(bytes(kv.value))
+            value["shutting_down"] = shutting_down
+            await client.put(bytes(kv.key), json.dumps(value).encode(), lease=int(kv.lease))
+        finally:
+            await client.close()
+
+    asyncio.run(mark(True))
+    assert cluster.wait_until(lambda: all(p["leader_id"] != victim
+                                          for p in partitions(cluster, controller, "announced").values()), 5), (
+        partitions(cluster, controller, "announced"), cluster.log_text(controller))
+    assert victim not in [n for p in partitions(cluster, controller, "announced").values() for n in p["isr_nodes"]]
+    assert cluster.broker(victim).alive()
+
+
 def test_a_revoked_controller_lease_fences_the_next_write(tmp_path: Path) -> None:
     """The epoch guard: the controller's lease is revoked in etcd behind its back (what a lapse while cut
     off looks like to etcd). Its next write is refused by etcd itself - the transaction compares the
