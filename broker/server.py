@@ -169,6 +169,10 @@ class Broker:
                                                       ReplicaManagerWriter(self.replica_manager), self.replica_manager,
                                                       self.metadata, self.producer_ids, self.node_id)
         await self.txn_coordinator.start()
+        from broker.coordinator import partition_rule
+
+        # Both coordinators reload when the metadata format level changes their partition rule.
+        partition_rule.follow(self.metadata, [self.group_coordinator, self.txn_coordinator])
         channel = RequestChannel(self.loop, self.config["queued.max.requests"], self._process,
                                  max_queued_bytes=self.config["queued.max.request.bytes"])
         self.dispatcher = Dispatcher(self, self.handlers, channel)

@@ -4,4 +4,9 @@
                        write -> await durable -> apply path, per-partition serialization; the
                        ``PartitionWriter`` and ``CoordinatorShard`` interfaces it works through.
 - ``partition_writer`` ``ReplicaManagerWriter``: the ``PartitionWriter`` over the replica manager.
+- ``partition_rule``   which rule maps an id to its partition now (0.1.0's until the cluster's
+                       metadata format level allows Kafka's), and the coordinators' reload when it
+                       changes.
+- ``rehash``, ``migration``, ``twin_reader``: the one-time move of state 0.1.0's rule put on
+                       another partition.
 """

@@ -16,14 +16,14 @@ What we do: *migrate once, pulled by the new partition's leader*, as ordinary co
 1. Loading partition ``p`` (GroupShard / TxnShard with a ``LoadFilter``) sets aside the records
    of ids that do not belong to ``p`` any more (*foreign*, the old rule put them here), so ``p``
    never serves them, and reads two marker records of its own (format below).
-2. The first leader of ``p`` running this release writes ``p``'s SWITCHED marker (``p`` was
-   already loaded: everything after the marker was written by this release, which never writes
-   a foreign id's record).
+2. The first leader of ``p`` loading it under Kafka's rule (the gate below) writes ``p``'s
+   SWITCHED marker (``p`` was already loaded: everything after the marker is written under
+   Kafka's rule, which never writes a foreign id's record).
 3. Until ``p`` has its MIGRATED marker, ids that moved into ``p`` get COORDINATOR_LOAD_IN_PROGRESS
    (retriable; the other ids of ``p`` are served at once), while the leader of ``p`` reads
    ``twin(p)``'s log (locally when it leads it too, else with Fetch from its leader:
    broker/coordinator/twin_reader.py) and waits for ``twin(p)``'s SWITCHED marker, i.e. for the
-   twin's leader to run this release. It then copies the compacted state of the moved ids (the
+   twin's leader to switch to Kafka's rule too. It then copies the compacted state of the moved ids (the
    newest record per key, tombstoned keys left out, in log order; transactional offsets only once
    their transaction committed: while one is still open on the twin it waits for its marker) into
    ``p`` as ordinary records, the last batch with ``p``'s MIGRATED marker; the state goes live
@@ -51,21 +51,24 @@ so every delete or expiry on ``p`` would need a tombstone on the twin too (or co
 ``p``'s tombstones would resurrect them), a write to another partition's log, often led by
 another broker.
 
-Clusters and rolling upgrades. Old brokers route a moved id to its old partition, new ones to
-the new one. Step 3 waits for the twin's SWITCHED marker, which only a leader running this
-release writes, so while the twin's leader is an old broker the moved ids are served there,
-by the old rule, and the new leader of ``p`` answers them LOAD_IN_PROGRESS: one coordinator per
-group at any time (a client sent from one to the other meets NOT_COORDINATOR/LOAD_IN_PROGRESS,
-retriable, until the twin's leader is upgraded). In a rolling upgrade (each broker stopped,
-leaderships moved to the others, restarted on this release) a partition led by an upgraded broker
-never goes back to an old one, so the copy is complete. Not covered: if, after the SWITCHED
-marker, leadership of a partition returns to a broker still running an old release (an upgraded
-broker fails mid-upgrade, or the controller's auto.leader.rebalance hands a partition back to a
-preferred replica not upgraded yet), that broker serves the moved-out ids from the partition
-again and what it writes for them is not carried over; finish the upgrade before touching
-leaderships (auto.leader.rebalance.enable=false meanwhile). A cluster-wide switch (Kafka's
-finalized feature levels) would close that, and this cluster has no such mechanism yet. Downgrading after the switch is not supported: an old release would load
-the moved ids' copies on the new partition as its own and serve them by the old rule.
+Clusters and rolling upgrades: the level gate. None of the above happens before the cluster's
+metadata format level (controller/metadata_format.py) reaches ``COORDINATOR_REHASH``, i.e. before
+every registered broker runs this release. Below it a broker of this release routes every id by
+the old rule and loads its partitions as 0.1.0 does - no ``LoadFilter``, no marker, no copy
+(broker/coordinator/partition_rule.py) - so old and new brokers name the same coordinator for every
+id, and a partition's leadership may go back and forth between them (an upgraded broker failing
+mid-upgrade, auto.leader.rebalance, an election) without a write escaping the migration. The
+controller raises the level once the last broker runs this release; it never goes back, and a
+0.1.0 broker cannot register unfenced after that. Each broker then loads again the partitions it
+leads, under Kafka's rule, and steps 1-4 start. Brokers see the level a moment apart: while the
+leader of ``p`` switched and its twin's leader has not, step 3 waits for the twin's SWITCHED marker,
+so the moved ids are still served on the twin by the old rule and ``p`` answers them
+LOAD_IN_PROGRESS - one coordinator per id at any time (a client sent from one to the other meets
+NOT_COORDINATOR / LOAD_IN_PROGRESS, retriable). A broker that becomes a partition's leader after its
+SWITCHED marker learns of it from a metadata record after the level's, so it loads under Kafka's
+rule too: nothing is written for a moved id on its old partition after that partition's SWITCHED
+marker, and the copy is complete. Downgrading after the switch is not supported: an old release
+would load the moved ids' copies on the new partition as its own and serve them by the old rule.
 
 Format of the two markers (one pair per partition; Kafka's loaders skip an unknown key version
 with a warning: CoordinatorLoaderImpl's UnknownRecordTypeException, TransactionStateManager's

@@ -19,7 +19,8 @@ What it owns:
    COORDINATOR_LOAD_IN_PROGRESS; partitions not led here get NOT_COORDINATOR; before ``start`` and
    after ``shutdown`` everything gets COORDINATOR_NOT_AVAILABLE. ``on_resign`` unloads the shard
    (``shard.on_unloaded``) and fails the writes still queued or awaiting durability with
-   NOT_COORDINATOR: the new leader rebuilds the state from the log.
+   NOT_COORDINATOR: the new leader rebuilds the state from the log. ``reload`` unloads and loads
+   again every partition held here (what a shard loads changed: the partition rule).
 2. The write path: write -> await durable -> apply. A write operation is a function of the shard
    that *computes* (without changing the shard) the records to append, the response, and an
    ``apply`` action that changes the state. The records go to the partition writer as one batch;
@@ -219,6 +220,16 @@ class CoordinatorRuntime(Generic[S]):
     def on_resign(self, topic: str, partition: int) -> None:
         if topic == self.topic:
             self._unload(partition)
+
+    def reload(self) -> None:
+        """Unload every partition held here and load it again with a fresh shard, at once (what a
+        shard loads changed: broker/coordinator/partition_rule.py). Waiting writes get NOT_COORDINATOR,
+        requests COORDINATOR_LOAD_IN_PROGRESS until the new load ends; a write already appended is
+        in the log, so the new load reads it."""
+        for partition, ctx in list(self._contexts.items()):
+            epoch = ctx.leader_epoch
+            self._unload(partition)
+            self.on_become_leader(self.topic, partition, epoch)
 
     def _unload(self, partition: int) -> None:
         ctx = self._contexts.pop(partition, None)

@@ -3,9 +3,11 @@
 Groups of both protocols share one id space (Kafka's GroupMetadataManager keeps one map): a
 classic group and a KIP-848 consumer group never have the same id. The two maps live here, not in
 either manager, so each manager can check the other's ids without calling into it. Group ``g``
-belongs to partition ``partition_for(g, offsets.topic.num.partitions)`` of __consumer_offsets
-and is served while the runtime has that partition loaded (and, for a group that moved there when
-the partition rule was fixed, once its state was taken over: broker/coordinator/rehash.py).
+belongs to partition ``coordinator_partition(image, g, offsets.topic.num.partitions)`` of
+__consumer_offsets (Kafka's rule, or 0.1.0's while the cluster's metadata format level is below
+the migration's: broker/coordinator/partition_rule.py) and is served while the runtime has that
+partition loaded (and, for a group that moved there when the partition rule was fixed, once its
+state was taken over: broker/coordinator/rehash.py).
 
 Owned by the handler loop; no locks.
 """
@@ -16,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from broker.coordinator.partition_rule import coordinator_partition
 from broker.coordinator.runtime import CoordinatorRuntime, PartitionState
-from broker.group.hashing import partition_for
 from broker.group.keyed_timer import KeyedTimer
 from protocol.errors import ErrorCode, KafkaApiError
 
@@ -95,7 +97,7 @@ class GroupContext:
     moving: Callable[[int, str], bool] | None = None
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.config.num_partitions)
+        return coordinator_partition(self.metadata.image, group_id, self.config.num_partitions)
 
     def check_coordinator(self, group_id: str | None) -> int:
         """Kafka's coordinator checks, in its order; the group's partition, or KafkaApiError."""

@@ -15,7 +15,9 @@ The parts (Kafka 4.0's GroupCoordinatorService over GroupCoordinatorShards):
 - ``context.GroupContext``: what they share (config, runtime, timer, metadata, the group maps);
 - ``broker.coordinator.migration.RehashMigrations``: the state of groups that moved to another
   partition when the partition rule was fixed, taken over from the partition that held it
-  (broker/coordinator/rehash.py).
+  (broker/coordinator/rehash.py) - once the cluster's metadata format level allows Kafka's rule;
+  below it the partitions load as 0.1.0 loads them, and they are loaded again when the level rises
+  (``follow_partition_rule``, broker/coordinator/partition_rule.py).
 
 This module wires them and routes the APIs that span both protocols (ListGroups, DeleteGroups).
 It receives what it uses: the group config, a PartitionWriter over the replica manager, the
@@ -32,9 +34,11 @@ from the replica manager). No locks.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any
 
+from broker.coordinator import partition_rule
 from broker.coordinator.migration import RehashMigrations
 from broker.coordinator.runtime import (
     CoordinatorResult,
@@ -59,6 +63,8 @@ from protocol.errors import ErrorCode, KafkaApiError
 from storage.clock import now_ms
 
 __all__ = ["OFFSETS_TOPIC", "GroupCoordinator", "client_host", "coordinator_of", "join_error", "sync_error"]
+
+log = logging.getLogger(__name__)
 
 
 class GroupCoordinator:
@@ -86,12 +92,16 @@ class GroupCoordinator:
             self.runtime, self.twin_reader, lambda: config.num_partitions, self.ctx.partition_for, R.key_group_id,
             self._leader_epoch, self._install_moved)
         self.ctx.moving = self.migrations.blocks
+        # The rule the partitions held here were loaded under (partition_rule.follow moves it).
+        self._loaded_kafka_rule = partition_rule.kafka_rule(metadata.image)
 
     def _load_summary(self) -> str:
         return f": {len(self.ctx.classic_groups) + len(self.ctx.consumer_groups)} groups"
 
     def _new_shard(self, partition: int) -> GroupShard:
-        return GroupShard(partition, self.classic, self.consumer, self.txn_offsets, self.migrations)
+        # Under 0.1.0's rule nothing is set aside or migrated: the partition loads as 0.1.0 loads it.
+        migrations = self.migrations if partition_rule.kafka_rule(self.metadata.image) else None
+        return GroupShard(partition, self.classic, self.consumer, self.txn_offsets, migrations)
 
     def _leader_epoch(self, partition: int) -> int:
         state = self.metadata.image.partition(OFFSETS_TOPIC, partition)
@@ -120,6 +130,7 @@ class GroupCoordinator:
 
     async def start(self) -> None:
         """Register for leadership changes and load the partitions this broker already leads."""
+        self._loaded_kafka_rule = partition_rule.kafka_rule(self.metadata.image)
         led: list[tuple[int, int]] = []
         topic = self.metadata.image.topics.get(OFFSETS_TOPIC)
         if topic is not None:
@@ -133,6 +144,18 @@ class GroupCoordinator:
         self.offsets.shutdown()
         self.timer.cancel_all()
         await self.twin_reader.close()
+
+    def follow_partition_rule(self) -> None:
+        """The metadata format level moved: if the rule changed, every partition led here loads
+        again under the new one (broker/coordinator/partition_rule.py)."""
+        kafka_rule = partition_rule.kafka_rule(self.metadata.image)
+        if kafka_rule == self._loaded_kafka_rule:
+            return
+        self._loaded_kafka_rule = kafka_rule
+        log.info("the metadata format level is %d: groups are coordinated by %s rule now; reloading the %s "
+                 "partitions led here", self.metadata.image.metadata_format, "Kafka's" if kafka_rule else "0.1.0's",
+                 OFFSETS_TOPIC)
+        self.runtime.reload()
 
     def partition_for(self, group_id: str) -> int:
         return self.ctx.partition_for(group_id)

@@ -14,7 +14,9 @@ Before this rule was fixed, ``legacy_partition_for`` was used: ``(hashCode & 0x7
 partitions``. For a non-negative hash, and for MIN_VALUE, both give the same partition; for every
 other negative hash the masked value is ``hash + 2**31`` instead of ``-hash``, another partition.
 broker/coordinator/rehash.py moves the state written under the old rule (it keeps
-``legacy_partition_for`` for that).
+``legacy_partition_for`` for that), once the cluster's metadata format level says every broker runs
+a release with Kafka's rule; until then every broker routes by the old one
+(broker/coordinator/partition_rule.py, the only caller that picks between the two).
 
 Pure functions; any thread may call them.
 """
@@ -46,5 +48,6 @@ def partition_for(key: str, num_partitions: int) -> int:
 
 def legacy_partition_for(key: str, num_partitions: int) -> int:
     """The partition the releases before the fix used (``hashCode & 0x7fffffff``): where their
-    data dirs hold a key's records. Only for moving that state; never to route a request."""
+    data dirs hold a key's records. For moving that state, and for routing while a cluster may
+    still run such a release (broker/coordinator/partition_rule.py)."""
     return (java_string_hash_code(key) & 0x7FFFFFFF) % num_partitions

@@ -24,6 +24,10 @@ factor). Other key types get INVALID_REQUEST. A creation the controller cannot t
 while etcd is away: the controller client's REQUEST_TIMED_OUT) answers COORDINATOR_NOT_AVAILABLE
 too, as Kafka's auto topic creation does, and the next lookup tries again.
 
+While the cluster's metadata format level is below the coordinators' migration (a rolling upgrade
+from 0.1.0 not finished), both key types map by 0.1.0's rule, ``(hashCode & 0x7fffffff) % partitions``,
+so old and new brokers name the same coordinator (broker/coordinator/partition_rule.py).
+
 The coordinator is the partition's leader in the metadata; a leader that does not own the
 partition yet (its log is still being made) answers COORDINATOR_NOT_AVAILABLE rather than naming
 itself and then answering NOT_COORDINATOR.
@@ -34,8 +38,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from broker.coordinator.partition_rule import coordinator_partition
 from broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator, coordinator_of
-from broker.group.hashing import partition_for
 from broker.handlers.txn_common import txn_coordinator_of
 from broker.request_types import ApiRequest
 from broker.security import authz
@@ -124,7 +128,7 @@ async def _lookup(request: ApiRequest, key_type: int, key: str) -> dict[str, Any
     if not await _ensure_topic(request, topic):
         return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     image = request.broker.metadata.image
-    partition = partition_for(key, len(image.topics[topic].partitions))
+    partition = coordinator_partition(image, key, len(image.topics[topic].partitions))
     state = image.partition(topic, partition)
     node = image.brokers.get(state.leader) if state is not None else None
     if node is None or node.fenced:

@@ -1,8 +1,9 @@
 """``TransactionCoordinator``: Kafka's transaction coordinator on the coordinator runtime.
 
 Transactional id ``t`` belongs to partition ``abs(hashCode(t)) % transaction.state.log.num.partitions``
-of ``__transaction_state`` and is served by that partition's leader (the runtime loads the
-partition on leadership). Every state change is a TransactionLogValue written through the runtime
+of ``__transaction_state`` (0.1.0's rule while the cluster's metadata format level is below the
+migration's: broker/coordinator/partition_rule.py) and is served by that partition's leader (the
+runtime loads the partition on leadership). Every state change is a TransactionLogValue written through the runtime
 (write -> durable -> apply), so memory is the replay of the log. The entry points follow Kafka's
 TransactionCoordinator:
 
@@ -25,7 +26,9 @@ TransactionCoordinator:
 - Ids that moved to another partition when the partition rule was fixed: their state is taken
   over from the partition that held it (``RehashMigrations``, broker/coordinator/rehash.py);
   until then they get COORDINATOR_LOAD_IN_PROGRESS. The partition's markers carry its leader
-  epoch plus the shard's ``epoch_floor`` as their coordinator epoch.
+  epoch plus the shard's ``epoch_floor`` as their coordinator epoch. Only under Kafka's rule: below
+  its level the partitions load as 0.1.0 loads them, and load again when it rises
+  (``follow_partition_rule``).
 
 Errors are Kafka's: INVALID_PRODUCER_ID_MAPPING (unknown id or producer id), PRODUCER_FENCED
 (older epoch; INVALID_PRODUCER_EPOCH for request versions before KIP-588, mapped by the handlers),
@@ -42,6 +45,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from broker.coordinator import partition_rule
 from broker.coordinator.migration import RehashMigrations
 from broker.coordinator.rehash import LoadFilter
 from broker.coordinator.runtime import (
@@ -52,7 +56,6 @@ from broker.coordinator.runtime import (
     PartitionState,
 )
 from broker.coordinator.twin_reader import TwinReader
-from broker.group.hashing import partition_for
 from broker.inter_broker_client import NodeUnavailableError
 from broker.txn.markers import ImageView, MarkerReplicas, MarkerWriter
 from broker.txn.metadata import COMPLETE, MAX_EPOCH, PREPARE, TxnMetadata
@@ -143,10 +146,14 @@ class TransactionCoordinator:
         self.migrations: RehashMigrations = RehashMigrations(
             self.runtime, self.twin_reader, self._num_partitions, self.partition_for, key_transactional_id,
             self._leader_epoch, self._install_moved)
+        # The rule the partitions held here were loaded under (partition_rule.follow moves it).
+        self._loaded_kafka_rule = partition_rule.kafka_rule(metadata.image)
 
     def _new_shard(self, partition: int) -> TxnShard:
-        return TxnShard(partition, self._on_loaded, self._on_unloaded,
-                        LoadFilter(partition, self.partition_for, key_transactional_id))
+        # Under 0.1.0's rule nothing is set aside or migrated: the partition loads as 0.1.0 loads it.
+        load_filter = (LoadFilter(partition, self.partition_for, key_transactional_id)
+                       if partition_rule.kafka_rule(self.metadata.image) else None)
+        return TxnShard(partition, self._on_loaded, self._on_unloaded, load_filter)
 
     def _load_summary(self) -> str:
         return f": {sum(len(s.txns) for s in self._shards.values())} transactional ids"
@@ -159,6 +166,7 @@ class TransactionCoordinator:
     # lifecycle
 
     async def start(self) -> None:
+        self._loaded_kafka_rule = partition_rule.kafka_rule(self.metadata.image)
         topic = self.metadata.image.topics.get(TXN_TOPIC)
         led = [] if topic is None else [(p.partition, p.leader_epoch) for p in topic.partitions.values()
                                         if p.leader == self.node_id]
@@ -173,6 +181,18 @@ class TransactionCoordinator:
             task.cancel()
         await self.markers.close()
         await self.twin_reader.close()
+
+    def follow_partition_rule(self) -> None:
+        """The metadata format level moved: if the rule changed, every partition led here loads
+        again under the new one (broker/coordinator/partition_rule.py)."""
+        kafka_rule = partition_rule.kafka_rule(self.metadata.image)
+        if kafka_rule == self._loaded_kafka_rule:
+            return
+        self._loaded_kafka_rule = kafka_rule
+        log.info("the metadata format level is %d: transactional ids are coordinated by %s rule now; reloading "
+                 "the %s partitions led here", self.metadata.image.metadata_format,
+                 "Kafka's" if kafka_rule else "0.1.0's", TXN_TOPIC)
+        self.runtime.reload()
 
     def _spawn(self, coro: Coroutine[object, object, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -235,7 +255,7 @@ class TransactionCoordinator:
 
     def partition_for(self, transactional_id: str) -> int:
         """As FindCoordinator computes it: over the topic's partitions once it exists."""
-        return partition_for(transactional_id, self._num_partitions())
+        return partition_rule.coordinator_partition(self.metadata.image, transactional_id, self._num_partitions())
 
     def _partition(self, transactional_id: str) -> int:
         """The id's partition if served here; Kafka's coordinator errors otherwise."""
@@ -421,7 +441,8 @@ class TransactionCoordinator:
 
     async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           group_id: str) -> ErrorCode:
-        offsets_partition = partition_for(group_id, self._offsets_partitions())
+        offsets_partition = partition_rule.coordinator_partition(self.metadata.image, group_id,
+                                                                 self._offsets_partitions())
         return await self.add_partitions(transactional_id, producer_id, producer_epoch,
                                          {OFFSETS_TOPIC: [offsets_partition]})
 

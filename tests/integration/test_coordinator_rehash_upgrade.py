@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from broker.group.hashing import legacy_partition_for
+from broker.testing_cluster import ClusterProcesses
 from tests.support.broker_process import BrokerProcess
 from tests.support.internal_topics import partitions_holding
 from tests.support.java_partitions import kafka_partitions
@@ -310,3 +311,119 @@ def test_a_rolling_upgrade_moves_groups_between_partitions_on_different_brokers(
             assert any(all(w in line for w in wanted) for line in logs[home[new]].splitlines()), (g, home, logs[home[new]])
         for text in logs.values():
             assert "Traceback" not in text, text
+
+
+def _leaders(c: ClusterProcesses, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
+    """partition -> (leader, replicas, isr), as the first live broker's Metadata says."""
+    (t,) = [t for t in c.metadata()["topics"] if t["name"] == topic]
+    return {p["partition_index"]: (p["leader_id"], p["replica_nodes"], p["isr_nodes"]) for p in t["partitions"]}
+
+
+def _lead(c: ClusterProcesses, topic: str, partition: int, node_id: int) -> None:
+    """Make ``node_id`` the partition's leader: replicas reordered (a reassignment within the ISR
+    completes at once), then a preferred leader election."""
+    assert c.wait_until(lambda: len(_leaders(c, topic)[partition][2]) == len(c.node_ids), 60), c.logs()
+    _, replicas, _ = _leaders(c, topic)[partition]
+    order = [node_id, *[r for r in replicas if r != node_id]]
+    reply = c.request(c.controller_id(), "AlterPartitionReassignments", 0, {"timeout_ms": 10000, "topics": [
+        {"name": topic, "partitions": [{"partition_index": partition, "replicas": order}]}]})
+    assert reply["error_code"] == 0 and reply["responses"][0]["partitions"][0]["error_code"] == 0, reply
+    assert c.wait_until(lambda: _leaders(c, topic)[partition][1] == order, 30), c.logs()
+    elected = c.request(c.controller_id(), "ElectLeaders", 2, {
+        "election_type": 0, "timeout_ms": 10000, "topic_partitions": [{"topic": topic, "partitions": [partition]}]})
+    (result,) = elected["replica_election_results"][0]["partition_result"]
+    assert result["error_code"] in (0, 84), elected  # 84: ELECTION_NOT_NEEDED (it leads already)
+    assert c.wait_until(lambda: _leaders(c, topic)[partition][0] == node_id, 30), c.logs()
+
+
+def _coordinators(c: ClusterProcesses, key: str, key_type: int) -> dict[int, int]:
+    """Broker -> the coordinator it names for ``key`` (-1: an error, e.g. COORDINATOR_NOT_AVAILABLE)."""
+    found = {}
+    for node_id in c.live_ids():
+        reply = c.request(node_id, "FindCoordinator", 3, {"key": key, "key_type": key_type})
+        found[node_id] = reply["node_id"] if reply["error_code"] == 0 else -1
+    return found
+
+
+def _all_name(c: ClusterProcesses, key: str, key_type: int, coordinator: int) -> bool:
+    """Every broker names ``coordinator`` (a broker still applying the last leadership change may
+    answer the one before for a moment: polled)."""
+    seen: list[dict[int, int]] = []
+    ok = c.wait_until(lambda: seen.append(_coordinators(c, key, key_type)) or set(seen[-1].values()) == {coordinator},
+                      30)
+    assert ok, (key, coordinator, seen[-3:])
+    return ok
+
+
+def test_a_mixed_cluster_routes_moved_ids_by_the_old_rule_until_the_last_broker_is_upgraded(
+        tmp_path: Path, kafka_table: dict[str, list[int]]) -> None:
+    """Broker 1 runs 0.1.0, brokers 2 and 3 this release: the metadata format level stays 1, so the
+    upgraded brokers route every group and transactional id by 0.1.0's rule too
+    (broker/coordinator/partition_rule.py). A group whose partition moves with Kafka's rule is served
+    by one coordinator, the leader of its old partition, whichever broker a client asks - also while
+    that partition's leadership goes from the old broker to an upgraded one and back - and every
+    commit, plain or transactional, lands there and reads back. Once broker 1 is upgraded the level
+    rises, and the group's committed offsets are the last ones acknowledged, on Kafka's partition."""
+    from broker.cluster_launcher import PACKAGE_ROOT
+    from controller.metadata_format import LATEST
+    from tests.integration.test_upgrade import metadata_format_in_etcd
+    from tests.support.cluster import cluster_or_skip
+
+    kafka = {i: parts[1] for i, parts in kafka_table.items()}
+    group = next(g for g in PLAIN if legacy_partition_for(g, CLUSTER_N) != kafka[g])
+    old, new = legacy_partition_for(group, CLUSTER_N), kafka[group]
+    assert legacy_partition_for(TXN_COMMITTED, CLUSTER_N) != kafka[TXN_COMMITTED]
+    offsets = "__consumer_offsets"
+    c = cluster_or_skip(tmp_path, 3, {"offsets.topic.num.partitions": str(CLUSTER_N),
+                                      "transaction.state.log.num.partitions": str(CLUSTER_N)})
+    for node in c.brokers.values():
+        node.package_root = str(release_tree())
+    with c:
+        assert c.wait_members(30), c.logs()
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        admin.create_topics([NewTopic(DATA, 3, 3)])[DATA].result(30)
+        assert c.wait_until(lambda: _coordinators(c, group, 0)[1] > 0, 30), c.logs()  # __consumer_offsets made
+        for node_id in (2, 3):  # a rolling upgrade that stops before broker 1
+            assert c.stop(node_id) == 0, c.log_text(node_id)
+            c.brokers[node_id].package_root = str(PACKAGE_ROOT)
+            c.start(node_id, 60)
+            assert c.wait_members(60), c.logs()
+        assert metadata_format_in_etcd(c) == 1
+
+        # The group's old partition led by the 0.1.0 broker, its new one by an upgraded broker.
+        _lead(c, offsets, old, 1)
+        _lead(c, offsets, new, 2)
+        expected: dict[int, tuple[int, str]] = {}
+        for step, leader in enumerate([1, 2, 3, 1]):  # the old partition's leadership back and forth
+            _lead(c, offsets, old, leader)
+            assert _all_name(c, group, 0, leader)
+            expected = {p: (100 * step + p, f"step {step}") for p in range(3)}
+            _commit(c.bootstrap, group, expected)
+            assert _committed(c.bootstrap, group) == expected, step
+        # A transaction's offsets, through whichever coordinators the old rule names.
+        assert c.wait_until(lambda: min(_coordinators(c, TXN_COMMITTED, 1).values()) > 0, 60), c.logs()
+        txn_leader = _leaders(c, "__transaction_state")[legacy_partition_for(TXN_COMMITTED, CLUSTER_N)][0]
+        assert _all_name(c, TXN_COMMITTED, 1, txn_leader)
+        producer = _txn_producer(c.bootstrap, TXN_COMMITTED)
+        producer.begin_transaction()
+        producer.produce(DATA, value=b"committed", partition=0)
+        _send_offsets(c.bootstrap, producer, group, 0, 777)
+        producer.commit_transaction(30)
+        expected[0] = (777, "")
+        assert c.wait_until(lambda: _committed(c.bootstrap, group) == expected, 30), _committed(c.bootstrap, group)
+        holding = partitions_holding(c.bootstrap, offsets)
+        assert holding[group] == {old}, holding  # nothing on Kafka's partition yet
+        assert metadata_format_in_etcd(c) == 1
+
+        assert c.stop(1) == 0, c.log_text(1)
+        c.brokers[1].package_root = str(PACKAGE_ROOT)
+        c.start(1, 60)
+        assert c.wait_members(60), c.logs()
+        assert c.wait_until(lambda: metadata_format_in_etcd(c) == LATEST, 30), c.logs()
+        assert _all_name(c, group, 0, _leaders(c, offsets)[new][0])
+        assert _committed(c.bootstrap, group) == expected
+        _wait_for_tombstones(c.bootstrap)
+        holding = partitions_holding(c.bootstrap, offsets)
+        assert holding[group] == {new}, holding
+        for node_id in c.node_ids:
+            assert "Traceback" not in c.log_text(node_id, 1_000_000)

@@ -18,13 +18,15 @@ import uuid
 import pytest
 
 from broker.coordinator.partition_writer import ReplicaManagerWriter
+from broker.coordinator.rehash import is_marker_key
 from broker.group.hashing import legacy_partition_for, partition_for
 from broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from broker.txn.records import TxnLogValue, TxnState, key_bytes, value_bytes
 from broker.txn.shard import TXN_TOPIC
+from controller import metadata_format
 from controller.image import MetadataImage, PartitionState, TopicImage
 from protocol.errors import ErrorCode, KafkaApiError
-from protocol.records import Record, encode_batch
+from protocol.records import Record, encode_batch, iter_batches
 from storage.log import Log
 from storage.log_config import LogConfig
 from storage.producer_state import ProducerStateManager
@@ -41,8 +43,9 @@ OLD_LEADER_EPOCH, NEW_LEADER_EPOCH = 7, 2  # the old partition's leader epoch is
 
 
 class _Metadata:
-    def __init__(self, leader_of_2: int = 1) -> None:
+    def __init__(self, leader_of_2: int = 1, level: int = metadata_format.LATEST) -> None:
         self.image = MetadataImage()
+        self.image.features[metadata_format.FEATURE] = level  # LATEST: the migration is on
         epochs = {0: NEW_LEADER_EPOCH, 1: 0, 2: OLD_LEADER_EPOCH}
         self.image.topics[TXN_TOPIC] = TopicImage(TXN_TOPIC, uuid.uuid4(), {
             p: PartitionState(p, leader_of_2 if p == 2 else 1, epochs[p], 0, (1,), (1,)) for p in range(N)},
@@ -147,4 +150,56 @@ async def test_a_moved_id_waits_while_its_old_partition_cannot_be_read(logs: Mar
     assert err.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     assert await c.init_producer_id(MOVED, 60_000) == (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, -1, -1)
     assert await c.init_producer_id(STAYS, 60_000) == (ErrorCode.NONE, 100, 0)
+    await c.shutdown()
+
+
+def marker_records(logs: MarkerLogs) -> list[int]:
+    """The partitions of __transaction_state holding a SWITCHED or MIGRATED marker."""
+    out = []
+    for p in range(N):
+        lg = logs.logs[(TXN_TOPIC, p)]
+        data = lg.read(0, 1 << 20).read_bytes() if lg.log_end_offset else b""
+        if any(is_marker_key(r.key) for batch in iter_batches(data) for r in batch.records):
+            out.append(p)
+    return out
+
+
+async def test_below_the_migrations_level_a_moved_id_stays_where_0_1_0_puts_it_until_the_level_rises(
+        logs: MarkerLogs) -> None:
+    """At metadata format level 1 (a rolling upgrade from 0.1.0 not finished) the id is served from
+    the partition 0.1.0 uses, as every broker of the cluster routes it; nothing is set aside and no
+    marker is written. When the level reaches 2 the partitions load again and its state moves."""
+    clock = Clock()
+    write_previous_release_state(logs, clock)
+    metadata = _Metadata(level=1)
+    c = await started(logs, clock, metadata)
+    assert c.partition_for(MOVED) == 2
+    meta = c.describe(MOVED)
+    assert meta is not None and (meta.producer_id, meta.producer_epoch, meta.state) == (PID, EPOCH, TxnState.ONGOING)
+    # Its markers carry partition 2's leader epoch (7), as 0.1.0's do: the data partition takes them.
+    assert await c.end_transaction(MOVED, PID, EPOCH, True) == ErrorCode.NONE
+    await settle()
+    assert markers(logs) == [(PID, EPOCH, True), (PID, EPOCH, True)]
+    assert await c.init_producer_id(MOVED, 60_000) == (ErrorCode.NONE, PID, EPOCH + 1)
+    # AddOffsetsToTxn names the group's __consumer_offsets partition by the same rule.
+    assert (legacy_partition_for("grp-11", 50), partition_for("grp-11", 50)) == (4, 44)
+    assert await c.add_offsets(MOVED, PID, EPOCH + 1, "grp-11") == ErrorCode.NONE
+    assert c.describe(MOVED).partitions == {"__consumer_offsets": {4}}  # type: ignore[union-attr]
+    assert marker_records(logs) == []
+
+    metadata.image.features[metadata_format.FEATURE] = metadata_format.COORDINATOR_REHASH
+    c.follow_partition_rule()
+    with pytest.raises(KafkaApiError) as err:
+        c.describe(STAYS)  # every partition loads again: retriable
+    assert err.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    deadline = time.monotonic() + 10
+    while len(c.runtime.active_partitions()) < N or c.migrations.busy:
+        assert time.monotonic() < deadline, "not reloaded"
+        await asyncio.sleep(0.005)
+    assert c.partition_for(MOVED) == 0
+    meta = c.describe(MOVED)
+    assert meta is not None and (meta.producer_id, meta.producer_epoch, meta.state) == (
+        PID, EPOCH + 1, TxnState.ONGOING)
+    assert meta.partitions == {"__consumer_offsets": {4}}  # what its transaction holds stays
+    assert marker_records(logs) == [0, 2]
     await c.shutdown()

@@ -14,6 +14,7 @@ from broker.coordinator.partition_writer import ReplicaManagerWriter
 from broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from broker.txn.records import TxnState
 from broker.txn.shard import TXN_TOPIC
+from controller import metadata_format
 from controller.image import MetadataImage, PartitionState, TopicImage
 from protocol.errors import ErrorCode, KafkaApiError
 from protocol.records import Record, encode_batch, iter_batches
@@ -42,6 +43,7 @@ class MarkerLogs(LocalLogs):
 class _Metadata:
     def __init__(self) -> None:
         self.image = MetadataImage()
+        self.image.features[metadata_format.FEATURE] = metadata_format.LATEST  # a new cluster's level
         self.image.topics[TXN_TOPIC] = TopicImage(TXN_TOPIC, uuid.uuid4(), {
             p: PartitionState(p, 1, 0, 0, (1,), (1,)) for p in range(STATE_PARTITIONS)}, is_internal=True)
         self.image.topics[TOPIC] = TopicImage(TOPIC, uuid.uuid4(), {0: PartitionState(0, 1, 0, 0, (1,), (1,))})

@@ -18,6 +18,7 @@ from broker.coordinator.runtime import PartitionWriter
 from broker.group.context import GroupConfig
 from broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from broker.timing_wheel import Timer
+from controller import metadata_format
 from controller.image import MetadataImage, PartitionState, TopicImage
 from protocol.errors import ErrorCode, KafkaApiError
 from storage.log import Log
@@ -102,6 +103,8 @@ class Node:
         self.node_id = 1
         self.timer = Timer(clock=clock, start_ms=clock.now)
         image = MetadataImage()
+        # A new cluster is formatted at the newest metadata format level: Kafka's partition rule.
+        image.features[metadata_format.FEATURE] = metadata_format.LATEST
         image.topics[OFFSETS_TOPIC] = TopicImage(OFFSETS_TOPIC, uuid.uuid4(), {
             p: PartitionState(p, 1, 0, 0, (1,), (1,)) for p in range(NUM_PARTITIONS)}, is_internal=True)
         image.topics["t"] = TopicImage("t", uuid.uuid4(), {p: PartitionState(p, 1, 0, 0, (1,), (1,)) for p in range(4)})

@@ -21,6 +21,7 @@ from broker.group import records as R
 from broker.group.classic_group import GroupState
 from broker.group.context import OFFSETS_TOPIC
 from broker.group.hashing import legacy_partition_for, partition_for
+from controller import metadata_format
 from protocol.errors import ErrorCode, KafkaApiError
 from protocol.records import Record, encode_batch, iter_batches
 
@@ -191,3 +192,51 @@ async def started_without_waiting(node: Node):  # type: ignore[no-untyped-def]
             return c
         await asyncio.sleep(0)
     raise AssertionError("not loaded")
+
+
+def marker_partitions(node: Node) -> list[int]:
+    return [p for p in range(N) if any(k in (SWITCHED_KEY, MIGRATED_KEY) for k, _ in records(node, p))]
+
+
+async def test_below_the_migrations_level_groups_stay_where_0_1_0_puts_them_until_the_level_rises(
+        node: Node) -> None:
+    """At metadata format level 1 (a rolling upgrade from 0.1.0 not finished) every group is routed,
+    loaded and written where 0.1.0 puts it, as the cluster's old brokers do; nothing is set aside, no
+    marker is written. When the level reaches 2 every partition loads again (retriable errors
+    meanwhile) and the moved groups' state, including what was committed at level 1, moves."""
+    node.metadata.image.features[metadata_format.FEATURE] = 1
+    write_previous_release_state(node)
+    c = await started(node)
+    assert [c.partition_for(g) for g in (MOVED_TO_0, MOVED_TO_2, STAYS)] == [2, 0, 0]
+    assert offsets_of(c, MOVED_TO_0) == {("t", 0): (50, "newest"), ("u", 0): (70, "txn")}
+    assert c.groups[MOVED_TO_0].partition == 2
+    assert c.consumer.groups[KIP848_MOVED_TO_0].partition == 2
+    assert offsets_of(c, MOVED_TO_2) == {("t", 2): (20, "b")}
+    # A commit at level 1 lands where 0.1.0 would write it.
+    assert await c.commit_offsets(MOVED_TO_0, "", None, -1, 8, -1, [("t", 0, 60, -1, "level 1", -1)]) == [
+        ErrorCode.NONE]
+    assert R.decode_key(records(node, 2)[-1][0]) == R.OffsetKey(MOVED_TO_0, "t", 0)
+    # Loading again at level 1 (a leadership coming back) changes and writes nothing.
+    before = ends(node)
+    await c.shutdown()
+    c = await started(node)
+    assert offsets_of(c, MOVED_TO_0) == {("t", 0): (60, "level 1"), ("u", 0): (70, "txn")}
+    assert ends(node) == before and marker_partitions(node) == []
+
+    node.metadata.image.features[metadata_format.FEATURE] = metadata_format.COORDINATOR_REHASH
+    c.follow_partition_rule()
+    with pytest.raises(KafkaApiError) as err:
+        c.fetch_offsets(STAYS, None)  # every partition loads again: retriable
+    assert err.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    deadline = time.monotonic() + 10
+    while len(c.runtime.active_partitions()) < N or c.migrations.busy:
+        assert time.monotonic() < deadline, "not reloaded"
+        await asyncio.sleep(0.005)
+    assert [c.partition_for(g) for g in (MOVED_TO_0, MOVED_TO_2, STAYS)] == [0, 2, 0]
+    assert offsets_of(c, MOVED_TO_0) == {("t", 0): (60, "level 1"), ("u", 0): (70, "txn")}
+    assert c.groups[MOVED_TO_0].partition == 0
+    assert c.consumer.groups[KIP848_MOVED_TO_0].partition == 0
+    assert offsets_of(c, MOVED_TO_2) == {("t", 2): (20, "b")}
+    assert offsets_of(c, STAYS) == {("t", 3): (30, "s")}
+    assert marker_partitions(node) == [0, 2]
+    await c.shutdown()

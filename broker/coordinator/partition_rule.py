@@ -1,0 +1,66 @@
+"""Which rule maps a group id or transactional id to its coordinator partition *now*.
+
+0.1.0 put id ``k`` on ``legacy_partition_for(k)``; Kafka, and this release, on ``partition_for(k)``
+(broker/group/hashing.py). In a cluster every broker must agree on an id's partition, or two
+coordinators serve one group. So the rule follows the cluster's metadata format level
+(controller/metadata_format.py), finalized in the metadata log and the same on every broker at the
+same log offset:
+
+- below ``COORDINATOR_REHASH`` (some registered broker may run 0.1.0): the old rule, everywhere this
+  broker routes an id - FindCoordinator, the group and transaction coordinators' ownership checks,
+  AddOffsetsToTxn's and TxnOffsetCommit's offsets partition - and the coordinators load their
+  partitions as 0.1.0 does (no ``LoadFilter``, no markers, no migration: broker/coordinator/rehash.py);
+- from ``COORDINATOR_REHASH`` on (every registered broker runs this release, and the level never
+  goes back): Kafka's rule, and the migration of rehash.py moves what the old rule wrote.
+
+``kafka_rule(image)`` is the one answer; ``coordinator_partition`` routes by it. The coordinators
+remember the rule their partitions were loaded under and, when a published metadata change moves
+the level (``follow``: ``delta.features_changed``), unload and load again every partition they
+lead, on the same turn of the handler loop that published the image, so no request is answered
+between the new rule and the reload (the partitions answer COORDINATOR_LOAD_IN_PROGRESS until
+loaded). Owned by the handler loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Protocol
+
+from broker.group.hashing import legacy_partition_for, partition_for
+from controller.metadata_format import COORDINATOR_REHASH
+
+if TYPE_CHECKING:
+    from broker.metadata import BrokerMetadata
+    from controller.image import MetadataDelta, MetadataImage
+
+
+def kafka_rule(image: MetadataImage) -> bool:
+    """Whether ids are routed by Kafka's rule (else 0.1.0's) at this image's metadata format level."""
+    return image.metadata_format >= COORDINATOR_REHASH
+
+
+def coordinator_partition(image: MetadataImage, key: str, num_partitions: int) -> int:
+    """The partition of ``__consumer_offsets`` / ``__transaction_state`` that coordinates ``key`` now."""
+    if kafka_rule(image):
+        return partition_for(key, num_partitions)
+    return legacy_partition_for(key, num_partitions)
+
+
+class RuleFollower(Protocol):
+    def follow_partition_rule(self) -> None:
+        """Reload the led partitions if the rule changed since they were loaded."""
+
+
+def follow(metadata: BrokerMetadata, followers: Iterable[RuleFollower]) -> Callable[[], None]:
+    """Have ``followers`` reload on every published change of the level; returns the unsubscribe."""
+    targets = list(followers)
+
+    def on_delta(delta: MetadataDelta) -> None:
+        if delta.features_changed:
+            for follower in targets:
+                follower.follow_partition_rule()
+
+    unsubscribe = metadata.subscribe(on_delta)
+    for follower in targets:  # a change published before the subscription
+        follower.follow_partition_rule()
+    return unsubscribe
