@@ -16,6 +16,11 @@ offsets on the old partition, its marker to come). Then this release opens the d
 - a transactional id moved to a new partition fences its previous incarnation there;
 - Kafka's DumpLogSegments reads a partition holding the SWITCHED/MIGRATED markers;
 - a second restart finds the same.
+
+In a cluster: a rolling upgrade of three 0.1.0 brokers moves the groups across brokers once the
+last one runs this release; and while one broker still runs 0.1.0 (metadata format level 1) the
+upgraded ones route every id by the old rule too, so a moved group has one coordinator whichever
+broker is asked and whoever leads its old partition (broker/coordinator/partition_rule.py).
 """
 
 from __future__ import annotations
@@ -253,10 +258,11 @@ def test_a_rolling_upgrade_moves_groups_between_partitions_on_different_brokers(
         tmp_path: Path, kafka_table: dict[str, list[int]]) -> None:
     """Three brokers of the previous release, the internal topics with one replica each (so a
     partition stays on its broker: a moved group's old and new partitions are often on different
-    brokers); each broker in turn stopped and started on this release. A moved group's new partition
-    waits while its old one is led by an old broker (which serves the group meanwhile), then reads
-    it with Fetch from the other broker (broker/coordinator/twin_reader.py). Groups that do not move
-    are served at every step; at the end every group's offsets are the acknowledged ones."""
+    brokers); each broker in turn stopped and started on this release. Until the last one is, the
+    metadata format level stays 1 and every broker serves every group by the old rule; then a moved
+    group's new partition reads its old one with Fetch from the other broker
+    (broker/coordinator/twin_reader.py). Groups that do not move are served at every step; at the
+    end every group's offsets are the acknowledged ones."""
     from broker.cluster_launcher import PACKAGE_ROOT
     from tests.support.cluster import cluster_or_skip
 
