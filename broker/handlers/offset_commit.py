@@ -1,8 +1,8 @@
 """OffsetCommit (api key 8): store a group's consumed positions in __consumer_offsets.
 
-Versions 0-9.
-- v1: generation_id, member_id; per-partition commit_timestamp (-1 = now).
-- v2: retention_time_ms (-1 = broker default; else an explicit expire timestamp).
+Versions 2-9 (v0-1 were retired by Kafka 4.0, KIP-896: a request for them closes the connection).
+- v2: generation_id, member_id; retention_time_ms (-1 = broker default; else an explicit expire
+  timestamp).
 - v3: throttle_time_ms.
 - v4: same as v3.
 - v5: retention_time_ms removed.
@@ -26,7 +26,7 @@ from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 8
 NAME = "OffsetCommit"
-VERSIONS = (0, 9)
+VERSIONS = (2, 9)
 
 
 def _respond(request: ApiRequest, codes: Sequence[int]) -> dict:
@@ -44,12 +44,12 @@ async def handle(request: ApiRequest) -> dict:
     version = request.api_version
     coordinator = coordinator_of(request)
     partitions = [(t["name"], p["partition_index"], p["committed_offset"], p["committed_leader_epoch"],
-                   p["committed_metadata"], p["commit_timestamp"] if version == 1 else -1)
+                   p["committed_metadata"], -1)
                   for t in body["topics"] for p in t["partitions"]]
     if coordinator is None:
         return _respond(request, [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(partitions))
-    generation = body["generation_id_or_member_epoch"] if version >= 1 else -1
-    member_id = body["member_id"] if version >= 1 else ""
+    generation = body["generation_id_or_member_epoch"]
+    member_id = body["member_id"]
     retention = body["retention_time_ms"] if 2 <= version <= 4 else -1
     # Before v7 there is no group_instance_id: Kafka's null, not the "" our codec fills in.
     instance_id = body["group_instance_id"] if version >= 7 else None

@@ -1,7 +1,8 @@
 """OffsetFetch (api key 9): a group's committed offsets.
 
-Versions 0-9.
-- v1: same as v0 (offsets in Kafka rather than ZooKeeper).
+Versions 1-9 (v0, offsets in ZooKeeper, was retired by Kafka 4.0, KIP-896: a request for it
+closes the connection).
+- v1: a group's offsets for the topics named.
 - v2: topics may be null (= every committed partition); top-level error_code.
 - v3: throttle_time_ms.
 - v4: same as v3.
@@ -28,7 +29,7 @@ from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 9
 NAME = "OffsetFetch"
-VERSIONS = (0, 9)
+VERSIONS = (1, 9)
 
 
 def _partition(index: int, om: Any, error: int = ErrorCode.NONE) -> dict:
@@ -50,7 +51,7 @@ def _fetch_group(request: ApiRequest, group_id: str, topics: list[dict] | None, 
         found = coordinator.fetch_offsets(group_id, wanted, member_id, member_epoch)
     except KafkaApiError as exc:
         if request.api_version < 2:
-            # v0-1 have no top-level error: every requested partition carries it.
+            # v1 has no top-level error: every requested partition carries it.
             return ErrorCode.NONE, [{"name": t, "partitions": [_partition(p, None, exc.code) for p in parts]}
                                     for t, parts in (wanted or [])]
         return exc.code, []
@@ -94,7 +95,7 @@ def handle(request: ApiRequest) -> dict:
             groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     if request.api_version < 2 and not authz.allowed(request, authz.DESCRIBE, authz.GROUP, body["group_id"]):
-        # v0-1 have no top-level error: every requested partition carries it.
+        # v1 has no top-level error: every requested partition carries it.
         return {"throttle_time_ms": 0, "error_code": 0, "topics": [
             {"name": t["name"], "partitions": [_partition(p, None, ErrorCode.GROUP_AUTHORIZATION_FAILED)
                                                for p in t["partition_indexes"]]} for t in body["topics"] or ()]}

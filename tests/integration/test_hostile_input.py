@@ -22,8 +22,8 @@ EXPECTED_APIS = [
     (1, 4, 17),  # Fetch
     (2, 1, 10),  # ListOffsets
     (3, 0, 12),  # Metadata
-    (8, 0, 9),  # OffsetCommit
-    (9, 0, 9),  # OffsetFetch
+    (8, 2, 9),  # OffsetCommit (v0-1 retired by Kafka 4.0, KIP-896)
+    (9, 1, 9),  # OffsetFetch (v0 retired by Kafka 4.0, KIP-896)
     (10, 0, 6),  # FindCoordinator
     (11, 0, 9),  # JoinGroup
     (12, 0, 4),  # Heartbeat

@@ -54,7 +54,8 @@ def test_unknown_tagged_fields_are_skipped() -> None:
     data = b"\x03ab\x03cd" + b"\x02" + b"\x07\x03xyz" + b"\x09\x00"
     body, end = codec("ApiVersionsRequest", 3).decode(data)
     assert end == len(data)
-    assert body == {"client_software_name": "ab", "client_software_version": "cd"}
+    # v5's cluster_id and node_id are not in v3: their defaults, as in Kafka's ApiVersionsRequestData.
+    assert body == {"client_software_name": "ab", "client_software_version": "cd", "cluster_id": None, "node_id": -1}
 
 
 def test_known_tagged_field_is_decoded_and_encoded_only_when_not_default() -> None:
