@@ -54,7 +54,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from controller import acls, client_quotas, elections, metadata_format, reassignments, scram_credentials
+from controller import (
+    acls,
+    client_quotas,
+    elections,
+    feature_updates,
+    features,
+    metadata_format,
+    reassignments,
+    scram_credentials,
+)
 from controller.image import MetadataDelta, MetadataImage, PartitionState, TopicImage, apply
 from controller.image_records import image_records
 from controller.lease import Lease, LeaseLostError, LeaseStore
@@ -91,9 +100,11 @@ from controller.requests import (
     DeleteTopicResult,
     ElectionResult,
     ElectionType,
+    FeatureUpdate,
     OngoingReassignment,
     ReassignmentResult,
     ReassignmentTarget,
+    UpdateFeaturesResult,
 )
 from controller.scram_credentials import ScramAlterResult, ScramUpsertion
 from controller.topic_configs import (
@@ -132,6 +143,12 @@ MAX_PARTITIONS_PER_BATCH = 10_000
 EXCESSIVE_PARTITIONS_MESSAGE = "Excessively large number of partitions per request."
 # max.broker.partitions (the name KIP-578 gave it; Kafka never shipped a per-broker limit) is passed
 # in by the broker (broker/config.py has its default); a Controller built without it has no cap.
+
+
+def _bootstrap_feature_records(levels: Mapping[str, int]) -> list[MetadataRecord]:
+    # metadata.version first, as Kafka's bootstrap metadata writes it.
+    ordered = sorted(levels.items(), key=lambda item: (item[0] != features.METADATA_VERSION, item[0]))
+    return [FeatureLevelRecord(name, level) for name, level in ordered]
 
 
 class _ApiError(Exception):
@@ -268,8 +285,13 @@ class Controller:
             self._active = True
             first: list[MetadataRecord] = [LeaderChangeRecord(self.node_id, lease.epoch)]
             if contents.snapshot is None and not contents.batches:
-                # A new cluster is formatted at the newest metadata format (controller.metadata_format, rule 1).
+                # A new cluster is formatted at the newest metadata format (controller.metadata_format, rule 1)
+                # and at Kafka's feature levels for a new cluster (controller.features).
                 first.append(FeatureLevelRecord(metadata_format.FEATURE, metadata_format.LATEST))
+                first += _bootstrap_feature_records(features.BOOTSTRAP)
+            elif self._image.metadata_format >= metadata_format.FEATURE_LEVELS:
+                # A store at the format, from a build without Kafka's feature levels: the levels it behaved at.
+                first += self._pre_feature_level_records()
             async with self._write_lock:
                 await self._commit(first)
         except BaseException:
@@ -454,7 +476,7 @@ class Controller:
         fenced: bool = False,
         incarnation_id: uuid.UUID | None = None,
         endpoints: Sequence[tuple[str, str, int]] = (),
-        features: Sequence[tuple[str, int, int]] = metadata_format.SUPPORTED,
+        features: Sequence[tuple[str, int, int]] = features.REGISTERED,
     ) -> int:
         """Register (or re-register) a broker; returns its broker epoch (the record's log offset).
 
@@ -519,12 +541,36 @@ class Controller:
             level = self._image.metadata_format
             target = self._newest_readable_format()
             if target > level:
-                await self._commit([FeatureLevelRecord(metadata_format.FEATURE, target)])
+                records: list[MetadataRecord] = [FeatureLevelRecord(metadata_format.FEATURE, target)]
+                if level < metadata_format.FEATURE_LEVELS <= target:
+                    # The store may hold Kafka's feature levels now: write the ones it behaved at.
+                    records += self._pre_feature_level_records()
+                await self._commit(records)
                 log.info("controller %d: every registered broker reads %s level %d; raised from %d",
                          self.node_id, metadata_format.FEATURE, target, level)
                 self._unreadable_logged.clear()
                 level = target
             return level
+
+    def _pre_feature_level_records(self) -> list[MetadataRecord]:
+        """FeatureLevelRecords of the levels a store without Kafka's feature levels behaved at
+        (controller.features.PRE_FEATURE_LEVELS); none once it has them."""
+        if features.has_feature_levels(self._image.features):
+            return []
+        return _bootstrap_feature_records(features.PRE_FEATURE_LEVELS)
+
+    async def update_features(self, updates: Sequence[FeatureUpdate], validate_only: bool = False
+                              ) -> UpdateFeaturesResult:
+        """UpdateFeatures (controller/feature_updates.py): every level changed in one batch, or none."""
+        async with self._write_lock:
+            await self._check_active()
+            result, records = feature_updates.update_features(self._image, self.node_id, updates)
+            if records and not validate_only:
+                await self._commit(records)
+                log.info("controller %d: feature levels finalized: %s", self.node_id,
+                         ", ".join(f"{r.name}={r.feature_level}" for r in records
+                                   if isinstance(r, FeatureLevelRecord)))
+            return result
 
     async def fence_broker(self, node_id: int) -> None:
         """Fence a broker: drop it from ISRs (never emptying one) and move its leaderships

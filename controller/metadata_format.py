@@ -55,6 +55,7 @@ UNVERSIONED = 1
 # What needs which level.
 SNAPSHOTS = 2
 COORDINATOR_REHASH = 2
+FEATURE_LEVELS = 2  # Kafka's feature levels (controller.features), FeatureLevelRecords of their own
 
 # (feature, min level, max level) this release reads, as a registration carries it.
 SUPPORTED: tuple[tuple[str, int, int], ...] = ((FEATURE, MIN_SUPPORTED, LATEST),)

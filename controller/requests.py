@@ -157,3 +157,29 @@ class OngoingReassignment:
     replicas: tuple[int, ...]
     adding_replicas: tuple[int, ...]
     removing_replicas: tuple[int, ...]
+
+
+class FeatureUpgradeType(IntEnum):
+    """Kafka's FeatureUpdate.UpgradeType codes (UpdateFeaturesRequest upgrade_type, v1+)."""
+
+    UPGRADE = 1
+    SAFE_DOWNGRADE = 2
+    UNSAFE_DOWNGRADE = 3
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureUpdate:
+    """One feature of UpdateFeatures: the level to finalize and how (any other code than
+    FeatureUpgradeType's is refused, as Kafka's UNKNOWN type)."""
+
+    feature: str
+    max_version_level: int
+    upgrade_type: int = FeatureUpgradeType.UPGRADE
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateFeaturesResult:
+    """UpdateFeatures succeeds or fails as a whole (Kafka 4.x): one code and message for every feature."""
+
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None

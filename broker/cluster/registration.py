@@ -6,13 +6,16 @@ deletes it when the lease is revoked or lapses)::
     {"node_id": 2, "host": "broker2", "port": 9092, "listener_name": "PLAINTEXT", "rack": null,
      "endpoints": [["PLAINTEXT", "broker2", 9092], ["EXTERNAL", "localhost", 9093]],
      "incarnation_id": "<uuid of this process>", "offline_replicas": [["<topic id hex>", 0]],
-     "features": [["odradek.metadata.format", 1, 2]]}
+     "features": [["odradek.metadata.format", 1, 2], ["metadata.version", 33, 33], ["group.version", 0, 1],
+                  ["transaction.version", 0, 1]]}
 
 (host/port/listener_name: the inter-broker listener; endpoints: every advertised listener;
 offline_replicas: the replicas it holds in failed log dirs, rewritten by ``report_offline_replicas``;
 features: the (feature, min, max) levels this release reads, absent from 0.1.0's registrations, as
-controller.metadata_format says; "shutting_down": true once a controlled shutdown began
-(``announce_shutdown``). Readers ignore keys they do not know, so keys are only added.)
+controller.metadata_format says, and the ranges of Kafka's features it supports (controller.features:
+UpdateFeatures finalizes no level a registered broker does not support); "shutting_down": true once a
+controlled shutdown began (``announce_shutdown``). Readers ignore keys they do not know, so keys are
+only added.)
 
 The controller turns a new or changed key into a RegisterBrokerRecord and a deleted one into the
 broker's fencing (its leaderships move to other ISR members). Kafka's equivalents: the KRaft
@@ -63,7 +66,7 @@ from typing import Any
 from broker.broker_registration import BrokerEndpoint
 from broker.cluster.errors import DuplicateNodeIdError
 from broker.cluster.keys import ClusterKeys
-from controller import metadata_format
+from controller import features
 from controller.etcd_client import EtcdError
 
 log = logging.getLogger(__name__)
@@ -77,7 +80,7 @@ def encode_registration(node_id: int, endpoint: BrokerEndpoint, incarnation_id: 
                              "endpoints": [list(e) for e in endpoint.endpoints],
                              "incarnation_id": str(incarnation_id),
                              "offline_replicas": sorted([t.hex, p] for t, p in offline_replicas),
-                             "features": [list(f) for f in metadata_format.SUPPORTED]}
+                             "features": [list(f) for f in features.REGISTERED]}
     if shutting_down:
         value["shutting_down"] = True
     return json.dumps(value).encode()
