@@ -342,6 +342,24 @@ def _lead(c: ClusterProcesses, topic: str, partition: int, node_id: int) -> None
     assert c.wait_until(lambda: _leaders(c, topic)[partition][0] == node_id, 30), c.logs()
 
 
+def _restart_on_this_release(c: ClusterProcesses, node_id: int) -> None:
+    """One step of a rolling upgrade: SIGTERM, start from this checkout, then wait until every
+    partition is fully replicated again before the next step (as an operator waits for no
+    under-replicated partitions)."""
+    from broker.cluster_launcher import PACKAGE_ROOT
+
+    assert c.stop(node_id) == 0, c.log_text(node_id)
+    c.brokers[node_id].package_root = str(PACKAGE_ROOT)
+    c.start(node_id, 60)
+    assert c.wait_members(60), c.logs()
+
+    def in_sync() -> bool:
+        return all(p["leader_id"] >= 0 and len(p["isr_nodes"]) == len(p["replica_nodes"])
+                   for t in c.metadata()["topics"] for p in t["partitions"])
+
+    assert c.wait_until(in_sync, 60, 0.25), c.logs()
+
+
 def _coordinators(c: ClusterProcesses, key: str, key_type: int) -> dict[int, int]:
     """Broker -> the coordinator it names for ``key`` (-1: an error, e.g. COORDINATOR_NOT_AVAILABLE)."""
     found = {}
@@ -370,7 +388,6 @@ def test_a_mixed_cluster_routes_moved_ids_by_the_old_rule_until_the_last_broker_
     that partition's leadership goes from the old broker to an upgraded one and back - and every
     commit, plain or transactional, lands there and reads back. Once broker 1 is upgraded the level
     rises, and the group's committed offsets are the last ones acknowledged, on Kafka's partition."""
-    from broker.cluster_launcher import PACKAGE_ROOT
     from controller.metadata_format import LATEST
     from tests.integration.test_upgrade import metadata_format_in_etcd
     from tests.support.cluster import cluster_or_skip
@@ -390,10 +407,7 @@ def test_a_mixed_cluster_routes_moved_ids_by_the_old_rule_until_the_last_broker_
         admin.create_topics([NewTopic(DATA, 3, 3)])[DATA].result(30)
         assert c.wait_until(lambda: _coordinators(c, group, 0)[1] > 0, 30), c.logs()  # __consumer_offsets made
         for node_id in (2, 3):  # a rolling upgrade that stops before broker 1
-            assert c.stop(node_id) == 0, c.log_text(node_id)
-            c.brokers[node_id].package_root = str(PACKAGE_ROOT)
-            c.start(node_id, 60)
-            assert c.wait_members(60), c.logs()
+            _restart_on_this_release(c, node_id)
         assert metadata_format_in_etcd(c) == 1
 
         # The group's old partition led by the 0.1.0 broker, its new one by an upgraded broker.
@@ -421,10 +435,7 @@ def test_a_mixed_cluster_routes_moved_ids_by_the_old_rule_until_the_last_broker_
         assert holding[group] == {old}, holding  # nothing on Kafka's partition yet
         assert metadata_format_in_etcd(c) == 1
 
-        assert c.stop(1) == 0, c.log_text(1)
-        c.brokers[1].package_root = str(PACKAGE_ROOT)
-        c.start(1, 60)
-        assert c.wait_members(60), c.logs()
+        _restart_on_this_release(c, 1)
         assert c.wait_until(lambda: metadata_format_in_etcd(c) == LATEST, 30), c.logs()
         assert _all_name(c, group, 0, _leaders(c, offsets)[new][0])
         assert _committed(c.bootstrap, group) == expected
