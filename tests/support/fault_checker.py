@@ -663,7 +663,7 @@ class JavaVerifiableProducer:
         self._config.close()
         cmd = tool_command(VERIFIABLE_PRODUCER, [
             "--bootstrap-server", bootstrap, "--topic", topic, "--acks", acks,
-            "--throughput", str(throughput), "--value-prefix", str(prefix), "--producer.config", self._config.name])
+            "--throughput", str(throughput), "--value-prefix", str(prefix), "--command-config", self._config.name])
         # The tools' log4j (WARN) plus the producer ids it is given (INFO), and with
         # ODRADEK_FAULT_CLIENT_DEBUG its sequence/epoch bookkeeping (DEBUG).
         debug = bool(os.environ.get("ODRADEK_FAULT_CLIENT_DEBUG"))
