@@ -79,7 +79,7 @@ _PRODUCE_RE = re.compile(
 def producer_args(bootstrap: str, topic: str, records: int, size: int, acks: str, linger_ms: int = 5,
                   batch_size: int = 65536) -> list[str]:
     return ["--topic", topic, "--num-records", str(records), "--record-size", str(size), "--throughput", "-1",
-            "--producer-props", f"bootstrap.servers={bootstrap}", f"acks={acks}", f"linger.ms={linger_ms}",
+            "--command-property", f"bootstrap.servers={bootstrap}", f"acks={acks}", f"linger.ms={linger_ms}",
             f"batch.size={batch_size}"]
 
 
@@ -121,7 +121,7 @@ class ConsumeResult:
 
 
 def consumer_args(bootstrap: str, topic: str, messages: int, group: str) -> list[str]:
-    return ["--bootstrap-server", bootstrap, "--topic", topic, "--messages", str(messages),
+    return ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(messages),
             "--group", group, "--timeout", "30000"]
 
 
@@ -159,7 +159,8 @@ _PCT_RE = re.compile(r"Percentiles: 50th = (\d+), 99th = (\d+), 99\.9th = (\d+)"
 
 
 def e2e_args(bootstrap: str, topic: str, messages: int, acks: str, size: int) -> list[str]:
-    return [bootstrap, topic, str(messages), acks, str(size)]
+    return ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(messages), "--producer-acks", acks,
+            "--record-size", str(size)]
 
 
 def parse_e2e(stdout: str) -> LatencyResult:

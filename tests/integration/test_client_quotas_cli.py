@@ -95,7 +95,7 @@ def test_java_producer_reports_the_throttle_time(broker: BrokerProcess) -> None:
     # 1.5 MB against 100 KB/s: one minimum window (10 s, 1 MB) passes unthrottled, the rest is not.
     out = run_tool("kafka-producer-perf-test", [
         "--topic", "java-quota", "--num-records", "1500", "--record-size", "1000", "--throughput", "-1",
-        "--print-metrics", "--producer-props", f"bootstrap.servers={b.bootstrap}", "client.id=java-quota",
+        "--print-metrics", "--command-property", f"bootstrap.servers={b.bootstrap}", "client.id=java-quota",
         "batch.size=16384", "linger.ms=5", "acks=1"], timeout=180).stdout
     found = re.search(r"producer-metrics:produce-throttle-time-max:\{client-id=java-quota\}\s*:\s*(\S+)", out)
     assert found is not None, out[-3000:]

@@ -53,7 +53,7 @@ def test_console_producer_then_console_consumer_and_get_offsets(target) -> None:
     lines = [f"key{i % 5}:value-{i}" for i in range(25)]
     run_tool("kafka-console-producer", ["--bootstrap-server", target.bootstrap, "--topic", topic,
                                         "--reader-property", "parse.key=true", "--reader-property", "key.separator=:",
-                                        "--producer-property", "linger.ms=0"],
+                                        "--command-property", "linger.ms=0"],
              input="\n".join(lines) + "\n")
     out = run_tool("kafka-console-consumer", ["--bootstrap-server", target.bootstrap, "--topic", topic,
                                               "--partition", "0", "--offset", "earliest", "--max-messages", "25",
@@ -70,7 +70,7 @@ def test_delete_records_command(target, tmp_path) -> None:
     topic = unique("delrec")
     create_topic(target, topic)
     run_tool("kafka-producer-perf-test", ["--topic", topic, "--num-records", "100", "--record-size", "50",
-                                          "--throughput", "-1", "--producer-props",
+                                          "--throughput", "-1", "--command-property",
                                           f"bootstrap.servers={target.bootstrap}", "acks=all"])
     spec = tmp_path / "offsets.json"
     spec.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 60}]}))
@@ -105,7 +105,7 @@ def test_consumer_groups_describe_after_console_consumer(target) -> None:
     topic, group = unique("grp"), unique("cg")
     create_topic(target, topic, partitions=2)
     run_tool("kafka-producer-perf-test", ["--topic", topic, "--num-records", "40", "--record-size", "20",
-                                          "--throughput", "-1", "--producer-props",
+                                          "--throughput", "-1", "--command-property",
                                           f"bootstrap.servers={target.bootstrap}"])
     run_tool("kafka-console-consumer", ["--bootstrap-server", target.bootstrap, "--topic", topic, "--group", group,
                                         "--from-beginning", "--max-messages", "40", "--timeout-ms", "20000"])
@@ -122,13 +122,14 @@ def test_perf_tools_and_end_to_end_latency(target) -> None:
     topic = unique("perf")
     create_topic(target, topic)
     out = run_tool("kafka-producer-perf-test", ["--topic", topic, "--num-records", "5000", "--record-size", "100",
-                                                "--throughput", "-1", "--producer-props",
+                                                "--throughput", "-1", "--command-property",
                                                 f"bootstrap.servers={target.bootstrap}", "acks=1"]).stdout
     assert re.search(r"^5000 records sent", out, re.M), out
     out = run_tool("kafka-consumer-perf-test", ["--bootstrap-server", target.bootstrap, "--topic", topic,
-                                                "--messages", "5000", "--timeout", "20000"]).stdout
+                                                "--num-records", "5000", "--timeout", "20000"]).stdout
     # header line then: start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, ...
     row = out.strip().splitlines()[-1].split(", ")
     assert int(row[4]) == 5000, out
-    out = run_tool("kafka-e2e-latency", [target.bootstrap, topic, "200", "all", "64"]).stdout
+    out = run_tool("kafka-e2e-latency", ["--bootstrap-server", target.bootstrap, "--topic", topic, "--num-records", "200",
+                                         "--producer-acks", "all", "--record-size", "64"]).stdout
     assert re.search(r"Avg latency: [\d.]+ ms", out), out

@@ -229,7 +229,7 @@ def test_java_client_reauthenticates_within_connections_max_reauth_ms(tmp_path: 
         b.add_scram_user(*USERS["SCRAM-SHA-512"], "SCRAM-SHA-512")
         out = run_tool("kafka-console-consumer", [
             "--bootstrap-server", b.sasl_bootstrap, "--topic", topic, "--from-beginning", "--max-messages", "4",
-            "--timeout-ms", "30000", "--consumer.config", props]).stdout
+            "--timeout-ms", "30000", "--command-config", props]).stdout
         feeder.join()
         producer.close()
         assert out.split() == ["r-0", "r-1", "r-2", "r-3"]

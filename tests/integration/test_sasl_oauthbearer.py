@@ -132,9 +132,9 @@ def test_java_console_clients_with_an_unsecured_token(broker: SaslBroker, tmp_pa
                      'unsecuredLoginStringClaim_sub="alice" unsecuredLoginListClaim_scope=",kafka";\n')
     topic = f"oauth-java-{uuid.uuid4().hex[:8]}"
     b = broker.sasl_bootstrap
-    run_tool("kafka-console-producer", ["--bootstrap-server", b, "--topic", topic, "--producer.config", str(props)],
+    run_tool("kafka-console-producer", ["--bootstrap-server", b, "--topic", topic, "--command-config", str(props)],
              input="j-0\nj-1\n")
     out = run_tool("kafka-console-consumer", ["--bootstrap-server", b, "--topic", topic, "--from-beginning",
                                               "--max-messages", "2", "--timeout-ms", "30000",
-                                              "--consumer.config", str(props)]).stdout
+                                              "--command-config", str(props)]).stdout
     assert out.split() == ["j-0", "j-1"]

@@ -131,7 +131,7 @@ def test_secure_recipe_runs_as_written(tmp_path: Path) -> None:
             .replace('password="alice-secret"', 'password="bob-secret"')
         (root / "bob.properties").write_text(bob)
         proc = subprocess.run(["sh", "-c", f"echo sneaky | bin/kafka-console-producer --bootstrap-server "
-                                           f"localhost:{ports['9093']} --producer.config bob.properties "
+                                           f"localhost:{ports['9093']} --command-config bob.properties "
                                            "--topic secure-hello"],
                               cwd=root, env=env, capture_output=True, text=True, timeout=120)
         assert "Not authorized to access topics: [secure-hello]" in proc.stdout + proc.stderr, proc.stderr[-3000:]

@@ -243,9 +243,9 @@ def test_java_console_tools_over_ssl(tls_broker: TlsBroker, mutual: bool) -> Non
     config = _java_props(tls_broker.tmp / f"client-{mutual}.properties", props)
     lines = [f"java-{i}" for i in range(10)]
     run_tool("kafka-console-producer", ["--bootstrap-server", bootstrap, "--topic", topic,
-                                        "--producer.config", config], input="\n".join(lines) + "\n")
+                                        "--command-config", config], input="\n".join(lines) + "\n")
     out = run_tool("kafka-console-consumer", ["--bootstrap-server", bootstrap, "--topic", topic,
-                                              "--consumer.config", config, "--from-beginning",
+                                              "--command-config", config, "--from-beginning",
                                               "--max-messages", "10", "--timeout-ms", "30000"]).stdout
     assert out.split() == lines
 

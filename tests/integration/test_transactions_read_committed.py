@@ -167,7 +167,7 @@ def test_kafkas_dump_log_segments_reads_our_markers_txnindex_and_snapshot(tmp_pa
     log.append_end_txn_marker(OPEN_PID, 0, 7, False, leader_epoch=3)  # 6
     log.close()
     files = [dir / f"{0:020d}{suffix}" for suffix in (".txnindex", ".log")] + [dir / f"{7:020d}.snapshot"]
-    out = run_tool("kafka.tools.DumpLogSegments",
+    out = run_tool("kafka-dump-log",
                    ["--files", ",".join(map(str, files)), "--print-data-log"]).stdout
     assert ("version: 0 producerId: 2000 firstOffset: 1 lastOffset: 4 lastStableOffset: 0\n"
             "version: 0 producerId: 3000 firstOffset: 3 lastOffset: 6 lastStableOffset: 7\n") in out

@@ -23,25 +23,33 @@ import time
 from tools.kafka_cli import TOOLS, tool_command  # noqa: F401 (TOOLS re-exported for tests)
 from tools.kafka_dist import JARS, classpath, java_command
 
+# Kafka 4.x's tools print this to stdout for an option they mean to drop (--producer.config,
+# --property, ...), where a test reading the tool's output would take it for data.
+DEPRECATED_OPTION = "is deprecated and will be removed"
+
 
 def run_tool(tool: str, args: list[str], input: str | None = None, timeout: float = 120.0,
              check: bool = True) -> subprocess.CompletedProcess:
-    """Run one Kafka CLI tool to completion; with check=True a non-zero exit raises with its output."""
+    """Run one Kafka CLI tool to completion; with check=True a non-zero exit, or a deprecated option
+    the tool warns about, raises with its output."""
     proc = subprocess.run(tool_command(tool, args), input=input, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"{tool} {' '.join(args)} exited {proc.returncode}\n"
                              f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}")
+    deprecated = [line for line in (proc.stdout + proc.stderr).splitlines() if DEPRECATED_OPTION in line]
+    if check and deprecated:
+        raise AssertionError(f"{tool} {' '.join(args)}: " + " ".join(deprecated))
     return proc
 
 
 def console_roundtrip(bootstrap: str, topic: str, config: str, lines: list[str]) -> list[str]:
     """kafka-console-producer sends ``lines`` to ``topic``, kafka-console-consumer reads that many back
     from the beginning; both with the client properties file ``config``. Two JVM launches."""
-    run_tool("kafka-console-producer", ["--bootstrap-server", bootstrap, "--topic", topic, "--producer.config", config],
+    run_tool("kafka-console-producer", ["--bootstrap-server", bootstrap, "--topic", topic, "--command-config", config],
              input="\n".join(lines) + "\n")
     out = run_tool("kafka-console-consumer", ["--bootstrap-server", bootstrap, "--topic", topic, "--from-beginning",
                                               "--max-messages", str(len(lines)), "--timeout-ms", "30000",
-                                              "--consumer.config", config]).stdout
+                                              "--command-config", config]).stdout
     return out.split()
 
 

@@ -147,7 +147,7 @@ def librdkafka_config(bootstrap: str, mechanism: str, user: str, password: str, 
 
 def java_properties(directory: Path, mechanism: str, user: str, password: str, ca: Path | None = None,
                     client: Issued | None = None) -> str:
-    """A Java client properties file (--producer.config / --command-config); returns its path."""
+    """A Java client properties file (the tools' --command-config); returns its path."""
     module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mechanism == "PLAIN"
               else "org.apache.kafka.common.security.scram.ScramLoginModule")
     lines = [f"security.protocol={'SASL_SSL' if ca else 'SASL_PLAINTEXT'}", f"sasl.mechanism={mechanism}",
