@@ -727,6 +727,13 @@ class JavaVerifiableProducer:
         with open(self.log_path, errors="replace") as f:
             return {int(m) for m in re.findall(r"ProducerId set to (\d+) with epoch", f.read())}
 
+    def out_of_order_retries(self) -> int:
+        """Attempts answered OUT_OF_ORDER_SEQUENCE_NUMBER that the client retried (WARN lines): a
+        batch that reached a new leader before the retries of the batches ahead of it, which then
+        fill the gap, as with Kafka. One that never resolves also fails a delivery."""
+        with open(self.log_path, errors="replace") as f:
+            return sum(1 for line in f if "Error: OUT_OF_ORDER_SEQUENCE_NUMBER" in line)
+
     def unknown_server_errors(self) -> list[str]:
         """Lines of its log naming UNKNOWN_SERVER_ERROR: the client logs a failed attempt it retries
         (a WARN with the error's name) that never reaches a producer_send_error line."""
@@ -963,6 +970,20 @@ class FaultLoad:
             {n: self.history.acked(n) for n in self.clients()}, self.errors(),
             self.java.stderr_text() if self.java else "")
 
+    def wait_every_partition(self, timeout: float = 90.0) -> None:
+        """Until each producer has been acknowledged on every partition, so every replica holds its
+        producer state. A leader paused while a producer's *first* batches to a partition are in
+        flight to it (they hang until request.timeout.ms) lets the Java producer send its next
+        batches to the new leader, which has no state for that producer and, as Kafka 4.4 does
+        (KIP-360: any first sequence from an unknown producer is accepted), appends them; the first
+        batches then get OUT_OF_ORDER_SEQUENCE_NUMBER until delivery.timeout.ms. That race is
+        Kafka's own (KAFKA-15591, KAFKA-19880; docs/replication-faults.md), not the failover
+        under test."""
+        def everywhere() -> bool:
+            return all(self.history.acked(name, [p]) > 0 for name in self.clients() for p in range(self.partitions))
+        assert self.c.wait_until(everywhere, timeout), {
+            name: {p: self.history.acked(name, [p]) for p in range(self.partitions)} for name in self.clients()}
+
     def note(self, f: Failover) -> None:
         self.failovers.append(f)
         print(f.line(), flush=True)
@@ -1000,6 +1021,9 @@ class FaultLoad:
         try:
             ids = self.producer_ids()
             print(f"producer ids: {ids}", flush=True)
+            if self.java:
+                print(f"the Java producer's attempts answered OUT_OF_ORDER_SEQUENCE_NUMBER and retried: "
+                      f"{self.java.out_of_order_retries()}", flush=True)
             shared = set.intersection(*ids.values()) if len(ids) > 1 else set()
             assert not shared, f"InitProducerId gave the same producer id to two clients: {ids}"
             checker.all()
