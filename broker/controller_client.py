@@ -2,7 +2,7 @@
 
 Handlers and broker components send every metadata change through a ``ControllerClient`` (Kafka:
 the broker forwards CreateTopics, DeleteTopics, CreatePartitions, (Incremental)AlterConfigs,
-ElectLeaders and the reassignment APIs to the active controller; a broker sends its leaders' ISR
+ElectLeaders, UpdateFeatures and the reassignment APIs to the active controller; a broker sends its leaders' ISR
 changes (AlterPartition) there too; a controlled shutdown goes through etcd, as KRaft's goes through
 the broker heartbeat: see broker/cluster/cluster_node.py); they read metadata from
 ``broker.metadata``'s image, never from the controller. The methods are async because a remote
@@ -40,10 +40,12 @@ from controller.requests import (
     DeleteTopicResult,
     ElectionResult,
     ElectionType,
+    FeatureUpdate,
     OngoingReassignment,
     ReassignmentResult,
     ReassignmentTarget,
     ReplicaAssignment,
+    UpdateFeaturesResult,
 )
 from controller.scram_credentials import ScramAlterResult, ScramUpsertion
 from controller.topic_names import invalid_topic_reason
@@ -68,6 +70,7 @@ __all__ = [
     "DeleteTopicResult",
     "ElectionResult",
     "ElectionType",
+    "FeatureUpdate",
     "LocalControllerClient",
     "OngoingReassignment",
     "ReassignmentResult",
@@ -75,6 +78,7 @@ __all__ = [
     "ReplicaAssignment",
     "ScramAlterResult",
     "ScramUpsertion",
+    "UpdateFeaturesResult",
     "invalid_topic_reason",
     "is_forwarded",
 ]
@@ -137,6 +141,12 @@ class ControllerClient(Protocol):
         self, election_type: int, partitions: Sequence[tuple[str, int]] | None = None
     ) -> list[ElectionResult]:
         """ElectLeaders: PREFERRED or UNCLEAN elections; ``partitions`` None = every partition."""
+        ...
+
+    async def update_features(
+        self, updates: Sequence[FeatureUpdate], validate_only: bool = False
+    ) -> UpdateFeaturesResult:
+        """UpdateFeatures: one result for the whole request (controller/feature_updates.py)."""
         ...
 
     async def alter_partition_reassignments(
@@ -230,6 +240,11 @@ class LocalControllerClient:
         self, election_type: int, partitions: Sequence[tuple[str, int]] | None = None
     ) -> list[ElectionResult]:
         return await self._controller.elect_leaders(election_type, partitions)
+
+    async def update_features(
+        self, updates: Sequence[FeatureUpdate], validate_only: bool = False
+    ) -> UpdateFeaturesResult:
+        return await self._controller.update_features(updates, validate_only)
 
     async def alter_partition_reassignments(
         self, targets: Sequence[ReassignmentTarget]

@@ -1,8 +1,8 @@
 """Controller clients for cluster mode: forward a broker's controller calls to the active controller.
 
 Kafka's forwarding (KIP-590): any broker accepts CreateTopics, DeleteTopics, CreatePartitions,
-(Incremental)AlterConfigs, AlterClientQuotas, ElectLeaders and the reassignment APIs, and sends them on to the
-controller; the client cannot tell which node did the work. Here that seam is the
+(Incremental)AlterConfigs, AlterClientQuotas, ElectLeaders, UpdateFeatures and the reassignment APIs,
+and sends them on to the controller; the client cannot tell which node did the work. Here that seam is the
 ``ControllerClient`` protocol, so forwarding happens below the handlers:
 
 - ``ForwardingControllerClient`` turns each call into the Kafka request the controller node's own
@@ -57,9 +57,11 @@ from controller.requests import (
     CreateTopicResult,
     DeleteTopicResult,
     ElectionResult,
+    FeatureUpdate,
     OngoingReassignment,
     ReassignmentResult,
     ReassignmentTarget,
+    UpdateFeaturesResult,
 )
 from controller.scram_credentials import ScramAlterResult, ScramUpsertion
 from protocol.acl_types import AclBinding, AclBindingFilter
@@ -90,6 +92,7 @@ CREATE_ACLS = (30, 3)
 DELETE_ACLS = (31, 3)
 ALTER_PARTITION = (56, 3)
 ALTER_CLIENT_QUOTAS = (49, 1)
+UPDATE_FEATURES = (57, 2)
 
 TOPIC_CONFIG_SOURCE = 1  # DescribeConfigs ConfigSource.TOPIC_CONFIG: a topic's own override
 
@@ -340,6 +343,15 @@ class ForwardingControllerClient:
         return [ElectionResult(t["topic"], p["partition_id"], ErrorCode(p["error_code"]), p["error_message"])
                 for t in response["replica_election_results"] for p in t["partition_result"]]
 
+    async def update_features(
+        self, updates: Sequence[FeatureUpdate], validate_only: bool = False
+    ) -> UpdateFeaturesResult:
+        body = {"timeout_ms": int(self.timeout_s * 1000), "validate_only": validate_only,
+                "feature_updates": [{"feature": u.feature, "max_version_level": u.max_version_level,
+                                     "upgrade_type": u.upgrade_type} for u in updates]}
+        response = await self._send(UPDATE_FEATURES, body, _top_level_not_controller)
+        return UpdateFeaturesResult(ErrorCode(response["error_code"]), response["error_message"])
+
     async def alter_partition_reassignments(
         self, targets: Sequence[ReassignmentTarget]
     ) -> list[ReassignmentResult]:
@@ -349,8 +361,12 @@ class ForwardingControllerClient:
                 {"partition_index": t.partition, "replicas": None if t.replicas is None else list(t.replicas)})
         body = {"timeout_ms": int(self.timeout_s * 1000),
                 "topics": [{"name": n, "partitions": p} for n, p in by_topic.items()]}
-        response = await self._send(ALTER_PARTITION_REASSIGNMENTS, body,
-                                    _top_level_not_controller)
+        api = ALTER_PARTITION_REASSIGNMENTS
+        if not all(t.allow_replication_factor_change for t in targets):
+            # Only v1 carries the flag; v0 otherwise, which a controller of an older release serves.
+            body["allow_replication_factor_change"] = False
+            api = (api[0], 1)
+        response = await self._send(api, body, _top_level_not_controller)
         if response["error_code"] != ErrorCode.NONE:
             raise KafkaApiError(ErrorCode(response["error_code"]), response["error_message"])
         return [ReassignmentResult(t["name"], p["partition_index"], ErrorCode(p["error_code"]), p["error_message"])
@@ -530,6 +546,11 @@ class RoutingControllerClient:
         self, election_type: int, partitions: Sequence[tuple[str, int]] | None = None
     ) -> list[ElectionResult]:
         return await self._route(lambda c: c.elect_leaders(election_type, partitions))
+
+    async def update_features(
+        self, updates: Sequence[FeatureUpdate], validate_only: bool = False
+    ) -> UpdateFeaturesResult:
+        return await self._route(lambda c: c.update_features(updates, validate_only))
 
     async def alter_partition_reassignments(
         self, targets: Sequence[ReassignmentTarget]

@@ -16,6 +16,7 @@ moved the last Scala ones, ConsoleProducer, ConfigCommand and AclCommand, to kaf
     kafka-get-offsets       org.apache.kafka.tools.GetOffsetShell
     kafka-delete-records    org.apache.kafka.tools.DeleteRecordsCommand
     kafka-dump-log          org.apache.kafka.tools.DumpLogSegments   (kafka.tools.DumpLogSegments in 3.9)
+    kafka-features          org.apache.kafka.tools.FeatureCommand
     kafka-producer-perf-test  org.apache.kafka.tools.ProducerPerformance
     kafka-consumer-perf-test  org.apache.kafka.tools.ConsumerPerformance
     kafka-e2e-latency       org.apache.kafka.tools.EndToEndLatency
@@ -48,6 +49,7 @@ TOOLS: dict[str, str] = {
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
     "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
+    "kafka-features": "org.apache.kafka.tools.FeatureCommand",
     "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
     "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",

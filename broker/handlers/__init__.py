@@ -20,6 +20,7 @@ HANDLER_MODULES = (
     "incremental_alter_configs",
     "describe_client_quotas",
     "alter_client_quotas",
+    "update_features",
     "elect_leaders",
     "alter_partition_reassignments",
     "list_partition_reassignments",

@@ -5,7 +5,8 @@ Versions 0-4.
 - v1: throttle_time_ms.
 - v2: same as v1.
 - v3: flexible; client_software_name/version in the request (KIP-511); supported/finalized
-  features as tagged fields.
+  features as tagged fields (KIP-584; controller/features.py: what this release supports, and the
+  levels finalized in the metadata log; features with a 0 minimum only from v4).
 - v4: same as v3 (the client may receive UNSUPPORTED_VERSION with the v0 body, KIP-896 era).
 
 The answer comes from the handler registry, so only implemented APIs are advertised (Produce from
@@ -24,6 +25,7 @@ from collections.abc import Mapping
 
 from broker.handlers.registry import HandlerSpec
 from broker.request_types import ApiRequest
+from controller import features
 from protocol.errors import ErrorCode
 
 API_KEY = 18
@@ -57,7 +59,22 @@ def handle(request: ApiRequest) -> dict:
         "error_code": ErrorCode.NONE,
         "api_keys": api_keys(request.broker.handlers),
         "throttle_time_ms": 0,
-        "finalized_features_epoch": -1,
+        **_features(request),
+    }
+
+
+def _features(request: ApiRequest) -> dict:
+    """v3+: Kafka's feature levels (controller/features.py). Below v4 a supported feature whose
+    minimum is 0 is left out (Kafka's alterFeatureLevel0: Java clients before 3.9 refuse a range
+    from 0). The epoch is the metadata image's offset, as Kafka's (KRaftMetadataCache.features)."""
+    image = request.broker.metadata.image
+    return {
+        "supported_features": [{"name": name, "min_version": low, "max_version": high}
+                               for name, low, high in features.ADVERTISED
+                               if request.api_version >= 4 or low != 0],
+        "finalized_features_epoch": image.offset,
+        "finalized_features": [{"name": name, "max_version_level": level, "min_version_level": level}
+                               for name, level in features.finalized(image.features).items()],
     }
 
 

@@ -7,6 +7,7 @@ Versions 0 (flexible).
 
 A group id that is unknown, or held by a classic group, answers GROUP_ID_NOT_FOUND; coordinator
 errors (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS...) are per group.
+While the cluster's group.version is 0 every group answers UNSUPPORTED_VERSION (Kafka's KafkaApis).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from broker.group.coordinator import coordinator_of
 from broker.request_types import ApiRequest
 from broker.security import authz
+from controller import features
 
 # The same group resource as DescribeGroups: without an authorizer, every operation it supports.
 from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
@@ -25,6 +27,8 @@ VERSIONS = (0, 0)
 
 
 def handle(request: ApiRequest) -> dict:
+    if not features.consumer_group_protocol(request.broker.metadata.image.features):
+        return error_response(request, ErrorCode.UNSUPPORTED_VERSION)  # group.version 0 (KafkaApis)
     body = request.body
     coordinator = coordinator_of(request)
     groups = []

@@ -10,6 +10,8 @@ Each heartbeat answers the member's epoch, the heartbeat interval and, when it c
 request was a full one), its assignment. See broker/group/consumer_group.py for the protocol.
 Errors are answered with error_code and error_message, member_id null and member_epoch 0, as
 Kafka.
+While the cluster's group.version is 0 (kafka-features, controller/features.py) the protocol is
+off and every heartbeat answers UNSUPPORTED_VERSION, as Kafka's KafkaApis.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from broker.group.coordinator import client_host, coordinator_of
 from broker.request_types import ApiRequest
 from broker.security import authz
+from controller import features
 from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 68
@@ -25,6 +28,8 @@ VERSIONS = (0, 1)
 
 
 async def handle(request: ApiRequest) -> dict:
+    if not features.consumer_group_protocol(request.broker.metadata.image.features):
+        return error_response(request, ErrorCode.UNSUPPORTED_VERSION)  # group.version 0 (KafkaApis)
     if not authz.allowed(request, authz.READ, authz.GROUP, request.body["group_id"]):
         raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     # Kafka: a subscription naming a topic the principal may not DESCRIBE is refused.

@@ -70,6 +70,7 @@ from broker.txn.records import (
     value_bytes,
 )
 from broker.txn.shard import TXN_TOPIC, TxnShard
+from controller import features
 from protocol.errors import ErrorCode, KafkaApiError
 from storage.clock import now_ms
 
@@ -429,7 +430,8 @@ class TransactionCoordinator:
             if markers:
                 self._send_markers(shard.partition, transactional_id, value)
 
-        return CoordinatorResult([(key_bytes(transactional_id), value_bytes(value))], response, apply)
+        version = features.transaction_log_value_version(self.metadata.image.features)  # transaction.version
+        return CoordinatorResult([(key_bytes(transactional_id), value_bytes(value, version))], response, apply)
 
     # ==========================================================================================
     # AddPartitionsToTxn / AddOffsetsToTxn

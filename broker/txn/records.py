@@ -3,8 +3,10 @@
 Key: int16 version 0 + TransactionLogKey (transactional_id string). Value: int16 version + the
 TransactionLogValue of that version (v0 plain, v1 flexible with tagged previous/next producer ids
 and the client's transaction version). A null value is a tombstone (an expired transactional id).
-We write value version 0, as Kafka does for clients without KIP-890 part 2 (transaction.version
-< 2), so Kafka's tools (kafka-dump-log --transaction-log-decoder) read it; both versions are read.
+The coordinator writes the version the cluster's transaction.version asks for, as Kafka's
+TransactionLog.valueToBytes: 0 at level 0, 1 from level 1 (controller.features
+.transaction_log_value_version); both are read, by Odradek and by Kafka's tools (kafka-dump-log
+--transaction-log-decoder).
 
 The status byte is Kafka's TransactionState id (``TxnState``). The field tables come from
 protocol/transaction_schema_data.py (tools/gen_schema_data.py --data). Pure functions; any thread.
@@ -21,7 +23,7 @@ from protocol.primitives import DecodeError
 from protocol.transaction_schema_data import MESSAGES
 
 KEY_VERSION = 0
-VALUE_VERSION = 0
+VALUE_VERSION = 0  # the default of value_bytes: what a cluster at transaction.version 0 writes
 
 _VERSION = struct.Struct(">h")
 _codecs: dict[tuple[str, int], MessageCodec] = {}
@@ -98,12 +100,12 @@ def key_transactional_id(data: bytes) -> str | None:
         return None
 
 
-def value_bytes(v: TxnLogValue) -> bytes:
+def value_bytes(v: TxnLogValue, version: int = VALUE_VERSION) -> bytes:
     # As Kafka's TransactionLog.valueToBytes: null partitions for Empty only (Kafka's own reader
     # fails on a null list in any other state), a list - empty once Complete* - otherwise.
     parts = None if v.state is TxnState.EMPTY else [
         {"topic": t, "partition_ids": sorted(ps)} for t, ps in sorted(v.partitions.items())]
-    return _VERSION.pack(VALUE_VERSION) + _codec("TransactionLogValue", VALUE_VERSION).encode({
+    return _VERSION.pack(version) + _codec("TransactionLogValue", version).encode({
         "producer_id": v.producer_id,
         "previous_producer_id": v.previous_producer_id,
         "next_producer_id": -1,

@@ -301,6 +301,10 @@ CASES: list[Case] = [
                                                                       "remove": False}]}], "validate_only": False},
          lambda r: r["entries"][0]["error_code"] == CLUSTER_AUTH, [],
          lambda r: r["entries"][0]["error_code"] == 0),  # ALTER_CONFIGS above
+    Case("UpdateFeatures", 57, 1, lambda c: {"timeout_ms": 5000, "validate_only": False, "feature_updates": [
+        {"feature": "transaction.version", "max_version_level": 0, "upgrade_type": 2}]},
+        lambda r: r["error_code"] == CLUSTER_AUTH and r["results"] == [], [],
+        lambda r: r["error_code"] == 0 and r["results"][0]["error_code"] == 0),  # ALTER above
     Case("DescribeAcls", 29, 3, lambda c: {"resource_type_filter": 1, "pattern_type_filter": 1, "operation": 1,
                                            "permission_type": 1, "resource_name_filter": None,
                                            "principal_filter": None, "host_filter": None},
@@ -399,6 +403,8 @@ def nothing_changed(c: WireClient) -> None:
                              "permission_type": 1, "resource_name_filter": None, "principal_filter": None,
                              "host_filter": None})
     assert acls["resources"] == []  # CreateAcls
+    features = c.request(18, 4, {"client_software_name": "t", "client_software_version": "1"})["finalized_features"]
+    assert {"name": "transaction.version", "max_version_level": 1, "min_version_level": 1} in features  # UpdateFeatures
 
 
 def grant_all(c: WireClient) -> None:

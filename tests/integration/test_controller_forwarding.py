@@ -28,6 +28,7 @@ from broker.controller_client import (
     CreatableTopic,
     CreatePartitionsTopic,
     ElectionType,
+    FeatureUpdate,
     LocalControllerClient,
     ReassignmentTarget,
     ReplicaAssignment,
@@ -157,6 +158,16 @@ async def test_forwarded_results_equal_the_local_controllers(broker: BrokerProce
         assert [(r.error_code, r.error_message) for r in quotas] == [
             (ErrorCode.NONE, None), (ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity"),
             (ErrorCode.INVALID_REQUEST, "Invalid configuration key nope")]
+
+        # UpdateFeatures: one answer for the whole request, forwarded as v2 (no per-feature results).
+        for updates, dry_run, code in [
+            ([FeatureUpdate("group.version", 0, 2)], True, ErrorCode.NONE),
+            ([FeatureUpdate("group.version", 0, 2), FeatureUpdate("transaction.version", 0, 3)], False, ErrorCode.NONE),
+            ([FeatureUpdate("group.version", 1), FeatureUpdate("foo.bar", 1)], False, ErrorCode.INVALID_UPDATE_VERSION),
+            ([FeatureUpdate("group.version", 1, 2)], False, ErrorCode.INVALID_UPDATE_VERSION),
+        ]:
+            result = await _both(local, remote, lambda c, u=updates, d=dry_run: c.update_features(u, d))
+            assert result.error_code == code, result
     finally:
         await remote.close()
         await controller.stop()

@@ -61,6 +61,7 @@ EXPECTED_APIS = [
     (49, 0, 1),  # AlterClientQuotas
     (50, 0, 0),  # DescribeUserScramCredentials
     (51, 0, 0),  # AlterUserScramCredentials
+    (57, 0, 2),  # UpdateFeatures
     (60, 0, 1),  # DescribeCluster
     (61, 0, 0),  # DescribeProducers
     (65, 0, 0),  # DescribeTransactions
@@ -116,14 +117,35 @@ def test_api_versions_v0_exact_bytes(broker) -> None:
     assert body == struct.pack(">ih", 7, 0) + api_list_bytes(compact=False)
 
 
+def compact_string(s: str) -> bytes:
+    return bytes([len(s) + 1]) + s.encode()
+
+
+def feature_tags(epoch: int, finalized: list[tuple[str, int]]) -> bytes:
+    """ApiVersionsResponse v3's tagged fields: 0 supported_features (v3: only those whose minimum is not
+    0, here metadata.version 33-33), 1 finalized_features_epoch, 2 finalized_features (name, max, min);
+    zk_migration_ready is false, its default, so absent."""
+    supported = b"\x02" + compact_string("metadata.version") + struct.pack(">hh", 33, 33) + b"\x00"
+    levels = bytes([len(finalized) + 1]) + b"".join(
+        compact_string(name) + struct.pack(">hh", level, level) + b"\x00" for name, level in finalized)
+    return (b"\x03" + b"\x00" + bytes([len(supported)]) + supported + b"\x01\x08" + struct.pack(">q", epoch)
+            + b"\x02" + bytes([len(levels)]) + levels)
+
+
 def test_api_versions_v3_exact_bytes_with_v0_response_header(broker) -> None:
+    with WireClient(broker.host, broker.port) as c:
+        r = c.request(18, 4, {"client_software_name": "t", "client_software_version": "1"})
+    epoch, finalized = r["finalized_features_epoch"], [(f["name"], f["max_version_level"])
+                                                       for f in r["finalized_features"]]
+    assert sorted(finalized) == [("group.version", 1), ("metadata.version", 33), ("transaction.version", 1)]
     request = struct.pack(">hhih", 18, 3, 9, 2) + b"cl" + b"\x00" + b"\x03ab\x021" + b"\x00"
     with raw_connect(broker) as s:
         s.sendall(struct.pack(">i", len(request)) + request)
         size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
         body = s.recv(size, socket.MSG_WAITALL)
-    # Response header v0 (no tag byte), error 0, compact api list, throttle 0, empty tagged fields.
-    assert body == struct.pack(">ih", 9, 0) + api_list_bytes(compact=True) + struct.pack(">i", 0) + b"\x00"
+    # Response header v0 (no tag byte), error 0, compact api list, throttle 0, the feature tags.
+    assert body == (struct.pack(">ih", 9, 0) + api_list_bytes(compact=True) + struct.pack(">i", 0)
+                    + feature_tags(epoch, finalized))
 
 
 def test_api_versions_unsupported_version_gets_error_35_in_v0_shape(broker) -> None:

@@ -17,6 +17,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from broker.handlers import api_versions
 from broker.handlers.registry import HandlerSpec, spec_from_module
 from broker.network import Endpoint, SocketServer, new_event_loop
 from broker.request_channel import RequestChannel
+from controller.image import MetadataImage
 from protocol.codec import codec
 from protocol.errors import ErrorCode, KafkaApiError
 from tests.support.wire import WireClient
@@ -90,11 +92,13 @@ class Handlers:
 
 
 class FakeBroker:
-    """What the dispatcher and ApiVersions read from the broker: the registry, no metrics."""
+    """What the dispatcher and ApiVersions read from the broker: the registry, no metrics, an empty
+    metadata image (ApiVersions v3+ reads its feature levels)."""
 
     def __init__(self, handlers: dict[int, HandlerSpec]) -> None:
         self.handlers = handlers
         self.metrics = None
+        self.metadata = SimpleNamespace(image=MetadataImage())
 
 
 class Harness:
