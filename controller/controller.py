@@ -759,6 +759,8 @@ class Controller:
         if target.replicas is None:
             return reassignments.cancel(self._image, topic, p, self._unclean_default())
         self._validate_manual_assignment(target.replicas, None)
+        if not target.allow_replication_factor_change:
+            reassignments.check_replication_factor_unchanged(p, target.replicas)
         return reassignments.start_or_change(self._image, topic, p, tuple(target.replicas),
                                              self._unclean_default())
 

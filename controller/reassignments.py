@@ -79,6 +79,17 @@ def _completed(replicas: tuple[int, ...], isr: tuple[int, ...], adding: tuple[in
     return new_replicas, new_isr
 
 
+def check_replication_factor_unchanged(p: PartitionState, target: Sequence[int]) -> None:
+    """AlterPartitionReassignments v1 with allow_replication_factor_change false: INVALID_REPLICATION_FACTOR
+    when ``target`` has another size than the partition's replica set, which during a reassignment
+    is its own target (the replicas without the removing ones), as Kafka's
+    validatePartitionReplicationFactorUnchanged counts it."""
+    current = len(set(p.replicas) - set(p.removing_replicas))
+    if current != len(target):
+        raise ReassignmentError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                f"The replication factor is changed from {current} to {len(target)}")
+
+
 def start_or_change(image: MetadataImage, topic: TopicImage, p: PartitionState, target: tuple[int, ...],
                     default_unclean: bool) -> PartitionChangeRecord | None:
     """The record moving ``p`` towards ``target`` (already validated); None if nothing changes.

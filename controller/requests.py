@@ -133,11 +133,14 @@ class ElectionType(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class ReassignmentTarget:
-    """One partition of AlterPartitionReassignments: the target replicas, or None to cancel."""
+    """One partition of AlterPartitionReassignments: the target replicas, or None to cancel.
+    ``allow_replication_factor_change``: the request's flag (v1's AllowReplicationFactorChange; v0
+    allows it)."""
 
     topic: str
     partition: int
     replicas: tuple[int, ...] | None
+    allow_replication_factor_change: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -729,10 +729,11 @@ class ClassicGroupManager:
     # ==========================================================================================
     # DescribeGroups, ListGroups, DeleteGroups
 
-    def describe_group(self, group_id: str) -> dict[str, Any]:
-        """One DescribeGroupsResponse group entry."""
-        entry: dict[str, Any] = {"group_id": group_id, "error_code": ErrorCode.NONE, "group_state": "Dead",
-                                 "protocol_type": "", "protocol_data": "", "members": [],
+    def describe_group(self, group_id: str, api_version: int = 0) -> dict[str, Any]:
+        """One DescribeGroupsResponse group entry. No classic group of that id: state Dead, and from
+        v6 GROUP_ID_NOT_FOUND with Kafka's message (KIP-1043), a KIP-848 group's id included."""
+        entry: dict[str, Any] = {"group_id": group_id, "error_code": ErrorCode.NONE, "error_message": None,
+                                 "group_state": "Dead", "protocol_type": "", "protocol_data": "", "members": [],
                                  "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
         try:
             self.ctx.check_coordinator(group_id)
@@ -742,6 +743,10 @@ class ClassicGroupManager:
             return entry
         group = self.groups.get(group_id)
         if group is None:
+            if api_version >= 6:
+                entry["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
+                entry["error_message"] = (f"Group {group_id} is not a classic group." if group_id in self.consumer.groups
+                                          else f"Group {group_id} not found.")
             return entry
         stable = group.is_in(GroupState.STABLE)
         entry["group_state"] = group.state.value

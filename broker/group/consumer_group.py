@@ -76,6 +76,7 @@ LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 PROTOCOL_TYPE = "consumer"
 GROUP_TYPE = "consumer"
+MEMBER_TYPE_CONSUMER = 1  # ConsumerGroupDescribe's MemberType (-1 unknown, 0 classic, 1 consumer)
 
 T = TypeVar("T")
 
@@ -881,6 +882,10 @@ class ConsumerGroupManager:
             "subscribed_topic_regex": m.subscribed_topic_regex,
             "assignment": described(m.assigned_partitions),
             "target_assignment": described(group.target_assignment.get(m.member_id, {})),
+            # ConsumerGroupDescribe v1 (KIP-1099): 0 for a member speaking the classic protocol, 1
+            # for the consumer protocol. Every member here is a consumer-protocol one: a classic
+            # JoinGroup never joins a consumer group (it replaces an Empty one, else is refused).
+            "member_type": MEMBER_TYPE_CONSUMER,
         } for m in group.members.values()]
         return entry
 

@@ -1,6 +1,6 @@
 """ApiVersions (api key 18): which APIs and versions this broker serves.
 
-Versions 0-4.
+Versions 0-5.
 - v0: api_keys list.
 - v1: throttle_time_ms.
 - v2: same as v1.
@@ -8,6 +8,12 @@ Versions 0-4.
   features as tagged fields (KIP-584; controller/features.py: what this release supports, and the
   levels finalized in the metadata log; features with a 0 minimum only from v4).
 - v4: same as v3 (the client may receive UNSUPPORTED_VERSION with the v0 body, KIP-896 era).
+- v5: cluster_id and node_id in the request (KIP-1242): the cluster and node the client means to
+  reach, learnt from an earlier Metadata answer, both given or neither (null and -1, a bootstrap
+  connection): one without the other is INVALID_REQUEST, as a bad software name is (Kafka's
+  ApiVersionsRequest.isValid). When this broker is another cluster's, or another node, the answer
+  is REBOOTSTRAP_REQUIRED (129) with no api_keys, and the client rebootstraps (the address now
+  belongs to another broker).
 
 The answer comes from the handler registry, so only implemented APIs are advertised (Produce from
 v0, though v0-2 are not served: Kafka 4.x's KAFKA-18659 exception, see produce.py), except
@@ -30,7 +36,7 @@ from protocol.errors import ErrorCode
 
 API_KEY = 18
 NAME = "ApiVersions"
-VERSIONS = (0, 4)
+VERSIONS = (0, 5)
 
 
 def api_keys(handlers: Mapping[int, HandlerSpec]) -> list[dict]:
@@ -50,11 +56,11 @@ _SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 def handle(request: ApiRequest) -> dict:
-    if request.api_version >= 3:
-        body = request.body
-        for field in ("client_software_name", "client_software_version"):
-            if not _SOFTWARE_PATTERN.fullmatch(body[field] or ""):
-                return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
+    body = request.body
+    if not _valid(request.api_version, body):
+        return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
+    if request.api_version >= 5 and _meant_for_another_broker(request, body["cluster_id"], body["node_id"]):
+        return {"error_code": ErrorCode.REBOOTSTRAP_REQUIRED, "api_keys": [], "throttle_time_ms": 0}
     return {
         "error_code": ErrorCode.NONE,
         "api_keys": api_keys(request.broker.handlers),
@@ -76,6 +82,22 @@ def _features(request: ApiRequest) -> dict:
         "finalized_features": [{"name": name, "max_version_level": level, "min_version_level": level}
                                for name, level in features.finalized(image.features).items()],
     }
+
+
+def _valid(version: int, body: dict) -> bool:
+    """Kafka's ApiVersionsRequest.isValid: from v5 the cluster id and node id come together; from
+    v3 the software name and version match KIP-511's pattern."""
+    if version >= 5 and (body["cluster_id"] is None) != (body["node_id"] == -1):
+        return False
+    return version < 3 or all(_SOFTWARE_PATTERN.fullmatch(body[field] or "")
+                              for field in ("client_software_name", "client_software_version"))
+
+
+def _meant_for_another_broker(request: ApiRequest, cluster_id: str | None, node_id: int) -> bool:
+    """KIP-1242: the client named the cluster and node it meant (a valid request has both or neither)."""
+    if cluster_id is None:
+        return False
+    return cluster_id != request.broker.metadata.cluster_id or node_id != request.broker.node_id
 
 
 def unsupported_version_response(handlers: Mapping[int, HandlerSpec]) -> dict:

@@ -1,9 +1,11 @@
 """ConsumerGroupDescribe (api key 69): KIP-848 groups with their members and assignments.
 
-Versions 0 (flexible).
+Versions 0-1 (flexible).
 - v0: KIP-848. Per group: state (Empty, Assigning, Reconciling, Stable), group epoch,
   assignment epoch, the server assignor in use, and per member its subscription, member epoch,
   current assignment and target assignment (topic ids with names).
+- v1: member_type per member (KIP-1099): 1, a consumer-protocol member (0 would be a classic
+  member of a consumer group, which Odradek does not mix in; -1 unknown).
 
 A group id that is unknown, or held by a classic group, answers GROUP_ID_NOT_FOUND; coordinator
 errors (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS...) are per group.
@@ -23,7 +25,7 @@ from protocol.errors import ErrorCode
 
 API_KEY = 69
 NAME = "ConsumerGroupDescribe"
-VERSIONS = (0, 0)
+VERSIONS = (0, 1)
 
 
 def handle(request: ApiRequest) -> dict:

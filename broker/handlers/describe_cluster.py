@@ -1,7 +1,10 @@
 """DescribeCluster (api key 60): cluster id, controller id and live brokers (KIP-700).
 
-Versions 0-1 (both flexible).
+Versions 0-2 (all flexible).
 - v1: endpoint_type in request and response (KIP-919); 1 = BROKER, 2 = CONTROLLER.
+- v2: include_fenced_brokers in the request, is_fenced per broker (KIP-1073): with it, registered
+  but fenced brokers are listed too (Kafka 4.4's handleDescribeCluster over getBrokerNodes), so
+  kafka-cluster/Admin can show brokers that are registered and not serving.
 
 Kafka's AuthHelper.computeDescribeClusterResponse on a broker endpoint:
 - an endpoint_type Kafka does not know (not 1 or 2) -> UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST
@@ -9,8 +12,9 @@ Kafka's AuthHelper.computeDescribeClusterResponse on a broker endpoint:
 - CONTROLLER (2) asked of this broker endpoint -> MISMATCHED_ENDPOINT_TYPE "The request was sent
   to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER". Odradek's
   controller is embedded and has no endpoint of its own, so that is the truthful answer.
-- brokers are the registered, unfenced ones; controller_id is the active controller if it is one
-  of them, else -1 (Kafka never names a node the client cannot reach);
+- brokers are the registered, unfenced ones with an endpoint on the request's listener (and the
+  fenced ones when v2 asks); controller_id is the active controller if it is an unfenced one,
+  else -1 (Kafka never names a node the client cannot reach);
 - cluster_authorized_operations: Integer.MIN_VALUE unless requested; with no authorizer every
   CLUSTER operation is allowed (the same bitfield Metadata reports).
 
@@ -26,7 +30,7 @@ from protocol.errors import ErrorCode
 
 API_KEY = 60
 NAME = "DescribeCluster"
-VERSIONS = (0, 1)
+VERSIONS = (0, 2)
 
 ENDPOINT_BROKER = 1
 ENDPOINT_CONTROLLER = 2
@@ -46,12 +50,13 @@ def handle(request: ApiRequest) -> dict:
                             f"type {_ENDPOINT_NAMES[endpoint_type]}")
     image = request.broker.metadata.image
     listener = request.conn.listener
+    include_fenced = body["include_fenced_brokers"]  # False before v2
     brokers = [
-        {"broker_id": b.node_id, "host": ep[0], "port": ep[1], "rack": b.rack}
+        {"broker_id": b.node_id, "host": ep[0], "port": ep[1], "rack": b.rack, "is_fenced": b.fenced}
         for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
-        if not b.fenced and (ep := b.endpoint_for(listener)) is not None
+        if (include_fenced or not b.fenced) and (ep := b.endpoint_for(listener)) is not None
     ]
-    live = {b["broker_id"] for b in brokers}
+    live = {b["broker_id"] for b in brokers if not b["is_fenced"]}
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,

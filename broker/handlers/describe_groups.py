@@ -1,14 +1,18 @@
 """DescribeGroups (api key 15): state, protocol and members of groups.
 
-Versions 0-5.
+Versions 0-6.
 - v1: throttle_time_ms.
 - v2: same as v1.
 - v3: include_authorized_operations (KIP-430).
 - v4: group_instance_id of members (KIP-345).
 - v5: flexible.
+- v6: error_message; an id with no classic group answers GROUP_ID_NOT_FOUND (KIP-1043), "Group
+  <id> not found." or, for a KIP-848 group's id, "Group <id> is not a classic group." (Kafka
+  4.4's GroupMetadataManager), still in state "Dead".
 
-An unknown group is described as state "Dead" with no error (Kafka before v6). Member metadata
-and assignment are only filled in while the group is Stable, as in Kafka.
+Before v6 such an id is described as state "Dead" with no error. Member metadata and assignment
+are only filled in while the group is Stable, as in Kafka. Authorized operations are only given
+for a group answered without error.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from protocol.errors import ErrorCode
 
 API_KEY = 15
 NAME = "DescribeGroups"
-VERSIONS = (0, 5)
+VERSIONS = (0, 6)
 
 
 def handle(request: ApiRequest) -> dict:
@@ -35,7 +39,7 @@ def handle(request: ApiRequest) -> dict:
         if coordinator is None:
             groups.append(_error_entry(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
             continue
-        entry = coordinator.describe_group(group_id)
+        entry = coordinator.classic.describe_group(group_id, request.api_version)
         if body["include_authorized_operations"] and entry["error_code"] == ErrorCode.NONE:
             entry["authorized_operations"] = authz.authorized_operations(request, authz.GROUP, group_id,
                                                                          GROUP_OPERATIONS)
@@ -46,7 +50,7 @@ def handle(request: ApiRequest) -> dict:
 
 
 def _error_entry(group_id: str, code: int) -> dict:
-    return {"group_id": group_id, "error_code": code, "group_state": "", "protocol_type": "", "protocol_data": "",
+    return {"group_id": group_id, "error_code": code, "error_message": None, "group_state": "", "protocol_type": "", "protocol_data": "",
             "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 

@@ -1,14 +1,19 @@
 """ListOffsets (api key 2): offsets by timestamp, earliest, latest and max timestamp.
 
-Versions 1-10 (v0's old-style offset lists were dropped by Kafka 4, KIP-896).
-- v1: one offset per partition, with its timestamp.
+Versions 1-11 (v0's old-style offset lists were dropped by Kafka 4, KIP-896).
+- v1: one offset per partition, with its timestamp; -1 = latest, -2 = earliest.
 - v2: isolation_level: latest is the last stable offset under read_committed.
 - v4: current_leader_epoch in (KIP-320 fencing), leader_epoch out.
 - v6: flexible.
 - v7: timestamp -3 = the record with the largest timestamp (KIP-734).
 - v8: -4 = earliest local offset (KIP-405; equals the log start offset without tiering).
-- v9: -5 = earliest pending upload (KIP-1005; no tiering: offset -1).
-- v10: timeout_ms.
+- v9: -5 = latest tiered offset (KIP-1005; no tiering: offset -1, timestamp -1, leader epoch -1).
+- v10: timeout_ms (for remote lookups; nothing here waits).
+- v11: -6 = earliest pending upload offset (KIP-1023; no tiering: offset -1, timestamp -1, leader
+  epoch -1, as Kafka 4.4's UnifiedLog answers a topic without remote storage).
+
+A special timestamp older than the request's version, or a negative one Kafka does not define,
+answers UNSUPPORTED_VERSION for its partition (Kafka's ReplicaManager.isListOffsetsTimestampUnsupported).
 
 Timestamp T >= 0 answers the first offset whose record timestamp is >= T, with that record's
 own timestamp — looked up in the time index, then inside the one batch that holds it (also in
@@ -30,18 +35,27 @@ from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 2
 NAME = "ListOffsets"
-VERSIONS = (1, 10)
+VERSIONS = (1, 11)
 
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
-EARLIEST_PENDING_UPLOAD = -5
+LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
 READ_COMMITTED = 1
 
 
-def _min_version_for(timestamp: int) -> int:
-    return {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, EARLIEST_PENDING_UPLOAD: 9}.get(timestamp, 0)
+# The first version that may send each special timestamp (Kafka's timestampMinSupportedVersion).
+_SPECIAL_TIMESTAMP_MIN_VERSION = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+                                  EARLIEST_PENDING_UPLOAD: 11}
+
+
+def _timestamp_unsupported(timestamp: int, version: int) -> bool:
+    if timestamp >= 0:
+        return False
+    min_version = _SPECIAL_TIMESTAMP_MIN_VERSION.get(timestamp)
+    return min_version is None or version < min_version
 
 
 # A request of more partitions than this is answered by a coroutine that yields to the handler
@@ -106,8 +120,8 @@ def _answer(request: ApiRequest) -> Generator[None, None, dict]:
                     raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 if seen[(name, index)] > 1:
                     raise KafkaApiError(ErrorCode.INVALID_REQUEST, "partition listed more than once")
-                if version < _min_version_for(p["timestamp"]):
-                    raise KafkaApiError(ErrorCode.UNSUPPORTED_VERSION, "timestamp needs a newer ListOffsets")
+                if _timestamp_unsupported(p["timestamp"], version):
+                    raise KafkaApiError(ErrorCode.UNSUPPORTED_VERSION, "timestamp unknown to this ListOffsets version")
                 out["offset"], out["timestamp"], out["leader_epoch"] = rm.fetch_offset_for_timestamp(
                     name, index, p["current_leader_epoch"], p["timestamp"], isolation)
             except KafkaApiError as exc:

@@ -1,14 +1,20 @@
 """ListTransactions (api key 66): the transactional ids this broker coordinates
 (``kafka-transactions.sh list``; the admin client asks every broker).
 
-Versions 0-1 (flexible).
+Versions 0-2 (flexible).
 - v1: duration_filter (KIP-994): only transactions running at least that long.
+- v2: transactional_id_pattern (KIP-1152): a regular expression the whole transactional id must
+  match (Kafka 4.4: RE2/J's Pattern.matches; here Python's re.fullmatch, the dialect the KIP-848
+  topic regexes use too); null or empty: no filter. One that does not compile answers
+  INVALID_REGULAR_EXPRESSION with nothing listed (Kafka's ListTransactionsRequest.getErrorResponse).
 
 Filters by Kafka's state names (unknown ones are echoed in unknown_state_filters) and producer ids.
 COORDINATOR_LOAD_IN_PROGRESS while a partition loads (with what is loaded).
 """
 
 from __future__ import annotations
+
+import re
 
 from broker.handlers.txn_common import txn_coordinator_of
 from broker.request_types import ApiRequest
@@ -17,7 +23,7 @@ from protocol.errors import ErrorCode
 
 API_KEY = 66
 NAME = "ListTransactions"
-VERSIONS = (0, 1)
+VERSIONS = (0, 2)
 
 
 def handle(request: ApiRequest) -> dict:
@@ -28,6 +34,16 @@ def handle(request: ApiRequest) -> dict:
     error, unknown, found = coordinator.list_transactions(list(body["state_filters"]),
                                                           list(body["producer_id_filters"]),
                                                           body.get("duration_filter", -1))
+    pattern_text = body["transactional_id_pattern"]  # null before v2
+    if pattern_text and error != ErrorCode.COORDINATOR_NOT_AVAILABLE:
+        try:
+            pattern = re.compile(pattern_text)
+        except (re.error, RecursionError, OverflowError):
+            # Kafka answers the load in progress before it reads the pattern.
+            if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                return error_response(request, error)
+            return error_response(request, ErrorCode.INVALID_REGULAR_EXPRESSION)
+        found = [f for f in found if pattern.fullmatch(f[0])]
     # Kafka: only the transactional ids the principal may DESCRIBE.
     found = authz.filter_allowed(request, authz.DESCRIBE, authz.TRANSACTIONAL_ID, found, lambda f: f[0])
     return {"throttle_time_ms": 0, "error_code": error, "unknown_state_filters": unknown,

@@ -1,6 +1,6 @@
 """Metadata (api key 3): brokers, cluster id, controller, topics, partitions, leaders, epochs.
 
-Versions 0-12.
+Versions 0-13.
 - v0: topics array; an empty array means "all topics".
 - v1: null topics = all topics, empty = none; controller_id; is_internal; rack.
 - v2: cluster_id.
@@ -13,6 +13,9 @@ Versions 0-12.
 - v10: topic ids (KIP-516).
 - v11: cluster authorized operations removed.
 - v12: topics may be requested by id (name null).
+- v13: top-level error_code (KIP-1102). Kafka 4.4's broker sets it only in the error answer to a
+  whole request (MetadataRequest.getErrorResponse); every answer here carries 0. A client that
+  gets REBOOTSTRAP_REQUIRED in it rebootstraps; no Kafka broker sends that yet.
 
 Before v12 a null name or a non-zero topic id is INVALID_REQUEST for the whole request (Kafka 3.9's
 KafkaApis: "Topic name can not be null" / "Topic IDs are not supported in requests for version");
@@ -47,7 +50,7 @@ from protocol.errors import ErrorCode
 
 API_KEY = 3
 NAME = "Metadata"
-VERSIONS = (0, 12)
+VERSIONS = (0, 13)
 
 ZERO_UUID = uuid.UUID(int=0)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -98,9 +101,11 @@ def _names_or_ids_invalid(requested: list[dict]) -> bool:
 
 def invalid_request_response(requested: list[dict]) -> dict:
     """Kafka's MetadataRequest.getErrorResponse for INVALID_REQUEST: every requested topic gets the
-    error, a null name becomes "" (the v10/v11 response cannot carry null), no brokers."""
+    error, a null name becomes "" (the v10/v11 response cannot carry null), no brokers; v13 and
+    later would carry it at the top level too (no v12+ request gets here)."""
     return {
         "throttle_time_ms": 0,
+        "error_code": ErrorCode.INVALID_REQUEST,
         "brokers": [],
         "cluster_id": None,
         "controller_id": -1,
@@ -220,6 +225,7 @@ def _response(request: ApiRequest, topics: Any) -> dict:
     ]
     return {
         "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
         "brokers": brokers,
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,

@@ -12,6 +12,10 @@ closes the connection).
   (TxnOffsetCommit) answers UNSTABLE_OFFSET_COMMIT (retriable) instead of its committed offset.
 - v8: several groups per request (KIP-709).
 - v9: member_id / member_epoch for KIP-848 groups (ignored for classic groups, as Kafka).
+- v10: topics by topic_id instead of name, in the request and the answer (KIP-848 follow-up). An
+  id no topic has answers UNKNOWN_TOPIC_ID on each requested partition (offset -1), before the
+  topic authorization check; a fetch of every topic answers each with its id and leaves out the
+  committed offsets of topics that no longer exist (Kafka 4.4's KafkaApis).
 
 A partition without a committed offset answers offset -1, metadata "" and no error. Before v2
 a group-level error (coordinator not available / loading / not coordinator) is put on every
@@ -29,7 +33,7 @@ from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 9
 NAME = "OffsetFetch"
-VERSIONS = (1, 9)
+VERSIONS = (1, 10)
 
 
 def _partition(index: int, om: Any, error: int = ErrorCode.NONE) -> dict:
@@ -84,6 +88,35 @@ def _authorized_group(request: ApiRequest, group_id: str, topics: list[dict] | N
     return error, found + refused
 
 
+def _group_by_topic_ids(request: ApiRequest, group_id: str, topics: list[dict] | None, member_id: str | None,
+                        member_epoch: int) -> tuple[int, list[dict]]:
+    """v10: the group's offsets for topics named by id, answered with their ids."""
+    image = request.broker.metadata.image
+    if topics is None:
+        error, found = _authorized_group(request, group_id, None, member_id, member_epoch)
+        answered = []
+        for t in found:
+            topic = image.topics.get(t["name"])
+            if topic is not None:  # offsets of a deleted topic have no id to be answered with
+                answered.append({**t, "topic_id": topic.topic_id})
+        return error, answered
+    by_name: dict[str, Any] = {}
+    named: list[dict] = []
+    unknown: list[dict] = []
+    for t in topics:
+        topic = image.topics_by_id.get(t["topic_id"])
+        if topic is None:
+            unknown.append({"name": "", "topic_id": t["topic_id"], "partitions": [
+                _partition(p, None, ErrorCode.UNKNOWN_TOPIC_ID) for p in t["partition_indexes"]]})
+        else:
+            by_name[topic.name] = t["topic_id"]
+            named.append({"name": topic.name, "partition_indexes": t["partition_indexes"]})
+    error, found = _authorized_group(request, group_id, named, member_id, member_epoch)
+    if error != ErrorCode.NONE:
+        return error, []
+    return error, [{**t, "topic_id": by_name[t["name"]]} for t in found] + unknown
+
+
 def handle(request: ApiRequest) -> dict:
     body = request.body
     if request.api_version >= 8:
@@ -91,7 +124,10 @@ def handle(request: ApiRequest) -> dict:
         for g in body["groups"]:
             # v9: member_id/member_epoch, validated for KIP-848 groups.
             member = (g["member_id"], g["member_epoch"]) if request.api_version >= 9 else (None, -1)
-            error, topics = _authorized_group(request, g["group_id"], g["topics"], *member)
+            if request.api_version >= 10:
+                error, topics = _group_by_topic_ids(request, g["group_id"], g["topics"], *member)
+            else:
+                error, topics = _authorized_group(request, g["group_id"], g["topics"], *member)
             groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     if request.api_version < 2 and not authz.allowed(request, authz.DESCRIBE, authz.GROUP, body["group_id"]):

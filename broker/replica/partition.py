@@ -65,12 +65,13 @@ if TYPE_CHECKING:
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
-# ListOffsets special timestamps (KIP-734, KIP-405, KIP-1005).
+# ListOffsets special timestamps (KIP-734, KIP-405, KIP-1005, KIP-1023).
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
-EARLIEST_PENDING_UPLOAD_TIMESTAMP = -5
+LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 
 # A per-request check of a produced record set (Produce's version-dependent header checks).
 RecordCheck = Callable[[Any], None]
@@ -532,8 +533,8 @@ class Partition:
         if timestamp == LATEST_TIMESTAMP:
             self._check_high_watermark_caught_up()
             return visible, -1, self.leader_epoch
-        if timestamp == EARLIEST_PENDING_UPLOAD_TIMESTAMP:
-            return -1, -1, -1
+        if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+            return -1, -1, -1  # nothing is tiered: Kafka's answer for a topic without remote storage
         if timestamp == MAX_TIMESTAMP:
             found = self.log.max_timestamp_and_offset()
             if found is None or found[1] >= visible:

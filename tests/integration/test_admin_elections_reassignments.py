@@ -44,7 +44,7 @@ def test_api_versions_advertises_the_new_apis(client: WireClient) -> None:
             for k in client.request(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
             ["api_keys"]}
     assert keys[ELECT_LEADERS] == (0, 2)
-    assert keys[ALTER_REASSIGNMENTS] == (0, 0) and keys[LIST_REASSIGNMENTS] == (0, 0)
+    assert keys[ALTER_REASSIGNMENTS] == (0, 1) and keys[LIST_REASSIGNMENTS] == (0, 0)
     # Not ControlledShutdown (7, retired in Kafka 4.0) nor AlterPartition (56, controller listeners
     # only): tests/integration/test_api_versions_surface.py.
     assert 7 not in keys and 56 not in keys

@@ -27,7 +27,9 @@ def test_v0_and_v1_brokers_cluster_and_controller(broker) -> None:
         assert resp["error_code"] == 0 and resp["error_message"] is None
         assert resp["cluster_id"] == expected_id
         assert resp["controller_id"] == 1
-        assert resp["brokers"] == [{"broker_id": 1, "host": broker.host, "port": broker.port, "rack": None}]
+        # is_fenced (v2) is not in v0/v1: the decoder's default, false.
+        assert resp["brokers"] == [{"broker_id": 1, "host": broker.host, "port": broker.port, "rack": None,
+                                    "is_fenced": False}]
         assert resp["cluster_authorized_operations"] == OMITTED
     assert describe_cluster(broker, 1)["endpoint_type"] == 1
 

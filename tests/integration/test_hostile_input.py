@@ -20,19 +20,19 @@ from tests.support.wire import WireClient
 EXPECTED_APIS = [
     (0, 0, 11),  # Produce (served from v3; v0-2 advertised as Kafka 4.4 does, KAFKA-18659)
     (1, 4, 17),  # Fetch
-    (2, 1, 10),  # ListOffsets
-    (3, 0, 12),  # Metadata
-    (8, 2, 9),  # OffsetCommit (v0-1 retired by Kafka 4.0, KIP-896)
-    (9, 1, 9),  # OffsetFetch (v0 retired by Kafka 4.0, KIP-896)
+    (2, 1, 11),  # ListOffsets
+    (3, 0, 13),  # Metadata
+    (8, 2, 10),  # OffsetCommit (v0-1 retired by Kafka 4.0, KIP-896)
+    (9, 1, 10),  # OffsetFetch (v0 retired by Kafka 4.0, KIP-896)
     (10, 0, 6),  # FindCoordinator
     (11, 0, 9),  # JoinGroup
     (12, 0, 4),  # Heartbeat
     (13, 0, 5),  # LeaveGroup
     (14, 0, 5),  # SyncGroup
-    (15, 0, 5),  # DescribeGroups
+    (15, 0, 6),  # DescribeGroups
     (16, 0, 5),  # ListGroups
     (17, 0, 1),  # SaslHandshake (v0: bare SASL tokens follow)
-    (18, 0, 4),  # ApiVersions
+    (18, 0, 5),  # ApiVersions
     (19, 0, 7),  # CreateTopics
     (20, 0, 6),  # DeleteTopics
     (21, 0, 2),  # DeleteRecords
@@ -54,7 +54,7 @@ EXPECTED_APIS = [
     (42, 0, 2),  # DeleteGroups
     (43, 0, 2),  # ElectLeaders
     (44, 0, 1),  # IncrementalAlterConfigs
-    (45, 0, 0),  # AlterPartitionReassignments
+    (45, 0, 1),  # AlterPartitionReassignments
     (46, 0, 0),  # ListPartitionReassignments
     (47, 0, 0),  # OffsetDelete
     (48, 0, 1),  # DescribeClientQuotas
@@ -62,12 +62,12 @@ EXPECTED_APIS = [
     (50, 0, 0),  # DescribeUserScramCredentials
     (51, 0, 0),  # AlterUserScramCredentials
     (57, 0, 2),  # UpdateFeatures
-    (60, 0, 1),  # DescribeCluster
+    (60, 0, 2),  # DescribeCluster
     (61, 0, 0),  # DescribeProducers
     (65, 0, 0),  # DescribeTransactions
-    (66, 0, 1),  # ListTransactions
+    (66, 0, 2),  # ListTransactions
     (68, 0, 1),  # ConsumerGroupHeartbeat
-    (69, 0, 0),  # ConsumerGroupDescribe
+    (69, 0, 1),  # ConsumerGroupDescribe
     (75, 0, 0),  # DescribeTopicPartitions
 ]
 
