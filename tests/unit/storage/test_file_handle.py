@@ -78,9 +78,14 @@ def test_a_failed_read_of_a_slice_is_a_storage_error_not_an_os_error(tmp_path):
         assert FetchSlice(_Unowned(fd), 10, 20).read_bytes() == b"x" * 20  # type: ignore[arg-type]
     finally:
         os.close(fd)
-    # The same number, no longer open: pread fails (EBADF), as it would with EIO on a dying disk.
-    with pytest.raises(KafkaStorageError) as info:
-        FetchSlice(_Unowned(fd), 10, 20).read_bytes()  # type: ignore[arg-type]
+    # A descriptor pread refuses (EISDIR here; EIO on a dying disk). Not a closed number: another
+    # thread could be given it again meanwhile.
+    refusing = os.open(tmp_path, os.O_RDONLY)
+    try:
+        with pytest.raises(KafkaStorageError) as info:
+            FetchSlice(_Unowned(refusing), 10, 20).read_bytes()  # type: ignore[arg-type]
+    finally:
+        os.close(refusing)
     assert info.value.code == ErrorCode.KAFKA_STORAGE_ERROR
 
 
