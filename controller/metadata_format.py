@@ -27,7 +27,8 @@ Rules:
    an old broker cannot read, until the last broker runs the new release; then the controller raises
    it by itself (Kafka waits for ``kafka-features upgrade``; here nothing else depends on the level,
    and an operator who forgets would keep the log growing forever).
-4. What needs a level waits for it: ``at_least(image, level)``.
+4. What needs a level waits for it: ``image.metadata_format >= level`` (the controller's snapshots,
+   broker/coordinator/partition_rule.py's switch to Kafka's partition rule).
 5. A release that finds the store at a level above ``LATEST`` refuses to go on
    (``UnsupportedMetadataFormatError`` from ``controller.image.apply``), naming both levels: starting
    would mean misreading the store. A registration whose range does not include the finalized level is
