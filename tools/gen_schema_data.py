@@ -41,7 +41,8 @@ OPEN = 32767  # "N+" version ranges end here
 #       import NEWER_APIS; print(",".join(NEWER_APIS))')" > protocol/schema_data.py
 NEWER_APIS = (
     "AlterPartitionReassignments", "ApiVersions", "ConsumerGroupDescribe", "DescribeCluster",
-    "DescribeGroups", "ListOffsets", "ListTransactions", "Metadata", "OffsetCommit", "OffsetFetch",
+    "DescribeGroups", "ListConfigResources", "ListOffsets", "ListTransactions", "Metadata", "OffsetCommit",
+    "OffsetFetch",
 )
 
 
@@ -163,6 +164,13 @@ def main(msg_dir: str, kinds: tuple[str, ...] = ("request", "response", "header"
             for name in (f"{api}Request", f"{api}Response"):
                 if name not in newer_specs:
                     raise SystemExit(f"{newer[0]} has no {name}")
+                # An API Kafka renamed keeps its key: the base definition under the old name goes
+                # (ListClientMetricsResources became ListConfigResources in 4.1, KIP-1142).
+                renamed = [old for old, spec in specs.items() if old != name
+                           and spec.get("apiKey") == newer_specs[name].get("apiKey")
+                           and spec.get("type") == newer_specs[name].get("type")]
+                for old in renamed:
+                    del specs[old]
                 specs[name] = newer_specs[name]
     messages = {name: convert_message(spec) for name, spec in specs.items()}
     what = "coordinator record" if kinds == ("data",) else "message"
