@@ -17,6 +17,11 @@ moved the last Scala ones, ConsoleProducer, ConfigCommand and AclCommand, to kaf
     kafka-delete-records    org.apache.kafka.tools.DeleteRecordsCommand
     kafka-dump-log          org.apache.kafka.tools.DumpLogSegments   (kafka.tools.DumpLogSegments in 3.9)
     kafka-features          org.apache.kafka.tools.FeatureCommand
+    kafka-transactions      org.apache.kafka.tools.TransactionsCommand
+    kafka-cluster           org.apache.kafka.tools.ClusterTool
+    kafka-log-dirs          org.apache.kafka.tools.LogDirsCommand
+    kafka-leader-election   org.apache.kafka.tools.LeaderElectionCommand
+    kafka-reassign-partitions  org.apache.kafka.tools.reassign.ReassignPartitionsCommand
     kafka-producer-perf-test  org.apache.kafka.tools.ProducerPerformance
     kafka-consumer-perf-test  org.apache.kafka.tools.ConsumerPerformance
     kafka-e2e-latency       org.apache.kafka.tools.EndToEndLatency
@@ -50,6 +55,9 @@ TOOLS: dict[str, str] = {
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
     "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
     "kafka-features": "org.apache.kafka.tools.FeatureCommand",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
+    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
     "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
     "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
