@@ -38,6 +38,7 @@ from controller.metadata_format import LATEST
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import cluster_or_skip
 from tests.support.old_release import release_tree
+from tests.support.wire import WireClient
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
@@ -245,8 +246,20 @@ def test_a_single_node_data_dir_of_the_previous_release_opens_with_everything_it
     new.start(60)
     try:
         check_with_this_release(new.bootstrap, written)
+        # The feature levels 0.1.0 behaved at, finalized when the format rose: KIP-848 stays on and
+        # transaction.version 0 (TransactionLogValue v0) until kafka-features raises it.
+        assert finalized_features(new.host, new.port) == UPGRADED_LEVELS
     finally:
         assert new.stop() == 0, new.log_text()
+
+
+UPGRADED_LEVELS = {"metadata.version": 33, "group.version": 1}
+
+
+def finalized_features(host: str, port: int) -> dict[str, int]:
+    with WireClient(host, port) as c:
+        r = c.request(18, 4, {"client_software_name": "t", "client_software_version": "1"})
+    return {f["name"]: f["max_version_level"] for f in r["finalized_features"]}
 
 
 def metadata_format_in_etcd(c: ClusterProcesses) -> int:
@@ -295,6 +308,8 @@ def test_a_cluster_of_the_previous_release_opens_with_everything_it_acknowledged
         check_with_this_release(c.bootstrap, written)
         # Every registered broker runs this release now: the controller raised the metadata format.
         assert c.wait_until(lambda: metadata_format_in_etcd(c) == LATEST, 30), c.logs()
+        assert c.wait_until(lambda: all(finalized_features(c.broker(n).host, c.broker(n).port) == UPGRADED_LEVELS
+                                        for n in c.node_ids), 10), c.logs()
 
 
 def test_a_rolling_upgrade_under_load_loses_nothing(tmp_path: Path) -> None:
