@@ -1374,13 +1374,11 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
             raise ConfigError(f"Malformed config file {os.fspath(path)!r}: {e}") from None
     layers.append(_Layer("env", config_from_environ(os.environ if environ is None else environ)))
     layers.append(_Layer("override", parse_overrides(overrides)))
-    if path is None and not any(k in layer.values for layer in layers for k in ("node.id", "broker.id")):
+    builtin = path is None and not any(k in layer.values for layer in layers for k in ("node.id", "broker.id"))
+    if builtin:
         # `odradek` alone (e.g. after `pip install odradek`) runs the single-node broker of the
         # shipped config/server.properties instead of stopping on a missing node.id.
         layers.insert(0, _Layer("file", dict(SINGLE_NODE_DEFAULTS)))
-        log.info("No config file and no node.id given: using the built-in single-node configuration "
-                 "(config/server.properties' settings), data in %s",
-                 Path(SINGLE_NODE_DEFAULTS["log.dirs"]).resolve())
 
     merged: dict[str, str] = {}
     for layer in layers:
@@ -1395,6 +1393,11 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
                 warned.add(key)
                 log.warning("Unknown configuration %r (from %s) is ignored", key, layer.origin)
     cfg = BrokerConfig(layers)
+    if builtin:
+        # The dirs the broker will use, after the environment and --override (log.dirs=X moves them).
+        log.info("No config file and no node.id given: using the built-in single-node configuration "
+                 "(config/server.properties' settings), data in %s",
+                 ", ".join(str(d.resolve()) for d in cfg.log_dirs))
     cfg.log_config()  # topic-level defaults must be valid too, or start-up stops here, not later
     # TLS key material is loaded now (once, not on every derived config), so bad or missing keys
     # stop start-up with a message naming the key.

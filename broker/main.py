@@ -7,7 +7,8 @@ config/server.properties' settings, localhost:9092, data in ./data/kafka-logs).
 
 Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT), 1 when the configuration is invalid
 (the message names the key and the accepted values) or start-up fails (another process holds a
-log dir's ``.lock``: the line names the dir and its PID), and 1 when the broker
+log dir's ``.lock``: the line names the dir and its PID; a listener cannot bind: Kafka's "Socket
+server failed to bind to host:port", with the listener's name and the reason), and 1 when the broker
 stopped itself (every log dir failed, or the metadata log dir did: Kafka's "Shutdown broker
 because ...") or its shutdown could not save everything (a disk gone read-only). Each of those
 ends with one ERROR line saying why, not a traceback; an unexpected exception still gets one.
@@ -117,8 +118,16 @@ def raise_open_files_limit() -> tuple[int, int]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    # `cluster` is dispatched in main() before argparse sees it (a positional subparser would take a
+    # config file named like a subcommand), so the help names it by hand.
     parser = argparse.ArgumentParser(
-        prog="odradek", description="Odradek: a Kafka-compatible message broker (one node)."
+        prog="odradek",
+        usage="odradek [config] [--override key=value ...]\n       odradek cluster [--brokers N] ...",
+        description="Odradek: a Kafka-compatible message broker.\n\n`odradek [config]` runs one broker: a "
+                    "single node, or a member of a\ncluster when its config sets metadata.store=etcd://host:port.",
+        epilog="subcommands:\n  cluster     etcd plus N brokers on this machine until Ctrl-C, to try a cluster\n"
+               "              (odradek cluster --help)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("config", nargs="?",
                         help="server.properties file (Kafka's keys); without one (and without a node.id from "

@@ -66,6 +66,12 @@ ACCEPT_FAILURE_LOG_INTERVAL = 1.0
 _RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
+class ListenerBindError(OSError):
+    """A listener could not be bound or listen (address in use, not this machine's, a privileged
+    port, an unresolvable host). Its text is Kafka's "Socket server failed to bind to host:port:
+    reason." with the listener's name, so the one start-up line says which address and why."""
+
+
 @dataclass
 class Endpoint:
     name: str
@@ -248,14 +254,22 @@ class SocketServer:
 
     def _listen(self, ep: Endpoint) -> socket.socket:
         host = ep.host or None
-        infos = socket.getaddrinfo(host, ep.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        where = f"{ep.host or '0.0.0.0'}:{ep.port} (listener {ep.name})"
+        try:
+            infos = socket.getaddrinfo(host, ep.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        except OSError as exc:  # socket.gaierror: Kafka says "Unresolved address"
+            raise ListenerBindError(f"Socket server failed to bind to {where}: {exc.strerror or exc}.") from None
         family, _, _, _, addr = infos[0]
         sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if family == socket.AF_INET6 and not ep.host:
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        sock.bind(addr)
-        sock.listen(self.backlog)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and not ep.host:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            sock.bind(addr)
+            sock.listen(self.backlog)
+        except OSError as exc:
+            sock.close()
+            raise ListenerBindError(f"Socket server failed to bind to {where}: {exc.strerror or exc}.") from None
         sock.setblocking(False)
         return sock
 

@@ -374,3 +374,67 @@ def test_single_node_start_up_stays_under_half_a_second(tmp_path) -> None:
             "print(sorted(m for m in sys.modules if m.startswith(('grpc', 'aetcd'))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_help_names_the_cluster_subcommand() -> None:
+    result = run_daemon(["--help"])
+    assert result.returncode == 0, result.stderr
+    assert "(one node)" not in result.stdout
+    usage = result.stdout.split("\n\n")[0].splitlines()
+    assert usage[0].startswith("usage: odradek [config]") and usage[1].strip().startswith("odradek cluster"), usage
+    assert "cluster     etcd plus N brokers" in result.stdout and "odradek cluster --help" in result.stdout
+
+
+def test_log_dirs_override_without_a_config_file_is_the_data_dir_logged_and_used(tmp_path) -> None:
+    # `odradek --override log.dirs=X`: the built-in configuration with X as its data dir; the start-up
+    # line named ./data/kafka-logs under the working directory instead.
+    port, work, elsewhere = free_port(), tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(REPO), KAFKA_LISTENERS=f"PLAINTEXT://127.0.0.1:{port}")
+    env.pop("KAFKA_LOG_DIRS", None)
+    env.pop("KAFKA_NODE_ID", None)
+    proc = subprocess.Popen([sys.executable, "-m", "broker.main", "--override", f"log.dirs={elsewhere}"], cwd=work,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        with connect_when_up(proc, port) as c:
+            resp = c.request(3, 12, {"topics": [{"name": "moved"}], "allow_auto_topic_creation": True})
+        assert resp["topics"][0]["error_code"] == 0
+        assert (elsewhere / "moved-0").is_dir() and not (work / "data").exists()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    (line,) = [x for x in proc.stderr.read().splitlines() if "built-in single-node configuration" in x]
+    assert line.endswith(f"data in {elsewhere} (broker.config)"), line
+
+
+def test_a_port_in_use_stops_start_up_naming_the_address_and_the_listener(tmp_path) -> None:
+    holder = BrokerProcess(tmp_path / "holder").start()
+    second = BrokerProcess(tmp_path / "second").start()
+    try:
+        with WireClient(second.host, second.port) as c:
+            c.request(19, 7, {"topics": [{"name": "kept", "num_partitions": 1, "replication_factor": 1}],
+                              "timeout_ms": 5000})
+        assert second.stop() == 0
+        taken = BrokerProcess(tmp_path / "second", port=holder.port)
+        assert taken.spawn().wait(20) == 1
+        taken.kill()
+        text = taken.log_text()
+        assert "Traceback" not in text, text
+        attempt = text[text.rindex("Open files limit"):]  # this start's lines, after the first run's
+        (error,) = [line for line in attempt.splitlines() if " ERROR " in line]
+        assert (f"Socket server failed to bind to 127.0.0.1:{holder.port} (listener PLAINTEXT): "
+                "Address already in use.") in error, error
+        assert "shut down cleanly" not in attempt and "did not start" in attempt, attempt
+        # Nothing lost: the topic is there and the next start on a free port needs no recovery.
+        assert (tmp_path / "second" / "logs" / "kept-0").is_dir()
+        assert (tmp_path / "second" / "logs" / ".kafka_cleanshutdown").exists()
+        second.start()
+        with WireClient(second.host, second.port) as c:
+            topics = c.request(3, 12, {"topics": None})["topics"]
+        assert [t["name"] for t in topics if not t["name"].startswith("__")] == ["kept"]
+        # The broker holding the port was not disturbed.
+        with WireClient(holder.host, holder.port) as c:
+            assert c.request(18, 0, {})["error_code"] == 0
+    finally:
+        second.stop()
+        holder.stop()
