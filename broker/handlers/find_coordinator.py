@@ -13,8 +13,9 @@ Group keys: the coordinator is the leader of ``__consumer_offsets`` partition
 ``__consumer_offsets`` (compacted, ``offsets.topic.num.partitions`` partitions) and answers
 COORDINATOR_NOT_AVAILABLE; the client retries. The replication factor is
 ``offsets.topic.replication.factor`` (Kafka's default 3). In a cluster, as Kafka, the topic is not
-created while fewer brokers are live than that (COORDINATOR_NOT_AVAILABLE until they are), so it
-never ends up less replicated than configured; a single node caps it at its one broker, so the
+created while fewer brokers are live than that (COORDINATOR_NOT_AVAILABLE until they are, and one
+WARN line with Kafka's "Number of alive brokers ... does not meet the required replication factor"
+and the remedy), so it never ends up less replicated than configured; a single node caps it at its one broker, so the
 default of 3 works there (most single-node setups override it).
 Transaction keys: the leader of ``__transaction_state`` partition
 ``abs(hashCode(transactional.id)) % transaction.state.log.num.partitions``; the first lookup
@@ -70,16 +71,24 @@ async def _ensure_topic(request: ApiRequest, topic: str) -> bool:
     if topic == OFFSETS_TOPIC:
         key = "offsets.topic.replication.factor"
         partitions = cfg["offsets.topic.num.partitions"]
+        what, waiting = "the offsets topic", "consumer groups"
     else:
         key = "transaction.state.log.replication.factor"
         partitions = cfg["transaction.state.log.num.partitions"]
+        what, waiting = "the transactions state topic", "transactional producers"
     rf = int(cfg[key])
     if cfg["metadata.store"] == "local":  # one node
         rf = min(rf, max(live, 1))
     elif live < rf:
         if (topic, rf, live) not in _reported_short:
             _reported_short.add((topic, rf, live))
-            log.info("not creating %s yet: %s is %d and %d brokers are live", topic, key, rf, live)
+            # A WARN: the clients only retry COORDINATOR_NOT_AVAILABLE, silently, so this line is the
+            # one clue why a consumer group hangs. Kafka's words, then what to do.
+            log.warning("Number of alive brokers '%d' does not meet the required replication factor '%d' for %s "
+                        "(configured via '%s'). This error can be ignored if the cluster is starting up and not "
+                        "all brokers are up yet. Until then %s wait and %s is not created: start more brokers, "
+                        "or set %s to at most %d on every broker.", live, rf, what, key, waiting, topic, key,
+                        max(live, 1))
         return False
     if topic == OFFSETS_TOPIC:
         configs = {"cleanup.policy": "compact", "compression.type": "producer",

@@ -158,6 +158,11 @@ def test_offsets_topic_waits_for_as_many_live_brokers_as_its_replication_factor(
         assert coordinator_of(cluster, 1) == -1
     md = cluster.request(1, "Metadata", 12, {"topics": None})
     assert "__consumer_offsets" not in [t["name"] for t in md["topics"]]
+    # The clients retry without a word, so the broker's log says why, once, as a WARN with the remedy.
+    (line,) = [x for x in cluster.log_text(1, 200_000).splitlines() if "does not meet the required" in x]
+    assert (" WARN" in line and "Number of alive brokers '2' does not meet the required replication factor '3' "
+            "for the offsets topic (configured via 'offsets.topic.replication.factor')" in line
+            and "start more brokers, or set offsets.topic.replication.factor to at most 2" in line), line
     cluster.start(3)
     assert cluster.wait_until(lambda: coordinator_of(cluster, 1) > 0, 30), cluster.logs()
     assert all(sorted(p["replica_nodes"]) == [1, 2, 3] for p in offsets_partitions(cluster, 1))
