@@ -56,6 +56,7 @@ from pathlib import Path
 
 from controller import (
     acls,
+    client_metrics_configs,
     client_quotas,
     elections,
     feature_updates,
@@ -1303,7 +1304,7 @@ class Controller:
     async def incremental_alter_configs(
         self, resources: Sequence[AlterConfigsResource], validate_only: bool = False
     ) -> list[AlterConfigsResult]:
-        """IncrementalAlterConfigs: SET/DELETE/APPEND/SUBTRACT per key, for topic and broker resources."""
+        """IncrementalAlterConfigs: SET/DELETE/APPEND/SUBTRACT per key, for topic, broker and client metrics resources."""
         return await self._alter_configs(resources, validate_only, incremental=True)
 
     async def alter_configs(
@@ -1362,6 +1363,14 @@ class Controller:
                 if node_id not in self._image.brokers:
                     raise _ApiError(ErrorCode.BROKER_ID_NOT_REGISTERED, f"No node with id {node_id} found.")
             return self._image.broker_configs.get(name, {})
+        if resource_type == ConfigResourceType.CLIENT_METRICS:
+            if self._image.metadata_format < metadata_format.CLIENT_METRICS_CONFIGS:
+                # A 0.1.0 broker could not read the records (it refuses a resource type it does not know).
+                raise _ApiError(ErrorCode.UNSUPPORTED_VERSION,
+                                "Client metrics subscriptions need every broker to run Odradek 0.2.0 or newer "
+                                f"({metadata_format.FEATURE} level {metadata_format.CLIENT_METRICS_CONFIGS}); "
+                                f"the metadata is at level {self._image.metadata_format}.")
+            return self._image.client_metrics.get(name, {})
         raise _ApiError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
 
     def _incremental_config_records(self, resource: AlterConfigsResource) -> list[MetadataRecord]:
@@ -1434,6 +1443,11 @@ class Controller:
                 validate_topic_configs(merged)
             except TopicConfigError as e:
                 raise _ApiError(ErrorCode.INVALID_CONFIG, str(e)) from None
+        if resource.resource_type == ConfigResourceType.CLIENT_METRICS:
+            try:
+                client_metrics_configs.validate(resource.resource_name, merged)
+            except client_metrics_configs.ClientMetricsConfigError as e:
+                raise _ApiError(e.code, str(e)) from None
         # TODO(broker configs): validate dynamic broker configs once broker/config.py defines them.
         return records
 

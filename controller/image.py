@@ -12,9 +12,11 @@ Rules (Kafka's, from MetadataDelta / TopicsDelta / PartitionRegistration.merge):
 3. RemoveTopicRecord drops the topic, its partitions and its config overrides.
 4. UserScramCredentialRecord sets one (user, mechanism)'s SCRAM credential,
    RemoveUserScramCredentialRecord drops it (``MetadataImage.scram_credentials``).
-5. ConfigRecord sets (value) or deletes (``None``) one key of a topic or broker resource; topic
-   config overrides live on ``TopicImage.configs``, broker ones in ``MetadataImage.broker_configs``
-   (resource name "" = cluster default).
+5. ConfigRecord sets (value) or deletes (``None``) one key of a topic, broker or client metrics
+   resource; topic config overrides live on ``TopicImage.configs``, broker ones in
+   ``MetadataImage.broker_configs`` (resource name "" = cluster default), client metrics
+   subscriptions (KIP-714) in ``MetadataImage.client_metrics`` (a subscription left without keys is
+   dropped, as Kafka's ClientMetricsManager drops it).
 5. AccessControlEntryRecord adds an ACL under its id, RemoveAccessControlEntryRecord drops it
    (``delta.acls_changed``).
 6. ClientQuotaRecord sets or removes one quota key of an entity in ``client_quotas`` (an entity
@@ -132,6 +134,7 @@ class MetadataDelta:
     changed_partitions: set[tuple[str, int]] = field(default_factory=set)
     changed_topic_configs: set[str] = field(default_factory=set)
     changed_broker_configs: set[str] = field(default_factory=set)
+    changed_client_metrics: set[str] = field(default_factory=set)
     changed_brokers: set[int] = field(default_factory=set)
     controller_changed: bool = False
     acls_changed: bool = False
@@ -145,6 +148,7 @@ class MetadataDelta:
         self.changed_partitions |= other.changed_partitions
         self.changed_topic_configs |= other.changed_topic_configs
         self.changed_broker_configs |= other.changed_broker_configs
+        self.changed_client_metrics |= other.changed_client_metrics
         self.changed_brokers |= other.changed_brokers
         self.controller_changed |= other.controller_changed
         self.acls_changed |= other.acls_changed
@@ -164,6 +168,9 @@ class MetadataImage:
     topics: dict[str, TopicImage] = field(default_factory=dict)
     topics_by_id: dict[uuid.UUID, TopicImage] = field(default_factory=dict)
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Client metrics subscriptions (CLIENT_METRICS ConfigRecords): name -> key -> value, in the
+    # order they were first created (ListConfigResources and the subscription ids follow it).
+    client_metrics: dict[str, dict[str, str]] = field(default_factory=dict)
     # Every ACL by its id (AccessControlEntryRecord); the broker's authorizer indexes them.
     acls: dict[uuid.UUID, AccessControlEntryRecord] = field(default_factory=dict)
     # SCRAM credentials by (user name, mechanism type): SASL/SCRAM on every broker reads them here.
@@ -271,6 +278,9 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
             elif rtype == ConfigResourceType.BROKER:
                 target = image.broker_configs.setdefault(rname, {})
                 delta.changed_broker_configs.add(rname)
+            elif rtype == ConfigResourceType.CLIENT_METRICS:
+                target = image.client_metrics.setdefault(rname, {})
+                delta.changed_client_metrics.add(rname)
             else:
                 raise MetadataApplyError(f"ConfigRecord for unsupported resource type {rtype}")
             if value is None:
@@ -279,6 +289,8 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
                     # No entry for a broker without overrides, as in a replay of a snapshot, which
                     # writes none for it (Kafka's ConfigurationsImage drops empty resources too).
                     del image.broker_configs[rname]
+                if not target and rtype == ConfigResourceType.CLIENT_METRICS:
+                    del image.client_metrics[rname]
             else:
                 target[key] = value
         case ClientQuotaRecord(entity=entity, key=key, value=value, remove=remove):

@@ -10,6 +10,7 @@ image) gives an equal image. Piece by piece, from ``controller.image.MetadataIma
 - ``brokers``: one RegisterBrokerRecord each (it carries the broker epoch, the incarnation, every
   endpoint, the fenced flag and the feature ranges it reads);
 - ``broker_configs``: one ConfigRecord (BROKER) per key, "" being the cluster-wide default;
+- ``client_metrics``: one ConfigRecord (CLIENT_METRICS) per key of each subscription, in the image's order;
 - ``topics``: per topic a TopicRecord (id, internal flag), its ConfigRecords (TOPIC), then one
   PartitionRecord per partition carrying the whole ``PartitionState`` (leader and partition epochs,
   replicas, ISR, ongoing reassignment, offline replicas);
@@ -62,6 +63,9 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
     for resource in sorted(image.broker_configs):
         for key, value in sorted(image.broker_configs[resource].items()):
             out.append(ConfigRecord(ConfigResourceType.BROKER, resource, key, value))
+    for subscription, values in image.client_metrics.items():
+        for key, value in sorted(values.items()):
+            out.append(ConfigRecord(ConfigResourceType.CLIENT_METRICS, subscription, key, value))
     for name in sorted(image.topics):
         topic = image.topics[name]
         out.append(TopicRecord(topic.name, topic.topic_id, topic.is_internal))
@@ -120,6 +124,9 @@ def image_delta(old: MetadataImage, new: MetadataImage) -> MetadataDelta:
     for resource in set(old.broker_configs) | set(new.broker_configs):
         if old.broker_configs.get(resource) != new.broker_configs.get(resource):
             delta.changed_broker_configs.add(resource)
+    for subscription in set(old.client_metrics) | set(new.client_metrics):
+        if old.client_metrics.get(subscription) != new.client_metrics.get(subscription):
+            delta.changed_client_metrics.add(subscription)
     for broker_id in set(old.brokers) | set(new.brokers):
         if old.brokers.get(broker_id) != new.brokers.get(broker_id):
             delta.changed_brokers.add(broker_id)

@@ -12,7 +12,9 @@ level  release   what a store at this level may hold beyond the level below
                  one is at level 1)
 2      0.2.0     FeatureLevelRecord; metadata snapshots (a store whose batches start after offset 0,
                  etcd's snapshot keys); a RegisterBrokerRecord's ``features``; the group and
-                 transaction coordinators' migration to Kafka's partition rule (broker.coordinator.rehash)
+                 transaction coordinators' migration to Kafka's partition rule (broker.coordinator.rehash);
+                 ConfigRecords of CLIENT_METRICS subscriptions (0.1.0 refuses a resource type it does
+                 not know)
 =====  ========  =======================================================================================
 
 Rules:
@@ -57,6 +59,7 @@ UNVERSIONED = 1
 SNAPSHOTS = 2
 COORDINATOR_REHASH = 2
 FEATURE_LEVELS = 2  # Kafka's feature levels (controller.features), FeatureLevelRecords of their own
+CLIENT_METRICS_CONFIGS = 2  # KIP-714 subscriptions (controller.client_metrics_configs)
 
 # (feature, min level, max level) this release reads, as a registration carries it.
 SUPPORTED: tuple[tuple[str, int, int], ...] = ((FEATURE, MIN_SUPPORTED, LATEST),)

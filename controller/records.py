@@ -41,6 +41,7 @@ class ConfigResourceType(IntEnum):
 
     TOPIC = 2
     BROKER = 4
+    CLIENT_METRICS = 16  # a client metrics subscription (controller.client_metrics_configs)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 The image under test is built the way the controller builds one, by applying the records it writes
 (registrations, fencing, configs, topic creation and deletion, leader and ISR changes, a
-reassignment, offline replicas, ACLs, SCRAM credentials, client quotas). ``test_every_field_is_exercised``
+reassignment, offline replicas, ACLs, SCRAM credentials, client quotas, client metrics subscriptions). ``test_every_field_is_exercised``
 checks that image holds a non-default value in every field of every part of the image, so a field
 added to the image but not to ``image_records`` fails the round trip.
 """
@@ -34,7 +34,7 @@ from controller.records import (
     UserScramCredentialRecord,
 )
 
-TOPIC, BROKER = ConfigResourceType.TOPIC, ConfigResourceType.BROKER
+TOPIC, BROKER, CLIENT_METRICS = ConfigResourceType.TOPIC, ConfigResourceType.BROKER, ConfigResourceType.CLIENT_METRICS
 ORDERS, INTERNAL, GONE = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
 KEPT_ACL, DROPPED_ACL = uuid.uuid4(), uuid.uuid4()
 INCARNATIONS = [uuid.uuid4() for _ in range(4)]
@@ -59,6 +59,12 @@ def _history() -> list[MetadataRecord]:
         ConfigRecord(BROKER, "2", "log.cleaner.threads", "2"),
         ConfigRecord(BROKER, "1", "num.io.threads", "4"),
         ConfigRecord(BROKER, "1", "num.io.threads", None),  # broker 1 has no override left
+        # Subscriptions keep the order they were created in (not sorted): "zz" first.
+        ConfigRecord(CLIENT_METRICS, "zz", "metrics", "org.apache.kafka.producer."),
+        ConfigRecord(CLIENT_METRICS, "zz", "interval.ms", "1000"),
+        ConfigRecord(CLIENT_METRICS, "gone-sub", "metrics", "*"),
+        ConfigRecord(CLIENT_METRICS, "aa", "match", "client_id=a.*"),
+        ConfigRecord(CLIENT_METRICS, "gone-sub", "metrics", None),  # no key left: the subscription goes
         TopicRecord("orders", ORDERS),
         ConfigRecord(TOPIC, "orders", "retention.ms", "5"),
         ConfigRecord(TOPIC, "orders", "cleanup.policy", "compact"),
@@ -132,6 +138,11 @@ def test_every_field_is_exercised() -> None:
             assert any(getattr(o, f.name) != default for o in objects), f"{cls.__name__}.{f.name} never set"
     broker_1_overrides = image.broker_configs.get("1")
     assert broker_1_overrides is None  # deleted down to nothing: no entry, as a snapshot replay gives
+    assert list(image.client_metrics) == ["zz", "aa"]  # the same for a subscription; creation order
+
+
+def test_snapshot_keeps_the_order_subscriptions_were_created_in() -> None:
+    assert list(_replayed(_image(_history())).client_metrics) == ["zz", "aa"]
 
 
 def test_empty_image_has_no_records_and_replays_empty() -> None:
@@ -150,6 +161,7 @@ def test_image_delta_names_what_changed() -> None:
         PartitionChangeRecord(1, ORDERS, isr=(2,)),
         ConfigRecord(TOPIC, "orders", "segment.ms", "100"),
         ConfigRecord(BROKER, "", "log.retention.ms", None),
+        ConfigRecord(CLIENT_METRICS, "aa", "interval.ms", "500"),
         BrokerRegistrationChangeRecord(3, 7, fenced=False),
         ClientQuotaRecord((("ip", "10.0.0.1"),), "connection_creation_rate", 6.0),
     ])
@@ -160,6 +172,7 @@ def test_image_delta_names_what_changed() -> None:
     assert delta.changed_partitions == {("orders", 1), ("__consumer_offsets", 0)}
     assert delta.changed_topic_configs == {"orders"}
     assert delta.changed_broker_configs == {""}
+    assert delta.changed_client_metrics == {"aa"}
     assert delta.changed_brokers == {3}
     assert delta.client_quotas_changed and not delta.acls_changed and not delta.controller_changed
     assert image_delta(new, new) == type(delta)()  # nothing changed: nothing named
@@ -173,4 +186,5 @@ def test_image_delta_from_an_empty_image_creates_everything() -> None:
     assert delta.changed_topic_configs == {"orders"}
     assert delta.changed_brokers == set(new.brokers)
     assert delta.changed_broker_configs == set(new.broker_configs)
+    assert delta.changed_client_metrics == {"zz", "aa"}
     assert delta.acls_changed and delta.client_quotas_changed and delta.controller_changed
