@@ -1349,6 +1349,8 @@ SINGLE_NODE_DEFAULTS: Mapping[str, str] = {
     "default.replication.factor": "1",
     "auto.create.topics.enable": "true",
     "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
     "log.retention.hours": "168",
     "log.segment.bytes": "1073741824",
     "log.retention.check.interval.ms": "300000",

@@ -6,6 +6,7 @@ Real files in tmp_path, the real shipped config/server.properties, no mocks.
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -222,8 +223,7 @@ class TestShippedConfig:
         assert cfg.advertised_listeners == [Listener("PLAINTEXT", "PLAINTEXT", "localhost", 9092)]
         assert cfg.log_dirs == [Path("data/kafka-logs")]
         assert cfg["offsets.topic.replication.factor"] == 1
-        # Transactions are not implemented: the shipped file only shows their settings, commented out.
-        assert "transaction.state.log.replication.factor" not in cfg.originals
+        assert cfg["transaction.state.log.replication.factor"] == 1 and cfg["transaction.state.log.min.isr"] == 1
         assert cfg["group.initial.rebalance.delay.ms"] == 0
         assert cfg.source("log.retention.hours") is ConfigSource.STATIC_BROKER_CONFIG
         assert cfg.origin("log.retention.hours") == "file"
@@ -804,6 +804,19 @@ class TestBuiltInSingleNode:
         from broker.config import SINGLE_NODE_DEFAULTS
 
         assert dict(SINGLE_NODE_DEFAULTS) == dict(load_properties(SHIPPED))
+
+    def test_the_shipped_file_sets_kafkas_single_node_internal_topics_and_every_key_it_names_works(self) -> None:
+        # Kafka 4.4's config/server.properties sets these for one node (it also sets the share
+        # coordinator's, which Odradek does not serve); the file said transactions were not implemented.
+        shipped = load_properties(SHIPPED)
+        for key in ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                    "transaction.state.log.min.isr"):
+            assert shipped.get(key) == "1", key
+        # Every key the file sets or shows commented out is one the broker acts on.
+        text = SHIPPED.read_text()
+        named = set(re.findall(r"^#?([a-z][a-z0-9_.]+)=", text, re.M))
+        assert named >= set(shipped) and {k for k in named if CONFIG_DEFS[k].no_effect} == set()
+        assert "not implemented" not in text and "Only the PLAINTEXT" not in text
 
     def test_no_file_and_no_node_id_runs_the_built_in_single_node(self) -> None:
         cfg = load_config(None, [], {})
