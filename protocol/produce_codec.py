@@ -1,8 +1,9 @@
 """The Produce request decoder and response encoder, native (issue 18: the Produce hot path).
 
-Formats: Kafka's ProduceRequest and ProduceResponse, versions 3-11, as protocol/schema_data.py
-describes them (``protocol/_produce_codec.c`` spells them out). Every other message, and these
-two when the extension was not built, use the codec protocol.codec generates from the schema.
+Formats: Kafka's ProduceRequest and ProduceResponse, versions 3-12 (v12, KIP-890 part 2, has v11's
+format), as protocol/schema_data.py describes them (``protocol/_produce_codec.c`` spells them out).
+Every other message, v13 (topic ids), and these two when the extension was not built, use the
+codec protocol.codec generates from the schema.
 
 Why native: decoding a one-partition Produce request and encoding its answer took ~17 us of
 Python per request, about a fifth of the handler thread's work besides the write
@@ -33,7 +34,7 @@ else:
     _native.init(DecodeError)
 
 NATIVE = _native is not None
-VERSIONS = range(3, 12)
+VERSIONS = range(3, 13)
 FLEXIBLE_FROM = 9
 
 Decoder = Callable[[memoryview, int], tuple[dict, int]]

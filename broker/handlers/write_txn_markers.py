@@ -1,8 +1,9 @@
 """WriteTxnMarkers (api key 27): a transaction coordinator's COMMIT/ABORT markers for the
 partitions this broker leads.
 
-Versions 0-1.
+Versions 1-2 (v0 was retired by Kafka 4.0, KIP-896: a request for it closes the connection).
 - v1: flexible.
+- v2: transaction_version per marker (KIP-1228): the transaction's client transaction version.
 
 Sent by transaction coordinators (broker/txn/markers.py) and by the admin client's
 abortTransaction (``kafka-transactions.sh abort`` of a hanging transaction). Kafka requires the
@@ -28,7 +29,7 @@ from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 27
 NAME = "WriteTxnMarkers"
-VERSIONS = (0, 1)
+VERSIONS = (1, 2)
 
 def _response(markers: list[dict], code_of: Callable[[int, str, int], int]) -> dict:
     """One result per (marker, topic, partition) of the request, in its order."""

@@ -41,7 +41,7 @@ EXPECTED_APIS = [
     (24, 0, 5),  # AddPartitionsToTxn
     (25, 0, 4),  # AddOffsetsToTxn
     (26, 0, 4),  # EndTxn
-    (27, 0, 1),  # WriteTxnMarkers
+    (27, 1, 2),  # WriteTxnMarkers (v0 retired by Kafka 4.0, KIP-896)
     (28, 0, 4),  # TxnOffsetCommit
     (29, 0, 3),  # DescribeAcls
     (30, 0, 3),  # CreateAcls

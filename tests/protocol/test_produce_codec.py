@@ -1,8 +1,8 @@
 """The native Produce codec (protocol/_produce_codec.c) against the generated one (protocol.codec).
 
-Every ProduceRequest version 3-11 is decoded by both from generated and from mutated frames (bit
+Every ProduceRequest version 3-12 is decoded by both from generated and from mutated frames (bit
 flips, truncations, insertions, hostile lengths): both must give equal dicts or both DecodeError.
-Every ProduceResponse version 3-11 is encoded by both: the same bytes, including the shapes the
+Every ProduceResponse version 3-12 is encoded by both: the same bytes, including the shapes the
 native encoder hands back to the generated one.
 """
 
@@ -22,7 +22,7 @@ from protocol.codec import Encoded, MessageCodec, codec
 from protocol.errors import ErrorCode
 from protocol.primitives import DecodeError
 
-VERSIONS = range(3, 12)
+VERSIONS = range(3, 13)
 NAMES = ["t", "orders", "a.b_c-d", "ünïcode-tøpic", "x" * 249]
 
 
@@ -64,6 +64,11 @@ def _decode(decoder: MessageCodec, frame: bytes, pos: int) -> Any:
         message, end = decoder.decode(memoryview(frame), pos)
     except DecodeError:
         return DecodeError
+    # Kafka 4.4's schema adds topic_id from v13 (KIP-516); the generated decoder fills a field the
+    # version lacks with its default (the zero id), the native one (v3-12) leaves it out: the
+    # handler reads names only. Compared without it.
+    for topic in message.get("topic_data", ()):
+        topic.pop("topic_id", None)
     return _plain(message), end
 
 
@@ -109,7 +114,7 @@ def test_requests_decode_the_same(version: int) -> None:
             assert _decode(native, mutated, len(prefix)) == _decode(generated, mutated, len(prefix)), mutated.hex()
 
 
-@pytest.mark.parametrize("version", [3, 8, 9, 11])
+@pytest.mark.parametrize("version", [3, 8, 9, 11, 12])
 def test_hostile_lengths_are_decode_errors(version: int) -> None:
     _native_or_skip()
     native = codec("ProduceRequest", version)
@@ -158,7 +163,7 @@ def test_responses_encode_the_same(version: int) -> None:
         assert native.encode(response) == generated.encode(response)
 
 
-@pytest.mark.parametrize("version", [3, 8, 9, 10, 11])
+@pytest.mark.parametrize("version", [3, 8, 9, 10, 11, 12])
 def test_shapes_the_native_encoder_declines_encode_the_same(version: int) -> None:
     """A pre-encoded element, KIP-951's tagged fields, a tuple, a value out of range: the native
     encoder leaves them to the generated one, whose bytes (or error) result."""
