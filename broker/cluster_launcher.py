@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import broker
-from broker.etcd_binary import find_etcd_binary
+from broker.etcd_binary import describe_etcd_binary, find_etcd_binary
 
 # The directory holding the broker package: the children import the same code as this process.
 PACKAGE_ROOT = str(Path(broker.__file__).resolve().parents[1])
@@ -485,6 +485,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
+    # Which etcd, since a data dir written by one etcd release may be refused by an older one.
+    _say(f"etcd server: {describe_etcd_binary(cluster.etcd.binary)}")
     _say(f"etcd on {cluster.etcd.endpoint} (data {cluster.etcd.data_dir}, log {cluster.etcd.log_path})")
     for node in cluster.brokers.values():
         _say(f"broker {node.node_id} on {node.bootstrap} (data {node.data_dir}, log {node.log_path})")

