@@ -2,13 +2,15 @@
 #   make run    install the runtime only, start one broker on localhost:9092, data under ./data
 #   make test   install everything the tests need and run the whole suite (also needs JDK 17+ and Maven)
 PYTHON ?= python3
+# This checkout (the Makefile's directory), for its scripts under `make -f path/Makefile` too.
+ROOT := $(dir $(abspath $(lastword $(MAKEFILE_LIST))))
 VENV := .venv
 PY := $(VENV)/bin/python
 RUNTIME_STAMP := $(VENV)/.installed-runtime
 TEST_STAMP := $(VENV)/.installed-test
 CONFIG ?= config/server.properties
 
-.PHONY: run test lint bench bench-micro compile venv clean fuzz cluster faults-soak
+.PHONY: run test lint bench bench-micro compile venv clean clean-data fuzz cluster faults-soak
 
 # Two installs, each with its own stamp: `make run` needs only the broker's runtime dependencies
 # (a few MB, seconds); `make test`, `make lint` and `make pipeline` add the `test` extra (pytest,
@@ -16,8 +18,10 @@ CONFIG ?= config/server.properties
 # protocol/_record_scan.c and protocol/_produce_codec.c in place (setup.py, optional: without a C
 # compiler the install still succeeds and record validation and the Produce codec run their
 # pure-Python twins); a change to the C sources, setup.py or pyproject.toml reinstalls.
+# tools/ensure_venv.sh checks $(PYTHON) first (3.11+, one line saying what to do otherwise) and makes
+# $(VENV) again when an earlier try left one made by an older Python.
 $(RUNTIME_STAMP): pyproject.toml setup.py protocol/_record_scan.c protocol/_produce_codec.c
-	$(PYTHON) -m venv $(VENV)
+	@sh $(ROOT)tools/ensure_venv.sh '$(PYTHON)' '$(VENV)'
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e .
 	touch $@
@@ -93,8 +97,15 @@ FUZZ_SEED ?= 1
 fuzz: compile $(TEST_STAMP)
 	$(PY) -m tests.fuzz --minutes $(FUZZ_MINUTES) --seed $(FUZZ_SEED) $(FUZZ_ARGS)
 
+# `clean` keeps ./data (the topics, offsets and clusters of make run and make cluster) and says so;
+# `clean-data` removes it.
 clean:
-	rm -rf $(VENV) data build *.egg-info
+	rm -rf $(VENV) build *.egg-info
+	@if [ -d data ]; then echo "make clean: kept ./data (the brokers' topics and offsets); make clean-data removes it"; fi
+
+clean-data:
+	@echo "make clean-data: removing ./data (every topic and offset of make run and make cluster)"
+	rm -rf data
 
 # --- Java/Kafka/Spark tool chain (java/, tools/kafka_dist.py, pipeline/) ---
 #   make jars           fill .cache/jars from Maven Central (Kafka 4.4.0, Spark 4.0.0 connector, test driver)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
@@ -66,3 +67,69 @@ def test_editable_install_builds_the_extension_without_a_setuptools_warning(tmp_
     # The venv running the suite keeps its own install (the README's `make run` uses its script).
     assert "Uninstalling odradek" not in output
     assert (Path(sys.executable).parent / "odradek").exists()
+
+
+def _sandbox(tmp_path: Path) -> Path:
+    """A directory the repository's Makefile runs in (make -f ... -C): the files its venv step depends on."""
+    box = tmp_path / "checkout"
+    (box / "protocol").mkdir(parents=True)
+    for name in ("pyproject.toml", "setup.py", "protocol/_record_scan.c", "protocol/_produce_codec.c"):
+        (box / name).touch()
+    return box
+
+
+def _make(box: Path, *args: str, path_first: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    if path_first is not None:
+        env["PATH"] = f"{path_first}{os.pathsep}{env['PATH']}"
+    return subprocess.run(["make", "--no-print-directory", "-f", str(REPO / "Makefile"), "-C", str(box), *args],
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def _python_3_10(path: Path) -> Path:
+    """A `python3` that is Python 3.10 as far as any version check can tell: it prints 3.10, whatever it is asked."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\necho 3.10\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_make_checks_the_python_version_first_and_remakes_a_venv_an_older_python_left(tmp_path) -> None:
+    box = _sandbox(tmp_path)
+    _python_3_10(tmp_path / "bin" / "python3")
+    # `make run` with Python 3.10 as python3: one line saying what to do, and no .venv left behind.
+    first = _make(box, "venv", path_first=tmp_path / "bin")
+    assert first.returncode != 0
+    said = [line for line in first.stderr.splitlines() if not line.startswith("make: ***")]
+    assert said == ["make: Odradek needs Python 3.11 or newer, but PYTHON=python3 is Python 3.10: install one and "
+                    "run make again with PYTHON=python3.11 (or newer)"], first.stderr
+    assert not (box / ".venv").exists()
+    # A .venv an older Python made (as the old Makefile left it) is made again by a 3.11+ PYTHON;
+    # PY=true stands in for the pip installs, which are not what is tested here.
+    _python_3_10(box / ".venv" / "bin" / "python")
+    second = _make(box, "venv", f"PYTHON={sys.executable}", "PY=true")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "make: .venv was made by Python 3.10; making it again with" in second.stdout, second.stdout
+    version = subprocess.run([str(box / ".venv" / "bin" / "python"), "-c", "import sys; print(sys.version_info[:2])"],
+                             capture_output=True, text=True, timeout=60)
+    assert version.stdout.strip() == str(sys.version_info[:2]) and (box / ".venv" / ".installed-runtime").exists()
+    # A good .venv is left as it is.
+    marker = box / ".venv" / "kept"
+    marker.touch()
+    (box / "pyproject.toml").touch()  # newer than the stamp: the venv step runs again
+    third = _make(box, "venv", f"PYTHON={sys.executable}", "PY=true")
+    assert third.returncode == 0 and "making it again" not in third.stdout and marker.exists(), third.stdout
+
+
+def test_make_clean_keeps_the_data_and_says_so(tmp_path) -> None:
+    box = _sandbox(tmp_path)
+    for d in (".venv/bin", "build/lib", "data/kafka-logs/hello-0"):
+        (box / d).mkdir(parents=True)
+    clean = _make(box, "clean")
+    assert clean.returncode == 0, clean.stderr
+    assert not (box / ".venv").exists() and not (box / "build").exists()
+    assert (box / "data" / "kafka-logs" / "hello-0").is_dir()
+    assert "make clean: kept ./data (the brokers' topics and offsets); make clean-data removes it" in clean.stdout
+    gone = _make(box, "clean-data")
+    assert gone.returncode == 0 and not (box / "data").exists()
+    assert "removing ./data" in gone.stdout
