@@ -50,12 +50,12 @@ import dataclasses
 import enum
 import functools
 import logging
-import re
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from broker.client_regex import ClientRegex, ClientRegexError, compile_client_regex
 from broker.coordinator.runtime import CoordinatorResult, CoordinatorWriteError, KeyValue
 from broker.group import consumer_group_records as CR
 from broker.group.assignors import MemberSpec, PartitionAssignorError, assignors_from_config
@@ -434,7 +434,7 @@ class ConsumerGroupManager:
         self.default_assignor = next(iter(self.assignors))
         self.groups = ctx.consumer_groups
         self.timer = ctx.timer
-        self._regex_cache: dict[str, re.Pattern[str]] = {}
+        self._regex_cache: dict[str, ClientRegex] = {}
 
     # ==========================================================================================
     # ConsumerGroupHeartbeat
@@ -500,12 +500,13 @@ class ConsumerGroupManager:
         if regex is not None:
             self._compile(regex)
 
-    def _compile(self, regex: str) -> re.Pattern[str]:
+    def _compile(self, regex: str) -> ClientRegex:
+        """RE2, as Kafka's RE2/J: linear time, whatever a client sends (broker/client_regex.py)."""
         pattern = self._regex_cache.get(regex)
         if pattern is None:
             try:
-                pattern = re.compile(regex)
-            except re.error as exc:
+                pattern = compile_client_regex(regex)
+            except ClientRegexError as exc:
                 raise _fail(ErrorCode.INVALID_REGULAR_EXPRESSION,
                             f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}.") from None
             if len(self._regex_cache) > 1000:

@@ -4,8 +4,8 @@
 Versions 0-2 (flexible).
 - v1: duration_filter (KIP-994): only transactions running at least that long.
 - v2: transactional_id_pattern (KIP-1152): a regular expression the whole transactional id must
-  match (Kafka 4.4: RE2/J's Pattern.matches; here Python's re.fullmatch, the dialect the KIP-848
-  topic regexes use too); null or empty: no filter. One that does not compile answers
+  match (Kafka 4.4: RE2/J's Pattern.matches; here RE2's, broker/client_regex.py, as the KIP-848
+  topic regexes); null or empty: no filter. One that does not compile answers
   INVALID_REGULAR_EXPRESSION with nothing listed (Kafka's ListTransactionsRequest.getErrorResponse).
 
 Filters by Kafka's state names (unknown ones are echoed in unknown_state_filters) and producer ids.
@@ -14,8 +14,7 @@ COORDINATOR_LOAD_IN_PROGRESS while a partition loads (with what is loaded).
 
 from __future__ import annotations
 
-import re
-
+from broker.client_regex import ClientRegexError, compile_client_regex
 from broker.handlers.txn_common import txn_coordinator_of
 from broker.request_types import ApiRequest
 from broker.security import authz
@@ -37,8 +36,8 @@ def handle(request: ApiRequest) -> dict:
     pattern_text = body["transactional_id_pattern"]  # null before v2
     if pattern_text and error != ErrorCode.COORDINATOR_NOT_AVAILABLE:
         try:
-            pattern = re.compile(pattern_text)
-        except (re.error, RecursionError, OverflowError):
+            pattern = compile_client_regex(pattern_text)
+        except ClientRegexError:
             # Kafka answers the load in progress before it reads the pattern.
             if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
                 return error_response(request, error)

@@ -218,3 +218,23 @@ def test_session_timeout_removes_a_silent_member(broker_factory) -> None:
         assert [m["member_id"] for m in describe(c)["members"]] == [a.member_id]
         converge([a], 4)
         assert a.owned == {0, 1, 2, 3}
+
+
+def test_subscribed_topic_regexes_match_as_kafkas_re2j_does(broker) -> None:
+    """Kafka matches SubscribedTopicRegex with RE2/J: linear time, no backreferences. A pattern that
+    makes a backtracking engine take exponential time on an existing topic's name ((a+)+ against
+    a...ab) is answered at once and matches nothing; a backreference is INVALID_REGULAR_EXPRESSION;
+    the broker keeps serving the others meanwhile."""
+    prefix = f"rx{uuid.uuid4().hex[:8]}"
+    with WireClient(broker.host, broker.port, timeout=10.0) as c:
+        create_topic(c, f"{prefix}-{'a' * 40}b", 1)
+        create_topic(c, f"{prefix}-orders", 1)
+        wait_for_coordinator(c, prefix)
+        join = {"group_id": prefix, "member_epoch": 0, "rebalance_timeout_ms": 1000, "topic_partitions": [],
+                "subscribed_topic_names": []}
+        slow = heartbeat(c, 1, **{**join, "member_id": "m1", "subscribed_topic_regex": f"{prefix}-(a+)+"})
+        assert slow["error_code"] == 0, slow
+        assert slow["assignment"]["topic_partitions"] == []
+        backref = heartbeat(c, 1, **{**join, "member_id": "m2", "subscribed_topic_regex": f"{prefix}-(orders)\\1"})
+        assert backref["error_code"] == ErrorCode.INVALID_REGULAR_EXPRESSION
+        assert c.request(18, 0, {})["error_code"] == 0

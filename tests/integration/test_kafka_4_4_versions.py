@@ -383,7 +383,8 @@ def init_transactional_producer(c: WireClient, transactional_id: str) -> None:
 def test_list_transactions_v2_transactional_id_pattern(targets: dict[str, Target]) -> None:
     def scenario(target: Target) -> dict[str, Any]:
         prefix = unique("lt2").replace("-", "")
-        ids = [f"{prefix}-orders-1", f"{prefix}-orders-2", f"{prefix}-payments"]
+        # The last id makes a backtracking engine take exponential time on the pattern (a+)+ below.
+        ids = [f"{prefix}-orders-1", f"{prefix}-orders-2", f"{prefix}-payments", f"{prefix}-{'a' * 40}b"]
         out: dict[str, Any] = {}
         with client(target) as c:
             for tid in ids:
@@ -403,16 +404,22 @@ def test_list_transactions_v2_transactional_id_pattern(targets: dict[str, Target
             out["partial match"] = listed(2, "orders")  # the whole id must match
             out["alternation"] = listed(2, f"{prefix}-(payments|orders-2)")
             out["invalid"] = listed(2, "orders-(")
+            # Kafka matches with RE2/J: linear time, and no backreferences (Python's re had both wrong:
+            # the first stalled the broker's handler loop, the second was accepted).
+            out["backtracking"] = listed(2, f"{prefix}-(a+)+")
+            out["backreference"] = listed(2, f"{prefix}-(orders)-\\1")
             out["v1"] = listed(1, None)
         return out
 
     result = same_on_both(targets, scenario)
-    everything = (NONE, ["<p>-orders-1", "<p>-orders-2", "<p>-payments"])
+    everything = (NONE, [f"<p>-{'a' * 40}b", "<p>-orders-1", "<p>-orders-2", "<p>-payments"])
     assert result["all"] == result["empty pattern"] == result["v1"] == everything
     assert result["orders"] == (NONE, ["<p>-orders-1", "<p>-orders-2"])
     assert result["partial match"] == (NONE, [])
     assert result["alternation"] == (NONE, ["<p>-orders-2", "<p>-payments"])
     assert result["invalid"] == (INVALID_REGULAR_EXPRESSION, [])
+    assert result["backtracking"] == (NONE, [])
+    assert result["backreference"] == (INVALID_REGULAR_EXPRESSION, [])
 
 
 # ---------------------------------------------------------------------------------------------
