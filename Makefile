@@ -60,10 +60,11 @@ cluster: compile
 # time, so a file's module-scoped brokers are still shared): 28 -> about 15 min on 2 cores.
 # TEST_WORKERS=0 runs it serially in one process. -ra ends the run with one line per test that
 # did not pass: every skip and xfail with its reason (skips of one reason folded into one line),
-# so a skipped suite cannot pass for a green one.
+# so a skipped suite cannot pass for a green one. Not -q: under -q pytest-xdist prints its status line
+# as "bringing up nodes..." twice; at the default verbosity it reads "3 workers [N items]".
 TEST_WORKERS ?= 3
 test: compile $(TEST_STAMP) jars old-clients lint
-	$(PY) -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -ra -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The fault suite of issue 13 (docs/replication-faults.md) with $(ROUNDS) rounds of its kill/pause and
 # rolling-restart scenarios instead of one (`make test` runs one round); prints each failover time.

@@ -19,6 +19,8 @@ def _odradek_plugin_installed() -> bool:
 # The project's own tests use the fixtures it ships (odradek_broker, odradek_topic): an install that
 # registers the pytest11 entry point loads them already, an older editable install does not.
 pytest_plugins = [] if _odradek_plugin_installed() else ["broker.pytest_plugin"]
+# librdkafka's log lines through Python logging instead of fd 2 (the module says why).
+pytest_plugins.append("tests.support.rdkafka_logging")
 
 
 @pytest.fixture
