@@ -238,7 +238,8 @@ def measure_native(target: Target, case: Case, topic: str) -> dict:
                 f"{prefix}_cpu_s_per_gb": round(cpu_s / gb, 3) if gb else float("nan"),
                 f"{prefix}_kernel_cpu_s_per_gb": round(kernel_s / gb, 3) if gb else float("nan"),
                 # The load's own CPU on the same cores: with it, a broker's CPU per GB decides the
-                # rate only in the sum (see docs/performance.md, "The clients' share").
+                # rate only in the sum (docs/benchmarks/archive/issue18-produce-path.md, "The
+                # clients' share").
                 f"{prefix}_clients_cpu_s_per_gb": round(phase.clients_cpu_s / gb, 3) if gb else float("nan")}
 
     if case.kind == "halfrate":
@@ -322,7 +323,8 @@ def run_cases(plan: Plan, targets: list[Target], sampler: RssSampler, runs: list
                 # Write back what earlier cases (and the other broker) left dirty, so that no case
                 # pays for another's writeback: with the saturate case's 1.2 GB in the page cache, a
                 # half-rate run otherwise met ext4 stalls of 100+ ms in its own writes
-                # (docs/performance.md, "The half-rate tail"). Cached pages stay for consumers.
+                # (docs/benchmarks/archive/issue18-produce-path.md, "The half-rate tail"). Cached
+                # pages stay for consumers.
                 os.sync()
                 row = measure(target, case, sampler, topic, r)
                 runs.append(row)

@@ -6,7 +6,7 @@ start, raised only after such a block is freed) with a fresh ``mmap`` and return
 ``munmap``, and it gives freed memory at the top of a heap back to the kernel above its trim
 threshold; every page of such a block is then faulted in again, zero-filled, by the kernel. Under
 the saturate load that was ~70 of ~370 us of broker CPU per request, all of it system time
-(bench/produce_wire_bench.py, docs/performance.md).
+(bench/produce_wire_bench.py, docs/benchmarks/archive/issue18-produce-path.md).
 
 What: at start-up, ``mallopt(M_MMAP_THRESHOLD, 1 MiB)`` keeps blocks up to 1 MiB in the heaps, where
 freed ones are reused, and ``mallopt(M_TRIM_THRESHOLD, 16 MiB)`` lets each heap keep up to 16 MiB

@@ -2,9 +2,10 @@
 
 A Metadata response lists every partition of every requested topic; building and encoding that
 field by field costs ~6 us a partition on the handler loop (~60 ms for a 10,000-partition topic,
-docs/performance.md). The entry of a topic depends only on the image (partitions, leaders, live
-brokers), the response version and whether topic operations were asked for, so it is encoded once
-(protocol.codec.Encoded) and copied into later responses until the image changes.
+docs/benchmarks/archive/2026-11-21-profiles-tried-microbenchmarks.md). The entry of a topic depends
+only on the image (partitions, leaders, live brokers), the response version and whether topic
+operations were asked for, so it is encoded once (protocol.codec.Encoded) and copied into later
+responses until the image changes.
 
 Validity: the image is mutated in place, and every applied record bumps ``image.offset``; the
 cache is dropped whenever the image object or its offset differs from the ones it was filled

@@ -11,7 +11,8 @@ the same results (tests/protocol/test_checksum.py compares them on random input)
 picks a folding implementation by CPU model (VPCLMULQDQ on AVX-512 machines); the second uses the
 SSE 4.2 ``crc32`` instruction. Measured on this project's 2-vCPU Xeon VM: 1 MiB in 24 µs against
 65 µs, 16 KiB in 0.47 µs against 1.6 µs. At the append path's 1 MiB batches that CRC alone was a
-fifth of the cost of writing the batch to the page cache (docs/performance.md, storage section).
+fifth of the cost of writing the batch to the page cache
+(docs/benchmarks/archive/issue03-storage-append-path.md).
 """
 
 from __future__ import annotations
