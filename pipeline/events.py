@@ -11,11 +11,18 @@ Record: key = user_id (UTF-8), value = one JSON object:
 
 A record is a dead letter, with exactly one error name, checked in this order:
 
-    malformed_json        the value is not a JSON object of the expected field types
+    malformed_json        the value is not JSON, or is JSON but not an object
     missing_<field>       a required field is absent or null (first missing one in REQUIRED order)
+    invalid_amount        amount is valid JSON of another type (a word, true, an object, ...)
     unknown_event_type    event_type not in EVENT_TYPES
     negative_amount       amount < 0
     invalid_event_time    event_time does not parse as EVENT_TIME_FORMAT
+
+The value is parsed twice: against SCHEMA, and against LOOSE_SCHEMA, every field a string (Spark's
+JSON reader takes any JSON value as a string field's text). A value the loose parse refuses is not a
+JSON object; one only the typed parse refuses has a field of the wrong type - amount, the one field
+that is not a string. (A numeric string such as "12.34" is read as a number by Spark's reader and
+passes as an amount.)
 
 Who may call it: any thread; these are constants and pure column expressions.
 """
@@ -41,6 +48,8 @@ SCHEMA = StructType([
     StructField(CORRUPT, StringType()),
 ])
 
+LOOSE_SCHEMA = StructType([StructField(f.name, StringType()) for f in SCHEMA.fields])
+
 JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
 
 
@@ -49,16 +58,24 @@ def parsed(value_text: Column) -> Column:
     return F.from_json(value_text, SCHEMA, JSON_OPTIONS)
 
 
+def loosely_parsed(value_text: Column) -> Column:
+    """The value parsed against LOOSE_SCHEMA: fails (null or _corrupt_record) only when it is not a JSON object."""
+    return F.from_json(value_text, LOOSE_SCHEMA, JSON_OPTIONS)
+
+
 def event_time(e: Column) -> Column:
     return F.try_to_timestamp(e["event_time"], F.lit(EVENT_TIME_FORMAT))
 
 
-def error(e: Column) -> Column:
-    """The dead-letter reason for parsed event ``e`` (null when the event is valid)."""
-    check = F.when(e.isNull() | e[CORRUPT].isNotNull(), F.lit("malformed_json"))
+def error(e: Column, loose: Column) -> Column:
+    """The dead-letter reason for the event parsed as ``e`` (``parsed``) and ``loose``
+    (``loosely_parsed``), or null when the event is valid."""
+    check = F.when(loose.isNull() | loose[CORRUPT].isNotNull(), F.lit("malformed_json"))
     for name in REQUIRED:
-        check = check.when(e[name].isNull(), F.lit(f"missing_{name}"))
+        check = check.when(loose[name].isNull(), F.lit(f"missing_{name}"))
     return (check
+            # Only amount can fail the typed parse once the loose one took every field.
+            .when(e.isNull() | e[CORRUPT].isNotNull(), F.lit("invalid_amount"))
             .when(~e["event_type"].isin(*EVENT_TYPES), F.lit("unknown_event_type"))
             .when(e["amount"] < 0, F.lit("negative_amount"))
             .when(event_time(e).isNull(), F.lit("invalid_event_time")))

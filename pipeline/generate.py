@@ -27,7 +27,7 @@ from decimal import Decimal
 BAD_KINDS = {
     "not_json": "malformed_json",
     "truncated": "malformed_json",
-    "amount_not_number": "malformed_json",
+    "amount_not_number": "invalid_amount",
     "no_user": "missing_user_id",
     "no_amount": "missing_amount",
     "teleport": "unknown_event_type",

@@ -66,8 +66,9 @@ def read_events(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
 def validate(raw: DataFrame) -> DataFrame:
     """Kafka rows → (key, raw, topic, partition, offset, e: parsed event, error)."""
     with_text = raw.select("key", F.col("value").cast("string").alias("raw"), "topic", "partition", "offset")
-    with_event = with_text.withColumn("e", events.parsed(F.col("raw")))
-    return with_event.withColumn("error", events.error(F.col("e")))
+    with_event = (with_text.withColumn("e", events.parsed(F.col("raw")))
+                  .withColumn("loose", events.loosely_parsed(F.col("raw"))))
+    return with_event.withColumn("error", events.error(F.col("e"), F.col("loose"))).drop("loose")
 
 
 def dead_letters(validated: DataFrame) -> DataFrame:
@@ -137,11 +138,18 @@ def start(spark: SparkSession, cfg: PipelineConfig) -> list[StreamingQuery]:
     return queries
 
 
-def run(spark: SparkSession, cfg: PipelineConfig, timeout_s: float | None = None) -> dict[str, int]:
-    """Start the queries and wait: until all finish (available-now) or until one fails/stops.
+@dataclass
+class RunReport:
+    """What each query (by name) did in one run: the records it read, and the rows its sink wrote
+    (None where the sink does not count them: Spark's file sink, the Parquet query's)."""
 
-    Returns the number of input rows each query processed. A failed query raises its exception.
-    """
+    input_rows: dict[str, int]
+    output_rows: dict[str, int | None]
+
+
+def run_report(spark: SparkSession, cfg: PipelineConfig, timeout_s: float | None = None) -> RunReport:
+    """Start the queries and wait: until all finish (available-now) or until one fails/stops.
+    A failed query raises its exception."""
     queries = start(spark, cfg)
     try:
         for q in queries:
@@ -152,4 +160,14 @@ def run(spark: SparkSession, cfg: PipelineConfig, timeout_s: float | None = None
         for q in queries:
             if q.isActive:
                 q.stop()
-    return {q.name: sum(int(p["numInputRows"]) for p in q.recentProgress) for q in queries}
+    inputs = {q.name: sum(int(p["numInputRows"]) for p in q.recentProgress) for q in queries}
+    outputs: dict[str, int | None] = {}
+    for q in queries:
+        counts = [int(p["sink"].get("numOutputRows", -1)) for p in q.recentProgress]
+        outputs[q.name] = None if any(c < 0 for c in counts) else sum(counts)
+    return RunReport(inputs, outputs)
+
+
+def run(spark: SparkSession, cfg: PipelineConfig, timeout_s: float | None = None) -> dict[str, int]:
+    """``run_report``'s input rows: the number of records each query read."""
+    return run_report(spark, cfg, timeout_s).input_rows

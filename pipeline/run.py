@@ -3,16 +3,17 @@
 By default it processes everything in the events topic (trigger availableNow), writes the aggregates
 and dead letters, and exits; ``--trigger processing:10s`` keeps it running. ``--master`` (or
 $SPARK_MASTER) selects a cluster instead of local[2]; the Kafka connector jars come from the Maven
-cache (.cache/jars/spark, built on first use). Exit status 0 when every query finished cleanly.
+cache (.cache/jars/spark, built on first use). Exit status 0 when every query finished cleanly; the
+last lines say what was read and where each result went (topics, the Parquet directory, checkpoints).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+from pathlib import Path
 
 from pipeline.generate import create_topic
-from pipeline.job import PipelineConfig, run
+from pipeline.job import PipelineConfig, RunReport, run_report
 from pipeline.spark_session import build_session
 
 
@@ -46,11 +47,28 @@ def main(argv: list[str] | None = None) -> int:
         create_topic(cfg.bootstrap, topic, partitions=1)
     spark = build_session("odradek-pipeline", master=master)
     try:
-        rows = run(spark, cfg)
+        report = run_report(spark, cfg)
     finally:
         spark.stop()
-    print(json.dumps({"input_rows": rows}))
+    print(summary(cfg, report))
     return 0
+
+
+def summary(cfg: PipelineConfig, report: RunReport) -> str:
+    """Where this run's results went, for the person who ran it."""
+
+    def rows(name: str) -> str:
+        n = report.output_rows.get(name)
+        return "" if n is None else f"{n} "
+
+    return "\n".join([
+        f"pipeline: read {report.input_rows.get('dead-letters', 0)} new records from topic {cfg.input_topic} "
+        f"at {cfg.bootstrap}",
+        f"  invalid records:    {rows('dead-letters')}dead letters in topic {cfg.dlq_topic}",
+        f"  window aggregates:  {rows('aggregates-kafka')}rows in topic {cfg.output_topic}, "
+        f"and Parquet files in {Path(cfg.parquet_dir).resolve()}",
+        f"  checkpoints:        {Path(cfg.checkpoint_dir).resolve()} (the next run continues after these records)",
+    ])
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 download happens at run time.
 
 Master: the ``master`` argument, else $SPARK_MASTER, else ``local[2]``. On a cluster the same jar list
-is shipped to the executors by Spark itself (spark.jars). Defaults are sized for this project's small
+is shipped to the executors by Spark itself (spark.jars). A local master binds the driver to
+127.0.0.1 ($SPARK_LOCAL_IP, unless already set): everything runs in this process, and Spark otherwise
+warns at every start that the hostname resolves to a loopback address and picks another interface. Defaults are sized for this project's small
 machines and tests (2 shuffle partitions, no UI); callers override with ``conf``.
 
 Who may call it: the driver program's main thread. SparkSession is process-wide (getOrCreate).
@@ -45,7 +47,11 @@ def build_session(app_name: str = "odradek-pipeline", master: str | None = None,
         "spark.sql.adaptive.enabled": "false",
     }
     settings.update(conf or {})
-    builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("SPARK_MASTER") or DEFAULT_MASTER)
+    master = master or os.environ.get("SPARK_MASTER") or DEFAULT_MASTER
+    if master.startswith("local"):
+        # Read by the JVM pyspark is about to launch (it inherits this environment).
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.appName(app_name).master(master)
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
