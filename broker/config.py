@@ -530,6 +530,9 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("fetch.max.bytes", _I, 55 * 1024 * 1024, _at_least(1024), _M, "Upper bound on bytes in a Fetch response."),
     _d("max.incremental.fetch.session.cache.slots", _I, 1000, _at_least(0), _M,
        "Incremental fetch sessions kept (KIP-227)."),
+    _d("telemetry.max.bytes", _I, 1024 * 1024, _at_least(1), _L,
+       "Largest client metrics push (KIP-714) accepted, compressed and decompressed "
+       "(broker/client_telemetry/manager.py)."),
     _d("max.request.partition.size.limit", _I, 2000, _at_least(1), _M,
        "Partitions in one DescribeTopicPartitions answer (broker/handlers/describe_topic_partitions.py)."),
     # Topic defaults (storage/log_config.py); appends recompress to a codec other than the batch's

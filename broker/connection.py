@@ -135,6 +135,10 @@ class Connection(asyncio.Protocol):
         self.last_active = time.monotonic()
         self.sock_fd = -1
         self.on_close: Callable[[Connection], None] | None = None
+        # What the client said it is in ApiVersions v3+ (KIP-511; Kafka's ClientInformation, "unknown"
+        # until then): client telemetry subscriptions match on it.
+        self.client_software_name = "unknown"
+        self.client_software_version = "unknown"
         # The SASL state machine on SASL listeners (broker/security/sasl/authenticator.py), which the
         # dispatcher consults before any handler; None on other listeners.
         self.sasl: SaslAuthenticator | None = None

@@ -410,7 +410,7 @@ class Dispatcher:
             loop.call_soon_threadsafe(conn.throttle, ms)
 
     def _unsupported_api_versions(self, conn: Connection, slot: Any, correlation_id: int) -> None:
-        body = api_versions.unsupported_version_response(self.handlers)
+        body = api_versions.unsupported_version_response(self.handlers, self.broker)
         self._send(conn, slot, encode_response("ApiVersionsResponse", 0, correlation_id, body, False))
 
     def send(self, conn: Connection, slot: Any, chunks: list[Any] | None) -> None:

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
+    from broker.client_telemetry.exporter import ClientTelemetryExporter
+    from broker.client_telemetry.manager import ClientMetricsManager
     from broker.config import BrokerConfig
     from broker.connection import Connection
     from broker.controller_client import ControllerClient
@@ -89,6 +91,16 @@ class BrokerServices(Protocol):
     @property
     def metrics(self) -> BrokerMetrics | None:
         """None when odradek.metrics.port is negative."""
+        ...
+
+    @property
+    def client_metrics(self) -> ClientMetricsManager:
+        """Client telemetry subscriptions and the clients pushing (KIP-714)."""
+        ...
+
+    @property
+    def client_telemetry(self) -> ClientTelemetryExporter | None:
+        """Where pushed client metrics go (/metrics); None when odradek.metrics.port is negative."""
         ...
 
     @property

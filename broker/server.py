@@ -36,6 +36,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from broker.client_telemetry.manager import ClientMetricsManager
 from broker.config import BrokerConfig, parse_ip_overrides
 from broker.dispatcher import Dispatcher
 from broker.handlers import all_handlers
@@ -45,6 +46,7 @@ from broker.timing_wheel import AsyncReaper, Timer
 from protocol.errors import KafkaApiError
 
 if TYPE_CHECKING:
+    from broker.client_telemetry.exporter import ClientTelemetryExporter
     from broker.cluster.cluster_node import ClusterNode
     from broker.controller_client import ControllerClient
     from broker.embedded_controller import EmbeddedController
@@ -94,6 +96,10 @@ class Broker:
         # Delayed operations (long-poll fetches, joins, heartbeats) share one timing wheel, driven
         # by the handler loop.
         self.metrics: BrokerMetrics | None = None  # when odradek.metrics.port >= 0
+        # Client telemetry (KIP-714): subscriptions and clients; what they push is served on
+        # /metrics by the exporter, which exists when /metrics does.
+        self.client_metrics = ClientMetricsManager(lambda: self.metadata.image, config["telemetry.max.bytes"])
+        self.client_telemetry: ClientTelemetryExporter | None = None
         self.timer = Timer()
         self.reaper: AsyncReaper | None = None
         self.started = False
@@ -362,6 +368,10 @@ class Broker:
             from broker.quota.metrics import QuotaMetrics
 
             metrics.registry.register(QuotaMetrics(self.client_quotas, server.rates))
+        from broker.client_telemetry.exporter import ClientTelemetryExporter
+
+        self.client_telemetry = ClientTelemetryExporter()
+        metrics.registry.register(self.client_telemetry)
         self.metrics_port = metrics.serve(self.config["odradek.metrics.host"], self.config["odradek.metrics.port"])
         self.metrics = metrics
         rm.metrics = metrics

@@ -12,6 +12,7 @@ moved the last Scala ones, ConsoleProducer, ConfigCommand and AclCommand, to kaf
     kafka-console-consumer  org.apache.kafka.tools.consumer.ConsoleConsumer
     kafka-consumer-groups   org.apache.kafka.tools.consumer.group.ConsumerGroupCommand
     kafka-configs           org.apache.kafka.tools.ConfigCommand
+    kafka-client-metrics    org.apache.kafka.tools.ClientMetricsCommand
     kafka-acls              org.apache.kafka.tools.AclCommand
     kafka-get-offsets       org.apache.kafka.tools.GetOffsetShell
     kafka-delete-records    org.apache.kafka.tools.DeleteRecordsCommand
@@ -50,6 +51,7 @@ TOOLS: dict[str, str] = {
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
+    "kafka-client-metrics": "org.apache.kafka.tools.ClientMetricsCommand",
     "kafka-acls": "org.apache.kafka.tools.AclCommand",
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",

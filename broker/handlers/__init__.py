@@ -18,6 +18,7 @@ HANDLER_MODULES = (
     "describe_configs",
     "alter_configs",
     "incremental_alter_configs",
+    "list_config_resources",
     "describe_client_quotas",
     "alter_client_quotas",
     "update_features",
@@ -61,6 +62,8 @@ HANDLER_MODULES = (
     "sasl_authenticate",
     "describe_user_scram_credentials",
     "alter_user_scram_credentials",
+    "get_telemetry_subscriptions",
+    "push_telemetry",
 )
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from broker.handlers.registry import HandlerSpec
 from broker.request_types import ApiRequest
@@ -39,15 +40,17 @@ NAME = "ApiVersions"
 VERSIONS = (0, 5)
 
 
-def api_keys(handlers: Mapping[int, HandlerSpec]) -> list[dict]:
+def api_keys(handlers: Mapping[int, HandlerSpec], broker: Any = None) -> list[dict]:
     """The ApiVersions list: every registered handler's api key and version range (Produce's
     minimum is the one Kafka advertises, below the one it serves: HandlerSpec.advertised_min_version),
-    except the APIs only brokers send the controller (HandlerSpec.inter_broker_only)."""
+    except the APIs only brokers send the controller (HandlerSpec.inter_broker_only) and those this
+    broker's setup does not offer now (HandlerSpec.advertised: the telemetry APIs without /metrics)."""
     return [
         {"api_key": spec.api_key,
          "min_version": spec.min_version if spec.advertised_min_version is None else spec.advertised_min_version,
          "max_version": spec.max_version}
-        for spec in handlers.values() if not spec.inter_broker_only
+        for spec in handlers.values()
+        if not spec.inter_broker_only and (spec.advertised is None or (broker is not None and spec.advertised(broker)))
     ]
 
 
@@ -59,11 +62,15 @@ def handle(request: ApiRequest) -> dict:
     body = request.body
     if not _valid(request.api_version, body):
         return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
+    if request.api_version >= 3:
+        # Kafka's SocketServer keeps a valid v3+ request's software name and version for the connection.
+        request.conn.client_software_name = body["client_software_name"]
+        request.conn.client_software_version = body["client_software_version"]
     if request.api_version >= 5 and _meant_for_another_broker(request, body["cluster_id"], body["node_id"]):
         return {"error_code": ErrorCode.REBOOTSTRAP_REQUIRED, "api_keys": [], "throttle_time_ms": 0}
     return {
         "error_code": ErrorCode.NONE,
-        "api_keys": api_keys(request.broker.handlers),
+        "api_keys": api_keys(request.broker.handlers, request.broker),
         "throttle_time_ms": 0,
         **_features(request),
     }
@@ -100,7 +107,7 @@ def _meant_for_another_broker(request: ApiRequest, cluster_id: str | None, node_
     return cluster_id != request.broker.metadata.cluster_id or node_id != request.broker.node_id
 
 
-def unsupported_version_response(handlers: Mapping[int, HandlerSpec]) -> dict:
+def unsupported_version_response(handlers: Mapping[int, HandlerSpec], broker: Any = None) -> dict:
     """The v0-shaped answer to an ApiVersions version we do not serve (built by the dispatcher
     before any request object exists)."""
-    return {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": api_keys(handlers)}
+    return {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": api_keys(handlers, broker)}

@@ -14,8 +14,13 @@ Resources (answered in request order, one result each):
 - BROKER (4): name = this node's id -> every broker key with its effective value, source and
   synonyms; name "" -> the cluster-wide dynamic defaults only. Another id, or a name that is not a
   number, is INVALID_REQUEST with Kafka's message.
-- BROKER_LOGGER (8), CLIENT_METRICS (16), GROUP (32): not implemented; INVALID_REQUEST
-  "Unsupported resource type" per resource.
+- CLIENT_METRICS (16): a client metrics subscription (KIP-714), as Kafka 4.4's ConfigHelper shows it:
+  every key (metrics, interval.ms, match) in name order, set (source CLIENT_METRICS_CONFIG, itself
+  as its synonym) or at its default (DEFAULT_CONFIG) - a name with no subscription shows the defaults,
+  with no error; the error message of a described subscription is "" (Kafka's), an empty name is
+  INVALID_REQUEST "Client metrics subscription name must not be empty".
+- BROKER_LOGGER (8), GROUP (32): not implemented; INVALID_REQUEST "Unsupported resource type" per
+  resource.
 - Any other type makes the whole request fail: every result INVALID_REQUEST with Kafka's default
   message (ConfigHelper throws before describing anything).
 
@@ -28,9 +33,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.config import ConfigSource
 from broker.controller_client import invalid_topic_reason
 from broker.handlers.config_resources import (
     BROKER,
+    CLIENT_METRICS,
     KNOWN_TYPES,
     TOPIC,
     ResourceError,
@@ -38,7 +45,15 @@ from broker.handlers.config_resources import (
     parse_broker_id,
 )
 from broker.request_types import ApiRequest
-from broker.topic_config_view import broker_config_entries, config_layers, entry_to_wire, topic_config_entries
+from broker.topic_config_view import (
+    ConfigEntry,
+    Synonym,
+    broker_config_entries,
+    config_layers,
+    entry_to_wire,
+    topic_config_entries,
+)
+from controller import client_metrics_configs
 from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 
@@ -83,7 +98,7 @@ def handle(request: ApiRequest) -> dict:
             entries = [e for e in entries if e.name in wanted]
         results.append({
             "error_code": ErrorCode.NONE,
-            "error_message": None,
+            "error_message": "" if rtype == CLIENT_METRICS else None,
             "resource_type": rtype,
             "resource_name": name,
             "configs": [entry_to_wire(e, include_synonyms, include_docs) for e in entries],
@@ -109,7 +124,21 @@ def _describe(request: ApiRequest, rtype: int, name: str, layers: Any) -> list:
             raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {config.node_id} or "
                                  f"empty string, but received {name}")
         return broker_config_entries(config, layers, per_broker=True)
+    if rtype == CLIENT_METRICS:
+        if name == "":
+            raise ResourceError(ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty")
+        return _client_metrics_entries(request.broker.metadata.image.client_metrics.get(name, {}))
     raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {KNOWN_TYPES[rtype]}")
+
+
+def _client_metrics_entries(props: dict[str, str]) -> list[ConfigEntry]:
+    out = []
+    for d in client_metrics_configs.describe(props):
+        source = ConfigSource(d.source)
+        synonyms: list[Synonym] = [(d.name, d.value, source)] if source == ConfigSource.CLIENT_METRICS_CONFIG else []
+        type_name = "int" if d.config_type == client_metrics_configs.TYPE_INT else "list"
+        out.append(ConfigEntry(d.name, d.value, source, synonyms=synonyms, type_name=type_name, doc=d.documentation))
+    return out
 
 
 def _fail_all(resources: list[dict], code: ErrorCode, message: str | None) -> dict:

@@ -9,6 +9,7 @@ version, and at module level::
     def handle(request) -> dict | Awaitable[dict] | None
     async def handle_large(request, buf, body_offset) -> dict   # optional, see HandlerSpec
     ADVERTISED_MIN_VERSION = 0   # optional, see HandlerSpec.advertised_min_version
+    def advertised(broker) -> bool   # optional, see HandlerSpec.advertised
     INTER_BROKER_ONLY = True     # optional, see HandlerSpec.inter_broker_only
 
 ``handle`` returns the response body (a dict in the newest shape; the codec writes the fields the
@@ -20,8 +21,10 @@ the controller (``INTER_BROKER_ONLY``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 from broker.request_types import ErrorResponse, Handler, LargeHandler
 from protocol.codec import valid_versions
@@ -52,6 +55,9 @@ class HandlerSpec:
     # request closes the connection, as Kafka's SocketServer does for an API its listener does not
     # serve ("Received request for disabled api").
     inter_broker_only: bool = False
+    # Advertised only while ``advertised(broker)`` is true (served either way): Kafka advertises
+    # GetTelemetrySubscriptions and PushTelemetry only when it has somewhere to send pushed metrics.
+    advertised: Callable[[Any], bool] | None = None
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -78,6 +84,7 @@ def spec_from_module(module: ModuleType) -> HandlerSpec:
         handle_large=getattr(module, "handle_large", None),
         advertised_min_version=getattr(module, "ADVERTISED_MIN_VERSION", None),
         inter_broker_only=getattr(module, "INTER_BROKER_ONLY", False),
+        advertised=getattr(module, "advertised", None),
     )
 
 

@@ -249,6 +249,15 @@ CASES: list[Case] = [
                                                               "value": "5000"}]}]},
         lambda r: r["responses"][0]["error_code"] == CLUSTER_AUTH, [(CLUSTER, "kafka-cluster", ALTER_CONFIGS)],
         lambda r: r["responses"][0]["error_code"] == 0),
+    Case("IncrementalAlterConfigs (client metrics)", 44, 1, lambda c: {"resources": [{
+        "resource_type": 16, "resource_name": "cm", "configs": [{"name": "metrics", "config_operation": 0,
+                                                                 "value": "org.apache.kafka."}]}]},
+        lambda r: r["responses"][0]["error_code"] == CLUSTER_AUTH, [(CLUSTER, "kafka-cluster", ALTER_CONFIGS)],
+        lambda r: r["responses"][0]["error_code"] == 0),
+    Case("ListConfigResources", 74, 1, lambda c: {"resource_types": [16]},
+         lambda r: r["error_code"] == CLUSTER_AUTH and r["config_resources"] == [],
+         [(CLUSTER, "kafka-cluster", DESCRIBE_CONFIGS)],
+         lambda r: r["error_code"] == 0 and [x["resource_name"] for x in r["config_resources"]] == ["cm"]),
     Case("DescribeLogDirs", 35, 4, lambda c: {"topics": None}, lambda r: r["error_code"] == CLUSTER_AUTH,
          [(CLUSTER, "kafka-cluster", DESCRIBE)], lambda r: r["error_code"] == 0 and r["results"]),
     Case("CreatePartitions", 37, 3, lambda c: {"topics": [{"name": "t-cp", "count": 2, "assignments": None}],
@@ -322,7 +331,9 @@ CASES: list[Case] = [
 
 # Every API the broker serves appears in the table, except those Kafka never authorizes: ApiVersions,
 # SaslHandshake and SaslAuthenticate (they come before a principal is known).
-NEVER_AUTHORIZED = {18, 17, 36}
+# ApiVersions, SaslHandshake, SaslAuthenticate; GetTelemetrySubscriptions and PushTelemetry (KIP-714:
+# Kafka's KafkaApis checks no ACL for them).
+NEVER_AUTHORIZED = {18, 17, 36, 71, 72}
 TABLE_APIS = {c.api for c in CASES}
 
 TOPICS = ["t-md", "t-prod", "t-fetch", "t-lo", "t-oc", "t-of", "t-del", "t-dr", "t-txn", "t-wtm", "t-ofle", "t-cfg",

@@ -68,6 +68,8 @@ EXPECTED_APIS = [
     (66, 0, 2),  # ListTransactions
     (68, 0, 1),  # ConsumerGroupHeartbeat
     (69, 0, 1),  # ConsumerGroupDescribe
+    # GetTelemetrySubscriptions (71) and PushTelemetry (72): advertised only with /metrics on (not here)
+    (74, 0, 1),  # ListConfigResources
     (75, 0, 0),  # DescribeTopicPartitions
 ]
 
