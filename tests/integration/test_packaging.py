@@ -24,6 +24,12 @@ def test_wheel_holds_the_four_packages_and_the_odradek_command(tmp_path) -> None
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "odradek = broker.main:main" in text
+    # docs/testing.md: `pip install 'odradek[testing]'` brings what the fixtures and its examples need.
+    metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "Provides-Extra: testing" in metadata
+    testing = [line.split(":", 1)[1].split(";")[0].strip() for line in metadata.splitlines()
+               if line.startswith("Requires-Dist:") and 'extra == "testing"' in line]
+    assert sorted(r.split(">")[0] for r in testing) == ["confluent-kafka", "pytest"], testing
 
 
 def _make_dry_run(target: str, venv: Path) -> str:
