@@ -331,8 +331,7 @@ CASES: list[Case] = [
 
 # Every API the broker serves appears in the table, except those Kafka never authorizes: ApiVersions,
 # SaslHandshake and SaslAuthenticate (they come before a principal is known).
-# ApiVersions, SaslHandshake, SaslAuthenticate; GetTelemetrySubscriptions and PushTelemetry (KIP-714:
-# Kafka's KafkaApis checks no ACL for them).
+# GetTelemetrySubscriptions and PushTelemetry neither (KIP-714: any client may push its metrics).
 NEVER_AUTHORIZED = {18, 17, 36, 71, 72}
 TABLE_APIS = {c.api for c in CASES}
 
