@@ -44,12 +44,14 @@ def test_readme_carries_the_recipe_unchanged() -> None:
 
 def _scratch_repo(tmp: Path, ports: dict[str, str]) -> Path:
     """tmp/repo: every top-level entry of the repository as a symlink, except config/, whose
-    secure-example/ is a real copy with the ports replaced (the daemon and tools read it there)."""
+    secure-example/ is a real copy with the ports replaced (the daemon and tools read it there), and
+    .venv, the virtualenv running this test (what `make run` leaves in .venv)."""
     root = tmp / "repo"
     (root / "config").mkdir(parents=True)
     for entry in REPO.iterdir():
-        if entry.name not in ("config", "data", "certs", ".git"):
+        if entry.name not in ("config", "data", "certs", ".git", ".venv"):
             (root / entry.name).symlink_to(entry)
+    (root / ".venv").symlink_to(Path(sys.prefix))
     for entry in (REPO / "config").iterdir():
         if entry.name != "secure-example":
             (root / "config" / entry.name).symlink_to(entry)
@@ -83,14 +85,16 @@ def test_secure_recipe_runs_as_written(tmp_path: Path) -> None:
     if shutil.which("openssl") is None:
         pytest.skip("the recipe's certificates need the openssl command")
     bindir = Path(sys.executable).parent
-    if not (bindir / "odradek").exists():
-        pytest.skip(f"no odradek command in {bindir} (pip install . installs it)")
+    if sys.prefix == sys.base_prefix or not (bindir / "odradek").exists():
+        pytest.skip(f"needs a virtualenv with the odradek command, as `make run` makes ({bindir} is not one)")
     block = recipe_block((EXAMPLE / "README.md").read_text())
     assert block is not None
     ports = {p: str(free_port()) for p in PORTS}
     root = _scratch_repo(tmp_path, ports)
-    env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", ODRADEK_PYTHON=sys.executable,
-               PYTHONPATH=str(REPO))
+    # The shell of a newcomer after `make run`: the venv is not activated, so no odradek on PATH.
+    path = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "odradek").exists()]
+    env = dict(os.environ, PATH=os.pathsep.join(path), ODRADEK_PYTHON=sys.executable, PYTHONPATH=str(REPO))
+    env.pop("VIRTUAL_ENV", None)
     broker: subprocess.Popen | None = None
     log = tmp_path / "odradek.log"
     outputs: list[str] = []
