@@ -735,6 +735,12 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
        "How often expired transactional ids are removed."),
     _d("transaction.partition.verification.enable", _B, True, None, _L,
        "Verify partitions are in the transaction before appending (KIP-890).", dynamic=True),
+    _d("add.partitions.to.txn.retry.backoff.ms", _I, 20, _at_least(1), _H,
+       "How long a leader waits before asking the coordinator again to add a transactions-v2 batch's "
+       "partition (Produce v12) that got CONCURRENT_TRANSACTIONS (the previous transaction completing)."),
+    _d("add.partitions.to.txn.retry.backoff.max.ms", _I, 100, _at_least(0), _H,
+       "How long a leader keeps asking to add a transactions-v2 batch's partition before answering "
+       "CONCURRENT_TRANSACTIONS (at most request.timeout.ms)."),
     _d("producer.id.expiration.ms", _I, 24 * _HOUR_MS, _at_least(1), _L,
        "Idle producer ids' state expires after this.", dynamic=True),
     _d("producer.id.expiration.check.interval.ms", _I, 600000, _at_least(1), _L,

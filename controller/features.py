@@ -24,11 +24,15 @@ metadata.version                   33 only    Kafka's KRaft record formats and b
 group.version                      0-1        1: the KIP-848 consumer group protocol
                                               (ConsumerGroupHeartbeat, ConsumerGroupDescribe), which
                                               answer UNSUPPORTED_VERSION at 0, as Kafka's KafkaApis.
-transaction.version                0-1        1: ``__transaction_state`` values are
+transaction.version                0-2        1: ``__transaction_state`` values are
                                               TransactionLogValue v1 (v0 at 0), as Kafka's
-                                              TransactionLog. 2 (KIP-890 transactions v2: EndTxn v5,
-                                              the epoch bumped by every transaction) is not served yet;
-                                              the Java producer switches to it at a finalized 2.
+                                              TransactionLog. 2: KIP-890's transactions v2 - the Java
+                                              producer switches to them at a finalized 2 (EndTxn v5,
+                                              Produce v12, TxnOffsetCommit v5+, each commit or abort
+                                              bumping the epoch), and the coordinator's own aborts
+                                              (timeouts, fencing) bump as v2 does. As in Kafka, the
+                                              API versions are advertised at every level: the client
+                                              picks them from the finalized level.
 eligible.leader.replicas.version   0          KIP-966's ELR is not kept (partitions list no ELR).
 share.version                      0          share groups (KIP-932) are not served.
 streams.version                    0          streams groups (KIP-1071) are not served.
@@ -49,7 +53,7 @@ Bootstrap: a new cluster is formatted at Kafka 4.4's defaults for a new cluster 
 version-mapping of 4.4-IV2: transaction.version 2, group.version 1, eligible.leader.replicas.version
 1, share.version 2, streams.version 1, kraft.version 1), each capped at the highest level Odradek
 supports and left out at 0 (``BOOTSTRAP``: metadata.version 33, group.version 1, transaction.version
-1). A store written before feature levels existed (0.1.0: metadata format level 1, no
+2). A store written before feature levels existed (0.1.0: metadata format level 1, no
 FeatureLevelRecord of a Kafka feature) behaved as ``PRE_FEATURE_LEVELS`` (KIP-848 served,
 TransactionLogValue v0): those levels are what ``finalized`` reports for it, and what the controller
 writes once the store may hold them (when it raises the metadata format to FEATURE_LEVELS), so
@@ -79,7 +83,7 @@ METADATA_VERSION_LEVEL = 33
 SUPPORTED: Mapping[str, tuple[int, int]] = {
     METADATA_VERSION: (METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL),
     GROUP_VERSION: (0, 1),
-    TRANSACTION_VERSION: (0, 1),
+    TRANSACTION_VERSION: (0, 2),
 }
 
 # Every feature Kafka 4.4 knows (Feature.FEATURES, its test features included, and metadata.version):
@@ -140,6 +144,13 @@ def consumer_group_protocol(features: Mapping[str, int]) -> bool:
     """KIP-848's consumer group protocol is served (Kafka's GroupVersion.isConsumerRebalanceProtocolSupported);
     without it ConsumerGroupHeartbeat and ConsumerGroupDescribe answer UNSUPPORTED_VERSION (KafkaApis)."""
     return level(features, GROUP_VERSION) >= 1
+
+
+def transaction_version(features: Mapping[str, int]) -> int:
+    """The finalized transaction.version (Kafka's TransactionStateManager.transactionVersionLevel):
+    the transaction version of the coordinator's own aborts (timeouts, fencing a new incarnation),
+    2 bumping the epoch as a transactions-v2 EndTxn does."""
+    return level(features, TRANSACTION_VERSION)
 
 
 def transaction_log_value_version(features: Mapping[str, int]) -> int:

@@ -752,18 +752,23 @@ class Log:
         )
 
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
-                              *, leader_epoch: int, now_ms: int | None = None) -> AppendInfo:
+                              *, leader_epoch: int, now_ms: int | None = None,
+                              transaction_version: int = 0) -> AppendInfo:
         """Write a COMMIT or ABORT marker for the producer's transaction (the coordinator's path:
         Kafka's appendAsLeader with AppendOrigin.COORDINATOR of MemoryRecords.withEndTransactionMarker).
 
-        Raises INVALID_PRODUCER_EPOCH for an epoch older than the producer's, and
-        TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch; nothing is written then.
+        Raises INVALID_PRODUCER_EPOCH for an epoch older than the producer's - for a transactions-v2
+        marker (``transaction_version`` 2, KIP-1228) also for the producer's own epoch, unless it
+        repeats a marker already written - and TRANSACTION_COORDINATOR_FENCED for an older
+        coordinator epoch; nothing is written then.
         """
         now = clock.now_ms() if now_ms is None else now_ms
         batch = encode_end_txn_marker_batch(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
                                             coordinator_epoch=coordinator_epoch, timestamp=now,
                                             partition_leader_epoch=leader_epoch)
-        return self.append(batch, leader_epoch=leader_epoch, now_ms=now, coordinator=True)
+        with self._lock:  # the check and the append see the same producer state (the lock is reentrant)
+            self.producer_state.check_marker_epoch(producer_id, producer_epoch, transaction_version)
+            return self.append(batch, leader_epoch=leader_epoch, now_ms=now, coordinator=True)
 
     def collect_aborted_txns(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [start_offset, upper_bound_offset): the segments' ``.txnindex``

@@ -32,7 +32,12 @@ Kafka 4.0's ProducerAppendInfo):
 
 Control batches (transaction markers, written by the coordinator) get the epoch check, and
 from the coordinator path also the coordinator epoch check (:meth:`~ProducerStateManager.check_end_txn_marker`:
-an older coordinator epoch is TRANSACTION_COORDINATOR_FENCED). A non-transactional batch from a
+an older coordinator epoch is TRANSACTION_COORDINATOR_FENCED). A marker of a transactions-v2
+transaction (KIP-890 part 2, whose commit or abort bumped the epoch; KIP-1228's transaction
+version 2 in WriteTxnMarkers) must carry an epoch above the producer's
+(:meth:`~ProducerStateManager.check_marker_epoch`): a delayed marker of the previous transaction
+then cannot end the next one, which runs at that marker's epoch; only a repeat of the marker
+that ended the producer's last transaction (same epoch, nothing open) is written again. A non-transactional batch from a
 producer with an open transaction is INVALID_TXN_STATE.
 :meth:`~ProducerStateManager.on_append` records a batch after offsets were assigned; it never
 raises, because log recovery replays every batch through it.
@@ -95,6 +100,7 @@ SNAPSHOTS_TO_KEEP = 3
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 
 _INT32_MAX = 2**31 - 1
+_EPOCH_MAX = 2**15 - 1  # Short.MaxValue
 _SNAPSHOT_PREFIX = struct.Struct(">hIi")  # version, crc, entry count
 _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
 _CRC_START = 6  # the CRC covers everything after version and crc
@@ -369,6 +375,22 @@ class ProducerStateManager:
             raise TransactionCoordinatorFencedError(
                 f"Invalid coordinator epoch for producerId {header[_PRODUCER_ID]} at offset {header[_BASE_OFFSET]}: "
                 f"{coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)")
+
+    def check_marker_epoch(self, producer_id: int, producer_epoch: int, transaction_version: int) -> None:
+        """A transactions-v2 marker's epoch (Kafka 4.4's ProducerAppendInfo.checkProducerEpoch at a
+        transaction version of 2 or more): above the producer's, or the same epoch repeating the
+        marker that ended its transaction (nothing open, or the epoch is Short.MaxValue)."""
+        if transaction_version < 2:
+            return  # check_append's rule (not older than the producer's epoch) is v1's
+        entry = self.producers.get(producer_id)
+        if entry is None or producer_epoch > entry.producer_epoch:
+            return
+        current = entry.producer_epoch
+        if producer_epoch == current and (entry.current_txn_first_offset is None or producer_epoch == _EPOCH_MAX):
+            return
+        raise InvalidProducerEpochError(
+            f"Epoch of producer {producer_id} is {producer_epoch}, which is <= the last seen epoch {current} "
+            f"(TV{transaction_version})")
 
     def on_end_txn_marker(self, header: BatchHeader, aborted: bool, coordinator_epoch: int,
                           append_time_ms: int) -> CompletedTxn | None:

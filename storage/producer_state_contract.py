@@ -73,6 +73,12 @@ class ProducerState(Protocol):
         coordinator epoch older than the producer's last one."""
         ...
 
+    def check_marker_epoch(self, producer_id: int, producer_epoch: int, transaction_version: int) -> None:
+        """Before the coordinator path writes a marker of a transactions-v2 transaction
+        (``transaction_version`` >= 2): raise INVALID_PRODUCER_EPOCH unless its epoch is above the
+        producer's, or equal to it repeating a marker already written (KIP-1228)."""
+        ...
+
     def on_end_txn_marker(self, header: BatchHeader, aborted: bool, coordinator_epoch: int,
                           append_time_ms: int) -> CompletedTxn | None:
         """A COMMIT/ABORT marker is in the log; the transaction it ended (None if it had no data)."""
@@ -166,6 +172,9 @@ class NoProducerState:
         pass
 
     def check_end_txn_marker(self, header: BatchHeader, coordinator_epoch: int) -> None:
+        pass
+
+    def check_marker_epoch(self, producer_id: int, producer_epoch: int, transaction_version: int) -> None:
         pass
 
     def on_end_txn_marker(self, header: BatchHeader, aborted: bool, coordinator_epoch: int,

@@ -99,9 +99,11 @@ def convert_fields(fields: list, structs: dict) -> list:
     rows = []
     for f in fields:
         ftype = f["type"]
-        versions = parse_range(f.get("versions"))
         nullable = parse_range(f.get("nullableVersions"))
         tagged = parse_range(f.get("taggedVersions"))
+        # A tagged field without "versions" exists in its tagged versions (Kafka's FieldSpec), as
+        # TransactionLogValue's previous/next producer ids and client transaction version.
+        versions = parse_range(f.get("versions")) if "versions" in f else tagged
         tag = f.get("tag")
         flex_override = f.get("flexibleVersions")
         sub = f.get("fields")

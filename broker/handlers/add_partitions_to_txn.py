@@ -10,6 +10,11 @@ Versions 0-5.
   the brokers' client id, txn_common.from_broker): CLUSTER_AUTHORIZATION_FAILED for clients.
 - v5: same as v4 (TRANSACTION_ABORTABLE may be returned; never here).
 
+A v4+ transaction that is not verify_only is a partition leader adding partitions for a
+transactions-v2 producer (Produce v12, TxnOffsetCommit v5+: KIP-890 part 2's implicit add): the
+coordinator records the transaction as a v2 one, as Kafka's transactionVersionForAddPartitionsToTxn
+(v4+: 2); the client versions v0-3 add as version 0.
+
 A partition of a topic that does not exist gets UNKNOWN_TOPIC_OR_PARTITION and the others
 OPERATION_NOT_ATTEMPTED (Kafka's KafkaApis); otherwise the coordinator's answer goes to every
 partition.
@@ -53,7 +58,7 @@ async def _handle_batched(request: ApiRequest) -> dict:
                 for t, p in tps:
                     partitions.setdefault(t, []).append(p)
                 code = await coordinator.add_partitions(txn["transactional_id"], txn["producer_id"],
-                                                        txn["producer_epoch"], partitions)
+                                                        txn["producer_epoch"], partitions, client_transaction_version=2)
                 codes = dict.fromkeys(tps, code)
         except KafkaApiError as exc:
             codes = dict.fromkeys(tps, ErrorCode(exc.code))

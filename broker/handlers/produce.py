@@ -1,6 +1,6 @@
 """Produce (api key 0): append record batches to partition logs.
 
-Versions 3-11 served; ApiVersions advertises 0-11. v0-2 carry message formats v0/v1, which Odradek
+Versions 3-12 served; ApiVersions advertises 0-12. v0-2 carry message formats v0/v1, which Odradek
 does not store; Kafka 4 dropped them (KIP-896) but still advertises them (KAFKA-18659: librdkafka
 before 2.10 decides that the broker takes gzip, snappy and lz4 batches from Produce v0-2 being
 advertised, and otherwise sends them uncompressed). A client sends the highest version both sides
@@ -16,6 +16,9 @@ dispatcher's version check), and nothing is appended.
 - v10: current_leader / node_endpoints tagged fields (KIP-951): filled for NOT_LEADER_OR_FOLLOWER,
   whichever path refused the partition (broker/handlers/current_leader.py).
 - v11: same as v10 (TRANSACTION_ABORTABLE may be returned, KIP-890).
+- v12: same as v11; a transactional batch is a transactions-v2 producer's (KIP-890 part 2): the
+  leader itself adds the partition to the producer's transaction (below). v13 (topic ids) is not
+  served.
 
 The appends are the replica manager's (``ReplicaManager.append_records``, then
 ``Partition.append_records_to_leader``): each batch's header and CRC32C are checked once and its
@@ -43,6 +46,21 @@ v4 verify_only, NOT_ENOUGH_REPLICAS when it cannot answer): INVALID_TXN_STATE wh
 added, INVALID_PRODUCER_EPOCH for a fenced epoch, INVALID_PRODUCER_ID_MAPPING for an unknown
 producer; nothing appended. Requests without transactional_id pay one dict lookup.
 
+From v12 (transactions v2, ``_add_then_append``; Kafka's ReplicaManager.handleProduceAppend with
+ADD_PARTITION, whatever transaction.partition.verification.enable says) the client no longer sends
+AddPartitionsToTxn: for each partition where the producer's transaction at the batch's epoch is not
+open yet, the leader asks the id's coordinator to add it (broker/txn/coordinator.py
+``add_for_leader``: locally, or AddPartitionsToTxn v5 to another broker), asking again every
+add.partitions.to.txn.retry.backoff.ms while the coordinator answers CONCURRENT_TRANSACTIONS (the
+previous transaction's markers being written), for at most add.partitions.to.txn.retry.backoff.max.ms
+(capped by request.timeout.ms), then answering CONCURRENT_TRANSACTIONS. Refusals, nothing appended:
+the partition's own errors and INVALID_PRODUCER_EPOCH for an epoch below the producer's before the
+coordinator is asked; the coordinator's INVALID_PRODUCER_EPOCH (fenced), INVALID_PRODUCER_ID_MAPPING,
+INVALID_TXN_STATE ("Partition was not added to the transaction"); NOT_ENOUGH_REPLICAS ("Unable to
+verify ...", retriable) when it cannot answer; OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that
+needed the add, of a producer the partition remembers no batch of, whose sequence is not 0 (Kafka's
+rule: a v2 transaction's epoch starts at 0).
+
 With an authorizer (``_handle_authorizing``, docs/security-acls.md): WRITE on the transactional id
 (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition) and on each topic (else
 TOPIC_AUTHORIZATION_FAILED for its partitions, the others appended). Without one the request pays
@@ -53,6 +71,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -68,13 +87,19 @@ if TYPE_CHECKING:
 
 API_KEY = 0
 NAME = "Produce"
-VERSIONS = (3, 11)
+VERSIONS = (3, 12)
+# The first version of transactions v2 (Kafka's ProduceRequest.LAST_STABLE_VERSION_BEFORE_TRANSACTION_V2 + 1).
+ADD_PARTITION_FROM = 12
 # Kafka's ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION (see the module docstring).
 ADVERTISED_MIN_VERSION = 0
 
 ZSTD = 4
 ATTRIBUTES_AT = 21
 PRODUCER_ID_AT = 43
+BASE_SEQUENCE_AT = 53
+# The coordinator errors a leader answers as NOT_ENOUGH_REPLICAS, retriable (Kafka's ReplicaManager).
+_UNVERIFIABLE = frozenset({ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                           ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR})
 
 
 def _partition_result(index: int, code: int, message: str | None = None, base_offset: int = -1,
@@ -204,6 +229,8 @@ def _handle_transactional(request: ApiRequest, entries: list[tuple[str, int, Any
     broker = request.broker
     txn_id = request.body["transactional_id"]
     coordinator = broker.txn_coordinator
+    if request.api_version >= ADD_PARTITION_FROM and coordinator is not None:
+        return _add_then_append(request, entries, refused, coordinator)
     remote: dict[tuple[int, int], list[int]] = {}  # (producer id, epoch) -> entries to ask about
     if coordinator is not None and broker.config["transaction.partition.verification.enable"]:
         for i, (topic, index, records) in enumerate(entries):
@@ -221,6 +248,83 @@ def _handle_transactional(request: ApiRequest, entries: list[tuple[str, int, Any
     if remote and coordinator is not None:
         return _verify_remotely_then_append(request, entries, refused, remote, coordinator)
     return _append_verified(request, entries, refused)
+
+
+def _add_then_append(request: ApiRequest, entries: list[tuple[str, int, Any]], refused: dict[int, KafkaApiError],
+                     coordinator: TransactionCoordinator) -> Any:
+    """Produce v12: the partitions not yet in the producer's transaction at the batch's epoch are
+    added by the coordinator first (see the module docstring); a request whose partitions all are
+    appends at once."""
+    replicas = request.broker.replica_manager
+    to_add: dict[tuple[int, int], list[int]] = {}  # (producer id, epoch) -> entries to add
+    unknown: list[tuple[int, int]] = []  # (entry, producer id): the partition remembers no batch of the producer
+    for i, (topic, index, records) in enumerate(entries):
+        if i in refused:
+            continue
+        producer = _txn_producer(records)
+        if producer is None:
+            continue
+        try:
+            joined, known = replicas.transaction_to_join(topic, index, *producer)
+        except KafkaApiError as exc:
+            refused[i] = exc
+            continue
+        if not joined:
+            to_add.setdefault(producer, []).append(i)
+            if not known:
+                unknown.append((i, producer[0]))
+    if not to_add:
+        return _append_verified(request, entries, refused)
+    return _add_partitions_then_append(request, entries, refused, coordinator, to_add, unknown)
+
+
+async def _add_partitions_then_append(request: ApiRequest, entries: list[tuple[str, int, Any]],
+                                      refused: dict[int, KafkaApiError], coordinator: TransactionCoordinator,
+                                      to_add: dict[tuple[int, int], list[int]],
+                                      unknown: list[tuple[int, int]]) -> dict | None:
+    txn_id = request.body["transactional_id"]
+    for (producer_id, epoch), indexes in to_add.items():
+        tps = [(entries[i][0], entries[i][1]) for i in indexes]
+        codes = await _add_with_retries(request, coordinator, txn_id, producer_id, epoch, tps)
+        for i, tp in zip(indexes, tps, strict=True):
+            if codes[tp] != ErrorCode.NONE:
+                refused[i] = _add_refusal(codes[tp])
+    for i, producer_id in unknown:
+        records = entries[i][2]
+        sequence = int.from_bytes(records[BASE_SEQUENCE_AT:BASE_SEQUENCE_AT + 4], "big", signed=True)
+        if i not in refused and sequence != 0:
+            # Kafka's ProducerAppendInfo.checkSequence for a v2 producer the partition remembers no batch of.
+            refused[i] = KafkaApiError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, (
+                f"Invalid sequence number for producer {producer_id} in partition {entries[i][0]}-{entries[i][1]}: "
+                f"{sequence} (incoming seq. number). Expected sequence 0 for transactions v2 idempotent producer "
+                "with no existing state."))
+    result = _append_verified(request, entries, refused)
+    return await result if asyncio.iscoroutine(result) else result
+
+
+async def _add_with_retries(request: ApiRequest, coordinator: TransactionCoordinator, transactional_id: str,
+                            producer_id: int, epoch: int, tps: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+    """The coordinator's answer, asked again while it is CONCURRENT_TRANSACTIONS for a while
+    (Kafka's maybeRetryOnConcurrentTransactions)."""
+    config = request.broker.config
+    backoff_s = config["add.partitions.to.txn.retry.backoff.ms"] / 1000
+    deadline = time.monotonic() + min(config["add.partitions.to.txn.retry.backoff.max.ms"],
+                                      config["request.timeout.ms"]) / 1000
+    while True:
+        codes = await coordinator.add_for_leader(transactional_id, producer_id, epoch, tps)
+        if time.monotonic() >= deadline or ErrorCode.CONCURRENT_TRANSACTIONS not in codes.values():
+            return codes
+        await asyncio.sleep(backoff_s)
+
+
+def _add_refusal(code: ErrorCode) -> KafkaApiError:
+    """A partition the coordinator did not add, as Kafka's ReplicaManager answers it (Produce v12)."""
+    if code == ErrorCode.INVALID_TXN_STATE:
+        return KafkaApiError(code, "Partition was not added to the transaction")
+    if code in _UNVERIFIABLE:
+        return KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS, "Unable to verify the partition has been added to the "
+                             f"transaction. Underlying error: {code.name}")
+    return KafkaApiError(code)
 
 
 async def _verify_remotely_then_append(request: ApiRequest, entries: list[tuple[str, int, Any]],

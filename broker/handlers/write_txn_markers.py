@@ -13,8 +13,10 @@ otherwise); with no authorizer, as here until issue 15, every client is allowed
 validated: each goes through ``ReplicaManager.append_end_txn_markers`` (acks=-1, coordinator
 origin), whose errors per partition are Kafka's: UNKNOWN_TOPIC_OR_PARTITION,
 NOT_LEADER_OR_FOLLOWER, INVALID_PRODUCER_EPOCH for an epoch older than the producer's,
-TRANSACTION_COORDINATOR_FENCED for a coordinator epoch older than the last marker's; nothing is
-appended for a refused marker.
+TRANSACTION_COORDINATOR_FENCED for a coordinator epoch older than the last marker's; a marker of
+transaction version 2 (v2's field, KIP-1228) is refused INVALID_PRODUCER_EPOCH unless its epoch is
+above the producer's (or repeats the marker that ended its last transaction); nothing is appended
+for a refused marker.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ async def handle(request: ApiRequest) -> dict:
     markers = request.body["markers"]
     if not _cluster_action_allowed(request):
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    entries = [(t["name"], p, m["producer_id"], m["producer_epoch"], m["coordinator_epoch"], m["transaction_result"])
-               for m in markers for t in m["topics"] for p in t["partition_indexes"]]
+    entries = [(t["name"], p, m["producer_id"], m["producer_epoch"], m["coordinator_epoch"], m["transaction_result"],
+                m.get("transaction_version", 0)) for m in markers for t in m["topics"] for p in t["partition_indexes"]]
     done: Completion[list[Any]] = Completion()
     request.broker.replica_manager.append_end_txn_markers(entries, request.broker.config["request.timeout.ms"], done)
     results = done.value if done.done else await done.wait()

@@ -426,14 +426,14 @@ class Partition:
         return info
 
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                              commit: bool) -> AppendInfo:
+                              commit: bool, transaction_version: int = 0) -> AppendInfo:
         """Write a COMMIT/ABORT marker as the leader (the coordinator's WriteTxnMarkers path, Kafka's
         appendRecordsToLeader with AppendOrigin.COORDINATOR and acks=-1): internal topics too
         (``__consumer_offsets`` gets markers for TxnOffsetCommit); NOT_ENOUGH_REPLICAS below
         min.insync.replicas. The caller moves the HW, which moves the LSO."""
         self._require_min_insync_replicas()
         info = self.log.append_end_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit,
-                                              leader_epoch=self.leader_epoch)
+                                              leader_epoch=self.leader_epoch, transaction_version=transaction_version)
         self._appended_bytes += info.size
         return info
 

@@ -83,7 +83,7 @@ from storage.log import Log
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.partition_metadata import topic_id_to_str
-from storage.producer_state import ProducerStateManager
+from storage.producer_state import InvalidProducerEpochError, ProducerStateManager
 from storage.results import EMPTY_SLICE, AppendInfo
 
 if TYPE_CHECKING:
@@ -786,6 +786,22 @@ class ReplicaManager:
         entry = state.last_entry(producer_id) if isinstance(state, ProducerStateManager) else None
         return entry is not None and entry.current_txn_first_offset is not None
 
+    def transaction_to_join(self, topic: str, partition: int, producer_id: int, producer_epoch: int) -> tuple[bool, bool]:
+        """Before a transactions-v2 batch of (producer id, epoch) is appended to a partition led here
+        (Kafka's UnifiedLog.maybeStartTransactionVerification): (whether the producer's transaction
+        at that epoch is open here already - the partition was added then - and whether the
+        partition remembers batches of the producer at its current epoch). Raises Kafka's partition errors
+        (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, ...) and INVALID_PRODUCER_EPOCH for an
+        epoch below the producer's, before the coordinator is asked anything."""
+        state = self.leader_partition(topic, partition).log.producer_state
+        entry = state.last_entry(producer_id) if isinstance(state, ProducerStateManager) else None
+        if entry is None:
+            return False, False
+        if producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(f"Epoch of producer {producer_id} is {producer_epoch}, which is smaller "
+                                            f"than the last seen epoch {entry.producer_epoch}")
+        return entry.current_txn_first_offset is not None and entry.producer_epoch == producer_epoch, bool(entry.batches)
+
     def open_transactions(self, topic: str, partition: int) -> dict[int, int]:
         """Producer id -> first offset of its open transaction on a led partition (the group
         coordinator restores TxnOffsetCommit's pending offsets from these when it loads)."""
@@ -947,21 +963,22 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
 
-    def append_end_txn_markers(self, markers: list[tuple[str, int, int, int, int, bool]], timeout_ms: int,
+    def append_end_txn_markers(self, markers: list[tuple[str, int, int, int, int, bool, int]], timeout_ms: int,
                                callback: ProduceCallback) -> None:
         """Write transaction markers: each (topic, partition, producer id, producer epoch, coordinator
-        epoch, commit) as its leader (Kafka's appendRecords with AppendOrigin.COORDINATOR from
-        WriteTxnMarkers, acks=-1). ``callback(results)`` gets, in order, each marker's AppendInfo or
+        epoch, commit, transaction version) as its leader (Kafka's appendRecords with
+        AppendOrigin.COORDINATOR from WriteTxnMarkers, acks=-1; transaction version 2 is KIP-1228's
+        stricter epoch check, storage.producer_state). ``callback(results)`` gets, in order, each marker's AppendInfo or
         the KafkaApiError it was refused with (NOT_LEADER_OR_FOLLOWER, INVALID_PRODUCER_EPOCH,
         TRANSACTION_COORDINATOR_FENCED, NOT_ENOUGH_REPLICAS, ...), once the HW passed the markers
         (REQUEST_TIMED_OUT after ``timeout_ms``). Each marker that lands moves the LSO with the HW
         and wakes what waited on it. The callback may run before this returns."""
         results: list[ProduceResult] = []
         waiting: list[tuple[int, TopicPartition]] = []
-        for i, (topic, index, producer_id, producer_epoch, coordinator_epoch, commit) in enumerate(markers):
+        for i, (topic, index, producer_id, producer_epoch, coordinator_epoch, commit, version) in enumerate(markers):
             try:
                 part = self.leader_partition(topic, index)
-                info = part.append_end_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit)
+                info = part.append_end_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit, version)
             except KafkaApiError as exc:
                 results.append(exc)
                 continue

@@ -16,10 +16,19 @@ TransactionCoordinator:
 - ``end_transaction``: PrepareCommit/PrepareAbort is written, the client answered, then the
   markers go to the partitions' leaders (``markers.MarkerWriter``) and CompleteCommit/
   CompleteAbort is written. A retried EndTxn of a completed transaction answers NONE.
+- Transactions v2 (KIP-890 part 2; EndTxn v5, the partitions a leader adds for Produce v12 and
+  TxnOffsetCommit v5+ through AddPartitionsToTxn v4+): the transaction records the client's
+  transaction version, and every commit or abort of a v2 transaction bumps the producer epoch in
+  its Prepare* record (the markers carry the bumped epoch, so a late batch of the ended
+  transaction is fenced on every partition, and the next transaction starts on the new epoch);
+  EndTxn v5 answers the producer id and epoch to go on with. An epoch that would reach
+  Short.MaxValue hands over to a new producer id (``next_producer_id``, taken by Complete*).
+  Retries follow Kafka's table (``_end_op_v2``): a retry names the epoch before the bump.
 - Timers: every transaction.abort.timed.out.transaction.cleanup.interval.ms, ongoing transactions
   older than their timeout are aborted with a bumped epoch (the producer is fenced); every
   transaction.remove.expired.transaction.cleanup.interval.ms, ids idle (not in a transaction)
-  for transactional.id.expiration.ms are removed (tombstone).
+  for transactional.id.expiration.ms are removed (tombstone). The coordinator's own aborts (a
+  timeout, a new incarnation's InitProducerId) take the cluster's finalized transaction.version.
 - Loading a partition finishes what its previous leader left prepared (markers, then Complete*).
 - ``verify``: the produce path's check that a transactional batch's partition was added (KIP-890's
   verification, answered here when this broker coordinates the transactional id).
@@ -43,7 +52,7 @@ import functools
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from broker.coordinator import partition_rule
 from broker.coordinator.migration import RehashMigrations
@@ -58,7 +67,7 @@ from broker.coordinator.runtime import (
 from broker.coordinator.twin_reader import TwinReader
 from broker.inter_broker_client import NodeUnavailableError
 from broker.txn.markers import ImageView, MarkerReplicas, MarkerWriter
-from broker.txn.metadata import COMPLETE, MAX_EPOCH, PREPARE, TxnMetadata
+from broker.txn.metadata import COMPLETE, MAX_EPOCH, PREPARE, TV2, TxnMetadata
 from broker.txn.records import (
     CorruptTxnRecordError,
     TxnLogValue,
@@ -84,8 +93,20 @@ log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
 ADD_PARTITIONS_TO_TXN = 24
 VERIFY_VERSION = 4
+ADD_VERSION = 5  # a leader's add for a transactions-v2 producer (Kafka's AddPartitionsToTxnManager sends v5)
 
 InitResult = tuple[ErrorCode, int, int]  # (error, producer id, producer epoch)
+# Short.MaxValue: the highest epoch a v2 commit or abort may bump to (then a new producer id follows).
+EPOCH_CEILING = 32767
+
+
+class EndResult(NamedTuple):
+    """EndTxn's answer: the error, and for transactions v2 the producer id and epoch the producer
+    goes on with (-1, -1 otherwise, and on any error)."""
+
+    error: ErrorCode
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 # Kafka's TransactionState names (ListTransactions/DescribeTransactions, kafka-transactions.sh).
 STATE_NAMES = {
@@ -358,6 +379,54 @@ class TransactionCoordinator:
                     codes[(topic["name"], r["partition_index"])] = code
         return {tp: codes.get(tp, ErrorCode.NOT_ENOUGH_REPLICAS) for tp in partitions}
 
+    async def add_for_leader(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """KIP-890 part 2's implicit add: a partition leader adds the partitions of a transactions-v2
+        producer's batch (Produce v12) or offsets (TxnOffsetCommit v5+) to its transaction, on the
+        id's coordinator - here, or another broker with AddPartitionsToTxn v5 (not verify_only).
+        Per partition the coordinator's answer as Kafka's AddPartitionsToTxnManager hands it to the
+        leader: PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, COORDINATOR_NOT_AVAILABLE when the
+        partition of the id has no leader, NETWORK_EXCEPTION when the coordinator cannot be reached,
+        a refused request's error (CLUSTER_AUTHORIZATION_FAILED as INVALID_TXN_STATE) on every one."""
+        state = self.metadata.image.partition(TXN_TOPIC, self.partition_for(transactional_id))
+        if state is None or state.leader < 0:
+            return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        topics: dict[str, list[int]] = {}
+        for t, p in partitions:
+            topics.setdefault(t, []).append(p)
+        if state.leader == self.node_id:
+            code = await self.add_partitions(transactional_id, producer_id, producer_epoch, topics,
+                                             client_transaction_version=TV2)
+            codes = dict.fromkeys(partitions, code)
+        else:
+            codes = await self._add_remote(state.leader, transactional_id, producer_id, producer_epoch, topics)
+        return {tp: ErrorCode.INVALID_PRODUCER_EPOCH if code == ErrorCode.PRODUCER_FENCED else code
+                for tp, code in codes.items()}
+
+    async def _add_remote(self, leader: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                          topics: dict[str, list[int]]) -> dict[tuple[str, int], ErrorCode]:
+        partitions = [(t, p) for t, ps in topics.items() for p in ps]
+        client = self.markers.client(leader)
+        if client is None:
+            return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        body = {"transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
+                                  "producer_epoch": producer_epoch, "verify_only": False,
+                                  "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]}
+        try:
+            response = await client.request(ADD_PARTITIONS_TO_TXN, ADD_VERSION, body)
+        except (NodeUnavailableError, KafkaApiError):
+            return dict.fromkeys(partitions, ErrorCode.NETWORK_EXCEPTION)
+        top = ErrorCode(response["error_code"])
+        if top != ErrorCode.NONE:
+            return dict.fromkeys(partitions, ErrorCode.INVALID_TXN_STATE
+                                 if top == ErrorCode.CLUSTER_AUTHORIZATION_FAILED else top)
+        codes: dict[tuple[str, int], ErrorCode] = {}
+        for txn in response["results_by_transaction"]:
+            for topic in txn["topic_results"]:
+                for r in topic["results_by_partition"]:
+                    codes[(topic["name"], r["partition_index"])] = ErrorCode(r["partition_error_code"])
+        return {tp: codes.get(tp, ErrorCode.NONE) for tp in partitions}
+
     # ==========================================================================================
     # InitProducerId
 
@@ -388,7 +457,9 @@ class TransactionCoordinator:
         if meta is None:
             if new_pid < 0:
                 raise KafkaApiError(ErrorCode.CONCURRENT_TRANSACTIONS)  # removed meanwhile: the client retries
-            value = TxnLogValue(new_pid, 0, timeout_ms, TxnState.EMPTY, {}, now, -1)
+            # Kafka's record of a new id names it as its own previous producer id (the metadata it
+            # creates first holds the new id; the transition records the id it had).
+            value = TxnLogValue(new_pid, 0, timeout_ms, TxnState.EMPTY, {}, now, -1, previous_producer_id=new_pid)
             return self._result(shard, transactional_id, value, (ErrorCode.NONE, new_pid, 0))
         if expected_pid >= 0 and (expected_pid, expected_epoch) != (meta.producer_id, meta.producer_epoch):
             # KIP-360: only the current incarnation may bump its own epoch - or name the epoch
@@ -414,10 +485,14 @@ class TransactionCoordinator:
         return self._result(shard, transactional_id, value, (ErrorCode.NONE, value.producer_id, value.producer_epoch))
 
     def _abort_value(self, meta: TxnMetadata, now: int) -> TxnLogValue:
-        """PrepareAbort with the epoch bumped (Kafka's prepareFenceProducerEpoch + abort): the
-        fenced producer can neither produce nor end the transaction any more."""
-        epoch = meta.producer_epoch + 1 if meta.producer_epoch < MAX_EPOCH else meta.producer_epoch
-        return meta.next_value(TxnState.PREPARE_ABORT, now, producer_epoch=epoch)
+        """PrepareAbort with the epoch bumped once (Kafka's prepareFenceProducerEpoch + the abort;
+        at Short.MaxValue the epoch stays): the fenced producer can neither produce nor end the
+        transaction any more. The coordinator's own abort takes the cluster's transaction.version:
+        at 2 it is a v2 abort (the markers carry v2, Kafka 4.4 bumps once there too)."""
+        epoch = meta.producer_epoch + 1 if meta.producer_epoch < EPOCH_CEILING else meta.producer_epoch
+        version = TV2 if features.transaction_version(self.metadata.image.features) >= TV2 else 0
+        return meta.next_value(TxnState.PREPARE_ABORT, now, producer_epoch=epoch, next_producer_id=-1,
+                               client_transaction_version=version)
 
     def _result(self, shard: TxnShard, transactional_id: str, value: TxnLogValue, response: object,
                 markers: bool = False) -> CoordinatorResult:
@@ -437,9 +512,12 @@ class TransactionCoordinator:
     # AddPartitionsToTxn / AddOffsetsToTxn
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions: dict[str, list[int]]) -> ErrorCode:
+                             partitions: dict[str, list[int]], client_transaction_version: int = 0) -> ErrorCode:
+        """AddPartitionsToTxn: ``client_transaction_version`` is 2 when a partition leader adds them
+        for a transactions-v2 producer (AddPartitionsToTxn v4+ not verify_only), 0 for a client's
+        AddPartitionsToTxn v0-3 and AddOffsetsToTxn, as Kafka's KafkaApis passes it."""
         return await self._write_for_code(transactional_id, functools.partial(
-            self._add_op, transactional_id, producer_id, producer_epoch, partitions))
+            self._add_op, transactional_id, producer_id, producer_epoch, partitions, client_transaction_version))
 
     async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           group_id: str) -> ErrorCode:
@@ -453,7 +531,7 @@ class TransactionCoordinator:
         return len(topic.partitions) if topic is not None else self.config.offsets_num_partitions
 
     def _add_op(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: dict[str, list[int]],
-                shard: TxnShard) -> CoordinatorResult[ErrorCode]:
+                client_transaction_version: int, shard: TxnShard) -> CoordinatorResult[ErrorCode]:
         meta = _check_producer(shard.txns.get(transactional_id), producer_id, producer_epoch)
         if meta.state in PREPARE:
             raise KafkaApiError(ErrorCode.CONCURRENT_TRANSACTIONS)
@@ -464,16 +542,30 @@ class TransactionCoordinator:
         for t, ps in partitions.items():
             merged.setdefault(t, set()).update(ps)
         start = meta.start_ms if meta.state is TxnState.ONGOING else now
-        value = meta.next_value(TxnState.ONGOING, now, partitions=merged, start_ms=start)
+        value = meta.next_value(TxnState.ONGOING, now, partitions=merged, start_ms=start,
+                                client_transaction_version=client_transaction_version)
         return self._result(shard, transactional_id, value, ErrorCode.NONE)
 
     # ==========================================================================================
     # EndTxn
 
     async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                              commit: bool) -> ErrorCode:
-        return await self._write_for_code(transactional_id, functools.partial(
-            self._end_op, transactional_id, producer_id, producer_epoch, commit))
+                              commit: bool, client_transaction_version: int = 0) -> EndResult:
+        """EndTxn; ``client_transaction_version`` 2 for EndTxn v5 (transactions v2), else 0."""
+        try:
+            partition = self._partition(transactional_id)
+            new_pid = -1
+            meta = self.runtime.shard(partition).txns.get(transactional_id)
+            if client_transaction_version >= TV2 and meta is not None and meta.producer_epoch >= MAX_EPOCH:
+                new_pid = await self.producer_ids.next_id()  # the bump exhausts the epoch (Kafka's nextProducerId)
+            op = functools.partial(self._end_op, transactional_id, producer_id, producer_epoch, commit,
+                                   client_transaction_version, new_pid)
+            result: EndResult = await self.runtime.write(partition, op)
+            return result
+        except CoordinatorWriteError as exc:
+            return EndResult(_write_error(exc.code))
+        except KafkaApiError as exc:
+            return EndResult(ErrorCode(exc.code))
 
     async def _write_for_code(self, transactional_id: str,
                               op: Callable[[TxnShard], CoordinatorResult[ErrorCode]]) -> ErrorCode:
@@ -487,19 +579,92 @@ class TransactionCoordinator:
             return ErrorCode(exc.code)
 
     def _end_op(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
-                shard: TxnShard) -> CoordinatorResult[ErrorCode]:
+                client_transaction_version: int, new_pid: int, shard: TxnShard) -> CoordinatorResult[EndResult]:
+        if client_transaction_version >= TV2:
+            return self._end_op_v2(shard, transactional_id, producer_id, producer_epoch, commit, new_pid)
         meta = _check_producer(shard.txns.get(transactional_id), producer_id, producer_epoch)
         state = meta.state
         if state is TxnState.ONGOING:
-            value = meta.next_value(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, self.time_ms())
-            return self._result(shard, transactional_id, value, ErrorCode.NONE, markers=True)
-        wanted_complete = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-        wanted_prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-        if state is wanted_complete:
-            return CoordinatorResult(response=ErrorCode.NONE)  # a retry of a finished EndTxn
-        if state is wanted_prepare:
+            value = self._prepare_end(meta, commit, 0, -1, no_partition_added=False)
+            return self._result(shard, transactional_id, value, EndResult(ErrorCode.NONE), markers=True)
+        if state in PREPARE:
+            # Kafka's metadata is pending its Complete* transition while the markers are written.
             raise KafkaApiError(ErrorCode.CONCURRENT_TRANSACTIONS)
+        wanted_complete = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        if state is wanted_complete:
+            return CoordinatorResult(response=EndResult(ErrorCode.NONE))  # a retry of a finished EndTxn
         raise KafkaApiError(ErrorCode.INVALID_TXN_STATE)
+
+    def _end_op_v2(self, shard: TxnShard, transactional_id: str, producer_id: int, producer_epoch: int,
+                   commit: bool, new_pid: int) -> CoordinatorResult[EndResult]:
+        """EndTxn v5 (Kafka's TransactionCoordinator.endTransaction for transactions v2). A retry names
+        the epoch before the last bump (or, once the bump handed over to a new producer id, the old id
+        at the exhausted epoch). Of Empty, CompleteCommit and CompleteAbort, with the current epoch
+        (C) or a retry's (R): Empty takes an abort (C: a new, empty transaction aborted, the epoch
+        bumped) and refuses a commit (INVALID_TXN_STATE), R is PRODUCER_FENCED; CompleteAbort
+        answers an abort retry NONE, takes a current abort, refuses commits; CompleteCommit answers a
+        commit retry NONE, takes a current abort, refuses the rest."""
+        meta = shard.txns.get(transactional_id)
+        if meta is None:
+            raise KafkaApiError(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        state = meta.state
+        retry_on_overflow = (meta.previous_producer_id == producer_id and producer_epoch == MAX_EPOCH
+                             and meta.producer_epoch == 0)
+        retry_on_bump = meta.producer_epoch == producer_epoch + 1
+        is_retry = retry_on_bump or retry_on_overflow
+        if state in (TxnState.ONGOING, TxnState.EMPTY):
+            valid_epoch = producer_epoch == meta.producer_epoch
+        elif state in PREPARE:
+            valid_epoch = retry_on_bump
+        else:
+            valid_epoch = is_retry or producer_epoch == meta.producer_epoch
+        if meta.producer_id != producer_id and not retry_on_overflow:
+            raise KafkaApiError(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if not valid_epoch:
+            raise KafkaApiError(ErrorCode.PRODUCER_FENCED)
+        if state in PREPARE:
+            raise KafkaApiError(ErrorCode.CONCURRENT_TRANSACTIONS)  # Kafka: pending its Complete*
+        if state is TxnState.ONGOING:
+            return self._end_result(shard, transactional_id, meta, commit, new_pid, no_partition_added=False)
+        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        if is_retry and state is done:
+            return CoordinatorResult(response=EndResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch))
+        if not commit and not is_retry:
+            # An abort with nothing ongoing (v2 may abort before any partition was added): a
+            # transaction of no partitions is aborted, which bumps the epoch.
+            return self._end_result(shard, transactional_id, meta, commit, new_pid, no_partition_added=True)
+        log.warning("transactional id %s is %s, but received an EndTxn to %s", transactional_id,
+                    STATE_NAMES[state], "commit" if commit else "abort")
+        raise KafkaApiError(ErrorCode.INVALID_TXN_STATE)
+
+    def _end_result(self, shard: TxnShard, transactional_id: str, meta: TxnMetadata, commit: bool, new_pid: int,
+                    no_partition_added: bool) -> CoordinatorResult[EndResult]:
+        """Prepare* of a v2 transaction; the answer names what its Complete* will hold."""
+        if meta.producer_epoch < MAX_EPOCH:
+            new_pid = -1
+        elif new_pid < 0:
+            raise KafkaApiError(ErrorCode.CONCURRENT_TRANSACTIONS)  # exhausted meanwhile: the client retries
+        value = self._prepare_end(meta, commit, TV2, new_pid, no_partition_added)
+        after = (new_pid, 0) if new_pid >= 0 else (value.producer_id, value.producer_epoch)
+        return self._result(shard, transactional_id, value, EndResult(ErrorCode.NONE, *after), markers=True)
+
+    def _prepare_end(self, meta: TxnMetadata, commit: bool, client_transaction_version: int, next_producer_id: int,
+                     no_partition_added: bool) -> TxnLogValue:
+        """PrepareCommit/PrepareAbort (Kafka's prepareAbortOrCommit): transactions v2 bump the epoch,
+        except an abort at Short.MaxValue (a broken state Kafka lets abort without overflowing)."""
+        state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        now = self.time_ms()
+        value = meta.next_value(state, now, client_transaction_version=client_transaction_version,
+                                next_producer_id=next_producer_id)
+        if client_transaction_version >= TV2:
+            if meta.producer_epoch == EPOCH_CEILING and not commit:
+                log.error("aborting producer %d of %s at epoch %d (Short.MaxValue): this must not happen",
+                          meta.producer_id, meta.transactional_id, meta.producer_epoch)
+            else:
+                value.producer_epoch = meta.producer_epoch + 1
+        if no_partition_added:
+            value.start_ms = now  # v2 may abort before any partition was added: the start is now
+        return value
 
     # ==========================================================================================
     # markers and completion
@@ -526,7 +691,7 @@ class TransactionCoordinator:
         tps = {(t, p) for t, ps in prepared.partitions.items() for p in ps}
         wanted = functools.partial(self._still_prepared, partition, transactional_id, prepared)
         await self.markers.write(prepared.producer_id, prepared.producer_epoch, self._coordinator_epoch(partition),
-                                 commit, tps, wanted)
+                                 commit, tps, wanted, prepared.client_transaction_version)
         if not wanted():
             return  # resigned: the next leader completes it
         self.runtime.schedule_write(partition, functools.partial(self._complete_op, transactional_id, prepared),
@@ -537,7 +702,11 @@ class TransactionCoordinator:
         if meta is None or meta.state is not prepared.state or meta.producer_epoch != prepared.producer_epoch:
             return CoordinatorResult()
         state = TxnState.COMPLETE_COMMIT if prepared.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
-        return self._result(shard, transactional_id, meta.next_value(state, self.time_ms()), None)
+        value = meta.next_value(state, self.time_ms(), next_producer_id=-1)
+        if meta.client_transaction_version >= TV2 and meta.next_producer_id >= 0:
+            # The v2 bump exhausted the epoch: the producer goes on as the new id, epoch 0.
+            value.producer_id, value.producer_epoch = meta.next_producer_id, 0
+        return self._result(shard, transactional_id, value, None)
 
     # ==========================================================================================
     # timers

@@ -2,8 +2,11 @@
 (Kafka's TransactionMarkerChannelManager, one request per leader per round).
 
 Partitions this broker leads get their markers through ``ReplicaManager.append_end_txn_markers``
-(the coordinator's origin, acks=-1); the others through WriteTxnMarkers (api 27, v1) over a
-``NodeClient`` to their leader on the inter-broker listener. A round's retriable failures
+(the coordinator's origin, acks=-1); the others through WriteTxnMarkers (api 27) over a
+``NodeClient`` to their leader on the inter-broker listener: v2 with the transaction's version
+(KIP-1228) for a transactions-v2 transaction, whose markers the leader checks more strictly; v1
+otherwise, which every Odradek release serves (a cluster with an older broker cannot finalize
+transaction.version 2, so v2 never goes to one). A round's retriable failures
 (leader moved, not enough replicas, timeout, node unreachable) are retried after a backoff with
 the leaders of the then current metadata; a deleted topic's markers are dropped; errors Kafka
 treats as impossible for a coordinator (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED,
@@ -31,6 +34,7 @@ log = logging.getLogger(__name__)
 
 WRITE_TXN_MARKERS = 27
 WRITE_TXN_MARKERS_VERSION = 1
+WRITE_TXN_MARKERS_V2 = 2  # transaction_version (KIP-1228)
 RETRY_BACKOFF_S = 0.1
 
 RETRIABLE = frozenset({
@@ -43,9 +47,12 @@ RETRIABLE = frozenset({
 TopicPartition = tuple[str, int]
 
 
+# (topic, partition, producer id, producer epoch, coordinator epoch, commit, transaction version)
+Marker = tuple[str, int, int, int, int, bool, int]
+
+
 class MarkerReplicas(Protocol):
-    def append_end_txn_markers(self, markers: list[tuple[str, int, int, int, int, bool]], timeout_ms: int,
-                               callback: ProduceCallback) -> None: ...
+    def append_end_txn_markers(self, markers: list[Marker], timeout_ms: int, callback: ProduceCallback) -> None: ...
 
 
 class ImageView(Protocol):
@@ -67,7 +74,7 @@ class MarkerWriter:
         self._clients.clear()
 
     async def write(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
-                    partitions: set[TopicPartition], wanted: Callable[[], bool]) -> None:
+                    partitions: set[TopicPartition], wanted: Callable[[], bool], transaction_version: int = 0) -> None:
         pending = set(partitions)
         while pending and wanted():
             image = self.metadata.image
@@ -78,21 +85,23 @@ class MarkerWriter:
                     pending.discard(tp)  # the topic is gone: nothing to mark
                 elif state.leader >= 0:
                     by_leader.setdefault(state.leader, []).append(tp)
-            rounds = [self._write_to(leader, tps, producer_id, producer_epoch, coordinator_epoch, commit)
-                      for leader, tps in by_leader.items()]
+            rounds = [self._write_to(leader, tps, producer_id, producer_epoch, coordinator_epoch, commit,
+                                     transaction_version) for leader, tps in by_leader.items()]
             for done in await asyncio.gather(*rounds):
                 pending -= done
             if pending and wanted():
                 await asyncio.sleep(RETRY_BACKOFF_S)
 
     async def _write_to(self, leader: int, tps: list[TopicPartition], producer_id: int, producer_epoch: int,
-                        coordinator_epoch: int, commit: bool) -> set[TopicPartition]:
+                        coordinator_epoch: int, commit: bool, transaction_version: int) -> set[TopicPartition]:
         """The partitions of ``tps`` that are done (marked, or dropped for good)."""
         try:
             if leader == self.node_id:
-                codes = await self._write_local(tps, producer_id, producer_epoch, coordinator_epoch, commit)
+                codes = await self._write_local(tps, producer_id, producer_epoch, coordinator_epoch, commit,
+                                                transaction_version)
             else:
-                codes = await self._write_remote(leader, tps, producer_id, producer_epoch, coordinator_epoch, commit)
+                codes = await self._write_remote(leader, tps, producer_id, producer_epoch, coordinator_epoch, commit,
+                                                 transaction_version)
         except (NodeUnavailableError, KafkaApiError) as exc:
             log.debug("markers for producer %d to broker %d: %s", producer_id, leader, exc)
             return set()
@@ -108,15 +117,16 @@ class MarkerWriter:
         return done
 
     async def _write_local(self, tps: list[TopicPartition], producer_id: int, producer_epoch: int,
-                           coordinator_epoch: int, commit: bool) -> dict[TopicPartition, int]:
+                           coordinator_epoch: int, commit: bool, transaction_version: int) -> dict[TopicPartition, int]:
         done: Completion[list[Any]] = Completion()
         self.replicas.append_end_txn_markers(
-            [(t, p, producer_id, producer_epoch, coordinator_epoch, commit) for t, p in tps], self.timeout_ms, done)
+            [(t, p, producer_id, producer_epoch, coordinator_epoch, commit, transaction_version) for t, p in tps],
+            self.timeout_ms, done)
         results = done.value if done.done else await done.wait()
         return {tp: (r.code if isinstance(r, KafkaApiError) else ErrorCode.NONE) for tp, r in zip(tps, results, strict=True)}
 
     async def _write_remote(self, leader: int, tps: list[TopicPartition], producer_id: int, producer_epoch: int,
-                            coordinator_epoch: int, commit: bool) -> dict[TopicPartition, int]:
+                            coordinator_epoch: int, commit: bool, transaction_version: int) -> dict[TopicPartition, int]:
         client = self.client(leader)
         if client is None:
             return {}
@@ -125,9 +135,10 @@ class MarkerWriter:
             topics.setdefault(t, []).append(p)
         body = {"markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch,
                              "transaction_result": commit, "coordinator_epoch": coordinator_epoch,
+                             "transaction_version": transaction_version,
                              "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}]}
-        response = await client.request(WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body,
-                                        timeout_s=self.timeout_ms / 1000 + 5)
+        version = WRITE_TXN_MARKERS_V2 if transaction_version >= 2 else WRITE_TXN_MARKERS_VERSION
+        response = await client.request(WRITE_TXN_MARKERS, version, body, timeout_s=self.timeout_ms / 1000 + 5)
         codes: dict[TopicPartition, int] = {}
         for marker in response["markers"]:
             for topic in marker["topics"]:

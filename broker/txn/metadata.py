@@ -2,7 +2,8 @@
 
 The in-memory state is always the replay of ``__transaction_state``: a transition computes the
 next ``TxnLogValue`` (``next_value``) without changing anything; once that record is durable the
-coordinator's apply copies it in (``install``). Owned by the handler loop.
+coordinator's apply copies it in (``install``). As Kafka's TxnTransitMetadata, every transition's
+record names the producer id before it as ``previous_producer_id``. Owned by the handler loop.
 """
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ from dataclasses import dataclass, field
 
 from broker.txn.records import TxnLogValue, TxnState
 
-# Kafka bumps to a new producer id when the epoch would reach Short.MaxValue.
+# Kafka bumps to a new producer id when the epoch would reach Short.MaxValue
+# (TransactionMetadata.isEpochExhausted: epoch >= Short.MaxValue - 1).
 MAX_EPOCH = 32767 - 1
+# transaction.version 2 (KIP-890 part 2): every commit or abort bumps the producer epoch.
+TV2 = 2
 
 COMPLETE = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 PREPARE = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
@@ -29,6 +33,10 @@ class TxnMetadata:
     start_ms: int = -1
     last_update_ms: int = -1
     previous_producer_id: int = -1
+    # Transactions v2: the producer id a commit or abort that exhausted the epoch hands over once
+    # complete (Kafka's nextProducerId), and the transaction version of the transaction.
+    next_producer_id: int = -1
+    client_transaction_version: int = 0
     # The epoch before the last bump (Kafka's lastProducerEpoch; not in the record, derived from
     # the records' sequence): a KIP-360 producer naming it is the current one retrying or recovering.
     last_producer_epoch: int = -1
@@ -48,17 +56,20 @@ class TxnMetadata:
         self.producer_id, self.producer_epoch, self.timeout_ms = v.producer_id, v.producer_epoch, v.timeout_ms
         self.state, self.start_ms, self.last_update_ms = v.state, v.start_ms, v.last_update_ms
         self.previous_producer_id = v.previous_producer_id
+        self.next_producer_id, self.client_transaction_version = v.next_producer_id, v.client_transaction_version
         self.partitions = {t: set(ps) for t, ps in v.partitions.items()}
 
     def value(self) -> TxnLogValue:
         return TxnLogValue(self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
                            {t: set(ps) for t, ps in self.partitions.items()}, self.last_update_ms,
-                           self.start_ms, self.previous_producer_id)
+                           self.start_ms, self.previous_producer_id, self.next_producer_id,
+                           self.client_transaction_version)
 
     def next_value(self, state: TxnState, now_ms: int, **changes: object) -> TxnLogValue:
         """The record of a transition to ``state`` (fields in ``changes`` replaced)."""
         v = self.value()
         v.state, v.last_update_ms = state, now_ms
+        v.previous_producer_id = self.producer_id
         for name, new in changes.items():
             setattr(v, name, new)
         if state in COMPLETE:

@@ -1,8 +1,12 @@
 """The records of ``__transaction_state``: Kafka's TransactionLogKey / TransactionLogValue.
 
 Key: int16 version 0 + TransactionLogKey (transactional_id string). Value: int16 version + the
-TransactionLogValue of that version (v0 plain, v1 flexible with tagged previous/next producer ids
-and the client's transaction version). A null value is a tombstone (an expired transactional id).
+TransactionLogValue of that version (v0 plain; v1 flexible with Kafka 4.4's tagged fields:
+previous_producer_id (tag 0, the producer id before the transition), next_producer_id (tag 1, the
+id a transactions-v2 commit or abort that exhausted the epoch hands over), client_transaction_version
+(tag 2, the transaction version the transaction was started or ended with) and next_producer_epoch
+(tag 3, KIP-939's two-phase commit: never set here, -1). A null value is a tombstone (an expired
+transactional id).
 The coordinator writes the version the cluster's transaction.version asks for, as Kafka's
 TransactionLog.valueToBytes: 0 at level 0, 1 from level 1 (controller.features
 .transaction_log_value_version); both are read, by Odradek and by Kafka's tools (kafka-dump-log
@@ -58,6 +62,8 @@ class TxnLogValue:
     last_update_ms: int = -1
     start_ms: int = -1
     previous_producer_id: int = -1
+    next_producer_id: int = -1
+    client_transaction_version: int = 0
 
 
 def _codec(name: str, version: int) -> MessageCodec:
@@ -108,14 +114,15 @@ def value_bytes(v: TxnLogValue, version: int = VALUE_VERSION) -> bytes:
     return _VERSION.pack(version) + _codec("TransactionLogValue", version).encode({
         "producer_id": v.producer_id,
         "previous_producer_id": v.previous_producer_id,
-        "next_producer_id": -1,
+        "next_producer_id": v.next_producer_id,
+        "next_producer_epoch": -1,
         "producer_epoch": v.producer_epoch,
         "transaction_timeout_ms": v.timeout_ms,
         "transaction_status": int(v.state),
         "transaction_partitions": parts,
         "transaction_last_update_timestamp_ms": v.last_update_ms,
         "transaction_start_timestamp_ms": v.start_ms,
-        "client_transaction_version": 0,
+        "client_transaction_version": v.client_transaction_version,
     })
 
 
@@ -130,4 +137,5 @@ def decode_value(data: bytes) -> TxnLogValue:
         partitions.setdefault(entry["topic"], set()).update(entry["partition_ids"])
     return TxnLogValue(body["producer_id"], body["producer_epoch"], body["transaction_timeout_ms"], state,
                        partitions, body["transaction_last_update_timestamp_ms"],
-                       body["transaction_start_timestamp_ms"], body.get("previous_producer_id", -1))
+                       body["transaction_start_timestamp_ms"], body.get("previous_producer_id", -1),
+                       body.get("next_producer_id", -1), body.get("client_transaction_version", 0))

@@ -414,7 +414,7 @@ def nothing_changed(c: WireClient) -> None:
                              "host_filter": None})
     assert acls["resources"] == []  # CreateAcls
     features = c.request(18, 4, {"client_software_name": "t", "client_software_version": "1"})["finalized_features"]
-    assert {"name": "transaction.version", "max_version_level": 1, "min_version_level": 1} in features  # UpdateFeatures
+    assert {"name": "transaction.version", "max_version_level": 2, "min_version_level": 2} in features  # UpdateFeatures
 
 
 def grant_all(c: WireClient) -> None:

@@ -34,8 +34,8 @@ CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 UPGRADE, SAFE, UNSAFE = 1, 2, 3
 NONE, UNSUPPORTED_VERSION, INVALID_UPDATE_VERSION = 0, 35, 95
 FAILED = "The update failed for all features since the following feature had an error: "
-# Kafka 4.4's new-cluster levels (its transaction.version 2 is not served by Odradek: it formats 1).
-NEW_CLUSTER = {"kafka": {"transaction.version": 2}, "odradek": {"transaction.version": 1}}
+# Kafka 4.4's new-cluster levels, Odradek's too since it serves transactions v2 (KIP-890 part 2).
+NEW_CLUSTER = {"kafka": {"transaction.version": 2}, "odradek": {"transaction.version": 2}}
 
 
 @pytest.fixture(params=TARGETS)
@@ -93,8 +93,8 @@ def test_api_versions_lists_supported_and_finalized_features(target: Target) -> 
             # share.version, streams.version and eligible.leader.replicas.version, and 7-33 for
             # metadata.version.
             assert supported == {"metadata.version": (33, 33), "group.version": (0, 1),
-                                 "transaction.version": (0, 1)}
-            assert levels == {"metadata.version": 33, "group.version": 1, "transaction.version": 1}
+                                 "transaction.version": (0, 2)}
+            assert levels == {"metadata.version": 33, "group.version": 1, "transaction.version": 2}
         # The epoch is the metadata offset (Kafka's image offset): a level change moves it forward.
         before = v4["finalized_features_epoch"]
         assert before >= 0
@@ -170,7 +170,6 @@ def test_where_odradek_answers_otherwise(tmp_path: Path) -> None:
     with open_target("odradek", tmp_path) as target, WireClient(target.host, target.port) as c:
         for feature, level, kind, reason in [
             ("metadata.version", 32, SAFE, "Local controller 1 only supports versions 33"),
-            ("transaction.version", 2, UPGRADE, "Local controller 1 only supports versions 0-1"),
             ("share.version", 1, UPGRADE, "Local controller 1 does not support this feature."),
             ("streams.version", 1, UPGRADE, "Local controller 1 does not support this feature."),
             ("eligible.leader.replicas.version", 1, UPGRADE, "Local controller 1 does not support this feature."),

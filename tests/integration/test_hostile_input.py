@@ -18,7 +18,7 @@ from tests.support.wire import WireClient
 # clients are offered: it must come with tests of the API. AlterPartition (56) is served on the
 # inter-broker listener only and advertised nowhere (tests/integration/test_api_versions_surface.py).
 EXPECTED_APIS = [
-    (0, 0, 11),  # Produce (served from v3; v0-2 advertised as Kafka 4.4 does, KAFKA-18659)
+    (0, 0, 12),  # Produce (served from v3; v0-2 advertised as Kafka 4.4 does, KAFKA-18659; v13 not served)
     (1, 4, 17),  # Fetch
     (2, 1, 11),  # ListOffsets
     (3, 0, 13),  # Metadata
@@ -40,9 +40,9 @@ EXPECTED_APIS = [
     (23, 0, 4),  # OffsetForLeaderEpoch
     (24, 0, 5),  # AddPartitionsToTxn
     (25, 0, 4),  # AddOffsetsToTxn
-    (26, 0, 4),  # EndTxn
+    (26, 0, 5),  # EndTxn
     (27, 1, 2),  # WriteTxnMarkers (v0 retired by Kafka 4.0, KIP-896)
-    (28, 0, 4),  # TxnOffsetCommit
+    (28, 0, 6),  # TxnOffsetCommit
     (29, 0, 3),  # DescribeAcls
     (30, 0, 3),  # CreateAcls
     (31, 0, 3),  # DeleteAcls
@@ -139,7 +139,7 @@ def test_api_versions_v3_exact_bytes_with_v0_response_header(broker) -> None:
         r = c.request(18, 4, {"client_software_name": "t", "client_software_version": "1"})
     epoch, finalized = r["finalized_features_epoch"], [(f["name"], f["max_version_level"])
                                                        for f in r["finalized_features"]]
-    assert sorted(finalized) == [("group.version", 1), ("metadata.version", 33), ("transaction.version", 1)]
+    assert sorted(finalized) == [("group.version", 1), ("metadata.version", 33), ("transaction.version", 2)]
     request = struct.pack(">hhih", 18, 3, 9, 2) + b"cl" + b"\x00" + b"\x03ab\x021" + b"\x00"
     with raw_connect(broker) as s:
         s.sendall(struct.pack(">i", len(request)) + request)

@@ -52,12 +52,13 @@ def test_describe_as_on_kafka_then_upgrade_and_downgrade_one_node(tmp_path: Path
     try:
         odradek = describe(b.bootstrap)
         assert odradek == {"metadata.version": ("4.4-IV2", "4.4-IV2", "4.4-IV2"),
-                           "group.version": ("0", "1", "1"), "transaction.version": ("0", "1", "1")}
-        # Kafka 4.4 finalizes the same metadata.version and group.version (and transaction.version 2,
-        # which Odradek does not serve); it lists more features, none Odradek lists without it.
+                           "group.version": ("0", "1", "1"), "transaction.version": ("0", "2", "2")}
+        # Kafka 4.4 finalizes the same metadata.version, group.version and transaction.version; it lists
+        # more features, none Odradek lists without it.
         assert set(odradek) < set(kafka)
         assert [kafka[f][2] for f in ("metadata.version", "group.version")] == ["4.4-IV2", "1"]
         assert kafka["group.version"][:2] == odradek["group.version"][:2]
+        assert kafka["transaction.version"] == odradek["transaction.version"]
 
         out = features(b.bootstrap, "downgrade", "--feature", "group.version=0", "--dry-run").stdout
         assert out == "group.version can be downgraded to 0.\n"
@@ -66,12 +67,12 @@ def test_describe_as_on_kafka_then_upgrade_and_downgrade_one_node(tmp_path: Path
             "group.version was downgraded to 0.\n"
         assert describe(b.bootstrap)["group.version"][2] == "0"
 
-        refused = features(b.bootstrap, "upgrade", "--feature", "transaction.version=2", check=False)
+        refused = features(b.bootstrap, "upgrade", "--feature", "transaction.version=3", check=False)
         assert refused.returncode == 1
         assert refused.stdout == (
-            "Could not upgrade transaction.version to 2. The update failed for all features since the following "
-            "feature had an error: Invalid update version 2 for feature transaction.version. Local controller 1 "
-            "only supports versions 0-1\n")
+            "Could not upgrade transaction.version to 3. The update failed for all features since the following "
+            "feature had an error: Invalid update version 3 for feature transaction.version. Local controller 1 "
+            "only supports versions 0-2\n")
         assert "1 out of 1 operation(s) failed." in refused.stderr
         assert features(b.bootstrap, "disable", "--feature", "transaction.version").stdout == \
             "transaction.version was disabled.\n"
@@ -81,8 +82,8 @@ def test_describe_as_on_kafka_then_upgrade_and_downgrade_one_node(tmp_path: Path
         assert finalized_level(b.host, b.port, "group.version") == 0
         assert finalized_level(b.host, b.port, "transaction.version") == 0
         out = features(b.bootstrap, "upgrade", "--feature", "group.version=1", "--feature",
-                       "transaction.version=1").stdout
-        assert out == "group.version was upgraded to 1.\ntransaction.version was upgraded to 1.\n"
+                       "transaction.version=2").stdout
+        assert out == "group.version was upgraded to 1.\ntransaction.version was upgraded to 2.\n"
         assert describe(b.bootstrap) == odradek
     finally:
         b.stop()

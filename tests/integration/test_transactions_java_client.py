@@ -4,6 +4,10 @@ committed records, a second producer with the same transactional.id fences the f
 open past its timeout is aborted by the broker, and a consume-transform-produce loop with
 sendOffsetsToTransaction copies exactly once.
 
+Both brokers finalize transaction.version 2, so the client runs transactions v2 (KIP-890 part 2): no
+AddPartitionsToTxn or AddOffsetsToTxn, Produce v12, TxnOffsetCommit v5+, EndTxn v5 bumping the epoch
+of every transaction; the last test shows from Odradek's request log that it did (issue 28).
+
 Each test runs once per target and asserts the same outcome on both, so Kafka is the reference. Odradek
 runs with a short abort-check interval (Kafka's default of 10 s stays on the shared Kafka); the timeout
 scenario waits for the abort instead of sleeping a fixed time.
@@ -16,20 +20,19 @@ import pytest
 from tests.support.broker_process import BrokerProcess
 from tests.support.java_tools import JavaDriver
 from tests.support.real_kafka import FETCH, PRODUCE, TARGETS, Target, open_target, unique
+from tests.support.request_log import request_log_args, versions_used
+from tests.support.wire import WireClient
 
-TXN = ("FindCoordinator", "InitProducerId", "AddPartitionsToTxn", "EndTxn")
+TXN = ("FindCoordinator", "InitProducerId", "EndTxn")
 # What the Java client 4.4.0 throws from commitTransaction once a newer incarnation's InitProducerId
 # has bumped its epoch, on Kafka 4.4.0.
 FENCED = "ProducerFencedException"
 # What it throws from a commit after the broker aborted the transaction on its timeout, on Kafka 4.4.0
 # with transaction.version=2 (KIP-890's transactions v2, finalised by default since 4.0): the abort
-# bumped the epoch and the late EndTxn is refused as INVALID_TXN_STATE. At transaction.version=1 it is
-# ProducerFencedException (seen on Kafka 4.4.0 formatted with --feature transaction.version=1), and
-# that is what Odradek answers: it does not finalise transaction.version, so clients use version 1.
+# bumped the epoch, so the late EndTxn v5 names the epoch before it - a retry of an ended transaction -
+# and a commit of an aborted one is INVALID_TXN_STATE. (At transaction.version=1 it is
+# ProducerFencedException, seen on Kafka 4.4.0 formatted with --feature transaction.version=1.)
 TIMED_OUT = "InvalidTxnStateException"
-NO_TRANSACTIONS_V2 = ("issue 28: transactions v2 (KIP-890, transaction.version=2) are not served, so the Java "
-                      "client's late commit after a timeout abort gets ProducerFencedException (version 1's "
-                      "answer) where Kafka 4.4 answers InvalidTxnStateException")
 
 
 @pytest.fixture(scope="module", params=TARGETS)
@@ -38,7 +41,8 @@ def target(request, tmp_path_factory):
         with open_target("kafka", tmp_path_factory.mktemp("kafka")) as t:
             yield t
         return
-    b = BrokerProcess(tmp_path_factory.mktemp("odradek"), overrides={
+    data_dir = tmp_path_factory.mktemp("odradek")
+    b = BrokerProcess(data_dir, args=request_log_args(data_dir), overrides={
         "auto.create.topics.enable": "false",
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"})
     b.start()
@@ -112,9 +116,7 @@ def test_second_producer_fences_the_first(target, driver) -> None:
     assert sorted(values(read(driver, topic, "read_uncommitted", 6))) == ["a0", "a1", "a2", "b0", "b1", "b2"]
 
 
-def test_transaction_open_past_its_timeout_is_aborted_by_the_broker(request, target, driver) -> None:
-    if target.is_odradek:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=NO_TRANSACTIONS_V2))
+def test_transaction_open_past_its_timeout_is_aborted_by_the_broker(target, driver) -> None:
     topic = new_topic(target, driver)
     out = driver.call("txn_timeout", transactional_id=unique("tx-timeout"), topic=topic, count=2, partition=0,
                       transaction_timeout_ms=1000, wait_ms=40000, timeout=90)
@@ -156,3 +158,20 @@ def test_open_transaction_holds_the_lso_and_list_offsets_latest_differs_by_isola
     assert out["open"] == {"read_committed": {"0": 3}, "read_uncommitted": {"0": 6}}, out
     assert out["committed"] == {"read_committed": {"0": 7}, "read_uncommitted": {"0": 7}}, out
     assert values(read(driver, topic, "read_committed", 5)) == ["c0", "c1", "o0", "o1", "o2"]
+
+
+def test_the_client_ran_transactions_v2(target, driver) -> None:
+    """Last in the module: both brokers finalize transaction.version 2, and the Java client used
+    transactions v2 against Odradek in every test above - EndTxn v5 only, Produce v12, TxnOffsetCommit
+    v5 or v6 - and never AddPartitionsToTxn or AddOffsetsToTxn (the leaders add the partitions)."""
+    with WireClient(target.host, target.port) as c:
+        finalized = c.request(18, 3, {"client_software_name": "odradek-tests",
+                                      "client_software_version": "1"})["finalized_features"]
+    assert {f["name"]: f["max_version_level"] for f in finalized}["transaction.version"] == 2
+    if not target.is_odradek:
+        return  # Kafka's request log is not read here; its answers above are the reference
+    used = versions_used(target.broker)
+    assert used["EndTxn"] == {5}, used
+    assert 12 in used["Produce"], used
+    assert used["TxnOffsetCommit"] and used["TxnOffsetCommit"] <= {5, 6}, used
+    assert "AddPartitionsToTxn" not in used and "AddOffsetsToTxn" not in used, used

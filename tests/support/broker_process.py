@@ -19,7 +19,7 @@ class BrokerProcess:
     """One broker: ``start()``, ``stop()`` (SIGTERM, graceful), ``kill()`` (SIGKILL), ``restart()``."""
 
     def __init__(self, data_dir: Path, port: int | None = None, overrides: dict[str, str] | None = None,
-                 host: str = "127.0.0.1", package_root: Path = REPO) -> None:
+                 host: str = "127.0.0.1", package_root: Path = REPO, args: list[str] | None = None) -> None:
         self.data_dir = Path(data_dir)
         # The source tree the daemon runs from: this checkout, or an older release's
         # (tests/support/old_release.py) for the upgrade tests.
@@ -36,6 +36,7 @@ class BrokerProcess:
             "offsets.topic.num.partitions": "5",
         }
         self.overrides.update(overrides or {})
+        self.args = list(args or [])  # more command-line arguments (e.g. --log-config)
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir / "broker.log"
 
@@ -44,7 +45,7 @@ class BrokerProcess:
         return f"{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "broker.main"]
+        cmd = [sys.executable, "-m", "broker.main", *self.args]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
         return cmd

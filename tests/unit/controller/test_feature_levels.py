@@ -3,7 +3,7 @@ new store is formatted at, what a store from before feature levels reports and g
 rules on a real controller over a real local store.
 
 Expected values are Kafka 4.4's: its new-cluster levels (FeatureCommand version-mapping of 4.4-IV2:
-metadata.version 33, group.version 1, transaction.version 2, capped here at the supported 1) and the
+metadata.version 33, group.version 1, transaction.version 2, each within what Odradek supports) and the
 answers a real Kafka 4.4 broker gave to the same UpdateFeatures requests (the messages below were
 read off one; tests/integration/test_feature_flags.py sends them to both).
 """
@@ -33,11 +33,11 @@ async def test_a_new_store_is_formatted_at_kafka_44_levels_odradek_supports(tmp_
     c = make_controller(tmp_path)
     await c.start(host="localhost", port=9092)
     try:
-        assert kafka_levels(c.image.features) == {MV: 33, GV: 1, TV: 1}
+        assert kafka_levels(c.image.features) == {MV: 33, GV: 1, TV: 2}
         first = (await c._log_store.read(0)).batches[0].records
         levels = [r for r in first if isinstance(r, FeatureLevelRecord) and r.name != metadata_format.FEATURE]
         assert levels[0] == FeatureLevelRecord(MV, 33)  # metadata.version first, as Kafka's bootstrap
-        assert set(levels) == {FeatureLevelRecord(MV, 33), FeatureLevelRecord(GV, 1), FeatureLevelRecord(TV, 1)}
+        assert set(levels) == {FeatureLevelRecord(MV, 33), FeatureLevelRecord(GV, 1), FeatureLevelRecord(TV, 2)}
     finally:
         await c.stop()
 

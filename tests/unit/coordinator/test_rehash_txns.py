@@ -109,7 +109,7 @@ async def test_an_ongoing_transaction_of_a_moved_id_commits_from_its_new_partiti
     assert meta is not None and (meta.producer_id, meta.producer_epoch, meta.state) == (PID, EPOCH, TxnState.ONGOING)
     assert meta.partitions == {TOPIC: {0}}
     assert c.partition_for(MOVED) == 0
-    assert await c.end_transaction(MOVED, PID, EPOCH, True) == ErrorCode.NONE
+    assert (await c.end_transaction(MOVED, PID, EPOCH, True)).error == ErrorCode.NONE
     await settle()
     # The COMMIT marker is in the data partition: its coordinator epoch (the new partition's leader
     # epoch 2 plus the old one's 7) is not below the 7 of the producer's last marker, which the
@@ -134,7 +134,7 @@ async def test_a_moved_ongoing_transaction_past_its_timeout_is_aborted_and_its_p
     assert c.abort_timed_out_transactions() == 1
     await settle()
     assert markers(logs) == [(PID, EPOCH, True), (PID, EPOCH + 1, False)]
-    assert await c.end_transaction(MOVED, PID, EPOCH, True) == ErrorCode.PRODUCER_FENCED
+    assert (await c.end_transaction(MOVED, PID, EPOCH, True)).error == ErrorCode.PRODUCER_FENCED
     await c.shutdown()
 
 
@@ -177,7 +177,7 @@ async def test_below_the_migrations_level_a_moved_id_stays_where_0_1_0_puts_it_u
     meta = c.describe(MOVED)
     assert meta is not None and (meta.producer_id, meta.producer_epoch, meta.state) == (PID, EPOCH, TxnState.ONGOING)
     # Its markers carry partition 2's leader epoch (7), as 0.1.0's do: the data partition takes them.
-    assert await c.end_transaction(MOVED, PID, EPOCH, True) == ErrorCode.NONE
+    assert (await c.end_transaction(MOVED, PID, EPOCH, True)).error == ErrorCode.NONE
     await settle()
     assert markers(logs) == [(PID, EPOCH, True), (PID, EPOCH, True)]
     assert await c.init_producer_id(MOVED, 60_000) == (ErrorCode.NONE, PID, EPOCH + 1)

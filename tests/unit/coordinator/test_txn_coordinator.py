@@ -31,10 +31,10 @@ class MarkerLogs(LocalLogs):
 
     def append_end_txn_markers(self, markers, timeout_ms, callback) -> None:
         results = []
-        for topic, partition, pid, epoch, coordinator_epoch, commit in markers:
+        for topic, partition, pid, epoch, coordinator_epoch, commit, version in markers:
             try:
                 results.append(self._log(topic, partition).append_end_txn_marker(
-                    pid, epoch, coordinator_epoch, commit, leader_epoch=0))
+                    pid, epoch, coordinator_epoch, commit, leader_epoch=0, transaction_version=version))
             except KafkaApiError as exc:
                 results.append(exc)
         callback(results)
@@ -122,16 +122,16 @@ async def test_init_bumps_the_epoch_and_state_survives_a_reload(logs: MarkerLogs
 async def test_commit_writes_markers_then_complete(logs: MarkerLogs) -> None:
     c = await started(logs, Clock())
     _, pid, epoch = await c.init_producer_id("t2", 60_000)
-    assert await c.end_transaction("t2", pid, epoch, True) == ErrorCode.INVALID_TXN_STATE
+    assert (await c.end_transaction("t2", pid, epoch, True)).error == ErrorCode.INVALID_TXN_STATE
     assert await c.add_partitions("t2", pid, epoch, {TOPIC: [0]}) == ErrorCode.NONE
     produce(logs, pid, epoch, 0, b"v")
-    assert await c.end_transaction("t2", pid, epoch, True) == ErrorCode.NONE
+    assert (await c.end_transaction("t2", pid, epoch, True)).error == ErrorCode.NONE
     await settle()
     assert markers(logs) == [(pid, epoch, True)]
     meta = c.describe("t2")
     assert meta is not None and meta.state is TxnState.COMPLETE_COMMIT and meta.partitions == {}
-    assert await c.end_transaction("t2", pid, epoch, True) == ErrorCode.NONE  # retry
-    assert await c.end_transaction("t2", pid, epoch, False) == ErrorCode.INVALID_TXN_STATE
+    assert (await c.end_transaction("t2", pid, epoch, True)).error == ErrorCode.NONE  # retry
+    assert (await c.end_transaction("t2", pid, epoch, False)).error == ErrorCode.INVALID_TXN_STATE
     await c.shutdown()
 
 
@@ -146,7 +146,7 @@ async def test_a_new_incarnation_aborts_the_open_transaction_with_a_bumped_epoch
     assert await c.init_producer_id("t3", 60_000) == (ErrorCode.NONE, pid, epoch + 2)
     # the old incarnation is fenced everywhere
     assert await c.add_partitions("t3", pid, epoch, {TOPIC: [0]}) == ErrorCode.PRODUCER_FENCED
-    assert await c.end_transaction("t3", pid, epoch, True) == ErrorCode.PRODUCER_FENCED
+    assert (await c.end_transaction("t3", pid, epoch, True)).error == ErrorCode.PRODUCER_FENCED
     assert c.verify("t3", pid, epoch, TOPIC, 0) == ErrorCode.INVALID_PRODUCER_EPOCH
     await c.shutdown()
 

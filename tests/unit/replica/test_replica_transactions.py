@@ -24,8 +24,9 @@ def txn_batch(pid: int, seq: int, n: int = 2, epoch: int = 0) -> bytes:
 
 
 def end_txn(node: Node, *markers: tuple[str, int, int, int, int, bool], timeout_ms: int = 1000) -> list[list[Any]]:
+    """Markers of transaction version 0 (WriteTxnMarkers v1's)."""
     calls: list[list[Any]] = []
-    node.rm.append_end_txn_markers(list(markers), timeout_ms, calls.append)
+    node.rm.append_end_txn_markers([(*m, 0) for m in markers], timeout_ms, calls.append)
     return calls
 
 
