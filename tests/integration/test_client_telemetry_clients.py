@@ -7,6 +7,9 @@
   the subscription and pushes: /metrics has its ``org.apache.kafka.producer.record.send.total`` (the
   records it had sent at its last push; per topic the same), labelled with its client id, software name and version, and a
   client instance id in Kafka's base64 form.
+- Kafka 4.4's ``kafka-configs --entity-type client-metrics`` sets, describes (the set keys, source
+  DYNAMIC_CLIENT_METRICS_CONFIG) and deletes keys, and is refused an interval out of bounds with Kafka's
+  message, the subscription unchanged.
 - librdkafka (confluent-kafka's, 2.5+ implements KIP-714; zstd-compressed pushes) pushes as well,
   on a subscription matching the software name confluent-kafka-python gives it only.
 """
@@ -83,6 +86,32 @@ def test_kafka_client_metrics_tool_and_the_java_producer(broker) -> None:
     out = client_metrics(b.bootstrap, "--delete", "--name", "producers")
     assert out.strip() == "Deleted client metrics config for producers."
     assert client_metrics(b.bootstrap, "--list").strip() == ""
+
+
+def test_kafka_configs_entity_type_client_metrics(broker) -> None:
+    require_toolchain()
+    b, _ = broker
+
+    def configs(*args: str, check: bool = True) -> tuple[int, str, str]:
+        p = run_tool("kafka-configs", ["--bootstrap-server", b.bootstrap, "--entity-type", "client-metrics",
+                                       "--entity-name", "cfg", *args], check=check)
+        return p.returncode, p.stdout, p.stderr
+
+    metrics = "org.apache.kafka.consumer.,org.apache.kafka.producer."
+    assert configs("--alter", "--add-config", f"metrics=[{metrics}],interval.ms=2000")[1] == (
+        "Completed updating config for client-metric cfg.\n")
+    described = [
+        "Dynamic configs for client-metric cfg are:",
+        "  interval.ms=2000 sensitive=false synonyms={DYNAMIC_CLIENT_METRICS_CONFIG:interval.ms=2000}",
+        f"  metrics={metrics} sensitive=false synonyms={{DYNAMIC_CLIENT_METRICS_CONFIG:metrics={metrics}}}"]
+    assert configs("--describe")[1].splitlines() == described
+    code, _, err = configs("--alter", "--add-config", "interval.ms=5", check=False)
+    assert code == 1 and ("InvalidRequestException: Invalid value 5 for interval.ms, interval must be between 100 "
+                          "and 3600000 (1 hour)") in err
+    assert configs("--describe")[1].splitlines() == described
+    configs("--alter", "--delete-config", "interval.ms")
+    assert configs("--describe")[1].splitlines() == [described[0], described[2]]
+    configs("--alter", "--delete-config", "metrics")
 
 
 def test_librdkafka_pushes_its_metrics(broker) -> None:
