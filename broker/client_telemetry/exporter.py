@@ -21,7 +21,7 @@ cumulative on /metrics; a cumulative sum and a gauge are served as last pushed.
 Bounds, so /metrics cannot grow without limit: a client's series go when it has not pushed for
 max(60 s, 3 push intervals) (Kafka's client instance expiry), at the next push or scrape; a client
 keeps at most ``MAX_SERIES_PER_CLIENT`` series and all clients ``MAX_SERIES``; a name that would be
-one of the broker's own (``kafka_`` or ``odradek_`` prefixes) is not served. The points left out for
+one of the broker's own (``kafka_`` or ``odradek_`` prefixes) is not served, nor an empty name. The points left out for
 these reasons are counted in ``odradek_client_telemetry_dropped_points_total``. A name pushed by
 two clients as two types is served as the type of the first client seen (a Prometheus name has one
 type), the other client's series left out of the scrape. ``odradek_client_telemetry_clients`` is the
@@ -55,6 +55,7 @@ _UNITS = {"ms": "milliseconds", "s": "seconds", "us": "microseconds", "ns": "nan
 _INVALID_NAME = re.compile(r"[^a-zA-Z0-9_:]+")
 _INVALID_LABEL = re.compile(r"[^a-zA-Z0-9_]+")
 _UNDERSCORES = re.compile(r"__+")
+_VALID_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")  # an empty name is the only one sanitizing leaves invalid
 
 
 def metric_name(name: str, unit: str, kind: str) -> str:
@@ -123,7 +124,7 @@ class ClientTelemetryExporter(Collector):
             client.labels, client.expires_at_ms = broker_labels, expires
             for p in points:
                 name = metric_name(p.name, p.unit, p.kind)
-                if name.startswith(RESERVED_PREFIXES):
+                if not _VALID_NAME.fullmatch(name) or name.startswith(RESERVED_PREFIXES):
                     self.dropped += 1
                     continue
                 key = (name, tuple(sorted((label_name(k), v) for k, v in p.attributes)))

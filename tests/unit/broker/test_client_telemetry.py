@@ -218,7 +218,7 @@ def test_exporter_names_accumulates_deltas_and_expires() -> None:
 def test_exporter_refuses_reserved_names_type_conflicts_and_too_many_series(monkeypatch: pytest.MonkeyPatch) -> None:
     e = exp.ClientTelemetryExporter(clock_ms=Clock())
     bad = otlp.decode(0, metrics_data(gauge("kafka.server.brokertopicmetrics.bytesin", 1.0),
-                                      gauge("odradek_requests", 1.0), gauge("x", 1.0)), 1000).points
+                                      gauge("odradek_requests", 1.0), gauge("", 1.0), gauge("x", 1.0)), 1000).points
     e.record("A", LABELS, bad, 1000)
     e.record("B", {**LABELS, "client_instance_id": "B"},
              otlp.decode(0, metrics_data(delta_sum("x", 3)), 1000).points, 1000)
@@ -230,4 +230,4 @@ def test_exporter_refuses_reserved_names_type_conflicts_and_too_many_series(monk
     e.record("C", {**LABELS, "client_instance_id": "C"}, many, 1000)
     text = scrape(e)
     assert "g1{" in text and "g2{" not in text
-    assert "odradek_client_telemetry_dropped_points_total 5.0" in text  # 2 reserved names, 3 over the limit
+    assert "odradek_client_telemetry_dropped_points_total 6.0" in text  # 2 reserved names, 1 empty, 3 over the limit
