@@ -109,6 +109,7 @@ class ClientTelemetryExporter(Collector):
         self._clients: dict[str, _Client] = {}
         self._series_count = 0
         self.dropped = 0
+        self._next_expiry_scan_ms = float("-inf")
 
     def record(self, instance_id: str, labels: dict[str, str | None], points: list[Point],
                push_interval_ms: int) -> None:
@@ -140,7 +141,11 @@ class ClientTelemetryExporter(Collector):
                     continue
                 series.value = series.value + p.value if p.delta else p.value
 
-    def _expire(self, now: float) -> None:
+    def _expire(self, now: float, force: bool = False) -> None:
+        # A scan of every client: on a push at most once a second, on every scrape.
+        if not force and now < self._next_expiry_scan_ms:
+            return
+        self._next_expiry_scan_ms = now + 1000.0
         for instance_id in [i for i, c in self._clients.items() if c.expires_at_ms <= now]:
             self._series_count -= len(self._clients.pop(instance_id).series)
 
@@ -152,7 +157,7 @@ class ClientTelemetryExporter(Collector):
         families: dict[str, Metric] = {}
         kinds: dict[str, str] = {}
         with self._lock:
-            self._expire(self._clock_ms())
+            self._expire(self._clock_ms(), force=True)
             for client in self._clients.values():
                 for (name, attributes), series in client.series.items():
                     family = families.get(name)

@@ -63,6 +63,7 @@ ACCEPTED_COMPRESSION_TYPES = (4, 3, 1, 2)
 KNOWN_COMPRESSION_IDS = range(0, 5)  # Kafka's CompressionType.forId: none, gzip, snappy, lz4, zstd
 CACHE_MAX_SIZE = 16384
 CACHE_EXPIRY_MS = 60_000
+EXPIRY_SCAN_INTERVAL_MS = 1000
 ZERO_UUID = uuid.UUID(int=0)
 RESERVED_IDS = frozenset({ZERO_UUID, uuid.UUID(int=1)})  # Kafka's Uuid.RESERVED (ZERO_UUID, METADATA_TOPIC_ID)
 # What ClientInformation says of a client that sent no ApiVersions v3+.
@@ -150,6 +151,7 @@ class ClientMetricsManager:
         self._subscriptions: list[cmc.Subscription] = []  # in Kafka's ConcurrentHashMap order
         self.version = 0
         self._instances: OrderedDict[uuid.UUID, ClientInstance] = OrderedDict()
+        self._next_expiry_scan_ms = float("-inf")
 
     # -- subscriptions ---------------------------------------------------------------------
 
@@ -197,8 +199,8 @@ class ClientMetricsManager:
         self._refresh()
         self._expire(now_ms)
         instance = self._instances.get(instance_id)
-        if instance is not None and instance.connection_closed():
-            instance = None  # Kafka dropped it when its connection closed
+        if instance is not None and (instance.connection_closed() or instance.expires_at_ms <= now_ms):
+            instance = None  # Kafka dropped it when its connection closed, or when it expired
         if instance is None:
             instance = self._make(instance_id, client_attributes(instance_id, client_id, conn), conn)
         elif instance.subscription_version < self.version:
@@ -208,6 +210,11 @@ class ClientMetricsManager:
         return instance
 
     def _expire(self, now_ms: float) -> None:
+        # A scan of every instance, so at most once a second (16384 instances pushing every few
+        # minutes would otherwise scan them all dozens of times a second).
+        if now_ms < self._next_expiry_scan_ms:
+            return
+        self._next_expiry_scan_ms = now_ms + EXPIRY_SCAN_INTERVAL_MS
         for key in [k for k, i in self._instances.items() if i.expires_at_ms <= now_ms]:
             del self._instances[key]
 
