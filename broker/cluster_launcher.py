@@ -370,8 +370,10 @@ class LocalCluster:
         common = {"metadata.store": f"etcd://{self.etcd.endpoint}"}
         if brokers < 3:
             # A cluster waits for offsets.topic.replication.factor (default 3) live brokers before
-            # it makes __consumer_offsets, as Kafka: a smaller one would never serve groups.
+            # it makes __consumer_offsets, as Kafka: a smaller one would never serve groups. The same
+            # for __transaction_state and transactional producers.
             common["offsets.topic.replication.factor"] = str(brokers)
+            common["transaction.state.log.replication.factor"] = str(brokers)
         common.update(overrides or {})
         self.brokers: dict[int, BrokerNode] = {}
         for node_id in range(1, brokers + 1):

@@ -210,6 +210,35 @@ def test_odradek_cluster_says_which_etcd_it_runs_whatever_path_holds(tmp_path):
             proc.wait()
 
 
+@needs_cluster_mode
+def test_odradek_cluster_of_two_serves_transactions(tmp_path):
+    # Two brokers: below Kafka's default replication factor (3) of __consumer_offsets and
+    # __transaction_state, which a cluster waits for; the launcher lowers both to its broker count.
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    etcd_binary_or_skip()
+    base, etcd_port = _free_run(2), _free_run(2)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "broker.main", "cluster", "--brokers", "2", "--base-port", str(base),
+         "--etcd-port", str(etcd_port), "--data-dir", str(tmp_path / "cluster")],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = _read_until(proc, "bootstrap servers:", 60)
+        bootstrap = lines[-1].split("bootstrap servers:")[1].strip()
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": "two-brokers"})
+        producer.init_transactions(30)  # raised KafkaException (timed out) when __transaction_state wanted 3
+        producer.begin_transaction()
+        producer.produce("paid", b"once")
+        producer.commit_transaction(30)
+        del producer
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_cluster_processes_kill_pause_and_restart_a_node(tmp_path):
     # A short lease: a killed node's registration lapses in ~2 s, and start() waits for that.
     with cluster_or_skip(tmp_path / "c", overrides={"controller.lease.ttl.ms": "2000"}) as cluster:
