@@ -327,25 +327,11 @@ GROUP_FAULT_OVERRIDES = {"controller.lease.ttl.ms": "30000", "replica.lag.time.m
 @contextmanager
 def netns_running_cluster(tmp_path: Path, overrides: Mapping[str, str]) -> Iterator[ClusterProcesses]:
     """``running_cluster`` with every process in a network namespace of its own (``isolate``/``heal``)."""
-    from tests.support.etcd import etcd_binary_or_skip
-    from tests.support.netns_cluster import NetnsCluster, namespaces_skip_reason
+    from tests.support.netns_cluster import running_netns_cluster
 
-    why = namespaces_skip_reason()
-    if why is not None:
-        pytest.skip(why)
-    c = NetnsCluster(tmp_path, 3, overrides, etcd=etcd_binary_or_skip())
-    try:
-        c.start_all()
-    except RuntimeError as exc:  # root, but namespaces or veths refused (a restricted container)
-        if "not permitted" in str(exc) or "Permission denied" in str(exc):
-            pytest.skip(f"cannot make network namespaces here: {exc}")
-        raise
-    try:
-        assert c.wait_members(30), c.logs()
+    with running_netns_cluster(tmp_path, overrides) as c:
         yield c
         assert_no_unknown_server_error_logged(c)
-    finally:
-        c.close()
 
 
 def offsets_partition(c: ClusterProcesses, via: int) -> dict[str, Any]:

@@ -48,8 +48,7 @@ from protocol.errors import ErrorCode
 from protocol.records import Record, encode_batch
 from tests.support.cluster import cluster_or_skip
 from tests.support.disks import Disks
-from tests.support.etcd import etcd_binary_or_skip
-from tests.support.netns_cluster import NetnsCluster, namespaces_skip_reason
+from tests.support.netns_cluster import NetnsCluster, running_netns_cluster
 from tests.support.real_kafka import require_toolchain
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -136,21 +135,8 @@ def last_epoch_start(partition_dir: Path) -> tuple[int, int]:
 
 @pytest.fixture
 def netns_cluster(tmp_path: Path) -> Iterator[NetnsCluster]:
-    why = namespaces_skip_reason()
-    if why is not None:
-        pytest.skip(why)
-    c = NetnsCluster(tmp_path, 3, OVERRIDES, etcd=etcd_binary_or_skip())
-    try:
-        c.start_all()
-    except RuntimeError as exc:  # root, but namespaces or veths refused (a restricted container)
-        if "not permitted" in str(exc) or "Permission denied" in str(exc):
-            pytest.skip(f"cannot make network namespaces here: {exc}")
-        raise
-    try:
-        assert c.wait_members(30), c.logs()
+    with running_netns_cluster(tmp_path, OVERRIDES) as c:
         yield c
-    finally:
-        c.close()
     leftovers = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert c.network.prefix not in leftovers, leftovers
 

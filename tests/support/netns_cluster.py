@@ -5,6 +5,8 @@ others and from etcd while the test's clients, in the root namespace, still reac
 ``NetnsCluster`` is a ``broker.testing_cluster.ClusterProcesses`` (kill, pause, request, metadata,
 controller_id, logs, wait_until all work) whose processes run under ``ip netns exec``: etcd on
 ``<subnet>.2:2379``, broker N on ``<subnet>.<N+2>:9092``, each advertising its address.
+``running_netns_cluster(tmp_path, overrides)`` starts one for a test (skipped, with the reason, where
+namespaces cannot be made), waits until its brokers see each other and closes it afterwards.
 ``isolate(node_id)`` cuts a broker off from the other brokers and from etcd (silent blackhole routes
 both ways), ``heal(node_id)`` undoes it; ``cut_off_etcd()`` cuts etcd off from every broker (the
 brokers still reach each other) and ``heal_etcd()`` undoes it; ``close()`` stops the processes and
@@ -16,14 +18,17 @@ Needs root and ``ip`` (``namespaces_skip_reason()``), and an etcd binary.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 from broker.cluster_launcher import BrokerNode, EtcdProcess, LocalCluster
 from broker.testing_cluster import TEST_OVERRIDES, ClusterProcesses
 from tests.support.netns import NamespaceNetwork, namespaces_skip_reason
 
-__all__ = ["NetnsCluster", "namespaces_skip_reason"]
+__all__ = ["NetnsCluster", "namespaces_skip_reason", "running_netns_cluster"]
 
 ETCD_HOST = "etcd"
 
@@ -125,3 +130,26 @@ class NetnsCluster(ClusterProcesses):
 
     def heal_etcd(self) -> None:
         self.network.heal(ETCD_HOST)
+
+
+@contextmanager
+def running_netns_cluster(tmp_path: Path, overrides: Mapping[str, str], brokers: int = 3) -> Iterator[NetnsCluster]:
+    """A started ``NetnsCluster`` whose brokers all see each other; closed (namespaces removed) after.
+    Skipped with the reason where this machine cannot make network namespaces or has no etcd."""
+    from tests.support.etcd import etcd_binary_or_skip
+
+    why = namespaces_skip_reason()
+    if why is not None:
+        pytest.skip(why)
+    c = NetnsCluster(tmp_path, brokers, overrides, etcd=etcd_binary_or_skip())
+    try:
+        c.start_all()
+    except RuntimeError as exc:  # root, but namespaces or veths refused (a restricted container)
+        if "not permitted" in str(exc) or "Permission denied" in str(exc):
+            pytest.skip(f"cannot make network namespaces here: {exc}")
+        raise
+    try:
+        assert c.wait_members(30), c.logs()
+        yield c
+    finally:
+        c.close()
