@@ -38,9 +38,10 @@ def write(log: Log, records: bytes) -> tuple[int, int]:
     return info.first_offset, info.last_offset
 
 
-def end_txn(log: Log, pid: int, commit: bool, *, epoch: int = 0, coordinator_epoch: int = 0) -> int:
+def end_txn(log: Log, pid: int, commit: bool, *, epoch: int = 0, coordinator_epoch: int = 0,
+            transaction_version: int = 0) -> int:
     return log.append_end_txn_marker(pid, epoch, coordinator_epoch, commit, leader_epoch=LEADER_EPOCH,
-                                     now_ms=NOW).first_offset
+                                     now_ms=NOW, transaction_version=transaction_version).first_offset
 
 
 def txn_index_bytes(log: Log) -> dict[int, bytes]:
@@ -142,6 +143,35 @@ def test_fencing_of_markers(tmp_path: Path) -> None:
     # A newer producer epoch (the coordinator aborting after InitProducerId's bump) is accepted.
     end_txn(log, 7, commit=False, epoch=4, coordinator_epoch=4)
     assert log.producer_state.last_entry(7).producer_epoch == 4
+
+
+def test_a_v2_marker_needs_an_epoch_above_the_producers(tmp_path: Path) -> None:
+    """Transactions v2 (KIP-890 part 2; KIP-1228's transaction version 2 in WriteTxnMarkers): the
+    coordinator bumps the epoch of every commit and abort, so a v2 marker carries an epoch above its
+    transaction's batches, and the next transaction runs at that marker's epoch. A v2 marker at the
+    producer's own epoch is then a delayed repeat of the marker that ended the last transaction: it must
+    not end the transaction open since (INVALID_PRODUCER_EPOCH, nothing written), but with nothing open
+    it is written again (Kafka 4.4's ProducerAppendInfo.checkProducerEpoch at transaction version 2)."""
+    log = open_txn_log(tmp_path / "t-0")
+    write(log, txn_batch(7, 0, epoch=3))
+    end_txn(log, 7, commit=True, epoch=4, transaction_version=2)  # the commit of epoch 3's transaction
+    assert log.producer_state.last_entry(7).producer_epoch == 4
+    repeat = end_txn(log, 7, commit=True, epoch=4, transaction_version=2)  # nothing open: written again
+    assert repeat == log.log_end_offset - 1
+    first, _ = write(log, txn_batch(7, 0, epoch=4))  # the next transaction, at the marker's epoch
+    end_before = log.log_end_offset
+    for epoch in (4, 3):
+        with pytest.raises(KafkaApiError) as err:
+            end_txn(log, 7, commit=False, epoch=epoch, transaction_version=2)
+        assert err.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert log.log_end_offset == end_before and log.producer_state.last_entry(7).current_txn_first_offset == first
+    # A v1 marker (no bump per transaction) at the producer's own epoch ends what is open, as ever.
+    end_txn(log, 7, commit=True, epoch=4)
+    assert log.producer_state.last_entry(7).current_txn_first_offset is None
+    # The v2 marker of the transaction open at epoch 5 is at epoch 6.
+    write(log, txn_batch(7, 0, epoch=5))
+    end_txn(log, 7, commit=False, epoch=6, transaction_version=2)
+    assert log.producer_state.last_entry(7).current_txn_first_offset is None
 
 
 def test_non_transactional_write_during_a_transaction_is_invalid_txn_state(tmp_path: Path) -> None:
