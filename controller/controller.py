@@ -72,7 +72,7 @@ from controller.log_store import LocalMetadataLogStore, MetadataLogStore, Metada
 from controller.meta_properties import load_or_create_cluster_id, new_kafka_uuid
 from controller.metadata_log import MetadataBatch, StaleControllerEpochError
 from controller.metadata_snapshot import MetadataSnapshot
-from controller.placement import PlacementError, place_replicas
+from controller.placement import PlacementError, StripedReplicaPlacer, UsableBroker
 from controller.publisher import DeltaListenerPublisher, MetadataListener, MetadataPublisher
 from controller.records import (
     BrokerRegistrationChangeRecord,
@@ -187,6 +187,7 @@ class Controller:
         snapshot_max_new_record_bytes: int = DEFAULT_SNAPSHOT_MAX_NEW_RECORD_BYTES,
         snapshot_max_interval_ms: int = DEFAULT_SNAPSHOT_MAX_INTERVAL_MS,
         clock: Callable[[], int] = now_ms,
+        replica_placer: StripedReplicaPlacer | None = None,
     ) -> None:
         if default_num_partitions <= 0 or default_replication_factor <= 0:
             raise ValueError("default_num_partitions and default_replication_factor must be positive")
@@ -213,6 +214,8 @@ class Controller:
         self._last_snapshot_ms = 0
         self._snapshot_task: asyncio.Task[None] | None = None
         self._clock = clock
+        # Kafka's StripedReplicaPlacer over an unseeded java.util.Random; tests may pass a seeded one.
+        self._replica_placer = replica_placer if replica_placer is not None else StripedReplicaPlacer()
         self._image = MetadataImage()
         self._lease: Lease | None = None
         self._active = False
@@ -1061,7 +1064,7 @@ class Controller:
         else:
             num_partitions = self.default_num_partitions if topic.num_partitions == -1 else topic.num_partitions
             rf = self.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
-            for index, replicas in enumerate(self._place(0, num_partitions, rf)):
+            for index, replicas in enumerate(self._place(num_partitions, rf)):
                 new_parts[index] = _NewPartition(replicas, tuple(b for b in replicas if self._is_live(b)))
 
         topic_id = new_kafka_uuid()
@@ -1084,12 +1087,11 @@ class Controller:
         )
         return result, records
 
-    def _place(self, start: int, count: int, replication_factor: int) -> list[tuple[int, ...]]:
-        brokers = self._image.brokers.values()
+    def _place(self, count: int, replication_factor: int) -> list[tuple[int, ...]]:
+        # Kafka's placer is not told the first new partition's id (it ignores PlacementSpec's).
+        usable = [UsableBroker(b.node_id, b.rack, b.fenced) for b in self._image.brokers.values()]
         try:
-            placed = place_replicas(start, count, replication_factor,
-                                    [b.node_id for b in brokers if not b.fenced],
-                                    [b.node_id for b in brokers if b.fenced])
+            placed = self._replica_placer.place(count, replication_factor, usable)
         except PlacementError as e:
             raise _ApiError(ErrorCode.INVALID_REPLICATION_FACTOR,
                             f"Unable to replicate the partition {replication_factor} time(s): {e}") from None
@@ -1257,7 +1259,7 @@ class Controller:
                                     "controlled shutdown.")
                 placed.append(replicas)
         else:
-            placed = self._place(current, additional, replication_factor)
+            placed = self._place(additional, replication_factor)
         records: list[MetadataRecord] = []
         for i, replicas in enumerate(placed):
             isr = tuple(b for b in replicas if self._is_live(b))

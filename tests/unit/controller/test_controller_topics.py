@@ -109,7 +109,7 @@ async def test_replication_factor_above_broker_count(controller: Controller) -> 
     assert (r.error_code, r.error_message) == (
         ErrorCode.INVALID_REPLICATION_FACTOR,
         "Unable to replicate the partition 3 time(s): The target replication factor of 3 cannot be "
-        "reached because only 1 broker(s) are registered.")
+        "reached because only 1 broker(s) are registered or some brokers have all their log directories cordoned.")
     assert controller.image.topics == {}
 
 
