@@ -357,8 +357,9 @@ class LocalCluster:
     def __init__(self, data_dir: Path, brokers: int = 3, base_port: int | None = 9092,
                  etcd_port: int | None = 2379, host: str = "127.0.0.1", etcd_binary: str | None = None,
                  overrides: Mapping[str, str] | None = None, fast_etcd: bool = False,
-                 log_level: str = "INFO") -> None:
-        """``base_port=None`` / ``etcd_port=None``: free ports (tests)."""
+                 log_level: str = "INFO", node_overrides: Mapping[int, Mapping[str, str]] | None = None) -> None:
+        """``base_port=None`` / ``etcd_port=None``: free ports (tests). ``node_overrides``: node id ->
+        settings of that broker alone (``broker.rack``, say), over ``overrides``."""
         self.data_dir = Path(data_dir).absolute()
         self.host = host
         if etcd_binary is None:
@@ -378,8 +379,9 @@ class LocalCluster:
         self.brokers: dict[int, BrokerNode] = {}
         for node_id in range(1, brokers + 1):
             port = base_port + node_id - 1 if base_port else free_port(host)
+            own = {**common, **(node_overrides or {}).get(node_id, {})}
             self.brokers[node_id] = BrokerNode(node_id, self.data_dir / f"broker-{node_id}", port, host,
-                                               common, log_level)
+                                               own, log_level)
 
     @property
     def bootstrap(self) -> str:

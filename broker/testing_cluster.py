@@ -51,14 +51,16 @@ class ClusterProcesses:
 
     def __init__(self, data_dir: Path | None = None, brokers: int = 3,
                  overrides: Mapping[str, str] | None = None, etcd: str | None = None,
-                 log_level: str = "INFO") -> None:
+                 log_level: str = "INFO", node_overrides: Mapping[int, Mapping[str, str]] | None = None) -> None:
+        """``overrides`` for every broker; ``node_overrides``: node id -> that broker's own settings
+        (``{1: {"broker.rack": "a"}}``)."""
         self._own_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="odradek-cluster-")) if data_dir is None else Path(data_dir)
         merged = dict(TEST_OVERRIDES)
         merged.update(overrides or {})
         self.cluster = LocalCluster(self.data_dir, brokers, base_port=None, etcd_port=None,
                                     etcd_binary=etcd or etcd_binary(), overrides=merged, fast_etcd=True,
-                                    log_level=log_level)
+                                    log_level=log_level, node_overrides=node_overrides)
 
     # --- the processes -------------------------------------------------------------------------
     @property

@@ -16,8 +16,9 @@ from tests.support.etcd import etcd_binary_or_skip
 __all__ = ["ClusterProcesses", "cluster_or_skip", "replicas_in_step"]
 
 
-def cluster_or_skip(data_dir: Path, brokers: int = 3, overrides: Mapping[str, str] | None = None) -> ClusterProcesses:
-    return ClusterProcesses(data_dir, brokers, overrides, etcd=etcd_binary_or_skip())
+def cluster_or_skip(data_dir: Path, brokers: int = 3, overrides: Mapping[str, str] | None = None,
+                    node_overrides: Mapping[int, Mapping[str, str]] | None = None) -> ClusterProcesses:
+    return ClusterProcesses(data_dir, brokers, overrides, etcd=etcd_binary_or_skip(), node_overrides=node_overrides)
 
 
 def replica_sizes(cluster: ClusterProcesses, topic: str, partitions: Iterable[int]) -> dict[int, dict[int, int]]:
