@@ -425,7 +425,8 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
        no_effect=_KRAFT),
     _d("controller.listener.names", _LI, [], None, _H,
        "Listener names used by the KRaft controller; such listeners are not advertised to clients."),
-    _d("broker.rack", _ST, None, None, _M, "Rack of this broker, returned in Metadata."),
+    _d("broker.rack", _ST, None, None, _M, "Rack of this broker, returned in Metadata and DescribeCluster; "
+       "the controller puts a partition's replicas on distinct racks (Kafka's StripedReplicaPlacer)."),
     _d("metadata.store", _ST, "local", _MetadataStoreValidator(), _H,
        "Odradek extension: where cluster metadata and the controller lease live. 'local' (default): this "
        "node alone, its controller embedded, lease and metadata log in metadata.log.dir. "
