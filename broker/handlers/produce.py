@@ -257,7 +257,6 @@ def _add_then_append(request: ApiRequest, entries: list[tuple[str, int, Any]], r
     appends at once."""
     replicas = request.broker.replica_manager
     to_add: dict[tuple[int, int], list[int]] = {}  # (producer id, epoch) -> entries to add
-    unknown: list[tuple[int, int]] = []  # (entry, producer id): the partition remembers no batch of the producer
     for i, (topic, index, records) in enumerate(entries):
         if i in refused:
             continue
@@ -265,23 +264,20 @@ def _add_then_append(request: ApiRequest, entries: list[tuple[str, int, Any]], r
         if producer is None:
             continue
         try:
-            joined, known = replicas.transaction_to_join(topic, index, *producer)
+            joined, _ = replicas.transaction_to_join(topic, index, *producer)
         except KafkaApiError as exc:
             refused[i] = exc
             continue
         if not joined:
             to_add.setdefault(producer, []).append(i)
-            if not known:
-                unknown.append((i, producer[0]))
     if not to_add:
         return _append_verified(request, entries, refused)
-    return _add_partitions_then_append(request, entries, refused, coordinator, to_add, unknown)
+    return _add_partitions_then_append(request, entries, refused, coordinator, to_add)
 
 
 async def _add_partitions_then_append(request: ApiRequest, entries: list[tuple[str, int, Any]],
                                       refused: dict[int, KafkaApiError], coordinator: TransactionCoordinator,
-                                      to_add: dict[tuple[int, int], list[int]],
-                                      unknown: list[tuple[int, int]]) -> dict | None:
+                                      to_add: dict[tuple[int, int], list[int]]) -> dict | None:
     txn_id = request.body["transactional_id"]
     for (producer_id, epoch), indexes in to_add.items():
         tps = [(entries[i][0], entries[i][1]) for i in indexes]
@@ -289,15 +285,27 @@ async def _add_partitions_then_append(request: ApiRequest, entries: list[tuple[s
         for i, tp in zip(indexes, tps, strict=True):
             if codes[tp] != ErrorCode.NONE:
                 refused[i] = _add_refusal(codes[tp])
-    for i, producer_id in unknown:
-        records = entries[i][2]
-        sequence = int.from_bytes(records[BASE_SEQUENCE_AT:BASE_SEQUENCE_AT + 4], "big", signed=True)
-        if i not in refused and sequence != 0:
-            # Kafka's ProducerAppendInfo.checkSequence for a v2 producer the partition remembers no batch of.
-            refused[i] = KafkaApiError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, (
-                f"Invalid sequence number for producer {producer_id} in partition {entries[i][0]}-{entries[i][1]}: "
-                f"{sequence} (incoming seq. number). Expected sequence 0 for transactions v2 idempotent producer "
-                "with no existing state."))
+    # Asked now, on the turn that appends: while this request waited for the coordinator, an earlier
+    # batch of the producer may have been appended (several requests of one producer are in flight).
+    replicas = request.broker.replica_manager
+    for (producer_id, epoch), indexes in to_add.items():
+        for i in indexes:
+            if i in refused:
+                continue
+            topic, index, records = entries[i]
+            try:
+                _, known = replicas.transaction_to_join(topic, index, producer_id, epoch)
+            except KafkaApiError as exc:
+                refused[i] = exc
+                continue
+            sequence = int.from_bytes(records[BASE_SEQUENCE_AT:BASE_SEQUENCE_AT + 4], "big", signed=True)
+            if not known and sequence != 0:
+                # Kafka's ProducerAppendInfo.checkSequence for a v2 producer the partition remembers no batch
+                # of (retriable for the client while its batch with sequence 0 is still in flight).
+                refused[i] = KafkaApiError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, (
+                    f"Invalid sequence number for producer {producer_id} in partition {topic}-{index}: "
+                    f"{sequence} (incoming seq. number). Expected sequence 0 for transactions v2 idempotent "
+                    "producer with no existing state."))
     result = _append_verified(request, entries, refused)
     return await result if asyncio.iscoroutine(result) else result
 

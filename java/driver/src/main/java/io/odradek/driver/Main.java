@@ -52,6 +52,7 @@ public final class Main {
         SCENARIOS.put("end_offsets", Transactions::endOffsetsScenario);
         SCENARIOS.put("txn_copy", Transactions::copy);
         SCENARIOS.put("txn_lso", Transactions::lso);
+        SCENARIOS.put("txn_hold", Transactions::hold);
         SCENARIOS.put("ping", args -> Map.of("pong", true));
     }
 

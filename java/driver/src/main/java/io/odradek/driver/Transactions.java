@@ -14,6 +14,8 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -48,6 +50,11 @@ import java.util.concurrent.Future;
  *       its offsets committed with sendOffsetsToTransaction. The first abort_first transactions are
  *       aborted and the consumer rewinds to the group's committed offset, as an application would.
  *       Result {committed_txns, aborted_txns, position, committed_offset}.</li>
+ *   <li>txn_hold — transactional_id, topic, partitions, count, release_file, wait_ms, then: one transaction
+ *       sends count records "h{i}" (partition i % partitions) and, once they are acknowledged, waits until
+ *       release_file exists (at most wait_ms: the test moves the coordinator meanwhile), then sends count
+ *       records "r{i}" and commits; then `then` more transactions of count records "n{t}-{i}", each
+ *       committed. Result {held_ms, transactions, sent, error}: error is null, or the first exception.</li>
  * </ul>
  *
  * <p>Errors are reported as {class, root_class, message}: the class the Java client threw (what an
@@ -266,6 +273,61 @@ final class Transactions {
             result.put("committed_offset", committed == null ? null : committed.offset());
             return result;
         }
+    }
+
+    static Object hold(JsonNode args) throws Exception {
+        String topic = Args.str(args, "topic");
+        int partitions = Args.integer(args, "partitions", 1);
+        int count = Args.integer(args, "count", 1);
+        Path release = Path.of(Args.str(args, "release_file"));
+        long waitMs = Args.lng(args, "wait_ms", 60000);
+        int then = Args.integer(args, "then", 0);
+        Map<String, Object> result = new LinkedHashMap<>();
+        int sent = 0;
+        int transactions = 0;
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(
+                producerProps(args, Args.str(args, "transactional_id")))) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            for (Future<RecordMetadata> f : sendAll(producer, spread(topic, partitions, count, "h"))) {
+                f.get();
+                sent++;
+            }
+            long start = System.currentTimeMillis();
+            while (!Files.exists(release) && System.currentTimeMillis() - start < waitMs) {
+                Thread.sleep(50);
+            }
+            result.put("held_ms", System.currentTimeMillis() - start);
+            for (Future<RecordMetadata> f : sendAll(producer, spread(topic, partitions, count, "r"))) {
+                f.get();
+                sent++;
+            }
+            producer.commitTransaction();
+            transactions++;
+            for (int t = 0; t < then; t++) {
+                producer.beginTransaction();
+                for (Future<RecordMetadata> f : sendAll(producer, spread(topic, partitions, count, "n" + t + "-"))) {
+                    f.get();
+                    sent++;
+                }
+                producer.commitTransaction();
+                transactions++;
+            }
+            result.put("error", null);
+        } catch (Exception e) {
+            result.put("error", error(e));
+        }
+        result.put("transactions", transactions);
+        result.put("sent", sent);
+        return result;
+    }
+
+    private static List<ProducerRecord<byte[], byte[]>> spread(String topic, int partitions, int count, String prefix) {
+        List<ProducerRecord<byte[], byte[]>> out = new ArrayList<>();
+        for (int i = 0; i < count; i++) {
+            out.add(new ProducerRecord<>(topic, i % partitions, null, (prefix + i).getBytes()));
+        }
+        return out;
     }
 
     static Object lso(JsonNode args) throws Exception {
