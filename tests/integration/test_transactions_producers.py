@@ -313,3 +313,50 @@ def test_aiokafka_open_transaction_past_its_timeout_is_aborted(txn_broker) -> No
 
     asyncio.run(run())
     assert read_committed(txn_broker.bootstrap, topic, 1, 0) == []
+
+
+def test_librdkafka_and_aiokafka_keep_transactions_v1_on_a_v2_cluster(tmp_path) -> None:
+    """The broker finalizes transaction.version 2 and advertises EndTxn v5 and Produce v12, as Kafka
+    4.4; librdkafka (2.16, confluent-kafka) and aiokafka (0.14) do not implement KIP-890 part 2 and
+    pick lower versions - AddPartitionsToTxn v0-3 before producing, EndTxn v4 at most, Produce v11 at
+    most - so their transactions run as version 1 ones, committed and aborted as before (the request
+    log shows what each sent)."""
+    from aiokafka import AIOKafkaProducer
+
+    from tests.support.broker_process import BrokerProcess
+    from tests.support.request_log import request_log_args, versions_used
+
+    b = BrokerProcess(tmp_path / "broker", args=request_log_args(tmp_path / "broker"), overrides=OVERRIDES).start()
+    try:
+        with WireClient(b.host, b.port) as c:
+            finalized = c.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+        assert {f["name"]: f["max_version_level"] for f in finalized["finalized_features"]}["transaction.version"] == 2
+        topic = _topic(b, 1)
+        p = _producer(b.bootstrap, "tx-v1-librdkafka")
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce(topic, b"librdkafka", partition=0)
+        p.commit_transaction(30)
+        p.begin_transaction()
+        p.produce(topic, b"aborted", partition=0)
+        p.flush(10)
+        p.abort_transaction(30)
+        librdkafka = versions_used(b)
+        b.log_path.write_bytes(b"")  # the broker appends (O_APPEND): the next client's requests alone
+
+        async def aiokafka() -> None:
+            producer = AIOKafkaProducer(bootstrap_servers=b.bootstrap, transactional_id="tx-v1-aiokafka")
+            await producer.start()
+            try:
+                async with producer.transaction():
+                    await producer.send_and_wait(topic, b"aiokafka", partition=0)
+            finally:
+                await producer.stop()
+
+        asyncio.run(aiokafka())
+        aio = versions_used(b)
+        assert sorted(read_committed(b.bootstrap, topic, 1, 2)) == [b"aiokafka", b"librdkafka"]
+    finally:
+        b.kill()
+    for used in (librdkafka, aio):
+        assert max(used["EndTxn"]) <= 4 and max(used["Produce"]) <= 11 and max(used["AddPartitionsToTxn"]) <= 3, used
