@@ -205,9 +205,9 @@ class GroupCoordinator:
 
     async def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                                  instance_id: str | None, generation_id: int,
-                                 partitions: list[TxnCommitPartition]) -> list[ErrorCode]:
+                                 partitions: list[TxnCommitPartition], api_version: int = 3) -> list[ErrorCode]:
         return await self.txn_offsets.commit(group_id, producer_id, producer_epoch, member_id, instance_id,
-                                             generation_id, partitions)
+                                             generation_id, partitions, api_version)
 
     def on_transaction_completed(self, topic: str, partition: int, producer_id: int, commit: bool) -> None:
         """A marker landed on a partition led here (the replica manager's listener)."""

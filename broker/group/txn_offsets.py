@@ -87,10 +87,10 @@ class TxnOffsetManager:
 
     async def commit(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                      instance_id: str | None, generation_id: int,
-                     partitions: list[TxnCommitPartition]) -> list[ErrorCode]:
+                     partitions: list[TxnCommitPartition], api_version: int = 3) -> list[ErrorCode]:
         try:
             partition = self.ctx.check_coordinator(group_id)
-            self._validate_group(group_id, member_id, instance_id, generation_id)
+            self._validate_group(group_id, member_id, instance_id, generation_id, api_version)
         except KafkaApiError as exc:
             return [ErrorCode(exc.code)] * len(partitions)
         image = self.ctx.metadata.image
@@ -127,10 +127,15 @@ class TxnOffsetManager:
             held[tp] = om
         return errors
 
-    def _validate_group(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> None:
+    def _validate_group(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                        api_version: int) -> None:
         """Kafka's checks of TxnOffsetCommit v3+'s group fields (a classic group's generation and
-        member); a commit without them (generation -1) is always taken."""
+        member); a commit without them (generation -1) is always taken. A generation for a group
+        the coordinator does not have is ILLEGAL_GENERATION, GROUP_ID_NOT_FOUND from v6 (KIP-1319),
+        as Kafka 4.4's OffsetMetadataManager answers."""
         group = self.classic.groups.get(group_id)
+        if group is None and generation_id >= 0 and group_id not in self.consumer.groups:
+            raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.ILLEGAL_GENERATION)
         if group is None or generation_id < 0:
             return
         from broker.group.offset_manager import validate_classic_offset_commit

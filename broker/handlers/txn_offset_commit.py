@@ -13,7 +13,8 @@ Versions 0-6.
   unless the producer's transaction at that epoch is open on it already.
 - v6: topics by topic_id instead of name, in the request and the answer (KIP-1319); an id no
   topic has answers UNKNOWN_TOPIC_ID on each of its partitions, before the topic authorization
-  check, as Kafka 4.4's KafkaApis does. The offsets are stored by name, as ever.
+  check, as Kafka 4.4's KafkaApis does. The offsets are stored by name, as ever. A generation for a
+  group the coordinator does not have is GROUP_ID_NOT_FOUND (ILLEGAL_GENERATION before v6).
 
 Before v5, where this broker coordinates the transactional id, the group's __consumer_offsets
 partition must be in the producer's ongoing transaction (AddOffsetsToTxn; INVALID_TXN_STATE
@@ -105,8 +106,8 @@ async def handle(request: ApiRequest) -> dict:
     allowed = [p for i, p in enumerate(partitions) if i not in denied]
     codes = iter(await coordinator.commit_txn_offsets(
         body["group_id"], body["producer_id"], body["producer_epoch"], body.get("member_id") or "",
-        body.get("group_instance_id"), body.get("generation_id_or_member_epoch", -1), allowed)
-        if allowed or not denied else [])
+        body.get("group_instance_id"), body.get("generation_id_or_member_epoch", -1), allowed,
+        request.api_version) if allowed or not denied else [])
     return respond([ErrorCode.TOPIC_AUTHORIZATION_FAILED if i in denied
                     else fenced_error(ErrorCode(next(codes)), request, 3) for i in range(len(partitions))])
 

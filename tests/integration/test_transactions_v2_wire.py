@@ -18,7 +18,8 @@ step exercises, and Kafka's answer where it is the rule being checked:
   INVALID_PRODUCER_ID_MAPPING; a new epoch's first batch at another sequence than 0
   OUT_OF_ORDER_SEQUENCE_NUMBER, the partition added anyway;
 - TxnOffsetCommit v5 joins the group's offsets partition to the transaction; the offset is visible
-  after the commit; v6 by topic id, an unknown id UNKNOWN_TOPIC_ID;
+  after the commit; v6 by topic id, an unknown id UNKNOWN_TOPIC_ID; a generation for a group the
+  coordinator does not have ILLEGAL_GENERATION, from v6 GROUP_ID_NOT_FOUND (KIP-1319);
 - a new incarnation's InitProducerId fences an ongoing v2 transaction: CONCURRENT_TRANSACTIONS while
   its abort (one bump) completes, then the epoch after; the old incarnation's batch and EndTxn are
   refused;
@@ -45,6 +46,7 @@ PRODUCE, LIST_OFFSETS, METADATA, OFFSET_FETCH, FIND_COORDINATOR = 0, 2, 3, 9, 10
 INIT_PRODUCER_ID, END_TXN, WRITE_TXN_MARKERS, TXN_OFFSET_COMMIT, DESCRIBE_TRANSACTIONS = 22, 26, 27, 28, 65
 NONE, CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR = 0, 51, 14, 16
 INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION = 47, 48, 6, 3
+ILLEGAL_GENERATION, GROUP_ID_NOT_FOUND = 22, 69
 ZERO_ID = uuid.UUID(int=0)
 DONE = ("CompleteCommit", "CompleteAbort", "Empty")
 
@@ -156,10 +158,11 @@ class Producer:
             {"name": self.topic, "partitions": [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]}]}
         )["topics"][0]["partitions"][0]["offset"] for level in (0, 1))  # type: ignore[return-value]
 
-    def commit_offset(self, version: int, group: str, epoch: int, topic_id: uuid.UUID, offset: int) -> list[int]:
+    def commit_offset(self, version: int, group: str, epoch: int, topic_id: uuid.UUID, offset: int,
+                      generation: int = -1) -> list[int]:
         r = self.c.request(TXN_OFFSET_COMMIT, version, {
             "transactional_id": self.txn_id, "group_id": group, "producer_id": self.pid,
-            "producer_epoch": self.epoch0 + epoch, "generation_id_or_member_epoch": -1, "member_id": "",
+            "producer_epoch": self.epoch0 + epoch, "generation_id_or_member_epoch": generation, "member_id": "",
             "group_instance_id": None, "topics": [{"name": self.topic, "topic_id": topic_id, "partitions": [
                 {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
                  "committed_metadata": ""}]}]})
@@ -223,6 +226,12 @@ def transcript(target: Target) -> list[Any]:
         out.append(("committed offset", p.committed(group, 42)))
         out.append(("TxnOffsetCommit v6, unknown topic id", p.commit_offset(6, group, 5, uuid.uuid4(), 7)))
         out.append(("TxnOffsetCommit v6", p.commit_offset(6, group, 5, topic_id, 43)))
+        stranger = unique("g-none")
+        p.find_coordinator(stranger, 0)
+        out.append(("TxnOffsetCommit v5, no such group, a generation",
+                    p.commit_offset(5, stranger, 5, ZERO_ID, 1, generation=3)))
+        out.append(("TxnOffsetCommit v6, no such group, a generation",
+                    p.commit_offset(6, stranger, 5, topic_id, 1, generation=3)))
         out.append(("commit", p.end(5, True)))
         out.append(("ended", p.describe(wait=True)))
         out.append(("committed offset", p.committed(group, 43)))
@@ -251,6 +260,9 @@ def test_transactions_v2_answer_as_kafka(targets: dict[str, Target]) -> None:
     assert steps["commit with the current epoch, nothing ongoing"] == ((INVALID_TXN_STATE, "-", "-"),)
     assert steps["abort with nothing ongoing"] == ((NONE, "P", "E+2"),)
     assert steps["a batch of the committed transaction, late"] == (INVALID_PRODUCER_EPOCH,)
+    later = {step[0]: step[1:] for step in results["kafka"]}
+    assert later["TxnOffsetCommit v5, no such group, a generation"] == ([ILLEGAL_GENERATION],)
+    assert later["TxnOffsetCommit v6, no such group, a generation"] == ([GROUP_ID_NOT_FOUND],)
     fence = next(step for step in results["kafka"] if step[0] == "a new incarnation")
     assert fence[1] == ("init", NONE, True, "P", "E+8")  # the fencing abort bumped once (E+7), init once more
 
