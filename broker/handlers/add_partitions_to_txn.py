@@ -5,10 +5,13 @@ Versions 0-5.
 - v2: PRODUCER_FENCED may be returned (KIP-588); INVALID_PRODUCER_EPOCH before.
 - v3: flexible.
 - v4: batched, broker to coordinator (KIP-890 part 1): ``verify_only`` asks whether partitions are
-  in a producer's ongoing transaction before a leader appends its transactional batch (INVALID_TXN_STATE
-  per partition when not); inter-broker only (Kafka's ClusterAction; the stand-in until issue 15 is
-  the brokers' client id, txn_common.from_broker): CLUSTER_AUTHORIZATION_FAILED for clients.
-- v5: same as v4 (TRANSACTION_ABORTABLE may be returned; never here).
+  in a producer's ongoing transaction before a leader appends its transactional batch (Kafka's
+  answers: TRANSACTION_ABORTABLE per partition not in it, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS
+  while it completes); inter-broker only (Kafka's ClusterAction; the stand-in until issue 15 is
+  the brokers' client id, txn_common.from_broker): CLUSTER_AUTHORIZATION_FAILED for clients. To a v4
+  request, which predates TRANSACTION_ABORTABLE (the 0.1.0 release sends v4), a partition not in the
+  transaction answers INVALID_TXN_STATE and another epoch INVALID_PRODUCER_EPOCH, as 0.1.0 answered.
+- v5: same as v4 (TRANSACTION_ABORTABLE may be returned); what this release's leaders send.
 
 A v4+ transaction that is not verify_only is a partition leader adding partitions for a
 transactions-v2 producer (Produce v12, TxnOffsetCommit v5+: KIP-890 part 2's implicit add): the
@@ -32,6 +35,10 @@ NAME = "AddPartitionsToTxn"
 VERSIONS = (0, 5)
 
 
+_BEFORE_V5 = {ErrorCode.TRANSACTION_ABORTABLE: ErrorCode.INVALID_TXN_STATE,
+              ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH}
+
+
 def _results(topics: list[dict], code_of: dict[tuple[str, int], ErrorCode] | int) -> list[dict]:
     return [{"name": t["name"], "results_by_partition": [
         {"partition_index": p, "partition_error_code": code_of if isinstance(code_of, int) else code_of[(t["name"], p)]}
@@ -53,6 +60,8 @@ async def _handle_batched(request: ApiRequest) -> dict:
             if txn["verify_only"]:
                 codes = coordinator.verify_partitions(txn["transactional_id"], txn["producer_id"],
                                                       txn["producer_epoch"], tps)
+                if request.api_version < 5:
+                    codes = {tp: _BEFORE_V5.get(code, code) for tp, code in codes.items()}
             else:
                 partitions: dict[str, list[int]] = {}
                 for t, p in tps:

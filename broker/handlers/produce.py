@@ -40,11 +40,14 @@ INVALID_PRODUCER_EPOCH, KAFKA_STORAGE_ERROR; INVALID_REQUIRED_ACKS for every par
 is not 0, 1 or -1.
 
 Transactional batches need the request's transactional_id (INVALID_TXN_STATE otherwise). Each
-partition is first verified to be in the producer's ongoing transaction (KIP-890 part 1,
-``_handle_transactional``; by the local coordinator, or by the remote one with AddPartitionsToTxn
-v4 verify_only, NOT_ENOUGH_REPLICAS when it cannot answer): INVALID_TXN_STATE when it was not
-added, INVALID_PRODUCER_EPOCH for a fenced epoch, INVALID_PRODUCER_ID_MAPPING for an unknown
-producer; nothing appended. Requests without transactional_id pay one dict lookup.
+partition where the producer's transaction at the batch's epoch is not open yet is first verified
+to be in its ongoing transaction (KIP-890 part 1, ``_handle_transactional``; by the local
+coordinator, or by the remote one with AddPartitionsToTxn v5 verify_only), with Kafka 4.4's
+answers: TRANSACTION_ABORTABLE from v11 when it was not added (INVALID_TXN_STATE before, "Partition
+was not added to the transaction"), INVALID_PRODUCER_EPOCH for another epoch than the coordinator's
+(an older one than the partition's is refused before asking), INVALID_PRODUCER_ID_MAPPING for an
+unknown producer, NOT_ENOUGH_REPLICAS (retriable) when the coordinator cannot answer or is
+completing the transaction; nothing appended. Requests without transactional_id pay one dict lookup.
 
 From v12 (transactions v2, ``_add_then_append``; Kafka's ReplicaManager.handleProduceAppend with
 ADD_PARTITION, whatever transaction.partition.verification.enable says) the client no longer sends
@@ -90,6 +93,7 @@ NAME = "Produce"
 VERSIONS = (3, 12)
 # The first version of transactions v2 (Kafka's ProduceRequest.LAST_STABLE_VERSION_BEFORE_TRANSACTION_V2 + 1).
 ADD_PARTITION_FROM = 12
+TRANSACTION_ABORTABLE_FROM = 11  # KIP-890 part 1's abortable error
 # Kafka's ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION (see the module docstring).
 ADVERTISED_MIN_VERSION = 0
 
@@ -214,23 +218,19 @@ def _txn_producer(records: Any) -> tuple[int, int] | None:
             int.from_bytes(records[PRODUCER_ID_AT + 8:PRODUCER_ID_AT + 10], "big", signed=True))
 
 
-def _refusal(code: ErrorCode, transactional_id: str, topic: str, index: int) -> KafkaApiError:
-    return KafkaApiError(code, f"{topic}-{index} is not in the ongoing transaction of {transactional_id}"
-                         if code == ErrorCode.INVALID_TXN_STATE else None)
-
-
 def _handle_transactional(request: ApiRequest, entries: list[tuple[str, int, Any]],
                           refused: dict[int, KafkaApiError]) -> Any:
     """A transactional producer's request: KIP-890 part 1's verification, then the append of the
     verified partitions (the others answered with the verification's error, nothing appended).
-    Where this broker coordinates the transactional id it checks the coordinator's state at once;
-    elsewhere it asks the coordinator (AddPartitionsToTxn v4 verify_only), except for partitions
-    where the producer's transaction is already open (verified when it began)."""
+    Partitions where the producer's transaction at the batch's epoch is open already were verified
+    when it began (an older epoch is refused at once); for the others, where this broker coordinates
+    the transactional id it checks the coordinator's state at once, elsewhere it asks the
+    coordinator (AddPartitionsToTxn v5 verify_only)."""
     broker = request.broker
-    txn_id = request.body["transactional_id"]
     coordinator = broker.txn_coordinator
     if request.api_version >= ADD_PARTITION_FROM and coordinator is not None:
         return _add_then_append(request, entries, refused, coordinator)
+    txn_id = request.body["transactional_id"]
     remote: dict[tuple[int, int], list[int]] = {}  # (producer id, epoch) -> entries to ask about
     if coordinator is not None and broker.config["transaction.partition.verification.enable"]:
         for i, (topic, index, records) in enumerate(entries):
@@ -239,12 +239,20 @@ def _handle_transactional(request: ApiRequest, entries: list[tuple[str, int, Any
             producer = _txn_producer(records)
             if producer is None:
                 continue
+            try:
+                joined, _ = broker.replica_manager.transaction_to_join(topic, index, *producer)
+            except KafkaApiError as exc:
+                refused[i] = exc
+                continue
+            if joined:
+                continue
             code = coordinator.verify(txn_id, producer[0], producer[1], topic, index)
             if code is None:
-                if not broker.replica_manager.in_transaction(topic, index, producer[0]):
-                    remote.setdefault(producer, []).append(i)
-            elif code != ErrorCode.NONE:
-                refused[i] = _refusal(code, txn_id, topic, index)
+                remote.setdefault(producer, []).append(i)
+            else:
+                code = ErrorCode.INVALID_PRODUCER_EPOCH if code == ErrorCode.PRODUCER_FENCED else code
+                if code != ErrorCode.NONE:
+                    refused[i] = _coordinator_refusal(code, request.api_version)
     if remote and coordinator is not None:
         return _verify_remotely_then_append(request, entries, refused, remote, coordinator)
     return _append_verified(request, entries, refused)
@@ -284,7 +292,7 @@ async def _add_partitions_then_append(request: ApiRequest, entries: list[tuple[s
         codes = await _add_with_retries(request, coordinator, txn_id, producer_id, epoch, tps)
         for i, tp in zip(indexes, tps, strict=True):
             if codes[tp] != ErrorCode.NONE:
-                refused[i] = _add_refusal(codes[tp])
+                refused[i] = _coordinator_refusal(codes[tp], request.api_version)
     # Asked now, on the turn that appends: while this request waited for the coordinator, an earlier
     # batch of the producer may have been appended (several requests of one producer are in flight).
     replicas = request.broker.replica_manager
@@ -325,11 +333,17 @@ async def _add_with_retries(request: ApiRequest, coordinator: TransactionCoordin
         await asyncio.sleep(backoff_s)
 
 
-def _add_refusal(code: ErrorCode) -> KafkaApiError:
-    """A partition the coordinator did not add, as Kafka's ReplicaManager answers it (Produce v12)."""
+def _coordinator_refusal(code: ErrorCode, version: int) -> KafkaApiError:
+    """A partition the coordinator did not verify or add, as Kafka 4.4's ReplicaManager answers it
+    for this Produce version: TRANSACTION_ABORTABLE (not in the transaction) from v11, before it
+    INVALID_TXN_STATE (AddPartitionsToTxnManager's DEFAULT_ERROR); CONCURRENT_TRANSACTIONS from v12
+    (the leader asked again meanwhile), before it NOT_ENOUGH_REPLICAS, as are the coordinator errors
+    that leave the partition unverified (retriable)."""
+    if code == ErrorCode.TRANSACTION_ABORTABLE and version < TRANSACTION_ABORTABLE_FROM:
+        code = ErrorCode.INVALID_TXN_STATE
     if code == ErrorCode.INVALID_TXN_STATE:
         return KafkaApiError(code, "Partition was not added to the transaction")
-    if code in _UNVERIFIABLE:
+    if code in _UNVERIFIABLE or (code == ErrorCode.CONCURRENT_TRANSACTIONS and version < ADD_PARTITION_FROM):
         return KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS, "Unable to verify the partition has been added to the "
                              f"transaction. Underlying error: {code.name}")
     return KafkaApiError(code)
@@ -345,7 +359,7 @@ async def _verify_remotely_then_append(request: ApiRequest, entries: list[tuple[
         codes = await coordinator.verify_remote(txn_id, producer_id, epoch, tps)
         for i, tp in zip(indexes, tps, strict=True):
             if codes[tp] != ErrorCode.NONE:
-                refused[i] = _refusal(codes[tp], txn_id, *tp)
+                refused[i] = _coordinator_refusal(codes[tp], request.api_version)
     result = _append_verified(request, entries, refused)
     return await result if asyncio.iscoroutine(result) else result
 

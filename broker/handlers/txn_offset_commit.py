@@ -6,20 +6,21 @@ Versions 0-6.
 - v2: committed_leader_epoch.
 - v3: flexible; generation_id, member_id, group_instance_id (KIP-447: the group's checks);
   PRODUCER_FENCED may be returned (INVALID_PRODUCER_EPOCH before).
-- v4: TRANSACTION_ABORTABLE may be returned (KIP-890); never here.
+- v4: TRANSACTION_ABORTABLE may be returned (KIP-890): the offsets partition was not added.
 - v5: transactions v2 (KIP-890 part 2): the producer sends no AddOffsetsToTxn; the group's
   coordinator adds the group's __consumer_offsets partition to the transaction itself
-  (``_add_offsets_partition``, as for Produce v12: broker/txn/coordinator.py ``add_for_leader``),
+  (``_join_offsets_partition``, as for Produce v12: broker/txn/coordinator.py ``add_for_leader``),
   unless the producer's transaction at that epoch is open on it already.
 - v6: topics by topic_id instead of name, in the request and the answer (KIP-1319); an id no
   topic has answers UNKNOWN_TOPIC_ID on each of its partitions, before the topic authorization
   check, as Kafka 4.4's KafkaApis does. The offsets are stored by name, as ever. A generation for a
   group the coordinator does not have is GROUP_ID_NOT_FOUND (ILLEGAL_GENERATION before v6).
 
-Before v5, where this broker coordinates the transactional id, the group's __consumer_offsets
-partition must be in the producer's ongoing transaction (AddOffsetsToTxn; INVALID_TXN_STATE
-otherwise, nothing written). From v5 the add's refusals are Kafka's group coordinator's mapping of
-them (CoordinatorOperationExceptionHelper): INVALID_PRODUCER_EPOCH (fenced),
+Before v5 the group's __consumer_offsets partition must be in the producer's ongoing transaction
+(AddOffsetsToTxn), verified with its coordinator (``_join_offsets_partition``, KIP-890 part 1):
+TRANSACTION_ABORTABLE from v4, INVALID_TXN_STATE before, nothing written. The refusals of the
+verification and of v5's add are Kafka's group coordinator's mapping of them
+(CoordinatorOperationExceptionHelper): INVALID_PRODUCER_EPOCH (another epoch),
 INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS, NOT_COORDINATOR (the offsets partition is led
 elsewhere), COORDINATOR_LOAD_IN_PROGRESS (the transaction coordinator could not be reached),
 COORDINATOR_NOT_AVAILABLE; nothing written. The offsets stay pending until the transaction's marker
@@ -42,6 +43,7 @@ API_KEY = 28
 NAME = "TxnOffsetCommit"
 VERSIONS = (0, 6)
 ADD_PARTITION_FROM = 5  # transactions v2 (Kafka's txnOffsetCommitRequestVersionToTransactionSupportedOperation)
+TRANSACTION_ABORTABLE_FROM = 4
 TOPIC_IDS_FROM = 6
 
 # How Kafka's group coordinator answers an add it could not make (CoordinatorOperationExceptionHelper).
@@ -94,11 +96,8 @@ async def handle(request: ApiRequest) -> dict:
     coordinator = coordinator_of(request)
     if coordinator is None:
         return respond([ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(partitions))
-    offsets_partition = coordinator.partition_for(body["group_id"])
-    if request.api_version >= ADD_PARTITION_FROM:
-        refused = await _add_offsets_partition(request, offsets_partition) if partitions else None
-    else:
-        refused = _verify(request, offsets_partition)
+    refused = await _join_offsets_partition(request, coordinator.partition_for(body["group_id"])) \
+        if partitions else None
     if refused is not None:
         return respond([refused] * len(partitions))
     # Kafka: READ on each topic, else its partitions answer TOPIC_AUTHORIZATION_FAILED (not committed).
@@ -112,15 +111,22 @@ async def handle(request: ApiRequest) -> dict:
                     else fenced_error(ErrorCode(next(codes)), request, 3) for i in range(len(partitions))])
 
 
-async def _add_offsets_partition(request: ApiRequest, offsets_partition: int) -> ErrorCode | None:
-    """v5+: the group's __consumer_offsets partition joins the producer's transaction (Kafka's
-    CoordinatorPartitionWriter.maybeStartTransactionVerification with ADD_PARTITION): nothing to do
-    when its transaction at this epoch is open there; else the transaction coordinator adds it.
-    Kafka's error; None to go on."""
+async def _join_offsets_partition(request: ApiRequest, offsets_partition: int) -> ErrorCode | None:
+    """The group's __consumer_offsets partition and the producer's transaction, before any offset is
+    written (Kafka's CoordinatorPartitionWriter.maybeStartTransactionVerification): nothing to do
+    when the producer's transaction at this epoch is open there; else, from v5, the transaction
+    coordinator adds it (transactions v2), before v5 it verifies that AddOffsetsToTxn added it
+    (KIP-890 part 1, when transaction.partition.verification.enable) - here or on the coordinator's
+    broker. Kafka's error (a partition not added: TRANSACTION_ABORTABLE from v4, INVALID_TXN_STATE
+    before; another epoch INVALID_PRODUCER_EPOCH), or None to go on."""
     body = request.body
     broker = request.broker
-    txn = broker.txn_coordinator
-    producer_id, epoch = body["producer_id"], body["producer_epoch"]
+    version = request.api_version
+    add = version >= ADD_PARTITION_FROM
+    if not add and not broker.config["transaction.partition.verification.enable"]:
+        return None
+    txn_id, producer_id, epoch = body["transactional_id"], body["producer_id"], body["producer_epoch"]
+    tp = (OFFSETS_TOPIC, offsets_partition)
     try:
         joined, _ = broker.replica_manager.transaction_to_join(OFFSETS_TOPIC, offsets_partition, producer_id, epoch)
     except KafkaApiError as exc:
@@ -128,28 +134,21 @@ async def _add_offsets_partition(request: ApiRequest, offsets_partition: int) ->
         return _ADD_ERRORS.get(code, code)
     if joined:
         return None
+    txn = broker.txn_coordinator
     if txn is None or not txn.active:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    codes = await txn.add_for_leader(body["transactional_id"], producer_id, epoch, [(OFFSETS_TOPIC, offsets_partition)])
-    code = codes[(OFFSETS_TOPIC, offsets_partition)]
+    if add:
+        code = (await txn.add_for_leader(txn_id, producer_id, epoch, [tp]))[tp]
+    else:
+        local = txn.verify(txn_id, producer_id, epoch, *tp)
+        code = (await txn.verify_remote(txn_id, producer_id, epoch, [tp]))[tp] if local is None else local
+        if code == ErrorCode.PRODUCER_FENCED:
+            code = ErrorCode.INVALID_PRODUCER_EPOCH  # as Kafka's AddPartitionsToTxnManager hands it on
+        if code == ErrorCode.TRANSACTION_ABORTABLE and version < TRANSACTION_ABORTABLE_FROM:
+            code = ErrorCode.INVALID_TXN_STATE
     if code == ErrorCode.NONE:
         return None
     return _ADD_ERRORS.get(code, code)
-
-
-def _verify(request: ApiRequest, offsets_partition: int) -> ErrorCode | None:
-    """KIP-890's check where this broker coordinates the transactional id: the group's
-    __consumer_offsets partition must be in the ongoing transaction (AddOffsetsToTxn first), else
-    an offset batch no marker would ever close. Kafka's errors; None to go on."""
-    body = request.body
-    txn = request.broker.txn_coordinator
-    if txn is None or not request.broker.config["transaction.partition.verification.enable"]:
-        return None
-    code = txn.verify(body["transactional_id"], body["producer_id"], body["producer_epoch"], OFFSETS_TOPIC,
-                      offsets_partition)
-    if code is None or code == ErrorCode.NONE:
-        return None
-    return fenced_error(ErrorCode.PRODUCER_FENCED if code == ErrorCode.INVALID_PRODUCER_EPOCH else code, request, 3)
 
 
 def error_response(request: ApiRequest, code: int) -> dict:

@@ -778,19 +778,12 @@ class ReplicaManager:
                  "current_txn_start_offset": -1 if e.current_txn_first_offset is None else e.current_txn_first_offset}
                 for e in list(state.producers.values())]
 
-    def in_transaction(self, topic: str, partition: int, producer_id: int) -> bool:
-        """Has the producer an open transaction on this led partition? (Then a remote coordinator
-        already verified it: KIP-890 asks once per transaction and partition.)"""
-        part = self.partitions.get((topic, partition))
-        state = part.log.producer_state if part is not None and part.leader == self.node_id else None
-        entry = state.last_entry(producer_id) if isinstance(state, ProducerStateManager) else None
-        return entry is not None and entry.current_txn_first_offset is not None
-
     def transaction_to_join(self, topic: str, partition: int, producer_id: int, producer_epoch: int) -> tuple[bool, bool]:
-        """Before a transactions-v2 batch of (producer id, epoch) is appended to a partition led here
-        (Kafka's UnifiedLog.maybeStartTransactionVerification): (whether the producer's transaction
-        at that epoch is open here already - the partition was added then - and whether the
-        partition remembers batches of the producer at its current epoch). Raises Kafka's partition errors
+        """Before a transactional batch of (producer id, epoch) is appended to a partition led here
+        (Kafka's UnifiedLog.maybeStartTransactionVerification): (whether the producer's transaction at
+        that epoch is open here already - then the coordinator is not asked, neither to verify the
+        partition (KIP-890) nor to add it (transactions v2) - and whether the partition remembers
+        batches of the producer at its current epoch). Raises Kafka's partition errors
         (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, ...) and INVALID_PRODUCER_EPOCH for an
         epoch below the producer's, before the coordinator is asked anything."""
         state = self.leader_partition(topic, partition).log.producer_state

@@ -31,7 +31,10 @@ TransactionCoordinator:
   timeout, a new incarnation's InitProducerId) take the cluster's finalized transaction.version.
 - Loading a partition finishes what its previous leader left prepared (markers, then Complete*).
 - ``verify``: the produce path's check that a transactional batch's partition was added (KIP-890's
-  verification, answered here when this broker coordinates the transactional id).
+  verification, answered here when this broker coordinates the transactional id), with Kafka's
+  answers (``_verification``): TRANSACTION_ABORTABLE for a partition not in the ongoing
+  transaction, CONCURRENT_TRANSACTIONS while one is being completed, PRODUCER_FENCED for another
+  epoch; the leader maps them for its client's version.
 - Ids that moved to another partition when the partition rule was fixed: their state is taken
   over from the partition that held it (``RehashMigrations``, broker/coordinator/rehash.py);
   until then they get COORDINATOR_LOAD_IN_PROGRESS. The partition's markers carry its leader
@@ -92,8 +95,9 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 ADD_PARTITIONS_TO_TXN = 24
-VERIFY_VERSION = 4
-ADD_VERSION = 5  # a leader's add for a transactions-v2 producer (Kafka's AddPartitionsToTxnManager sends v5)
+# What a leader sends the coordinator, to verify (KIP-890 part 1) or to add (part 2): v5, as Kafka's
+# AddPartitionsToTxnManager (every Odradek release serves it; v5 may answer TRANSACTION_ABORTABLE).
+BROKER_VERSION = 5
 
 InitResult = tuple[ErrorCode, int, int]  # (error, producer id, producer epoch)
 # Short.MaxValue: the highest epoch a v2 commit or abort may bump to (then a new producer id follows).
@@ -294,19 +298,14 @@ class TransactionCoordinator:
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
                partition: int) -> ErrorCode | None:
-        """Is ``topic-partition`` in the ongoing transaction of (producer id, epoch)? None when this
-        broker does not coordinate the id (the append goes on unverified)."""
+        """Is ``topic-partition`` in the ongoing transaction of (producer id, epoch)? Kafka's answer
+        (``_verification``), or None when this broker does not coordinate the id (the leader asks
+        the coordinator over the network)."""
         p = self.partition_for(transactional_id)
         if self.runtime.state(p) is not PartitionState.ACTIVE or self.migrations.blocks(p, transactional_id):
             return None  # (a moved id not taken over yet: the remote check answers LOAD_IN_PROGRESS)
         meta = self.runtime.shard(p).txns.get(transactional_id)
-        if meta is None or meta.producer_id != producer_id:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if producer_epoch < meta.producer_epoch:
-            return ErrorCode.INVALID_PRODUCER_EPOCH
-        if meta.state is not TxnState.ONGOING or not meta.contains(topic, partition):
-            return ErrorCode.INVALID_TXN_STATE
-        return ErrorCode.NONE
+        return _verification(meta, producer_id, producer_epoch, [(topic, partition)])[(topic, partition)]
 
     def list_transactions(self, states: list[str], producer_ids: list[int],
                           duration_ms: int = -1) -> tuple[ErrorCode, list[str], list[tuple[str, int, str]]]:
@@ -339,81 +338,57 @@ class TransactionCoordinator:
         transactional append: per partition NONE when it is in the ongoing transaction of
         (producer id, epoch), else Kafka's error. Coordinator errors raise KafkaApiError."""
         meta = self.runtime.shard(self._partition(transactional_id)).txns.get(transactional_id)
-        if meta is None or meta.producer_id != producer_id:
-            return dict.fromkeys(partitions, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
-        if meta.producer_epoch != producer_epoch:
-            return dict.fromkeys(partitions, ErrorCode.INVALID_PRODUCER_EPOCH)
-        return {tp: ErrorCode.NONE if meta.state is TxnState.ONGOING and meta.contains(*tp)
-                else ErrorCode.INVALID_TXN_STATE for tp in partitions}
+        return _verification(meta, producer_id, producer_epoch, partitions)
 
     async def verify_remote(self, transactional_id: str, producer_id: int, producer_epoch: int,
                             partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
-        """The partition leader's side of KIP-890: ask the id's coordinator (another broker) with
-        AddPartitionsToTxn v4 verify_only. A coordinator that cannot answer makes the append
-        NOT_ENOUGH_REPLICAS (retriable), as Kafka's AddPartitionsToTxnManager maps it."""
-        state = self.metadata.image.partition(TXN_TOPIC, self.partition_for(transactional_id))
-        client = self.markers.client(state.leader) if state is not None and state.leader >= 0 else None
-        unavailable = dict.fromkeys(partitions, ErrorCode.NOT_ENOUGH_REPLICAS)
-        if client is None:
-            return unavailable
-        topics: dict[str, list[int]] = {}
-        for t, p in partitions:
-            topics.setdefault(t, []).append(p)
-        body = {"transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
-                                  "producer_epoch": producer_epoch, "verify_only": True,
-                                  "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]}
-        try:
-            response = await client.request(ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, body)
-        except (NodeUnavailableError, KafkaApiError):
-            return unavailable
-        if response["error_code"] != ErrorCode.NONE:
-            return unavailable
-        codes: dict[tuple[str, int], ErrorCode] = {}
-        for txn in response["results_by_transaction"]:
-            for topic in txn["topic_results"]:
-                for r in topic["results_by_partition"]:
-                    code = ErrorCode(r["partition_error_code"])
-                    if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS):
-                        code = ErrorCode.NOT_ENOUGH_REPLICAS
-                    codes[(topic["name"], r["partition_index"])] = code
-        return {tp: codes.get(tp, ErrorCode.NOT_ENOUGH_REPLICAS) for tp in partitions}
+        """The partition leader's side of KIP-890 part 1: ask the id's coordinator (another broker)
+        with AddPartitionsToTxn v5 verify_only. Per partition Kafka's AddPartitionsToTxnManager's
+        answer (``_ask``); the leader maps it for its client (broker/handlers/produce.py)."""
+        return await self._ask(transactional_id, producer_id, producer_epoch, partitions, verify_only=True)
 
     async def add_for_leader(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
         """KIP-890 part 2's implicit add: a partition leader adds the partitions of a transactions-v2
         producer's batch (Produce v12) or offsets (TxnOffsetCommit v5+) to its transaction, on the
-        id's coordinator - here, or another broker with AddPartitionsToTxn v5 (not verify_only).
-        Per partition the coordinator's answer as Kafka's AddPartitionsToTxnManager hands it to the
-        leader: PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, COORDINATOR_NOT_AVAILABLE when the
-        partition of the id has no leader, NETWORK_EXCEPTION when the coordinator cannot be reached,
-        a refused request's error (CLUSTER_AUTHORIZATION_FAILED as INVALID_TXN_STATE) on every one."""
+        id's coordinator - here, or another broker with AddPartitionsToTxn v5 (not verify_only). Per
+        partition Kafka's AddPartitionsToTxnManager's answer (``_ask``)."""
+        return await self._ask(transactional_id, producer_id, producer_epoch, partitions, verify_only=False)
+
+    async def _ask(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                   partitions: list[tuple[str, int]], verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
+        """The coordinator's answer as Kafka's AddPartitionsToTxnManager hands it to the leader:
+        PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, COORDINATOR_NOT_AVAILABLE when the id's partition
+        has no leader, NETWORK_EXCEPTION when the coordinator cannot be reached, a refused request's
+        error (CLUSTER_AUTHORIZATION_FAILED as INVALID_TXN_STATE) on every partition, NONE for a
+        partition the answer leaves out."""
         state = self.metadata.image.partition(TXN_TOPIC, self.partition_for(transactional_id))
         if state is None or state.leader < 0:
             return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         topics: dict[str, list[int]] = {}
         for t, p in partitions:
             topics.setdefault(t, []).append(p)
-        if state.leader == self.node_id:
+        if state.leader == self.node_id and not verify_only:
             code = await self.add_partitions(transactional_id, producer_id, producer_epoch, topics,
                                              client_transaction_version=TV2)
             codes = dict.fromkeys(partitions, code)
         else:
-            codes = await self._add_remote(state.leader, transactional_id, producer_id, producer_epoch, topics)
+            codes = await self._ask_remote(state.leader, transactional_id, producer_id, producer_epoch, topics,
+                                           verify_only)
         return {tp: ErrorCode.INVALID_PRODUCER_EPOCH if code == ErrorCode.PRODUCER_FENCED else code
                 for tp, code in codes.items()}
 
-    async def _add_remote(self, leader: int, transactional_id: str, producer_id: int, producer_epoch: int,
-                          topics: dict[str, list[int]]) -> dict[tuple[str, int], ErrorCode]:
+    async def _ask_remote(self, leader: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                          topics: dict[str, list[int]], verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
         partitions = [(t, p) for t, ps in topics.items() for p in ps]
         client = self.markers.client(leader)
         if client is None:
             return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         body = {"transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
-                                  "producer_epoch": producer_epoch, "verify_only": False,
+                                  "producer_epoch": producer_epoch, "verify_only": verify_only,
                                   "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]}
         try:
-            response = await client.request(ADD_PARTITIONS_TO_TXN, ADD_VERSION, body)
+            response = await client.request(ADD_PARTITIONS_TO_TXN, BROKER_VERSION, body)
         except (NodeUnavailableError, KafkaApiError):
             return dict.fromkeys(partitions, ErrorCode.NETWORK_EXCEPTION)
         top = ErrorCode(response["error_code"])
@@ -760,6 +735,21 @@ class TransactionCoordinator:
             shard.txns.pop(transactional_id, None)
 
         return CoordinatorResult([(key_bytes(transactional_id), None)], None, apply)
+
+
+def _verification(meta: TxnMetadata | None, producer_id: int, producer_epoch: int,
+                  partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+    """Kafka's TransactionCoordinator.handleVerifyPartitionsInTransaction: NONE for a partition in
+    the transaction, TRANSACTION_ABORTABLE for one not in it (none is, once the transaction ended:
+    a late batch would start a transaction no marker ends), CONCURRENT_TRANSACTIONS while it is being
+    completed, PRODUCER_FENCED for another epoch, INVALID_PRODUCER_ID_MAPPING for another producer."""
+    if meta is None or meta.producer_id != producer_id:
+        return dict.fromkeys(partitions, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+    if meta.producer_epoch != producer_epoch:
+        return dict.fromkeys(partitions, ErrorCode.PRODUCER_FENCED)
+    if meta.state in PREPARE:
+        return dict.fromkeys(partitions, ErrorCode.CONCURRENT_TRANSACTIONS)
+    return {tp: ErrorCode.NONE if meta.contains(*tp) else ErrorCode.TRANSACTION_ABORTABLE for tp in partitions}
 
 
 def _write_error(code: int) -> ErrorCode:

@@ -46,7 +46,7 @@ PRODUCE, LIST_OFFSETS, METADATA, OFFSET_FETCH, FIND_COORDINATOR = 0, 2, 3, 9, 10
 INIT_PRODUCER_ID, END_TXN, WRITE_TXN_MARKERS, TXN_OFFSET_COMMIT, DESCRIBE_TRANSACTIONS = 22, 26, 27, 28, 65
 NONE, CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR = 0, 51, 14, 16
 INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION = 47, 48, 6, 3
-ILLEGAL_GENERATION, GROUP_ID_NOT_FOUND = 22, 69
+ILLEGAL_GENERATION, GROUP_ID_NOT_FOUND, TRANSACTION_ABORTABLE = 22, 69, 120
 ZERO_ID = uuid.UUID(int=0)
 DONE = ("CompleteCommit", "CompleteAbort", "Empty")
 
@@ -159,9 +159,9 @@ class Producer:
         )["topics"][0]["partitions"][0]["offset"] for level in (0, 1))  # type: ignore[return-value]
 
     def commit_offset(self, version: int, group: str, epoch: int, topic_id: uuid.UUID, offset: int,
-                      generation: int = -1) -> list[int]:
+                      generation: int = -1, pid: int | None = None) -> list[int]:
         r = self.c.request(TXN_OFFSET_COMMIT, version, {
-            "transactional_id": self.txn_id, "group_id": group, "producer_id": self.pid,
+            "transactional_id": self.txn_id, "group_id": group, "producer_id": self.pid if pid is None else pid,
             "producer_epoch": self.epoch0 + epoch, "generation_id_or_member_epoch": generation, "member_id": "",
             "group_instance_id": None, "topics": [{"name": self.topic, "topic_id": topic_id, "partitions": [
                 {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
@@ -325,3 +325,66 @@ def test_transaction_state_records_as_kafka_writes_them(targets: dict[str, Targe
     assert [(r[0], r[2][1], r[5]) for r in results["kafka"]] == [
         ("1", "E+0", 0), ("1", "E+0", 2), ("1", "E+1", 2), ("1", "E+1", 2), ("1", "E+1", 2), ("1", "E+2", 2),
         ("1", "E+2", 2)]
+
+
+def test_kip890_part1_verification_answers_as_kafka(targets: dict[str, Target]) -> None:
+    """Transactions v1 producers (AddPartitionsToTxn from the client; Produce up to v11) get KIP-890
+    part 1's defence against hanging transactions as on Kafka 4.4: a transactional batch for a partition
+    not in the producer's ongoing transaction - never added, or after the transaction ended - is
+    refused before anything is appended, TRANSACTION_ABORTABLE from Produce v11 (an abortable error:
+    the client aborts and goes on), INVALID_TXN_STATE before; a batch at an epoch the coordinator has
+    not given is refused even where the transaction is open at the current epoch; TxnOffsetCommit
+    without AddOffsetsToTxn likewise (v4 TRANSACTION_ABORTABLE, v3 INVALID_TXN_STATE, another epoch
+    INVALID_PRODUCER_EPOCH)."""
+    def scenario(target: Target) -> list[Any]:
+        out: list[Any] = []
+        with WireClient(target.host, target.port) as c:
+            topic, _ = new_topic(target, c)
+            p = Producer(c, unique("tx-v1"), topic)
+            group = unique("g-v1")
+            p.find_coordinator(group, 0)
+            out.append(p.init())
+
+            def produce(version: int, epoch: int, sequence: int, pid: int | None = None) -> int:
+                records = encode_batch([Record(timestamp=int(time.time() * 1000), key=None, value=b"v")],
+                                       producer_id=p.pid if pid is None else pid,
+                                       producer_epoch=p.epoch0 + epoch, base_sequence=sequence, is_transactional=True)
+                r = c.request(PRODUCE, version, {"transactional_id": p.txn_id, "acks": -1, "timeout_ms": 10000,
+                                                 "topic_data": [{"name": topic, "partition_data": [
+                                                     {"index": 0, "records": records}]}]})
+                return r["responses"][0]["partition_responses"][0]["error_code"]
+
+            out.append(("not added, v11", produce(11, 0, 0)))
+            out.append(("not added, v10", produce(10, 0, 0)))
+            out.append(("TxnOffsetCommit v4 without AddOffsetsToTxn", p.commit_offset(4, group, 0, ZERO_ID, 5)))
+            out.append(("TxnOffsetCommit v3 without AddOffsetsToTxn", p.commit_offset(3, group, 0, ZERO_ID, 5)))
+            out.append(("TxnOffsetCommit v3, an epoch ahead", p.commit_offset(3, group, 2, ZERO_ID, 5)))
+            out.append(("TxnOffsetCommit v4, another producer id", p.commit_offset(4, group, 0, ZERO_ID, 5,
+                                                                               pid=987_654_321)))
+            added = c.request(24, 3, {"v3_and_below_transactional_id": p.txn_id, "v3_and_below_producer_id": p.pid,
+                                      "v3_and_below_producer_epoch": p.epoch0,
+                                      "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})
+            out.append(("added", added["results_by_topic_v3_and_below"][0]["results_by_partition"][0]
+                        ["partition_error_code"]))
+            out.append(("added, v11", produce(11, 0, 0)))
+            out.append(("an epoch ahead, v11", produce(11, 3, 0)))
+            out.append(("another producer id, v11", produce(11, 0, 0, pid=987_654_321)))
+            ended = c.request(END_TXN, 4, {"transactional_id": p.txn_id, "producer_id": p.pid,
+                                           "producer_epoch": p.epoch0, "committed": True})
+            out.append(("commit (EndTxn v4: no bump)", ended["error_code"], p.describe(wait=True)))
+            out.append(("after the commit, same epoch, v11", produce(11, 0, 1)))
+            out.append(("after the commit, same epoch, v9", produce(9, 0, 1)))
+            out.append(("offsets", p.offsets()))
+        return out
+
+    results = {name: scenario(targets[name]) for name in TARGETS}
+    assert results["odradek"] == results["kafka"]
+    steps = {step[0]: step[1:] for step in results["kafka"]}
+    assert steps["not added, v11"] == (TRANSACTION_ABORTABLE,) and steps["not added, v10"] == (INVALID_TXN_STATE,)
+    assert steps["TxnOffsetCommit v4 without AddOffsetsToTxn"] == ([TRANSACTION_ABORTABLE],)
+    assert steps["TxnOffsetCommit v3, an epoch ahead"] == ([INVALID_PRODUCER_EPOCH],)
+    assert steps["after the commit, same epoch, v11"] == (TRANSACTION_ABORTABLE,)
+    # A batch at an epoch the coordinator has not given, while the transaction is open on the partition
+    # at the current one, is verified too - and refused: appended, it would hold the LSO for good.
+    assert steps["an epoch ahead, v11"] == (INVALID_PRODUCER_EPOCH,)
+    assert steps["offsets"] == ((2, 2),)
