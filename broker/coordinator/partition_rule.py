@@ -23,6 +23,7 @@ loaded). Owned by the handler loop.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
@@ -30,8 +31,11 @@ from broker.group.hashing import legacy_partition_for, partition_for
 from controller.metadata_format import COORDINATOR_REHASH
 
 if TYPE_CHECKING:
+    from broker.coordinator.runtime import CoordinatorRuntime
     from broker.metadata import BrokerMetadata
     from controller.image import MetadataDelta, MetadataImage
+
+log = logging.getLogger(__name__)
 
 
 def kafka_rule(image: MetadataImage) -> bool:
@@ -44,6 +48,38 @@ def coordinator_partition(image: MetadataImage, key: str, num_partitions: int) -
     if kafka_rule(image):
         return partition_for(key, num_partitions)
     return legacy_partition_for(key, num_partitions)
+
+
+class MetadataView(Protocol):
+    """The broker's current metadata image."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+
+class LoadedRule:
+    """The rule one coordinator's partitions were loaded under (``ids``: what it coordinates, for the
+    log line); ``follow`` reloads them through its runtime when the level moved the rule."""
+
+    def __init__(self, metadata: MetadataView, runtime: CoordinatorRuntime, ids: str) -> None:
+        self._metadata = metadata
+        self._runtime = runtime
+        self._ids = ids
+        self.kafka = kafka_rule(metadata.image)
+
+    def reset(self) -> None:
+        """The partitions are about to be loaded (at start): under the rule of the image now."""
+        self.kafka = kafka_rule(self._metadata.image)
+
+    def follow(self) -> None:
+        now = kafka_rule(self._metadata.image)
+        if now == self.kafka:
+            return
+        self.kafka = now
+        log.info("the metadata format level is %d: %s are coordinated by %s rule now; reloading the %s "
+                 "partitions led here", self._metadata.image.metadata_format, self._ids,
+                 "Kafka's" if now else "0.1.0's", self._runtime.topic)
+        self._runtime.reload()
 
 
 class RuleFollower(Protocol):

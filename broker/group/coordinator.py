@@ -93,7 +93,7 @@ class GroupCoordinator:
             self._leader_epoch, self._install_moved)
         self.ctx.moving = self.migrations.blocks
         # The rule the partitions held here were loaded under (partition_rule.follow moves it).
-        self._loaded_kafka_rule = partition_rule.kafka_rule(metadata.image)
+        self.loaded_rule = partition_rule.LoadedRule(metadata, self.runtime, "groups")
 
     def _load_summary(self) -> str:
         return f": {len(self.ctx.classic_groups) + len(self.ctx.consumer_groups)} groups"
@@ -130,7 +130,7 @@ class GroupCoordinator:
 
     async def start(self) -> None:
         """Register for leadership changes and load the partitions this broker already leads."""
-        self._loaded_kafka_rule = partition_rule.kafka_rule(self.metadata.image)
+        self.loaded_rule.reset()
         led: list[tuple[int, int]] = []
         topic = self.metadata.image.topics.get(OFFSETS_TOPIC)
         if topic is not None:
@@ -148,14 +148,7 @@ class GroupCoordinator:
     def follow_partition_rule(self) -> None:
         """The metadata format level moved: if the rule changed, every partition led here loads
         again under the new one (broker/coordinator/partition_rule.py)."""
-        kafka_rule = partition_rule.kafka_rule(self.metadata.image)
-        if kafka_rule == self._loaded_kafka_rule:
-            return
-        self._loaded_kafka_rule = kafka_rule
-        log.info("the metadata format level is %d: groups are coordinated by %s rule now; reloading the %s "
-                 "partitions led here", self.metadata.image.metadata_format, "Kafka's" if kafka_rule else "0.1.0's",
-                 OFFSETS_TOPIC)
-        self.runtime.reload()
+        self.loaded_rule.follow()
 
     def partition_for(self, group_id: str) -> int:
         return self.ctx.partition_for(group_id)

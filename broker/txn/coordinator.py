@@ -173,7 +173,7 @@ class TransactionCoordinator:
             self.runtime, self.twin_reader, self._num_partitions, self.partition_for, key_transactional_id,
             self._leader_epoch, self._install_moved)
         # The rule the partitions held here were loaded under (partition_rule.follow moves it).
-        self._loaded_kafka_rule = partition_rule.kafka_rule(metadata.image)
+        self.loaded_rule = partition_rule.LoadedRule(metadata, self.runtime, "transactional ids")
 
     def _new_shard(self, partition: int) -> TxnShard:
         # Under 0.1.0's rule nothing is set aside or migrated: the partition loads as 0.1.0 loads it.
@@ -192,7 +192,7 @@ class TransactionCoordinator:
     # lifecycle
 
     async def start(self) -> None:
-        self._loaded_kafka_rule = partition_rule.kafka_rule(self.metadata.image)
+        self.loaded_rule.reset()
         topic = self.metadata.image.topics.get(TXN_TOPIC)
         led = [] if topic is None else [(p.partition, p.leader_epoch) for p in topic.partitions.values()
                                         if p.leader == self.node_id]
@@ -211,14 +211,7 @@ class TransactionCoordinator:
     def follow_partition_rule(self) -> None:
         """The metadata format level moved: if the rule changed, every partition led here loads
         again under the new one (broker/coordinator/partition_rule.py)."""
-        kafka_rule = partition_rule.kafka_rule(self.metadata.image)
-        if kafka_rule == self._loaded_kafka_rule:
-            return
-        self._loaded_kafka_rule = kafka_rule
-        log.info("the metadata format level is %d: transactional ids are coordinated by %s rule now; reloading "
-                 "the %s partitions led here", self.metadata.image.metadata_format,
-                 "Kafka's" if kafka_rule else "0.1.0's", TXN_TOPIC)
-        self.runtime.reload()
+        self.loaded_rule.follow()
 
     def _spawn(self, coro: Coroutine[object, object, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
