@@ -85,7 +85,9 @@ def _sandbox(tmp_path: Path) -> Path:
 
 
 def _make(box: Path, *args: str, path_first: Path | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
+    # Run as a top-level make, as a user's: under `make test` the environment carries the outer
+    # make's MAKELEVEL and MAKEFLAGS, and a nested make words its errors "make[1]: ***".
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
     if path_first is not None:
         env["PATH"] = f"{path_first}{os.pathsep}{env['PATH']}"
     return subprocess.run(["make", "--no-print-directory", "-f", str(REPO / "Makefile"), "-C", str(box), *args],
