@@ -1,6 +1,6 @@
 """Test targets: the same integration test runs against a real Apache Kafka and against Odradek.
 
-- ``shared_kafka()``: one real Kafka 3.9.1 (tools/kafka_dist.KafkaServer) for the whole pytest session,
+- ``shared_kafka()``: one real Kafka 4.4.0 (tools/kafka_dist.KafkaServer) for the whole pytest session,
   started on first use in a temp dir and killed at interpreter exit. Tests share it, so each test uses
   its own uniquely named topics/groups (``unique()``).
 - ``open_target(name, tmp_dir)``: context manager yielding a ``Target`` for "kafka" (the shared broker)
@@ -160,3 +160,26 @@ def create_topic(target: Target, topic: str, partitions: int = 1, configs: dict[
     futures = admin.create_topics([NewTopic(topic, partitions, 1, config={**KEEP_RECORDS, **(configs or {})})],
                                   operation_timeout=15)
     futures[topic].result(timeout=30)
+    wait_until_led(target, topic, partitions)
+
+
+def wait_until_led(target: Target, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
+    """Wait until the leader of every partition serves it (ListOffsets answers NONE), not just until
+    Metadata names a leader: Kafka publishes a new topic to its metadata cache before its replica
+    manager makes the partition leader, so a Produce sent in between gets NOT_LEADER_OR_FOLLOWER
+    (seen in CI as a comparison test's first step answering 6 on Kafka and 120 on Odradek)."""
+    import time
+
+    from tests.support.wire import WireClient
+
+    deadline = time.monotonic() + timeout_s
+    with WireClient(target.host, target.port) as c:
+        while True:
+            r = c.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [{"partition_index": i, "current_leader_epoch": -1, "timestamp": -1}
+                                               for i in range(partitions)]}]})
+            codes = [p["error_code"] for t in r["topics"] for p in t["partitions"]]
+            if len(codes) == partitions and not any(codes):
+                return
+            assert time.monotonic() < deadline, f"{topic}: partitions not led after {timeout_s} s: {codes}"
+            time.sleep(0.05)
