@@ -73,6 +73,7 @@ one attribute test.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
 from collections.abc import Callable
@@ -262,9 +263,23 @@ def _add_then_append(request: ApiRequest, entries: list[tuple[str, int, Any]], r
                      coordinator: TransactionCoordinator) -> Any:
     """Produce v12: the partitions not yet in the producer's transaction at the batch's epoch are
     added by the coordinator first (see the module docstring); a request whose partitions all are
-    appends at once."""
+    appends at once, unless an earlier request of its producer is still waiting for the coordinator:
+    then it takes its turn behind that one (broker/txn/producer_turns.py says why)."""
+    turns = request.broker.replica_manager.producer_turns
+    before = dict(refused)
+    producers = {p for _, _, records in entries if (p := _txn_producer(records)) is not None}
+    if not _partitions_to_add(request, entries, refused) and not any(turns.waiting(pid) for pid, _ in producers):
+        return _append_verified(request, entries, refused)
+    # Everything is asked again in the request's turn, from the refusals it arrived with.
+    return _add_partitions_then_append(request, entries, before, coordinator, sorted({pid for pid, _ in producers}))
+
+
+def _partitions_to_add(request: ApiRequest, entries: list[tuple[str, int, Any]],
+                       refused: dict[int, KafkaApiError]) -> dict[tuple[int, int], list[int]]:
+    """(producer id, epoch) -> the entries whose partition the coordinator must add to the producer's
+    transaction first; the partitions' own refusals go into ``refused``."""
     replicas = request.broker.replica_manager
-    to_add: dict[tuple[int, int], list[int]] = {}  # (producer id, epoch) -> entries to add
+    to_add: dict[tuple[int, int], list[int]] = {}
     for i, (topic, index, records) in enumerate(entries):
         if i in refused:
             continue
@@ -278,43 +293,45 @@ def _add_then_append(request: ApiRequest, entries: list[tuple[str, int, Any]], r
             continue
         if not joined:
             to_add.setdefault(producer, []).append(i)
-    if not to_add:
-        return _append_verified(request, entries, refused)
-    return _add_partitions_then_append(request, entries, refused, coordinator, to_add)
+    return to_add
 
 
 async def _add_partitions_then_append(request: ApiRequest, entries: list[tuple[str, int, Any]],
                                       refused: dict[int, KafkaApiError], coordinator: TransactionCoordinator,
-                                      to_add: dict[tuple[int, int], list[int]]) -> dict | None:
+                                      producer_ids: list[int]) -> dict | None:
     txn_id = request.body["transactional_id"]
-    for (producer_id, epoch), indexes in to_add.items():
-        tps = [(entries[i][0], entries[i][1]) for i in indexes]
-        codes = await _add_with_retries(request, coordinator, txn_id, producer_id, epoch, tps)
-        for i, tp in zip(indexes, tps, strict=True):
-            if codes[tp] != ErrorCode.NONE:
-                refused[i] = _coordinator_refusal(codes[tp], request.api_version)
-    # Asked now, on the turn that appends: while this request waited for the coordinator, an earlier
-    # batch of the producer may have been appended (several requests of one producer are in flight).
     replicas = request.broker.replica_manager
-    for (producer_id, epoch), indexes in to_add.items():
-        for i in indexes:
-            if i in refused:
-                continue
-            topic, index, records = entries[i]
-            try:
-                _, known = replicas.transaction_to_join(topic, index, producer_id, epoch)
-            except KafkaApiError as exc:
-                refused[i] = exc
-                continue
-            sequence = int.from_bytes(records[BASE_SEQUENCE_AT:BASE_SEQUENCE_AT + 4], "big", signed=True)
-            if not known and sequence != 0:
-                # Kafka's ProducerAppendInfo.checkSequence for a v2 producer the partition remembers no batch
-                # of (retriable for the client while its batch with sequence 0 is still in flight).
-                refused[i] = KafkaApiError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, (
-                    f"Invalid sequence number for producer {producer_id} in partition {topic}-{index}: "
-                    f"{sequence} (incoming seq. number). Expected sequence 0 for transactions v2 idempotent "
-                    "producer with no existing state."))
-    result = _append_verified(request, entries, refused)
+    async with contextlib.AsyncExitStack() as turns:
+        for producer_id in producer_ids:  # one in practice: a transactional request carries one producer's batches
+            await turns.enter_async_context(replicas.producer_turns.turn(producer_id))
+        # Asked now, in the request's turn: the earlier requests of the producer are in the log.
+        to_add = _partitions_to_add(request, entries, refused)
+        for (producer_id, epoch), indexes in to_add.items():
+            tps = [(entries[i][0], entries[i][1]) for i in indexes]
+            codes = await _add_with_retries(request, coordinator, txn_id, producer_id, epoch, tps)
+            for i, tp in zip(indexes, tps, strict=True):
+                if codes[tp] != ErrorCode.NONE:
+                    refused[i] = _coordinator_refusal(codes[tp], request.api_version)
+        for (producer_id, epoch), indexes in to_add.items():
+            for i in indexes:
+                if i in refused:
+                    continue
+                topic, index, records = entries[i]
+                try:
+                    _, known = replicas.transaction_to_join(topic, index, producer_id, epoch)
+                except KafkaApiError as exc:
+                    refused[i] = exc
+                    continue
+                sequence = int.from_bytes(records[BASE_SEQUENCE_AT:BASE_SEQUENCE_AT + 4], "big", signed=True)
+                if not known and sequence != 0:
+                    # Kafka's ProducerAppendInfo.checkSequence for a v2 producer the partition remembers no batch
+                    # of (retriable for the client while its batch with sequence 0 is still in flight).
+                    refused[i] = KafkaApiError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, (
+                        f"Invalid sequence number for producer {producer_id} in partition {topic}-{index}: "
+                        f"{sequence} (incoming seq. number). Expected sequence 0 for transactions v2 idempotent "
+                        "producer with no existing state."))
+        # Appended (or queued in the partition's lane, in order) before the turn ends; acks=all waits after.
+        result = _append_verified(request, entries, refused)
     return await result if asyncio.iscoroutine(result) else result
 
 

@@ -75,6 +75,7 @@ from broker.replica.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from broker.replica.replica_selector import replica_selector
 from broker.timing_wheel import Timer
 from broker.topic_config_view import config_layers, effective_broker_config, effective_log_defaults
+from broker.txn.producer_turns import ProducerTurns
 from controller.image import MetadataDelta, MetadataImage, TopicImage
 from protocol.errors import ErrorCode, KafkaApiError
 from storage.cleaner import CleanerConfig, LogCleaner
@@ -216,6 +217,8 @@ class ReplicaManager:
         self._checkpointed_hws: dict[TopicPartition, int] = {}
         # KIP-392 replica.selector.class: None (consumers read from leaders) unless configured.
         self.replica_selector = replica_selector(config["replica.selector.class"])
+        # Transactions-v2 Produce requests waiting for the coordinator, one producer's in order.
+        self.producer_turns = ProducerTurns()
 
     # -- lifecycle --------------------------------------------------------------------------
 
