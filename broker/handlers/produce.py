@@ -234,26 +234,16 @@ def _handle_transactional(request: ApiRequest, entries: list[tuple[str, int, Any
     txn_id = request.body["transactional_id"]
     remote: dict[tuple[int, int], list[int]] = {}  # (producer id, epoch) -> entries to ask about
     if coordinator is not None and broker.config["transaction.partition.verification.enable"]:
-        for i, (topic, index, records) in enumerate(entries):
-            if i in refused:
-                continue
-            producer = _txn_producer(records)
-            if producer is None:
-                continue
-            try:
-                joined, _ = broker.replica_manager.transaction_to_join(topic, index, *producer)
-            except KafkaApiError as exc:
-                refused[i] = exc
-                continue
-            if joined:
-                continue
-            code = coordinator.verify(txn_id, producer[0], producer[1], topic, index)
-            if code is None:
-                remote.setdefault(producer, []).append(i)
-            else:
-                code = ErrorCode.INVALID_PRODUCER_EPOCH if code == ErrorCode.PRODUCER_FENCED else code
-                if code != ErrorCode.NONE:
-                    refused[i] = _coordinator_refusal(code, request.api_version)
+        for producer, indexes in _partitions_to_add(request, entries, refused).items():
+            for i in indexes:
+                topic, index, _ = entries[i]
+                code = coordinator.verify(txn_id, producer[0], producer[1], topic, index)
+                if code is None:
+                    remote.setdefault(producer, []).append(i)
+                else:
+                    code = ErrorCode.INVALID_PRODUCER_EPOCH if code == ErrorCode.PRODUCER_FENCED else code
+                    if code != ErrorCode.NONE:
+                        refused[i] = _coordinator_refusal(code, request.api_version)
     if remote and coordinator is not None:
         return _verify_remotely_then_append(request, entries, refused, remote, coordinator)
     return _append_verified(request, entries, refused)
@@ -276,8 +266,9 @@ def _add_then_append(request: ApiRequest, entries: list[tuple[str, int, Any]], r
 
 def _partitions_to_add(request: ApiRequest, entries: list[tuple[str, int, Any]],
                        refused: dict[int, KafkaApiError]) -> dict[tuple[int, int], list[int]]:
-    """(producer id, epoch) -> the entries whose partition the coordinator must add to the producer's
-    transaction first; the partitions' own refusals go into ``refused``."""
+    """(producer id, epoch) -> the entries whose partition is not in the producer's open transaction
+    at that epoch yet: the coordinator adds it (v12) or verifies it (KIP-890 part 1) first. The
+    partitions' own refusals go into ``refused``."""
     replicas = request.broker.replica_manager
     to_add: dict[tuple[int, int], list[int]] = {}
     for i, (topic, index, records) in enumerate(entries):
