@@ -8,6 +8,8 @@ Jar cache (all under ``.cache/``, git-ignored; filled on first use, ~1 min, from
     .cache/jars/spark/    Spark 4.0.0's Kafka connector + token provider, its kafka-clients (3.9.0), commons-pool2
     .cache/jars/driver/   odradek-driver.jar (java/driver) and its runtime deps
     .cache/jars/old-java-client/  kafka-clients 2.1.0, the oldest Java client Kafka 4.4 serves (KIP-896)
+    .cache/jars/connect-plugins/  a Connect plugin.path dir: connect-file/ and connect-mirror/ (4.3.1; the
+                          4.4.0 jars are not on Maven Central), for the Connect and MirrorMaker 2 tests
     .cache/jars/.stamp    hash of java/**/pom.xml, java/settings.xml and the driver's sources at the
                           last successful build; a mismatch (or a missing dir) triggers a rebuild
 
@@ -64,6 +66,9 @@ JARS = CACHE / "jars"
 STAMP = JARS / ".stamp"
 BUILD_LOCK = CACHE / "jars.lock"
 CLASSPATHS = ("kafka", "spark", "driver", "old-java-client")
+# Every jar set the build fills: the classpaths, and Connect's plugin dir (one sub-dir per plugin, so
+# not a classpath of its own: connect_plugin_path()).
+JAR_SETS = (*CLASSPATHS, "connect-plugins")
 
 KAFKA_VERSION = "4.4.0"
 SPARK_VERSION = "4.0.0"  # pyspark must be this exact version: the connector is built per Spark release
@@ -92,7 +97,7 @@ def _inputs_hash() -> str:
 
 def jars_current() -> bool:
     return (STAMP.exists() and STAMP.read_text().strip() == _inputs_hash()
-            and all(any((JARS / name).glob("*.jar")) for name in CLASSPATHS))
+            and all(any((JARS / name).rglob("*.jar")) for name in JAR_SETS))
 
 
 def ensure_jars(quiet: bool = True) -> Path:
@@ -134,7 +139,7 @@ def _build_jars(quiet: bool) -> None:
             tail = (proc.stdout or "")[-4000:] + (proc.stderr or "")[-2000:]
             raise ToolchainUnavailable(f"Maven could not build the jar cache (exit {proc.returncode}):\n{tail}")
         STAMP.unlink(missing_ok=True)
-        for name in CLASSPATHS:
+        for name in JAR_SETS:
             if (JARS / name).exists():
                 os.rename(JARS / name, staging / f"old-{name}")
             os.rename(staging / "jars" / name, JARS / name)
@@ -154,6 +159,19 @@ def classpath(name: str) -> str:
 def jar_files(name: str) -> list[Path]:
     classpath(name)
     return sorted((JARS / name).glob("*.jar"))
+
+
+def connect_plugin_path() -> Path:
+    """The plugin.path directory for a Connect worker (connect-file/ and connect-mirror/ in it), building
+    the cache if needed."""
+    ensure_jars()
+    return JARS / "connect-plugins"
+
+
+def connect_plugin_jars(plugin: str) -> list[Path]:
+    """One plugin's jars ("connect-file" or "connect-mirror"), e.g. to put MirrorMaker 2's dedicated mode
+    on a classpath."""
+    return sorted((connect_plugin_path() / plugin).glob("*.jar"))
 
 
 def temp_config_file(name: str, text: str) -> Path:
