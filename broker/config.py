@@ -755,6 +755,10 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("odradek.fetch.sendfile", _B, True, None, _L,
        "Send Fetch record bytes with os.sendfile straight from the segment file (zero-copy); "
        "false copies them through Python (for measuring the difference)."),
+    _d("odradek.port.mapped.listeners", _LI, [], None, _L,
+       "Listeners whose advertised port differs from the port they bind on purpose, because a port mapping "
+       "(docker -p, compose ports:, NAT) forwards one to the other: the start-up warning about the "
+       "difference is logged at INFO for them (docker/compose.yaml names EXTERNAL)."),
 )
 
 CONFIG_DEFS: Mapping[str, ConfigDef] = {d.name: d for d in DEFINITIONS}
@@ -1416,7 +1420,7 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
     from broker.security.tls import check_listeners  # late: that module imports this one
 
     check_listeners(cfg)
-    warn_advertised_port_mismatch(cfg)
+    check_advertised_ports(cfg)
     warn_keys_without_effect(cfg)
     return cfg
 
@@ -1455,25 +1459,40 @@ def warn_keys_without_effect(cfg: BrokerConfig) -> None:
                     "; ".join(f"{key} ({why})" for key, why in keys))
 
 
-def warn_advertised_port_mismatch(cfg: BrokerConfig) -> None:
-    """Warn when an advertised listener's port differs from the port its listener binds.
+def check_advertised_ports(cfg: BrokerConfig) -> None:
+    """Warn when an advertised listener's port differs from the port its listener binds, unless
+    ``odradek.port.mapped.listeners`` says the listener sits behind a port mapping.
 
     Clients bootstrap anywhere, then connect to exactly what advertised.listeners says: changing only
     ``listeners`` (say to port 9093) while advertised.listeners still says 9092 silently sends every
-    client to whatever answers on 9092. That is legitimate behind a port mapping (docker -p), so it
-    is a warning, not an error. Unset advertised.listeners means ``listeners`` (Kafka's rule), which
-    always matches; a port 0 listener is bound to a free port and cannot be checked.
+    client to whatever answers on 9092. Behind a port mapping (docker -p 9093:19092) the difference is
+    the point, so a user names such listeners and gets one INFO line instead of a warning that reads
+    like an error at every start. Kafka says nothing either way. Unset advertised.listeners means
+    ``listeners`` (Kafka's rule), which always matches; a port 0 listener is bound to a free port and
+    cannot be checked. Raises ConfigError when odradek.port.mapped.listeners names no listener: a typo
+    there would otherwise keep the warning for good without a word about why.
     """
+    bound = {ep.name: ep.port for ep in cfg.listeners}
+    mapped = [name.strip().upper() for name in cfg["odradek.port.mapped.listeners"] if name.strip()]
+    unknown = [name for name in mapped if name not in bound]
+    if unknown:
+        raise ConfigError(f"odradek.port.mapped.listeners names {', '.join(unknown)}, which listeners does not "
+                          f"define (it defines {', '.join(bound)})")
     if cfg["advertised.listeners"] is None:
         return
-    bound = {ep.name: ep.port for ep in cfg.listeners}
     for ep in cfg._advertised_raw():
         port = bound.get(ep.name)
-        if port and ep.port and ep.port != port:
+        if not (port and ep.port and ep.port != port):
+            continue
+        if ep.name in mapped:
+            log.info("advertised.listeners sends clients to %s:%d, listener %s binds port %d: deliberate port "
+                     "mapping (odradek.port.mapped.listeners)", ep.host or "<this host>", ep.port, ep.name, port)
+        else:
             log.warning("advertised.listeners sends clients to %s:%d but listener %s binds port %d: clients "
                         "that bootstrap here will connect to port %d. Set advertised.listeners to the same "
                         "port (or leave it unset to advertise listeners) unless a port mapping forwards %d "
-                        "to %d", ep.host or "<this host>", ep.port, ep.name, port, ep.port, ep.port, port)
+                        "to %d; then name %s in odradek.port.mapped.listeners", ep.host or "<this host>",
+                        ep.port, ep.name, port, ep.port, ep.port, port, ep.name)
 
 
 def _check_definitions() -> None:

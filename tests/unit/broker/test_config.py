@@ -799,6 +799,58 @@ class TestPortChange:
         assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
+class TestDeliberatePortMapping:
+    """odradek.port.mapped.listeners: the listeners whose advertised port differs on purpose (a port
+    mapping forwards it). Kafka has no such warning; Odradek keeps it for the likely mistake only."""
+
+    TWO_LISTENERS = ["listeners=INTERNAL://0.0.0.0:9092,EXTERNAL://0.0.0.0:19092",
+                     "advertised.listeners=INTERNAL://broker1:9092,EXTERNAL://localhost:9093",
+                     "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+                     "inter.broker.listener.name=INTERNAL"]
+
+    def test_a_mapped_listener_is_logged_at_info_not_warned_about(self, caplog) -> None:
+        with caplog.at_level(logging.INFO):
+            load_config(SHIPPED, [*self.TWO_LISTENERS, "odradek.port.mapped.listeners=EXTERNAL"], {})
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+        (info,) = [r.getMessage() for r in caplog.records if "sends clients to" in r.getMessage()]
+        assert "localhost:9093" in info and "EXTERNAL" in info and "19092" in info
+        assert "deliberate port mapping" in info
+
+    def test_without_the_key_the_same_mapping_is_warned_about_and_the_warning_names_the_key(self, caplog) -> None:
+        with caplog.at_level(logging.WARNING):
+            load_config(SHIPPED, self.TWO_LISTENERS, {})
+        (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert "EXTERNAL binds port 19092" in warning and "odradek.port.mapped.listeners" in warning
+
+    def test_only_the_named_listeners_are_exempt(self, caplog) -> None:
+        with caplog.at_level(logging.WARNING):
+            load_config(SHIPPED, ["listeners=INTERNAL://0.0.0.0:9092,EXTERNAL://0.0.0.0:19092",
+                                  "advertised.listeners=INTERNAL://broker1:9094,EXTERNAL://localhost:9093",
+                                  "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+                                  "inter.broker.listener.name=INTERNAL",
+                                  "odradek.port.mapped.listeners=external"], {})  # names are case-blind
+        (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert "broker1:9094" in warning and "INTERNAL binds port 9092" in warning
+
+    def test_a_name_that_is_no_listener_stops_start_up(self) -> None:
+        with pytest.raises(ConfigError, match=r"odradek.port.mapped.listeners names EXTRENAL, which listeners "
+                                              r"does not define \(it defines INTERNAL, EXTERNAL\)"):
+            load_config(SHIPPED, [*self.TWO_LISTENERS, "odradek.port.mapped.listeners=EXTRENAL"], {})
+
+    def test_the_compose_brokers_start_without_the_warning(self, caplog) -> None:
+        # docker/compose.yaml's brokers: EXTERNAL binds 19092 in the container and is published on the
+        # host as 9092-9094, which each broker advertises - deliberate, so no warning at any start.
+        yaml = pytest.importorskip("yaml", reason="pyyaml (the test extra) reads docker/compose.yaml")
+        compose = yaml.safe_load((REPO / "docker" / "compose.yaml").read_text())
+        for name in ("broker1", "broker2", "broker3"):
+            env = {**_dockerfile_env(), **{k: str(v) for k, v in compose["services"][name]["environment"].items()}}
+            caplog.clear()
+            with caplog.at_level(logging.WARNING):
+                cfg = load_config(SHIPPED, [], env)
+            assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [], name
+            assert [ep.port for ep in cfg.advertised_listeners if ep.name == "EXTERNAL"] == [9091 + int(name[-1])]
+
+
 class TestBuiltInSingleNode:
     def test_the_built_in_configuration_is_the_shipped_file(self) -> None:
         from broker.config import SINGLE_NODE_DEFAULTS
