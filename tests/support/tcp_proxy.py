@@ -12,9 +12,17 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Callable
+
+# What a connection's bytes go through on their way (TcpProxy._relays).
+Relay = Callable[[bytes], bytes]
 
 
 class TcpProxy:
+    # The upstream socket's timeout, for its connect and for each read from it: an upstream connection
+    # idle that long is closed (both ends). None: connections stay open while idle.
+    upstream_timeout: float | None = 5.0
+
     def __init__(self, target_host: str, target_port: int) -> None:
         self.target = (target_host, target_port)
         self._listener = socket.socket()
@@ -45,22 +53,33 @@ class TcpProxy:
                 client.close()
                 continue
             try:
-                upstream = socket.create_connection(self.target, timeout=5)
+                upstream = socket.create_connection(self.target, timeout=self.upstream_timeout or 5.0)
+                upstream.settimeout(self.upstream_timeout)
             except OSError:
                 client.close()
                 continue
             with self._lock:
                 self._sockets.update((client, upstream))
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+            to_server, to_client = self._relays()
+            for src, dst, relay in ((client, upstream, to_server), (upstream, client, to_client)):
+                threading.Thread(target=self._pump, args=(src, dst, relay), daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _relays(self) -> tuple[Relay | None, Relay | None]:
+        """A new connection's (client-to-server, server-to-client) relays: each is given the bytes
+        read, in order, and returns what to send on (b"" holds them back for now); None relays byte
+        for byte. A subclass's hook (tests/support/recording_proxy.py reads and rewrites frames)."""
+        return None, None
+
+    def _pump(self, src: socket.socket, dst: socket.socket, relay: Relay | None = None) -> None:
         try:
             while True:
                 data = src.recv(65536)
                 if not data or self._cut:
                     break
-                dst.sendall(data)
+                if relay is not None:
+                    data = relay(data)
+                if data:
+                    dst.sendall(data)
         except OSError:
             pass
         finally:
