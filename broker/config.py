@@ -657,6 +657,9 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("replica.fetch.backoff.ms", _I, 1000, _at_least(0), _M, "Sleep after a replica fetch error."),
     _d("replica.fetch.response.max.bytes", _I, 10 * 1024 * 1024, _at_least(0), _M,
        "Bytes in a whole replica fetch response."),
+    _d("replica.alter.log.dirs.io.max.bytes.per.second", _LG, LONG_MAX, _at_least(0), _M,
+       "Bytes per second that all moves of replicas between this broker's log dirs (AlterReplicaLogDirs) copy "
+       "together; kafka-reassign-partitions --replica-alter-log-dirs-throttle sets it.", dynamic=True),
     # --- authorization (broker/security/authorizer.py, docs/security-acls.md) ----------------------
     _d("authorizer.class.name", _ST, "", ValidString(("", STANDARD_AUTHORIZER)), _L,
        "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer checks every request "

@@ -188,6 +188,10 @@ class LogCleaner:
         # The broker's high watermark / last stable offset per partition: never clean beyond it.
         self.upper_bound_offset = upper_bound_offset
         self.uncleanable: set[tuple[str, int]] = set()
+        # Partitions whose log is being moved to another log dir (Kafka's abortAndPauseCleaning):
+        # not chosen, and a round on one of them stops at its next batch.
+        self._paused: set[tuple[str, int]] = set()
+        self._cleaning: tuple[str, int] | None = None
         self._lock = threading.Lock()
         self._stopped = False
 
@@ -216,6 +220,25 @@ class LogCleaner:
             current = self.read_checkpoint(log_dir).get((topic, partition))
             if current is not None and current > offset:
                 self._update_checkpoint(log_dir, topic, partition, offset)
+
+    def alter_checkpoint_dir(self, topic: str, partition: int, source: Path, destination: Path) -> None:
+        """The partition's log moved from ``source`` to ``destination`` (Kafka's alterCheckpointDir):
+        its first dirty offset moves with it, so the moved log is not cleaned again from its start."""
+        with self._lock:
+            offset = self.read_checkpoint(source).get((topic, partition))
+            if offset is not None:
+                self._update_checkpoint(destination, topic, partition, offset)
+
+    # -- pausing (a log being moved between log dirs) ------------------------------------------
+    def abort_and_pause(self, topic: str, partition: int) -> None:
+        """Stop cleaning the partition until :meth:`resume`: a round on it aborts at its next batch,
+        and this returns once no round runs on it (Kafka's abortAndPauseCleaning). Blocking."""
+        self._paused.add((topic, partition))
+        with self._lock:
+            pass  # the round in progress, if any, is over (aborted if it was this partition's)
+
+    def resume(self, topic: str, partition: int) -> None:
+        self._paused.discard((topic, partition))
 
     # -- choosing -------------------------------------------------------------------------------
     def cleanable_offsets(self, topic: str, partition: int, log: Log, checkpoint: int | None,
@@ -268,7 +291,8 @@ class LogCleaner:
         checkpoints: dict[Path, dict[tuple[str, int], int]] = {}
         candidates = []
         for (topic, partition), log in self.log_manager.all_logs().items():
-            if not log.config.compact or (topic, partition) in self.uncleanable or log.offline or log.closed:
+            if (not log.config.compact or (topic, partition) in self.uncleanable or (topic, partition) in self._paused
+                    or log.offline or log.closed):
                 continue
             log_dir = self.log_manager.log_dir_of(topic, partition)
             if log_dir not in checkpoints:
@@ -295,6 +319,7 @@ class LogCleaner:
             ltc = self.grab_filthiest_log(now)
             if ltc is None:
                 return None
+            self._cleaning = (ltc.topic, ltc.partition)
             try:
                 stats = clean_log(ltc, now, self.config, self._check_running)
             except CleaningAbortedError:
@@ -323,6 +348,8 @@ class LogCleaner:
     def _check_running(self) -> None:
         if self._stopped:
             raise CleaningAbortedError("cleaner shut down")
+        if self._cleaning in self._paused:
+            raise CleaningAbortedError("the log is being moved to another log dir")
 
 
 # -----------------------------------------------------------------------------------------------

@@ -53,6 +53,12 @@ behind (the segment cuts its file back), marks the log offline, calls ``on_dir_f
 (the LogManager takes the whole log dir offline) and raises LogDirOfflineError; later calls raise
 KafkaStorageError.
 
+Moving to another log dir (AlterReplicaLogDirs; storage.log_manager, broker.replica.log_dir_mover): a
+copy of the log in the other dir (a future log, filled by appending this log's batches as a follower
+does) takes this log's place with :meth:`replace_with_future`, under both logs' locks: this Log object
+then holds the copy's segments, producer state and epoch cache, in the new directory, so nothing that
+holds it has to change; :attr:`truncations` tells the copier when it must match the copy again.
+
 Threading: every mutating method (append, roll, flush, truncate_*, delete_*, close) takes the
 log's lock, so they may be called from any IO-pool thread but are serialized per partition.
 :meth:`read`, :meth:`offset_for_timestamp` and :meth:`max_timestamp_and_offset` take no lock and may
@@ -1349,16 +1355,100 @@ class Log:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def rename_dir(self, new_dir: Path) -> None:
-        """Move the partition directory (LogManager's ``-delete`` rename); files stay open."""
+        """Move the partition directory (LogManager's ``-delete`` and future-log renames); files stay open."""
         with self._lock:
             os.rename(self.dir, new_dir)
+            self._repoint(new_dir)
+
+    def _repoint(self, new_dir: Path) -> None:
+        """The directory was renamed to ``new_dir``: every path kept in memory follows it (open
+        files need nothing; indexes and snapshots are opened by path later)."""
+        self.dir = new_dir
+        self.epoch_cache.path = new_dir / self.epoch_cache.path.name
+        if hasattr(self.producer_state, "partition_dir"):
+            self.producer_state.partition_dir = new_dir
+        _repoint_segments(list(self._state.segments) + [s for _, s in self._pending_deletes], new_dir)
+
+    @property
+    def truncations(self) -> int:
+        """How many truncations this log went through: a copy of it (a future log) compares the
+        number to know whether what it copied may have been cut away since."""
+        return self._truncations
+
+    def replace_with_future(self, future: Log, doomed_dir: Path, new_dir: Path, *, generation: int | None,
+                            max_gap_bytes: int) -> list[LogSegment] | None:
+        """Take over ``future``'s contents in place (Kafka's replaceCurrentWithFutureLog, done inside
+        this Log so that every holder of it - the partition, the log manager, a truncation waiting
+        for the lock - goes on with the moved log). Returns the replaced segments, whose files now
+        lie in ``doomed_dir`` (open, for reads already under way; the caller closes them and removes
+        the directory later), or None when the swap cannot happen now.
+
+        ``future`` is a copy of this log in another log dir, made by appending this log's batches
+        as they are. Under both logs' locks, so no append, truncation or deletion runs meanwhile:
+        the swap is refused (None) if this log was truncated since the copier last matched the
+        copy to it (``generation``), if its log start moved past the copy's, or if more than
+        ``max_gap_bytes`` were appended since the copier's last round; else the last batches are
+        copied, the copy is fsynced as far as this log was (its recovery point), then this
+        directory is renamed ``doomed_dir`` (``<topic>-<partition>.<uuid>-delete``) and the copy's
+        ``new_dir`` (``<topic>-<partition>``), in that order: a crash between the two leaves the
+        complete copy as the only ``-future`` directory of the partition, which the log manager
+        promotes at start-up, and never two current directories. Nothing is fsynced between the
+        renames (the loop's appends wait on this lock); the caller fsyncs both parent dirs after.
+        """
+        with self._lock, future._lock:
+            self._check_online()
+            future._check_online()
+            if generation != self._truncations or self._log_start_offset != future._log_start_offset:
+                return None
+            copied = 0
+            while future._log_end_offset < self._log_end_offset:
+                piece = self.read(future._log_end_offset, max(max_gap_bytes, 1))
+                if (piece.size == 0 or copied + piece.size > max_gap_bytes
+                        or piece.first_offset < future._log_end_offset):
+                    return None
+                future.append(piece.read_bytes(), leader_epoch=-1, assign_offsets=False)
+                copied += piece.size
+            if future._log_end_offset != self._log_end_offset:
+                return None
+            if future.recovery_point < self.recovery_point:
+                future.flush(self.recovery_point)
+            old_dir = self.dir
+            retired = list(self._state.segments) + [s for _, s in self._pending_deletes]
+            try:
+                os.rename(old_dir, doomed_dir)
+            except OSError as exc:
+                self._fail(exc)
+            _repoint_segments(retired, doomed_dir)
+            try:
+                os.rename(future.dir, new_dir)
+            except OSError as exc:
+                # Put this log back where it was, so the partition keeps its data; the copy's dir failed.
+                try:
+                    os.rename(doomed_dir, old_dir)
+                    _repoint_segments(retired, old_dir)
+                except OSError:
+                    pass
+                future._fail(exc)
+            future._repoint(new_dir)
             self.dir = new_dir
-            self.epoch_cache.path = new_dir / self.epoch_cache.path.name
-            for seg in list(self._state.segments) + [s for _, s in self._pending_deletes]:
-                seg.dir = new_dir
-                seg.log_path = new_dir / seg.log_path.name
-                for index in (seg.offset_index, seg.time_index, seg.txn_index):
-                    index.path = new_dir / index.path.name
+            self._state = future._state
+            self._log_start_offset = future._log_start_offset
+            self._log_end_offset = future._log_end_offset
+            self.recovery_point = future.recovery_point
+            self.epoch_cache = future.epoch_cache
+            self.producer_state = future.producer_state
+            self._pending_deletes = future._pending_deletes
+            self._unflushed_messages = future._unflushed_messages
+            self.last_flush_ms = future.last_flush_ms
+            # Background flushes queued for the replaced segments must not move the new recovery point.
+            self._truncations += 1
+            self._background = []
+            # The copy's Log object is spent: its segments are ours now, and its own pending background
+            # work sees it closed.
+            future._state = _Segments((), ())
+            future._pending_deletes = []
+            future.closed = True
+            return retired
 
     def _check_online(self) -> None:
         if self.offline:
@@ -1383,6 +1473,15 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.dir.name}, start={self._log_start_offset}, end={self._log_end_offset}, "
                 f"segments={len(self._state.segments)})")
+
+
+def _repoint_segments(segments: list[LogSegment], new_dir: Path) -> None:
+    """The segments' directory was renamed to ``new_dir``: their paths follow."""
+    for seg in segments:
+        seg.dir = new_dir
+        seg.log_path = new_dir / seg.log_path.name
+        for index in (seg.offset_index, seg.time_index, seg.txn_index):
+            index.path = new_dir / index.path.name
 
 
 def end_txn_marker(raw: bytes | memoryview) -> EndTransactionMarker | None:

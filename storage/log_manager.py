@@ -3,6 +3,8 @@
 Each log dir (``log.dirs``) holds::
 
     <topic>-<partition>/                  one Log per partition (storage.log)
+    <topic>-<partition>.<uuid>-future/    a copy being made of a partition whose log lives in another
+                                          dir of this broker (AlterReplicaLogDirs; see below)
     <topic>-<partition>.<uuid>-delete/    a deleted partition awaiting removal
     recovery-point-offset-checkpoint      "0\\n<count>\\n<topic> <partition> <offset>\\n..."
     log-start-offset-checkpoint           same format
@@ -10,7 +12,19 @@ Each log dir (``log.dirs``) holds::
     .lock                                 flock'd by the running broker, holds its PID (storage.log_dir_lock)
     .kafka_cleanshutdown                  present only between a clean shutdown and the next start
 
-A new partition goes to the online dir with the fewest partitions.
+A new partition goes to the dir AlterReplicaLogDirs named for it before it existed (Kafka's
+preferred log dir), else to the online dir with the fewest partitions (future logs counted).
+
+Future logs (Kafka's KIP-113, ``UnifiedLog.logFutureDirName``): moving a partition to another log
+dir makes a second Log of it there, ``<topic>-<partition>.<uuid>-future``, which the broker's mover
+(broker.replica.log_dir_mover) fills with the partition's batches while the partition keeps serving
+from its current log; :meth:`replace_current_with_future` then swaps it in (Log.replace_with_future:
+the old directory is renamed ``-delete`` first, then the future one to ``<topic>-<partition>``). A
+future log is not served, retained, flushed by flush.ms or cleaned; it is checkpointed with its dir.
+At start-up a future log is loaded like a current one; if its partition has a current log the copy
+resumes (Kafka's maybeAddLogDirFetchers), and if it has none - a crash between the swap's two
+renames, whose ``-delete`` half is then removed - it was complete, and is promoted to the current
+log (Kafka's recoverAbandonedFutureLogs), unless an offline dir may hold the current one.
 
 Crash story: :meth:`startup` opens every partition; in a dir without the clean-shutdown marker
 each log is recovered from its checkpointed recovery point (storage.log). The marker is removed
@@ -71,6 +85,7 @@ from storage.log import Log
 from storage.log_config import LogConfig
 from storage.partition_metadata import topic_id_to_str
 from storage.producer_state_contract import ProducerState
+from storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +98,13 @@ STRAY_DIR_SUFFIX = "-stray"
 # The controller's metadata log lives in a log dir like a partition (as KRaft's does) but is not
 # one: the log manager must neither load nor delete it.
 RESERVED_TOPICS = frozenset({"__cluster_metadata"})
+FUTURE_DIR_SUFFIX = "-future"
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+# Kafka's logFutureDirName: "<topic>-<partition>.<uuid without dashes>-future".
+_FUTURE_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)\.[0-9a-f]{32}-future$")
+# Preferred dirs remembered for partitions not hosted yet: Kafka keeps every one until the replica
+# is made; a bound keeps a client naming made-up partitions from growing the map without end.
+MAX_PREFERRED_DIRS = 10_000
 # Errors of this process's resources rather than of the disk: a log creation hitting one fails,
 # but the log dir stays online (see the module docstring).
 TRANSIENT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
@@ -110,6 +131,11 @@ class LogManager:
         self.progress_interval_s = progress_interval_s
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
+        # Future logs (copies being made in another dir, see the module docstring) and their dirs.
+        self._futures: dict[TopicPartition, Log] = {}
+        self._future_dir_of: dict[TopicPartition, Path] = {}
+        # Kafka's preferredLogDirs: where AlterReplicaLogDirs asked a not-yet-hosted partition to live.
+        self._preferred_dirs: dict[TopicPartition, Path] = {}
         self._topic_configs: dict[str, LogConfig] = {}
         # Replaced, never mutated: the loop and the IO threads iterate it without a lock while a
         # failing IO thread marks another dir offline, so each reader sees one consistent set.
@@ -135,6 +161,7 @@ class LogManager:
             except (OSError, CheckpointFormatError, KafkaStorageError) as exc:
                 # Kafka refuses to start on a foreign meta.properties; we keep the other dirs.
                 self._mark_offline(log_dir, exc)
+        self._promote_abandoned_futures()
 
     def _load_dir(self, log_dir: Path, now: int) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -144,16 +171,23 @@ class LogManager:
         recovery_points = self._read_offsets(log_dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = self._read_offsets(log_dir / LOG_START_OFFSET_CHECKPOINT)
         partitions: list[tuple[TopicPartition, str]] = []
+        futures: list[tuple[TopicPartition, str]] = []
         for entry in sorted(os.scandir(log_dir), key=lambda e: e.name):
             if not entry.is_dir():
                 continue
             if entry.name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(entry.path, ignore_errors=True)  # deletion interrupted by a crash
                 continue
+            future = _FUTURE_DIR.match(entry.name)
+            if future is not None:
+                futures.append(((future["topic"], int(future["partition"])), entry.path))
+                continue
             match = _PARTITION_DIR.match(entry.name)
             if match is None or match["topic"] in RESERVED_TOPICS:
                 continue
             partitions.append(((match["topic"], int(match["partition"])), entry.path))
+        for tp, path in futures:
+            self._load_future(log_dir, tp, Path(path), clean, recovery_points, start_offsets, now)
         total = len(partitions)
         mode = "clean shutdown" if clean else "unclean shutdown: recovering"
         started = last_report = time.monotonic()
@@ -185,6 +219,52 @@ class LogManager:
             marker.unlink()
             fsync_dir(log_dir)
 
+    def _load_future(self, log_dir: Path, tp: TopicPartition, path: Path, clean: bool,
+                     recovery_points: dict[TopicPartition, int], start_offsets: dict[TopicPartition, int],
+                     now: int) -> None:
+        """Open a future log found at start-up (its dir's checkpoints hold its offsets: a partition
+        never has its current and its future log in one dir)."""
+        with self._lock:
+            if tp in self._futures:
+                # Kafka refuses to start on two future dirs of one partition; this one is left alone.
+                logger.error("A second future log of %s-%d in %s (the first is in %s): not loaded", *tp, path,
+                             self._future_dir_of[tp])
+                return
+        log = Log.open(path, self._topic_configs.get(tp[0], self.default_config),
+                       recovery_point=recovery_points.get(tp, 0), log_start_offset=start_offsets.get(tp, 0),
+                       clean_shutdown=clean, producer_state=self._producer_state(tp, path), now_ms=now,
+                       on_dir_failure=self._on_dir_failure)
+        with self._lock:
+            self._futures[tp] = log
+            self._future_dir_of[tp] = log_dir
+
+    def _promote_abandoned_futures(self) -> None:
+        """After loading: a future log whose partition has no current log is the completed copy of
+        a swap cut short between its renames (Log.replace_with_future), and becomes the current log
+        (Kafka's recoverAbandonedFutureLogs); unless an offline dir may hold the current log."""
+        with self._lock:
+            orphans = [tp for tp in self._futures if tp not in self._logs]
+        for tp in orphans:
+            name = f"{tp[0]}-{tp[1]}"
+            try:
+                self._check_not_in_offline_dir(name)
+            except KafkaStorageError as exc:
+                logger.warning("Future log of %s kept as it is: %s", name, exc)
+                continue
+            with self._lock:
+                log, log_dir = self._futures.pop(tp), self._future_dir_of.pop(tp)
+                try:
+                    log.rename_dir(log_dir / name)
+                    fsync_dir(log_dir)
+                except OSError as exc:
+                    log.close_quietly()
+                    self._mark_offline(log_dir, exc)
+                    continue
+                self._logs[tp] = log
+                self._log_dir_of[tp] = log_dir
+            logger.info("Promoted the future log of %s in %s: its swap was interrupted after the old log "
+                        "was marked for deletion", name, log_dir)
+
     def _producer_state(self, tp: TopicPartition, dir: Path) -> ProducerState | None:
         return self.producer_state_factory(tp[0], tp[1], dir) if self.producer_state_factory else None
 
@@ -214,8 +294,8 @@ class LogManager:
     def shutdown(self) -> None:
         """Flush and close every log, write checkpoints, then the clean-shutdown marker per dir."""
         with self._lock:
-            for tp, log in list(self._logs.items()):
-                if self._log_dir_of[tp] in self.offline_dirs:
+            for _tp, log, log_dir in self._every_log():
+                if log_dir in self.offline_dirs:
                     log.close_quietly()
                     continue
                 try:
@@ -262,12 +342,16 @@ class LogManager:
                 raise KafkaStorageError(f"Cannot create log for {name}: no online log directory "
                                         f"({self._offline_summary()})")
             self._check_not_in_offline_dir(name)
-            counts = {d: 0 for d in online}
-            for d in self._log_dir_of.values():
-                if d in counts:
-                    counts[d] += 1
-            log_dir = min(online, key=lambda d: counts[d])
             tp = (topic, partition)
+            preferred = self._preferred_dirs.get(tp)
+            if preferred in online:
+                log_dir = preferred
+            else:
+                counts = {d: 0 for d in online}
+                for d in (*self._log_dir_of.values(), *self._future_dir_of.values()):
+                    if d in counts:
+                        counts[d] += 1
+                log_dir = min(online, key=lambda d: counts[d])
             dir = log_dir / name
             existed = dir.exists()
             log: Log | None = None
@@ -284,6 +368,7 @@ class LogManager:
             log.on_dir_failure = self._on_dir_failure
             self._logs[tp] = log
             self._log_dir_of[tp] = log_dir
+            self._preferred_dirs.pop(tp, None)
             return log
 
     def _check_not_in_offline_dir(self, name: str) -> None:
@@ -313,7 +398,9 @@ class LogManager:
         return [d for d in self.log_dirs if d not in self.offline_dirs]
 
     def delete_log(self, topic: str, partition: int) -> bool:
-        """Rename the partition dir to ``<topic>-<partition>.<uuid>-delete``, then remove it."""
+        """Rename the partition dir to ``<topic>-<partition>.<uuid>-delete``, then remove it (its
+        future log first, if it is being moved)."""
+        self.delete_future_log(topic, partition)
         with self._lock:
             tp = (topic, partition)
             log = self._logs.pop(tp, None)
@@ -336,6 +423,7 @@ class LogManager:
         metadata that lost a topic must not silently take the data with it. Stray dirs are not
         loaded at start-up (they do not match the partition-dir pattern).
         """
+        self.delete_future_log(topic, partition)  # a copy of a stray log is of no use
         with self._lock:
             tp = (topic, partition)
             log = self._logs.pop(tp, None)
@@ -355,9 +443,14 @@ class LogManager:
     def update_config(self, topic: str, config: LogConfig) -> None:
         with self._lock:
             self._topic_configs[topic] = config
-            for (t, _), log in self._logs.items():
+            for (t, _), log, _dir in self._every_log():
                 if t == topic:
                     log.update_config(config)
+
+    def _every_log(self) -> list[tuple[TopicPartition, Log, Path]]:
+        """Current and future logs with their dirs (under the registry lock)."""
+        return ([(tp, log, self._log_dir_of[tp]) for tp, log in self._logs.items()]
+                + [(tp, log, self._future_dir_of[tp]) for tp, log in self._futures.items()])
 
     def all_logs(self) -> dict[TopicPartition, Log]:
         with self._lock:
@@ -365,6 +458,134 @@ class LogManager:
 
     def log_dir_of(self, topic: str, partition: int) -> Path | None:
         return self._log_dir_of.get((topic, partition))
+
+    # ------------------------------------------------------------------------------------------
+    # moving a partition between log dirs (AlterReplicaLogDirs; see the module docstring)
+
+    def log_dir_by_path(self, path: str) -> Path | None:
+        """The configured log dir whose absolute path is ``path`` exactly (Kafka compares the
+        request's string with each dir's absolute path), None if none is."""
+        for d in self.log_dirs:
+            if os.path.abspath(d) == path:
+                return d
+        return None
+
+    def maybe_update_preferred_log_dir(self, topic: str, partition: int, log_dir: Path) -> None:
+        """Kafka's maybeUpdatePreferredLogDir: remember ``log_dir`` for the partition's log, unless
+        its current or future log is there already (then there is nothing to prefer)."""
+        tp = (topic, partition)
+        with self._lock:
+            if self._log_dir_of.get(tp) == log_dir or self._future_dir_of.get(tp) == log_dir:
+                return
+            self._preferred_dirs.pop(tp, None)
+            if len(self._preferred_dirs) >= MAX_PREFERRED_DIRS:
+                del self._preferred_dirs[next(iter(self._preferred_dirs))]  # the oldest
+            self._preferred_dirs[tp] = log_dir
+
+    def preferred_log_dir(self, topic: str, partition: int) -> Path | None:
+        return self._preferred_dirs.get((topic, partition))
+
+    def get_future_log(self, topic: str, partition: int) -> Log | None:
+        return self._futures.get((topic, partition))
+
+    def future_log_dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._future_dir_of.get((topic, partition))
+
+    def future_logs(self) -> dict[TopicPartition, tuple[Path, Log]]:
+        """Every future log in an online dir, with its dir."""
+        with self._lock:
+            return {tp: (self._future_dir_of[tp], log) for tp, log in self._futures.items()
+                    if self._future_dir_of[tp] not in self.offline_dirs}
+
+    def create_future_log(self, topic: str, partition: int, log_dir: Path) -> Log:
+        """Blocking: the partition's future log in ``log_dir``, made empty at the current log's
+        log start offset (or the one there already). KafkaStorageError, as Kafka's getOrCreateLog
+        for a non-new log, while any log dir is offline (a future log must never be made for a
+        partition whose other copy may sit in a dead dir) or when the creation fails."""
+        tp = (topic, partition)
+        with self._lock:
+            current = self.get_log(topic, partition)
+            if current is None:
+                raise KafkaStorageError(f"Cannot create a future log for {topic}-{partition}: it has no log here")
+            if self._log_dir_of[tp] == log_dir:
+                raise ValueError(f"{topic}-{partition} already lives in {log_dir}")
+            existing = self._futures.get(tp)
+            if existing is not None:
+                if self._future_dir_of[tp] != log_dir:
+                    raise ValueError(f"{topic}-{partition} is being moved to {self._future_dir_of[tp]}")
+                return existing
+            if self.offline_dirs:
+                raise KafkaStorageError(f"Can not create log for {topic}-{partition} because log directories "
+                                        f"{','.join(str(d) for d in sorted(self.offline_dirs))} are offline")
+            if log_dir in self.offline_dirs or log_dir not in self.log_dirs:
+                raise KafkaStorageError(f"Log directory {log_dir} is offline")
+            dir = log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+            log: Log | None = None
+            try:
+                log = Log.open(dir, self._topic_configs.get(topic, current.config), clean_shutdown=True,
+                               log_start_offset=current.log_start_offset, topic_id=current.topic_id,
+                               producer_state=self._producer_state(tp, dir))
+                fsync_dir(log_dir)
+            except (OSError, LogDirOfflineError) as exc:
+                if log is not None:
+                    log.close_quietly()
+                raise self._creation_failed(log_dir, dir, False, exc) from exc
+            log.on_dir_failure = self._on_dir_failure
+            self._futures[tp] = log
+            self._future_dir_of[tp] = log_dir
+            self._preferred_dirs.pop(tp, None)
+            return log
+
+    def delete_future_log(self, topic: str, partition: int) -> bool:
+        """Blocking: drop the partition's future log, if any (a move cancelled, or the partition
+        deleted): renamed ``-delete``, then removed. False if there was none."""
+        tp = (topic, partition)
+        with self._lock:
+            log = self._futures.pop(tp, None)
+            log_dir = self._future_dir_of.pop(tp, None)
+        if log is None or log_dir is None:
+            return False
+        if log_dir in self.offline_dirs:
+            log.close_quietly()  # nothing can be removed from a dead disk; start-up cleans up
+            return True
+        try:
+            log.rename_dir(log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            fsync_dir(log_dir)
+        except OSError as exc:
+            self._mark_offline(log_dir, exc)
+        log.delete()
+        return True
+
+    def replace_current_with_future(self, topic: str, partition: int, *, generation: int | None,
+                                    max_gap_bytes: int) -> RetiredLog | None:
+        """Blocking: make the partition's future log its current one (Log.replace_with_future, which
+        says when it refuses: None). Returns the replaced log's files, renamed ``-delete``, for the
+        caller to remove after file.delete.delay.ms (reads already under way may still use them);
+        a crash before that removes them at start-up. KafkaStorageError if either log is gone or
+        offline."""
+        tp = (topic, partition)
+        name = f"{topic}-{partition}"
+        with self._lock:
+            current, future = self._logs.get(tp), self._futures.get(tp)
+            if current is None or future is None:
+                raise KafkaStorageError(f"{name}: its current or future log is gone")
+            src, dst = self._log_dir_of[tp], self._future_dir_of[tp]
+            if src in self.offline_dirs or dst in self.offline_dirs:
+                raise KafkaStorageError(f"{name}: log dir {src if src in self.offline_dirs else dst} is offline")
+            doomed = src / f"{name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+            retired = current.replace_with_future(future, doomed, dst / name, generation=generation,
+                                                  max_gap_bytes=max_gap_bytes)
+            if retired is None:
+                return None
+            del self._futures[tp], self._future_dir_of[tp]
+            self._log_dir_of[tp] = dst
+        for d in (src, dst):
+            try:
+                fsync_dir(d)
+            except OSError as exc:
+                self._mark_offline(d, exc)
+        self.checkpoint()  # the partition's offsets move from the old dir's checkpoints to the new one's
+        return RetiredLog(doomed, retired)
 
     # ------------------------------------------------------------------------------------------
     # periodic work (the broker schedules these on the IO pool)
@@ -375,7 +596,7 @@ class LogManager:
             for log_dir in self.log_dirs:
                 if log_dir in self.offline_dirs or not log_dir.exists():
                     continue
-                logs = sorted((tp, log) for tp, log in self._logs.items() if self._log_dir_of[tp] == log_dir)
+                logs = sorted((tp, log) for tp, log, d in self._every_log() if d == log_dir)
                 try:
                     write_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT,
                                      [(t, p, log.recovery_point) for (t, p), log in logs])
@@ -463,9 +684,31 @@ class LogManager:
                     log = self._logs.get(tp)
                     if log is not None:
                         log.offline = True
+            for tp, d in list(self._future_dir_of.items()):
+                if d == log_dir:
+                    future = self._futures.get(tp)
+                    if future is not None:
+                        future.offline = True
         callback = self.on_dir_offline
         if callback is not None:
             callback(log_dir, reason)
+
+
+class RetiredLog:
+    """A log replaced by its future log: its directory (renamed ``-delete``) and its segments, still
+    open for the reads that began before the swap. :meth:`remove` closes and deletes them."""
+
+    def __init__(self, dir: Path, segments: list[LogSegment]) -> None:
+        self.dir = dir
+        self.segments = segments
+
+    def remove(self) -> None:
+        for seg in self.segments:
+            try:
+                seg.close()
+            except OSError:
+                pass
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _reason(exc: BaseException | None) -> str:

@@ -42,6 +42,7 @@ HANDLER_MODULES = (
     "offset_for_leader_epoch",
     "delete_records",
     "describe_log_dirs",
+    "alter_replica_log_dirs",
     "find_coordinator",
     "join_group",
     "sync_group",

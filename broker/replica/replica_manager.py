@@ -70,6 +70,7 @@ from broker.replica.delayed_produce import DelayedProduce, ProduceCallback, Prod
 from broker.replica.fetch_params import FetchCallback, FetchParams, FetchResult, LogReadResult
 from broker.replica.fetch_session import CachedPartition
 from broker.replica.high_watermark_checkpoint import HighWatermarkWriter, read_high_watermarks
+from broker.replica.log_dir_mover import LogDirMover
 from broker.replica.partition import Partition, RecordCheck
 from broker.replica.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from broker.replica.replica_selector import replica_selector
@@ -219,6 +220,9 @@ class ReplicaManager:
         self.replica_selector = replica_selector(config["replica.selector.class"])
         # Transactions-v2 Produce requests waiting for the coordinator, one producer's in order.
         self.producer_turns = ProducerTurns()
+        # AlterReplicaLogDirs' moves between log dirs; one thread per log dir (Kafka's default
+        # num.replica.alter.log.dirs.threads).
+        self.log_dir_mover = LogDirMover(self, threads=len(config.log_dirs))
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -263,6 +267,7 @@ class ReplicaManager:
         if self.cleaner.config.enable:
             # Kafka's LogCleaner threads: one log cleaned per round, then back off.
             self._tasks.append(loop.create_task(self._every(self.cleaner.config.backoff_ms, self.cleaner.clean_once)))
+        self.log_dir_mover.resume_all()  # moves between log dirs a restart interrupted
 
     def _cleanable_upper_bound(self, topic: str, partition: int) -> int | None:
         """Compaction never passes the last stable offset (read from the cleaner's IO thread:
@@ -276,6 +281,8 @@ class ReplicaManager:
             task.cancel()
         if self.cleaner is not None:
             self.cleaner.shutdown()
+        # After the cleaner: a copy waiting for a cleaning round to end (to pause it) is not held up.
+        await self.log_dir_mover.shutdown()
         if self._unsubscribe is not None:
             self._unsubscribe()
         self.produce_purgatory.shutdown()
@@ -1269,9 +1276,10 @@ class ReplicaManager:
         """Blocking (statvfs and segment sizes; the IO pool runs it): each log dir with the
         partitions it holds, as DescribeLogDirs answers. ``wanted`` None means every partition.
 
-        ``offset_lag`` is Kafka's getLogEndOffsetLag for a current (not future) log: how far its
-        log end is behind the partition's high watermark, max(HW - LEO, 0) - 0 for a leader and
-        for a follower alike, since neither's HW passes its own log end; -1 for a log whose
+        ``offset_lag`` is Kafka's getLogEndOffsetLag: for a current log how far its log end is
+        behind the partition's high watermark, max(HW - LEO, 0) - 0 for a leader and for a follower
+        alike, since neither's HW passes its own log end; for a future log (a move between log dirs
+        under way, ``is_future_key``) how far it is behind the current log's end; -1 for a log whose
         partition is not (yet) served here. An offline dir is listed with KAFKA_STORAGE_ERROR and
         no partitions, as Kafka does.
         """
@@ -1281,6 +1289,9 @@ class ReplicaManager:
             d = lm.log_dir_of(*tp)
             if d is not None:
                 by_dir.setdefault(d, []).append((tp, lg))
+        futures = lm.future_logs()
+        for tp, (d, lg) in futures.items():
+            by_dir.setdefault(d, []).append((tp, lg))
         results: list[dict[str, Any]] = []
         offline = lm.offline_dirs
         for log_dir, logs in sorted(by_dir.items()):
@@ -1294,10 +1305,16 @@ class ReplicaManager:
                 if wanted is not None and index not in wanted.get(topic, ()):
                     continue
                 part = self.partitions.get((topic, index))
-                lag = max(0, part.high_watermark - lg.log_end_offset) if part is not None else -1
+                is_future = (topic, index) in futures and futures[(topic, index)][1] is lg
+                if part is None:
+                    lag = -1
+                elif is_future:
+                    lag = part.log_end_offset - lg.log_end_offset
+                else:
+                    lag = max(0, part.high_watermark - lg.log_end_offset)
                 topics.setdefault(topic, []).append(
                     {"partition_index": index, "partition_size": lg.size_in_bytes, "offset_lag": lag,
-                     "is_future_key": False})
+                     "is_future_key": is_future})
             try:
                 st = os.statvfs(log_dir)
                 total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize

@@ -260,6 +260,10 @@ CASES: list[Case] = [
          lambda r: r["error_code"] == 0 and [x["resource_name"] for x in r["config_resources"]] == ["cm"]),
     Case("DescribeLogDirs", 35, 4, lambda c: {"topics": None}, lambda r: r["error_code"] == CLUSTER_AUTH,
          [(CLUSTER, "kafka-cluster", DESCRIBE)], lambda r: r["error_code"] == 0 and r["results"]),
+    Case("AlterReplicaLogDirs", 34, 2, lambda c: {"dirs": [{"path": c["log_dir"], "topics": [
+        {"name": "t-md", "partitions": [0]}]}]},
+        lambda r: r["results"][0]["partitions"][0]["error_code"] == CLUSTER_AUTH, [],  # ALTER: ElectLeaders' row
+        lambda r: r["results"][0]["partitions"][0]["error_code"] == 0),  # NONE: in that dir already
     Case("CreatePartitions", 37, 3, lambda c: {"topics": [{"name": "t-cp", "count": 2, "assignments": None}],
                                                "timeout_ms": 5000},
          lambda r: r["results"][0]["error_code"] == TOPIC_AUTH, [(TOPIC, "t-cp", ALTER)],
@@ -438,7 +442,7 @@ def test_every_api_refused_without_its_acl_then_allowed_with_it(broker_factory, 
     b.stop()
 
     b = broker_factory(base, data_dir=data)
-    ctx: Ctx = {}
+    ctx: Ctx = {"log_dir": str(data / "logs")}  # the broker's one log dir (tests/support/broker_process.py)
     failures = []
     with WireClient(b.host, b.port) as c:
         for case in CASES:

@@ -48,6 +48,7 @@ EXPECTED_APIS = [
     (31, 0, 3),  # DeleteAcls
     (32, 0, 4),  # DescribeConfigs
     (33, 0, 2),  # AlterConfigs
+    (34, 1, 2),  # AlterReplicaLogDirs (v0 retired by Kafka 4.0, KIP-896)
     (35, 0, 4),  # DescribeLogDirs
     (36, 0, 2),  # SaslAuthenticate
     (37, 0, 3),  # CreatePartitions
