@@ -344,3 +344,19 @@ def test_a_replica_the_broker_lacks_answers_replica_not_available_and_is_made_la
         assert reply["responses"][0]["partitions"][0]["error_code"] == 0, reply
         assert c.wait_until(lambda: "there-0" in dirs_of_1().get(target, []), 30), dirs_of_1()
         assert all("there-0" not in parts for d, parts in dirs_of_1().items() if d != target)
+
+
+def test_the_dirs_remembered_for_partitions_not_made_yet_are_bounded(broker_factory, tmp_path: Path) -> None:
+    """A client naming made-up partitions cannot grow the broker's memory without end: at most
+    10,000 preferred dirs are kept, the oldest forgotten first (Kafka keeps every one)."""
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    b = broker_factory({"log.dirs": f"{d1},{d2}", "auto.create.topics.enable": "false"})
+    with WireClient(b.host, b.port) as c:
+        create_topic(c, "first", 1)
+        first = home(c, "first", 0)
+        got = alter(c, [(first, "later", list(range(10_001)))])
+        assert got == [("later", p, UNKNOWN_TOPIC_OR_PARTITION) for p in range(10_001)]
+        create_topic(c, "later", 1)
+        # Partition 0's was the oldest of 10,001: forgotten, so it went where the broker puts a new one.
+        assert home(c, "later", 0) != first
+        assert alter(c, [(first, "first", [0])]) == [("first", 0, NONE)]  # still serving
