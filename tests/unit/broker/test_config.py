@@ -771,6 +771,26 @@ class TestDockerImageConfig:
         assert [str(ep) for ep in cfg.listeners] == ["INTERNAL://0.0.0.0:9092", "EXTERNAL://0.0.0.0:29092"]
         assert [str(ep) for ep in cfg.advertised_listeners] == ["INTERNAL://broker:9092", "EXTERNAL://localhost:29092"]
 
+    def test_readme_ssl_listener_example(self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        # docker/README.md's "TLS and SASL": an SSL listener from the environment alone, PEM files mounted
+        # at /etc/odradek/certs (here: a test CA's files in tmp_path).
+        from tests.support.certs import TestPki
+
+        pki = TestPki(tmp_path)
+        broker = pki.server("broker")
+        env = {
+            **_dockerfile_env(),
+            "KAFKA_LISTENERS": "PLAINTEXT://0.0.0.0:9092,SSL://0.0.0.0:9093",
+            "KAFKA_ADVERTISED_LISTENERS": "PLAINTEXT://localhost:9092,SSL://localhost:9093",
+            "KAFKA_SSL_KEYSTORE_TYPE": "PEM", "KAFKA_SSL_KEYSTORE_LOCATION": str(broker.keystore_pem),
+            "KAFKA_SSL_TRUSTSTORE_TYPE": "PEM", "KAFKA_SSL_TRUSTSTORE_LOCATION": str(pki.ca_pem),
+        }
+        with caplog.at_level(logging.WARNING):
+            cfg = load_config(SHIPPED, [], env)
+        assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+        assert cfg.listeners == [Listener("PLAINTEXT", "PLAINTEXT", "0.0.0.0", 9092), Listener("SSL", "SSL", "0.0.0.0", 9093)]
+        assert cfg["ssl.keystore.location"] == str(broker.keystore_pem)
+
 
 # ----------------------------------------------------------------------------------------------------
 # Changing the port (a newcomer's `make run ARGS="--override listeners=..."`)
