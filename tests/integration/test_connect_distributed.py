@@ -2,7 +2,9 @@
 a broker to move data in and out of it, driven as a user drives it, through its REST API.
 
 One worker (tests/support/connect.py: connect-runtime 4.4.0; the FileStream connectors 4.3.1 as an
-isolated plugin, their 4.4.0 jar not being on Maven Central) against a fresh Odradek:
+isolated plugin, their 4.4.0 jar not being on Maven Central) against a fresh Odradek, and the same
+steps against the shared real Kafka 4.4 (the A/B harness, tests/support/real_kafka.py), which passes
+them too:
 
 1. Connect creates its three internal topics itself, as its documentation says (the
    ``*.storage.topic`` settings): compacted (``cleanup.policy=compact``), the config topic with one
@@ -30,6 +32,7 @@ from tests.support.real_kafka import (
     CLASSIC_GROUP,
     FETCH,
     PRODUCE,
+    TARGETS,
     create_topic,
     open_target,
     require_toolchain,
@@ -59,25 +62,25 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-@pytest.fixture
-def odradek(tmp_path):
+@pytest.fixture(params=TARGETS)
+def target(request, tmp_path):
     require_toolchain()
-    with open_target("odradek", tmp_path) as t:
+    with open_target(request.param, tmp_path / request.param) as t:
         yield t
 
 
-def test_connect_filestream_source_and_sink_resume_without_duplicates(odradek, tmp_path) -> None:
-    odradek.require(*CONNECT_APIS)
+def test_connect_filestream_source_and_sink_resume_without_duplicates(target, tmp_path) -> None:
+    target.require(*CONNECT_APIS)
     topic = unique("connect-lines")
-    create_topic(odradek, topic)
+    create_topic(target, topic)
     source, sink = tmp_path / "source.txt", tmp_path / "sink.txt"
     first = [f"line-{i}" for i in range(40)]
     source.write_text("".join(line + "\n" for line in first))
-    worker = ConnectWorker(tmp_path / "worker", odradek.bootstrap, unique("connect-cluster"), unique("connect"))
+    worker = ConnectWorker(tmp_path / "worker", target.bootstrap, unique("connect-cluster"), unique("connect"))
     try:
         worker.start()
         for role, name in worker.topics.items():
-            assert _topic_facts(odradek.bootstrap, name) == (EXPECTED_PARTITIONS[role], "compact"), role
+            assert _topic_facts(target.bootstrap, name) == (EXPECTED_PARTITIONS[role], "compact"), role
 
         worker.put_connector("file-source", {
             "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
@@ -105,7 +108,7 @@ def test_connect_filestream_source_and_sink_resume_without_duplicates(odradek, t
         # Two more offset-commit intervals (0.5 s), so that a duplicate written late would be seen.
         time.sleep(1.0)
         assert _lines(sink) == first + second
-        records = read_topic(odradek.bootstrap, topic, 1)[0]
+        records = read_topic(target.bootstrap, topic, 1)[0]
         assert [(o, v.decode()) for o, v in records] == list(enumerate(first + second))
     except BaseException:
         print(worker.log_text())
