@@ -360,3 +360,35 @@ def test_the_dirs_remembered_for_partitions_not_made_yet_are_bounded(broker_fact
         # Partition 0's was the oldest of 10,001: forgotten, so it went where the broker puts a new one.
         assert home(c, "later", 0) != first
         assert alter(c, [(first, "first", [0])]) == [("first", 0, NONE)]  # still serving
+
+
+def test_version_0_retired_by_kafka_4_0_closes_the_connection_and_moves_nothing(broker_factory, tmp_path: Path) -> None:
+    """KIP-896: Kafka 4.4 serves AlterReplicaLogDirs from v1; a v0 request closes the connection, and
+    the same request as v1 is answered."""
+    import struct
+
+    from protocol.headers import encode_request_header
+
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    b = broker_factory({"log.dirs": f"{d1},{d2}"})
+    with WireClient(b.host, b.port) as c:
+        create_topic(c, "old", 1)
+        here = home(c, "old", 0)
+        other = str(d2) if here == str(d1) else str(d1)
+
+        def string(text: str) -> bytes:
+            return struct.pack(">h", len(text)) + text.encode()
+
+        # v0's body, encoded by hand: [path, [name, [partition]]]
+        body = (struct.pack(">i", 1) + string(other) + struct.pack(">i", 1) + string("old")
+                + struct.pack(">ii", 1, 0))
+        header = bytearray()
+        encode_request_header(header, 34, 0, 1, "v0-client", False)
+        with WireClient(b.host, b.port) as v0:
+            v0.send_raw(struct.pack(">i", len(header) + len(body)) + bytes(header) + body)
+            assert v0.is_closed_by_peer()
+        time.sleep(0.5)
+        assert replicas(c, "old") == {0: [(here, False, 0, 0)]}
+        # The same request as v1 is served.
+        assert alter(c, [(other, "old", [0])], version=1) == [("old", 0, NONE)]
+        wait_for("the move", lambda: moved(c, "old", 0, other))
