@@ -354,6 +354,12 @@ class LogDirMover:
                     move.generation = None  # match again
                     time.sleep(IDLE_WAIT_S)
                     continue
+                # The copy's transactions settle with the partition's high watermark, as the current
+                # log's do (Kafka's futureLog.updateHighWatermark): a racy read of the loop's int, and
+                # this thread is the only one touching the copy's producer state before the swap.
+                part = self.rm.partitions.get(tp)
+                if part is not None and part.log is current:
+                    future.producer_state.on_high_watermark_updated(min(part.high_watermark, future.log_end_offset))
                 if future.log_end_offset < current.log_end_offset:
                     if copied == 0:
                         time.sleep(IDLE_WAIT_S)

@@ -236,3 +236,44 @@ def test_a_moving_partition_is_not_compacted_and_its_cleaner_checkpoint_follows_
     assert cleaner.read_checkpoint(dst)[("t", 0)] == before
     retired.remove()
     mgr.shutdown()
+
+
+def test_transactions_come_with_the_copy(tmp_path: Path) -> None:
+    """Open, committed and aborted transactions: the copy's .txnindex and producer state answer as the
+    current log's did (the high watermark fed to both, as the partition and the mover do)."""
+    dirs = [tmp_path / "d0", tmp_path / "d1"]
+    mgr = _manager(dirs)
+    current = mgr.get_or_create_log("t", 0, topic_id=TOPIC_ID)
+
+    def txn(pid: int, seq: int) -> None:
+        current.append(batch(2, value_size=80, producer_id=pid, producer_epoch=0, base_sequence=seq,
+                             is_transactional=True), leader_epoch=0)
+
+    def settle(log: Log) -> None:
+        log.producer_state.on_high_watermark_updated(log.log_end_offset)
+
+    for round_ in range(6):
+        txn(1, 4 * round_)
+        txn(2, 2 * round_)
+        txn(1, 4 * round_ + 2)
+        current.append_end_txn_marker(1, 0, 0, round_ % 2 == 0, leader_epoch=0)
+        settle(current)
+        current.append_end_txn_marker(2, 0, 0, False, leader_epoch=0)
+        settle(current)
+    txn(3, 0)  # left open
+    settle(current)
+    future = mgr.create_future_log("t", 0, dirs[1])
+    generation = match_future(current, future, None)
+    while future.log_end_offset < current.log_end_offset:
+        copy_batches(current, future, 700)  # small rounds, the high watermark fed after each
+        settle(future)
+    end = current.log_end_offset
+    aborted = current.collect_aborted_txns(0, end)
+    first_unstable = current.producer_state.first_unstable_offset()
+    assert len(aborted) == 9 and first_unstable is not None
+    retired = mgr.replace_current_with_future("t", 0, generation=generation, max_gap_bytes=1 << 20)
+    assert retired is not None and current.dir.parent == dirs[1]
+    assert current.collect_aborted_txns(0, end) == aborted
+    assert current.producer_state.first_unstable_offset() == first_unstable
+    retired.remove()
+    mgr.shutdown()
