@@ -129,6 +129,7 @@ jars: $(RUNTIME_STAMP)
 # (tests/support/old_clients.py; the old Java client comes with `jars`); a no-op once installed.
 old-clients: $(RUNTIME_STAMP)
 	$(PY) -m tests.support.old_clients install
+	$(PY) -m tests.support.stream_apps install  # quixstreams 3.28 and its confluent-kafka 2.12, also apart
 
 kafka-tools: jars
 	@echo "Kafka's CLI tools: bin/kafka-topics, bin/kafka-console-producer, bin/kafka-console-consumer,"
