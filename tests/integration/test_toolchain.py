@@ -29,7 +29,7 @@ echo "$@" > "$ODRADEK_CACHE/mvn-args"
 for a in "$@"; do case "$a" in -Dodradek.cache=*) out="${a#-Dodradek.cache=}";; esac; done
 i=0
 while [ $i -lt 300 ]; do echo "Downloading from central: https://repo.maven.apache.org/x/$i.jar"; i=$((i+1)); done
-for d in kafka spark driver old-java-client; do mkdir -p "$out/jars/$d" && touch "$out/jars/$d/new.jar"; done
+for d in kafka spark driver old-java-client connect-plugins/connect-file; do mkdir -p "$out/jars/$d" && touch "$out/jars/$d/new.jar"; done
 exit "${FAKE_MVN_EXIT:-0}"
 """
 
@@ -63,7 +63,7 @@ def test_a_rebuild_replaces_the_jar_sets_whole_and_a_failed_one_changes_nothing(
     # A version change rebuilds the cache while other processes may be launching JVMs from it: the
     # old set stays in place until the new one is complete, and a failed build leaves it as it was.
     cache, env = _fake_toolchain(tmp_path)
-    for name in ("kafka", "spark", "driver", "old-java-client"):
+    for name in ("kafka", "spark", "driver", "old-java-client", "connect-plugins/connect-file"):
         (cache / "jars" / name).mkdir(parents=True)
         (cache / "jars" / name / "old.jar").touch()
     (cache / "jars" / ".stamp").write_text("a stamp of other inputs\n")
@@ -71,12 +71,12 @@ def test_a_rebuild_replaces_the_jar_sets_whole_and_a_failed_one_changes_nothing(
     failed = subprocess.run(cmd, cwd=REPO, env=dict(env, FAKE_MVN_EXIT="1"), capture_output=True, text=True,
                             timeout=60)
     assert failed.returncode != 0 and "Maven could not build" in failed.stderr
-    assert sorted(p.name for p in (cache / "jars").iterdir()) == [".stamp", "driver", "kafka", "old-java-client",
-                                                                  "spark"]
+    assert sorted(p.name for p in (cache / "jars").iterdir()) == [".stamp", "connect-plugins", "driver", "kafka",
+                                                                  "old-java-client", "spark"]
     assert [p.name for p in (cache / "jars" / "kafka").iterdir()] == ["old.jar"]
     built = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert built.returncode == 0, built.stderr
-    for name in ("kafka", "spark", "driver", "old-java-client"):
+    for name in ("kafka", "spark", "driver", "old-java-client", "connect-plugins/connect-file"):
         assert [p.name for p in (cache / "jars" / name).iterdir()] == ["new.jar"]
-    assert sorted(p.name for p in (cache / "jars").iterdir()) == [".stamp", "driver", "kafka", "old-java-client",
-                                                                  "spark"]
+    assert sorted(p.name for p in (cache / "jars").iterdir()) == [".stamp", "connect-plugins", "driver", "kafka",
+                                                                  "old-java-client", "spark"]
