@@ -10,7 +10,7 @@ RUNTIME_STAMP := $(VENV)/.installed-runtime
 TEST_STAMP := $(VENV)/.installed-test
 CONFIG ?= config/server.properties
 
-.PHONY: run test lint bench bench-micro compile venv clean clean-data fuzz cluster faults-soak
+.PHONY: run test api-coverage lint bench bench-micro compile venv clean clean-data fuzz cluster faults-soak
 
 # Two installs, each with its own stamp: `make run` needs only the broker's runtime dependencies
 # (a few MB, seconds); `make test`, `make lint` and `make pipeline` add the `test` extra (pytest,
@@ -62,9 +62,21 @@ cluster: compile
 # did not pass: every skip and xfail with its reason (skips of one reason folded into one line),
 # so a skipped suite cannot pass for a green one. Not -q: under -q pytest-xdist prints its status line
 # as "bringing up nodes..." twice; at the default verbosity it reads "3 workers [N items]".
+# API_COVERAGE=check: a whole run (no PYTEST_ARGS selecting a part) also fails when ApiVersions advertises an
+# (api key, version) no test sent, naming each (tests/support/api_coverage.py); API_COVERAGE= turns it off.
+# Set through env(1), so the line `make -n test` prints still runs as a command (test_suite_output.py runs it).
 TEST_WORKERS ?= 3
+API_COVERAGE ?= check
 test: compile $(TEST_STAMP) jars old-clients lint
-	$(PY) -m pytest -ra -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	env ODRADEK_API_COVERAGE=$(API_COVERAGE) $(PY) -m pytest -ra -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# The whole suite, recording which tests send each (api key, version) to the brokers they start
+# (tests/data/api-coverage.json), then docs/clients.md's API conformance table from that record, the handler
+# registry and Kafka 4.4's ApiVersions answer (tools/api_conformance.py). The table is written even when a
+# test or the coverage check failed (it shows the versions no test sent); the exit status is the suite's.
+api-coverage: compile $(TEST_STAMP) jars old-clients
+	env ODRADEK_API_COVERAGE=record $(PY) -m pytest -ra -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS); \
+		status=$$?; $(PY) -m tools.api_conformance table && exit $$status
 
 # The fault suite of issue 13 (docs/replication-faults.md) with $(ROUNDS) rounds of its kill/pause and
 # rolling-restart scenarios instead of one (`make test` runs one round); prints each failover time.

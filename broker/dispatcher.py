@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.handlers import alter_user_scram_credentials, api_versions
 from broker.handlers.registry import HandlerSpec
+from broker.request_version_record import RequestVersionRecord
 from protocol import primitives as P
 from protocol.codec import codec, is_flexible
 from protocol.errors import ErrorCode, KafkaApiError
@@ -187,6 +188,11 @@ class Dispatcher:
         self._plain_handlers = {key: spec for key, spec in handlers.items() if not spec.inter_broker_only}
         self.handlers = self._plain_handlers
         self.inter_broker_handlers = self._plain_inter_broker
+        # The test suite's record of the request versions it exercised (broker/request_version_record.py):
+        # when its variable is set, every frame goes through it first; unset, ``process`` is the class's.
+        record = RequestVersionRecord.from_environment(handlers)
+        if record is not None:
+            self.process = record.wrap(self.process)  # type: ignore[method-assign,assignment]
 
     def process(self, conn: Connection, slot: Any, frame: bytes | memoryview) -> None:
         # SASL listeners: the connection's authenticator sees every frame first (one attribute test

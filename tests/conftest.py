@@ -21,6 +21,8 @@ def _odradek_plugin_installed() -> bool:
 pytest_plugins = [] if _odradek_plugin_installed() else ["broker.pytest_plugin"]
 # librdkafka's log lines through Python logging instead of fd 2 (the module says why).
 pytest_plugins.append("tests.support.rdkafka_logging")
+# Which tests send each (api key, version) Odradek advertises; off unless ODRADEK_API_COVERAGE is set.
+pytest_plugins.append("tests.support.api_coverage")
 
 
 @pytest.fixture
