@@ -277,12 +277,11 @@ def is_sensitive(config: BrokerConfig, name: str) -> bool:
 
 
 def entry_to_wire(entry: ConfigEntry, include_synonyms: bool, include_documentation: bool) -> dict[str, Any]:
-    """A DescribeConfigsResourceResult dict (newest shape; v0's is_default derives from the source)."""
+    """A DescribeConfigsResourceResult dict (newest shape)."""
     return {
         "name": entry.name,
         "value": entry.value,
         "read_only": entry.read_only,
-        "is_default": entry.source == ConfigSource.DEFAULT_CONFIG,
         "config_source": int(entry.source),
         "is_sensitive": entry.is_sensitive,
         "synonyms": [{"name": n, "value": v, "source": int(s)} for n, v, s in entry.synonyms]

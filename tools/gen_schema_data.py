@@ -40,9 +40,11 @@ OPEN = 32767  # "N+" version ranges end here
 #       --newer .cache/jars/kafka/kafka-clients-4.4.0.jar "$(python -c 'from tools.gen_schema_data
 #       import NEWER_APIS; print(",".join(NEWER_APIS))')" > protocol/schema_data.py
 NEWER_APIS = (
-    "AddPartitionsToTxn", "AlterPartitionReassignments", "ApiVersions", "ConsumerGroupDescribe", "DescribeCluster",
-    "DescribeGroups", "EndTxn", "ListConfigResources", "ListOffsets", "ListTransactions", "Metadata", "OffsetCommit",
-    "OffsetFetch", "Produce", "TxnOffsetCommit", "WriteTxnMarkers",
+    "AddPartitionsToTxn", "AlterPartitionReassignments", "AlterReplicaLogDirs", "ApiVersions", "ConsumerGroupDescribe",
+    "CreateAcls", "CreateTopics", "DeleteAcls", "DeleteGroups", "DeleteTopics", "DescribeAcls", "DescribeCluster",
+    "DescribeConfigs", "DescribeGroups", "DescribeLogDirs", "EndTxn", "Fetch", "ListConfigResources", "ListOffsets",
+    "ListTransactions", "Metadata", "OffsetCommit", "OffsetFetch", "OffsetForLeaderEpoch", "Produce",
+    "TxnOffsetCommit", "WriteTxnMarkers",
 )
 
 

@@ -1,7 +1,6 @@
 """CreateAcls (api key 30): store ACLs through the controller (``kafka-acls --add``).
 
-Versions 0-3.
-- v0: LITERAL patterns only (no pattern type field).
+Versions 1-3 (v0, LITERAL patterns only, retired by Kafka 4.0, KIP-896: the connection closes).
 - v1: resource_pattern_type (KIP-290: PREFIXED).
 - v2: flexible.
 - v3: same as v2.
@@ -26,7 +25,7 @@ from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 30
 NAME = "CreateAcls"
-VERSIONS = (0, 3)
+VERSIONS = (1, 3)
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,7 @@
 """CreateTopics (api key 19): create topics through the controller, with Kafka's validation.
 
-Versions 0-7.
-- v1: validate_only; error_message.
-- v2: throttle_time_ms.
+Versions 2-7 (v0-1 retired by Kafka 4.0, KIP-896: the connection closes, as in Kafka 4.4).
+- v2: throttle_time_ms (v1 added validate_only and error_message).
 - v4: num_partitions / replication_factor may be -1 for the broker defaults (KIP-464).
 - v5: flexible; the response carries num_partitions, replication_factor and every effective
   topic config with its source (KIP-525).
@@ -26,7 +25,7 @@ from protocol.errors import ErrorCode
 
 API_KEY = 19
 NAME = "CreateTopics"
-VERSIONS = (0, 7)
+VERSIONS = (2, 7)
 
 
 async def handle(request: ApiRequest) -> dict:

@@ -1,8 +1,7 @@
 """DeleteAcls (api key 31): remove the ACLs matching filters through the controller
 (``kafka-acls --remove``).
 
-Versions 0-3.
-- v0: LITERAL filters only (no pattern type field).
+Versions 1-3 (v0, LITERAL filters only, retired by Kafka 4.0, KIP-896: the connection closes).
 - v1: pattern_type_filter (KIP-290).
 - v2: flexible.
 - v3: same as v2.
@@ -25,7 +24,7 @@ from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 31
 NAME = "DeleteAcls"
-VERSIONS = (0, 3)
+VERSIONS = (1, 3)
 
 log = logging.getLogger(__name__)
 

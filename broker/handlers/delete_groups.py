@@ -1,8 +1,11 @@
 """DeleteGroups (api key 42): delete Empty groups and their committed offsets.
 
-Versions 0-2.
+Versions 0-3.
 - v1: same as v0.
 - v2: flexible.
+- v3: error_message per group. Kafka 4.4 fills it only for share and streams groups'
+  own failures (GroupCoordinatorService.deleteGroups); for classic and consumer groups, Odradek's
+  only kinds, it is null, as there.
 
 Per group: GROUP_ID_NOT_FOUND (unknown or Dead), NON_EMPTY_GROUP (members present), or the
 coordinator errors. Deletion writes tombstones for every offset and for the group metadata.
@@ -17,7 +20,7 @@ from protocol.errors import ErrorCode
 
 API_KEY = 42
 NAME = "DeleteGroups"
-VERSIONS = (0, 2)
+VERSIONS = (0, 3)
 
 
 async def handle(request: ApiRequest) -> dict:
@@ -31,9 +34,10 @@ async def handle(request: ApiRequest) -> dict:
     results: dict[str, int] = {g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in unique}
     if deletable:
         results.update(await coordinator.delete_groups(deletable))
-    return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": results[g]} for g in unique]}
+    return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": results[g], "error_message": None}
+                                              for g in unique]}
 
 
 def error_response(request: ApiRequest, code: int) -> dict:
-    return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": code}
+    return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": code, "error_message": None}
                                                for g in dict.fromkeys(request.body["groups_names"])]}

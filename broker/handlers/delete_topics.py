@@ -1,6 +1,6 @@
 """DeleteTopics (api key 20): delete topics by name (and by id from v6) through the controller.
 
-Versions 0-6.
+Versions 1-6 (v0 retired by Kafka 4.0, KIP-896: the connection closes, as in Kafka 4.4).
 - v1: throttle_time_ms.
 - v4: flexible.
 - v5: error_message in the response.
@@ -22,7 +22,7 @@ from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 20
 NAME = "DeleteTopics"
-VERSIONS = (0, 6)
+VERSIONS = (1, 6)
 
 ZERO_UUID = uuid.UUID(int=0)
 

@@ -1,7 +1,6 @@
 """DescribeAcls (api key 29): the ACLs matching a filter (``kafka-acls --list``).
 
-Versions 0-3.
-- v0: LITERAL filters only (no pattern type field).
+Versions 1-3 (v0, LITERAL filters only, retired by Kafka 4.0, KIP-896: the connection closes).
 - v1: pattern_type_filter (KIP-290: ANY, MATCH, LITERAL, PREFIXED).
 - v2: flexible.
 - v3: same as v2.
@@ -23,7 +22,7 @@ from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 29
 NAME = "DescribeAcls"
-VERSIONS = (0, 3)
+VERSIONS = (1, 3)
 
 log = logging.getLogger(__name__)
 

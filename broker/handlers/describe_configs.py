@@ -1,7 +1,6 @@
 """DescribeConfigs (api key 32): effective topic and broker configuration, as Kafka's ConfigHelper.
 
-Versions 0-4.
-- v0: each entry carries is_default (derived here from the source: DEFAULT_CONFIG).
+Versions 1-4 (v0, with is_default per entry, retired by Kafka 4.0, KIP-896: the connection closes).
 - v1: include_synonyms; config_source replaces is_default; synonyms per entry (KIP-226).
 - v2: same as v1.
 - v3: include_documentation; config_type and documentation per entry (KIP-569).
@@ -59,7 +58,7 @@ from protocol.errors import ErrorCode
 
 API_KEY = 32
 NAME = "DescribeConfigs"
-VERSIONS = (0, 4)
+VERSIONS = (1, 4)
 
 # Errors.INVALID_REQUEST.message(): what Kafka writes when the whole request fails.
 INVALID_REQUEST_DEFAULT_MESSAGE = (
@@ -74,7 +73,7 @@ def handle(request: ApiRequest) -> dict:
     resources = body["resources"]
     if any(r["resource_type"] not in KNOWN_TYPES for r in resources):
         return _fail_all(resources, ErrorCode.INVALID_REQUEST, INVALID_REQUEST_DEFAULT_MESSAGE)
-    include_synonyms = bool(body["include_synonyms"]) and version >= 1
+    include_synonyms = bool(body["include_synonyms"])
     include_docs = bool(body["include_documentation"]) and version >= 3
     broker = request.broker
     layers = config_layers(broker.config, broker.metadata.image.broker_configs, broker.config.node_id)

@@ -1,10 +1,12 @@
 """DescribeLogDirs (api key 35): each log dir with the partitions it holds and their sizes.
 
-Versions 0-4.
+Versions 1-5 (v0 retired by Kafka 4.0, KIP-896: the connection closes, as in Kafka 4.4).
 - v1: same as v0.
 - v2: flexible.
 - v3: top-level error_code.
 - v4: total_bytes and usable_bytes of each log dir's file system (KIP-827).
+- v5: is_cordoned per log dir (KIP-1066); Odradek does not cordon log dirs (Kafka 4.4's
+  ``cordoned.log.dirs`` is not implemented), so every dir answers false, as Kafka's do by default.
 
 ``topics`` null means every partition. Sizes are the real bytes of the partition's segment
 files; ``offset_lag`` is Kafka's: max(HW - log end, 0), so 0 for every current log (see
@@ -22,7 +24,7 @@ from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 35
 NAME = "DescribeLogDirs"
-VERSIONS = (0, 4)
+VERSIONS = (1, 5)
 
 
 async def handle(request: ApiRequest) -> dict:

@@ -1,6 +1,6 @@
 """Fetch (api key 1): read record batches, zero-copy, with long polls and fetch sessions.
 
-Versions 4-17 (v0-3 predate message format v2; Kafka 4 dropped them too, KIP-896).
+Versions 4-18 (v0-3 predate message format v2; Kafka 4 dropped them too, KIP-896).
 - v4: isolation_level, last_stable_offset, aborted_transactions.
 - v5: log_start_offset.
 - v7: fetch sessions (KIP-227): session_id/epoch, forgotten topics, top-level error_code.
@@ -14,6 +14,9 @@ Versions 4-17 (v0-3 predate message format v2; Kafka 4 dropped them too, KIP-896
 - v16: node_endpoints (KIP-951): a partition refused with NOT_LEADER_OR_FOLLOWER or
   FENCED_LEADER_EPOCH carries current_leader, its leader's endpoint joins node_endpoints
   (broker/handlers/current_leader.py); v12-15 leave current_leader out, as Kafka.
+- v18: a partition's high_watermark, the one the fetching replica knows (KIP-1166, tagged): only
+  KRaft's own replication reads it; a broker's Fetch ignores it, as Kafka 4.4's does (its
+  FetchRequest.PartitionData does not carry it).
 
 Followers (replication) fetch with their broker id: ``replica_id`` before v15,
 ``replica_state.replica_id`` from v15 (KIP-903). They read up to the log end offset, not the high
@@ -62,7 +65,7 @@ from protocol.errors import ErrorCode
 
 API_KEY = 1
 NAME = "Fetch"
-VERSIONS = (4, 17)
+VERSIONS = (4, 18)
 
 READ_COMMITTED = 1
 

@@ -1,8 +1,8 @@
 """OffsetForLeaderEpoch (api key 23): the end offset of a leader epoch (KIP-101, KIP-320).
 
-Versions 0-4.
-- v1: leader_epoch in the response.
-- v2: current_leader_epoch in the request (fencing: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
+Versions 2-4 (v0-1 retired by Kafka 4.0, KIP-896: the connection closes, as in Kafka 4.4).
+- v2: current_leader_epoch in the request (fencing: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH);
+  leader_epoch in the response (since v1).
 - v3: replica_id (-1 consumer, -2 debug).
 - v4: flexible.
 
@@ -20,7 +20,7 @@ from protocol.errors import ErrorCode, KafkaApiError
 
 API_KEY = 23
 NAME = "OffsetForLeaderEpoch"
-VERSIONS = (0, 4)
+VERSIONS = (2, 4)
 
 
 def handle(request: ApiRequest) -> dict:

@@ -1298,7 +1298,7 @@ class ReplicaManager:
             path = str(os.path.abspath(log_dir))
             if log_dir in offline:
                 results.append({"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "log_dir": path, "topics": [],
-                                "total_bytes": -1, "usable_bytes": -1})
+                                "total_bytes": -1, "usable_bytes": -1, "is_cordoned": False})
                 continue
             topics: dict[str, list[dict[str, Any]]] = {}
             for (topic, index), lg in sorted(logs, key=lambda item: item[0]):
@@ -1326,5 +1326,6 @@ class ReplicaManager:
                 "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
                 "total_bytes": total,
                 "usable_bytes": usable,
+                "is_cordoned": False,  # v5 (KIP-1066): Odradek does not cordon log dirs
             })
         return results

@@ -274,18 +274,16 @@ def test_unknown_codes_close_the_connection_or_answer_invalid_request(broker_fac
 
 
 def test_every_advertised_acl_api_version_round_trips(broker_factory) -> None:
-    """CreateAcls/DescribeAcls/DeleteAcls v0-3 (ApiVersions advertises them all): v0 has no pattern
-    type (LITERAL implied, Kafka's default), v2 is the first flexible version."""
+    """CreateAcls/DescribeAcls/DeleteAcls v1-3 (ApiVersions advertises them all; v0, without a pattern
+    type, was retired by Kafka 4.0, KIP-896: tests/integration/test_kafka_4_4_retired_versions.py), v2 is the
+    first flexible version."""
     b = broker_factory({"authorizer.class.name": STANDARD, "super.users": ANON})
     with WireClient(b.host, b.port) as c:
-        for version in range(4):
+        for version in range(1, 4):
             name = f"v{version}-topic"
             made = creation(TOPIC, name, READ, principal=f"User:u{version}")
             any_filter = {"resource_type_filter": TOPIC, "resource_name_filter": name, "pattern_type_filter": LITERAL,
                           "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
-            if version == 0:
-                made.pop("resource_pattern_type")
-                any_filter.pop("pattern_type_filter")
             assert c.request(30, version, {"creations": [made]})["results"][0]["error_code"] == 0, version
             listed = c.request(29, version, any_filter)
             assert listed["error_code"] == 0

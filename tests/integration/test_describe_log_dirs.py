@@ -21,14 +21,15 @@ def test_describe_log_dirs_sizes_and_filters(broker_factory, tmp_path) -> None:
             records = encode_batch([Record(timestamp=1, value=b"x" * (100 * (p + 1)))])
             c.request(0, 9, {"acks": 1, "timeout_ms": 1000, "topic_data": [
                 {"name": "ld", "partition_data": [{"index": p, "records": records}]}]})
-        everything = c.request(35, 4, {"topics": None})
+        everything = c.request(35, 5, {"topics": None})
         only = c.request(35, 4, {"topics": [{"topic": "ld", "partitions": [1]}]})
-        old = c.request(35, 0, {"topics": None})
+        old = c.request(35, 1, {"topics": None})
     assert everything["error_code"] == 0
     assert sorted(r["log_dir"] for r in everything["results"]) == sorted(str(d) for d in dirs)
     seen = {}
     for r in everything["results"]:
         assert r["error_code"] == 0 and r["total_bytes"] > 0 and 0 < r["usable_bytes"] <= r["total_bytes"]
+        assert r["is_cordoned"] is False  # v5: no cordoned.log.dirs
         for t in r["topics"]:
             for p in t["partitions"]:
                 on_disk = segment_bytes(os.path.join(r["log_dir"], f"ld-{p['partition_index']}"))
@@ -39,7 +40,7 @@ def test_describe_log_dirs_sizes_and_filters(broker_factory, tmp_path) -> None:
     assert len(set(seen.values())) == 2, "partitions spread over both log dirs"
     filtered = [p["partition_index"] for r in only["results"] for t in r["topics"] for p in t["partitions"]]
     assert filtered == [1]
-    # v0 (non-flexible) carries the same listing: the topic appears once per dir holding it.
+    # v1 (non-flexible) carries the same listing: the topic appears once per dir holding it.
     assert sum(len(r["topics"]) for r in old["results"]) == 2
 
 

@@ -19,7 +19,7 @@ from tests.support.wire import WireClient
 # inter-broker listener only and advertised nowhere (tests/integration/test_api_versions_surface.py).
 EXPECTED_APIS = [
     (0, 0, 12),  # Produce (served from v3; v0-2 advertised as Kafka 4.4 does, KAFKA-18659; v13 not served)
-    (1, 4, 17),  # Fetch
+    (1, 4, 18),  # Fetch
     (2, 1, 11),  # ListOffsets
     (3, 0, 13),  # Metadata
     (8, 2, 10),  # OffsetCommit (v0-1 retired by Kafka 4.0, KIP-896)
@@ -33,26 +33,26 @@ EXPECTED_APIS = [
     (16, 0, 5),  # ListGroups
     (17, 0, 1),  # SaslHandshake (v0: bare SASL tokens follow)
     (18, 0, 5),  # ApiVersions
-    (19, 0, 7),  # CreateTopics
-    (20, 0, 6),  # DeleteTopics
+    (19, 2, 7),  # CreateTopics (v0-1 retired by Kafka 4.0, KIP-896)
+    (20, 1, 6),  # DeleteTopics (v0 retired by Kafka 4.0, KIP-896)
     (21, 0, 2),  # DeleteRecords
     (22, 0, 5),  # InitProducerId
-    (23, 0, 4),  # OffsetForLeaderEpoch
+    (23, 2, 4),  # OffsetForLeaderEpoch (v0-1 retired by Kafka 4.0, KIP-896)
     (24, 0, 5),  # AddPartitionsToTxn
     (25, 0, 4),  # AddOffsetsToTxn
     (26, 0, 5),  # EndTxn
     (27, 1, 2),  # WriteTxnMarkers (v0 retired by Kafka 4.0, KIP-896)
     (28, 0, 6),  # TxnOffsetCommit
-    (29, 0, 3),  # DescribeAcls
-    (30, 0, 3),  # CreateAcls
-    (31, 0, 3),  # DeleteAcls
-    (32, 0, 4),  # DescribeConfigs
+    (29, 1, 3),  # DescribeAcls (v0 retired by Kafka 4.0, KIP-896, as for the next three)
+    (30, 1, 3),  # CreateAcls
+    (31, 1, 3),  # DeleteAcls
+    (32, 1, 4),  # DescribeConfigs
     (33, 0, 2),  # AlterConfigs
     (34, 1, 2),  # AlterReplicaLogDirs (v0 retired by Kafka 4.0, KIP-896)
-    (35, 0, 4),  # DescribeLogDirs
+    (35, 1, 5),  # DescribeLogDirs (v0 retired by Kafka 4.0, KIP-896)
     (36, 0, 2),  # SaslAuthenticate
     (37, 0, 3),  # CreatePartitions
-    (42, 0, 2),  # DeleteGroups
+    (42, 0, 3),  # DeleteGroups
     (43, 0, 2),  # ElectLeaders
     (44, 0, 1),  # IncrementalAlterConfigs
     (45, 0, 1),  # AlterPartitionReassignments

@@ -1,6 +1,7 @@
 """Kafka 4.4's newest versions of ApiVersions, Metadata, ListOffsets, OffsetCommit/OffsetFetch,
-DescribeGroups, ConsumerGroupDescribe, DescribeCluster, ListTransactions and
-AlterPartitionReassignments, on the wire, against a real Kafka 4.4 and Odradek (issue 28).
+DescribeGroups, ConsumerGroupDescribe, DescribeCluster, ListTransactions,
+AlterPartitionReassignments, Fetch, DescribeLogDirs and DeleteGroups, on the wire, against
+a real Kafka 4.4 and Odradek (issue 28).
 
 Each scenario sends the same raw requests to both and requires the same answers, normalised only
 where two clusters must differ (cluster ids, topic ids, group and member ids are their own on each);
@@ -24,6 +25,10 @@ the expected values are checked against Kafka's message definitions and behaviou
   match; one that does not compile is INVALID_REGULAR_EXPRESSION.
 - AlterPartitionReassignments v1: allow_replication_factor_change, echoed; the replicas are
   checked before the replication factor (the refusal itself needs two brokers: the cluster test).
+- Fetch v18 (KIP-1166): the fetcher's high watermark, which only KRaft's replication reads.
+- DescribeLogDirs v5 (KIP-1066): is_cordoned, false without cordoned.log.dirs.
+- DeleteGroups v3: error_message, null for classic and consumer groups.
+The versions Kafka 4.0 retired are in test_kafka_4_4_retired_versions.py.
 """
 
 from __future__ import annotations
@@ -492,3 +497,111 @@ def test_kafka_4_4_tools_send_the_new_versions(targets: dict[str, Target], tmp_p
                                         ["1", "127.0.0.1", "<port>", "null", "unfenced", "broker"]]
     assert result["transactions"] == ["<p>-orders-1"]
     assert result["reassign"].startswith("Successfully started partition reassignment"), result["reassign"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Fetch v18
+
+
+PRODUCE, FETCH = 0, 1
+
+
+def test_fetch_v18_serves_as_v17_whatever_high_watermark_the_fetcher_knows(targets: dict[str, Target]) -> None:
+    """Fetch v18 (KIP-1166) adds a partition's high_watermark as the fetching replica knows it (tagged;
+    9223372036854775807 when not sent). Only KRaft's own replication reads it: Kafka 4.4's broker
+    Fetch (FetchRequest.PartitionData) does not carry it, so a consumer's answer is v17's."""
+    from tests.support.bad_batches import records, wrap
+
+    def scenario(target: Target) -> dict[str, Any]:
+        name, topic_id = new_topic(target, "f18")
+        out: dict[str, Any] = {}
+        with client(target) as c:
+            c.request(PRODUCE, 12, {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+                {"name": name, "partition_data": [{"index": 0, "records": wrap(records(3), 3)}]}]})
+            for version, known_hw in [(17, None), (18, None), (18, -1), (18, 0), (18, 3), (18, 99)]:
+                partition: dict[str, Any] = {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                                             "current_leader_epoch": -1, "last_fetched_epoch": -1,
+                                             "log_start_offset": -1}
+                if known_hw is not None:
+                    partition["high_watermark"] = known_hw
+                resp = c.request(FETCH, version, {
+                    "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+                    "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+                    "topics": [{"topic_id": topic_id, "partitions": [partition]}]})
+                (t,) = resp["responses"]
+                (p,) = t["partitions"]
+                out[(version, known_hw)] = (resp["error_code"], t["topic_id"] == topic_id, p["error_code"],
+                                            p["high_watermark"], p["last_stable_offset"], p["log_start_offset"],
+                                            len(p["records"] or b""))
+        return out
+
+    result = same_on_both(targets, scenario)
+    assert len(set(result.values())) == 1, result
+    error, same_id, code, hw, lso, start, size = result[(18, None)]
+    assert (error, same_id, code, hw, lso, start) == (NONE, True, NONE, 3, 3, 0) and size > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# DescribeLogDirs v5, DeleteGroups v3
+
+
+DESCRIBE_LOG_DIRS, DELETE_GROUPS = 35, 42
+NON_EMPTY_GROUP = 68
+
+
+def test_describe_log_dirs_v5_is_cordoned(targets: dict[str, Target]) -> None:
+    """DescribeLogDirs v5 (KIP-1066): is_cordoned per log dir, false unless cordoned.log.dirs names it
+    (Kafka 4.4's default: none; Odradek does not cordon); v4 carries no such field."""
+    from tests.support.bad_batches import records, wrap
+
+    def scenario(target: Target) -> dict[str, Any]:
+        name, _ = new_topic(target, "ld5")
+        out: dict[str, Any] = {}
+        with client(target) as c:
+            c.request(PRODUCE, 12, {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+                {"name": name, "partition_data": [{"index": 0, "records": wrap(records(4), 4)}]}]})
+            for version in (4, 5):
+                resp = c.request(DESCRIBE_LOG_DIRS, version, {"topics": [{"topic": name, "partitions": [0]}]})
+                out[version] = (resp["error_code"], [
+                    (r["error_code"], r["is_cordoned"], r["total_bytes"] > 0,
+                     [(t["name"] == name, [(p["partition_index"], p["partition_size"], p["offset_lag"],
+                                            p["is_future_key"]) for p in t["partitions"]]) for t in r["topics"]])
+                    for r in resp["results"]])
+        return out
+
+    result = same_on_both(targets, scenario)
+    assert result[5] == result[4]  # v4 decodes is_cordoned as its default, false
+    error, (directory,) = result[5]
+    assert error == NONE and directory[:3] == (NONE, False, True)
+    ((named, ((index, size, lag, future),)),) = directory[3]
+    assert named and index == 0 and size > 0 and lag == 0 and future is False
+
+
+def test_delete_groups_v3_error_message(targets: dict[str, Target]) -> None:
+    """DeleteGroups v3 adds error_message per group. Kafka 4.4 fills it only where a share group's or a
+    streams group's deletion fails (GroupCoordinatorService); for classic and consumer groups it is
+    null, with the code: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, or NONE and the offsets gone."""
+    def scenario(target: Target) -> dict[str, Any]:
+        name, _ = new_topic(target, "dg3")
+        unknown, simple, kip848 = unique("dg3-none"), unique("dg3-simple"), unique("dg3-kip848")
+        labels = {unknown: "<unknown>", simple: "<simple>", kip848: "<kip848>"}
+        out: dict[str, Any] = {}
+        with client(target) as c:
+            for g in labels:
+                wait_coordinator(c, g, 0)
+            assert commit(c, 9, simple, {"name": name}, 3)["topics"][0]["partitions"][0]["error_code"] == NONE
+            join_consumer_group(c, kip848, name)
+            for version, groups in [(2, [unknown, kip848]), (3, [unknown, kip848, simple])]:
+                resp = c.request(DELETE_GROUPS, version, {"groups_names": groups})
+                out[version] = sorted((labels[r["group_id"]], r["error_code"], r["error_message"])
+                                      for r in resp["results"])
+            g = fetch(c, 9, simple, [{"name": name, "partition_indexes": [0]}])
+            out["simple's offsets"] = [(p["committed_offset"], p["error_code"]) for t in g["topics"]
+                                       for p in t["partitions"]]
+        return out
+
+    result = same_on_both(targets, scenario)
+    assert result[2] == [("<kip848>", NON_EMPTY_GROUP, None), ("<unknown>", GROUP_ID_NOT_FOUND, None)]
+    assert result[3] == [("<kip848>", NON_EMPTY_GROUP, None), ("<simple>", NONE, None),
+                         ("<unknown>", GROUP_ID_NOT_FOUND, None)]
+    assert result["simple's offsets"] == [(-1, NONE)]
