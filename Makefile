@@ -138,7 +138,8 @@ jars: $(RUNTIME_STAMP)
 	$(PY) -m tools.kafka_dist jars
 
 # kafka-python 2.0.2, the oldest release Kafka 4.4 serves, in .cache/old-clients apart from the venv's
-# (tests/support/old_clients.py; the old Java client comes with `jars`); a no-op once installed.
+# (tests/support/old_clients.py; the old Java client comes with `jars`); a no-op once installed. Also
+# quixstreams 3.28, which needs a confluent-kafka older than the venv's, in .cache/stream-apps.
 old-clients: $(RUNTIME_STAMP)
 	$(PY) -m tests.support.old_clients install
 	$(PY) -m tests.support.stream_apps install  # quixstreams 3.28 and its confluent-kafka 2.12, also apart
