@@ -9,6 +9,7 @@ logs on disk. Reported per request: wall and thread-CPU microseconds, median ove
 
     python bench/produce_path_bench.py [--partitions-per-request 1] [--batch-kib 64] [--requests 4000]
                                        [--rounds 7] [--profile]   # --profile: cProfile one round
+                                       [--version 13]   # another Produce version (v13: by topic id)
 
 ``--stages`` also times each stage of the path by itself on the same frames (peek + header
 decode, body decode, the handler minus the append, Log.append, response encode), so the budget in
@@ -75,12 +76,15 @@ def make_batch(record_size: int, batch_bytes: int, compression: int = 0, compres
     return encode_batch([Record(timestamp=now, value=v) for v in values], compression=compression)
 
 
-def produce_frame(correlation_id: int, partitions: list[int], batch: bytes, version: int = 9) -> bytes:
+def produce_frame(correlation_id: int, partitions: list[int], batch: bytes, version: int = 9,
+                  topic_id: Any = None) -> bytes:
+    """A Produce request to TOPIC; from v13 the topic is named by ``topic_id`` (KIP-516)."""
     body = {
         "transactional_id": None,
         "acks": 1,
         "timeout_ms": 30000,
-        "topic_data": [{"name": TOPIC, "partition_data": [{"index": p, "records": batch} for p in partitions]}],
+        "topic_data": [{"name": TOPIC, "topic_id": topic_id,
+                        "partition_data": [{"index": p, "records": batch} for p in partitions]}],
     }
     header = bytearray()
     encode_request_header(header, 0, version, correlation_id, "bench", version >= 9)
@@ -185,7 +189,9 @@ async def main_async(args: argparse.Namespace) -> None:
             conn = SinkConnection(asyncio.get_running_loop())
             per_req = args.partitions_per_request
             batches = [make_batch(args.record_size, args.batch_kib * 1024) for _ in range(8)]
-            frames = [produce_frame(i, [(i * per_req + k) % args.partitions for k in range(per_req)], batches[i % 8])
+            topic_id = next(i for i, t in broker.metadata.image.topics_by_id.items() if t.name == TOPIC)
+            frames = [produce_frame(i, [(i * per_req + k) % args.partitions for k in range(per_req)], batches[i % 8],
+                                    args.version, topic_id)
                       for i in range(args.requests)]
             run_round(broker, conn, frames[: max(50, args.requests // 10)])  # warm-up
             walls, cpus = [], []
@@ -195,7 +201,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 cpus.append(cpu)
                 await asyncio.sleep(0)
             assert conn.responses >= args.requests, "responses missing"
-            print(f"Produce v9, {per_req} partition(s) x {len(batches[0])} B batch of {args.record_size} B records, "
+            print(f"Produce v{args.version}, {per_req} partition(s) x {len(batches[0])} B batch of {args.record_size} B records, "
                   f"{args.requests} requests x {args.rounds} rounds, load {os.getloadavg()[0]:.2f}")
             print(f"  per request: wall median {statistics.median(walls):.1f} us (min {min(walls):.1f}), "
                   f"thread CPU median {statistics.median(cpus):.1f} us (min {min(cpus):.1f})")
@@ -224,6 +230,7 @@ def main() -> None:
     ap.add_argument("--record-size", type=int, default=1024)
     ap.add_argument("--requests", type=int, default=3000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--version", type=int, default=9, help="the Produce version of the frames (3-13)")
     ap.add_argument("--stages", action="store_true")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--override", action="append", default=[], help="broker property key=value")

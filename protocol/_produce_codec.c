@@ -1,4 +1,4 @@
-/* Native ProduceRequest decoder and ProduceResponse encoder, versions 3-12 (issue 18: the Produce
+/* Native ProduceRequest decoder and ProduceResponse encoder, versions 3-13 (issue 18: the Produce
  * hot path's decode and encode, ~17 us of Python per request).
  *
  * Wire format (Kafka's ProduceRequest.json / ProduceResponse.json; v9+ "flexible": compact
@@ -6,8 +6,9 @@
  * every struct; before v9 int16 string lengths, int32 array and records lengths, -1 = null):
  *
  *   ProduceRequest   transactional_id: nullable string; acks: int16; timeout_ms: int32;
- *                    topic_data: [name: string; partition_data: [index: int32; records: records]]
- *   ProduceResponse  responses: [name: string; partition_responses: [index: int32;
+ *                    topic_data: [name: string (v3-12) | topic_id: uuid (v13+, KIP-516);
+ *                    partition_data: [index: int32; records: records]]
+ *   ProduceResponse  responses: [name: string (v3-12) | topic_id: uuid (v13+); partition_responses: [index: int32;
  *                    error_code: int16; base_offset: int64; log_append_time_ms: int64;
  *                    log_start_offset: int64 (v5+); record_errors (v8+): [batch_index: int32;
  *                    batch_index_error_message: nullable string]; error_message: nullable string
@@ -18,7 +19,8 @@
  * generated Python codec stays the reference. Both must give the same result for every input:
  * decode the same dict (records as zero-copy memoryview slices) or a DecodeError, with the same
  * rules as protocol/primitives.py (varints of at most 5 bytes, counts beyond the bytes left
- * refused, strict UTF-8, non-null topic names, unknown tagged fields skipped); encode the same
+ * refused, strict UTF-8, non-null topic names, unknown tagged fields skipped; from v13 a topic's
+ * name is the empty string, the generated decoder's default, and its id a uuid.UUID); encode the same
  * bytes. The encoder takes only what the handler builds (dicts, lists, ints, str or None) and
  * returns False without writing anything for any other shape (a pre-encoded element, a tagged
  * field to write, an int out of its field's range), so the Python encoder then does it.
@@ -30,18 +32,20 @@
 #include <string.h>
 
 static PyObject *DecodeError; /* protocol.primitives.DecodeError, given by init() */
+static PyObject *UuidFromBytes; /* 16 bytes -> uuid.UUID (v13's topic ids), given by init() */
+static PyObject *SixtyFour;     /* the int 64: a uuid's int >> 64 is its high half */
 
 enum {
     K_TRANSACTIONAL_ID, K_ACKS, K_TIMEOUT_MS, K_TOPIC_DATA, K_NAME, K_PARTITION_DATA, K_INDEX, K_RECORDS,
     K_RESPONSES, K_PARTITION_RESPONSES, K_ERROR_CODE, K_BASE_OFFSET, K_LOG_APPEND_TIME_MS,
     K_LOG_START_OFFSET, K_RECORD_ERRORS, K_BATCH_INDEX, K_BATCH_INDEX_ERROR_MESSAGE, K_ERROR_MESSAGE,
-    K_CURRENT_LEADER, K_THROTTLE_TIME_MS, K_NODE_ENDPOINTS, K_COUNT
+    K_CURRENT_LEADER, K_THROTTLE_TIME_MS, K_NODE_ENDPOINTS, K_TOPIC_ID, K_INT, K_COUNT
 };
 static const char *key_names[K_COUNT] = {
     "transactional_id", "acks", "timeout_ms", "topic_data", "name", "partition_data", "index", "records",
     "responses", "partition_responses", "error_code", "base_offset", "log_append_time_ms",
     "log_start_offset", "record_errors", "batch_index", "batch_index_error_message", "error_message",
-    "current_leader", "throttle_time_ms", "node_endpoints",
+    "current_leader", "throttle_time_ms", "node_endpoints", "topic_id", "int",
 };
 static PyObject *keys[K_COUNT];
 
@@ -53,6 +57,7 @@ typedef struct {
     Py_ssize_t len;
     Py_ssize_t pos;
     int flexible;
+    int by_id; /* v13+: topics by topic_id */
 } Reader;
 
 static int fail(const char *message)
@@ -230,19 +235,42 @@ static PyObject *decode_partition(Reader *r)
     return m;
 }
 
+/* New reference to the uuid.UUID of the next 16 bytes; NULL with an error set. */
+static PyObject *read_uuid(Reader *r)
+{
+    if (r->len - r->pos < 16) {
+        fail("truncated uuid");
+        return NULL;
+    }
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)r->p + r->pos, 16);
+    if (raw == NULL)
+        return NULL;
+    r->pos += 16;
+    PyObject *id = PyObject_CallOneArg(UuidFromBytes, raw);
+    Py_DECREF(raw);
+    return id;
+}
+
 static PyObject *decode_topic(Reader *r)
 {
     PyObject *m = PyDict_New();
     if (m == NULL)
         return NULL;
-    PyObject *name = read_string(r);
-    if (name == Py_None) {
-        Py_DECREF(name);
-        fail("non-nullable field is null");
-        name = NULL;
-    }
     int64_t n;
-    if (put(m, K_NAME, name) < 0 || read_count(r, &n) < 0)
+    if (r->by_id) {
+        if (put(m, K_NAME, PyUnicode_FromStringAndSize("", 0)) < 0 || put(m, K_TOPIC_ID, read_uuid(r)) < 0)
+            goto error;
+    } else {
+        PyObject *name = read_string(r);
+        if (name == Py_None) {
+            Py_DECREF(name);
+            fail("non-nullable field is null");
+            name = NULL;
+        }
+        if (put(m, K_NAME, name) < 0)
+            goto error;
+    }
+    if (read_count(r, &n) < 0)
         goto error;
     /* Grown element by element, as the generated decoder does: a count is only checked against
      * the bytes left, so sizing the list from it would let a 100 MiB frame claim 800 MiB. */
@@ -262,19 +290,23 @@ error:
     return NULL;
 }
 
-/* decode_request(view, pos, flexible) -> (message dict, end position) */
+/* decode_request(view, pos, flexible, by_id) -> (message dict, end position) */
 static PyObject *decode_request(PyObject *self, PyObject *args)
 {
     PyObject *view;
     Py_ssize_t pos;
-    int flexible;
+    int flexible, by_id;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!np:decode_request", &PyMemoryView_Type, &view, &pos, &flexible))
+    if (!PyArg_ParseTuple(args, "O!npp:decode_request", &PyMemoryView_Type, &view, &pos, &flexible, &by_id))
         return NULL;
+    if (by_id && UuidFromBytes == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "init() was not given the uuid factory");
+        return NULL;
+    }
     Py_buffer buffer;
     if (PyObject_GetBuffer(view, &buffer, PyBUF_SIMPLE) < 0)
         return NULL;
-    Reader r = {view, (const uint8_t *)buffer.buf, buffer.len, pos, flexible};
+    Reader r = {view, (const uint8_t *)buffer.buf, buffer.len, pos, flexible, by_id};
     PyObject *m = NULL, *result = NULL;
     if (pos < 0 || pos > buffer.len) {
         fail("decode position outside the frame");
@@ -506,10 +538,43 @@ static int encode_partition(Writer *w, PyObject *m)
     return put_tag_end(w);
 }
 
+/* v13's topic_id: absent or None is the zero id (as the generated encoder writes it). A uuid.UUID's
+ * 16 bytes are its ``int`` (an attribute; ``bytes`` is a Python property that builds them each
+ * time), big-endian; anything without an int in [0, 2**128) is left to the Python encoder. */
+static int put_uuid_field(Writer *w, PyObject *m, int key)
+{
+    PyObject *v = field(m, key);
+    if (v == NULL && PyErr_Occurred())
+        return ERROR;
+    if (v == NULL || v == Py_None)
+        return put_be(w, 0, 8) == OK ? put_be(w, 0, 8) : ERROR;
+    PyObject *value = PyObject_GetAttr(v, keys[K_INT]);
+    if (value == NULL || !PyLong_Check(value)) {
+        Py_XDECREF(value);
+        PyErr_Clear();
+        return DECLINE;
+    }
+    uint64_t high = (uint64_t)-1, low = PyLong_AsUnsignedLongLongMask(value);
+    PyObject *shifted = low == (uint64_t)-1 && PyErr_Occurred() ? NULL : PyNumber_Rshift(value, SixtyFour);
+    if (shifted != NULL) {
+        high = PyLong_AsUnsignedLongLong(shifted); /* OverflowError: negative, or 2**128 and above */
+        Py_DECREF(shifted);
+    }
+    Py_DECREF(value);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return DECLINE;
+    }
+    return put_be(w, high, 8) == OK ? put_be(w, low, 8) : ERROR;
+}
+
 static int encode_topic(Writer *w, PyObject *m)
 {
     PyObject *partitions;
-    TRY(put_string_field(w, m, K_NAME, 0));
+    if (w->version >= 13)
+        TRY(put_uuid_field(w, m, K_TOPIC_ID));
+    else
+        TRY(put_string_field(w, m, K_NAME, 0));
     TRY(array_field(w, m, K_PARTITION_RESPONSES, &partitions));
     if (partitions != NULL)
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(partitions); i++)
@@ -544,7 +609,7 @@ static PyObject *encode_response(PyObject *self, PyObject *args)
     (void)self;
     if (!PyArg_ParseTuple(args, "O!O!i:encode_response", &PyDict_Type, &message, &PyByteArray_Type, &out, &version))
         return NULL;
-    if (version < 3 || version > 12 || !PyDict_CheckExact(message))
+    if (version < 3 || version > 13 || !PyDict_CheckExact(message))
         Py_RETURN_FALSE;
     Writer w = {NULL, 0, 0, version >= 9, version};
     int rc = encode_message(&w, message);
@@ -568,18 +633,24 @@ static PyObject *encode_response(PyObject *self, PyObject *args)
     Py_RETURN_TRUE;
 }
 
-static PyObject *init(PyObject *self, PyObject *error_class)
+static PyObject *init(PyObject *self, PyObject *args)
 {
+    PyObject *error_class, *uuid_from_bytes;
     (void)self;
-    Py_XINCREF(error_class);
+    if (!PyArg_ParseTuple(args, "OO:init", &error_class, &uuid_from_bytes))
+        return NULL;
+    Py_INCREF(error_class);
     Py_XSETREF(DecodeError, error_class);
+    Py_INCREF(uuid_from_bytes);
+    Py_XSETREF(UuidFromBytes, uuid_from_bytes);
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
-    {"init", init, METH_O, "init(DecodeError): the exception class malformed requests raise"},
+    {"init", init, METH_VARARGS,
+     "init(DecodeError, uuid_from_bytes): the exception class malformed requests raise; 16 bytes -> uuid.UUID"},
     {"decode_request", decode_request, METH_VARARGS,
-     "decode_request(view, pos, flexible) -> (ProduceRequest dict, end); see protocol/produce_codec.py"},
+     "decode_request(view, pos, flexible, by_id) -> (ProduceRequest dict, end); see protocol/produce_codec.py"},
     {"encode_response", encode_response, METH_VARARGS,
      "encode_response(message, out, version) -> bool; see protocol/produce_codec.py"},
     {NULL, NULL, 0, NULL},
@@ -598,5 +669,8 @@ PyMODINIT_FUNC PyInit__produce_codec(void)
         if (keys[i] == NULL)
             return NULL;
     }
+    SixtyFour = PyLong_FromLong(64);
+    if (SixtyFour == NULL)
+        return NULL;
     return PyModule_Create(&module);
 }

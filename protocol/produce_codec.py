@@ -1,9 +1,9 @@
 """The Produce request decoder and response encoder, native (issue 18: the Produce hot path).
 
-Formats: Kafka's ProduceRequest and ProduceResponse, versions 3-12 (v12, KIP-890 part 2, has v11's
-format), as protocol/schema_data.py describes them (``protocol/_produce_codec.c`` spells them out).
-Every other message, v13 (topic ids), and these two when the extension was not built, use the
-codec protocol.codec generates from the schema.
+Formats: Kafka's ProduceRequest and ProduceResponse, versions 3-13 (v12, KIP-890 part 2, has v11's
+format; v13, KIP-516, names topics by topic_id instead of name), as protocol/schema_data.py
+describes them (``protocol/_produce_codec.c`` spells them out). Every other message, and these two
+when the extension was not built, use the codec protocol.codec generates from the schema.
 
 Why native: decoding a one-partition Produce request and encoding its answer took ~17 us of
 Python per request, about a fifth of the handler thread's work besides the write
@@ -20,10 +20,21 @@ value out of its field's range) is handed to the generated encoder unchanged.
 
 from __future__ import annotations
 
+import functools
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from protocol.primitives import DecodeError
+
+
+@functools.lru_cache(maxsize=4096)
+def _uuid_from_bytes(raw: bytes) -> uuid.UUID:
+    """v13's topic ids decode to uuid.UUID, as the generated decoder's do (handlers look topics up by
+    them). A producer names the same few topics in every request: the cache (bounded, whatever ids
+    a client sends) makes each one a C-level dict hit instead of UUID's Python constructor."""
+    return uuid.UUID(bytes=raw)
+
 
 _native: Any
 try:
@@ -31,11 +42,12 @@ try:
 except ImportError:  # built without a C compiler (setup.py: optional)
     _native = None
 else:
-    _native.init(DecodeError)
+    _native.init(DecodeError, _uuid_from_bytes)
 
 NATIVE = _native is not None
-VERSIONS = range(3, 13)
+VERSIONS = range(3, 14)
 FLEXIBLE_FROM = 9
+TOPIC_IDS_FROM = 13
 
 Decoder = Callable[[memoryview, int], tuple[dict, int]]
 Encoder = Callable[[dict, bytearray, list], None]
@@ -47,9 +59,10 @@ def native_decoder(name: str, version: int) -> Decoder | None:
         return None
     decode = _native.decode_request
     flexible = version >= FLEXIBLE_FROM
+    by_id = version >= TOPIC_IDS_FROM
 
     def decode_produce_request(buf: memoryview, pos: int) -> tuple[dict, int]:
-        return decode(buf, pos, flexible)
+        return decode(buf, pos, flexible, by_id)
 
     return decode_produce_request
 

@@ -1,6 +1,6 @@
 """Produce (api key 0): append record batches to partition logs.
 
-Versions 3-12 served; ApiVersions advertises 0-12. v0-2 carry message formats v0/v1, which Odradek
+Versions 3-13 served; ApiVersions advertises 0-13. v0-2 carry message formats v0/v1, which Odradek
 does not store; Kafka 4 dropped them (KIP-896) but still advertises them (KAFKA-18659: librdkafka
 before 2.10 decides that the broker takes gzip, snappy and lz4 batches from Produce v0-2 being
 advertised, and otherwise sends them uncompressed). A client sends the highest version both sides
@@ -17,8 +17,12 @@ dispatcher's version check), and nothing is appended.
   whichever path refused the partition (broker/handlers/current_leader.py).
 - v11: same as v10 (TRANSACTION_ABORTABLE may be returned, KIP-890).
 - v12: same as v11; a transactional batch is a transactions-v2 producer's (KIP-890 part 2): the
-  leader itself adds the partition to the producer's transaction (below). v13 (topic ids) is not
-  served.
+  leader itself adds the partition to the producer's transaction (below).
+- v13: topics named by topic_id instead of name, in the request and the answer (KIP-516). As Kafka
+  4.4's KafkaApis: an id no topic has (the zero id included) answers UNKNOWN_TOPIC_ID on each of its
+  partitions, before the topic authorization check and without appending; the others are resolved
+  to their names once per topic (``_name_topics_by_id``) and go the way of every other version.
+  Versions 3-12 pay one comparison for this.
 
 The appends are the replica manager's (``ReplicaManager.append_records``, then
 ``Partition.append_records_to_leader``): each batch's header and CRC32C are checked once and its
@@ -91,10 +95,11 @@ if TYPE_CHECKING:
 
 API_KEY = 0
 NAME = "Produce"
-VERSIONS = (3, 12)
+VERSIONS = (3, 13)
 # The first version of transactions v2 (Kafka's ProduceRequest.LAST_STABLE_VERSION_BEFORE_TRANSACTION_V2 + 1).
 ADD_PARTITION_FROM = 12
 TRANSACTION_ABORTABLE_FROM = 11  # KIP-890 part 1's abortable error
+TOPIC_IDS_FROM = 13  # KIP-516: topics by id
 # Kafka's ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION (see the module docstring).
 ADVERTISED_MIN_VERSION = 0
 
@@ -144,6 +149,7 @@ def _response(request: ApiRequest, results: list[Any]) -> dict | None:
     responses = []
     any_error = False
     leaders: CurrentLeaders | None = None  # KIP-951, made for the first NOT_LEADER_OR_FOLLOWER
+    by_id = request.api_version >= TOPIC_IDS_FROM
     i = 0
     for topic in request.body["topic_data"]:
         out = []
@@ -164,7 +170,10 @@ def _response(request: ApiRequest, results: list[Any]) -> dict | None:
             else:
                 out.append(_partition_result(pd["index"], ErrorCode.NONE, None, info.first_offset,
                                              info.log_append_time, info.log_start_offset))
-        responses.append({"name": topic["name"], "partition_responses": out})
+        answer = {"name": topic["name"], "partition_responses": out}
+        if by_id:
+            answer["topic_id"] = topic["topic_id"]
+        responses.append(answer)
     if request.body["acks"] == 0:
         if any_error:
             # The client does not read a response for acks=0; closing tells it something failed.
@@ -178,14 +187,24 @@ def _response(request: ApiRequest, results: list[Any]) -> dict | None:
 def handle(request: ApiRequest) -> Any:
     body = request.body
     acks = body["acks"]
+    refused: dict[int, KafkaApiError] = {}
+    if request.api_version >= TOPIC_IDS_FROM:
+        refused = _name_topics_by_id(request)
     if acks not in (0, 1, -1):
+        if refused:  # Kafka: an unknown id's partitions keep UNKNOWN_TOPIC_ID; the appends are refused
+            invalid = KafkaApiError(ErrorCode.INVALID_REQUIRED_ACKS)
+            count = sum(len(t["partition_data"]) for t in body["topic_data"])
+            return _response(request, [refused.get(i, invalid) for i in range(count)])
         return error_response(request, ErrorCode.INVALID_REQUIRED_ACKS)
     entries = [(topic["name"], pd["index"], pd["records"])
                for topic in body["topic_data"] for pd in topic["partition_data"]]
     if request.broker.authorizer is not None:
-        return _handle_authorizing(request, entries)
+        return _handle_authorizing(request, entries, refused)
     if body["transactional_id"] is not None:
-        return _handle_transactional(request, entries, {})
+        return _handle_transactional(request, entries, refused)
+    if refused:
+        check = _check_batches if request.api_version >= 7 else _check_batches_before_v7
+        return _append_verified(request, entries, refused, check)
     done: Completion[list[Any]] = Completion()
     check = _check_batches if request.api_version >= 7 else _check_batches_before_v7
     request.broker.replica_manager.append_records(entries, acks, body["timeout_ms"], done, check)
@@ -195,16 +214,39 @@ def handle(request: ApiRequest) -> Any:
     return _respond_later(request, done.wait())
 
 
-def _handle_authorizing(request: ApiRequest, entries: list[tuple[str, int, Any]]) -> Any:
+def _name_topics_by_id(request: ApiRequest) -> dict[int, KafkaApiError]:
+    """Produce v13: each topic's name from its id, written into the decoded topic, where the rest of
+    the path reads it (the appends, the response, KIP-951's current leader). The partitions of an id
+    no topic has, by their position among all the request's partitions, are refused with
+    UNKNOWN_TOPIC_ID (Kafka 4.4: the name is then empty, and from v13 an empty name is that error)."""
+    by_id = request.broker.metadata.image.topics_by_id
+    refused: dict[int, KafkaApiError] = {}
+    i = 0
+    for topic in request.body["topic_data"]:
+        known = by_id.get(topic["topic_id"])
+        count = len(topic["partition_data"])
+        if known is None:
+            topic["name"] = ""
+            refused.update((j, KafkaApiError(ErrorCode.UNKNOWN_TOPIC_ID)) for j in range(i, i + count))
+        else:
+            topic["name"] = known.name
+        i += count
+    return refused
+
+
+def _handle_authorizing(request: ApiRequest, entries: list[tuple[str, int, Any]],
+                        refused: dict[int, KafkaApiError]) -> Any:
     """With an authorizer (KafkaApis.handleProduceRequest): WRITE on the transactional id, else the
     whole request answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; WRITE on each topic, else its
-    partitions answer TOPIC_AUTHORIZATION_FAILED and only the others are appended."""
+    partitions answer TOPIC_AUTHORIZATION_FAILED and only the others are appended. Partitions
+    already ``refused`` (v13's unknown topic ids) are not authorized: Kafka answers them first."""
     txn_id = request.body["transactional_id"]
     if txn_id is not None and not authz.allowed(request, authz.WRITE, authz.TRANSACTIONAL_ID, txn_id):
         raise KafkaApiError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    writable = set(authz.filter_allowed(request, authz.WRITE, authz.TOPIC, {e[0] for e in entries}))
-    refused = {i: KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-               for i, e in enumerate(entries) if e[0] not in writable}
+    named = {e[0] for i, e in enumerate(entries) if i not in refused}
+    writable = set(authz.filter_allowed(request, authz.WRITE, authz.TOPIC, named))
+    refused.update({i: KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    for i, e in enumerate(entries) if i not in refused and e[0] not in writable})
     if txn_id is not None:
         return _handle_transactional(request, entries, refused)
     check = _check_batches if request.api_version >= 7 else _check_batches_before_v7
@@ -408,7 +450,8 @@ _check_txn_batches_before_v7 = functools.partial(_check_batches, version=6, tran
 def error_response(request: ApiRequest, code: int) -> dict:
     return {
         "responses": [
-            {"name": t["name"], "partition_responses": [_partition_result(p["index"], code) for p in t["partition_data"]]}
+            {"name": t["name"], "topic_id": t.get("topic_id"),
+             "partition_responses": [_partition_result(p["index"], code) for p in t["partition_data"]]}
             for t in request.body["topic_data"]
         ],
         "throttle_time_ms": 0,

@@ -111,6 +111,17 @@ def test_acls_round_trip_and_decide_requests(broker_factory, tmp_path: Path) -> 
         assert produce(c, "orders") == 0
         assert produce(c, "logs-app") == 0
         assert produce(c, "secret") == 29  # TOPIC_AUTHORIZATION_FAILED
+        # Produce v13 names topics by id: WRITE is decided on the id's topic; an id no topic has is
+        # UNKNOWN_TOPIC_ID before any authorization, as Kafka 4.4's KafkaApis answers it.
+        from tests.support.bad_batches import records, wrap
+
+        no_such_id = uuid.uuid4()
+        resp = c.request(0, 13, {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+            {"topic_id": i, "partition_data": [{"index": 0, "records": wrap(records(1), 1)}]}
+            for i in (ids["orders"], ids["secret"], no_such_id)]})
+        assert {t["topic_id"]: t["partition_responses"][0]["error_code"] for t in resp["responses"]} == {
+            ids["orders"]: 0, ids["secret"]: 29, no_such_id: 100}
+        assert end_offset(c, "orders") == 2  # v9's record and v13's
         # Metadata: DENY DESCRIBE beats the User:* ALLOW on "*"; the listing hides "secret".
         md = c.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
                                "include_topic_authorized_operations": True})
@@ -150,8 +161,9 @@ def test_acls_round_trip_and_decide_requests(broker_factory, tmp_path: Path) -> 
 
     admin = broker_factory({"authorizer.class.name": STANDARD, "super.users": ANON}, data_dir=data)
     with WireClient(admin.host, admin.port) as c:
-        # Nothing changed by the refused requests: "secret" empty, still there, "newone" never made.
-        assert end_offset(c, "secret") == 0 and end_offset(c, "orders") == 1
+        # Nothing changed by the refused requests: "secret" empty (v9 and v13 refused), still there,
+        # "newone" never made; "orders" has the v9 and the v13 record.
+        assert end_offset(c, "secret") == 0 and end_offset(c, "orders") == 2
         md = c.request(3, 12, {"topics": None, "allow_auto_topic_creation": False})
         assert sorted(t["name"] for t in md["topics"]) == ["logs-app", "orders", "secret"]
     admin.stop()

@@ -18,7 +18,7 @@ from tests.support.wire import WireClient
 # clients are offered: it must come with tests of the API. AlterPartition (56) is served on the
 # inter-broker listener only and advertised nowhere (tests/integration/test_api_versions_surface.py).
 EXPECTED_APIS = [
-    (0, 0, 12),  # Produce (served from v3; v0-2 advertised as Kafka 4.4 does, KAFKA-18659; v13 not served)
+    (0, 0, 13),  # Produce (served from v3; v0-2 advertised as Kafka 4.4 does, KAFKA-18659)
     (1, 4, 18),  # Fetch
     (2, 1, 11),  # ListOffsets
     (3, 0, 13),  # Metadata

@@ -1,6 +1,6 @@
 """Kafka 4.4's newest versions of ApiVersions, Metadata, ListOffsets, OffsetCommit/OffsetFetch,
 DescribeGroups, ConsumerGroupDescribe, DescribeCluster, ListTransactions,
-AlterPartitionReassignments, Fetch, DescribeLogDirs and DeleteGroups, on the wire, against
+AlterPartitionReassignments, Produce, Fetch, DescribeLogDirs and DeleteGroups, on the wire, against
 a real Kafka 4.4 and Odradek (issue 28).
 
 Each scenario sends the same raw requests to both and requires the same answers, normalised only
@@ -25,6 +25,7 @@ the expected values are checked against Kafka's message definitions and behaviou
   match; one that does not compile is INVALID_REGULAR_EXPRESSION.
 - AlterPartitionReassignments v1: allow_replication_factor_change, echoed; the replicas are
   checked before the replication factor (the refusal itself needs two brokers: the cluster test).
+- Produce v13 (KIP-516): topics by id; an unknown id is UNKNOWN_TOPIC_ID, nothing appended.
 - Fetch v18 (KIP-1166): the fetcher's high watermark, which only KRaft's replication reads.
 - DescribeLogDirs v5 (KIP-1066): is_cordoned, false without cordoned.log.dirs.
 - DeleteGroups v3: error_message, null for classic and consumer groups.
@@ -500,10 +501,77 @@ def test_kafka_4_4_tools_send_the_new_versions(targets: dict[str, Target], tmp_p
 
 
 # ---------------------------------------------------------------------------------------------
-# Fetch v18
+# Produce v13, Fetch v18
 
 
-PRODUCE, FETCH = 0, 1
+PRODUCE, FETCH, LIST_OFFSETS_LATEST = 0, 1, -1
+UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUIRED_ACKS = 3, 21
+
+
+def produce_v13_body(topics: list[tuple[uuid.UUID, list[int]]], count: int = 2, acks: int = 1) -> dict:
+    from tests.support.bad_batches import records, wrap
+
+    return {"transactional_id": None, "acks": acks, "timeout_ms": 5000, "topic_data": [
+        {"topic_id": topic_id, "partition_data": [{"index": p, "records": wrap(records(count), count)}
+                                                  for p in partitions]}
+        for topic_id, partitions in topics]}
+
+
+def produce_by_id(c: WireClient, topics: list[tuple[uuid.UUID, list[int]]], count: int = 2) -> dict:
+    return c.request(PRODUCE, 13, produce_v13_body(topics, count))
+
+
+def log_end(c: WireClient, name: str) -> int:
+    resp = c.request(LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": name, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                       "timestamp": LIST_OFFSETS_LATEST}]}]})
+    return resp["topics"][0]["partitions"][0]["offset"]
+
+
+def test_produce_v13_names_topics_by_id(targets: dict[str, Target]) -> None:
+    """KIP-516's Produce v13: the topic id in the request and the answer; an id no topic has (the zero
+    id too) answers UNKNOWN_TOPIC_ID on each of its partitions and appends nothing, next to a known
+    topic that is appended; a known id with a partition it lacks UNKNOWN_TOPIC_OR_PARTITION; acks=2
+    INVALID_REQUIRED_ACKS but for the unknown id's partitions; acks=0 with an unknown id closes the
+    connection (an error the client cannot read otherwise)."""
+    def scenario(target: Target) -> dict[str, Any]:
+        name, topic_id = new_topic(target, "p13")
+        unknown = uuid.uuid4()
+        labels = {topic_id: "<topic id>", unknown: "<unknown id>", ZERO_ID: "<zero>"}
+
+        def answer(resp: dict) -> list[tuple[Any, ...]]:
+            # Kafka answers from a map of partitions: the topics are not in request order.
+            return sorted((labels.get(t["topic_id"], str(t["topic_id"])), t["name"],
+                           [(p["index"], p["error_code"], p["base_offset"], p["log_start_offset"], p["error_message"])
+                            for p in t["partition_responses"]])
+                          for t in resp["responses"])
+
+        out: dict[str, Any] = {}
+        with client(target) as c:
+            out["by id"] = answer(produce_by_id(c, [(topic_id, [0])]))
+            out["unknown and zero ids"] = answer(produce_by_id(c, [(unknown, [0, 1]), (ZERO_ID, [0])]))
+            out["mixed"] = answer(produce_by_id(c, [(unknown, [0]), (topic_id, [0])], count=3))
+            out["missing partition"] = answer(produce_by_id(c, [(topic_id, [7])]))
+            out["acks=2"] = answer(c.request(PRODUCE, 13, produce_v13_body([(unknown, [0]), (topic_id, [0])], acks=2)))
+        with client(target) as c:  # acks=0: no answer to read, so an error closes the connection
+            c.send_raw(c.encode_request(PRODUCE, 13, produce_v13_body([(unknown, [0])], acks=0))[1])
+            out["acks=0 unknown id closes"] = c.is_closed_by_peer()
+        with client(target) as c:
+            out["log end"] = log_end(c, name)
+        return out
+
+    result = same_on_both(targets, scenario)
+    assert result["by id"] == [("<topic id>", "", [(0, NONE, 0, 0, None)])]
+    assert result["unknown and zero ids"] == [("<unknown id>", "", [(0, UNKNOWN_TOPIC_ID, -1, -1, None),
+                                                                    (1, UNKNOWN_TOPIC_ID, -1, -1, None)]),
+                                              ("<zero>", "", [(0, UNKNOWN_TOPIC_ID, -1, -1, None)])]
+    assert result["mixed"] == [("<topic id>", "", [(0, NONE, 2, 0, None)]),
+                               ("<unknown id>", "", [(0, UNKNOWN_TOPIC_ID, -1, -1, None)])]
+    assert result["missing partition"] == [("<topic id>", "", [(7, UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None)])]
+    assert result["acks=2"] == [("<topic id>", "", [(0, INVALID_REQUIRED_ACKS, -1, -1, None)]),
+                                ("<unknown id>", "", [(0, UNKNOWN_TOPIC_ID, -1, -1, None)])]
+    assert result["acks=0 unknown id closes"] is True
+    assert result["log end"] == 5  # 2 + 3: nothing from the refused partitions
 
 
 def test_fetch_v18_serves_as_v17_whatever_high_watermark_the_fetcher_knows(targets: dict[str, Target]) -> None:

@@ -5,7 +5,7 @@ open past its timeout is aborted by the broker, and a consume-transform-produce 
 sendOffsetsToTransaction copies exactly once.
 
 Both brokers finalize transaction.version 2, so the client runs transactions v2 (KIP-890 part 2): no
-AddPartitionsToTxn or AddOffsetsToTxn, Produce v12, TxnOffsetCommit v5+, EndTxn v5 bumping the epoch
+AddPartitionsToTxn or AddOffsetsToTxn, Produce v12+ (v13), TxnOffsetCommit v5+, EndTxn v5 bumping the epoch
 of every transaction; the last test shows from Odradek's request log that it did (issue 28).
 
 Each test runs once per target and asserts the same outcome on both, so Kafka is the reference. Odradek
@@ -162,7 +162,7 @@ def test_open_transaction_holds_the_lso_and_list_offsets_latest_differs_by_isola
 
 def test_the_client_ran_transactions_v2(target, driver) -> None:
     """Last in the module: both brokers finalize transaction.version 2, and the Java client used
-    transactions v2 against Odradek in every test above - EndTxn v5 only, Produce v12, TxnOffsetCommit
+    transactions v2 against Odradek in every test above - EndTxn v5 only, Produce v13, TxnOffsetCommit
     v5 or v6 - and never AddPartitionsToTxn or AddOffsetsToTxn (the leaders add the partitions)."""
     with WireClient(target.host, target.port) as c:
         finalized = c.request(18, 3, {"client_software_name": "odradek-tests",
@@ -172,6 +172,7 @@ def test_the_client_ran_transactions_v2(target, driver) -> None:
         return  # Kafka's request log is not read here; its answers above are the reference
     used = versions_used(target.broker)
     assert used["EndTxn"] == {5}, used
-    assert 12 in used["Produce"], used
+    # Transactions v2's Produce is v12 and later: this client sends v13, topics by id (KIP-516).
+    assert used["Produce"] == {13}, used
     assert used["TxnOffsetCommit"] and used["TxnOffsetCommit"] <= {5, 6}, used
     assert "AddPartitionsToTxn" not in used and "AddOffsetsToTxn" not in used, used

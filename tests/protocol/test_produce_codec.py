@@ -1,9 +1,9 @@
 """The native Produce codec (protocol/_produce_codec.c) against the generated one (protocol.codec).
 
-Every ProduceRequest version 3-12 is decoded by both from generated and from mutated frames (bit
+Every ProduceRequest version 3-13 is decoded by both from generated and from mutated frames (bit
 flips, truncations, insertions, hostile lengths): both must give equal dicts or both DecodeError.
-Every ProduceResponse version 3-12 is encoded by both: the same bytes, including the shapes the
-native encoder hands back to the generated one.
+Every ProduceResponse version 3-13 is encoded by both: the same bytes, including the shapes the
+native encoder hands back to the generated one. v13 names topics by topic_id (KIP-516).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import random
 import shutil
 import struct
 import tracemalloc
+import uuid
 from typing import Any
 
 import pytest
@@ -22,8 +23,10 @@ from protocol.codec import Encoded, MessageCodec, codec
 from protocol.errors import ErrorCode
 from protocol.primitives import DecodeError
 
-VERSIONS = range(3, 13)
+VERSIONS = range(3, 14)
 NAMES = ["t", "orders", "a.b_c-d", "ünïcode-tøpic", "x" * 249]
+TOPIC_IDS = [uuid.UUID(int=0), uuid.UUID(int=1), uuid.UUID("7d1fb6a4-9a52-4be4-9f4e-2bd1c3a1e0f5"),
+             uuid.UUID(int=2**128 - 1)]
 
 
 def _native_or_skip() -> None:
@@ -34,13 +37,18 @@ def _native_or_skip() -> None:
     pytest.fail("protocol/_produce_codec.c is not built: run pip install -e . (make venv)")
 
 
+def _topic(rng: random.Random) -> dict[str, Any]:
+    """A topic as each version names it: v13 by id (the name is not on the wire), before by name."""
+    return {"name": rng.choice(NAMES), "topic_id": rng.choice(TOPIC_IDS)}
+
+
 def _request(rng: random.Random) -> dict[str, Any]:
     return {
         "transactional_id": rng.choice([None, "", "txn-1", "ťx"]),
         "acks": rng.choice([-1, 0, 1, 2, -32768, 32767]),
         "timeout_ms": rng.choice([0, 30000, -1, 2**31 - 1, -(2**31)]),
         "topic_data": [
-            {"name": rng.choice(NAMES), "partition_data": [
+            {**_topic(rng), "partition_data": [
                 {"index": rng.randrange(-5, 2**31 - 1),
                  "records": rng.choice([None, b"", rng.randbytes(rng.randrange(1, 300))])}
                 for _ in range(rng.randrange(0, 4))]}
@@ -64,11 +72,13 @@ def _decode(decoder: MessageCodec, frame: bytes, pos: int) -> Any:
         message, end = decoder.decode(memoryview(frame), pos)
     except DecodeError:
         return DecodeError
-    # Kafka 4.4's schema adds topic_id from v13 (KIP-516); the generated decoder fills a field the
-    # version lacks with its default (the zero id), the native one (v3-12) leaves it out: the
-    # handler reads names only. Compared without it.
-    for topic in message.get("topic_data", ()):
-        topic.pop("topic_id", None)
+    # Kafka 4.4's schema adds topic_id from v13 (KIP-516); before v13 the generated decoder fills a
+    # field the version lacks with its default (the zero id), the native one leaves it out: the
+    # handler reads names only there. Compared without it before v13; from v13 both give the id
+    # and the generated default name, "".
+    if decoder.version < 13:
+        for topic in message.get("topic_data", ()):
+            topic.pop("topic_id", None)
     return _plain(message), end
 
 
@@ -96,6 +106,7 @@ def _mutations(frame: bytes, rng: random.Random) -> list[bytes]:
 def test_requests_decode_the_same(version: int) -> None:
     _native_or_skip()
     native, generated = codec("ProduceRequest", version), MessageCodec("ProduceRequest", version, native=False)
+    assert produce_codec.native_decoder("ProduceRequest", version) is not None  # every served version
     assert native._decode is not generated._decode
     rng = random.Random(version)
     for _ in range(150):
@@ -114,7 +125,22 @@ def test_requests_decode_the_same(version: int) -> None:
             assert _decode(native, mutated, len(prefix)) == _decode(generated, mutated, len(prefix)), mutated.hex()
 
 
-@pytest.mark.parametrize("version", [3, 8, 9, 11, 12])
+def test_v13_decodes_topic_ids_as_uuids() -> None:
+    _native_or_skip()
+    native = codec("ProduceRequest", 13)
+    topic_id = TOPIC_IDS[2]
+    frame = MessageCodec("ProduceRequest", 13, native=False).encode({
+        "transactional_id": None, "acks": 1, "timeout_ms": 5,
+        "topic_data": [{"topic_id": topic_id, "partition_data": [{"index": 0, "records": b"r"}]}]})
+    message, end = native.decode(memoryview(frame), 0)
+    assert end == len(frame)
+    (topic,) = message["topic_data"]
+    assert type(topic["topic_id"]) is uuid.UUID and topic["topic_id"] == topic_id and topic["name"] == ""
+    with pytest.raises(DecodeError):  # the id cut short
+        native.decode(memoryview(frame[:frame.index(topic_id.bytes) + 15]), 0)
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 11, 12, 13])
 def test_hostile_lengths_are_decode_errors(version: int) -> None:
     _native_or_skip()
     native = codec("ProduceRequest", version)
@@ -148,8 +174,15 @@ def _response(rng: random.Random) -> dict[str, Any]:
             del p[key]
         return p
 
-    return {"responses": [{"name": rng.choice(NAMES), "partition_responses": [partition() for _ in range(rng.randrange(0, 4))]}
-                          for _ in range(rng.randrange(0, 4))],
+    def topic() -> dict[str, Any]:
+        t = {**_topic(rng), "partition_responses": [partition() for _ in range(rng.randrange(0, 4))]}
+        if rng.random() < 0.2:
+            t["topic_id"] = rng.choice([None, "absent"])  # both the zero id
+            if t["topic_id"] == "absent":
+                del t["topic_id"]
+        return t
+
+    return {"responses": [topic() for _ in range(rng.randrange(0, 4))],
             "throttle_time_ms": rng.choice([0, 100, 2**31 - 1])}
 
 
@@ -157,13 +190,14 @@ def _response(rng: random.Random) -> dict[str, Any]:
 def test_responses_encode_the_same(version: int) -> None:
     _native_or_skip()
     native, generated = codec("ProduceResponse", version), MessageCodec("ProduceResponse", version, native=False)
+    assert produce_codec.native_encoder("ProduceResponse", version, generated._encode) is not None
     rng = random.Random(100 + version)
     for _ in range(300):
         response = _response(rng)
         assert native.encode(response) == generated.encode(response)
 
 
-@pytest.mark.parametrize("version", [3, 8, 9, 10, 11, 12])
+@pytest.mark.parametrize("version", [3, 8, 9, 10, 11, 12, 13])
 def test_shapes_the_native_encoder_declines_encode_the_same(version: int) -> None:
     """A pre-encoded element, KIP-951's tagged fields, a tuple, a value out of range: the native
     encoder leaves them to the generated one, whose bytes (or error) result."""
@@ -182,9 +216,10 @@ def test_shapes_the_native_encoder_declines_encode_the_same(version: int) -> Non
     for shape in shapes:
         assert native.encode(shape) == generated.encode(shape), shape
     assert isinstance(pre, Encoded)
+    bad_topic = {"topic_id": "not-a-uuid"} if version >= 13 else {"name": 7}
     for bad in ({"responses": [{"name": "t", "partition_responses": [{**partition, "error_code": 40000}]}]},
                 {"responses": [{"name": "t", "partition_responses": [{**partition, "base_offset": 2**63}]}]},
-                {"responses": [{"name": 7, "partition_responses": []}]}):
+                {"responses": [{**bad_topic, "partition_responses": []}]}):
         with pytest.raises(Exception) as native_error:
             native.encode(bad)
         with pytest.raises(Exception) as generated_error:
