@@ -758,6 +758,16 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("odradek.fetch.sendfile", _B, True, None, _L,
        "Send Fetch record bytes with os.sendfile straight from the segment file (zero-copy); "
        "false copies them through Python (for measuring the difference)."),
+    _d("odradek.testing.faults.enable", _B, False, None, _L,
+       "Tests only: put fault injection (errors, delays, dropped connections, pauses) and the request "
+       "journal in the request path (docs/testing.md). Off: the request path is as without them."),
+    _d("odradek.testing.faults.port", _I, -1, Range(-1, 65535), _L,
+       "Port of the fault injection HTTP endpoint (with odradek.testing.faults.enable); -1 = off, "
+       "0 = any free port."),
+    _d("odradek.testing.faults.host", _ST, "127.0.0.1", None, _L,
+       "Interface of the fault injection endpoint; loopback unless set (anyone reaching it can break answers)."),
+    _d("odradek.testing.journal.max.entries", _I, 10000, _at_least(1), _L,
+       "Requests the journal keeps (the newest) while fault injection is on."),
     _d("odradek.port.mapped.listeners", _LI, [], None, _L,
        "Listeners whose advertised port differs from the port they bind on purpose, because a port mapping "
        "(docker -p, compose ports:, NAT) forwards one to the other: the start-up warning about the "

@@ -7,7 +7,9 @@
   ``odradek_broker_overrides`` fixture: override that (session scope) in a conftest.py.
 - ``odradek_topic`` (function): a new topic, unique per test, created on ``odradek_broker``.
 - ``odradek_private_broker`` (function): a broker of the test's own, for tests that restart it or
-  need other settings: ``@pytest.mark.odradek_broker(overrides={"key": "value"})``.
+  need other settings: ``@pytest.mark.odradek_broker(overrides={"key": "value"})``; ``faults=True`` in
+  that marker turns on its fault injection and request journal (``.faults``, ``.journal``;
+  docs/testing.md).
 - ``odradek_cluster`` (function): etcd plus 3 brokers of the test's own
   (broker.testing_cluster.ClusterProcesses): ``.bootstrap``, ``.kill(node_id)``, ``.stop(node_id)``,
   ``.start(node_id)``, ``.pause``/``.resume``, ``.controller_id()``, ``.wait_until(...)``, logs.
@@ -27,16 +29,18 @@ from broker.testing_cluster import ClusterProcesses, NoEtcdError, etcd_binary
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "odradek_broker(overrides=None): server.properties overrides for odradek_private_broker"
+        "markers", "odradek_broker(overrides=None, faults=False): server.properties overrides for "
+        "odradek_private_broker, and whether its fault injection and request journal are on"
     )
     config.addinivalue_line(
         "markers", "odradek_cluster(brokers=3, overrides=None): the size and broker overrides of odradek_cluster"
     )
 
 
-def _serve(tmp_path_factory: pytest.TempPathFactory, overrides: dict[str, str]) -> Iterator[RunningBroker]:
+def _serve(tmp_path_factory: pytest.TempPathFactory, overrides: dict[str, str],
+           faults: bool = False) -> Iterator[RunningBroker]:
     """A broker in a fresh temp dir for as long as the fixture lives."""
-    b = RunningBroker(tmp_path_factory.mktemp("odradek"), overrides=overrides)
+    b = RunningBroker(tmp_path_factory.mktemp("odradek"), overrides=overrides, faults=faults)
     b.start()
     try:
         yield b
@@ -61,7 +65,7 @@ def odradek_private_broker(request: pytest.FixtureRequest,
                            tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     marker = request.node.get_closest_marker("odradek_broker")
     overrides = (marker.kwargs.get("overrides") if marker else None) or {}
-    yield from _serve(tmp_path_factory, overrides)
+    yield from _serve(tmp_path_factory, overrides, bool(marker and marker.kwargs.get("faults")))
 
 
 @pytest.fixture

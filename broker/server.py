@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from broker.cluster.cluster_node import ClusterNode
     from broker.controller_client import ControllerClient
     from broker.embedded_controller import EmbeddedController
+    from broker.fault_admin import FaultAdminServer
+    from broker.faults import FaultInjector
     from broker.group.coordinator import GroupCoordinator
     from broker.metadata import BrokerMetadata
     from broker.metrics import BrokerMetrics
@@ -96,6 +98,9 @@ class Broker:
         # Delayed operations (long-poll fetches, joins, heartbeats) share one timing wheel, driven
         # by the handler loop.
         self.metrics: BrokerMetrics | None = None  # when odradek.metrics.port >= 0
+        # Tests only (broker/faults.py): when odradek.testing.faults.enable, and its HTTP endpoint.
+        self.faults: FaultInjector | None = None
+        self.fault_admin: FaultAdminServer | None = None
         # Client telemetry (KIP-714): subscriptions and clients; what they push is served on
         # /metrics by the exporter, which exists when /metrics does.
         self.client_metrics = ClientMetricsManager(lambda: self.metadata.image, config["telemetry.max.bytes"])
@@ -181,7 +186,7 @@ class Broker:
         partition_rule.follow(self.metadata, [self.group_coordinator, self.txn_coordinator])
         channel = RequestChannel(self.loop, self.config["queued.max.requests"], self._process,
                                  max_queued_bytes=self.config["queued.max.request.bytes"])
-        self.dispatcher = Dispatcher(self, self.handlers, channel)
+        self.dispatcher = Dispatcher(self, self._faulty_handlers(channel), channel)
         self._start_client_quotas(self.dispatcher)
         endpoints = [Endpoint(lst.name, lst.host, lst.port,
                               tls.server_tls(self.config, lst.name) if tls.is_tls(lst.security_protocol) else None)
@@ -214,6 +219,10 @@ class Broker:
         # Register the bound endpoint before accepting: a client that connects the moment the port
         # opens must already find this broker in Metadata and DescribeCluster (Kafka likewise
         # opens its client listeners only once the broker is registered and unfenced).
+        # Before the listeners bind (a connect then succeeds already): a test that sees the broker's
+        # port open can set its faults at once.
+        if self.faults is not None and self.config["odradek.testing.faults.port"] >= 0:
+            self._start_fault_admin()
         self.socket_server.bind()
         if self.cluster is None:
             from broker.broker_registration import register_this_broker
@@ -285,6 +294,35 @@ class Broker:
         except ValueError:
             overrides = parse_ip_overrides(self.config["max.connections.per.ip.overrides"])
         return cfg["max.connections"], cfg["max.connections.per.ip"], overrides
+
+    def _faulty_handlers(self, channel: RequestChannel) -> dict[int, Any]:
+        """The handler registry, run through fault injection and the request journal when
+        odradek.testing.faults.enable is set (broker/faults.py); otherwise the plain registry, so
+        the request path is exactly as without the feature."""
+        if not self.config["odradek.testing.faults.enable"]:
+            if self.config["odradek.testing.faults.port"] >= 0:
+                log.warning("odradek.testing.faults.port is set but odradek.testing.faults.enable is not: "
+                            "no fault injection endpoint")
+            return self.handlers
+        from broker.faults import FaultInjector
+
+        def topic_name_of(topic_id: Any) -> str | None:
+            topic = self.metadata.image.topics_by_id.get(topic_id)
+            return None if topic is None else topic.name
+
+        self.faults = FaultInjector(self.handlers, self.config["odradek.testing.journal.max.entries"], topic_name_of)
+        log.warning("fault injection is on (odradek.testing.faults.enable): for tests only")
+        return self.faults.wrap_handlers(self.handlers, channel.close)
+
+    def _start_fault_admin(self) -> None:
+        from broker.fault_admin import FaultAdminServer
+
+        assert self.faults is not None
+        self.fault_admin = FaultAdminServer(self.faults, self.config["odradek.testing.faults.host"],
+                                            self.config["odradek.testing.faults.port"])
+        self.fault_admin.start()
+        log.info("fault injection endpoint on http://%s:%d/faults", self.config["odradek.testing.faults.host"],
+                 self.fault_admin.port)
 
     def _start_client_quotas(self, dispatcher: Dispatcher) -> None:
         """Client quotas from the metadata image (broker/quota): the dispatcher holds them only
@@ -467,6 +505,8 @@ class Broker:
             await step("stopping the transaction coordinator", self.txn_coordinator.shutdown)
         if self.metrics is not None:
             await step("stopping metrics", self.metrics.shutdown)
+        if self.fault_admin is not None:
+            await step("stopping the fault injection endpoint", self.fault_admin.shutdown)
         rm: ReplicaManager | None = vars(self).get("replica_manager")
         if rm is not None:
             await step("closing logs", rm.shutdown)

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from broker.cluster_launcher import BrokerNode, free_port, kafka_request
+from broker.testing_faults import Faults, Journal
 
 CREATE_TOPICS_VERSION = 7  # flexible; Kafka 3.x+ brokers and clients all speak it
 
@@ -40,9 +41,23 @@ class RunningBroker(BrokerNode):
     class adds the test defaults, the start-up timing and the topic helper."""
 
     def __init__(self, data_dir: Path, host: str = "127.0.0.1", port: int | None = None,
-                 overrides: Mapping[str, str] | None = None) -> None:
+                 overrides: Mapping[str, str] | None = None, faults: bool = False) -> None:
         data_dir = Path(data_dir)
         port = port or free_port(host)
+        overrides = dict(overrides or {})
+        # Fault injection (broker/faults.py) is reached through its loopback endpoint on a port
+        # chosen here, so ``faults`` and ``journal`` know where it is.
+        if faults or overrides.get("odradek.testing.faults.enable", "").lower() == "true":
+            overrides["odradek.testing.faults.enable"] = "true"
+            overrides.setdefault("odradek.testing.faults.port", str(free_port("127.0.0.1")))
+        faults_port = int(overrides.get("odradek.testing.faults.port", "-1"))
+        enabled = overrides.get("odradek.testing.faults.enable") == "true" and faults_port >= 0
+        faults_host = overrides.get("odradek.testing.faults.host", "127.0.0.1")
+        faults_url = f"http://{faults_host}:{faults_port}" if enabled else None
+        # ``faults.fail_next(...)``, ``faults.delay(...)``, ``journal.entries(...)``: they raise
+        # FaultsDisabledError unless the broker was started with ``faults=True``.
+        self.faults = Faults(faults_url)
+        self.journal = Journal(faults_url)
         # Test-friendly defaults (like tests/support/broker_process.py): one partition per
         # auto-created topic, no initial rebalance delay, a small __consumer_offsets.
         defaults = {
@@ -110,14 +125,16 @@ class RunningBroker(BrokerNode):
 
 @contextmanager
 def running_broker(data_dir: str | Path | None = None, overrides: Mapping[str, str] | None = None,
-                   host: str = "127.0.0.1", port: int | None = None, timeout: float = 20.0) -> Iterator[RunningBroker]:
+                   host: str = "127.0.0.1", port: int | None = None, timeout: float = 20.0,
+                   faults: bool = False) -> Iterator[RunningBroker]:
     """Start a broker (data in a new temp dir unless ``data_dir``), yield it, stop it, remove the temp dir.
 
     ``overrides`` are server.properties keys, e.g. ``{"auto.create.topics.enable": "false"}``.
+    ``faults=True`` turns on fault injection and the request journal: ``b.faults``, ``b.journal``.
     """
     own_dir = data_dir is None
     path = Path(tempfile.mkdtemp(prefix="odradek-")) if data_dir is None else Path(data_dir)
-    b = RunningBroker(path, host=host, port=port, overrides=overrides)
+    b = RunningBroker(path, host=host, port=port, overrides=overrides, faults=faults)
     try:
         b.start(timeout)
         yield b
