@@ -142,6 +142,10 @@ class FaultInjector:
     def _add(self, rule: Rule) -> dict[str, Any]:
         if rule.partition is not None and rule.topic is None:
             raise FaultRuleError("a partition needs its topic")
+        for what, value, kind in (("topic", rule.topic, str), ("client_id", rule.client_id, str),
+                                  ("partition", rule.partition, int)):
+            if value is not None and (type(value) is not kind):
+                raise FaultRuleError(f"{what} must be a {kind.__name__} (got {value!r})")
         with self._lock:
             rule.id = next(self._ids)
             self._rules.append(rule)
@@ -205,6 +209,9 @@ class FaultInjector:
     async def _after_pause(self, spec: HandlerSpec, handle: Callable[[Any], Any], request: Any) -> Any:
         assert self._resumed is not None
         while self._paused:
+            # Cleared here too: pause() clears it through the loop, so a request arriving before
+            # that callback runs would otherwise find it still set and spin without yielding.
+            self._resumed.clear()
             await self._resumed.wait()
         result = self._apply(spec, handle, request)
         if inspect.isawaitable(result):

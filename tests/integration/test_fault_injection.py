@@ -168,6 +168,9 @@ def test_bad_rules_are_refused_and_add_nothing(faulty: RunningBroker) -> None:
         dict(api="Produce", code=0),
         dict(api="Produce", code=6, count=0),
         dict(api="Produce", code=6, partition=0),  # a partition without its topic
+        dict(api="Produce", code=6, topic=7),
+        dict(api="Produce", code=6, topic=topic, partition="0"),
+        dict(api="Produce", code=6, client_id=["x"]),
     ]
     for kwargs in bad:
         with pytest.raises(FaultRequestError):
