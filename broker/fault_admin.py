@@ -16,7 +16,8 @@ journal are thread-safe (broker/faults.py, broker/request_journal.py).
     DELETE /journal
 
 A POST answers 200 with the rule it added. A bad rule (unknown api or code, a count below 1, a
-partition without its topic, a field this rule does not take, a body that is not a JSON object)
+partition without its topic, a field this rule does not take, a body that is not a JSON object, over
+64 KiB, or whose Content-Length is not a whole number)
 answers 400 ``{"error": "..."}`` and adds nothing; an unknown path 404.
 """
 
@@ -112,7 +113,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, {"error": str(exc)})
 
     def _body(self) -> dict[str, Any]:
-        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0:  # read(-1) would wait for the client to close
+            raise FaultRuleError("Content-Length must be a whole number, 0 or more")
         if length > MAX_BODY_BYTES:
             raise FaultRuleError(f"body over {MAX_BODY_BYTES} bytes")
         raw = self.rfile.read(length) if length else b"{}"

@@ -3,6 +3,7 @@ clients (confluent-kafka, raw sockets framed with our codecs, urllib for the adm
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 import urllib.error
@@ -211,6 +212,15 @@ def test_admin_endpoint_over_http(faulty: RunningBroker) -> None:
         status, answer = call("POST", "/faults/fail", bad)
         assert status == 400 and answer["error"], bad
     assert call("POST", "/faults/nothing", {})[0] == 404
+    assert call("POST", "/faults/fail", b"{" + b" " * (64 << 10) + b"}")[0] == 400  # over 64 KiB
+    for length in ("-1", "ten"):  # a broken Content-Length is refused, not waited on
+        conn = http.client.HTTPConnection(base.removeprefix("http://"), timeout=5)
+        conn.putrequest("POST", "/faults/fail")
+        conn.putheader("Content-Length", length)
+        conn.endheaders()
+        reply = conn.getresponse()
+        assert reply.status == 400 and "Content-Length" in json.loads(reply.read())["error"]
+        conn.close()
     assert call("GET", "/journal?bogus=1")[0] == 400
     assert len(call("GET", "/faults")[1]["rules"]) == 1
     with WireClient(faulty.host, faulty.port, client_id="http-test") as c:
