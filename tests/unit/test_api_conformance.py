@@ -105,3 +105,9 @@ def test_make_test_checks_the_coverage_and_make_api_coverage_records_it() -> Non
     assert pytest_line.startswith("env ODRADEK_API_COVERAGE=check ") and " -n " in pytest_line
     record = dry_run("api-coverage")
     assert "ODRADEK_API_COVERAGE=record" in record and "-m tools.api_conformance table" in record
+
+
+def test_the_table_names_scenario_tests_first_and_the_sweep_for_the_rest() -> None:
+    sweep = ac.SWEEP + "test_every[0-Produce]"
+    sent = {(0, 0): {sweep, "tests/a.py::t"}, (0, 1): {sweep}, (0, 2): {sweep, "tests/b.py::u"}, (0, 3): set()}
+    assert ac.covering_tests([0, 1, 2, 3], 0, sent) == [("tests/a.py::t", [0]), ("tests/b.py::u", [2]), (sweep, [1])]
