@@ -24,7 +24,6 @@ whose broker log names each refusal; Odradek's broker there has a client listene
 from __future__ import annotations
 
 import struct
-import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from broker.handlers import produce
 from tests.support.bad_batches import records, wrap
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import cluster_or_skip
-from tests.support.real_kafka import TARGETS, require_toolchain, shared_kafka, unique
+from tests.support.real_kafka import TARGETS, require_toolchain, shared_kafka, unique, wait_until_led
 from tests.support.wire import WireClient, create_topic
 
 PRODUCE, CONTROLLED_SHUTDOWN, SASL_HANDSHAKE, ALTER_PARTITION = 0, 7, 17, 56
@@ -84,21 +83,13 @@ def listener(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 
 def _create_topic(listener: ClientListener, topic: str) -> None:
-    """CreateTopics, then until the broker knows the partition's leader (Kafka answers CreateTopics
-    once the controller committed it; its broker may learn the leader a moment later)."""
+    """CreateTopics, then until the partition's leader serves it (Kafka answers CreateTopics once the
+    controller committed it; its broker leads the partition a moment later)."""
     with listener.client() as c:
         resp = c.request(19, 7, {"topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1}],
                                  "timeout_ms": 5000})
         assert resp["topics"][0]["error_code"] == 0, resp
-        deadline = time.monotonic() + 30
-        while True:
-            md = c.request(3, 12, {"topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
-                                   "include_topic_authorized_operations": False})
-            partitions = md["topics"][0]["partitions"]
-            if partitions and partitions[0]["leader_id"] >= 0:
-                return
-            assert time.monotonic() < deadline, md
-            time.sleep(0.1)
+        wait_until_led(c, topic, 1)
 
 
 def _closes(listener: ClientListener, api: int, version: int, body: dict) -> bool:

@@ -540,10 +540,10 @@ def test_produce_v13_names_topics_by_id(targets: dict[str, Target]) -> None:
         labels = {topic_id: "<topic id>", unknown: "<unknown id>", ZERO_ID: "<zero>"}
 
         def answer(resp: dict) -> list[tuple[Any, ...]]:
-            # Kafka answers from a map of partitions: the topics are not in request order.
+            # Kafka answers from a map of partitions: neither topics nor partitions are in request order.
             return sorted((labels.get(t["topic_id"], str(t["topic_id"])), t["name"],
-                           [(p["index"], p["error_code"], p["base_offset"], p["log_start_offset"], p["error_message"])
-                            for p in t["partition_responses"]])
+                           sorted((p["index"], p["error_code"], p["base_offset"], p["log_start_offset"],
+                                   p["error_message"]) for p in t["partition_responses"]))
                           for t in resp["responses"])
 
         out: dict[str, Any] = {}

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.real_kafka import TARGETS, Target, open_target, require_toolchain, unique
+from tests.support.real_kafka import TARGETS, Target, open_target, require_toolchain, unique, wait_until_led
 from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.skipif(shutil.which("kcat") is None,
@@ -49,18 +49,10 @@ def _create_topic(target: Target, name: str) -> None:
                                               "configs": [{"name": "compression.type", "value": "producer"}]}],
                                  "timeout_ms": 5000})
     assert resp["topics"][0]["error_code"] == 0, resp
-    # Kafka answers CreateTopics once the controller committed it; its broker may learn the leader a
+    # Kafka answers CreateTopics once the controller committed it; its broker leads the partition a
     # moment later, and kcat -p 0 gives up on a partition its first metadata does not show.
-    deadline = time.monotonic() + 30
     with WireClient(target.host, target.port) as c:
-        while True:
-            md = c.request(3, 12, {"topics": [{"name": name, "topic_id": None}], "allow_auto_topic_creation": False,
-                                   "include_topic_authorized_operations": False})
-            partitions = md["topics"][0]["partitions"]
-            if md["topics"][0]["error_code"] == 0 and partitions and partitions[0]["leader_id"] >= 0:
-                return
-            assert time.monotonic() < deadline, md
-            time.sleep(0.1)
+        wait_until_led(c, name, 1)
 
 
 def _lines(codec: str) -> list[str]:

@@ -28,12 +28,6 @@ def steps(target: Target) -> list[tuple[str, int, int | None]]:
     create_topic(target, topic, 1)
     with WireClient(target.host, target.port) as c:
         deadline = time.monotonic() + 30
-        while True:  # a Kafka broker knows the topic a moment after CreateTopics answers
-            md = c.request(3, 12, {"topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False})
-            if md["topics"][0]["error_code"] == NONE and md["topics"][0]["partitions"][0]["leader_id"] >= 0:
-                break
-            assert time.monotonic() < deadline, md
-            time.sleep(0.1)
         while True:  # a new Kafka answers COORDINATOR_LOAD_IN_PROGRESS for a while; clients retry
             init = c.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
                                      "producer_id": -1, "producer_epoch": -1})

@@ -27,11 +27,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.support.broker_process import BrokerProcess
 from tools.kafka_dist import KafkaServer, ToolchainUnavailable, ensure_jars
+
+if TYPE_CHECKING:
+    from tests.support.wire import WireClient
 
 TARGETS = ("kafka", "odradek")
 
@@ -160,26 +164,27 @@ def create_topic(target: Target, topic: str, partitions: int = 1, configs: dict[
     futures = admin.create_topics([NewTopic(topic, partitions, 1, config={**KEEP_RECORDS, **(configs or {})})],
                                   operation_timeout=15)
     futures[topic].result(timeout=30)
-    wait_until_led(target, topic, partitions)
+    from tests.support.wire import WireClient
+
+    with WireClient(target.host, target.port) as c:
+        wait_until_led(c, topic, partitions)
 
 
-def wait_until_led(target: Target, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
+def wait_until_led(c: WireClient, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
     """Wait until the leader of every partition serves it (ListOffsets answers NONE), not just until
     Metadata names a leader: Kafka publishes a new topic to its metadata cache before its replica
     manager makes the partition leader, so a Produce sent in between gets NOT_LEADER_OR_FOLLOWER
-    (seen in CI as a comparison test's first step answering 6 on Kafka and 120 on Odradek)."""
+    (seen in CI as a comparison test's first step answering 6 on Kafka and 120 on Odradek). ``c``:
+    a client of the one broker that leads them all (the tests' single-node targets)."""
     import time
 
-    from tests.support.wire import WireClient
-
     deadline = time.monotonic() + timeout_s
-    with WireClient(target.host, target.port) as c:
-        while True:
-            r = c.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
-                {"name": topic, "partitions": [{"partition_index": i, "current_leader_epoch": -1, "timestamp": -1}
-                                               for i in range(partitions)]}]})
-            codes = [p["error_code"] for t in r["topics"] for p in t["partitions"]]
-            if len(codes) == partitions and not any(codes):
-                return
-            assert time.monotonic() < deadline, f"{topic}: partitions not led after {timeout_s} s: {codes}"
-            time.sleep(0.05)
+    while True:
+        r = c.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": i, "current_leader_epoch": -1, "timestamp": -1}
+                                           for i in range(partitions)]}]})
+        codes = [p["error_code"] for t in r["topics"] for p in t["partitions"]]
+        if len(codes) == partitions and not any(codes):
+            return
+        assert time.monotonic() < deadline, f"{topic}: partitions not led after {timeout_s} s: {codes}"
+        time.sleep(0.05)
