@@ -71,6 +71,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from storage import clock
 from storage.checkpoint_file import (
@@ -353,23 +354,30 @@ class LogManager:
                         counts[d] += 1
                 log_dir = min(online, key=lambda d: counts[d])
             dir = log_dir / name
-            existed = dir.exists()
-            log: Log | None = None
-            try:
-                # No failure callback while opening: whether the error takes the dir offline is
-                # decided below, from its errno.
-                log = Log.open(dir, config or self._topic_configs.get(topic, self.default_config),
-                               clean_shutdown=True, topic_id=topic_id, producer_state=self._producer_state(tp, dir))
-                fsync_dir(log_dir)
-            except (OSError, LogDirOfflineError) as exc:
-                if log is not None:
-                    log.close_quietly()
-                raise self._creation_failed(log_dir, dir, existed, exc) from exc
-            log.on_dir_failure = self._on_dir_failure
+            log = self._open_new_log(tp, log_dir, dir, dir.exists(),
+                                     config or self._topic_configs.get(topic, self.default_config), topic_id=topic_id)
             self._logs[tp] = log
             self._log_dir_of[tp] = log_dir
-            self._preferred_dirs.pop(tp, None)
             return log
+
+    def _open_new_log(self, tp: tuple[str, int], log_dir: Path, dir: Path, existed: bool, config: LogConfig,
+                      **log_args: Any) -> Log:
+        """Blocking, under the lock: open a new partition log (current or future) in ``dir``, made durable
+        in ``log_dir``, with the dir-failure callback set once it is open; the partition's remembered
+        preferred dir is spent. A failure to create it is :meth:`_creation_failed`'s."""
+        log: Log | None = None
+        try:
+            # No failure callback while opening: whether the error takes the dir offline is
+            # decided by _creation_failed, from its errno.
+            log = Log.open(dir, config, clean_shutdown=True, producer_state=self._producer_state(tp, dir), **log_args)
+            fsync_dir(log_dir)
+        except (OSError, LogDirOfflineError) as exc:
+            if log is not None:
+                log.close_quietly()
+            raise self._creation_failed(log_dir, dir, existed, exc) from exc
+        log.on_dir_failure = self._on_dir_failure
+        self._preferred_dirs.pop(tp, None)
+        return log
 
     def _check_not_in_offline_dir(self, name: str) -> None:
         for d in self.offline_dirs:
@@ -520,20 +528,10 @@ class LogManager:
             if log_dir in self.offline_dirs or log_dir not in self.log_dirs:
                 raise KafkaStorageError(f"Log directory {log_dir} is offline")
             dir = log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
-            log: Log | None = None
-            try:
-                log = Log.open(dir, self._topic_configs.get(topic, current.config), clean_shutdown=True,
-                               log_start_offset=current.log_start_offset, topic_id=current.topic_id,
-                               producer_state=self._producer_state(tp, dir))
-                fsync_dir(log_dir)
-            except (OSError, LogDirOfflineError) as exc:
-                if log is not None:
-                    log.close_quietly()
-                raise self._creation_failed(log_dir, dir, False, exc) from exc
-            log.on_dir_failure = self._on_dir_failure
+            log = self._open_new_log(tp, log_dir, dir, False, self._topic_configs.get(topic, current.config),
+                                     log_start_offset=current.log_start_offset, topic_id=current.topic_id)
             self._futures[tp] = log
             self._future_dir_of[tp] = log_dir
-            self._preferred_dirs.pop(tp, None)
             return log
 
     def delete_future_log(self, topic: str, partition: int) -> bool:
