@@ -28,7 +28,7 @@ import pytest
 
 from protocol.headers import encode_request_header
 from tests.support.bad_batches import records, wrap
-from tests.support.real_kafka import TARGETS, Target, create_topic, open_target, require_toolchain, unique
+from tests.support.real_kafka import TARGETS, Target, create_topic, kafka_and_odradek, unique
 from tests.support.wire import WireClient
 
 CREATE_TOPICS, DELETE_TOPICS, OFFSET_FOR_LEADER_EPOCH = 19, 20, 23
@@ -154,10 +154,8 @@ def retired_requests(keep: str, absent: dict[int, str]) -> list[tuple[int, int, 
 
 @pytest.fixture(scope="module")
 def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Target]]:
-    require_toolchain()
-    with open_target("kafka", tmp_path_factory.mktemp("kafka")) as kafka, \
-            open_target("odradek", tmp_path_factory.mktemp("odradek")) as odradek:
-        yield {"kafka": kafka, "odradek": odradek}
+    with kafka_and_odradek(tmp_path_factory) as targets:
+        yield targets
 
 
 def test_retired_versions_close_the_connection_and_change_nothing(targets: dict[str, Target]) -> None:

@@ -44,7 +44,7 @@ from typing import Any
 import pytest
 
 from protocol.headers import encode_request_header
-from tests.support.real_kafka import TARGETS, Target, create_topic, open_target, require_toolchain, unique
+from tests.support.real_kafka import TARGETS, Target, create_topic, kafka_and_odradek, unique
 from tests.support.wire import WireClient
 
 API_VERSIONS, METADATA, LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH = 18, 3, 2, 8, 9
@@ -59,10 +59,8 @@ ZERO_ID = uuid.UUID(int=0)
 
 @pytest.fixture(scope="module")
 def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Target]]:
-    require_toolchain()
-    with open_target("kafka", tmp_path_factory.mktemp("kafka")) as kafka, \
-            open_target("odradek", tmp_path_factory.mktemp("odradek")) as odradek:
-        yield {"kafka": kafka, "odradek": odradek}
+    with kafka_and_odradek(tmp_path_factory) as targets:
+        yield targets
 
 
 def client(target: Target) -> WireClient:

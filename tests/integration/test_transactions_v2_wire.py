@@ -39,7 +39,7 @@ from typing import Any
 import pytest
 
 from protocol.records import Record, encode_batch
-from tests.support.real_kafka import TARGETS, Target, create_topic, open_target, require_toolchain, unique
+from tests.support.real_kafka import TARGETS, Target, create_topic, kafka_and_odradek, unique
 from tests.support.wire import WireClient
 
 PRODUCE, LIST_OFFSETS, METADATA, OFFSET_FETCH, FIND_COORDINATOR = 0, 2, 3, 9, 10
@@ -53,10 +53,8 @@ DONE = ("CompleteCommit", "CompleteAbort", "Empty")
 
 @pytest.fixture(scope="module")
 def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Target]]:
-    require_toolchain()
-    with open_target("kafka", tmp_path_factory.mktemp("kafka")) as kafka, \
-            open_target("odradek", tmp_path_factory.mktemp("odradek")) as odradek:
-        yield {"kafka": kafka, "odradek": odradek}
+    with kafka_and_odradek(tmp_path_factory) as targets:
+        yield targets
 
 
 def new_topic(target: Target, c: WireClient) -> tuple[str, uuid.UUID]:

@@ -156,6 +156,16 @@ def open_target(name: str, tmp_dir: Path) -> Iterator[Target]:
 KEEP_RECORDS = {"retention.ms": "-1"}
 
 
+@contextmanager
+def kafka_and_odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Target]]:
+    """The comparison tests' two targets by name: the session's Kafka and a fresh Odradek (a module
+    fixture's body: ``with kafka_and_odradek(tmp_path_factory) as targets: yield targets``)."""
+    require_toolchain()
+    with open_target("kafka", tmp_path_factory.mktemp("kafka")) as kafka, \
+            open_target("odradek", tmp_path_factory.mktemp("odradek")) as odradek:
+        yield {"kafka": kafka, "odradek": odradek}
+
+
 def create_topic(target: Target, topic: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
     """Create a topic with librdkafka's admin client (cheap: no JVM) and wait for it to exist."""
     from confluent_kafka.admin import AdminClient, NewTopic
