@@ -60,6 +60,10 @@ def _ipv4(host: str) -> str:
 # metadata.log.max.record.bytes.between.snapshots of batches, 20 MiB by default, plus the snapshot).
 # etcd itself sends responses of any size; this bounds only what one answer may hold.
 MAX_RECEIVE_MESSAGE_BYTES = 1 << 30
+# gRPC's reconnect backoff grows to 120 s by default, so after an etcd outage of half a minute a
+# broker could go on failing fast for many seconds more once etcd was back (a cluster test waited
+# 30 s in vain). Capped as Kafka caps its clients' reconnect.backoff.max.ms (1 s).
+MAX_RECONNECT_BACKOFF_MS = 1000
 
 
 def etcd_client(endpoint: str, timeout_s: float = 5.0) -> Any:
@@ -67,4 +71,5 @@ def etcd_client(endpoint: str, timeout_s: float = 5.0) -> Any:
     first use."""
     host, port = grpc_target(endpoint)
     return aetcd.Client(host=host, port=port, timeout=timeout_s,
-                        options={"grpc.max_receive_message_length": MAX_RECEIVE_MESSAGE_BYTES})
+                        options={"grpc.max_receive_message_length": MAX_RECEIVE_MESSAGE_BYTES,
+                                 "grpc.max_reconnect_backoff_ms": MAX_RECONNECT_BACKOFF_MS})

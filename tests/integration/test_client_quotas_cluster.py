@@ -12,6 +12,7 @@ import pytest
 from broker.testing_cluster import ClusterProcesses
 from tests.integration.test_client_quotas import produce_request
 from tests.support.cluster import cluster_or_skip
+from tests.support.real_kafka import wait_until_led
 from tests.support.wire import WireClient
 
 
@@ -52,6 +53,8 @@ def test_quota_set_on_one_broker_is_enforced_by_all(cluster: ClusterProcesses) -
     md = c.request(controller, "Metadata", 12, {"topics": [{"name": "quota-cluster", "topic_id": None}]})
     leader = md["topics"][0]["partitions"][0]["leader_id"]
     host, port = next((b["host"], b["port"]) for b in md["brokers"] if b["node_id"] == leader)
+    with WireClient(host, port) as probe:  # the controller names the leader before the leader has applied it
+        wait_until_led(probe, "quota-cluster", 1)
     # 20 KB over the default 10-s minimum window: 2 KB/s against 1 KB/s.
     with WireClient(host, port, client_id="cluster-app") as client:
         response = client.request(0, 9, produce_request("quota-cluster", 20_000))
