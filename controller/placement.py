@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from controller.java_hashing import hash_map_order, string_hash
 from controller.java_random import JavaRandom
 
 
@@ -203,22 +204,12 @@ class _RackList:
             self._random.shuffle(rack.unfenced.ids)
 
 
-_MASK32 = 0xFFFFFFFF
 T = TypeVar("T")
-
-
-def _string_hash(text: str) -> int:
-    """Java's String.hashCode over UTF-16 code units, unsigned 32-bit."""
-    h = 0
-    data = text.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & _MASK32
-    return h
 
 
 def _optional_string_hash(name: str | None) -> int:
     """Optional<String>.hashCode: 0 when empty."""
-    return 0 if name is None else _string_hash(name)
+    return 0 if name is None else string_hash(name)
 
 
 def _optional_string_order(name: str | None) -> tuple[int, bytes]:
@@ -227,17 +218,10 @@ def _optional_string_order(name: str | None) -> tuple[int, bytes]:
 
 
 def _java_hash_map_order(items: Sequence[T], hash_of: Callable[[T], int]) -> list[T]:
-    """The iteration order of a java.util.HashMap (default capacity 16, doubled past 3/4 full) into
-    which ``items`` were put in this order, keyed by ``hash_of(item)`` (Java's hashCode, unsigned):
-    bucket by bucket, ``spread(h) & (capacity - 1)`` with ``spread(h) = h ^ (h >>> 16)``, each bucket
-    in insertion order (resizes keep it). Not reproduced: a bucket of 8+ keys that Java makes a tree,
-    and a map sized by earlier, since removed, entries."""
+    """The iteration order of a java.util.HashMap made with the default capacity (16, doubled past
+    3/4 full) into which ``items`` were put in this order (controller/java_hashing.py). Not
+    reproduced: a map sized by earlier, since removed, entries."""
     capacity = 16
     while len(items) > capacity * 3 // 4:
         capacity *= 2
-
-    def bucket(item: T) -> int:
-        h = hash_of(item) & _MASK32
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return sorted(items, key=bucket)  # stable: insertion order within a bucket
+    return hash_map_order(items, hash_of, capacity)

@@ -7,13 +7,11 @@ GetTelemetrySubscriptions' requested_metrics is the set), and the subscription i
 iteration order too. Giving the same ids and orders as Kafka lets a client's answers from Kafka and
 Odradek be compared (tests/integration/test_client_telemetry_ab.py does).
 
-A java.util.HashMap (and ConcurrentHashMap, before any resize reorders a bin) iterates its table
-bucket by bucket, each bucket in insertion order; the bucket of a key is ``spread(hashCode) &
-(capacity - 1)`` with ``spread(h) = h ^ (h >>> 16)``; the table starts at 16 buckets (or the
-smallest power of two holding ``n / 0.75`` for ``new HashSet<>(collection)``) and doubles when its
-size passes three quarters of it. A split on resize keeps each bucket's order, so the final order is
-the insertion order sorted (stably) by the final bucket. Not reproduced: a bucket of 8 or more keys
-that Java turns into a tree (never the case for a handful of subscription names or prefixes).
+A java.util.HashMap (and ConcurrentHashMap, before any resize reorders a bin) iterates as
+controller/java_hashing.py says; here the table starts at 16 buckets (or the smallest power of two
+holding ``n / 0.75`` for ``new HashSet<>(collection)``) and doubles when its size passes three
+quarters of it. A bucket of 8 or more keys, which Java turns into a tree, is never the case for a
+handful of subscription names or prefixes.
 
 Pure functions; any thread.
 """
@@ -23,22 +21,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
+from controller.java_hashing import MASK32, hash_map_order, string_hash
 from protocol.checksum import crc32c
-
-_MASK32 = 0xFFFFFFFF
-
-
-def string_hash(text: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units), as an unsigned 32-bit value."""
-    h = 0
-    data = text.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & _MASK32
-    return h
 
 
 def to_int32(value: int) -> int:
-    value &= _MASK32
+    value &= MASK32
     return value - (1 << 32) if value >= 1 << 31 else value
 
 
@@ -66,7 +54,7 @@ def hash_order(items: Iterable[str], *, sized_for: int | None = None) -> list[st
             initial *= 2
         initial = max(initial, 16)
     capacity = _capacity_for(len(unique), initial)
-    return sorted(unique, key=lambda s: (string_hash(s) ^ (string_hash(s) >> 16)) & (capacity - 1))
+    return hash_map_order(unique, string_hash, capacity)
 
 
 def set_to_string(items: Iterable[str]) -> str:
@@ -77,4 +65,4 @@ def set_to_string(items: Iterable[str]) -> str:
 def subscription_id(metrics_in_order: list[str], push_interval_ms: int, client_instance_id: uuid.UUID) -> int:
     """Kafka's ClientMetricsManager.computeSubscriptionId."""
     crc = crc32c((set_to_string(metrics_in_order) + str(push_interval_ms)).encode())
-    return to_int32(crc ^ (uuid_hash(client_instance_id) & _MASK32))
+    return to_int32(crc ^ (uuid_hash(client_instance_id) & MASK32))
