@@ -45,6 +45,11 @@ NEWER_APIS = (
     "DescribeConfigs", "DescribeGroups", "DescribeLogDirs", "EndTxn", "Fetch", "ListConfigResources", "ListOffsets",
     "ListTransactions", "Metadata", "OffsetCommit", "OffsetFetch", "OffsetForLeaderEpoch", "Produce",
     "TxnOffsetCommit", "WriteTxnMarkers",
+    # Share groups (KIP-932, issue 30): Kafka 4.4 serves them from v1 (v0 was 4.0's early access).
+    "ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge",
+    "DescribeShareGroupOffsets", "AlterShareGroupOffsets", "DeleteShareGroupOffsets",
+    "InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState", "DeleteShareGroupState",
+    "ReadShareGroupStateSummary",
 )
 
 
