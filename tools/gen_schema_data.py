@@ -50,7 +50,16 @@ NEWER_APIS = (
     "DescribeShareGroupOffsets", "AlterShareGroupOffsets", "DeleteShareGroupOffsets",
     "InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState", "DeleteShareGroupState",
     "ReadShareGroupStateSummary",
+    # Streams groups (KIP-1071, issue 30).
+    "StreamsGroupHeartbeat", "StreamsGroupDescribe",
 )
+
+# The coordinator records protocol/coordinator_schema_data.py takes from Kafka 4.4.0's
+# group-coordinator jar (names starting with one of these; Kafka 4.x types them "coordinator-key" and
+# "coordinator-value", version 0, the record type in apiKey): regenerate with
+#   python tools/gen_schema_data.py --data <kafka@1eb7644349c>/group-coordinator/src/main/resources/common/message \
+#       --newer .cache/jars/kafka/kafka-group-coordinator-4.4.0.jar StreamsGroup > protocol/coordinator_schema_data.py
+NEWER_RECORDS = ("StreamsGroup",)
 
 
 def strip_comments(text: str) -> str:
@@ -157,7 +166,8 @@ def convert_message(spec: dict) -> dict:
     structs = {s["name"]: s["fields"] for s in spec.get("commonStructs", [])}
     return {
         "api_key": spec.get("apiKey"),
-        "type": spec["type"],
+        # Kafka 4.x names its coordinator records' types "coordinator-key"/"-value"; one kind here.
+        "type": "data" if spec["type"].startswith("coordinator-") else spec["type"],
         "valid": parse_range(spec["validVersions"]),
         "flexible": parse_range(spec["flexibleVersions"]),
         "fields": convert_fields(spec["fields"], structs),
@@ -167,7 +177,11 @@ def convert_message(spec: dict) -> dict:
 def main(msg_dir: str, kinds: tuple[str, ...] = ("request", "response", "header"),
          newer: tuple[str, tuple[str, ...]] | None = None) -> None:
     specs = {name: spec for name, spec in read_definitions(msg_dir).items() if spec.get("type") in kinds}
-    if newer is not None:
+    if newer is not None and kinds == ("data",):
+        for name, spec in read_definitions(newer[0]).items():
+            if name.startswith(newer[1]) and spec.get("type") in ("coordinator-key", "coordinator-value"):
+                specs[name] = spec
+    elif newer is not None:
         newer_specs = read_definitions(newer[0])
         for api in newer[1]:
             for name in (f"{api}Request", f"{api}Response"):
@@ -188,7 +202,11 @@ def main(msg_dir: str, kinds: tuple[str, ...] = ("request", "response", "header"
     print("One JSON document per message, decoded on first use (see protocol/schema_table.py). Each")
     print("field row: [name, type, versions, nullable_versions, tag, tagged_versions, default,")
     print("no_flexible_encoding, child_fields]. Version ranges are [low, high] or null.")
-    if newer is not None:
+    if newer is not None and kinds == ("data",):
+        print()
+        print("\n".join(textwrap.wrap("From the newer definitions (Kafka 4.4.0's group-coordinator jar), the "
+                                     "records whose names start with: " + ", ".join(newer[1]) + ".", width=100)))
+    elif newer is not None:
         print()
         print("\n".join(textwrap.wrap("From the newer definitions (Kafka 4.4.0's; see the generator's "
                                      "docstring), the requests and responses of: " + ", ".join(newer[1]) + ".",
@@ -204,7 +222,9 @@ def main(msg_dir: str, kinds: tuple[str, ...] = ("request", "response", "header"
     print("})")
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--data":
+    if sys.argv[1] == "--data" and len(sys.argv) == 6 and sys.argv[3] == "--newer":
+        main(sys.argv[2], ("data",), newer=(sys.argv[4], tuple(sys.argv[5].split(","))))
+    elif sys.argv[1] == "--data":
         main(sys.argv[2], ("data",))
     elif len(sys.argv) == 5 and sys.argv[2] == "--newer":
         main(sys.argv[1], newer=(sys.argv[3], tuple(sys.argv[4].split(","))))
