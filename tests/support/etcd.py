@@ -11,12 +11,15 @@ from 2 s to 1 s, which keeps the lease-lapse tests short.
 
 from __future__ import annotations
 
+import os
+import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from broker.cluster_launcher import EtcdProcess
+from broker.cluster_launcher import PACKAGE_ROOT, EtcdProcess
 from broker.etcd_binary import find_etcd_binary
 
 __all__ = ["EtcdServer", "etcd_binary_or_skip", "etcd_server", "find_etcd_binary"]
@@ -38,6 +41,30 @@ class EtcdServer(EtcdProcess):
 
     def __init__(self, binary: str, data_dir: Path) -> None:
         super().__init__(binary, data_dir, fast=True, name="test")
+        # ODRADEK_TEST_ETCD=embedded: the same tests against the host supervisor's store
+        # (controller/embedded_etcd.py), which must keep etcd's contract (test_embedded_etcd.py).
+        self.embedded = os.environ.get("ODRADEK_TEST_ETCD") == "embedded"
+
+    def command(self) -> list[str]:
+        if not self.embedded:
+            return super().command()
+        return [sys.executable, "-m", "controller.embedded_etcd", "--data-dir", str(self.data_dir),
+                "--host", self.host, "--port", str(self.client_port)]
+
+    def environment(self) -> dict[str, str]:
+        env = super().environment()
+        if self.embedded:
+            env["PYTHONPATH"] = PACKAGE_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+        return env
+
+    def healthy(self) -> bool:
+        if not self.embedded:
+            return super().healthy()
+        try:  # gRPC only, no /health: serving once its port takes a connection
+            socket.create_connection((self.host, self.client_port), timeout=1).close()
+            return True
+        except OSError:
+            return False
 
 
 @pytest.fixture(scope="module")
