@@ -397,6 +397,19 @@ class _MetadataStoreValidator:
         return "local or etcd://host:port[,host:port...]"
 
 
+class _ProcessesValidator:
+    """``auto`` or a whole number of at least 1 (``odradek.processes``)."""
+
+    def __call__(self, value: Any) -> None:
+        if value is None or str(value).strip() == "auto":
+            return
+        if not str(value).strip().isdigit() or int(value) < 1:
+            raise ValueError(f"value must be {self.describe()}")
+
+    def describe(self) -> str:
+        return "auto or a whole number of at least 1"
+
+
 def etcd_endpoints(store: str) -> list[tuple[str, int]]:
     """The (host, port) endpoints of ``metadata.store=etcd://h:p[,h:p...]``; ValueError if malformed."""
     if not store.startswith(ETCD_SCHEME):
@@ -432,6 +445,11 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
        "node alone, its controller embedded, lease and metadata log in metadata.log.dir. "
        "'etcd://host:port[,host:port...]': join the cluster kept in that etcd (v3 API); every node "
        "campaigns for the controller lease there."),
+    _d("odradek.processes", _ST, "1", _ProcessesValidator(), _H,
+       "Odradek extension: broker processes this command runs on the host, as one deployment "
+       "(broker/host_supervisor.py): node ids node.id..node.id+N-1, listener ports shifted by 0..N-1, "
+       "log dirs <log.dirs>/node-<id>, broker.rack the host name unless set, and with metadata.store=local "
+       "a metadata store served by the supervisor. 'auto' = one per usable core. The --processes flag sets it."),
     _d("controller.lease.ttl.ms", _I, 10_000, _at_least(1_000), _H,
        "Odradek extension: TTL of the controller's lease and of each broker's registration in etcd. A "
        "node that stops renewing loses the controller role (or its registration) this long after its "

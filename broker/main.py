@@ -2,6 +2,9 @@
 
 ``odradek cluster [--brokers N] ...`` runs etcd plus N brokers locally instead (broker.cluster_launcher).
 
+``odradek --processes N|auto [config]`` runs N broker processes on this host as one deployment under
+one supervisor, with the metadata store it serves (broker.host_supervisor).
+
 ``odradek`` alone runs the built-in single-node configuration (broker.config.SINGLE_NODE_DEFAULTS:
 config/server.properties' settings, localhost:9092, data in ./data/kafka-logs).
 
@@ -140,6 +143,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="key=value",
         help="override a property (repeatable), like kafka-server-start",
     )
+    parser.add_argument("--processes", metavar="N|auto", default=None,
+                        help="run N broker processes on this host as one deployment under one supervisor "
+                             "(broker/host_supervisor.py; 'auto': one per usable core); sets odradek.processes")
     parser.add_argument("--log-level", default=os.environ.get("ODRADEK_LOG_LEVEL", "INFO"))
     parser.add_argument("--log-config", default=os.environ.get("ODRADEK_LOG_CONFIG") or None, metavar="FILE",
                         help="Python logging config: .ini/.conf (logging.config.fileConfig) or .json "
@@ -159,11 +165,20 @@ def main(argv: list[str] | None = None) -> int:
     except LogConfigError as exc:
         print(f"ERROR {exc}", file=sys.stderr)
         return 1
+    overrides = list(args.override)
+    if args.processes is not None:
+        overrides.append(f"odradek.processes={args.processes}")
     try:
-        config = load_config(args.config, args.override)
+        config = load_config(args.config, overrides)
     except ConfigError as exc:
         log.error("Invalid configuration: %s", exc)
         return 1
+    from broker import host_supervisor
+
+    processes = host_supervisor.resolve_processes(config["odradek.processes"])
+    if processes > 1:
+        log_args = ["--log-level", args.log_level] + (["--log-config", args.log_config] if args.log_config else [])
+        return host_supervisor.run(config, args.config, overrides, processes, log_args)
     raise_open_files_limit()
     tune_malloc()
     warn_without_native_record_scan()
