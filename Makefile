@@ -37,8 +37,10 @@ compile: $(RUNTIME_STAMP)
 
 venv: $(RUNTIME_STAMP)
 
+# `make run PROCESSES=N` (or auto: one per core) runs N broker processes as one deployment, one supervisor
+# (broker/host_supervisor.py): ports 9092.., data under ./data/kafka-logs/node-<id>.
 run: compile
-	$(VENV)/bin/odradek $(CONFIG) $(ARGS)
+	$(VENV)/bin/odradek $(CONFIG) $(if $(PROCESSES),--processes $(PROCESSES)) $(ARGS)
 
 # A local cluster: etcd plus $(BROKERS) brokers on 127.0.0.1 ($(BASE_PORT), $(BASE_PORT)+1, ...), data under
 # $(CLUSTER_DATA); prints the bootstrap string, Ctrl-C stops the brokers then etcd (`odradek cluster --help`).
