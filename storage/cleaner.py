@@ -57,7 +57,7 @@ One cleaning round (:meth:`LogCleaner.clean_once`):
 
 Crash story: ``.cleaned`` files are incomplete and deleted when the log opens; a ``.swap``
 segment is complete, so on open the old segments it covers are deleted and it is renamed into
-place (storage.log.Log._complete_swaps). A lost checkpoint only means cleaning again.
+place (storage.log_loader.LogLoader._complete_swaps). A lost checkpoint only means cleaning again.
 
 Threading: :meth:`LogCleaner.clean_once` does blocking file I/O; the broker calls it
 periodically on its IO pool, one call at a time (a lock serializes concurrent calls). Appends,
@@ -88,8 +88,9 @@ from protocol.records import (
 from storage import clock
 from storage.checkpoint_file import CheckpointFormatError, read_checkpoint, write_checkpoint
 from storage.errors import CleaningAbortedError, KafkaStorageError
-from storage.log import Log, end_txn_marker
+from storage.log import Log
 from storage.log_config import LONG_MAX
+from storage.producer_state_replay import end_txn_marker
 from storage.record_validator import uncompressed_limit
 from storage.segment import CLEANED_SUFFIX, INT32_MAX, LogSegment
 from storage.txn_index import AbortedTxn, TransactionIndex

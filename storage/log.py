@@ -18,13 +18,12 @@ Recompression: a topic whose ``compression.type`` names a codec stores every pro
 compressed again, its header kept). :meth:`Log.recompress` does it ahead of the append and changes
 nothing (the broker runs it on the IO pool); :meth:`Log.append` does it for sets that were not.
 
-Crash story (:meth:`Log.open`): after a clean shutdown every segment is opened without scanning
-(indexes are still sanity-checked and rebuilt if broken). Otherwise every segment from the one
-holding the recovery point onward is rescanned (storage.segment.LogSegment.recover): the first
-invalid or partial batch and everything after it, including later segments, is dropped; indexes,
-the leader epoch cache and producer state (from its newest snapshot, then replaying the batches
-after it) are rebuilt from the surviving batches. The recovery point is the offset below which
-data is known to be fsynced.
+Crash story (:meth:`Log.open`, done by storage.log_loader.LogLoader): after a clean shutdown every
+segment is opened without scanning; otherwise every segment from the one holding the recovery point
+onward is rescanned and cut at the first invalid or partial batch, and the leader epoch cache,
+producer state and ``.txnindex`` files are rebuilt from what survived. Interrupted compaction swaps
+are finished and the leftovers of interrupted deletions removed first. The recovery point is the
+offset below which data is known to be fsynced.
 
 Producer state: the log talks to it only through storage.producer_state_contract.ProducerState
 (storage.producer_state.ProducerStateManager in the broker; NoProducerState when opened without).
@@ -93,10 +92,7 @@ from protocol.batch_header import (
 )
 from protocol.checksum import crc32c
 from protocol.records import (
-    ControlRecordType,
-    EndTransactionMarker,
     decode_batch,
-    decode_end_txn_marker,
     encode_end_txn_marker_batch,
 )
 from storage import clock
@@ -113,22 +109,20 @@ from storage.errors import (
 )
 from storage.leader_epoch_cache import LeaderEpochCache
 from storage.log_config import LONG_MAX, LogConfig
+from storage.log_loader import LogLoader
 from storage.partition_metadata import read_partition_metadata, write_partition_metadata
 from storage.producer_state_contract import DuplicateBatch, NoProducerState, ProducerState
+from storage.producer_state_replay import apply_control_batch, end_txn_marker, rebuild_producer_state
 from storage.recompression import needs_recompression, recompress_batches
 from storage.record_validator import plain_records_ok, uncompressed_limit, validate_records
 from storage.results import EMPTY_SLICE, AppendInfo, FetchSlice
 from storage.segment import (
     CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
     SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
     LogSegment,
 )
 from storage.time_index import NO_TIMESTAMP
-from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
+from storage.txn_index import AbortedTxn
 
 # The append path builds headers from raw tuples: NamedTuple._make and _replace cost more than the
 # rest of an append of a small batch.
@@ -206,7 +200,8 @@ class Log:
              clean_shutdown: bool = False, producer_state: ProducerState | None = None,
              now_ms: int | None = None, topic_id: str | None = None,
              on_dir_failure: Callable[[Path], None] | None = None) -> Log:
-        """Open (creating if needed) the log in ``dir``; recover it unless ``clean_shutdown``.
+        """Open (creating if needed) the log in ``dir``; recover it unless ``clean_shutdown``
+        (storage.log_loader).
 
         ``topic_id`` (Kafka's base64 Uuid string) is written to partition.metadata if the file is
         absent; the stored one is exposed as ``log.topic_id``.
@@ -219,8 +214,16 @@ class Log:
             log.producer_state = producer_state
         log.on_dir_failure = on_dir_failure
         try:
-            log._load(recovery_point, log_start_offset, clean_shutdown, now)
-            log._rebuild_producer_state(now)
+            loaded = LogLoader(dir, config, log.epoch_cache, log.producer_state, recovery_point=recovery_point,
+                               log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, now=now).load()
+            log._state = _snapshot(loaded.segments)
+            log._log_start_offset = loaded.log_start_offset
+            log._log_end_offset = loaded.log_end_offset
+            log.recovery_point = loaded.recovery_point
+            if loaded.retired:
+                due = now + config.file_delete_delay_ms
+                log._pending_deletes.extend((due, seg) for seg in loaded.retired)
+                log._truncations += 1
             stored = read_partition_metadata(dir)
             if stored is None and topic_id is not None:
                 write_partition_metadata(dir, topic_id)
@@ -230,177 +233,6 @@ class Log:
             log.close_quietly()
             raise LogDirOfflineError(dir.parent, f"cannot open log {dir}: {exc}") from exc
         return log
-
-    def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool, now: int) -> None:
-        self._complete_swaps(now)
-        bases: list[int] = []
-        for entry in os.scandir(self.dir):
-            name = entry.name
-            if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
-                os.unlink(entry.path)  # leftovers of a deletion/checkpoint interrupted by a crash
-            elif name.endswith(LOG_SUFFIX) and name[:-len(LOG_SUFFIX)].isdigit():
-                bases.append(int(name[:-len(LOG_SUFFIX)]))
-        bases.sort()
-        present = set(bases)
-        for entry in os.scandir(self.dir):
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                stem = entry.name[:-len(suffix)]
-                if entry.name.endswith(suffix) and stem.isdigit() and int(stem) not in present:
-                    os.unlink(entry.path)  # an index whose .log is gone: orphan
-        segments: list[LogSegment] = []
-        if not bases:
-            segments.append(LogSegment.create(self.dir, log_start_offset, self.config, now))
-            self._state = _snapshot(segments)
-            self._log_start_offset = self._log_end_offset = log_start_offset
-            self.recovery_point = log_start_offset
-            self.epoch_cache.truncate_from_end(log_start_offset)
-            return
-
-        # The segment holding the recovery point and everything after it must be rescanned.
-        first_unflushed = len(bases) if clean_shutdown else max(bisect.bisect_right(bases, recovery_point) - 1, 0)
-        corrupted = False
-        for i, base in enumerate(bases):
-            active = i == len(bases) - 1
-            if corrupted:
-                # Everything after a torn segment is unreachable: Kafka deletes it.
-                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                    (self.dir / f"{base:020d}{suffix}").unlink(missing_ok=True)
-                continue
-            next_base = bases[i + 1] if not active else None
-            if i < first_unflushed:
-                seg = LogSegment.load(self.dir, base, self.config, active=active, next_segment_base=next_base,
-                                      now_ms=now)
-            else:
-                seg = LogSegment(self.dir, base, self.config, created_ms=now, active=True, create=False)
-                truncated = seg.recover(self._replay_batch_hook(now))
-                if next_base is not None and seg.next_offset != next_base:
-                    # Overlapping segments, or a segment that lost whole batches at its end (a cut
-                    # on a batch boundary truncates nothing yet leaves a hole before the next
-                    # segment): offsets must stay dense, so everything after is dropped.
-                    truncated = 1
-                if truncated:
-                    corrupted = True
-                if seg.size == 0 and next_base is not None:
-                    # We never leave an empty segment before another one (roll of an empty
-                    # segment is a no-op, and the cleaner keeps at least the last batch of each
-                    # segment group it rewrites), so its data was lost: nothing after it is reachable.
-                    corrupted = True
-                    seg.delete_files()
-                    continue
-                seg.flush()
-            segments.append(seg)
-        if not segments:
-            segments.append(LogSegment.create(self.dir, max(log_start_offset, bases[0]), self.config, now))
-        # The last surviving segment is the active one: its indexes need room to grow.
-        active_seg = segments[-1]
-        active_seg.offset_index.ensure_preallocated()
-        active_seg.time_index.ensure_preallocated()
-        for seg in segments[:-1]:
-            seg.offset_index.trim_to_valid_size()
-            seg.time_index.trim_to_valid_size()
-        self._state = _snapshot(segments)
-        self._log_end_offset = active_seg.next_offset
-        self._log_start_offset = max(log_start_offset, segments[0].base_offset)
-        # Clean shutdown flushed everything; after recovery the rescanned segments were fsynced.
-        self.recovery_point = self._log_end_offset
-        self.epoch_cache.truncate_from_end(self._log_end_offset)
-        if self._log_start_offset > self._log_end_offset:
-            # DeleteRecords/retention moved the start beyond what survived: start over there.
-            self._truncate_fully_and_start_at(self._log_start_offset, now)
-        else:
-            self.epoch_cache.truncate_from_start(self._log_start_offset)
-
-    def _complete_swaps(self, now: int) -> None:
-        """Finish or undo a compaction swap interrupted by a crash (see storage.cleaner).
-
-        ``*.cleaned`` files are a cleaned segment not yet complete: delete them. A ``*.log.swap``
-        is complete and fsynced: the segments it replaces (base offsets in [swap base, swap end))
-        are deleted if still present, then it is renamed into place. Kafka's LogLoader does the same.
-        """
-        names = os.listdir(self.dir)
-        for name in names:
-            if name.endswith(CLEANED_SUFFIX):
-                os.unlink(self.dir / name)
-        for name in sorted(names):
-            if not name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-                continue
-            stem = name[: -len(LOG_SUFFIX + SWAP_SUFFIX)]
-            if not stem.isdigit():
-                continue
-            swap = LogSegment(self.dir, int(stem), self.config, created_ms=now, active=True, create=False,
-                              suffix=SWAP_SUFFIX)
-            swap.recover(keep_txn_index=True)  # it was fsynced before the rename, but its indexes are rebuilt cheaply
-            end = swap.next_offset
-            for other in os.listdir(self.dir):
-                other_stem = other[:20]
-                if (other.endswith((LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))
-                        and other_stem.isdigit()
-                        and len(other) in (20 + len(LOG_SUFFIX), 20 + len(INDEX_SUFFIX), 20 + len(TIME_INDEX_SUFFIX),
-                                           20 + len(TXN_INDEX_SUFFIX))
-                        and swap.base_offset <= int(other_stem) < max(end, swap.base_offset + 1)):
-                    os.unlink(self.dir / other)
-            swap.change_suffix(SWAP_SUFFIX, "")
-            swap.close()
-        fsync_dir(self.dir)
-
-    def _rebuild_producer_state(self, now: int) -> None:
-        """Load the newest producer snapshot and replay batch headers after it (Kafka's
-        loadProducerState). A segment whose ``.txnindex`` recovery emptied needs the state as of
-        its base offset to rebuild it: the snapshot is then taken at or below that offset."""
-        segments = self._state.segments
-        rebuild_from = min((s.base_offset for s in segments if s.txn_index_stale), default=None)
-        end = self._log_end_offset if rebuild_from is None else min(rebuild_from, self._log_end_offset)
-        replay_from = self.producer_state.truncate_and_reload(self._log_start_offset, end, now)
-        self._replay_producer_state(replay_from, now)
-        for seg in segments:
-            seg.txn_index_stale = False
-
-    def _replay_producer_state(self, replay_from: int, now: int) -> None:
-        producer_state = self.producer_state
-        for seg in self._state.segments:
-            if seg.next_offset <= replay_from or seg.size == 0:
-                continue
-            found = seg.translate_offset(replay_from)
-            if found is None:
-                continue
-            for pos, header in seg.iter_headers(found[0]):
-                if header.base_offset >= replay_from and header.producer_id >= 0:
-                    if header.is_control:
-                        self._on_control_batch(seg, header, seg.read_batch(pos, header.size), now,
-                                               index=seg.txn_index_stale)
-                    else:
-                        producer_state.on_append(header, now)
-        producer_state.update_map_end_offset(self._log_end_offset)
-
-    def _on_control_batch(self, seg: LogSegment, header: BatchHeader, raw: bytes | memoryview, now: int, *,
-                          index: bool = True) -> None:
-        """A control batch is in ``seg``: end its producer's transaction and, for an aborted one with
-        data, add it to the segment's ``.txnindex`` (unless ``index`` is False: replay over a
-        segment whose index is intact)."""
-        producer_state = self.producer_state
-        marker = end_txn_marker(raw)
-        if marker is None:
-            producer_state.on_append(header, now)  # an emptied control batch (the cleaner's)
-            return
-        completed = producer_state.on_end_txn_marker(header, marker.control_type == ControlRecordType.ABORT,
-                                                     marker.coordinator_epoch, now)
-        if completed is None:
-            return
-        if completed.is_aborted and index:
-            seg.update_txn_index(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
-                                            producer_state.last_stable_offset(completed)))
-        producer_state.complete_txn(completed)
-
-    def _replay_batch_hook(self, now: int) -> Callable[[BatchHeader], None]:
-        # Recovery rebuilds the leader epoch cache; producer state is rebuilt afterwards, from its
-        # snapshot, by _rebuild_producer_state.
-        cache = self.epoch_cache
-
-        def on_batch(header: BatchHeader) -> None:
-            if header.partition_leader_epoch > cache.latest_epoch:
-                cache.assign(header.partition_leader_epoch, header.base_offset)
-
-        return on_batch
 
     # ------------------------------------------------------------------------------------------
     # properties
@@ -604,7 +436,7 @@ class Log:
             for pos, header in assigned:
                 if header[9] >= 0:
                     if header[5] & CONTROL_BIT:  # a marker: may write the segment's .txnindex
-                        self._io(self._on_control_batch, seg, header, view[pos: pos + header[1] + LOG_OVERHEAD], now)
+                        self._io(apply_control_batch, producer_state, seg, header, view[pos: pos + header[1] + LOG_OVERHEAD], now)
                     else:
                         producer_state.on_append(header, now)
             if config.flush_messages != LONG_MAX:
@@ -907,7 +739,6 @@ class Log:
                 return offset, header.max_timestamp
             return None
         from protocol.batch_header import InvalidBatchError
-        from protocol.records import decode_batch  # records decoding is off the hot path
 
         try:
             batch = decode_batch(seg.read_batch(position, header.size), verify_crc=False,
@@ -1286,7 +1117,7 @@ class Log:
                 self.recovery_point = min(self.recovery_point, self._log_end_offset)
                 self.epoch_cache.truncate_from_end(self._log_end_offset)
                 # Kafka's truncateAndReload: snapshots above the new end go, state is rebuilt.
-                self._rebuild_producer_state(now)
+                rebuild_producer_state(self.producer_state, self._state.segments, self._log_start_offset, self._log_end_offset, now)
             except OSError as exc:
                 self._fail(exc)
             return True
@@ -1483,16 +1314,3 @@ def _repoint_segments(segments: list[LogSegment], new_dir: Path) -> None:
         for index in (seg.offset_index, seg.time_index, seg.txn_index):
             index.path = new_dir / index.path.name
 
-
-def end_txn_marker(raw: bytes | memoryview) -> EndTransactionMarker | None:
-    """The COMMIT/ABORT marker of a control batch; None for a batch without one (emptied by the
-    cleaner, or not a transaction marker) or one that cannot be read."""
-    from protocol.batch_header import InvalidBatchError
-
-    try:
-        batch = decode_batch(bytes(raw), verify_crc=False)
-        if not batch.records:
-            return None
-        return decode_end_txn_marker(batch.records[0])
-    except InvalidBatchError:
-        return None
