@@ -151,18 +151,15 @@ class Broker:
             await self._join_cluster()
         if self.authorizer is not None:
             self._follow_acls(self.authorizer)
-        self.replica_manager = ReplicaManager(self.config, self.metadata, self.timer, self.io_pool, self.fail,
-                                              lambda: self.stopping)
-        self.replica_manager.alter_partition = self.controller_client.alter_partition  # ISR changes (KIP-497)
+        self.replica_manager = ReplicaManager(
+            self.config, self.metadata, self.timer, self.io_pool, self.fail, lambda: self.stopping,
+            alter_partition=self.controller_client.alter_partition,  # ISR changes (KIP-497)
+            on_offline_replicas=self.cluster.report_offline_replicas if self.cluster is not None else None)
         for log_dir, exc in self.dir_locks.failed.items() if self.dir_locks is not None else ():
             # Kafka's "Disk error while locking directory": the dir starts offline, the others serve.
             log.error("Disk error while locking log dir %s, it is offline: %s", log_dir, exc)
             self.replica_manager.log_manager.report_dir_failure(log_dir, exc)
         await self.replica_manager.start()
-        if self.cluster is not None:
-            self.replica_manager.on_offline_replicas = self.cluster.report_offline_replicas
-            if offline := self.replica_manager.offline_replicas():  # a dir failed during start-up
-                self.cluster.report_offline_replicas(offline)
         self.fetch_sessions = FetchSessionCache(self.config["max.incremental.fetch.session.cache.slots"])
         from broker.coordinator.partition_writer import ReplicaManagerWriter
         from broker.group.context import GroupConfig

@@ -150,3 +150,26 @@ class AppendLane:
     def _retire(self) -> None:
         if self._part.append_lane is self:
             self._part.append_lane = None
+
+
+# A produce result not known yet: its append waits in the partition's lane (replaced before the callback).
+IN_LANE = KafkaApiError(ErrorCode.REQUEST_TIMED_OUT, "the append waited in its partition's append lane")
+
+
+class LaneWaits:
+    """One produce request's appends queued in append lanes: ``then`` runs once all are delivered."""
+
+    __slots__ = ("results", "waiting", "then")
+
+    def __init__(self, results: list[ProduceResult]) -> None:
+        self.results = results
+        self.waiting = 0
+        self.then: Callable[[], None] | None = None
+
+    def deliverer(self, index: int) -> Deliver:
+        def deliver(result: ProduceResult) -> None:
+            self.results[index] = result
+            self.waiting -= 1
+            if self.waiting == 0 and self.then is not None:
+                self.then()
+        return deliver

@@ -398,7 +398,7 @@ class LogDirMover:
         log.info("Moved %s-%d from %s to %s in %.1f s", topic, index, retired.dir.parent, new_dir, elapsed_s)
         current = lm.get_log(topic, index)
         delay_s = (current.config.file_delete_delay_ms if current is not None else 60_000) / 1000
-        self.rm._call_on_loop(self._remove_later, retired, delay_s)
+        self.rm.call_on_loop(self._remove_later, retired, delay_s)
 
     def _remove_later(self, retired: RetiredLog, delay_s: float) -> None:
         """On the loop: the replaced files go after file.delete.delay.ms, on the IO pool."""

@@ -61,7 +61,7 @@ async def settle() -> None:
 async def recompressing_node(node_factory: Any, **configs: str) -> tuple[Node, HeldPool]:
     node = await node_factory()
     pool = HeldPool(node.io_pool)
-    node.rm.io_pool = pool
+    node.rm.io_pool = node.rm.leadership.io_pool = pool  # the append lanes are made with the leadership's
     await node.create_topic("z", 1, **{"compression.type": "zstd", **configs})
     await node.create_topic("plain", 1)
     return node, pool

@@ -64,7 +64,7 @@ async def test_a_member_being_added_holds_the_high_watermark_until_the_controlle
         await answer_now.wait()
         return await controller.alter_partition(*args)
 
-    node.rm.alter_partition = controller_away_then_back
+    node.rm.isr.alter_partition = controller_away_then_back
     acked: list[list[Any]] = []
     node.rm.append_records([("t", 0, batch(3))], 1, 1000, acked.append)
     follower_fetch(node, 2, 0)

@@ -180,9 +180,9 @@ async def test_retention_deletes_an_expired_active_segment_once_the_high_waterma
     part.update_follower_fetch_state(2, 0)
     produce(node, [("ret", 0, batch(3))])  # timestamps of 1970: expired
     assert (part.high_watermark, part.log_end_offset) == (0, 3)
-    assert node.rm._retention() == 0
+    assert node.rm.periodic.retention() == 0
     assert part.update_follower_fetch_state(2, 3)
-    assert node.rm._retention() == 1
+    assert node.rm.periodic.retention() == 1
     assert (part.log_start_offset, part.log_end_offset, part.high_watermark) == (3, 3, 3)
     assert [(s.base_offset, s.size) for s in part.log.segments] == [(3, 0)]
     assert node.rm.fetch_offset_for_timestamp("ret", 0, -1, -2, READ_UNCOMMITTED) == (3, -1, 0)
@@ -193,9 +193,9 @@ async def test_retention_deletes_an_expired_active_segment_once_the_high_waterma
     assert part.update_follower_fetch_state(2, 5)
     # A log without its partition here (still being made, or its topic deleted) keeps its active segment.
     del node.rm.partitions[("ret", 0)]
-    assert node.rm._retention() == 0 and part.log.active_segment.size > 0
+    assert node.rm.periodic.retention() == 0 and part.log.active_segment.size > 0
     node.rm.partitions[("ret", 0)] = part
-    assert node.rm._retention() == 1 and (part.log_start_offset, part.log_end_offset) == (5, 5)
+    assert node.rm.periodic.retention() == 1 and (part.log_start_offset, part.log_end_offset) == (5, 5)
 
 
 async def test_describe_log_dirs(node: Node) -> None:

@@ -147,7 +147,7 @@ async def test_retention_past_an_open_transaction_moves_the_lso_to_the_new_log_s
     part.log.roll()
     produce(node, [("ret", 0, encode_batch([Record(timestamp=int(time.time() * 1000), value=b"new")]))])  # 2
     assert (part.high_watermark, part.last_stable_offset) == (3, 0)
-    assert node.rm._retention() == 1 and part.log_start_offset == 2
+    assert node.rm.periodic.retention() == 1 and part.log_start_offset == 2
     await asyncio.sleep(0.05)  # the recomputation runs on the loop
     assert part.last_stable_offset == 2
     assert node.rm.fetch_offset_for_timestamp("ret", 0, -1, LATEST_TIMESTAMP, READ_COMMITTED)[0] == 2

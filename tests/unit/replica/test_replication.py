@@ -268,11 +268,11 @@ async def test_a_follower_applies_retention_up_to_its_own_high_watermark(cluster
     assert (await cluster.produce(batch(2), acks=1))["error_code"] == 0  # offsets 3-4, HW still 3
     follower.append_records_to_follower(cluster.leader.log.read(3, 1 << 20).read_bytes())
     assert (follower.log_end_offset, follower.high_watermark) == (5, 3)
-    assert await cluster.rm2._io(cluster.rm2._retention) == 0  # its one segment holds 3-4, above its HW
+    assert await cluster.rm2.run_blocking(cluster.rm2.periodic.retention) == 0  # its one segment holds 3-4, above its HW
     cluster.rm2.replica_fetchers.add_partitions(
         {TP: (1, follower.leader_epoch, follower.topic_id, follower.log_end_offset)})
     await eventually(lambda: follower.high_watermark == 5)
-    assert await cluster.rm2._io(cluster.rm2._retention) == 1
+    assert await cluster.rm2.run_blocking(cluster.rm2.periodic.retention) == 1
     assert (follower.log_start_offset, follower.log_end_offset) == (5, 5)
     assert cluster.leader.log_start_offset == 0  # its own retention, not the leader's (whose check has not run)
     answer = await cluster.produce(batch(2))
