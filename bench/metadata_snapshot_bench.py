@@ -36,8 +36,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from broker.cluster_launcher import BrokerNode, EtcdProcess, free_port, kafka_request  # noqa: E402
-from broker.etcd_binary import find_etcd_binary  # noqa: E402
+from odradek.broker.launcher.cluster_launcher import BrokerNode, EtcdProcess, free_port, kafka_request  # noqa: E402
+from odradek.broker.launcher.etcd_binary import find_etcd_binary  # noqa: E402
 
 TOPIC = "configured"
 

@@ -31,10 +31,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.produce_path_bench import make_batch, produce_frame  # noqa: E402
-from broker.dispatcher import encode_response  # noqa: E402
-from protocol.checksum import crc32c  # noqa: E402
-from protocol.codec import codec  # noqa: E402
-from protocol.headers import decode_request_header  # noqa: E402
+from odradek.broker.api.dispatcher import encode_response  # noqa: E402
+from odradek.protocol.checksum import crc32c  # noqa: E402
+from odradek.protocol.codec import codec  # noqa: E402
+from odradek.protocol.headers import decode_request_header  # noqa: E402
 
 CRC_START = 21
 

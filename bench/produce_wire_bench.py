@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.produce_path_bench import make_batch, produce_frame  # noqa: E402
-from protocol.batch_header import parse_header  # noqa: E402
+from odradek.protocol.batch_header import parse_header  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -117,7 +117,7 @@ def main() -> None:
     ap.add_argument("--topic-config", action="append", default=[], help="topic config key=value")
     args = ap.parse_args()
     from bench.produce_path_bench import TOPIC
-    from broker.testing import RunningBroker
+    from odradek.testing.single_broker import RunningBroker
 
     overrides = dict(kv.split("=", 1) for kv in args.override)
     topic_configs = dict(kv.split("=", 1) for kv in args.topic_config)

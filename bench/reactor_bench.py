@@ -3,7 +3,7 @@
 What it does
 1. For each configuration ``num.network.threads`` x ``odradek.event.loop`` (default {1,2,3,4} x
    {uvloop, asyncio}) and each repeat, it starts the real daemon
-   (``python -m broker.main --override ...``) on a fresh, empty data dir on 127.0.0.1, creates a
+   (``python -m odradek.broker.main --override ...``) on a fresh, empty data dir on 127.0.0.1, creates a
    few topics, and then, for each connection count K, runs the load generator.
 2. The load generator runs in separate processes (``--gen-procs``, default 1), so its Python work
    does not share the broker's GIL. It opens K connections and keeps exactly ``--depth`` requests
@@ -59,8 +59,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from protocol.codec import codec, is_flexible  # noqa: E402
-from protocol.headers import encode_request_header  # noqa: E402
+from odradek.protocol.codec import codec, is_flexible  # noqa: E402
+from odradek.protocol.headers import encode_request_header  # noqa: E402
 
 API_VERSIONS, METADATA, CREATE_TOPICS = 18, 3, 19
 API_NAMES = {API_VERSIONS: "ApiVersions", METADATA: "Metadata", CREATE_TOPICS: "CreateTopics"}
@@ -256,7 +256,7 @@ class Daemon:
             "num.network.threads": str(threads),
             "odradek.event.loop": loop_kind,
         }
-        self.cmd = [sys.executable, "-m", "broker.main", "--log-level", "WARNING"]
+        self.cmd = [sys.executable, "-m", "odradek.broker.main", "--log-level", "WARNING"]
         for k, v in overrides.items():
             self.cmd += ["--override", f"{k}={v}"]
         self.proc: subprocess.Popen | None = None

@@ -62,7 +62,7 @@ def main() -> None:
     ap.add_argument("--processes", type=int, default=3)
     ap.add_argument("--case", action="append", default=[])
     args = ap.parse_args()
-    from broker.testing import RunningBroker
+    from odradek.testing.single_broker import RunningBroker
 
     cases = args.case or DEFAULT_CASES
     rows: dict[str, list[tuple[float, float, float, float]]] = {c: [] for c in cases}

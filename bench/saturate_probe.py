@@ -5,7 +5,7 @@ for profiling and for the scale-out question of issue 18 (one node against N nod
     python bench/saturate_probe.py --nodes 2 ...    # `odradek cluster`'s LocalCluster, RF=1, partitions spread
     python bench/saturate_probe.py --alternate 1,2  # one node and two nodes, alternated, --runs each
 
-The brokers run from the checkout this script is in (broker.cluster_launcher's PACKAGE_ROOT): for a
+The brokers run from the checkout this script is in (odradek.broker.launcher.cluster_launcher's PACKAGE_ROOT): for a
 before/after, copy the script into a `git archive` of the base and run both copies in turn.
 
 Per run: produce MB/s, broker cores (all broker processes' CPU over the phase's wall time) and
@@ -48,7 +48,7 @@ PARTITIONS = 6
 
 
 class Nodes:
-    """One broker (a bare LocalCluster-free broker.testing.RunningBroker) or ``n`` cluster nodes."""
+    """One broker (a bare LocalCluster-free odradek.testing.single_broker.RunningBroker) or ``n`` cluster nodes."""
 
     def __init__(self, n: int, data_dir: Path, metrics: bool, extra: dict[str, str] | None = None) -> None:
         self.n = n
@@ -56,7 +56,7 @@ class Nodes:
         self.metrics_ports: list[int] = []
         self.cluster: Any = None
         self.single: Any = None
-        from broker.cluster_launcher import free_port
+        from odradek.broker.launcher.cluster_launcher import free_port
 
         overrides = {**COMMON_SETTINGS, **(extra or {})}
         if metrics:
@@ -64,7 +64,7 @@ class Nodes:
             self.metrics_ports.append(port)
             overrides["odradek.metrics.port"] = str(port)
         if n == 1:
-            from broker.testing import RunningBroker
+            from odradek.testing.single_broker import RunningBroker
 
             self.single = RunningBroker(data_dir, overrides=overrides)
             self.single.log_level = "WARNING"
@@ -72,7 +72,7 @@ class Nodes:
             self.bootstrap = self.single.bootstrap
             self.pids = [self.single.pid]
         else:
-            from broker.cluster_launcher import LocalCluster
+            from odradek.broker.launcher.cluster_launcher import LocalCluster
 
             overrides.pop("odradek.metrics.port", None)
             self.cluster = LocalCluster(data_dir, n, base_port=None, etcd_port=None,

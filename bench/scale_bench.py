@@ -7,7 +7,7 @@ connections.
    response byte read, nothing decoded: the broker's share) and "decoded" (including the Python
    client's decode of the response, which is the same work for both brokers). The first raw
    request is reported on its own: Odradek encodes a topic's entry once per metadata image and
-   reuses it after (broker/topic_metadata_cache.py).
+   reuses it after (broker/metadata/topic_metadata_cache.py).
 2. Opens --connections TCP connections, sends one ApiVersions v3 on each and reads the answers;
    reports the resident set before and after (memory per connection) and the round trip of one
    ApiVersions on every connection in turn while all stay open.

@@ -5,7 +5,7 @@ comparison needs: start-up time to the first answered request, resident memory, 
   broker and controller, 1 GiB heap with G1 as kafka-server-start.sh sets it). Its log dir is
   formatted *before* the clock starts: formatting is a one-time install step, like Odradek's
   ``mkdir``, not part of starting.
-- ``OdradekTarget``: ``python -m broker.main --override ...`` with the same listener, partitions,
+- ``OdradekTarget``: ``python -m odradek.broker.main --override ...`` with the same listener, partitions,
   offsets-topic and rebalance-delay settings; everything else (network/IO threads, flush policy,
   segment size) is Kafka's default in both.
 
@@ -226,7 +226,7 @@ class OdradekTarget(Target):
         }
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "broker.main", "--log-level", "WARNING"]
+        cmd = [sys.executable, "-m", "odradek.broker.main", "--log-level", "WARNING"]
         for k, v in self.overrides().items():
             cmd += ["--override", f"{k}={v}"]
         return cmd

@@ -35,10 +35,10 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from protocol.checksum import crc32c  # noqa: E402
-from protocol.records import Record, encode_batch  # noqa: E402
-from storage.log import Log  # noqa: E402
-from storage.log_config import LogConfig  # noqa: E402
+from odradek.protocol.checksum import crc32c  # noqa: E402
+from odradek.protocol.records import Record, encode_batch  # noqa: E402
+from odradek.storage.log import Log  # noqa: E402
+from odradek.storage.log_config import LogConfig  # noqa: E402
 
 MIB = 1024 * 1024
 

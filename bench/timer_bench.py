@@ -1,4 +1,4 @@
-"""Microbenchmark: broker.timing_wheel.Timer against a heapq timer with lazy deletion.
+"""Microbenchmark: odradek.broker.runtime.timing_wheel.Timer against a heapq timer with lazy deletion.
 
 100k pending operations with random delays in [0, 30 s) (as purgatory timeouts), on a fake
 millisecond clock so only data-structure cost is measured. Phases, each timed separately:
@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from broker.timing_wheel import Timer, TimerTask  # noqa: E402
+from odradek.broker.runtime.timing_wheel import Timer, TimerTask  # noqa: E402
 
 MAX_DELAY_MS = 30_000
 

@@ -1,4 +1,4 @@
-"""Cost of validating the records of produced batches (storage.record_validator), per batch.
+"""Cost of validating the records of produced batches (odradek.storage.record_validator), per batch.
 
 Run: ``.venv/bin/python bench/validate_bench.py [--batches 2000] [--rounds 5]``. For 16 KiB batches
 of 100-byte and of 1 KiB records, uncompressed, lz4 and zstd, prints microseconds per batch of:
@@ -26,13 +26,13 @@ from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import storage.log as log_module  # noqa: E402
-from protocol import record_scan  # noqa: E402
-from protocol.compression import decompress  # noqa: E402
-from protocol.records import Record, encode_batch  # noqa: E402
-from storage.log import Log  # noqa: E402
-from storage.log_config import LogConfig  # noqa: E402
-from storage.record_validator import uncompressed_limit  # noqa: E402
+from odradek.protocol import record_scan  # noqa: E402
+from odradek.protocol.compression import decompress  # noqa: E402
+from odradek.protocol.records import Record, encode_batch  # noqa: E402
+from odradek.storage import log as log_module  # noqa: E402
+from odradek.storage.log import Log  # noqa: E402
+from odradek.storage.log_config import LogConfig  # noqa: E402
+from odradek.storage.record_validator import uncompressed_limit  # noqa: E402
 
 BATCH = 16 * 1024
 CODECS = {"none": 0, "lz4": 3, "zstd": 4}

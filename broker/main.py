@@ -1,11 +1,11 @@
 """``odradek [server.properties] [--override key=value ...]`` — start one broker, like kafka-server-start.
 
-``odradek cluster [--brokers N] ...`` runs etcd plus N brokers locally instead (broker.cluster_launcher).
+``odradek cluster [--brokers N] ...`` runs etcd plus N brokers locally instead (odradek.broker.launcher.cluster_launcher).
 
 ``odradek --processes N|auto [config]`` runs N broker processes on this host as one deployment under
-one supervisor, with the metadata store it serves (broker.host_supervisor).
+one supervisor, with the metadata store it serves (odradek.broker.launcher.host_supervisor).
 
-``odradek`` alone runs the built-in single-node configuration (broker.config.SINGLE_NODE_DEFAULTS:
+``odradek`` alone runs the built-in single-node configuration (odradek.broker.config.broker_config.SINGLE_NODE_DEFAULTS:
 config/server.properties' settings, localhost:9092, data in ./data/kafka-logs).
 
 Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT), 1 when the configuration is invalid
@@ -27,8 +27,8 @@ import signal
 import sys
 from pathlib import Path
 
-from broker.allocator import tune_malloc
-from broker.config import BrokerConfig, ConfigError, load_config
+from odradek.broker.config.broker_config import BrokerConfig, ConfigError, load_config
+from odradek.broker.network.allocator import tune_malloc
 
 log = logging.getLogger("odradek")
 
@@ -74,7 +74,7 @@ def _load_log_config(path: str) -> None:
 def warn_without_native_record_scan() -> None:
     """Say so when protocol/_record_scan.c was not built: every produced batch is then checked by
     the pure-Python pass, roughly 20-100x slower (docs/hardening.md), and a user should know why."""
-    from protocol import record_scan
+    from odradek.protocol import record_scan
 
     if not record_scan.NATIVE:
         log.warning("The native record check (protocol/_record_scan.c) is not built: produced batches are "
@@ -86,7 +86,7 @@ def raise_open_files_limit() -> tuple[int, int]:
     """Raise the soft RLIMIT_NOFILE to the hard limit and log both; returns (soft, hard) after.
 
     Every partition costs about one descriptor for as long as the broker runs (each segment's
-    .log, storage.segment), plus sockets. The JVM raises the soft limit to the hard one for Kafka
+    .log, odradek.storage.segment), plus sockets. The JVM raises the soft limit to the hard one for Kafka
     at start-up (HotSpot's -XX:+MaxFDLimit, on by default); a Python process keeps the soft limit
     it inherits, often 1024, and ran out of descriptors with a few hundred partitions.
     """
@@ -145,7 +145,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--processes", metavar="N|auto", default=None,
                         help="run N broker processes on this host as one deployment under one supervisor "
-                             "(broker/host_supervisor.py; 'auto': one per usable core); sets odradek.processes")
+                             "(broker/launcher/host_supervisor.py; 'auto': one per usable core); sets odradek.processes")
     parser.add_argument("--log-level", default=os.environ.get("ODRADEK_LOG_LEVEL", "INFO"))
     parser.add_argument("--log-config", default=os.environ.get("ODRADEK_LOG_CONFIG") or None, metavar="FILE",
                         help="Python logging config: .ini/.conf (logging.config.fileConfig) or .json "
@@ -156,7 +156,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["cluster"]:  # a subcommand, not a file named "cluster": the daemon's arguments stay as they were
-        from broker import cluster_launcher
+        from odradek.broker.launcher import cluster_launcher
 
         return cluster_launcher.main(argv[1:])
     args = parse_args(argv)
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         log.error("Invalid configuration: %s", exc)
         return 1
-    from broker import host_supervisor
+    from odradek.broker.launcher import host_supervisor
 
     processes = host_supervisor.resolve_processes(config["odradek.processes"])
     if processes > 1:
@@ -193,16 +193,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _serve(config: BrokerConfig) -> int:
-    from broker.server import Broker
-    from protocol.errors import KafkaApiError
+    from odradek.broker.server import Broker
+    from odradek.protocol.errors import KafkaApiError
 
     broker = Broker(config)
     stop = broker.stop_requested
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    from broker.cluster.errors import STARTUP_REFUSALS, StartAborted
-    from storage.log_dir_lock import LogDirInUseError
+    from odradek.broker.cluster.errors import STARTUP_REFUSALS, StartAborted
+    from odradek.storage.log_dir_lock import LogDirInUseError
 
     try:
         await broker.start()

@@ -17,14 +17,20 @@ Layout (each module opens with its format/behaviour and ownership rules):
 - ``topic_names``, ``topic_configs``, ``placement``, ``meta_properties``: validation and helpers
 """
 
-from controller.controller import Controller
-from controller.image import BrokerRegistration, MetadataDelta, MetadataImage, PartitionState, TopicImage
-from controller.lease import Lease, LeaseLostError, LeaseStore, LocalLeaseStore
-from controller.log_store import AppendResult, LocalMetadataLogStore, MetadataLogStore
-from controller.metadata_log import MetadataLog, StaleControllerEpochError
-from controller.publisher import MetadataPublisher
-from controller.records import ConfigResourceType
-from controller.requests import (
+from odradek.controller.controller import Controller
+from odradek.controller.image import (
+    BrokerRegistration,
+    MetadataDelta,
+    MetadataImage,
+    PartitionState,
+    TopicImage,
+)
+from odradek.controller.lease import Lease, LeaseLostError, LeaseStore, LocalLeaseStore
+from odradek.controller.log_store import AppendResult, LocalMetadataLogStore, MetadataLogStore
+from odradek.controller.metadata_log import MetadataLog, StaleControllerEpochError
+from odradek.controller.publisher import MetadataPublisher
+from odradek.controller.records import ConfigResourceType
+from odradek.controller.requests import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsResource,

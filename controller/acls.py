@@ -23,8 +23,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from controller.records import AccessControlEntryRecord, MetadataRecord, RemoveAccessControlEntryRecord
-from protocol.acl_types import (
+from odradek.controller.records import (
+    AccessControlEntryRecord,
+    MetadataRecord,
+    RemoveAccessControlEntryRecord,
+)
+from odradek.protocol.acl_types import (
     CLUSTER_NAME,
     AclBinding,
     AclBindingFilter,
@@ -33,7 +37,7 @@ from protocol.acl_types import (
     PatternType,
     ResourceType,
 )
-from protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode
 
 
 @dataclass(frozen=True, slots=True)

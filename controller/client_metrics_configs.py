@@ -44,7 +44,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode
 
 METRICS = "metrics"
 INTERVAL_MS = "interval.ms"

@@ -27,9 +27,9 @@ import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from controller.image import MetadataImage
-from controller.records import ClientQuotaRecord
-from protocol.errors import ErrorCode
+from odradek.controller.image import MetadataImage
+from odradek.controller.records import ClientQuotaRecord
+from odradek.protocol.errors import ErrorCode
 
 USER = "user"
 CLIENT_ID = "client-id"

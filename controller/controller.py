@@ -9,8 +9,8 @@ Theory of operation (the KRaft QuorumController pattern, with one node):
    ReplicationControlManager / ConfigurationControlManager / ControllerApis do, producing per-item
    results (Kafka error codes and messages) and a list of records.
 3. Unless ``validate_only``, the records of one operation are appended to the metadata log as one
-   atomic, durable batch stamped with the controller epoch (``controller.log_store``), and only then
-   applied to the image and published (``controller.publisher``). A crash before the append
+   atomic, durable batch stamped with the controller epoch (``odradek.controller.log_store``), and only then
+   applied to the image and published (``odradek.controller.publisher``). A crash before the append
    returns loses the change and the client saw no success; after it, replay restores it.
 4. Operations are serialised by an asyncio lock, so validation always sees the image the records
    will be applied to. The lease and log stores are asynchronous (the local ones run their file
@@ -20,7 +20,7 @@ Snapshots (Kafka's ``metadata.log.max.record.bytes.between.snapshots`` and
 ``metadata.log.max.snapshot.interval.ms``): once the batches committed since the last snapshot
 reach the first, or there are any and the second has passed since the last snapshot (or since this
 controller started), the controller writes the image as a snapshot at the log's end offset
-(``controller.image_records``) and the store deletes the batches it covers (``MetadataLogStore
+(``odradek.controller.image_records``) and the store deletes the batches it covers (``MetadataLogStore
 .write_snapshot``). The size check runs after each commit, as a task of its own (the request that
 crossed the threshold does not wait for it); the time check runs when the owner calls
 ``maybe_snapshot`` (on its lease-renewal timer). ``start`` loads the snapshot, then the batches after
@@ -31,17 +31,17 @@ Fencing: if the lease is lost (``LeaseLostError``) or the log holds a newer cont
 with NOT_CONTROLLER.
 
 Leader election: the rules (clean, unclean, preferred, auto rebalance, controlled shutdown) are
-``controller.elections``; the controller runs them on fencing, (re)registration, ElectLeaders,
+``odradek.controller.elections``; the controller runs them on fencing, (re)registration, ElectLeaders,
 ``rebalance_leaders`` and ``controlled_shutdown``. A leader change bumps the leader epoch (see
-``controller.image``), which is how stale leaders are fenced.
+``odradek.controller.image``), which is how stale leaders are fenced.
 
 Reassignments (KIP-455): ``alter_partition_reassignments`` / ``list_partition_reassignments``, the
-records in ``controller.reassignments``; an ISR change completes one through
+records in ``odradek.controller.reassignments``; an ISR change completes one through
 ``_maybe_complete_reassignment``.
 
 Ownership: a ``Controller`` and its ``image`` belong to the asyncio event loop thread that called
 ``start``. Nothing on the broker reads the controller: brokers get the image from a publisher
-(``add_publisher``) and send changes through a ``broker.controller_client.ControllerClient``.
+(``add_publisher``) and send changes through a ``odradek.broker.metadata.controller_client.ControllerClient``.
 Publishers are called on that loop, synchronously, after each committed change.
 """
 
@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from controller import (
+from odradek.controller import (
     acls,
     client_metrics_configs,
     client_quotas,
@@ -65,16 +65,20 @@ from controller import (
     reassignments,
     scram_credentials,
 )
-from controller.image import MetadataDelta, MetadataImage, PartitionState, TopicImage, apply
-from controller.image_records import image_records
-from controller.lease import Lease, LeaseLostError, LeaseStore
-from controller.log_store import LocalMetadataLogStore, MetadataLogStore, MetadataStoreUnavailableError
-from controller.meta_properties import load_or_create_cluster_id, new_kafka_uuid
-from controller.metadata_log import MetadataBatch, StaleControllerEpochError
-from controller.metadata_snapshot import MetadataSnapshot
-from controller.placement import PlacementError, StripedReplicaPlacer, UsableBroker
-from controller.publisher import DeltaListenerPublisher, MetadataListener, MetadataPublisher
-from controller.records import (
+from odradek.controller.image import MetadataDelta, MetadataImage, PartitionState, TopicImage, apply
+from odradek.controller.image_records import image_records
+from odradek.controller.lease import Lease, LeaseLostError, LeaseStore
+from odradek.controller.log_store import (
+    LocalMetadataLogStore,
+    MetadataLogStore,
+    MetadataStoreUnavailableError,
+)
+from odradek.controller.meta_properties import load_or_create_cluster_id, new_kafka_uuid
+from odradek.controller.metadata_log import MetadataBatch, StaleControllerEpochError
+from odradek.controller.metadata_snapshot import MetadataSnapshot
+from odradek.controller.placement import PlacementError, StripedReplicaPlacer, UsableBroker
+from odradek.controller.publisher import DeltaListenerPublisher, MetadataListener, MetadataPublisher
+from odradek.controller.records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -87,7 +91,7 @@ from controller.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from controller.requests import (
+from odradek.controller.requests import (
     ZERO_UUID,
     AlterableConfig,
     AlterConfigOp,
@@ -107,29 +111,29 @@ from controller.requests import (
     ReassignmentTarget,
     UpdateFeaturesResult,
 )
-from controller.scram_credentials import ScramAlterResult, ScramUpsertion
-from controller.topic_configs import (
+from odradek.controller.scram_credentials import ScramAlterResult, ScramUpsertion
+from odradek.controller.topic_configs import (
     TopicConfigError,
     is_list_config,
     list_default,
     validate_topic_configs,
     warn_keys_without_effect,
 )
-from controller.topic_names import (
+from odradek.controller.topic_names import (
     has_collision_chars,
     invalid_topic_reason,
     is_internal,
     unify_collision_chars,
 )
-from protocol.acl_types import AclBinding, AclBindingFilter
-from protocol.errors import ErrorCode, KafkaApiError
-from storage.clock import now_ms
+from odradek.protocol.acl_types import AclBinding, AclBindingFilter
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.clock import now_ms
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_TTL_MS = 30_000
 # Kafka's defaults of metadata.log.max.record.bytes.between.snapshots and
-# metadata.log.max.snapshot.interval.ms (KRaftConfigs); broker/config.py defines the keys.
+# metadata.log.max.snapshot.interval.ms (KRaftConfigs); broker/config/broker_config.py defines the keys.
 DEFAULT_SNAPSHOT_MAX_NEW_RECORD_BYTES = 20 * 1024 * 1024
 DEFAULT_SNAPSHOT_MAX_INTERVAL_MS = 60 * 60 * 1000
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
@@ -143,7 +147,7 @@ UNKNOWN_TOPIC_ID_MESSAGE = "This server does not host this topic ID."
 MAX_PARTITIONS_PER_BATCH = 10_000
 EXCESSIVE_PARTITIONS_MESSAGE = "Excessively large number of partitions per request."
 # max.broker.partitions (the name KIP-578 gave it; Kafka never shipped a per-broker limit) is passed
-# in by the broker (broker/config.py has its default); a Controller built without it has no cap.
+# in by the broker (broker/config/broker_config.py has its default); a Controller built without it has no cap.
 
 
 def _bootstrap_feature_records(levels: Mapping[str, int]) -> list[MetadataRecord]:
@@ -202,7 +206,7 @@ class Controller:
         self.delete_topic_enable = delete_topic_enable
         self.max_broker_partitions = max_broker_partitions
         # Kafka's broker configs of the same names; the topic config and the cluster-wide dynamic
-        # default of unclean.leader.election.enable override the first (controller.elections).
+        # default of unclean.leader.election.enable override the first (odradek.controller.elections).
         self.unclean_leader_election_enable = unclean_leader_election_enable
         self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
         self.leader_imbalance_check_interval_seconds = leader_imbalance_check_interval_seconds
@@ -289,8 +293,8 @@ class Controller:
             self._active = True
             first: list[MetadataRecord] = [LeaderChangeRecord(self.node_id, lease.epoch)]
             if contents.snapshot is None and not contents.batches:
-                # A new cluster is formatted at the newest metadata format (controller.metadata_format, rule 1)
-                # and at Kafka's feature levels for a new cluster (controller.features).
+                # A new cluster is formatted at the newest metadata format (odradek.controller.metadata_format, rule 1)
+                # and at Kafka's feature levels for a new cluster (odradek.controller.features).
                 first.append(FeatureLevelRecord(metadata_format.FEATURE, metadata_format.LATEST))
                 first += _bootstrap_feature_records(features.BOOTSTRAP)
             elif self._image.metadata_format >= metadata_format.FEATURE_LEVELS:
@@ -488,7 +492,7 @@ class Controller:
         registration); None draws a fresh one. ``features``: the (feature, min, max) levels its
         release reads (this release's by default; an etcd registration's, where a 0.1.0 broker has
         none); one that cannot read the store's metadata format is registered fenced
-        (controller.metadata_format, rule 5)."""
+        (odradek.controller.metadata_format, rule 5)."""
         if not 0 < port <= 65535:
             raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Invalid port {port}.")
         async with self._write_lock:
@@ -537,7 +541,7 @@ class Controller:
 
     async def maybe_raise_metadata_format(self) -> int:
         """Raise ``odradek.metadata.format`` to the newest level every registered broker reads
-        (controller.metadata_format, rule 3); returns the level now finalized. Never lowers it."""
+        (odradek.controller.metadata_format, rule 3); returns the level now finalized. Never lowers it."""
         if self._newest_readable_format() <= self._image.metadata_format:
             return self._image.metadata_format  # the common case, on every turn of the candidate's loop
         async with self._write_lock:
@@ -558,7 +562,7 @@ class Controller:
 
     def _pre_feature_level_records(self) -> list[MetadataRecord]:
         """FeatureLevelRecords of the levels a store without Kafka's feature levels behaved at
-        (controller.features.PRE_FEATURE_LEVELS); none once it has them."""
+        (odradek.controller.features.PRE_FEATURE_LEVELS); none once it has them."""
         if features.has_feature_levels(self._image.features):
             return []
         return _bootstrap_feature_records(features.PRE_FEATURE_LEVELS)
@@ -635,7 +639,7 @@ class Controller:
             return remaining
 
     # ----------------------------------------------------------------------------------------
-    # Leader election (the rules live in controller.elections)
+    # Leader election (the rules live in odradek.controller.elections)
 
     def _is_live(self, node_id: int) -> bool:
         return elections.is_live(self._image, node_id)
@@ -720,7 +724,7 @@ class Controller:
         return results
 
     # ----------------------------------------------------------------------------------------
-    # Reassignments (the rules live in controller.reassignments)
+    # Reassignments (the rules live in odradek.controller.reassignments)
 
     async def alter_partition_reassignments(
         self, targets: Sequence[ReassignmentTarget]
@@ -808,7 +812,7 @@ class Controller:
                                             self._unclean_default())
 
     # ----------------------------------------------------------------------------------------
-    # ACLs (CreateAcls / DeleteAcls; the logic is controller.acls)
+    # ACLs (CreateAcls / DeleteAcls; the logic is odradek.controller.acls)
 
     async def create_acls(self, bindings: Sequence[AclBinding]) -> list[acls.AclCreateResult]:
         async with self._write_lock:
@@ -1450,7 +1454,7 @@ class Controller:
                 client_metrics_configs.validate(resource.resource_name, merged)
             except client_metrics_configs.ClientMetricsConfigError as e:
                 raise _ApiError(e.code, str(e)) from None
-        # TODO(broker configs): validate dynamic broker configs once broker/config.py defines them.
+        # TODO(broker configs): validate dynamic broker configs once broker/config/broker_config.py defines them.
         return records
 
 

@@ -19,7 +19,7 @@ ReplicationControlManager):
   leaves every ISR it is in unless it is the last member; a partition with no other ISR member keeps
   it as leader and is reported back as remaining.
 
-Every record changing a leader makes ``controller.image`` bump the leader epoch.
+Every record changing a leader makes ``odradek.controller.image`` bump the leader epoch.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ import uuid
 from collections.abc import Iterable, Sequence, Set
 from dataclasses import replace
 
-from controller.image import MetadataImage, PartitionState, TopicImage
-from controller.records import NO_LEADER, PartitionChangeRecord
-from controller.requests import ElectionResult, ElectionType
-from protocol.errors import ErrorCode
+from odradek.controller.image import MetadataImage, PartitionState, TopicImage
+from odradek.controller.records import NO_LEADER, PartitionChangeRecord
+from odradek.controller.requests import ElectionResult, ElectionType
+from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

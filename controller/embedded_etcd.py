@@ -3,7 +3,7 @@ served by ``odradek --processes N``'s supervisor, so N brokers on one host form 
 other service installed.
 
 Why this and not another design. A cluster's brokers already share everything through etcd
-(``controller.etcd_lease``, ``controller.etcd_log_store``, ``broker.cluster``: the controller lease
+(``odradek.controller.etcd_lease``, ``odradek.controller.etcd_log_store``, ``odradek.broker.cluster``: the controller lease
 and its fencing, the metadata log and its snapshots, registrations under session leases, producer-id
 blocks, the watch that wakes followers). Serving that same API from the supervisor keeps one code
 path for one host and for many: nothing in the broker or the controller changes, every cluster test
@@ -687,8 +687,8 @@ class EmbeddedEtcd:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m controller.embedded_etcd --data-dir D [--port P]``: the store alone (tests, tools)."""
-    parser = argparse.ArgumentParser(prog="python -m controller.embedded_etcd")
+    """``python -m odradek.controller.embedded_etcd --data-dir D [--port P]``: the store alone (tests, tools)."""
+    parser = argparse.ArgumentParser(prog="python -m odradek.controller.embedded_etcd")
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)

@@ -24,7 +24,7 @@ from typing import Any
 
 import aetcd
 
-from controller.etcd_endpoints import parse_etcd_endpoints
+from odradek.controller.etcd_endpoints import parse_etcd_endpoints
 
 # Errors a store call can raise when etcd cannot be reached or refuses the request.
 EtcdError = aetcd.exceptions.ClientError

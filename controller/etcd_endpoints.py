@@ -2,7 +2,7 @@
 
 Format: comma-separated ``host:port`` (an ``etcd://`` prefix allowed, a trailing ``/`` ignored, an
 IPv6 host in brackets, ports 1-65535). ``metadata.store``'s config check and the etcd client
-(``controller.etcd_client.grpc_target``) both parse with it. It imports nothing of the etcd client,
+(``odradek.controller.etcd_client.grpc_target``) both parse with it. It imports nothing of the etcd client,
 so checking the configuration of a single node loads no gRPC.
 """
 

@@ -1,4 +1,4 @@
-"""``EtcdLeaseStore``: the controller lease (``controller.lease.LeaseStore``) held in etcd v3.
+"""``EtcdLeaseStore``: the controller lease (``odradek.controller.lease.LeaseStore``) held in etcd v3.
 
 Keys under ``prefix`` (``/odradek/<cluster-id>`` in a cluster):
 
@@ -42,8 +42,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from controller.etcd_client import EtcdError, etcd_client
-from controller.lease import Lease, LeaseLostError
+from odradek.controller.etcd_client import EtcdError, etcd_client
+from odradek.controller.lease import Lease, LeaseLostError
 
 LEADER_KEY = "controller"
 EPOCH_KEY = "controller_epoch"

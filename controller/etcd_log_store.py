@@ -1,4 +1,4 @@
-"""``EtcdMetadataLogStore``: the committed metadata records (``controller.log_store.MetadataLogStore``) in etcd v3.
+"""``EtcdMetadataLogStore``: the committed metadata records (``odradek.controller.log_store.MetadataLogStore``) in etcd v3.
 
 Keys under ``prefix`` (``/odradek/<cluster-id>/metadata`` in a cluster):
 
@@ -38,7 +38,7 @@ With a ``fence`` (``EtcdLeaseStore.fence(node_id)``) every append and snapshot T
 leader key to this holder at the append's epoch, so a controller whose lease lapsed or was taken
 over is refused by etcd itself (``LeaseFencedError``, a ``StaleControllerEpochError``) even before its
 successor wrote anything: "every metadata write is guarded by: the epoch is still mine". Brokers read
-with ``read_from`` (``broker.cluster.metadata_follower``), woken by a Watch on ``<prefix>/log/``.
+with ``read_from`` (``odradek.broker.cluster.metadata_follower``), woken by a Watch on ``<prefix>/log/``.
 """
 
 from __future__ import annotations
@@ -52,10 +52,10 @@ from typing import Any
 
 from aetcd.utils import prefix_range_end
 
-from controller.etcd_client import EtcdError, etcd_client
-from controller.etcd_lease import LeaseFence
-from controller.log_store import AppendResult, MetadataStoreUnavailableError
-from controller.metadata_log import (
+from odradek.controller.etcd_client import EtcdError, etcd_client
+from odradek.controller.etcd_lease import LeaseFence
+from odradek.controller.log_store import AppendResult, MetadataStoreUnavailableError
+from odradek.controller.metadata_log import (
     MetadataBatch,
     MetadataLogContents,
     MetadataLogCorruptError,
@@ -63,14 +63,14 @@ from controller.metadata_log import (
     decode_batches,
     encode_batch,
 )
-from controller.metadata_snapshot import (
+from odradek.controller.metadata_snapshot import (
     SNAPSHOT_FORMAT_VERSION,
     MetadataSnapshot,
     SnapshotCorruptError,
     decode_snapshot,
     encode_snapshot,
 )
-from controller.records import MetadataRecord
+from odradek.controller.records import MetadataRecord
 
 log = logging.getLogger(__name__)
 

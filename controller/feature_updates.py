@@ -23,7 +23,7 @@ error, ``Invalid update version <level> for feature <name>. <reason>``:
    eligible.leader.replicas.version 1 on metadata.version 23, and ELR is not supported).
 
 Kafka's metadata.version path (downgrades refused when a skipped version changed the metadata) is
-never reached: the only supported level is the finalized one (controller.features).
+never reached: the only supported level is the finalized one (odradek.controller.features).
 
 The request succeeds or fails as a whole: with any error, nothing is written and the answer is
 "The update failed for all features since the following feature had an error: <error>" for all of
@@ -40,11 +40,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from controller import features, metadata_format
-from controller.image import MetadataImage
-from controller.records import FeatureLevelRecord, MetadataRecord
-from controller.requests import FeatureUpdate, FeatureUpgradeType, UpdateFeaturesResult
-from protocol.errors import ErrorCode
+from odradek.controller import features, metadata_format
+from odradek.controller.image import MetadataImage
+from odradek.controller.records import FeatureLevelRecord, MetadataRecord
+from odradek.controller.requests import FeatureUpdate, FeatureUpgradeType, UpdateFeaturesResult
+from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

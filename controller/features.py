@@ -4,7 +4,7 @@ new cluster is formatted at, and the levels finalized in a metadata image.
 Kafka 4.4 (server-common's ``Feature``, ``MetadataVersion``; ``BrokerFeatures.defaultSupportedFeatures``)
 finalizes each feature's level with a ``FeatureLevelRecord`` in the metadata log; brokers advertise
 what they support and what is finalized in ApiVersions (v3+), and switch behaviour on the finalized
-levels. Odradek keeps the same records in its own metadata log (``controller.image`` applies them to
+levels. Odradek keeps the same records in its own metadata log (``odradek.controller.image`` applies them to
 ``MetadataImage.features``) and supports only what it implements:
 
 =================================  =========  ==========================================================
@@ -43,7 +43,7 @@ kraft.version                      0          KIP-853's KRaft quorum protocol: O
 A feature whose highest supported level is 0 is not advertised (Kafka's BrokerFeatures leaves out
 a feature whose maximum is 0): share groups, streams groups and ELR stay off in clients' eyes.
 
-``odradek.metadata.format`` (controller.metadata_format) is a FeatureLevelRecord too, but Odradek's
+``odradek.metadata.format`` (odradek.controller.metadata_format) is a FeatureLevelRecord too, but Odradek's
 own: the controller raises it by itself when every broker can read the next format, and it must
 never be lowered. It is neither advertised in ApiVersions nor changeable with UpdateFeatures
 (Kafka's tools would show it and offer to downgrade it; FeatureCommand prints whatever a broker
@@ -66,7 +66,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from controller import metadata_format
+from odradek.controller import metadata_format
 
 METADATA_VERSION = "metadata.version"
 KRAFT_VERSION = "kraft.version"

@@ -23,7 +23,7 @@ Rules (Kafka's, from MetadataDelta / TopicsDelta / PartitionRegistration.merge):
    left without keys is dropped), as Kafka's ClientQuotaImage.
 7. FeatureLevelRecord finalizes one feature's level in ``features`` (level 0 drops it); a level of
    ``odradek.metadata.format`` this release cannot read raises ``UnsupportedMetadataFormatError``
-   (controller.metadata_format).
+   (odradek.controller.metadata_format).
 
 ``apply`` returns a ``MetadataDelta`` describing what the record changed, so subscribers (the broker's
 log manager) can create or delete local logs and reload configs without diffing images.
@@ -40,8 +40,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field, replace
 
-from controller import metadata_format
-from controller.records import (
+from odradek.controller import metadata_format
+from odradek.controller.records import (
     LEADER_NO_CHANGE,
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,

@@ -1,8 +1,8 @@
 """A metadata image as the records that rebuild it (what a snapshot holds), and the change between two images.
 
 ``image_records(image)`` is Kafka's ``MetadataImage.write(ImageWriter)``: every piece of state the
-image holds, written as the records whose replay (``controller.image.apply``, in order, on an empty
-image) gives an equal image. Piece by piece, from ``controller.image.MetadataImage``:
+image holds, written as the records whose replay (``odradek.controller.image.apply``, in order, on an empty
+image) gives an equal image. Piece by piece, from ``odradek.controller.image.MetadataImage``:
 
 - ``features``: one FeatureLevelRecord per finalized feature, first (a reader learns the store's
   format level before anything else);
@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from controller.image import MetadataDelta, MetadataImage, apply
-from controller.records import (
+from odradek.controller.image import MetadataDelta, MetadataImage, apply
+from odradek.controller.records import (
     ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,

@@ -2,7 +2,7 @@
 
 The controller writes metadata only while it holds the lease; the lease's ``epoch`` becomes the
 controller epoch stamped on every metadata-log append, so a deposed controller's late writes are
-refused (see ``controller.metadata_log``). ``LeaseStore`` is the interface, asynchronous because a
+refused (see ``odradek.controller.metadata_log``). ``LeaseStore`` is the interface, asynchronous because a
 distributed store answers over the network; ``LocalLeaseStore`` is the single-node implementation.
 Every store keeps the same contract:
 
@@ -15,7 +15,7 @@ Every store keeps the same contract:
 4. ``now_ms`` arguments are the caller's clock; ``Lease.expires_at_ms`` is expressed in it, so the
    controller can renew ahead of expiry without knowing the store's clock.
 
-How an etcd store fits (implemented by ``controller.etcd_lease.EtcdLeaseStore``, not yet wired into
+How an etcd store fits (implemented by ``odradek.controller.etcd_lease.EtcdLeaseStore``, not yet wired into
 the broker): ``try_acquire`` = LeaseGrant(ttl) giving ``lease_id``,
 then one Txn: compare ``create_revision(<leader key>) == 0`` and ``value(<epoch key>) == e`` (read
 just before), put ``<leader key> = holder`` attached to ``lease_id`` and ``<epoch key> = e + 1``; a
@@ -26,7 +26,7 @@ Get of the leader key. ``release`` = LeaseRevoke(lease_id), which deletes the le
 key stays, so epochs never repeat. ``close`` closes the client without revoking.
 
 ``LocalLeaseStore`` runs the file work of ``LeaseFile`` on an executor (the embedded controller's own
-thread, broker/embedded_controller.py: a renewal must not queue behind log loading), one
+thread, broker/metadata/embedded_controller.py: a renewal must not queue behind log loading), one
 call at a time, so the event loop never blocks on the fsync. ``LeaseFile`` on-disk format: a JSON
 file (by default ``<metadata dir>/controller.lease``)::
 
@@ -59,8 +59,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from protocol.errors import ErrorCode, KafkaApiError
-from storage.checkpoint_file import write_atomically
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.checkpoint_file import write_atomically
 
 NO_HOLDER = -1
 # Lease.lease_id of a store with no server-side lease object (the local file store).

@@ -4,7 +4,7 @@ The controller appends each operation's records as one batch stamped with its co
 and at start-up loads the newest snapshot and replays the batches after it; it never touches a
 file itself. The interface is
 asynchronous because a distributed store answers over the network. Every store keeps the
-``controller.metadata_log`` contract:
+``odradek.controller.metadata_log`` contract:
 
 1. ``open`` recovers the store (a torn local tail is cut off) and returns its newest snapshot (or
    None) and every committed batch after it, oldest first, for replay: load the snapshot into an
@@ -29,7 +29,7 @@ asynchronous because a distributed store answers over the network. Every store k
    (``metadata.log.max.record.bytes.between.snapshots``) and on time.
 5. ``close`` releases the store; the records stay.
 
-How an etcd store fits (``controller.etcd_log_store.EtcdMetadataLogStore``, what a cluster's
+How an etcd store fits (``odradek.controller.etcd_log_store.EtcdMetadataLogStore``, what a cluster's
 controller uses; it also guards each append with the lease, see there): batch ``b`` is the value of key
 ``<prefix>/log/<base offset, zero-padded>`` (the encoded frame of ``metadata_log.encode_batch``),
 and ``<prefix>/head`` holds ``{next_offset, newest_epoch}``. ``append`` is one Txn: compare
@@ -50,14 +50,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from controller.metadata_log import (
+from odradek.controller.metadata_log import (
     MetadataBatch,
     MetadataLog,
     MetadataLogContents,
     MetadataStoreUnavailableError,
 )
-from controller.metadata_snapshot import MetadataSnapshot
-from controller.records import MetadataRecord
+from odradek.controller.metadata_snapshot import MetadataSnapshot
+from odradek.controller.records import MetadataRecord
 
 _T = TypeVar("_T")
 

@@ -24,7 +24,7 @@ import base64
 import uuid
 from pathlib import Path
 
-from controller.lease import write_file_atomically
+from odradek.controller.lease import write_file_atomically
 
 META_PROPERTIES = "meta.properties"
 ZERO_UUID = uuid.UUID(int=0)

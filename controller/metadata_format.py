@@ -12,7 +12,7 @@ level  release   what a store at this level may hold beyond the level below
                  one is at level 1)
 2      0.2.0     FeatureLevelRecord; metadata snapshots (a store whose batches start after offset 0,
                  etcd's snapshot keys); a RegisterBrokerRecord's ``features``; the group and
-                 transaction coordinators' migration to Kafka's partition rule (broker.coordinator.rehash);
+                 transaction coordinators' migration to Kafka's partition rule (odradek.broker.coordinator.rehash);
                  ConfigRecords of CLIENT_METRICS subscriptions (0.1.0 refuses a resource type it does
                  not know)
 =====  ========  =======================================================================================
@@ -32,12 +32,12 @@ Rules:
 4. What needs a level waits for it: ``image.metadata_format >= level`` (the controller's snapshots,
    broker/coordinator/partition_rule.py's switch to Kafka's partition rule).
 5. A release that finds the store at a level above ``LATEST`` refuses to go on
-   (``UnsupportedMetadataFormatError`` from ``controller.image.apply``), naming both levels: starting
+   (``UnsupportedMetadataFormatError`` from ``odradek.controller.image.apply``), naming both levels: starting
    would mean misreading the store. A registration whose range does not include the finalized level is
    kept fenced (it could not follow the log).
 
 Fields added to a record type with a default, and readers that ignore fields they do not know
-(``controller.records``), are not a new level: an older release reads such records, minus the field.
+(``odradek.controller.records``), are not a new level: an older release reads such records, minus the field.
 A new record type, a record whose meaning changes, or a new shape of the store is a new level.
 Kafka-owned formats in the log dirs (segments, indexes, checkpoints, producer snapshots,
 ``partition.metadata``, ``meta.properties``, ``__consumer_offsets`` and ``__transaction_state`` records)
@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from controller.records import FeatureLevelRecord, MetadataRecord
+from odradek.controller.records import FeatureLevelRecord, MetadataRecord
 
 FEATURE = "odradek.metadata.format"
 MIN_SUPPORTED = 1
@@ -58,8 +58,8 @@ UNVERSIONED = 1
 # What needs which level.
 SNAPSHOTS = 2
 COORDINATOR_REHASH = 2
-FEATURE_LEVELS = 2  # Kafka's feature levels (controller.features), FeatureLevelRecords of their own
-CLIENT_METRICS_CONFIGS = 2  # KIP-714 subscriptions (controller.client_metrics_configs)
+FEATURE_LEVELS = 2  # Kafka's feature levels (odradek.controller.features), FeatureLevelRecords of their own
+CLIENT_METRICS_CONFIGS = 2  # KIP-714 subscriptions (odradek.controller.client_metrics_configs)
 
 # (feature, min level, max level) this release reads, as a registration carries it.
 SUPPORTED: tuple[tuple[str, int, int], ...] = ((FEATURE, MIN_SUPPORTED, LATEST),)

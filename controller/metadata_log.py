@@ -2,7 +2,7 @@
 
 Location: ``<metadata dir>/__cluster_metadata-0/metadata.log`` (the directory name is Kafka's
 metadata topic-partition), beside the newest snapshot ``<end offset>-<epoch>.checkpoint``
-(``controller.metadata_snapshot``). Every change to cluster metadata is a batch appended to the log;
+(``odradek.controller.metadata_snapshot``). Every change to cluster metadata is a batch appended to the log;
 the snapshot (if any) plus the log's batches from the snapshot's end offset rebuild the image.
 
 Format (all integers big-endian)::
@@ -11,7 +11,7 @@ Format (all integers big-endian)::
     payload := base_offset:int64  controller_epoch:int32  record_count:int32  records_json:bytes
 
 ``crc`` is CRC32C (Castagnoli, as in Kafka's record batch v2) over ``payload``. ``records_json`` is a
-UTF-8 JSON array of ``controller.records.record_to_dict`` objects; record ``i`` of a batch has
+UTF-8 JSON array of ``odradek.controller.records.record_to_dict`` objects; record ``i`` of a batch has
 offset ``base_offset + i``. Offsets are dense: each batch's base offset equals the previous batch's
 base offset plus its record count. The file's first batch starts at 0, or at the end offset of the
 snapshot beside it (the records below it are in the snapshot).
@@ -57,7 +57,7 @@ instead of appending to an unlinked file. Only the newest checkpoint is kept: an
 use once the log prefix after it is gone (Kafka keeps more only for followers fetching them).
 
 Ownership: one ``MetadataLog`` object per process, used by the controller through
-``controller.log_store.LocalMetadataLogStore``, which runs its blocking I/O (write + fsync) on an
+``odradek.controller.log_store.LocalMetadataLogStore``, which runs its blocking I/O (write + fsync) on an
 executor, one call at a time (calls on one object must not overlap: flock belongs to the open file).
 """
 
@@ -72,7 +72,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.metadata_snapshot import (
+from odradek.controller.metadata_snapshot import (
     MetadataSnapshot,
     SnapshotCorruptError,
     checkpoints,
@@ -80,9 +80,9 @@ from controller.metadata_snapshot import (
     remove_stale_files,
     write_checkpoint,
 )
-from controller.records import MetadataRecord, record_from_dict, record_to_dict
-from protocol.checksum import crc32c
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.controller.records import MetadataRecord, record_from_dict, record_to_dict
+from odradek.protocol.checksum import crc32c
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 log = logging.getLogger(__name__)
 

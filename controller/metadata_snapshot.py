@@ -1,7 +1,7 @@
 """Metadata snapshots: the image at one log offset, written as records, in chunks that each check themselves.
 
 A snapshot holds the records that rebuild the metadata image as it stood after every record below
-``end_offset`` (``controller.image_records.image_records``), with ``controller_epoch`` the epoch of
+``end_offset`` (``odradek.controller.image_records.image_records``), with ``controller_epoch`` the epoch of
 the newest batch it covers. Kafka's shape: its ``<end offset>-<epoch>.checkpoint`` files hold the
 image as record batches; a reader loads the newest snapshot and then the log from its end offset.
 
@@ -13,7 +13,7 @@ Format (all integers big-endian), one or more chunks, in order::
 
 ``crc`` is CRC32C over ``payload`` (the metadata log's frame check). ``version`` is the snapshot
 format's version, ``SNAPSHOT_FORMAT_VERSION`` (1); a reader refuses a version it does not know rather
-than guess. ``records_json`` is a UTF-8 JSON array of ``controller.records.record_to_dict`` objects,
+than guess. ``records_json`` is a UTF-8 JSON array of ``odradek.controller.records.record_to_dict`` objects,
 as in the log's batches. Every chunk repeats the header, so a chunk read alone (one etcd key) says
 which snapshot it belongs to and where it goes; a snapshot decodes only if chunks ``0 ..
 chunk_count - 1`` are all there, in order, with the same version, end offset and epoch.
@@ -22,10 +22,10 @@ Why chunks: etcd refuses a request over ``--max-request-bytes`` (1.5 MiB by defa
 store puts each chunk under a key of its own; the local file is the chunks one after another. A chunk
 holds about ``CHUNK_BYTES`` of JSON (one record more at most).
 
-The local file (``controller.metadata_log``): ``<metadata dir>/__cluster_metadata-0/
+The local file (``odradek.controller.metadata_log``): ``<metadata dir>/__cluster_metadata-0/
 <end offset, 20 digits>-<epoch, 10 digits>.checkpoint`` (Kafka's name), written to ``<name>.tmp``,
 fsynced, renamed, and the directory fsynced (``write_checkpoint``, through
-``storage.checkpoint_file.write_atomically``): a crash leaves either the
+``odradek.storage.checkpoint_file.write_atomically``): a crash leaves either the
 complete file under its name or a ``.tmp`` that readers ignore and the next writer removes.
 
 Pure data and file functions; the store that owns a directory serializes its calls.
@@ -41,9 +41,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.records import MetadataRecord, record_from_dict, record_to_dict
-from protocol.checksum import crc32c
-from storage.checkpoint_file import write_atomically
+from odradek.controller.records import MetadataRecord, record_from_dict, record_to_dict
+from odradek.protocol.checksum import crc32c
+from odradek.storage.checkpoint_file import write_atomically
 
 SNAPSHOT_FORMAT_VERSION = 1
 CHUNK_BYTES = 512 * 1024  # of JSON per chunk: a third of etcd's default 1.5 MiB request limit

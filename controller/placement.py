@@ -48,8 +48,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from controller.java_hashing import hash_map_order, string_hash
-from controller.java_random import JavaRandom
+from odradek.controller.java_hashing import hash_map_order, string_hash
+from odradek.controller.java_random import JavaRandom
 
 
 class PlacementError(ValueError):

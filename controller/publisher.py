@@ -7,7 +7,7 @@ empty delta, so it never has to ask the controller for anything.
 
 In-process the image is the controller's own object, mutated in place by later commits: read it,
 never change it. A remote controller's publisher (the next issue) will ship ``delta.records`` to
-the broker, which applies them to its own copy of the image (``controller.image.apply``) and then
+the broker, which applies them to its own copy of the image (``odradek.controller.image.apply``) and then
 publishes locally through the same interface.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from controller.image import MetadataDelta, MetadataImage
+from odradek.controller.image import MetadataDelta, MetadataImage
 
 MetadataListener = Callable[[MetadataDelta], None]
 

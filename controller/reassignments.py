@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from controller.elections import clean_leader, unclean_allowed, unclean_leader
-from controller.image import MetadataImage, PartitionState, TopicImage
-from controller.records import NO_LEADER, PartitionChangeRecord
-from controller.requests import OngoingReassignment
-from protocol.errors import ErrorCode
+from odradek.controller.elections import clean_leader, unclean_allowed, unclean_leader
+from odradek.controller.image import MetadataImage, PartitionState, TopicImage
+from odradek.controller.records import NO_LEADER, PartitionChangeRecord
+from odradek.controller.requests import OngoingReassignment
+from odradek.protocol.errors import ErrorCode
 
 NO_REASSIGNMENT_IN_PROGRESS_MESSAGE = "No partition reassignment is in progress."
 

@@ -2,7 +2,7 @@
 
 Each class mirrors one of Kafka's ``metadata/src/main/resources/common/metadata/*.json`` records
 (fields in snake_case), trimmed to what Odradek uses today. A controller operation produces a list
-of records; the metadata log stores them as one atomic batch and ``controller.image`` applies them
+of records; the metadata log stores them as one atomic batch and ``odradek.controller.image`` applies them
 in order to rebuild the ``MetadataImage``. Records are immutable values; they hold no behaviour.
 
 Encoding (used by the metadata log's JSON payload): ``record_to_dict`` gives
@@ -19,7 +19,7 @@ Special values kept from Kafka:
   Kafka's version 0 record).
 - ``ConfigRecord.value`` of ``None`` deletes the key.
 - ``AccessControlEntryRecord.id`` names one ACL; ``RemoveAccessControlEntryRecord`` removes it
-  (``controller.acls`` builds both).
+  (``odradek.controller.acls`` builds both).
 
 Pure data: safe to use from any thread.
 """
@@ -41,7 +41,7 @@ class ConfigResourceType(IntEnum):
 
     TOPIC = 2
     BROKER = 4
-    CLIENT_METRICS = 16  # a client metrics subscription (controller.client_metrics_configs)
+    CLIENT_METRICS = 16  # a client metrics subscription (odradek.controller.client_metrics_configs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,14 +73,14 @@ class RegisterBrokerRecord:
     endpoints: tuple[tuple[str, str, int], ...] = ()
     # (feature, min level, max level) the broker's release reads (Kafka's BrokerRegistrationRecord
     # features); empty from 0.1.0, which reads odradek.metadata.format level 1 only
-    # (controller.metadata_format).
+    # (odradek.controller.metadata_format).
     features: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class FeatureLevelRecord:
     """Kafka's FeatureLevelRecord: the finalized level of one feature, cluster-wide (level 0 removes
-    it). ``controller.metadata_format`` says what the ``odradek.metadata.format`` levels allow."""
+    it). ``odradek.controller.metadata_format`` says what the ``odradek.metadata.format`` levels allow."""
 
     name: str
     feature_level: int
@@ -156,7 +156,7 @@ class ConfigRecord:
 
 @dataclass(frozen=True, slots=True)
 class AccessControlEntryRecord:
-    """One ACL (Kafka's AccessControlEntryRecord); codes as in ``protocol.acl_types``."""
+    """One ACL (Kafka's AccessControlEntryRecord); codes as in ``odradek.protocol.acl_types``."""
 
     id: uuid.UUID
     resource_type: int

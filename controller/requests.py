@@ -3,7 +3,7 @@
 These mirror the fields of CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs and
 IncrementalAlterConfigs requests/responses that the controller decides on, decoupled from wire
 versions: a handler converts its decoded request into these and the results back into a response.
-Error codes are ``protocol.errors.ErrorCode``; messages are Kafka's strings.
+Error codes are ``odradek.protocol.errors.ErrorCode``; messages are Kafka's strings.
 
 Pure data: safe from any thread.
 """
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -90,7 +90,7 @@ class AlterableConfig:
 
 @dataclass(frozen=True, slots=True)
 class AlterConfigsResource:
-    resource_type: int  # controller.records.ConfigResourceType
+    resource_type: int  # odradek.controller.records.ConfigResourceType
     resource_name: str
     # IncrementalAlterConfigs: a sequence of AlterableConfig; legacy AlterConfigs: dict of new values.
     configs: Sequence[AlterableConfig] | dict[str, str | None]

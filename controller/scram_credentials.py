@@ -22,8 +22,12 @@ import hmac
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from controller.records import MetadataRecord, RemoveUserScramCredentialRecord, UserScramCredentialRecord
-from protocol.errors import ErrorCode
+from odradek.controller.records import (
+    MetadataRecord,
+    RemoveUserScramCredentialRecord,
+    UserScramCredentialRecord,
+)
+from odradek.protocol.errors import ErrorCode
 
 HASHES = {1: "sha256", 2: "sha512"}
 MIN_ITERATIONS = 4096

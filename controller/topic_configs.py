@@ -1,6 +1,6 @@
 """Validation of topic config overrides for the controller (CreateTopics, AlterConfigs).
 
-The authority on topic configs is ``storage.log_config`` (owned by the storage package): a set of
+The authority on topic configs is ``odradek.storage.log_config`` (owned by the storage package): a set of
 overrides is valid when ``LogConfig().with_overrides(overrides)`` accepts it; its
 ``InvalidConfigError`` message becomes the INVALID_CONFIG message. This module is the controller's
 only link to that table, so it is the one place to re-point if the validation moves.
@@ -21,9 +21,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 
-from controller.records import ConfigRecord, ConfigResourceType
-from storage.errors import InvalidConfigError
-from storage.log_config import TOPIC_CONFIGS, LogConfig
+from odradek.controller.records import ConfigRecord, ConfigResourceType
+from odradek.storage.errors import InvalidConfigError
+from odradek.storage.log_config import TOPIC_CONFIGS, LogConfig
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-EXTENSIONS = ("protocol/_record_scan", "protocol/_produce_codec")
+EXTENSIONS = ("odradek/protocol/_record_scan", "odradek/protocol/_produce_codec")
 
 
 def missing_extensions(wheel: Path) -> list[str]:

@@ -15,7 +15,7 @@
  *                    (v8+); current_leader: tagged 0 (v10+)]]; throttle_time_ms: int32;
  *                    node_endpoints: tagged 0 (v10+)
  *
- * protocol/produce_codec.py wires these into protocol.codec's MessageCodec for those versions; the
+ * protocol/produce_codec.py wires these into odradek.protocol.codec's MessageCodec for those versions; the
  * generated Python codec stays the reference. Both must give the same result for every input:
  * decode the same dict (records as zero-copy memoryview slices) or a DecodeError, with the same
  * rules as protocol/primitives.py (varints of at most 5 bytes, counts beyond the bytes left
@@ -31,7 +31,7 @@
 #include <stdint.h>
 #include <string.h>
 
-static PyObject *DecodeError; /* protocol.primitives.DecodeError, given by init() */
+static PyObject *DecodeError; /* odradek.protocol.primitives.DecodeError, given by init() */
 static PyObject *UuidFromBytes; /* 16 bytes -> uuid.UUID (v13's topic ids), given by init() */
 static PyObject *SixtyFour;     /* the int 64: a uuid's int >> 64 is its high half */
 
@@ -66,7 +66,7 @@ static int fail(const char *message)
     return -1;
 }
 
-/* Kafka's unsigned varint, at most 5 bytes (protocol.primitives.read_uvarint). */
+/* Kafka's unsigned varint, at most 5 bytes (odradek.protocol.primitives.read_uvarint). */
 static int read_uvarint(Reader *r, uint64_t *out)
 {
     uint64_t result = 0;
@@ -657,8 +657,8 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "protocol._produce_codec",
-    "Native ProduceRequest decoder and ProduceResponse encoder (protocol.produce_codec).",
+    PyModuleDef_HEAD_INIT, "odradek.protocol._produce_codec",
+    "Native ProduceRequest decoder and ProduceResponse encoder (odradek.protocol.produce_codec).",
     -1, methods, NULL, NULL, NULL, NULL,
 };
 

@@ -1,6 +1,6 @@
 """Type stub of the optional native extension built from protocol/_produce_codec.c (setup.py).
 
-See :mod:`protocol.produce_codec`, which wires it into protocol.codec.
+See :mod:`odradek.protocol.produce_codec`, which wires it into odradek.protocol.codec.
 """
 
 import uuid

@@ -214,7 +214,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "protocol._record_scan", "Native record framing checks (protocol.record_scan).",
+    PyModuleDef_HEAD_INIT, "odradek.protocol._record_scan", "Native record framing checks (odradek.protocol.record_scan).",
     -1, methods, NULL, NULL, NULL, NULL,
 };
 

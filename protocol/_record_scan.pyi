@@ -1,6 +1,6 @@
 """Type stub of the optional native extension built from protocol/_record_scan.c (setup.py).
 
-Same arguments and results as :func:`protocol.record_scan.scan_py`, its pure-Python twin.
+Same arguments and results as :func:`odradek.protocol.record_scan.scan_py`, its pure-Python twin.
 """
 
 def scan(

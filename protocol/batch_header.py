@@ -35,7 +35,7 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from protocol.checksum import crc32c
+from odradek.protocol.checksum import crc32c
 
 HEADER_SIZE = 61
 # Everything up to and including batch_length: what a reader needs to find the batch's end.

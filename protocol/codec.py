@@ -37,10 +37,10 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from protocol import primitives as P
-from protocol import produce_codec
-from protocol.primitives import DecodeError
-from protocol.schema_data import MESSAGES
+from odradek.protocol import primitives as P
+from odradek.protocol import produce_codec
+from odradek.protocol.primitives import DecodeError
+from odradek.protocol.schema_data import MESSAGES
 
 ZERO_UUID = uuid.UUID(int=0)
 OPEN = 32767
@@ -466,7 +466,7 @@ class MessageCodec:
                  native: bool = True) -> None:
         # ``messages``: another schema table of the same shape (e.g. protocol/coordinator_schema_data.py
         # for __consumer_offsets records); default: the request/response table. ``native``: use a
-        # native decoder/encoder where protocol.produce_codec has one (False: the generated code
+        # native decoder/encoder where odradek.protocol.produce_codec has one (False: the generated code
         # only, which the tests compare the native one with).
         spec = (MESSAGES if messages is None else messages)[name]
         lo, hi = spec["valid"]

@@ -18,7 +18,7 @@ The codec id is ``attributes & 0x07`` of the batch header (Kafka's CompressionTy
 Ids 5-7 are unused; they raise :class:`UnknownCodecError`. Malformed compressed data raises
 :class:`CompressionError`. ``decompress(..., max_size=n)`` decompresses as a stream and stops with
 :class:`DecompressedTooLargeError` (MESSAGE_TOO_LARGE) as soon as the output passes ``n`` bytes, so
-a few hundred KiB of hostile gzip cannot make the broker allocate hundreds of MiB. Both are :class:`~protocol.batch_header.InvalidBatchError` and map to
+a few hundred KiB of hostile gzip cannot make the broker allocate hundreds of MiB. Both are :class:`~odradek.protocol.batch_header.InvalidBatchError` and map to
 CORRUPT_MESSAGE, which is what a Kafka broker answers for a batch it cannot read. (Refusing zstd
 to Produce requests below v7 — UNSUPPORTED_COMPRESSION_TYPE — is the Produce handler's job.)
 
@@ -37,7 +37,7 @@ to Produce requests below v7 — UNSUPPORTED_COMPRESSION_TYPE — is the Produce
 
 Pure functions over bytes; any thread may call them (zstd contexts are cached per thread). The
 broker's hot path never calls them: batches are stored as sent unless the topic's
-``compression.type`` names another codec (storage.recompression, off the handler loop); they also
+``compression.type`` names another codec (odradek.storage.recompression, off the handler loop); they also
 serve decode_batch, the log cleaner and tests.
 """
 
@@ -53,8 +53,8 @@ import cramjam
 import lz4.frame
 import zstandard
 
-from protocol.batch_header import InvalidBatchError
-from protocol.errors import ErrorCode
+from odradek.protocol.batch_header import InvalidBatchError
+from odradek.protocol.errors import ErrorCode
 
 
 class CompressionType(IntEnum):

@@ -8,7 +8,7 @@ From the newer definitions (Kafka 4.4.0's group-coordinator jar), the records wh
 with: StreamsGroup.
 """
 
-from protocol.schema_table import LazySchemaTable
+from odradek.protocol.schema_table import LazySchemaTable
 
 # fmt: off
 MESSAGES = LazySchemaTable({

@@ -23,8 +23,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from protocol import primitives as P
-from protocol.primitives import DecodeError
+from odradek.protocol import primitives as P
+from odradek.protocol.primitives import DecodeError
 
 API_VERSIONS_KEY = 18
 CONTROLLED_SHUTDOWN_KEY = 7

@@ -3,7 +3,7 @@
 Formats: Kafka's ProduceRequest and ProduceResponse, versions 3-13 (v12, KIP-890 part 2, has v11's
 format; v13, KIP-516, names topics by topic_id instead of name), as protocol/schema_data.py
 describes them (``protocol/_produce_codec.c`` spells them out). Every other message, and these two
-when the extension was not built, use the codec protocol.codec generates from the schema.
+when the extension was not built, use the codec odradek.protocol.codec generates from the schema.
 
 Why native: decoding a one-partition Produce request and encoding its answer took ~17 us of
 Python per request, about a fifth of the handler thread's work besides the write
@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from protocol.primitives import DecodeError
+from odradek.protocol.primitives import DecodeError
 
 
 @functools.lru_cache(maxsize=4096)
@@ -38,7 +38,7 @@ def _uuid_from_bytes(raw: bytes) -> uuid.UUID:
 
 _native: Any
 try:
-    from protocol import _produce_codec as _native
+    from odradek.protocol import _produce_codec as _native
 except ImportError:  # built without a C compiler (setup.py: optional)
     _native = None
 else:

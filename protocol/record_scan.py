@@ -5,7 +5,7 @@ iterator and DefaultRecord.readFrom) and refuses the batch with INVALID_RECORD w
 do not add up. Odradek stores batches as sent, so it must check the same before appending, or a
 consumer meets the damage later (librdkafka stalls, kafka-python raises CorruptRecordError).
 
-Rules, per record ``i`` of the ``count`` records in ``data[start:end]`` (see protocol.records for
+Rules, per record ``i`` of the ``count`` records in ``data[start:end]`` (see odradek.protocol.records for
 the layout), in this order:
 
 * a record must start before ``end`` (else E_EOF: the count promises more records than there are);
@@ -173,7 +173,7 @@ def scan_py(data: bytes | bytearray | memoryview, start: int, end: int, count: i
 
 def _load_native() -> Callable[..., ScanResult] | None:
     try:
-        from protocol._record_scan import scan as native  # built by setup.py (optional)
+        from odradek.protocol._record_scan import scan as native  # built by setup.py (optional)
     except ImportError:
         return None
     return native

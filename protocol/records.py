@@ -1,8 +1,8 @@
 """Record batch v2 (KIP-98, message format v2): decode and encode whole batches, records included.
 
-The 61-byte batch header is :mod:`protocol.batch_header`'s business; this module adds the
+The 61-byte batch header is :mod:`odradek.protocol.batch_header`'s business; this module adds the
 records that follow it. After the header, the batch holds ``records_count`` records, compressed
-as one block when the codec (``attributes & 7``) is not 0 (see :mod:`protocol.compression`).
+as one block when the codec (``attributes & 7``) is not 0 (see :mod:`odradek.protocol.compression`).
 Each record is (varint = zigzag base-128 int32, varlong = zigzag base-128 int64)::
 
     length          varint   bytes of the record after this field
@@ -25,7 +25,7 @@ leader stamps only the header). A control batch (attributes bit 5) holds control
 key is (version int16, type int16); transaction markers (ABORT 0, COMMIT 1) have the value
 (version int16, coordinator_epoch int32).
 
-Every malformed input raises :class:`~protocol.batch_header.InvalidBatchError` (CORRUPT_MESSAGE)
+Every malformed input raises :class:`~odradek.protocol.batch_header.InvalidBatchError` (CORRUPT_MESSAGE)
 or a subclass — never IndexError or struct.error.
 
 This is not the broker's hot path: Produce and Fetch treat batches as opaque bytes (see
@@ -41,7 +41,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from protocol.batch_header import (
+from odradek.protocol.batch_header import (
     CONTROL_BIT,
     CRC_AT,
     CRC_START,
@@ -60,9 +60,9 @@ from protocol.batch_header import (
     pack_header,
     parse_header,
 )
-from protocol.checksum import crc32c
-from protocol.compression import codec_of, compress, decompress
-from protocol.errors import ErrorCode
+from odradek.protocol.checksum import crc32c
+from odradek.protocol.compression import codec_of, compress, decompress
+from odradek.protocol.errors import ErrorCode
 
 NO_TIMESTAMP = -1
 CREATE_TIME = 0
@@ -190,7 +190,7 @@ def decode_batch(
 ) -> RecordBatch:
     """Decode the whole batch at ``pos``: header, CRC (unless ``verify_crc`` is False), records.
 
-    ``max_uncompressed`` caps the decompressed records (protocol.compression's
+    ``max_uncompressed`` caps the decompressed records (odradek.protocol.compression's
     DecompressedTooLargeError beyond it); readers of stored batches pass one so that a compression
     bomb stored before records were validated cannot exhaust memory.
     """

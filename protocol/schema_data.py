@@ -15,7 +15,7 @@ DeleteShareGroupOffsets, InitializeShareGroupState, ReadShareGroupState, WriteSh
 DeleteShareGroupState, ReadShareGroupStateSummary, StreamsGroupHeartbeat, StreamsGroupDescribe.
 """
 
-from protocol.schema_table import LazySchemaTable
+from odradek.protocol.schema_table import LazySchemaTable
 
 # fmt: off
 MESSAGES = LazySchemaTable({

@@ -9,7 +9,7 @@ field row: [name, type, versions, nullable_versions, tag, tagged_versions, defau
 no_flexible_encoding, child_fields]. Version ranges are [low, high] or null.
 """
 
-from protocol.schema_table import LazySchemaTable
+from odradek.protocol.schema_table import LazySchemaTable
 
 # fmt: off
 MESSAGES = LazySchemaTable({

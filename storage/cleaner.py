@@ -17,7 +17,7 @@ One cleaning round (:meth:`LogCleaner.clean_once`):
    has dirty bytes and the first batch of some dirty segment is older than
    ``max.compaction.lag.ms``. The log with the highest ratio wins.
 2. *Offset map.* Every keyed record in the dirty section is read (decompressed with
-   protocol.records) into a map key -> latest offset. The map is bounded by
+   odradek.protocol.records) into a map key -> latest offset. The map is bounded by
    ``log.cleaner.dedupe.buffer.size`` x ``log.cleaner.io.buffer.load.factor`` (we charge 64 bytes
    plus the key length per entry, roughly what a Python dict entry costs); when it is full the
    round ends at the last fully mapped batch and the rest waits for the next round.
@@ -26,7 +26,7 @@ One cleaning round (:meth:`LogCleaner.clean_once`):
    sizes, int32 relative offsets), and each group is rewritten into one new segment. A record is
    kept if it lies beyond the mapped range, or it is its key's latest offset and either has a
    value or is a tombstone whose batch's delete horizon has not passed. A record without a key is
-   dropped (a compacted topic rejects them on produce; see storage.record_validator).
+   dropped (a compacted topic rejects them on produce; see odradek.storage.record_validator).
    A batch that keeps all its records and needs no delete horizon is copied byte for byte;
    otherwise it is re-encoded with the same base offset, last offset delta, compression,
    timestamp type, producer id/epoch/base sequence and partition leader epoch.
@@ -57,7 +57,7 @@ One cleaning round (:meth:`LogCleaner.clean_once`):
 
 Crash story: ``.cleaned`` files are incomplete and deleted when the log opens; a ``.swap``
 segment is complete, so on open the old segments it covers are deleted and it is renamed into
-place (storage.log_loader.LogLoader._complete_swaps). A lost checkpoint only means cleaning again.
+place (odradek.storage.log_loader.LogLoader._complete_swaps). A lost checkpoint only means cleaning again.
 
 Threading: :meth:`LogCleaner.clean_once` does blocking file I/O; the broker calls it
 periodically on its IO pool, one call at a time (a lock serializes concurrent calls). Appends,
@@ -76,8 +76,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.batch_header import NO_PRODUCER_ID, BatchHeader, parse_header
-from protocol.records import (
+from odradek.protocol.batch_header import NO_PRODUCER_ID, BatchHeader, parse_header
+from odradek.protocol.records import (
     LOG_APPEND_TIME,
     ControlRecordType,
     Record,
@@ -85,15 +85,15 @@ from protocol.records import (
     decode_batch,
     encode_batch,
 )
-from storage import clock
-from storage.checkpoint_file import CheckpointFormatError, read_checkpoint, write_checkpoint
-from storage.errors import CleaningAbortedError, KafkaStorageError
-from storage.log import Log
-from storage.log_config import LONG_MAX
-from storage.producer_state_replay import end_txn_marker
-from storage.record_validator import uncompressed_limit
-from storage.segment import CLEANED_SUFFIX, INT32_MAX, LogSegment
-from storage.txn_index import AbortedTxn, TransactionIndex
+from odradek.storage import clock
+from odradek.storage.checkpoint_file import CheckpointFormatError, read_checkpoint, write_checkpoint
+from odradek.storage.errors import CleaningAbortedError, KafkaStorageError
+from odradek.storage.log import Log
+from odradek.storage.log_config import LONG_MAX
+from odradek.storage.producer_state_replay import end_txn_marker
+from odradek.storage.record_validator import uncompressed_limit
+from odradek.storage.segment import CLEANED_SUFFIX, INT32_MAX, LogSegment
+from odradek.storage.txn_index import AbortedTxn, TransactionIndex
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 _MAP_ENTRY_OVERHEAD = 64  # bytes charged per offset-map entry besides the key itself
@@ -180,7 +180,7 @@ def _segments_in(segments: tuple[LogSegment, ...], start: int, end: int) -> list
 
 
 class LogCleaner:
-    """Compacts the logs of a storage.log_manager.LogManager (see the module docstring)."""
+    """Compacts the logs of a odradek.storage.log_manager.LogManager (see the module docstring)."""
 
     def __init__(self, log_manager: Any, config: CleanerConfig | None = None, *,
                  upper_bound_offset: Callable[[str, int], int | None] | None = None) -> None:
@@ -456,7 +456,7 @@ def group_segments_by_size(segments: list[LogSegment], max_size: int, max_index_
 
 
 def _decode(raw: bytes, header: BatchHeader, max_message_bytes: int) -> RecordBatch:
-    """Decode a stored batch with decompression bounded as on produce (storage.record_validator):
+    """Decode a stored batch with decompression bounded as on produce (odradek.storage.record_validator):
     a compression bomb stored before records were validated fails this log's cleaning (Kafka marks
     it uncleanable too) instead of exhausting the broker's memory."""
     return decode_batch(raw, max_uncompressed=uncompressed_limit(max_message_bytes, header.size))

@@ -6,7 +6,7 @@ It lives in storage, the lowest package the broker and the controller both impor
 needs the other for it. Integer nanoseconds divided down, never ``time.time() * 1000``: the float
 product can land one millisecond off, and two formulas disagreeing by one at a boundary is exactly
 the kind of bug a retention or expiry test trips over. Timeouts and intervals use the monotonic
-clock instead (broker.timing_wheel.monotonic_ms, asyncio's loop.time()).
+clock instead (odradek.broker.runtime.timing_wheel.monotonic_ms, asyncio's loop.time()).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Storage exceptions, each carrying the Kafka error code a handler should answer with.
 
-Raised by :mod:`storage.log`, :mod:`storage.log_manager` and :mod:`storage.log_config`; any thread
-may catch them. All subclass :class:`protocol.errors.KafkaApiError`, so a handler can turn any of
+Raised by :mod:`odradek.storage.log`, :mod:`odradek.storage.log_manager` and :mod:`odradek.storage.log_config`; any thread
+may catch them. All subclass :class:`odradek.protocol.errors.KafkaApiError`, so a handler can turn any of
 them into a response with ``exc.code`` without knowing the storage layer — except
 :class:`CleaningAbortedError`, which never leaves storage (the cleaner catches it).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 
 class StorageError(KafkaApiError):
@@ -98,5 +98,5 @@ class InvalidTimestampError(StorageError):
 
 class CleaningAbortedError(Exception):
     """The log changed (truncated, retention, deleted, closed) or the cleaner stopped while a group
-    of segments was being cleaned; nothing was swapped. Raised by storage.log.Log.replace_segments
-    and the cleaner itself, caught by storage.cleaner.LogCleaner.clean_once: not a Kafka error."""
+    of segments was being cleaned; nothing was swapped. Raised by odradek.storage.log.Log.replace_segments
+    and the cleaner itself, caught by odradek.storage.cleaner.LogCleaner.clean_once: not a Kafka error."""

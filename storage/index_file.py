@@ -6,7 +6,7 @@ entry; ``entries`` counts the valid ones. When the segment rolls, and on close, 
 truncated to ``entries * entry_size`` so a later open knows how many entries exist.
 
 File descriptors: an index holds none. Like Kafka's AbstractIndex (map, then close the
-RandomAccessFile) the mapping is made through storage.mapped_file, which keeps no descriptor, and
+RandomAccessFile) the mapping is made through odradek.storage.mapped_file, which keeps no descriptor, and
 every write, resize or fsync opens the file for that one call. A segment therefore costs one
 descriptor, its .log (Kafka's figure), instead of five (two per index with Python's mmap, which
 keeps a duplicate). Opening costs a few microseconds and happens once per 4 KiB page of entries
@@ -44,7 +44,7 @@ tuple (entries on file, page in memory) read in one step. The page is only ever 
 has its last entry overwritten in place; writing it out publishes a new tuple with a new empty
 page only after the pwrite, so a reader holding the old tuple still finds every entry. A reader
 takes the mapping into a local before using it, and a mapping is unmapped only once nobody holds
-it (storage.mapped_file), so replacing or dropping it never pulls memory from under a reader. The
+it (odradek.storage.mapped_file), so replacing or dropping it never pulls memory from under a reader. The
 file is only ever shrunk to the valid entries (trim), and readers read only below ``entries``, so
 no read touches a mapped page beyond the file's end.
 """
@@ -56,7 +56,7 @@ import struct
 import threading
 from pathlib import Path
 
-from storage.mapped_file import map_readonly
+from odradek.storage.mapped_file import map_readonly
 
 # Entries waiting in memory are written once they fill a page (see the module docstring).
 _TAIL_BYTES = 4096

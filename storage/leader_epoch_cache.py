@@ -24,7 +24,7 @@ from __future__ import annotations
 import bisect
 from pathlib import Path
 
-from storage.checkpoint_file import CheckpointFormatError, read_checkpoint, write_checkpoint
+from odradek.storage.checkpoint_file import CheckpointFormatError, read_checkpoint, write_checkpoint
 
 FILE_NAME = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1

@@ -2,11 +2,11 @@
 
 Directory contents::
 
-    00000000000000000000.log / .index / .timeindex   segments (storage.segment), by base offset
-    00000000000000000000.txnindex                      its aborted transactions, if any (storage.txn_index)
+    00000000000000000000.log / .index / .timeindex   segments (odradek.storage.segment), by base offset
+    00000000000000000000.txnindex                      its aborted transactions, if any (odradek.storage.txn_index)
     00000000000000368769.log / ...                     the last one is the active segment
-    leader-epoch-checkpoint                            storage.leader_epoch_cache
-    partition.metadata                                 topic id (storage.partition_metadata)
+    leader-epoch-checkpoint                            odradek.storage.leader_epoch_cache
+    partition.metadata                                 topic id (odradek.storage.partition_metadata)
     *.deleted                                          segments awaiting file.delete.delay.ms
 
 Offsets are dense and assigned here: an append rewrites each batch's base_offset to the next
@@ -14,19 +14,19 @@ offset (and partition_leader_epoch to the leader's epoch), never decoding record
 offset is the first offset a reader may fetch; the log end offset (LEO) the next one to assign.
 
 Recompression: a topic whose ``compression.type`` names a codec stores every produced batch in it
-(storage.recompression: the records of a batch in another codec are decompressed, checked and
+(odradek.storage.recompression: the records of a batch in another codec are decompressed, checked and
 compressed again, its header kept). :meth:`Log.recompress` does it ahead of the append and changes
 nothing (the broker runs it on the IO pool); :meth:`Log.append` does it for sets that were not.
 
-Crash story (:meth:`Log.open`, done by storage.log_loader.LogLoader): after a clean shutdown every
+Crash story (:meth:`Log.open`, done by odradek.storage.log_loader.LogLoader): after a clean shutdown every
 segment is opened without scanning; otherwise every segment from the one holding the recovery point
 onward is rescanned and cut at the first invalid or partial batch, and the leader epoch cache,
 producer state and ``.txnindex`` files are rebuilt from what survived. Interrupted compaction swaps
 are finished and the leftovers of interrupted deletions removed first. The recovery point is the
 offset below which data is known to be fsynced.
 
-Producer state: the log talks to it only through storage.producer_state_contract.ProducerState
-(storage.producer_state.ProducerStateManager in the broker; NoProducerState when opened without).
+Producer state: the log talks to it only through odradek.storage.producer_state_contract.ProducerState
+(odradek.storage.producer_state.ProducerStateManager in the broker; NoProducerState when opened without).
 
 Transactions: a transaction ends with a control batch holding one COMMIT or ABORT marker
 (:meth:`Log.append_end_txn_marker`, the coordinator's path; clients may not write control batches,
@@ -52,7 +52,7 @@ behind (the segment cuts its file back), marks the log offline, calls ``on_dir_f
 (the LogManager takes the whole log dir offline) and raises LogDirOfflineError; later calls raise
 KafkaStorageError.
 
-Moving to another log dir (AlterReplicaLogDirs; storage.log_manager, broker.replica.log_dir_mover): a
+Moving to another log dir (AlterReplicaLogDirs; odradek.storage.log_manager, odradek.broker.replica.log_dir_mover): a
 copy of the log in the other dir (a future log, filled by appending this log's batches as a follower
 does) takes this log's place with :meth:`replace_with_future`, under both logs' locks: this Log object
 then holds the copy's segments, producer state and epoch cache, in the new directory, so nothing that
@@ -80,7 +80,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from protocol.batch_header import (
+from odradek.protocol.batch_header import (
     CONTROL_BIT,
     CRC_AT,
     CRC_START,
@@ -90,14 +90,14 @@ from protocol.batch_header import (
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
 )
-from protocol.checksum import crc32c
-from protocol.records import (
+from odradek.protocol.checksum import crc32c
+from odradek.protocol.records import (
     decode_batch,
     encode_end_txn_marker_batch,
 )
-from storage import clock
-from storage.checkpoint_file import fsync_dir, write_atomically
-from storage.errors import (
+from odradek.storage import clock
+from odradek.storage.checkpoint_file import fsync_dir, write_atomically
+from odradek.storage.errors import (
     CleaningAbortedError,
     CorruptRecordError,
     InvalidRecordError,
@@ -107,22 +107,22 @@ from storage.errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
-from storage.leader_epoch_cache import LeaderEpochCache
-from storage.log_config import LONG_MAX, LogConfig
-from storage.log_loader import LogLoader
-from storage.partition_metadata import read_partition_metadata, write_partition_metadata
-from storage.producer_state_contract import DuplicateBatch, NoProducerState, ProducerState
-from storage.producer_state_replay import apply_control_batch, end_txn_marker, rebuild_producer_state
-from storage.recompression import needs_recompression, recompress_batches
-from storage.record_validator import plain_records_ok, uncompressed_limit, validate_records
-from storage.results import EMPTY_SLICE, AppendInfo, FetchSlice
-from storage.segment import (
+from odradek.storage.leader_epoch_cache import LeaderEpochCache
+from odradek.storage.log_config import LONG_MAX, LogConfig
+from odradek.storage.log_loader import LogLoader
+from odradek.storage.partition_metadata import read_partition_metadata, write_partition_metadata
+from odradek.storage.producer_state_contract import DuplicateBatch, NoProducerState, ProducerState
+from odradek.storage.producer_state_replay import apply_control_batch, end_txn_marker, rebuild_producer_state
+from odradek.storage.recompression import needs_recompression, recompress_batches
+from odradek.storage.record_validator import plain_records_ok, uncompressed_limit, validate_records
+from odradek.storage.results import EMPTY_SLICE, AppendInfo, FetchSlice
+from odradek.storage.segment import (
     CLEANED_SUFFIX,
     SWAP_SUFFIX,
     LogSegment,
 )
-from storage.time_index import NO_TIMESTAMP
-from storage.txn_index import AbortedTxn
+from odradek.storage.time_index import NO_TIMESTAMP
+from odradek.storage.txn_index import AbortedTxn
 
 # The append path builds headers from raw tuples: NamedTuple._make and _replace cost more than the
 # rest of an append of a small batch.
@@ -201,7 +201,7 @@ class Log:
              now_ms: int | None = None, topic_id: str | None = None,
              on_dir_failure: Callable[[Path], None] | None = None) -> Log:
         """Open (creating if needed) the log in ``dir``; recover it unless ``clean_shutdown``
-        (storage.log_loader).
+        (odradek.storage.log_loader).
 
         ``topic_id`` (Kafka's base64 Uuid string) is written to partition.metadata if the file is
         absent; the stored one is exposed as ``log.topic_id``.
@@ -286,7 +286,7 @@ class Log:
     def append_kept(self, records: bytes | bytearray | memoryview, *, leader_epoch: int,
                     now_ms: int | None = None) -> AppendInfo:
         """:meth:`append` of a produced set whose every batch the topic's ``compression.type`` keeps as
-        sent (the caller checked it with storage.recompression.needs_recompression under the current
+        sent (the caller checked it with odradek.storage.recompression.needs_recompression under the current
         config): on a recompressing topic it may still take the single-batch fast path."""
         if self._plain_when_kept and len(records) >= HEADER_SIZE:
             view = records if type(records) is memoryview else memoryview(records)
@@ -312,14 +312,14 @@ class Log:
 
         This is the produce hot path: per batch one header unpack, one CRC-32C, a 16-byte prefix
         rewrite and no copy of the batch (it is handed to pwritev as is). The records' framing is
-        checked by one native pass over the record headers (storage.record_validator; compressed
+        checked by one native pass over the record headers (odradek.storage.record_validator; compressed
         batches are decompressed for it, with an output cap), as Kafka's LogValidator reads every
         record; on compacted topics null keys are refused there too.
 
         ``coordinator`` is Kafka's AppendOrigin.COORDINATOR: control batches (transaction markers)
         are accepted, and their coordinator epoch checked, instead of refused as from a client.
 
-        A topic whose ``compression.type`` names a codec stores batches in it (storage.recompression):
+        A topic whose ``compression.type`` names a codec stores batches in it (odradek.storage.recompression):
         ``records`` built by :meth:`recompress` under the log's current config
         (``recompressed_for``) are appended as they are; any others are recompressed here, in the
         calling thread. Followers' batches (``assign_offsets=False``) are stored as the leader wrote them.
@@ -450,7 +450,7 @@ class Log:
 
     def recompress(self, records: bytes | bytearray | memoryview, now_ms: int | None = None) -> tuple[bytes, LogConfig]:
         """``records`` checked as :meth:`append` checks a produced set, with every batch the topic's
-        ``compression.type`` does not keep rebuilt in its codec (storage.recompression); and the
+        ``compression.type`` does not keep rebuilt in its codec (odradek.storage.recompression); and the
         config that decided it, for ``append(..., recompressed_for=config)``.
 
         Takes no lock and changes nothing: the broker runs it on the IO pool, so the compression
@@ -543,7 +543,7 @@ class Log:
                 if total - pos < LOG_OVERHEAD:
                     raise CorruptRecordError(f"{total - pos} trailing bytes are not a record batch")
                 raise CorruptRecordError("record batch shorter than its 61-byte header")
-            # Fields by index (see protocol.batch_header): 1 batch_length, 3 magic, 4 crc,
+            # Fields by index (see odradek.protocol.batch_header): 1 batch_length, 3 magic, 4 crc,
             # 5 attributes, 6 last_offset_delta, 7 base_timestamp, 8 max_timestamp, 12 records_count.
             header = _make_header(_HEADER_STRUCT.unpack_from(view, pos))
             if header[3] != MAGIC_V2:
@@ -647,7 +647,7 @@ class Log:
         for seg in state.segments[i:]:
             # Hold the segment's file handle before touching its fd: the segment may be closed on
             # another thread (topic deletion) while we read, and from then on only this reference
-            # keeps the fd number from being reused by another file (storage.file_handle).
+            # keeps the fd number from being reused by another file (odradek.storage.file_handle).
             file = seg.file
             if file is None:
                 raise KafkaStorageError(f"segment {seg.base_offset} of {self.dir.name} was closed during the read")
@@ -738,7 +738,7 @@ class Log:
             if match(header.max_timestamp) and offset < limit and offset <= header.last_offset:
                 return offset, header.max_timestamp
             return None
-        from protocol.batch_header import InvalidBatchError
+        from odradek.protocol.batch_header import InvalidBatchError
 
         try:
             batch = decode_batch(seg.read_batch(position, header.size), verify_crc=False,

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple
 
-from storage.errors import InvalidConfigError
-from storage.recompression import Recompression, recompression_for
+from odradek.storage.errors import InvalidConfigError
+from odradek.storage.recompression import Recompression, recompression_for
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -91,7 +91,7 @@ class TopicConfigDef(NamedTuple):
     synonyms: tuple[tuple[str, int], ...] = ()
     # Why a key Kafka has is accepted (so Kafka's tools and scripts work unchanged) but changes
     # nothing in Odradek; empty = the key works. The controller warns when one is set on a topic
-    # (controller.topic_configs.warn_keys_without_effect), as the broker does for its own keys.
+    # (odradek.controller.topic_configs.warn_keys_without_effect), as the broker does for its own keys.
     no_effect: str = ""
 
 

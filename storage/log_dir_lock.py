@@ -7,7 +7,7 @@ holder's PID and a newline, written only by the process that holds the lock, aft
 refused process can say who holds the dir. The content is advice for that message; the flock alone
 excludes.
 
-What it guarantees, when the broker takes the locks first at start-up (broker.server.Broker.start):
+What it guarantees, when the broker takes the locks first at start-up (odradek.broker.server.Broker.start):
 - a second process given any dir of a live broker is refused before it reads meta.properties or
   the clean-shutdown marker, recovers a log, writes a checkpoint or contacts the metadata store;
 - the refused process changes nothing in that dir: opening the existing ``.lock`` to try the lock

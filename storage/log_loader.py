@@ -1,18 +1,18 @@
 """Loading a partition's log from its directory, and recovery after a crash (Kafka's LogLoader).
 
-What it finds in ``<topic>-<partition>/`` (the directory format is storage.log's) and does with it::
+What it finds in ``<topic>-<partition>/`` (the directory format is odradek.storage.log's) and does with it::
 
     *.deleted, *.tmp                   leftovers of a deletion or checkpoint cut short: removed
-    *.cleaned                          a cleaned segment not yet complete (storage.cleaner): removed
+    *.cleaned                          a cleaned segment not yet complete (odradek.storage.cleaner): removed
     <base>.log.swap (+ its indexes)    a complete, fsynced cleaned segment: the segments it replaces
                                        (base offsets in [swap base, swap end)) are removed if still
                                        there, then it is renamed into place
     <base>.index/.timeindex/.txnindex  without their <base>.log: orphans, removed
-    <base>.log                         a segment (storage.segment), loaded in base offset order
+    <base>.log                         a segment (odradek.storage.segment), loaded in base offset order
 
 Crash story: after a clean shutdown every segment is opened without scanning (indexes are still
 sanity-checked and rebuilt if broken). Otherwise every segment from the one holding the recovery
-point onward is rescanned (storage.segment.LogSegment.recover): the first invalid or partial batch
+point onward is rescanned (odradek.storage.segment.LogSegment.recover): the first invalid or partial batch
 and everything after it, including later segments, is dropped; indexes and the leader epoch cache
 are rebuilt from the surviving batches. The recovery point is the offset below which data is
 known to be fsynced; after loading it is the log end (the rescanned segments are fsynced).
@@ -21,11 +21,11 @@ Then, as Kafka's load(): the last surviving segment is the active one (its index
 grow), the others' indexes trimmed; the epoch cache loses entries past the log end or before the
 log start; if the log start offset (from the checkpoint: DeleteRecords or retention moved it) lies
 beyond what survived, the log starts over, empty, there. Last, producer state is rebuilt from its
-newest snapshot and the batches after it (storage.producer_state_replay), which also refills the
+newest snapshot and the batches after it (odradek.storage.producer_state_replay), which also refills the
 ``.txnindex`` of every rescanned segment.
 
 A LogLoader runs once, before anyone else holds the log; it raises OSError for the caller
-(storage.log.Log.open) to turn into LogDirOfflineError.
+(odradek.storage.log.Log.open) to turn into LogDirOfflineError.
 """
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from protocol.batch_header import BatchHeader
-from storage.checkpoint_file import fsync_dir
-from storage.leader_epoch_cache import LeaderEpochCache
-from storage.log_config import LogConfig
-from storage.producer_state_contract import ProducerState
-from storage.producer_state_replay import rebuild_producer_state
-from storage.segment import (
+from odradek.protocol.batch_header import BatchHeader
+from odradek.storage.checkpoint_file import fsync_dir
+from odradek.storage.leader_epoch_cache import LeaderEpochCache
+from odradek.storage.log_config import LogConfig
+from odradek.storage.producer_state_contract import ProducerState
+from odradek.storage.producer_state_replay import rebuild_producer_state
+from odradek.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -51,7 +51,7 @@ from storage.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
-from storage.txn_index import TXN_INDEX_SUFFIX
+from odradek.storage.txn_index import TXN_INDEX_SUFFIX
 
 _SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
@@ -180,7 +180,7 @@ class LogLoader:
         return segments
 
     def _complete_swaps(self) -> None:
-        """Finish or undo a compaction swap interrupted by a crash (see storage.cleaner).
+        """Finish or undo a compaction swap interrupted by a crash (see odradek.storage.cleaner).
 
         ``*.cleaned`` files are a cleaned segment not yet complete: delete them. A ``*.log.swap``
         is complete and fsynced: the segments it replaces (base offsets in [swap base, swap end))

@@ -2,14 +2,14 @@
 
 Each log dir (``log.dirs``) holds::
 
-    <topic>-<partition>/                  one Log per partition (storage.log)
+    <topic>-<partition>/                  one Log per partition (odradek.storage.log)
     <topic>-<partition>.<uuid>-future/    a copy being made of a partition whose log lives in another
                                           dir of this broker (AlterReplicaLogDirs; see below)
     <topic>-<partition>.<uuid>-delete/    a deleted partition awaiting removal
     recovery-point-offset-checkpoint      "0\\n<count>\\n<topic> <partition> <offset>\\n..."
     log-start-offset-checkpoint           same format
     meta.properties                       node.id, cluster.id, directory.id, version=1
-    .lock                                 flock'd by the running broker, holds its PID (storage.log_dir_lock)
+    .lock                                 flock'd by the running broker, holds its PID (odradek.storage.log_dir_lock)
     .kafka_cleanshutdown                  present only between a clean shutdown and the next start
 
 A new partition goes to the dir AlterReplicaLogDirs named for it before it existed (Kafka's
@@ -17,7 +17,7 @@ preferred log dir), else to the online dir with the fewest partitions (future lo
 
 Future logs (Kafka's KIP-113, ``UnifiedLog.logFutureDirName``): moving a partition to another log
 dir makes a second Log of it there, ``<topic>-<partition>.<uuid>-future``, which the broker's mover
-(broker.replica.log_dir_mover) fills with the partition's batches while the partition keeps serving
+(odradek.broker.replica.log_dir_mover) fills with the partition's batches while the partition keeps serving
 from its current log; :meth:`replace_current_with_future` then swaps it in (Log.replace_with_future:
 the old directory is renamed ``-delete`` first, then the future one to ``<topic>-<partition>``). A
 future log is not served, retained, flushed by flush.ms or cleaned; it is checkpointed with its dir.
@@ -27,7 +27,7 @@ renames, whose ``-delete`` half is then removed - it was complete, and is promot
 log (Kafka's recoverAbandonedFutureLogs), unless an offline dir may hold the current one.
 
 Crash story: :meth:`startup` opens every partition; in a dir without the clean-shutdown marker
-each log is recovered from its checkpointed recovery point (storage.log). The marker is removed
+each log is recovered from its checkpointed recovery point (odradek.storage.log). The marker is removed
 once loading is done, so a crash from then on is seen as unclean. :meth:`shutdown` flushes and
 closes every log, writes both checkpoints, then the marker. Checkpoints are written atomically.
 
@@ -73,20 +73,20 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from storage import clock
-from storage.checkpoint_file import (
+from odradek.storage import clock
+from odradek.storage.checkpoint_file import (
     CheckpointFormatError,
     fsync_dir,
     read_checkpoint,
     write_atomically,
     write_checkpoint,
 )
-from storage.errors import KafkaStorageError, LogDirOfflineError
-from storage.log import Log
-from storage.log_config import LogConfig
-from storage.partition_metadata import topic_id_to_str
-from storage.producer_state_contract import ProducerState
-from storage.segment import LogSegment
+from odradek.storage.errors import KafkaStorageError, LogDirOfflineError
+from odradek.storage.log import Log
+from odradek.storage.log_config import LogConfig
+from odradek.storage.partition_metadata import topic_id_to_str
+from odradek.storage.producer_state_contract import ProducerState
+from odradek.storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ before the owner dropped or replaced the mapping therefore keeps reading valid m
 ever unmaps under a reader. ``struct.unpack_from`` on this memoryview costs what it costs on an
 ``mmap.mmap`` (about 55 ns on this project's VM for either).
 
-The mapping is PROT_READ and MAP_SHARED: the indexes write with pwrite (storage.index_file says
+The mapping is PROT_READ and MAP_SHARED: the indexes write with pwrite (odradek.storage.index_file says
 why), and those writes reach the mapping through the shared page cache.
 """
 

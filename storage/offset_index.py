@@ -6,7 +6,7 @@ that position always contains it. An entry is added after every ``index.interval
 appended data. Lookups return the last entry at or below the target; the reader then scans batch
 headers forward from that position (at most about one interval).
 
-See :mod:`storage.index_file` for preallocation, trimming, the crash story and threading.
+See :mod:`odradek.storage.index_file` for preallocation, trimming, the crash story and threading.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from storage.index_file import CorruptIndexError, IndexFile
+from odradek.storage.index_file import CorruptIndexError, IndexFile
 
 _ENTRY = struct.Struct(">ii")
 

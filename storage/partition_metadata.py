@@ -18,7 +18,7 @@ import base64
 import uuid
 from pathlib import Path
 
-from storage.checkpoint_file import write_atomically
+from odradek.storage.checkpoint_file import write_atomically
 
 FILE_NAME = "partition.metadata"
 

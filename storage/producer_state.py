@@ -83,14 +83,20 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from protocol.batch_header import CONTROL_BIT, NO_PRODUCER_ID, NO_SEQUENCE, TRANSACTIONAL_BIT, BatchHeader
-from protocol.checksum import crc32c
-from protocol.errors import ErrorCode, KafkaApiError
-from storage.checkpoint_file import write_atomically
-from storage.producer_state_contract import CompletedTxn, DuplicateBatch
+from odradek.protocol.batch_header import (
+    CONTROL_BIT,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    TRANSACTIONAL_BIT,
+    BatchHeader,
+)
+from odradek.protocol.checksum import crc32c
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.checkpoint_file import write_atomically
+from odradek.storage.producer_state_contract import CompletedTxn, DuplicateBatch
 
 if TYPE_CHECKING:
-    from storage.producer_state_contract import ProducerState
+    from odradek.storage.producer_state_contract import ProducerState
 
 NO_PRODUCER_EPOCH = -1
 NUM_BATCHES_TO_RETAIN = 5
@@ -223,7 +229,7 @@ class ProducerStateEntry:
 class ProducerStateManager:
     """Per-partition producer id -> state map, its checks, and its snapshots (see module doc).
 
-    Implements storage.producer_state_contract.ProducerState, the log's whole view of it."""
+    Implements odradek.storage.producer_state_contract.ProducerState, the log's whole view of it."""
 
     def __init__(
         self,
@@ -584,7 +590,7 @@ class ProducerStateManager:
 def producer_state_factory(
     producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
 ) -> Callable[[str, int, Path], ProducerStateManager]:
-    """The ``producer_state_factory`` for storage.log_manager.LogManager: a ProducerStateManager per
+    """The ``producer_state_factory`` for odradek.storage.log_manager.LogManager: a ProducerStateManager per
     partition directory, forgetting producers idle for ``producer_id_expiration_ms``
     (``producer.id.expiration.ms``)."""
 

@@ -1,7 +1,7 @@
 """What a partition's Log needs from its producer state, declared in one place.
 
-:class:`ProducerState` is the whole contract between storage.log / storage.cleaner and
-storage.producer_state.ProducerStateManager (Kafka's UnifiedLog <-> ProducerStateManager): the log
+:class:`ProducerState` is the whole contract between odradek.storage.log / odradek.storage.cleaner and
+odradek.storage.producer_state.ProducerStateManager (Kafka's UnifiedLog <-> ProducerStateManager): the log
 calls exactly these methods, directly, and nothing else. :class:`NoProducerState` is the same
 contract doing nothing, for a log opened without producer state (tools, tests, logs that never see
 idempotent producers): the log never asks "is there producer state?", it always has one.
@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-from protocol.batch_header import BatchHeader
+from odradek.protocol.batch_header import BatchHeader
 
 __all__ = ["CompletedTxn", "DuplicateBatch", "NoProducerState", "ProducerState"]
 
@@ -44,7 +44,7 @@ class CompletedTxn(NamedTuple):
 
 
 class ProducerState(Protocol):
-    """One partition's producer state as the log uses it (see storage.producer_state for the rules)."""
+    """One partition's producer state as the log uses it (see odradek.storage.producer_state for the rules)."""
 
     # Open transactions (first offset -> producer id) and ended ones the HW has not passed yet:
     # the partition reads these two to skip the LSO computation when both are empty.

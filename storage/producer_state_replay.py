@@ -1,15 +1,15 @@
 """Replaying a partition's batches into its producer state (Kafka's UnifiedLog.rebuildProducerState).
 
-What it reads: the v2 batch headers of the log's segments (storage.segment), and the one record of
-each control batch, a transaction marker (protocol.records: key ``version: int16, type: int16``
+What it reads: the v2 batch headers of the log's segments (odradek.storage.segment), and the one record of
+each control batch, a transaction marker (odradek.protocol.records: key ``version: int16, type: int16``
 with type 0 ABORT and 1 COMMIT; value ``version: int16, coordinator_epoch: int32``). What it
-writes: producer state (storage.producer_state_contract.ProducerState) and, for a transaction
+writes: producer state (odradek.storage.producer_state_contract.ProducerState) and, for a transaction
 that ends aborted with data, one entry in the ``.txnindex`` of the segment holding its marker
-(storage.txn_index: producer id, first offset, last offset, last stable offset).
+(odradek.storage.txn_index: producer id, first offset, last offset, last stable offset).
 
-Used on three paths: opening a log (storage.log_loader, after recovery), truncating one
-(storage.log.Log.truncate_to: snapshots above the new end go and the state is rebuilt), and every
-append of a marker (storage.log.Log.append, through :func:`apply_control_batch`). The rebuild
+Used on three paths: opening a log (odradek.storage.log_loader, after recovery), truncating one
+(odradek.storage.log.Log.truncate_to: snapshots above the new end go and the state is rebuilt), and every
+append of a marker (odradek.storage.log.Log.append, through :func:`apply_control_batch`). The rebuild
 starts from the newest producer snapshot at or below where replay must begin, then walks batch
 headers only: data records are never decoded, a marker's single record is.
 """
@@ -18,11 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from protocol.batch_header import BatchHeader, InvalidBatchError
-from protocol.records import ControlRecordType, EndTransactionMarker, decode_batch, decode_end_txn_marker
-from storage.producer_state_contract import ProducerState
-from storage.segment import LogSegment
-from storage.txn_index import AbortedTxn
+from odradek.protocol.batch_header import BatchHeader, InvalidBatchError
+from odradek.protocol.records import (
+    ControlRecordType,
+    EndTransactionMarker,
+    decode_batch,
+    decode_end_txn_marker,
+)
+from odradek.storage.producer_state_contract import ProducerState
+from odradek.storage.segment import LogSegment
+from odradek.storage.txn_index import AbortedTxn
 
 
 def rebuild_producer_state(producer_state: ProducerState, segments: Sequence[LogSegment], log_start_offset: int,

@@ -8,7 +8,7 @@ is the target is kept as it is, whatever level it was written at (Kafka's in-pla
 so is an uncompressed control batch (transaction markers are never compressed). Followers never
 recompress: they store the leader's bytes.
 
-What a rebuilt batch is, against the v2 format (protocol.batch_header, protocol.records)::
+What a rebuilt batch is, against the v2 format (odradek.protocol.batch_header, odradek.protocol.records)::
 
     bytes 0-20    base offset, batch length, leader epoch, magic, crc
                   base offset and leader epoch are assigned by the log as for any batch; the length
@@ -23,15 +23,15 @@ What a rebuilt batch is, against the v2 format (protocol.batch_header, protocol.
 Kafka re-encodes each record through MemoryRecordsBuilder; the records' bytes already are what it
 would write: a v2 record is relative to its batch (offset delta, timestamp delta from the base
 timestamp) and both stay, and the records are checked first exactly as on every produce (framing,
-offset deltas 0..n-1, keys on compacted topics: storage.record_validator), so they are kept
+offset deltas 0..n-1, keys on compacted topics: odradek.storage.record_validator), so they are kept
 rather than decoded into objects and written again. LogAppendTime is stamped by the log
 afterwards, as on any batch. A batch that grows past ``max.message.bytes`` by it (a compressed
 batch stored ``uncompressed``) is refused by the log's size check on the rebuilt bytes, as Kafka
 refuses a converted batch (RecordTooLargeException).
 
 Pure functions over bytes: any thread may call them. The log calls :func:`recompress_batches`
-from :meth:`storage.log.Log.recompress`, which the broker runs on its IO pool
-(broker/replica/append_lane.py), or inline in :meth:`storage.log.Log.append` for callers that
+from :meth:`odradek.storage.log.Log.recompress`, which the broker runs on its IO pool
+(broker/replica/append_lane.py), or inline in :meth:`odradek.storage.log.Log.append` for callers that
 did not.
 """
 
@@ -40,7 +40,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from protocol.batch_header import (
+from odradek.protocol.batch_header import (
     ATTRIBUTES_AT,
     COMPRESSION_MASK,
     CONTROL_BIT,
@@ -51,10 +51,10 @@ from protocol.batch_header import (
     LOG_OVERHEAD,
     BatchHeader,
 )
-from protocol.checksum import crc32c
-from protocol.compression import compress
-from protocol.record_scan import F_DELTAS, F_KEYS, scan
-from storage.record_validator import decompress_records, record_error, uncompressed_limit
+from odradek.protocol.checksum import crc32c
+from odradek.protocol.compression import compress
+from odradek.protocol.record_scan import F_DELTAS, F_KEYS, scan
+from odradek.storage.record_validator import decompress_records, record_error, uncompressed_limit
 
 # compression.type -> codec id (Kafka's BrokerCompressionType); "producer" has none.
 CODEC_IDS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -105,7 +105,7 @@ def recompress_batches(view: memoryview, batches: list[tuple[int, BatchHeader]],
     """The record set with every batch the target does not keep rebuilt with the target codec.
 
     ``batches`` are (position, header) of batches that passed the log's header and CRC checks.
-    Every batch's records are checked as :func:`storage.record_validator.validate_records` checks
+    Every batch's records are checked as :func:`odradek.storage.record_validator.validate_records` checks
     them (same errors); kept batches are copied unchanged.
     """
     flags = F_DELTAS | (F_KEYS if compact else 0)

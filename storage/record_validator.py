@@ -1,7 +1,7 @@
 """Record-level validation of produced batches (Kafka's LogValidator reading every record).
 
-The log checks each batch's header and CRC itself (storage.log); this module checks what is inside:
-the records' framing against the header (protocol.record_scan: lengths, counts, header fields, no
+The log checks each batch's header and CRC itself (odradek.storage.log); this module checks what is inside:
+the records' framing against the header (odradek.protocol.record_scan: lengths, counts, header fields, no
 bytes left over), offset deltas 0..n-1, and on compacted topics that every record has a key.
 Compressed batches are decompressed with an output cap (:func:`uncompressed_limit`) so a small
 compression bomb cannot exhaust memory.
@@ -19,10 +19,10 @@ Pure functions, no state: the log calls them before taking its lock.
 
 from __future__ import annotations
 
-from protocol.batch_header import COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, InvalidBatchError
-from protocol.compression import DecompressedTooLargeError, codec_of, decompress
-from protocol.record_scan import F_DELTAS, F_KEYS, R_NULL_KEY, describe, scan
-from storage.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from odradek.protocol.batch_header import COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, InvalidBatchError
+from odradek.protocol.compression import DecompressedTooLargeError, codec_of, decompress
+from odradek.protocol.record_scan import F_DELTAS, F_KEYS, R_NULL_KEY, describe, scan
+from odradek.storage.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 
 # Records may decompress to this many times the larger of max.message.bytes and the batch's own
 # size (64 MiB for the default 1 MiB limit). Kafka has no such cap (it streams); legitimate
@@ -38,7 +38,7 @@ def validate_records(view: memoryview, batches: list, topic_partition: str, *, c
                      max_message_bytes: int) -> None:
     """Check the records of each (position, BatchHeader) in ``batches``; raise on the first bad batch.
 
-    Batches must already have passed the header and CRC checks (storage.log._validate).
+    Batches must already have passed the header and CRC checks (odradek.storage.log._validate).
     """
     flags = F_DELTAS | (F_KEYS if compact else 0)
     for pos, header in batches:
@@ -66,7 +66,7 @@ def decompress_records(body: memoryview, codec: int, limit: int) -> bytes | byte
 
 
 def record_error(result: tuple | list, topic_partition: str) -> InvalidRecordError:
-    """The exception for a non-None :func:`protocol.record_scan.scan` result."""
+    """The exception for a non-None :func:`odradek.protocol.record_scan.scan` result."""
     if isinstance(result, tuple):
         return InvalidRecordError(describe(result))
     errors = []

@@ -9,8 +9,8 @@ import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from storage.errors import KafkaStorageError, SegmentTruncatedError
-from storage.file_handle import FileHandle
+from odradek.storage.errors import KafkaStorageError, SegmentTruncatedError
+from odradek.storage.file_handle import FileHandle
 
 
 class AppendInfo(NamedTuple):
@@ -32,8 +32,8 @@ class AppendInfo(NamedTuple):
 class FetchSlice:
     """A byte range of one segment file holding whole batches, ready for ``os.sendfile``.
 
-    ``file`` is the segment's :class:`~storage.file_handle.FileHandle`: while the slice exists (a
-    Fetch response carries it until broker/connection.py has sent it), the descriptor stays open
+    ``file`` is the segment's :class:`~odradek.storage.file_handle.FileHandle`: while the slice exists (a
+    Fetch response carries it until broker/network/connection.py has sent it), the descriptor stays open
     on the same file even if the segment is closed or deleted meanwhile, so the bytes sent are
     always this segment's.
     ``file`` is None and ``size`` 0 for an empty slice (fetch at the log end / high watermark).

@@ -5,10 +5,10 @@ On disk, in the partition directory::
     00000000000000000000.log        v2 record batches back to back, exactly as produced except
                                     base_offset and partition_leader_epoch (and, for
                                     LogAppendTime, max_timestamp + CRC) rewritten by the leader
-    00000000000000000000.index      sparse offset -> position (storage.offset_index)
-    00000000000000000000.timeindex  sparse timestamp -> offset (storage.time_index)
+    00000000000000000000.index      sparse offset -> position (odradek.storage.offset_index)
+    00000000000000000000.timeindex  sparse timestamp -> offset (odradek.storage.time_index)
     00000000000000000000.txnindex   aborted transactions whose ABORT marker is in this segment
-                                    (storage.txn_index; only once there is one)
+                                    (odradek.storage.txn_index; only once there is one)
 
 The file name is the segment's base offset: every batch in it has base_offset >= that value and
 below the next segment's base offset, with relative offsets fitting an int32.
@@ -18,23 +18,23 @@ truncated back to its previous size so no partial batch stays behind, and the er
 (the log turns it into LogDirOfflineError). Nothing is fsynced on append; :meth:`flush` fsyncs.
 
 Crash story: the .log may end in a torn batch and the indexes may be stale, preallocated with
-zeros, or missing their newest entries (those are written a page at a time, storage.index_file).
+zeros, or missing their newest entries (those are written a page at a time, odradek.storage.index_file).
 :meth:`recover` rescans the .log in 8 MiB chunks, checks each batch's header and CRC32C,
 truncates at the first invalid byte and rebuilds both indexes. :meth:`load` (clean open) trusts the
 .log but sanity-checks the indexes and rebuilds them if they are inconsistent.
 
 File descriptors: one per segment, the .log's (Kafka's figure); the indexes are mapped without
-one and open their files only for a write, resize or fsync (storage.index_file). A broker with
+one and open their files only for a write, resize or fsync (odradek.storage.index_file). A broker with
 many partitions or segments therefore needs about one descriptor for each.
 
 Deleted segments are renamed with a ``.deleted`` suffix and keep their file descriptor open until
-:meth:`delete_files`. The .log descriptor is owned through a :class:`~storage.file_handle.FileHandle`
+:meth:`delete_files`. The .log descriptor is owned through a :class:`~odradek.storage.file_handle.FileHandle`
 (``file``) that fetch slices share: closing the segment drops only its own reference, so a response
 still queued for a slow reader sends from this file, never from whatever reuses the fd number.
 
-Compaction (storage.cleaner) writes a new segment whose three files carry an extra suffix:
+Compaction (odradek.storage.cleaner) writes a new segment whose three files carry an extra suffix:
 ``.cleaned`` while being written, ``.swap`` once complete and fsynced, then none when swapped in
-(:meth:`change_suffix`). See storage.log for what :meth:`Log.open` does with leftovers.
+(:meth:`change_suffix`). See odradek.storage.log for what :meth:`Log.open` does with leftovers.
 
 Threading: one writer (the log's append path, serialized per partition). Readers may call
 :meth:`translate_offset`, :meth:`read_header` and friends concurrently: they only read bytes
@@ -48,7 +48,7 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from protocol.batch_header import (
+from odradek.protocol.batch_header import (
     CRC_START,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -56,14 +56,14 @@ from protocol.batch_header import (
     InvalidBatchError,
     parse_header,
 )
-from protocol.checksum import crc32c
-from storage.errors import SegmentTruncatedError
-from storage.file_handle import FileHandle
-from storage.index_file import CorruptIndexError
-from storage.log_config import LogConfig
-from storage.offset_index import OffsetIndex
-from storage.time_index import NO_TIMESTAMP, TimeIndex
-from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
+from odradek.protocol.checksum import crc32c
+from odradek.storage.errors import SegmentTruncatedError
+from odradek.storage.file_handle import FileHandle
+from odradek.storage.index_file import CorruptIndexError
+from odradek.storage.log_config import LogConfig
+from odradek.storage.offset_index import OffsetIndex
+from odradek.storage.time_index import NO_TIMESTAMP, TimeIndex
+from odradek.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -96,7 +96,7 @@ class LogSegment:
         self.log_path = dir / (stem + LOG_SUFFIX + suffix)
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self.fd = os.open(self.log_path, flags, 0o644)
-        # Fetch slices hold this handle, not the number: see storage.file_handle.
+        # Fetch slices hold this handle, not the number: see odradek.storage.file_handle.
         self.file: FileHandle | None = FileHandle(self.fd)
         self.size = os.fstat(self.fd).st_size
         index_path = dir / (stem + INDEX_SUFFIX + suffix)
@@ -307,7 +307,7 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
-        # Rebuilt by the log as it replays producer state over this segment (storage.log).
+        # Rebuilt by the log as it replays producer state over this segment (odradek.storage.log).
         if not keep_txn_index:
             self.txn_index.reset()
             self.txn_index_stale = True

@@ -11,7 +11,7 @@ Lookup for ``offset_for_timestamp(t)``: the last entry with timestamp *strictly 
 record at or before that entry's offset has a timestamp < t, so the scan for the first record >= t
 can start at that offset without missing an earlier record with timestamp == t.
 
-See :mod:`storage.index_file` for preallocation, trimming, the crash story and threading.
+See :mod:`odradek.storage.index_file` for preallocation, trimming, the crash story and threading.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from storage.index_file import CorruptIndexError, IndexFile
+from odradek.storage.index_file import CorruptIndexError, IndexFile
 
 _ENTRY = struct.Struct(">qi")
 _TS = struct.Struct(">q")
@@ -34,7 +34,7 @@ class TimeIndex(IndexFile):
     def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True) -> None:
         super().__init__(path, base_offset, max_index_size, writable=writable)
         last = self._last_entry_bytes
-        if last:  # read at open, so opening maps nothing (storage.index_file)
+        if last:  # read at open, so opening maps nothing (odradek.storage.index_file)
             self.last_timestamp, rel = _ENTRY.unpack(last)
             self.last_offset = self.base_offset + rel
         else:

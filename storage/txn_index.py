@@ -21,7 +21,7 @@ on disk, one small tuple here) so a fetch reads no file; they are loaded lazily 
 
 Crash story: the file is written before the marker's append returns but fsynced only with its
 segment; a torn or missing tail is harmless because recovery rebuilds the index of every segment it
-rescans from the markers in the .log (storage.log). :meth:`sanity_check` (clean open) rejects a
+rescans from the markers in the .log (odradek.storage.log). :meth:`sanity_check` (clean open) rejects a
 size that is not a multiple of 34, an unknown version, or entries below the segment, and the
 segment is then recovered.
 
@@ -36,7 +36,7 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
-from storage.index_file import CorruptIndexError
+from odradek.storage.index_file import CorruptIndexError
 
 TXN_INDEX_SUFFIX = ".txnindex"
 ABORTED_TXN_VERSION = 0

@@ -13,12 +13,12 @@ from tests.support.broker_process import BrokerProcess
 def _odradek_plugin_installed() -> bool:
     from importlib.metadata import entry_points
 
-    return any(ep.value == "broker.pytest_plugin" for ep in entry_points(group="pytest11"))
+    return any(ep.value == "odradek.testing.pytest_plugin" for ep in entry_points(group="pytest11"))
 
 
 # The project's own tests use the fixtures it ships (odradek_broker, odradek_topic): an install that
 # registers the pytest11 entry point loads them already, an older editable install does not.
-pytest_plugins = [] if _odradek_plugin_installed() else ["broker.pytest_plugin"]
+pytest_plugins = [] if _odradek_plugin_installed() else ["odradek.testing.pytest_plugin"]
 # librdkafka's log lines through Python logging instead of fd 2 (the module says why).
 pytest_plugins.append("tests.support.rdkafka_logging")
 # Which tests send each (api key, version) Odradek advertises; off unless ODRADEK_API_COVERAGE is set.

@@ -7,8 +7,8 @@ Three inputs, all in the repository, so the table is regenerated without a JVM:
   ``python -m tools.api_conformance kafka-fixture`` from a real Kafka 4.4.0 broker as the tests run it
   (tools/kafka_dist.KafkaServer: KRaft, one node, the features its format finalises, no ClientTelemetry
   receiver); the API names come from the message definitions inside kafka-clients-4.4.0.jar;
-- Odradek's ranges: the handler registry (broker/handlers/registry.py), as ApiVersions advertises them
-  (broker/handlers/api_versions.py);
+- Odradek's ranges: the handler registry (broker/api/registry.py), as ApiVersions advertises them
+  (broker/api/handlers/api_versions.py);
 - the coverage record, ``tests/data/api-coverage.json``: which tests sent each (api key, version) to a broker
   the tests started (tests/support/api_coverage.py; ``make api-coverage`` writes it from a whole run).
 
@@ -55,7 +55,7 @@ Attributions = dict[tuple[int, int], set[str]]
 # --- Odradek's side: the registry ------------------------------------------------------------------
 
 def odradek_handlers() -> dict:
-    from broker.handlers import all_handlers
+    from odradek.broker.api.handlers import all_handlers
 
     return all_handlers()
 
@@ -80,7 +80,7 @@ def advertised_pairs(handlers: Mapping | None = None) -> set[tuple[int, int]]:
 # --- the coverage record -----------------------------------------------------------------------------
 
 def api_names() -> dict[int, str]:
-    from protocol.schema_data import MESSAGES
+    from odradek.protocol.schema_data import MESSAGES
 
     return {spec["api_key"]: name[: -len("Request")] for name, spec in MESSAGES.items() if spec["type"] == "request"}
 
@@ -167,8 +167,8 @@ def kafka_api_names(jar: Path) -> dict[int, str]:
 
 def _api_versions(host: str, port: int) -> list[dict]:
     """The api_keys of an ApiVersions v3 answer (flexible; every 4.x broker takes it)."""
-    from protocol.codec import codec
-    from protocol.headers import encode_request_header
+    from odradek.protocol.codec import codec
+    from odradek.protocol.headers import encode_request_header
 
     out = bytearray()
     encode_request_header(out, 18, 3, 1, "odradek-api-conformance", True)

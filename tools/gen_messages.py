@@ -173,7 +173,7 @@ def _render(struct: Struct) -> str:
 
 def generate(definitions: str | Path = DEFAULT_DEFINITIONS) -> str:
     """The text of protocol/messages.py."""
-    from protocol.schema_data import MESSAGES
+    from odradek.protocol.schema_data import MESSAGES
 
     kafka = read_definitions(str(definitions))
     messages = sorted(name for name in MESSAGES if MESSAGES[name]["type"] in ("request", "response"))

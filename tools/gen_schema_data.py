@@ -16,7 +16,7 @@ regenerates today's file is NEWER_APIS below.
 
 The second form emits the "data" schemas instead: the key and value records a coordinator writes to
 its internal topic (__consumer_offsets: OffsetCommitKey/Value, GroupMetadataKey/Value, the KIP-848
-records), in the same table shape, for protocol.codec.MessageCodec(..., messages=...).
+records), in the same table shape, for odradek.protocol.codec.MessageCodec(..., messages=...).
 
 Kafka describes every request, response and header in JSON files (with // comments). We turn them
 into compact Python tables once, at development time, so the broker neither parses JSON nor needs
@@ -213,7 +213,7 @@ def main(msg_dir: str, kinds: tuple[str, ...] = ("request", "response", "header"
                                      width=100)))
     print('"""')
     print()
-    print("from protocol.schema_table import LazySchemaTable")
+    print("from odradek.protocol.schema_table import LazySchemaTable")
     print()
     print("# fmt: off")
     print("MESSAGES = LazySchemaTable({")

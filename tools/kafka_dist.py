@@ -55,8 +55,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from broker.cluster_launcher import free_port
-from controller.meta_properties import new_cluster_id
+from odradek.broker.launcher.cluster_launcher import free_port
+from odradek.controller.meta_properties import new_cluster_id
 
 REPO = Path(__file__).resolve().parents[1]
 JAVA_DIR = REPO / "java"
@@ -191,7 +191,7 @@ def java_command(main_class: str, args: list[str], cp: str, jvm_opts: list[str] 
 
 
 def random_cluster_id() -> str:
-    """A Kafka Uuid as Kafka prints it (controller.meta_properties.new_cluster_id). It must not
+    """A Kafka Uuid as Kafka prints it (odradek.controller.meta_properties.new_cluster_id). It must not
     start with "-": kafka-storage's argument parser would take ``-t -abc...`` for an option, which
     failed one test run in 64 before."""
     return new_cluster_id()

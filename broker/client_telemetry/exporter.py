@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from broker.client_telemetry.otlp import COUNTER, Point
+from odradek.broker.client_telemetry.otlp import COUNTER, Point
 
 MAX_SERIES_PER_CLIENT = 10_000
 MAX_SERIES = 100_000

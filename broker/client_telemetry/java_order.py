@@ -21,8 +21,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
-from controller.java_hashing import MASK32, hash_map_order, string_hash
-from protocol.checksum import crc32c
+from odradek.controller.java_hashing import MASK32, hash_map_order, string_hash
+from odradek.protocol.checksum import crc32c
 
 
 def to_int32(value: int) -> int:

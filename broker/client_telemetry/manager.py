@@ -2,7 +2,7 @@
 
 State, per broker (as in Kafka: a client's instance lives on the broker it talks to):
 
-- the subscriptions: the image's CLIENT_METRICS resources (controller.client_metrics_configs), parsed
+- the subscriptions: the image's CLIENT_METRICS resources (odradek.controller.client_metrics_configs), parsed
   again whenever they change, each change raising ``version``;
 - the client instances, by client instance id: the client's attributes (client_instance_id,
   client_id, client_software_name/version from its ApiVersions, client_source_address/port), its
@@ -30,11 +30,11 @@ Kafka's rules (ClientMetricsManager, ClientMetricsInstance, Kafka 4.4):
    UNSUPPORTED_COMPRESSION_TYPE; more than ``telemetry.max.bytes`` of payload is
    TELEMETRY_TOO_LARGE. The push time is kept once the throttling check passes, whatever follows.
    A payload that cannot be decompressed (or decompresses past ``telemetry.max.bytes``) or decoded
-   is INVALID_RECORD (the handler: broker/handlers/push_telemetry.py).
+   is INVALID_RECORD (the handler: broker/api/handlers/push_telemetry.py).
 5. An instance not heard from for max(60 s, 3 push intervals) is dropped; at most 16384 are kept
    (least recently used first out).
 
-Ownership: the handler loop (every method). The exporter it feeds (broker.client_telemetry.exporter)
+Ownership: the handler loop (every method). The exporter it feeds (odradek.broker.client_telemetry.exporter)
 is read by the metrics thread under its own lock.
 """
 
@@ -50,10 +50,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.client_telemetry import java_order
-from controller import client_metrics_configs as cmc
-from controller.meta_properties import new_kafka_uuid, uuid_to_base64
-from protocol.errors import ErrorCode
+from odradek.broker.client_telemetry import java_order
+from odradek.controller import client_metrics_configs as cmc
+from odradek.controller.meta_properties import new_kafka_uuid, uuid_to_base64
+from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

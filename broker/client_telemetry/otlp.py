@@ -1,7 +1,7 @@
 """What a client pushes (KIP-714): OpenTelemetry's MetricsData protobuf, compressed, read into data points.
 
 Format (PushTelemetry's ``metrics``, content type "OTLP"): the payload is compressed with the
-request's ``compression_type`` (Kafka's codec ids and framings, protocol.compression: 0 none, 1 gzip,
+request's ``compression_type`` (Kafka's codec ids and framings, odradek.protocol.compression: 0 none, 1 gzip,
 2 snappy, 3 lz4, 4 zstd) and decompresses to one ``opentelemetry.proto.metrics.v1.MetricsData``
 (opentelemetry-proto): resource metrics > scope metrics > metrics, each metric one of
 
@@ -35,8 +35,8 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     NumberDataPoint,
 )
 
-from protocol.batch_header import InvalidBatchError
-from protocol.compression import decompress
+from odradek.protocol.batch_header import InvalidBatchError
+from odradek.protocol.compression import decompress
 
 GAUGE, COUNTER, UP_DOWN = "gauge", "counter", "updown"
 

@@ -9,7 +9,7 @@ config, the id already in its ``meta.properties``, a new random one.
 Refusals (``ClusterIdentityError``, one clear line, the process exits non-zero):
 - ``meta.properties`` names another cluster than etcd holds: the directory has another cluster's data;
 - ``cluster.id`` is set and differs from etcd's;
-- ``meta.properties`` names another node id (``MetaPropertiesError`` from ``controller.meta_properties``).
+- ``meta.properties`` names another node id (``MetaPropertiesError`` from ``odradek.controller.meta_properties``).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from broker.cluster.errors import ClusterIdentityError
-from broker.cluster.keys import CLUSTER_ID_KEY
-from controller.meta_properties import (
+from odradek.broker.cluster.errors import ClusterIdentityError
+from odradek.broker.cluster.keys import CLUSTER_ID_KEY
+from odradek.controller.meta_properties import (
     META_PROPERTIES,
     load_or_create_cluster_id,
     new_cluster_id,

@@ -1,4 +1,4 @@
-"""One broker's cluster-mode parts wired together, in start-up order, for ``broker.server``.
+"""One broker's cluster-mode parts wired together, in start-up order, for ``odradek.broker.server``.
 
 Start (``start``, before the replica manager; ``register`` once the sockets are bound):
 1. agree on the cluster id with etcd (``cluster_identity``); while etcd cannot be reached, log one
@@ -38,19 +38,19 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from broker.broker_registration import BrokerEndpoint
-from broker.cluster.cluster_identity import agree_cluster_id
-from broker.cluster.controller_candidate import ControllerCandidate, controller_factory
-from broker.cluster.errors import DuplicateNodeIdError, StartAborted
-from broker.cluster.keys import ClusterKeys
-from broker.cluster.metadata_follower import MetadataFollower
-from broker.cluster.registration import BrokerRegistrationLease
-from broker.config import BrokerConfig
-from broker.controller_client import ControllerClient
-from broker.forwarding_controller_client import RoutingControllerClient
-from broker.metadata import BrokerMetadata
-from controller.etcd_client import EtcdError, etcd_client
-from controller.image import MetadataImage
+from odradek.broker.cluster.cluster_identity import agree_cluster_id
+from odradek.broker.cluster.controller_candidate import ControllerCandidate, controller_factory
+from odradek.broker.cluster.errors import DuplicateNodeIdError, StartAborted
+from odradek.broker.cluster.keys import ClusterKeys
+from odradek.broker.cluster.metadata_follower import MetadataFollower
+from odradek.broker.cluster.registration import BrokerRegistrationLease
+from odradek.broker.config.broker_config import BrokerConfig
+from odradek.broker.metadata.broker_metadata import BrokerMetadata
+from odradek.broker.metadata.broker_registration import BrokerEndpoint
+from odradek.broker.metadata.controller_client import ControllerClient
+from odradek.broker.metadata.forwarding_controller_client import RoutingControllerClient
+from odradek.controller.etcd_client import EtcdError, etcd_client
+from odradek.controller.image import MetadataImage
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ Kafka's ZooKeeper-era controller is the model, etcd the store (issue 12's design
    had none); a registration that is gone → the broker is fenced: it leaves every ISR (never emptying
    one) and its leaderships move to the next live ISR member with a bumped leader epoch
    (``Controller.fence_broker``) - once this node has been in unbroken contact with etcd for the
-   fencing grace (``broker.cluster.etcd_contact``: a key may vanish because etcd swept every lease
+   fencing grace (``odradek.broker.cluster.etcd_contact``: a key may vanish because etcd swept every lease
    when it came back from an outage, and a live broker registers again, as the same incarnation,
    within it; a broker that died is fenced at once when etcd was there all along, else within a
    lease TTL plus the grace after etcd returns); the replicas a registration lists as offline (in a
@@ -28,7 +28,7 @@ Kafka's ZooKeeper-era controller is the model, etcd the store (issue 12's design
 Each term uses a fresh ``Controller`` (it replays the log), so no state of an old term leaks into a
 new one. While etcd is away nobody leads: the lease cannot be renewed, so the controller steps down
 and the node campaigns again when etcd answers; metadata changes wait for that (the brokers' data
-plane does not, see broker.cluster.registration). Ownership: the broker's handler loop.
+plane does not, see odradek.broker.cluster.registration). Ownership: the broker's handler loop.
 """
 
 from __future__ import annotations
@@ -42,16 +42,16 @@ from typing import Any
 
 from aetcd.utils import prefix_range_end
 
-from broker.cluster.etcd_contact import EtcdContact
-from broker.cluster.keys import ClusterKeys
-from broker.cluster.registration import decode_registration
-from controller.controller import Controller
-from controller.etcd_client import EtcdError
-from controller.etcd_lease import LEADER_KEY, EtcdLeaseStore
-from controller.etcd_log_store import EtcdMetadataLogStore
-from controller.lease import LeaseLostError
-from controller.metadata_log import StaleControllerEpochError
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.broker.cluster.etcd_contact import EtcdContact
+from odradek.broker.cluster.keys import ClusterKeys
+from odradek.broker.cluster.registration import decode_registration
+from odradek.controller.controller import Controller
+from odradek.controller.etcd_client import EtcdError
+from odradek.controller.etcd_lease import LEADER_KEY, EtcdLeaseStore
+from odradek.controller.etcd_log_store import EtcdMetadataLogStore
+from odradek.controller.lease import LeaseLostError
+from odradek.controller.metadata_log import StaleControllerEpochError
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 log = logging.getLogger(__name__)
 
@@ -251,7 +251,7 @@ class ControllerCandidate:
                 continue
             if contact_s < self.fencing_grace_s:
                 # etcd was away from here lately: its lease may have lapsed in the sweep etcd makes
-                # when it comes back, with the broker alive (see broker.cluster.etcd_contact).
+                # when it comes back, with the broker alive (see odradek.broker.cluster.etcd_contact).
                 if node_id not in self._awaiting_reregistration:
                     self._awaiting_reregistration.add(node_id)
                     log.warning("controller %d: broker %d's registration is gone, but the metadata store was "

@@ -1,12 +1,12 @@
 """Why a node cannot join its cluster: the errors that refuse a start with one clear line.
 
-Kept apart from the modules that talk to etcd, so that ``broker.main`` can name them without
+Kept apart from the modules that talk to etcd, so that ``odradek.broker.main`` can name them without
 importing the etcd client (and gRPC) on a single node.
 """
 
 from __future__ import annotations
 
-from controller.meta_properties import MetaPropertiesError
+from odradek.controller.meta_properties import MetaPropertiesError
 
 
 class ClusterIdentityError(Exception):
@@ -21,5 +21,5 @@ class StartAborted(Exception):
     """The broker was asked to stop while it waited for the metadata store."""
 
 
-# broker.main prints these as "Odradek failed to start: <message>" and exits 1.
+# odradek.broker.main prints these as "Odradek failed to start: <message>" and exits 1.
 STARTUP_REFUSALS: tuple[type[Exception], ...] = (ClusterIdentityError, DuplicateNodeIdError, MetaPropertiesError)

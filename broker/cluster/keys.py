@@ -1,12 +1,12 @@
 """Where a cluster lives in etcd: one prefix per cluster id, one key or sub-prefix per concern.
 
     /odradek/cluster_id                       the id of the cluster this etcd (prefix) holds
-    /odradek/<cluster-id>/controller          leader key of the controller lease (controller.etcd_lease)
+    /odradek/<cluster-id>/controller          leader key of the controller lease (odradek.controller.etcd_lease)
     /odradek/<cluster-id>/controller_epoch    newest controller epoch ever handed out
-    /odradek/<cluster-id>/metadata/head       {next_offset, newest_epoch} (controller.etcd_log_store)
+    /odradek/<cluster-id>/metadata/head       {next_offset, newest_epoch} (odradek.controller.etcd_log_store)
     /odradek/<cluster-id>/metadata/log/<n>    one committed metadata batch, base offset n (20 digits)
     /odradek/<cluster-id>/metadata/snapshot   the newest metadata snapshot's manifest, and its chunks
-    /odradek/<cluster-id>/metadata/snapshots/<n>-<token>/<i>     under these (controller.etcd_log_store)
+    /odradek/<cluster-id>/metadata/snapshots/<n>-<token>/<i>     under these (odradek.controller.etcd_log_store)
     /odradek/<cluster-id>/brokers/<node id>   a live broker's registration, attached to its session lease
 
 The cluster id key is written once (create-if-absent) by the first node of a cluster.

@@ -1,14 +1,14 @@
 """A broker's metadata image in cluster mode: the committed metadata log read from etcd, then followed.
 
-Format read: the batches ``controller.etcd_log_store`` writes under ``<metadata prefix>/log/`` (key
+Format read: the batches ``odradek.controller.etcd_log_store`` writes under ``<metadata prefix>/log/`` (key
 = base offset, 20 digits; value = one ``metadata_log`` frame) and its snapshot. The follower applies
-every batch, in offset order, to its own ``MetadataImage`` (``controller.image.apply``, the code the
+every batch, in offset order, to its own ``MetadataImage`` (``odradek.controller.image.apply``, the code the
 controller itself replays with) and publishes ``(image, delta)`` to the broker's ``BrokerMetadata``,
 as the in-process controller does in single-node mode (Kafka's MetadataLoader feeding the broker's
 publishers). When its offset is below the newest snapshot's end (a broker starting, or one that was
 cut off while the controller snapshotted and deleted the batches it needed) it builds a new image
 from the snapshot and the batches after it and publishes that, with the delta between the two
-images (``controller.image_records.image_delta``), so listeners learn every change they missed.
+images (``odradek.controller.image_records.image_delta``), so listeners learn every change they missed.
 
 How it follows: a Watch on the log prefix only says "something was written"; each wake-up then
 reads the batches from ``next_offset`` on with one Range and checks they continue the log exactly
@@ -30,13 +30,13 @@ from typing import Any
 
 from aetcd.rtypes import EventKind
 
-from controller import metadata_format
-from controller.etcd_client import EtcdError
-from controller.etcd_log_store import EtcdMetadataKeys, read_from
-from controller.image import MetadataDelta, MetadataImage, apply
-from controller.image_records import image_delta, load_snapshot
-from controller.metadata_format import UnsupportedMetadataFormatError
-from controller.metadata_log import MetadataBatch, MetadataLogContents, MetadataLogCorruptError
+from odradek.controller import metadata_format
+from odradek.controller.etcd_client import EtcdError
+from odradek.controller.etcd_log_store import EtcdMetadataKeys, read_from
+from odradek.controller.image import MetadataDelta, MetadataImage, apply
+from odradek.controller.image_records import image_delta, load_snapshot
+from odradek.controller.metadata_format import UnsupportedMetadataFormatError
+from odradek.controller.metadata_log import MetadataBatch, MetadataLogContents, MetadataLogCorruptError
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from broker.cluster.keys import ClusterKeys
-from broker.producer_ids import BLOCK_SIZE
-from controller.etcd_client import EtcdError
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.broker.cluster.keys import ClusterKeys
+from odradek.broker.txn.producer_ids import BLOCK_SIZE
+from odradek.controller.etcd_client import EtcdError
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 
 class EtcdProducerIdManager:

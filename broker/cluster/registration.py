@@ -12,7 +12,7 @@ deletes it when the lease is revoked or lapses)::
 (host/port/listener_name: the inter-broker listener; endpoints: every advertised listener;
 offline_replicas: the replicas it holds in failed log dirs, rewritten by ``report_offline_replicas``;
 features: the (feature, min, max) levels this release reads, absent from 0.1.0's registrations, as
-controller.metadata_format says, and the ranges of Kafka's features it supports (controller.features:
+odradek.controller.metadata_format says, and the ranges of Kafka's features it supports (odradek.controller.features:
 UpdateFeatures finalizes no level a registered broker does not support); "shutting_down": true once a
 controlled shutdown began (``announce_shutdown``). Readers ignore keys they do not know, so keys are
 only added.)
@@ -22,7 +22,7 @@ broker's fencing (its leaderships move to other ISR members). Kafka's equivalent
 BrokerRegistration request plus heartbeats (or ZooKeeper's ephemeral /brokers/ids/<id> znode).
 
 - ``register``: grant a lease of ``controller.lease.ttl.ms``, then create the key only if it does
-  not exist; an existing key raises ``DuplicateNodeIdError``. ``broker.cluster.cluster_node`` retries
+  not exist; an existing key raises ``DuplicateNodeIdError``. ``odradek.broker.cluster.cluster_node`` retries
   for one TTL (a crashed previous run's key lapses with its lease) before refusing the start.
 - Renewal runs every TTL/3 on the lease it holds. Only etcd says the lease is gone (a keep-alive
   answering TTL 0): then the broker registers again at once, as the same process (same incarnation
@@ -63,11 +63,11 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from broker.broker_registration import BrokerEndpoint
-from broker.cluster.errors import DuplicateNodeIdError
-from broker.cluster.keys import ClusterKeys
-from controller import features
-from controller.etcd_client import EtcdError
+from odradek.broker.cluster.errors import DuplicateNodeIdError
+from odradek.broker.cluster.keys import ClusterKeys
+from odradek.broker.metadata.broker_registration import BrokerEndpoint
+from odradek.controller import features
+from odradek.controller.etcd_client import EtcdError
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ class BrokerRegistrationLease:
     async def announce_shutdown(self) -> None:
         """Mark the key "shutting down" (Kafka's BrokerHeartbeat with wantShutDown): the controller
         fences this broker and moves its leaderships at once, without the grace it gives a key that
-        vanished (broker.cluster.etcd_contact), while the broker still serves and renews its lease."""
+        vanished (odradek.broker.cluster.etcd_contact), while the broker still serves and renews its lease."""
         self.shutting_down = True
         await self._rewrite()
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from broker.coordinator.rehash import (
+from odradek.broker.coordinator.rehash import (
     LoadFilter,
     TwinScan,
     migrated_record,
@@ -31,11 +31,11 @@ from broker.coordinator.rehash import (
     switched_record,
     twin_partition,
 )
-from broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime, KeyValue
-from broker.coordinator.twin_reader import TwinReader
-from broker.inter_broker_client import NodeUnavailableError
-from protocol.errors import KafkaApiError
-from protocol.records import iter_batches
+from odradek.broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime, KeyValue
+from odradek.broker.coordinator.twin_reader import TwinReader
+from odradek.broker.network.inter_broker_client import NodeUnavailableError
+from odradek.protocol.errors import KafkaApiError
+from odradek.protocol.records import iter_batches
 
 log = logging.getLogger(__name__)
 

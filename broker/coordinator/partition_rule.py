@@ -27,13 +27,13 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from broker.group.hashing import legacy_partition_for, partition_for
-from controller.metadata_format import COORDINATOR_REHASH
+from odradek.broker.group.hashing import legacy_partition_for, partition_for
+from odradek.controller.metadata_format import COORDINATOR_REHASH
 
 if TYPE_CHECKING:
-    from broker.coordinator.runtime import CoordinatorRuntime
-    from broker.metadata import BrokerMetadata
-    from controller.image import MetadataDelta, MetadataImage
+    from odradek.broker.coordinator.runtime import CoordinatorRuntime
+    from odradek.broker.metadata.broker_metadata import BrokerMetadata
+    from odradek.controller.image import MetadataDelta, MetadataImage
 
 log = logging.getLogger(__name__)
 

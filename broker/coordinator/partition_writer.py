@@ -18,8 +18,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from protocol.errors import ErrorCode, KafkaApiError
-from storage.results import AppendInfo
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.results import AppendInfo
 
 # How long one DelayedProduce of a coordinator write waits before it is re-armed.
 DEFAULT_WAIT_MS = 30_000
@@ -45,7 +45,7 @@ class InternalTopicReplicas(Protocol):
 
 
 class ReplicaManagerWriter:
-    """PartitionWriter over a replica manager (see broker.coordinator.runtime.PartitionWriter)."""
+    """PartitionWriter over a replica manager (see odradek.broker.coordinator.runtime.PartitionWriter)."""
 
     def __init__(self, replicas: InternalTopicReplicas, wait_ms: int = DEFAULT_WAIT_MS) -> None:
         self.replicas = replicas

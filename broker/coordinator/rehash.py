@@ -90,9 +90,9 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from broker.coordinator.runtime import KeyValue
-from broker.group.hashing import legacy_partition_for
-from protocol.records import ControlRecordType, InvalidRecordError, RecordBatch, parse_control_type
+from odradek.broker.coordinator.runtime import KeyValue
+from odradek.broker.group.hashing import legacy_partition_for
+from odradek.protocol.records import ControlRecordType, InvalidRecordError, RecordBatch, parse_control_type
 
 MARKER_KEY_VERSION = 32767
 SWITCHED = "odradek.switched"

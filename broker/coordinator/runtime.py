@@ -56,8 +56,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
-from protocol.errors import ErrorCode, KafkaApiError
-from protocol.records import (
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.protocol.records import (
     ControlRecordType,
     InvalidRecordError,
     Record,

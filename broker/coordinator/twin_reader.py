@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from broker.inter_broker_client import NodeClient
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.broker.network.inter_broker_client import NodeClient
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 if TYPE_CHECKING:
-    from broker.coordinator.runtime import PartitionWriter
-    from controller.image import MetadataImage
+    from odradek.broker.coordinator.runtime import PartitionWriter
+    from odradek.controller.image import MetadataImage
 
 FETCH = 1
 FETCH_VERSION = 12

@@ -30,11 +30,11 @@ import enum
 import uuid
 from typing import Any
 
-from broker.group import consumer_protocol
-from broker.group.member import ClassicGroupMember
-from broker.group.records import OffsetAndMetadata
-from protocol.errors import ErrorCode, KafkaApiError
-from storage.clock import now_ms
+from odradek.broker.group import consumer_protocol
+from odradek.broker.group.member import ClassicGroupMember
+from odradek.broker.group.records import OffsetAndMetadata
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.clock import now_ms
 
 
 class GroupState(enum.Enum):

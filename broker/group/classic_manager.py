@@ -31,18 +31,18 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from broker.coordinator.runtime import CoordinatorResult, CoordinatorWriteError, KeyValue
-from broker.group import records as R
-from broker.group.classic_group import ClassicGroup, GroupState
-from broker.group.context import GroupContext
-from broker.group.errors import append_error, write_error
-from broker.group.member import ClassicGroupMember
-from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.broker.coordinator.runtime import CoordinatorResult, CoordinatorWriteError, KeyValue
+from odradek.broker.group import records as R
+from odradek.broker.group.classic_group import ClassicGroup, GroupState
+from odradek.broker.group.context import GroupContext
+from odradek.broker.group.errors import append_error, write_error
+from odradek.broker.group.member import ClassicGroupMember
+from odradek.protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 if TYPE_CHECKING:
-    from broker.group.consumer_group import ConsumerGroupManager
-    from broker.group.shard import GroupShard, LoadedOffsets
+    from odradek.broker.group.consumer_group import ConsumerGroupManager
+    from odradek.broker.group.shard import GroupShard, LoadedOffsets
 
 log = logging.getLogger(__name__)
 

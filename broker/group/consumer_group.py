@@ -55,20 +55,20 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from broker.client_regex import ClientRegex, ClientRegexError, compile_client_regex
-from broker.coordinator.runtime import CoordinatorResult, CoordinatorWriteError, KeyValue
-from broker.group import consumer_group_records as CR
-from broker.group.assignors import MemberSpec, PartitionAssignorError, assignors_from_config
-from broker.group.classic_group import GroupState
-from broker.group.context import GroupContext
-from broker.group.errors import append_error
-from broker.group.records import OffsetAndMetadata, group_metadata_key, offset_commit_key
-from controller.meta_properties import new_kafka_uuid, uuid_to_base64
-from protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.broker.coordinator.runtime import CoordinatorResult, CoordinatorWriteError, KeyValue
+from odradek.broker.group import consumer_group_records as CR
+from odradek.broker.group.assignors import MemberSpec, PartitionAssignorError, assignors_from_config
+from odradek.broker.group.classic_group import GroupState
+from odradek.broker.group.context import GroupContext
+from odradek.broker.group.errors import append_error
+from odradek.broker.group.records import OffsetAndMetadata, group_metadata_key, offset_commit_key
+from odradek.broker.runtime.client_regex import ClientRegex, ClientRegexError, compile_client_regex
+from odradek.controller.meta_properties import new_kafka_uuid, uuid_to_base64
+from odradek.protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 if TYPE_CHECKING:
-    from broker.group.shard import GroupShard
+    from odradek.broker.group.shard import GroupShard
 
 log = logging.getLogger(__name__)
 
@@ -501,7 +501,7 @@ class ConsumerGroupManager:
             self._compile(regex)
 
     def _compile(self, regex: str) -> ClientRegex:
-        """RE2, as Kafka's RE2/J: linear time, whatever a client sends (broker/client_regex.py)."""
+        """RE2, as Kafka's RE2/J: linear time, whatever a client sends (broker/runtime/client_regex.py)."""
         pattern = self._regex_cache.get(regex)
         if pattern is None:
             try:

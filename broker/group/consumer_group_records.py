@@ -35,9 +35,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.codec import MessageCodec
-from protocol.coordinator_schema_data import MESSAGES
-from protocol.primitives import DecodeError
+from odradek.protocol.codec import MessageCodec
+from odradek.protocol.coordinator_schema_data import MESSAGES
+from odradek.protocol.primitives import DecodeError
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4

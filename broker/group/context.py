@@ -18,17 +18,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from broker.coordinator.partition_rule import coordinator_partition
-from broker.coordinator.runtime import CoordinatorRuntime, PartitionState
-from broker.group.keyed_timer import KeyedTimer
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.broker.coordinator.partition_rule import coordinator_partition
+from odradek.broker.coordinator.runtime import CoordinatorRuntime, PartitionState
+from odradek.broker.group.keyed_timer import KeyedTimer
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 if TYPE_CHECKING:
-    from broker.config import BrokerConfig
-    from broker.group.classic_group import ClassicGroup
-    from broker.group.consumer_group import ConsumerGroup
-    from broker.group.shard import GroupShard
-    from controller.image import MetadataImage
+    from odradek.broker.config.broker_config import BrokerConfig
+    from odradek.broker.group.classic_group import ClassicGroup
+    from odradek.broker.group.consumer_group import ConsumerGroup
+    from odradek.broker.group.shard import GroupShard
+    from odradek.controller.image import MetadataImage
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -83,7 +83,7 @@ class GroupConfig:
 
 @dataclass
 class GroupContext:
-    """The shared parts; built by broker.group.coordinator.GroupCoordinator."""
+    """The shared parts; built by odradek.broker.group.coordinator.GroupCoordinator."""
 
     config: GroupConfig
     runtime: CoordinatorRuntime[GroupShard]

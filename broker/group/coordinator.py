@@ -13,7 +13,7 @@ The parts (Kafka 4.0's GroupCoordinatorService over GroupCoordinatorShards):
 - ``offset_manager.OffsetManager``: OffsetCommit/Fetch/Delete and expiry;
 - ``txn_offsets.TxnOffsetManager``: TxnOffsetCommit's offsets, pending until the transaction's marker;
 - ``context.GroupContext``: what they share (config, runtime, timer, metadata, the group maps);
-- ``broker.coordinator.migration.RehashMigrations``: the state of groups that moved to another
+- ``odradek.broker.coordinator.migration.RehashMigrations``: the state of groups that moved to another
   partition when the partition rule was fixed, taken over from the partition that held it
   (broker/coordinator/rehash.py) - once the cluster's metadata format level allows Kafka's rule;
   below it the partitions load as 0.1.0 loads them, and they are loaded again when the level rises
@@ -38,29 +38,29 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from broker.coordinator import partition_rule
-from broker.coordinator.migration import RehashMigrations
-from broker.coordinator.runtime import (
+from odradek.broker.api.request_types import ApiRequest
+from odradek.broker.coordinator import partition_rule
+from odradek.broker.coordinator.migration import RehashMigrations
+from odradek.broker.coordinator.runtime import (
     CoordinatorResult,
     CoordinatorRuntime,
     CoordinatorWriteError,
     KeyValue,
     PartitionWriter,
 )
-from broker.coordinator.twin_reader import TwinReader
-from broker.group import records as R
-from broker.group.classic_manager import ClassicGroupManager, join_error, sync_error
-from broker.group.consumer_group import ConsumerGroupManager
-from broker.group.context import OFFSETS_TOPIC, GroupConfig, GroupContext, MetadataView
-from broker.group.errors import append_error
-from broker.group.keyed_timer import KeyedTimer
-from broker.group.offset_manager import OffsetManager
-from broker.group.shard import GroupShard
-from broker.group.txn_offsets import ProducerStates, TxnCommitPartition, TxnOffsetManager
-from broker.request_types import ApiRequest
-from broker.timing_wheel import Timer
-from protocol.errors import ErrorCode, KafkaApiError
-from storage.clock import now_ms
+from odradek.broker.coordinator.twin_reader import TwinReader
+from odradek.broker.group import records as R
+from odradek.broker.group.classic_manager import ClassicGroupManager, join_error, sync_error
+from odradek.broker.group.consumer_group import ConsumerGroupManager
+from odradek.broker.group.context import OFFSETS_TOPIC, GroupConfig, GroupContext, MetadataView
+from odradek.broker.group.errors import append_error
+from odradek.broker.group.keyed_timer import KeyedTimer
+from odradek.broker.group.offset_manager import OffsetManager
+from odradek.broker.group.shard import GroupShard
+from odradek.broker.group.txn_offsets import ProducerStates, TxnCommitPartition, TxnOffsetManager
+from odradek.broker.runtime.timing_wheel import Timer
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.clock import now_ms
 
 __all__ = ["OFFSETS_TOPIC", "GroupCoordinator", "client_host", "coordinator_of", "join_error", "sync_error"]
 

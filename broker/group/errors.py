@@ -3,8 +3,8 @@ and OffsetMetadataManager's commit mapping)."""
 
 from __future__ import annotations
 
-from broker.coordinator.runtime import CoordinatorWriteError
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.broker.coordinator.runtime import CoordinatorWriteError
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 
 def append_error(code: int) -> ErrorCode:

@@ -6,7 +6,7 @@ timeout), ``join-<group>`` (the join phase: rebalance timeout or initial delay),
 the classic protocol needs: every heartbeat pushes the member's session deadline out, every state
 change re-arms or cancels the group's join/sync timeout. Kafka 4.0 dropped the purgatory-based
 DelayedJoin/DelayedHeartbeat of the old Scala coordinator for this; we follow 4.0. The entries
-are ``CallbackTask``s on a ``broker.timing_wheel.Timer`` driven by an ``AsyncReaper``.
+are ``CallbackTask``s on a ``odradek.broker.runtime.timing_wheel.Timer`` driven by an ``AsyncReaper``.
 
 Owned by the handler loop (as the Timer). A callback that raises is logged and forgotten.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Hashable
 
-from broker.timing_wheel import CallbackTask, Timer
+from odradek.broker.runtime.timing_wheel import CallbackTask, Timer
 
 log = logging.getLogger(__name__)
 

@@ -24,17 +24,17 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from broker.coordinator.runtime import CoordinatorResult, CoordinatorWriteError, KeyValue
-from broker.group import records as R
-from broker.group.classic_group import ClassicGroup, GroupState
-from broker.group.context import GroupContext
-from broker.group.errors import append_error, commit_append_error
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.broker.coordinator.runtime import CoordinatorResult, CoordinatorWriteError, KeyValue
+from odradek.broker.group import records as R
+from odradek.broker.group.classic_group import ClassicGroup, GroupState
+from odradek.broker.group.context import GroupContext
+from odradek.broker.group.errors import append_error, commit_append_error
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 if TYPE_CHECKING:
-    from broker.group.classic_manager import ClassicGroupManager
-    from broker.group.consumer_group import ConsumerGroupManager
-    from broker.group.shard import GroupShard
+    from odradek.broker.group.classic_manager import ClassicGroupManager
+    from odradek.broker.group.consumer_group import ConsumerGroupManager
+    from odradek.broker.group.shard import GroupShard
 
 log = logging.getLogger(__name__)
 

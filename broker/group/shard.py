@@ -23,18 +23,18 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from broker.coordinator.rehash import LoadFilter
-from broker.coordinator.runtime import NO_PRODUCER_ID
-from broker.group import records as R
-from broker.group.consumer_group import ConsumerGroupLoader
-from broker.group.context import OFFSETS_TOPIC
-from broker.group.txn_offsets import offsets_to_commit
+from odradek.broker.coordinator.rehash import LoadFilter
+from odradek.broker.coordinator.runtime import NO_PRODUCER_ID
+from odradek.broker.group import records as R
+from odradek.broker.group.consumer_group import ConsumerGroupLoader
+from odradek.broker.group.context import OFFSETS_TOPIC
+from odradek.broker.group.txn_offsets import offsets_to_commit
 
 if TYPE_CHECKING:
-    from broker.coordinator.migration import RehashMigrations
-    from broker.group.classic_manager import ClassicGroupManager
-    from broker.group.consumer_group import ConsumerGroupManager
-    from broker.group.txn_offsets import TxnOffsetManager
+    from odradek.broker.coordinator.migration import RehashMigrations
+    from odradek.broker.group.classic_manager import ClassicGroupManager
+    from odradek.broker.group.consumer_group import ConsumerGroupManager
+    from odradek.broker.group.txn_offsets import TxnOffsetManager
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ LoadedOffsets = dict[str, dict[tuple[str, int], "R.OffsetAndMetadata | None"]]
 
 
 class GroupShard:
-    """Implements broker.coordinator.runtime.CoordinatorShard for one partition."""
+    """Implements odradek.broker.coordinator.runtime.CoordinatorShard for one partition."""
 
     def __init__(self, partition: int, classic: ClassicGroupManager, consumer: ConsumerGroupManager,
                  txn_offsets: TxnOffsetManager | None = None,

@@ -31,18 +31,18 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from broker.coordinator.runtime import CoordinatorResult
-from broker.group import records as R
-from broker.group.classic_group import ClassicGroup
-from broker.group.context import OFFSETS_TOPIC, GroupContext
-from broker.group.errors import commit_append_error
-from protocol.errors import ErrorCode, KafkaApiError
-from protocol.records import Record, encode_batch
+from odradek.broker.coordinator.runtime import CoordinatorResult
+from odradek.broker.group import records as R
+from odradek.broker.group.classic_group import ClassicGroup
+from odradek.broker.group.context import OFFSETS_TOPIC, GroupContext
+from odradek.broker.group.errors import commit_append_error
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.protocol.records import Record, encode_batch
 
 if TYPE_CHECKING:
-    from broker.group.classic_manager import ClassicGroupManager
-    from broker.group.consumer_group import ConsumerGroupManager
-    from broker.group.shard import GroupShard
+    from odradek.broker.group.classic_manager import ClassicGroupManager
+    from odradek.broker.group.consumer_group import ConsumerGroupManager
+    from odradek.broker.group.shard import GroupShard
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ class TxnOffsetManager:
             raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.ILLEGAL_GENERATION)
         if group is None or generation_id < 0:
             return
-        from broker.group.offset_manager import validate_classic_offset_commit
+        from odradek.broker.group.offset_manager import validate_classic_offset_commit
 
         validate_classic_offset_commit(group, member_id, instance_id, generation_id)
 

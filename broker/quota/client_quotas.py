@@ -44,17 +44,17 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from broker.connection import MAX_IN_FLIGHT
-from broker.controller_client import is_forwarded
-from broker.quota.entities import Entity, resolve
-from broker.quota.rate import Rate, throttle_time_ms
-from controller.client_quotas import CONSUMER_BYTE_RATE, IP, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+from odradek.broker.metadata.controller_client import is_forwarded
+from odradek.broker.network.connection import MAX_IN_FLIGHT
+from odradek.broker.quota.entities import Entity, resolve
+from odradek.broker.quota.rate import Rate, throttle_time_ms
+from odradek.controller.client_quotas import CONSUMER_BYTE_RATE, IP, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 
 if TYPE_CHECKING:
-    from broker.connection import Connection
-    from broker.dispatcher import Request
-    from broker.handlers.registry import HandlerSpec
-    from broker.request_types import Handler
+    from odradek.broker.api.dispatcher import Request
+    from odradek.broker.api.registry import HandlerSpec
+    from odradek.broker.api.request_types import Handler
+    from odradek.broker.network.connection import Connection
 
 log = logging.getLogger(__name__)
 

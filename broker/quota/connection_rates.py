@@ -2,7 +2,7 @@
 (broker-wide), ``listener.name.<l>.max.connection.creation.rate`` (per listener) and the
 ``connection_creation_rate`` quota of ``ip`` entities (AlterClientQuotas; ``ips/<default>``).
 
-Kafka's rules, kept here (the acceptor in broker/network.py applies the answers):
+Kafka's rules, kept here (the acceptor in broker/network/reactor.py applies the answers):
 1. Every accepted connection is recorded in the broker-wide and its listener's rate (Kafka's
    sampled Rate, broker/quota/rate.py, over ``quota.window.num`` x ``quota.window.size.seconds``).
    Over either limit, the acceptor *waits* the longer throttle time (bounded by one quota window)
@@ -26,8 +26,8 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from broker.connection_quotas import normalize_ip, resolve_overrides
-from broker.quota.rate import Rate, throttle_time_ms
+from odradek.broker.network.connection_quotas import normalize_ip, resolve_overrides
+from odradek.broker.quota.rate import Rate, throttle_time_ms
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from controller.client_quotas import (
+from odradek.controller.client_quotas import (
     CLIENT_ID,
     ENTITY_TYPES,
     IP,

@@ -5,8 +5,8 @@ A topic whose ``compression.type`` names a codec stores every produced batch in 
 (storage/recompression.py): a batch in another codec is decompressed, checked and compressed
 again, which costs milliseconds per MiB (gzip several times more). Kafka does it in its request
 handler threads. Here the handler loop owns the partitions and serves every client, so the
-rebuild (:meth:`storage.log.Log.recompress`, which changes nothing) runs on the IO pool and the
-append itself (:meth:`storage.log.Log.append` of the rebuilt bytes) stays on the loop, as every
+rebuild (:meth:`odradek.storage.log.Log.recompress`, which changes nothing) runs on the IO pool and the
+append itself (:meth:`odradek.storage.log.Log.append` of the rebuilt bytes) stays on the loop, as every
 append does.
 
 Order: the appends of one partition land in the order their requests arrived, as Kafka's log lock
@@ -39,12 +39,12 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any
 
-from broker.replica.delayed_produce import ProduceResult
-from broker.replica.partition import Partition, RecordCheck
-from protocol.errors import ErrorCode, KafkaApiError
-from storage.log_config import LogConfig
-from storage.recompression import needs_recompression
-from storage.results import AppendInfo
+from odradek.broker.replica.delayed_produce import ProduceResult
+from odradek.broker.replica.partition import Partition, RecordCheck
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.log_config import LogConfig
+from odradek.storage.recompression import needs_recompression
+from odradek.storage.results import AppendInfo
 
 log = logging.getLogger(__name__)
 

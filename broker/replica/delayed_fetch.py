@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from broker.purgatory import DelayedOperation
-from broker.replica.fetch_params import FetchCallback, FetchParams, FetchResult
-from broker.replica.fetch_session import CachedPartition
+from odradek.broker.replica.fetch_params import FetchCallback, FetchParams, FetchResult
+from odradek.broker.replica.fetch_session import CachedPartition
+from odradek.broker.runtime.purgatory import DelayedOperation
 
 # (partition key, what the client asked, its partition's byte count at the start) per partition.
 FetchStatus = tuple[Any, CachedPartition, int]

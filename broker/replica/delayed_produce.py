@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from broker.purgatory import DelayedOperation
-from protocol.errors import ErrorCode, KafkaApiError
-from storage.results import AppendInfo
+from odradek.broker.runtime.purgatory import DelayedOperation
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.results import AppendInfo
 
 # Per partition: an AppendInfo (appended) or the KafkaApiError it was refused with.
 ProduceResult = AppendInfo | KafkaApiError

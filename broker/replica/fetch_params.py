@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from broker.replica.fetch_session import CachedPartition
-from storage.errors import SegmentTruncatedError
-from storage.results import FetchSlice
-from storage.txn_index import AbortedTxn
+from odradek.broker.replica.fetch_session import CachedPartition
+from odradek.storage.errors import SegmentTruncatedError
+from odradek.storage.results import FetchSlice
+from odradek.storage.txn_index import AbortedTxn
 
 
 class FetchParams:
@@ -53,7 +53,7 @@ class FetchParams:
 class LogReadResult:
     """One partition of a fetch: an error, or its offsets and records.
 
-    ``records`` is a :class:`~storage.results.FetchSlice` (sent with sendfile), bytes (when
+    ``records`` is a :class:`~odradek.storage.results.FetchSlice` (sent with sendfile), bytes (when
     ``odradek.fetch.sendfile`` is off), or ``b""``; ``size`` is its byte count.
     """
 

@@ -35,7 +35,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1

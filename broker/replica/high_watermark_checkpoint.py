@@ -2,7 +2,7 @@
 
 Kafka's ReplicaManager writes, every ``replica.high.watermark.checkpoint.interval.ms`` and at
 shutdown, one checkpoint file per log dir with the HW of each partition in it (version 0,
-``<topic> <partition> <offset>`` entries, storage.checkpoint_file), and a partition made at
+``<topic> <partition> <offset>`` entries, odradek.storage.checkpoint_file), and a partition made at
 start-up takes its HW from there (capped at its log end) instead of trusting its log end: the
 records a leader had not yet replicated stay invisible to consumers after a restart, and a
 follower restarting without a leader epoch answer truncates to a HW that was really committed.
@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from storage.checkpoint_file import CheckpointFormatError, read_checkpoint, write_checkpoint
+from odradek.storage.checkpoint_file import CheckpointFormatError, read_checkpoint, write_checkpoint
 
 log = logging.getLogger(__name__)
 

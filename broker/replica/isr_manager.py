@@ -20,12 +20,12 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from broker.replica.partition import Partition
-from protocol.errors import ErrorCode
+from odradek.broker.replica.partition import Partition
+from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from controller.image import MetadataImage
-    from controller.requests import AlterPartitionResult
+    from odradek.controller.image import MetadataImage
+    from odradek.controller.requests import AlterPartitionResult
 
 log = logging.getLogger(__name__)
 

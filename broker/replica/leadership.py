@@ -2,7 +2,7 @@
 (Kafka's ReplicaManager.applyDelta with makeLeaders / makeFollowers, and the LogManager's side of
 topic creation and deletion).
 
-Every partition hosted here gets a :class:`~broker.replica.partition.Partition` over its storage
+Every partition hosted here gets a :class:`~odradek.broker.replica.partition.Partition` over its storage
 ``Log`` once the log exists, with the leader epoch, replicas and ISR the controller assigned. From
 each committed metadata change: new followers and new leader epochs are handed to the replica
 fetchers, new leaders and deleted partitions taken from them; listeners hear of leaderships won and
@@ -27,20 +27,20 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from broker.replica.append_lane import AppendLane
-from broker.replica.high_watermark_checkpoint import read_high_watermarks
-from broker.replica.partition import Partition
-from protocol.errors import ErrorCode, KafkaApiError
-from storage.errors import KafkaStorageError
-from storage.log_config import LogConfig
-from storage.partition_metadata import topic_id_to_str
+from odradek.broker.replica.append_lane import AppendLane
+from odradek.broker.replica.high_watermark_checkpoint import read_high_watermarks
+from odradek.broker.replica.partition import Partition
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.errors import KafkaStorageError
+from odradek.storage.log_config import LogConfig
+from odradek.storage.partition_metadata import topic_id_to_str
 
 if TYPE_CHECKING:
-    from broker.replica.log_defaults import LogDefaults
-    from broker.replica.replica_fetcher import ReplicaFetcherManager
-    from controller.image import MetadataDelta, MetadataImage, TopicImage
-    from storage.log_manager import LogManager
-    from storage.results import AppendInfo
+    from odradek.broker.replica.log_defaults import LogDefaults
+    from odradek.broker.replica.replica_fetcher import ReplicaFetcherManager
+    from odradek.controller.image import MetadataDelta, MetadataImage, TopicImage
+    from odradek.storage.log_manager import LogManager
+    from odradek.storage.results import AppendInfo
 
 log = logging.getLogger(__name__)
 

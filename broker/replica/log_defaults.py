@@ -12,14 +12,18 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from broker.topic_config_view import config_layers, effective_broker_config, effective_log_defaults
-from storage.errors import InvalidConfigError
-from storage.log_config import LogConfig
-from storage.producer_state import ProducerStateManager
+from odradek.broker.metadata.topic_config_view import (
+    config_layers,
+    effective_broker_config,
+    effective_log_defaults,
+)
+from odradek.storage.errors import InvalidConfigError
+from odradek.storage.log_config import LogConfig
+from odradek.storage.producer_state import ProducerStateManager
 
 if TYPE_CHECKING:
-    from broker.config import BrokerConfig
-    from controller.image import MetadataImage, TopicImage
+    from odradek.broker.config.broker_config import BrokerConfig
+    from odradek.controller.image import MetadataImage, TopicImage
 
 log = logging.getLogger(__name__)
 

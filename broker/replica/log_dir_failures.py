@@ -1,6 +1,6 @@
 """What the replica manager does when a log dir fails (Kafka's ReplicaManager.handleLogDirFailure).
 
-The storage side is storage.log_manager: a log dir with an I/O error goes offline until the broker
+The storage side is odradek.storage.log_manager: a log dir with an I/O error goes offline until the broker
 restarts, and its logs are flagged offline, so their partitions answer KAFKA_STORAGE_ERROR. Here:
 the one ERROR line, waiting fetches on those partitions answered now, the replicas in failed dirs
 reported to the controller in a cluster (``on_offline_replicas``, through the broker's
@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from broker.replica.partition import Partition
-    from controller.image import MetadataImage
-    from storage.log_manager import LogManager
+    from odradek.broker.replica.partition import Partition
+    from odradek.controller.image import MetadataImage
+    from odradek.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Moving a replica between this broker's log dirs (Kafka's ReplicaManager.alterReplicaLogDirs and its
 ReplicaAlterLogDirsManager/Thread, KIP-113).
 
-AlterReplicaLogDirs (broker/handlers/alter_replica_log_dirs.py) names, per partition, the log dir its
+AlterReplicaLogDirs (broker/api/handlers/alter_replica_log_dirs.py) names, per partition, the log dir its
 replica on this broker should live in. :meth:`LogDirMover.alter` answers as Kafka's ReplicaManager does,
 in its order, per partition:
 
@@ -9,7 +9,7 @@ in its order, per partition:
 2. LOG_DIR_NOT_FOUND unless the path is exactly the absolute path of one of ``log.dirs``;
    KAFKA_STORAGE_ERROR when that dir is offline, or the partition's log is;
 3. a move already going to another dir is cancelled (its future log deleted);
-4. the dir is remembered as the partition's preferred dir (storage.log_manager), so a replica made here
+4. the dir is remembered as the partition's preferred dir (odradek.storage.log_manager), so a replica made here
    later - by a reassignment, or a topic created later - is made in it;
 5. a partition this broker holds no replica of: UNKNOWN_TOPIC_OR_PARTITION if the metadata does not
    know it, else REPLICA_NOT_AVAILABLE (Kafka keeps that code here for compatibility);
@@ -31,7 +31,7 @@ wait those few milliseconds. The replaced files are removed after file.delete.de
 under way keep using them). Compaction of the partition is paused while it moves (Kafka's
 abortAndPauseCleaning) and its cleaner checkpoint moves with it.
 
-A crash leaves one consistent replica (storage.log_manager's start-up): a future log is loaded and its
+A crash leaves one consistent replica (odradek.storage.log_manager's start-up): a future log is loaded and its
 copy resumed (:meth:`resume_all`), or promoted if the swap had already marked the old log for deletion.
 
 The copies of all moves together read at most ``replica.alter.log.dirs.io.max.bytes.per.second``
@@ -39,7 +39,7 @@ The copies of all moves together read at most ``replica.alter.log.dirs.io.max.by
 ``--replica-alter-log-dirs-throttle`` sets it), paced by :class:`Throttle`.
 
 Not done (Kafka has it): reporting the directory to the controller (Odradek's metadata has no
-directory assignments, KIP-858), so a restart decides from the files alone (storage.log_manager).
+directory assignments, KIP-858), so a restart decides from the files alone (odradek.storage.log_manager).
 
 Threading: :meth:`alter`, :meth:`resume_all` and :meth:`shutdown` run on the handler loop; the jobs
 on the mover's threads touch only the two logs and the log manager (both thread-safe), never the
@@ -57,22 +57,22 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from broker.config import LONG_MAX
-from broker.topic_config_view import config_layers, effective_broker_config
-from protocol.errors import ErrorCode
-from storage.errors import (
+from odradek.broker.config.broker_config import LONG_MAX
+from odradek.broker.metadata.topic_config_view import config_layers, effective_broker_config
+from odradek.protocol.errors import ErrorCode
+from odradek.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     SegmentTruncatedError,
 )
-from storage.log import Log
-from storage.log_manager import FUTURE_DIR_SUFFIX, RetiredLog
+from odradek.storage.log import Log
+from odradek.storage.log_manager import FUTURE_DIR_SUFFIX, RetiredLog
 
 if TYPE_CHECKING:
-    from broker.replica.replica_manager import ReplicaManager
-    from controller.image import MetadataDelta
+    from odradek.broker.replica.replica_manager import ReplicaManager
+    from odradek.controller.image import MetadataDelta
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.replica.partition import Partition
-    from storage.log_manager import LogManager
+    from odradek.broker.replica.partition import Partition
+    from odradek.storage.log_manager import LogManager
 
 TopicPartition = tuple[str, int]
 

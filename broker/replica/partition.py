@@ -1,7 +1,7 @@
 """One partition hosted by this broker: its log, leadership, high watermark and last stable offset.
 
 Kafka's kafka.cluster.Partition. Everything that reads or writes a partition's data goes through
-here; no handler touches a :class:`~storage.log.Log`.
+here; no handler touches a :class:`~odradek.storage.log.Log`.
 
 High watermark (HW): the offset below which every in-sync replica has the records, and so the
 end of what consumers may read. It is a field this class moves itself, in
@@ -53,14 +53,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from protocol.errors import ErrorCode, KafkaApiError
-from storage.log import Log
-from storage.log_config import LogConfig
-from storage.results import AppendInfo, FetchSlice
-from storage.txn_index import AbortedTxn
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.log import Log
+from odradek.storage.log_config import LogConfig
+from odradek.storage.results import AppendInfo, FetchSlice
+from odradek.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
-    from broker.replica.append_lane import AppendLane
+    from odradek.broker.replica.append_lane import AppendLane
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -395,7 +395,7 @@ class Partition:
 
     def append_checked(self, records: Any, recompressed_for: LogConfig | None = None) -> AppendInfo:
         """The log append of a produced set that passed :meth:`check_leader_append` (the append
-        lane's second half; ``recompressed_for``: see :meth:`storage.log.Log.append`)."""
+        lane's second half; ``recompressed_for``: see :meth:`odradek.storage.log.Log.append`)."""
         info = self.log.append(records, leader_epoch=self.leader_epoch, recompressed_for=recompressed_for)
         if not info.duplicate:
             self._appended_bytes += info.size

@@ -17,14 +17,14 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from broker.replica.high_watermark_checkpoint import HighWatermarkWriter
-from storage.cleaner import CleanerConfig, LogCleaner
+from odradek.broker.replica.high_watermark_checkpoint import HighWatermarkWriter
+from odradek.storage.cleaner import CleanerConfig, LogCleaner
 
 if TYPE_CHECKING:
-    from broker.config import BrokerConfig
-    from broker.replica.partition import Partition
-    from storage.log import Log
-    from storage.log_manager import LogManager
+    from odradek.broker.config.broker_config import BrokerConfig
+    from odradek.broker.replica.partition import Partition
+    from odradek.storage.log import Log
+    from odradek.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 

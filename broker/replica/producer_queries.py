@@ -1,4 +1,4 @@
-"""What the handlers and coordinators ask of a partition's producer state (storage.producer_state):
+"""What the handlers and coordinators ask of a partition's producer state (odradek.storage.producer_state):
 DescribeProducers' rows, whether a transactional batch joins an open transaction, the open
 transactions, and the sequence a coordinator-written batch continues with.
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from storage.producer_state import InvalidProducerEpochError, ProducerStateManager
+from odradek.storage.producer_state import InvalidProducerEpochError, ProducerStateManager
 
 
 def active_producers(state: Any) -> list[dict[str, int]]:

@@ -39,13 +39,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from broker.inter_broker_client import NodeClient, NodeUnavailableError
-from protocol.errors import ErrorCode
-from storage.errors import KafkaStorageError
+from odradek.broker.network.inter_broker_client import NodeClient, NodeUnavailableError
+from odradek.protocol.errors import ErrorCode
+from odradek.storage.errors import KafkaStorageError
 
 if TYPE_CHECKING:
-    from broker.config import BrokerConfig
-    from broker.replica.partition import Partition
+    from odradek.broker.config.broker_config import BrokerConfig
+    from odradek.broker.replica.partition import Partition
 
 log = logging.getLogger(__name__)
 

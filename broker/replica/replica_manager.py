@@ -6,7 +6,7 @@ Kafka's kafka.server.ReplicaManager. Requests reach partition data only through 
 read their internal topics through ``append_internal``/``read_internal`` and wait for their writes
 to be replicated with ``wait_for_high_watermark``; the transaction coordinator's COMMIT/ABORT
 markers go through ``append_end_txn_markers``. Each partition is a
-:class:`~broker.replica.partition.Partition` over its storage ``Log``.
+:class:`~odradek.broker.replica.partition.Partition` over its storage ``Log``.
 
 The rest of Kafka's ReplicaManager lives beside it, each part built here with what it uses:
 - leadership and log lifecycle (broker/replica/leadership.py): the metadata's partitions made
@@ -19,9 +19,9 @@ The rest of Kafka's ReplicaManager lives beside it, each part built here with wh
 - periodic tasks (broker/replica/periodic_tasks.py): retention, flushes, checkpoints, producer
   expiry, ISR expiration, the log cleaner.
 
-Purgatories: acks=-1 produces wait in the produce purgatory (broker.replica.delayed_produce)
+Purgatories: acks=-1 produces wait in the produce purgatory (odradek.broker.replica.delayed_produce)
 until the high watermark passes their batches; long-poll fetches wait in the fetch purgatory
-(broker.replica.delayed_fetch) until enough bytes are readable. Both are checked for a partition
+(odradek.broker.replica.delayed_fetch) until enough bytes are readable. Both are checked for a partition
 when its high watermark or last stable offset moves (``try_complete_delayed_requests``) — after
 each leader append on one node; with replication, also when a follower's fetch moves the HW.
 
@@ -50,35 +50,35 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from broker.purgatory import DelayedOperationPurgatory
-from broker.replica import producer_queries
-from broker.replica.append_lane import IN_LANE, LaneWaits
-from broker.replica.delayed_fetch import DelayedFetch, FetchStatus
-from broker.replica.delayed_produce import DelayedProduce, ProduceCallback, ProduceResult
-from broker.replica.fetch_params import FetchCallback, FetchParams, FetchResult, LogReadResult
-from broker.replica.fetch_session import CachedPartition
-from broker.replica.isr_manager import AlterPartitionCall, IsrManager, broker_epoch_of
-from broker.replica.leadership import PartitionLeadership
-from broker.replica.log_defaults import LogDefaults
-from broker.replica.log_dir_failures import LogDirFailures, OfflineReplicas
-from broker.replica.log_dir_mover import LogDirMover
-from broker.replica.log_dirs_report import describe_log_dirs
-from broker.replica.partition import Partition, RecordCheck
-from broker.replica.periodic_tasks import PeriodicTasks
-from broker.replica.replica_fetcher import FetcherConfig, ReplicaFetcherManager
-from broker.replica.replica_selector import replica_selector
-from broker.timing_wheel import Timer
-from broker.txn.producer_turns import ProducerTurns
-from controller.image import MetadataDelta, MetadataImage
-from protocol.errors import ErrorCode, KafkaApiError
-from storage.cleaner import LogCleaner
-from storage.errors import KafkaStorageError, SegmentTruncatedError
-from storage.log_manager import LogManager
-from storage.results import EMPTY_SLICE, AppendInfo
+from odradek.broker.replica import producer_queries
+from odradek.broker.replica.append_lane import IN_LANE, LaneWaits
+from odradek.broker.replica.delayed_fetch import DelayedFetch, FetchStatus
+from odradek.broker.replica.delayed_produce import DelayedProduce, ProduceCallback, ProduceResult
+from odradek.broker.replica.fetch_params import FetchCallback, FetchParams, FetchResult, LogReadResult
+from odradek.broker.replica.fetch_session import CachedPartition
+from odradek.broker.replica.isr_manager import AlterPartitionCall, IsrManager, broker_epoch_of
+from odradek.broker.replica.leadership import PartitionLeadership
+from odradek.broker.replica.log_defaults import LogDefaults
+from odradek.broker.replica.log_dir_failures import LogDirFailures, OfflineReplicas
+from odradek.broker.replica.log_dir_mover import LogDirMover
+from odradek.broker.replica.log_dirs_report import describe_log_dirs
+from odradek.broker.replica.partition import Partition, RecordCheck
+from odradek.broker.replica.periodic_tasks import PeriodicTasks
+from odradek.broker.replica.replica_fetcher import FetcherConfig, ReplicaFetcherManager
+from odradek.broker.replica.replica_selector import replica_selector
+from odradek.broker.runtime.purgatory import DelayedOperationPurgatory
+from odradek.broker.runtime.timing_wheel import Timer
+from odradek.broker.txn.producer_turns import ProducerTurns
+from odradek.controller.image import MetadataDelta, MetadataImage
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.cleaner import LogCleaner
+from odradek.storage.errors import KafkaStorageError, SegmentTruncatedError
+from odradek.storage.log_manager import LogManager
+from odradek.storage.results import EMPTY_SLICE, AppendInfo
 
 if TYPE_CHECKING:
-    from broker.config import BrokerConfig
-    from broker.metrics import BrokerMetrics
+    from odradek.broker.config.broker_config import BrokerConfig
+    from odradek.broker.runtime.metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +235,7 @@ class ReplicaManager:
     def on_txn_marker(self, callback: Callable[[str, int, int, bool], None]) -> None:
         self._txn_marker_listeners.append(callback)
 
-    # -- what the replica fetchers use (broker.replica.replica_fetcher.FollowerHost) -------------
+    # -- what the replica fetchers use (odradek.broker.replica.replica_fetcher.FollowerHost) -------------
 
     def follower_partition(self, tp: TopicPartition, leader_epoch: int) -> Partition | None:
         """The partition if it is still a follower here under ``leader_epoch``."""
@@ -410,7 +410,7 @@ class ReplicaManager:
         """Write transaction markers: each (topic, partition, producer id, producer epoch, coordinator
         epoch, commit, transaction version) as its leader (Kafka's appendRecords with
         AppendOrigin.COORDINATOR from WriteTxnMarkers, acks=-1; transaction version 2 is KIP-1228's
-        stricter epoch check, storage.producer_state). ``callback(results)`` gets, in order, each marker's AppendInfo or
+        stricter epoch check, odradek.storage.producer_state). ``callback(results)`` gets, in order, each marker's AppendInfo or
         the KafkaApiError it was refused with (NOT_LEADER_OR_FOLLOWER, INVALID_PRODUCER_EPOCH,
         TRANSACTION_COORDINATOR_FENCED, NOT_ENOUGH_REPLICAS, ...), once the HW passed the markers
         (REQUEST_TIMED_OUT after ``timeout_ms``). Each marker that lands moves the LSO with the HW

@@ -14,9 +14,9 @@ ReplicaManager.findPreferredReadReplica around it:
 
 from __future__ import annotations
 
-from broker.config import RACK_AWARE_REPLICA_SELECTOR
-from broker.replica.partition import Partition
-from controller.image import MetadataImage
+from odradek.broker.config.broker_config import RACK_AWARE_REPLICA_SELECTOR
+from odradek.broker.replica.partition import Partition
+from odradek.controller.image import MetadataImage
 
 __all__ = ["RACK_AWARE_REPLICA_SELECTOR", "RackAwareReplicaSelector", "replica_selector"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from protocol.acl_types import (
+from odradek.protocol.acl_types import (
     AclBinding,
     AclBindingFilter,
     AclOperation,

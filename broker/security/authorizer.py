@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from protocol.acl_types import (
+from odradek.protocol.acl_types import (
     SUPPORTED_OPERATIONS,
     WILDCARD_HOST,
     WILDCARD_PRINCIPAL,

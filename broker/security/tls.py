@@ -5,7 +5,7 @@ Key resolution, as Kafka's ``valuesWithPrefixOverride(listenerName.configPrefix)
 that is set, else from ``ssl.X``. The inter-broker client uses the inter-broker listener's values.
 
 Key material (Kafka's DefaultSslEngineFactory; every fault is a ConfigError naming the key, raised
-while the configuration is loaded (broker.config.load_config), so a broker with bad material never starts):
+while the configuration is loaded (odradek.broker.config.broker_config.load_config), so a broker with bad material never starts):
 
 - ``ssl.keystore.type``: ``PEM`` — ``ssl.keystore.location`` is a file holding the private key and
   the certificate chain, or ``ssl.keystore.key`` + ``ssl.keystore.certificate.chain`` hold them
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.config import ConfigError
+from odradek.broker.config.broker_config import ConfigError
 
 # The ssl.* keys a listener prefix may override (Kafka's SSL configs that reach the SslFactory).
 SSL_KEYS = (
@@ -102,7 +102,7 @@ def server_tls(config: Any, listener: str) -> ListenerTls:
     if auth != "none":
         _load_truststore(ctx, v)
     rules = v["ssl.principal.mapping.rules"]
-    from broker.security.ssl_principal_mapper import SslPrincipalMapper
+    from odradek.broker.security.ssl_principal_mapper import SslPrincipalMapper
 
     try:
         SslPrincipalMapper(rules)
@@ -340,7 +340,7 @@ def _memory_file(data: bytes) -> Iterator[str]:
 
 # -- the inter-broker client's TLS ------------------------------------------------------------------
 # One broker per process (the daemon): Broker.start sets how its NodeClients reach other brokers'
-# inter-broker listener, and broker.inter_broker_client reads it when connecting. None: plaintext.
+# inter-broker listener, and odradek.broker.network.inter_broker_client reads it when connecting. None: plaintext.
 _inter_broker: ClientTls | None = None
 
 

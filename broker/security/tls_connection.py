@@ -14,16 +14,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
-from broker.security.rfc2253 import subject_rfc2253
-from broker.security.ssl_principal_mapper import SslPrincipalMapper
+from odradek.broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
+from odradek.broker.security.rfc2253 import subject_rfc2253
+from odradek.broker.security.ssl_principal_mapper import SslPrincipalMapper
 
 # Longest a TLS handshake may take (ms), whatever connections.max.idle.ms says: a client that
 # connects and stalls holds only its own socket, and only this long.
 HANDSHAKE_TIMEOUT_CAP_MS = 10_000
 # Write buffer high-water mark of a TLS connection: bytes encrypted but not yet taken by the socket
 # before the connection stops producing (pause_writing). A plaintext connection uses 0 (see
-# broker/connection.py); a TLS transport pauses at size >= high, so 0 would pause on every write.
+# broker/network/connection.py); a TLS transport pauses at size >= high, so 0 would pause on every write.
 TLS_WRITE_HIGH = 64 * 1024
 
 PrincipalBuilder = Callable[[Any], KafkaPrincipal]
@@ -55,7 +55,7 @@ class FailureLog:
             self._suppressed += 1
 
 
-AUTH_FAILURES = FailureLog(logging.getLogger("broker.security"))
+AUTH_FAILURES = FailureLog(logging.getLogger("odradek.broker.security"))
 
 
 def principal_builder(mapping_rules: str) -> PrincipalBuilder:

@@ -57,21 +57,21 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from broker.coordinator import partition_rule
-from broker.coordinator.migration import RehashMigrations
-from broker.coordinator.rehash import LoadFilter
-from broker.coordinator.runtime import (
+from odradek.broker.coordinator import partition_rule
+from odradek.broker.coordinator.migration import RehashMigrations
+from odradek.broker.coordinator.rehash import LoadFilter
+from odradek.broker.coordinator.runtime import (
     CoordinatorResult,
     CoordinatorRuntime,
     CoordinatorWriteError,
     KeyValue,
     PartitionState,
 )
-from broker.coordinator.twin_reader import TwinReader
-from broker.inter_broker_client import NodeUnavailableError
-from broker.txn.markers import ImageView, MarkerReplicas, MarkerWriter
-from broker.txn.metadata import COMPLETE, MAX_EPOCH, PREPARE, TV2, TxnMetadata
-from broker.txn.records import (
+from odradek.broker.coordinator.twin_reader import TwinReader
+from odradek.broker.network.inter_broker_client import NodeUnavailableError
+from odradek.broker.txn.markers import ImageView, MarkerReplicas, MarkerWriter
+from odradek.broker.txn.metadata import COMPLETE, MAX_EPOCH, PREPARE, TV2, TxnMetadata
+from odradek.broker.txn.records import (
     CorruptTxnRecordError,
     TxnLogValue,
     TxnState,
@@ -81,15 +81,15 @@ from broker.txn.records import (
     key_transactional_id,
     value_bytes,
 )
-from broker.txn.shard import TXN_TOPIC, TxnShard
-from controller import features
-from protocol.errors import ErrorCode, KafkaApiError
-from storage.clock import now_ms
+from odradek.broker.txn.shard import TXN_TOPIC, TxnShard
+from odradek.controller import features
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.clock import now_ms
 
 if TYPE_CHECKING:
-    from broker.config import BrokerConfig
-    from broker.coordinator.runtime import PartitionWriter
-    from broker.producer_ids import ProducerIdSource
+    from odradek.broker.config.broker_config import BrokerConfig
+    from odradek.broker.coordinator.runtime import PartitionWriter
+    from odradek.broker.txn.producer_ids import ProducerIdSource
 
 log = logging.getLogger(__name__)
 
@@ -337,7 +337,7 @@ class TransactionCoordinator:
                             partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
         """The partition leader's side of KIP-890 part 1: ask the id's coordinator (another broker)
         with AddPartitionsToTxn v5 verify_only. Per partition Kafka's AddPartitionsToTxnManager's
-        answer (``_ask``); the leader maps it for its client (broker/handlers/produce.py)."""
+        answer (``_ask``); the leader maps it for its client (broker/api/handlers/produce.py)."""
         return await self._ask(transactional_id, producer_id, producer_epoch, partitions, verify_only=True)
 
     async def add_for_leader(self, transactional_id: str, producer_id: int, producer_epoch: int,

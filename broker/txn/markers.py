@@ -22,13 +22,13 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from broker.completion import Completion
-from broker.inter_broker_client import NodeClient, NodeUnavailableError
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.broker.network.inter_broker_client import NodeClient, NodeUnavailableError
+from odradek.broker.runtime.completion import Completion
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 if TYPE_CHECKING:
-    from broker.replica.delayed_produce import ProduceCallback
-    from controller.image import MetadataImage
+    from odradek.broker.replica.delayed_produce import ProduceCallback
+    from odradek.controller.image import MetadataImage
 
 log = logging.getLogger(__name__)
 

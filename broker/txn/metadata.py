@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from broker.txn.records import TxnLogValue, TxnState
+from odradek.broker.txn.records import TxnLogValue, TxnState
 
 # Kafka bumps to a new producer id when the epoch would reach Short.MaxValue
 # (TransactionMetadata.isEpochExhausted: epoch >= Short.MaxValue - 1).

@@ -2,7 +2,7 @@
 
 From Produce v12 (KIP-890 part 2) the partition leader adds a partition to the producer's
 transaction itself before appending the first batch there, asking the coordinator and waiting for
-the answer (broker/handlers/produce.py ``_add_then_append``). A producer pipelines up to five
+the answer (broker/api/handlers/produce.py ``_add_then_append``). A producer pipelines up to five
 requests per connection; in Kafka they cannot overtake one another because its SocketServer reads
 the next request of a connection only after the previous one has been handled (the channel is
 muted meanwhile), so a request waiting for the coordinator holds back the ones behind it.

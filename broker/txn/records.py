@@ -8,7 +8,7 @@ id a transactions-v2 commit or abort that exhausted the epoch hands over), clien
 (tag 3, KIP-939's two-phase commit: never set here, -1). A null value is a tombstone (an expired
 transactional id).
 The coordinator writes the version the cluster's transaction.version asks for, as Kafka's
-TransactionLog.valueToBytes: 0 at level 0, 1 from level 1 (controller.features
+TransactionLog.valueToBytes: 0 at level 0, 1 from level 1 (odradek.controller.features
 .transaction_log_value_version); both are read, by Odradek and by Kafka's tools (kafka-dump-log
 --transaction-log-decoder).
 
@@ -22,9 +22,9 @@ import enum
 import struct
 from dataclasses import dataclass, field
 
-from protocol.codec import MessageCodec
-from protocol.primitives import DecodeError
-from protocol.transaction_schema_data import MESSAGES
+from odradek.protocol.codec import MessageCodec
+from odradek.protocol.primitives import DecodeError
+from odradek.protocol.transaction_schema_data import MESSAGES
 
 KEY_VERSION = 0
 VALUE_VERSION = 0  # the default of value_bytes: what a cluster at transaction.version 0 writes

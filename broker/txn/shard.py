@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from broker.coordinator.rehash import LoadFilter
-from broker.txn.metadata import TxnMetadata
-from broker.txn.records import CorruptTxnRecordError, decode_key, decode_value
+from odradek.broker.coordinator.rehash import LoadFilter
+from odradek.broker.txn.metadata import TxnMetadata
+from odradek.broker.txn.records import CorruptTxnRecordError, decode_key, decode_value
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ TXN_TOPIC = "__transaction_state"
 
 
 class TxnShard:
-    """Implements broker.coordinator.runtime.CoordinatorShard for one partition."""
+    """Implements odradek.broker.coordinator.runtime.CoordinatorShard for one partition."""
 
     def __init__(self, partition: int, loaded: Callable[[TxnShard], None], unloaded: Callable[[TxnShard], None],
                  load_filter: LoadFilter | None = None) -> None:

@@ -22,10 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol import primitives as P
-from protocol.codec import codec
-from protocol.records import Record, encode_batch
-from protocol.schema_data import MESSAGES
+from odradek.protocol import primitives as P
+from odradek.protocol.codec import codec
+from odradek.protocol.records import Record, encode_batch
+from odradek.protocol.schema_data import MESSAGES
 
 FIXED = P.FIXED_FORMATS
 INT_RANGES = {
@@ -270,7 +270,7 @@ def _default(f: tuple, version: int) -> Any:
         return None if (f[6] is None and _in(f[3], version)) else []
     if kind == "struct":
         return None
-    from protocol.codec import _zero
+    from odradek.protocol.codec import _zero
 
     return _zero(kind, f[6], _in(f[3], version))
 

@@ -39,9 +39,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.handlers import all_handlers
-from protocol.codec import codec, is_flexible
-from protocol.primitives import DecodeError
+from odradek.broker.api.handlers import all_handlers
+from odradek.protocol.codec import codec, is_flexible
+from odradek.protocol.primitives import DecodeError
 from tests.fuzz.generate import request_name
 from tests.fuzz.mutate import BARRIER, BARRIER_CORR, FRAMING_PAD, Case, build_case
 from tests.support.broker_process import BrokerProcess

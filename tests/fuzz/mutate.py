@@ -30,11 +30,11 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from protocol import primitives as P
-from protocol.batch_header import CRC_AT, HEADER_SIZE, InvalidBatchError, compute_crc
-from protocol.codec import codec, is_flexible
-from protocol.headers import decode_request_header, peek_api
-from protocol.records import read_varint, read_varlong
+from odradek.protocol import primitives as P
+from odradek.protocol.batch_header import CRC_AT, HEADER_SIZE, InvalidBatchError, compute_crc
+from odradek.protocol.codec import codec, is_flexible
+from odradek.protocol.headers import decode_request_header, peek_api
+from odradek.protocol.records import read_varint, read_varlong
 from tests.fuzz.generate import Encoded, Span, encode_header, generate, request_name
 
 MUTATIONS = ("valid", "truncate", "length", "overlong", "tags", "integer", "bitflip", "records", "trailing", "framing")

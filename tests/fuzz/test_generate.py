@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from protocol.codec import codec
+from odradek.protocol.codec import codec
 from tests.fuzz.generate import codec_bytes, generate
 from tests.fuzz.harness import served_apis
 from tests.fuzz.mutate import MUTATIONS, build_case, sweep_indexes

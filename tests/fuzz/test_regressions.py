@@ -11,7 +11,7 @@ import socket
 import struct
 import time
 
-from protocol.codec import is_flexible
+from odradek.protocol.codec import is_flexible
 from tests.fuzz.generate import encode_header, generate
 from tests.fuzz.harness import served_apis
 from tests.fuzz.mutate import BARRIER

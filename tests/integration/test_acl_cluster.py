@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.testing_cluster import ClusterProcesses
+from odradek.testing.cluster import ClusterProcesses
 from tests.support.bad_batches import records, wrap
 from tests.support.cluster import cluster_or_skip
 

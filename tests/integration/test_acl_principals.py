@@ -79,7 +79,7 @@ def test_certificate_principals_super_users_and_hosts(tmp_path: Path) -> None:
 
 
 def test_sasl_principals_plain_and_scram(tmp_path: Path) -> None:
-    from broker.security.sasl.client import scram_upsertion
+    from odradek.broker.security.sasl.client import scram_upsertion
     from tests.support.sasl import login_plain, login_scram, start_sasl_broker
 
     b = start_sasl_broker(tmp_path / "sasl", {"authorizer.class.name": STANDARD, "super.users": "User:admin"})

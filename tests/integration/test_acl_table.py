@@ -431,7 +431,7 @@ def grant_all(c: WireClient) -> None:
 
 
 def test_every_api_refused_without_its_acl_then_allowed_with_it(broker_factory, tmp_path: Path) -> None:
-    from broker.handlers import all_handlers
+    from odradek.broker.api.handlers import all_handlers
 
     assert set(all_handlers()) - NEVER_AUTHORIZED == TABLE_APIS  # a new API needs a row here
     data = tmp_path / "table"

@@ -63,7 +63,7 @@ def test_acl_apis_without_authorizer_answer_security_disabled(broker) -> None:
 
 
 def test_unknown_authorizer_class_refused_at_start_up(tmp_path: Path) -> None:
-    from broker.config import ConfigError, load_config
+    from odradek.broker.config.broker_config import ConfigError, load_config
 
     try:
         load_config(None, ["authorizer.class.name=kafka.security.authorizer.AclAuthorizer", "node.id=1"], environ={})

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
 from tests.support.wire import WireClient, create_topic
 

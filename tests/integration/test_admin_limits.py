@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode
 from tests.support.wire import WireClient, create_topic
 
 EXCESSIVE = "Excessively large number of partitions per request."

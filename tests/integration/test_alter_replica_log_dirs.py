@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.records import Record, encode_batch
+from odradek.protocol.records import Record, encode_batch
 from tests.support.log_dirs import THROTTLE, alter, entries_on_disk, moved, replicas, wait_for
 from tests.support.wire import WireClient, create_topic
 
@@ -367,7 +367,7 @@ def test_version_0_retired_by_kafka_4_0_closes_the_connection_and_moves_nothing(
     the same request as v1 is answered."""
     import struct
 
-    from protocol.headers import encode_request_header
+    from odradek.protocol.headers import encode_request_header
 
     d1, d2 = tmp_path / "d1", tmp_path / "d2"
     b = broker_factory({"log.dirs": f"{d1},{d2}"})

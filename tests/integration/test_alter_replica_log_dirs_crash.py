@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.records import Record, encode_batch
+from odradek.protocol.records import Record, encode_batch
 from tests.support.broker_process import BrokerProcess
 from tests.support.log_dirs import THROTTLE, alter, entries_on_disk, moved, replicas, wait_for
 from tests.support.wire import WireClient

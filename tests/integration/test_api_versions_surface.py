@@ -32,8 +32,8 @@ from typing import Any
 
 import pytest
 
-from broker.cluster_launcher import free_port
-from broker.handlers import produce
+from odradek.broker.api.handlers import produce
+from odradek.broker.launcher.cluster_launcher import free_port
 from tests.support.bad_batches import records, wrap
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import cluster_or_skip

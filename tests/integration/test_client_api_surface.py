@@ -47,7 +47,7 @@ EXPECTED_DIFFERENCES: dict[str, dict[str, dict[tuple[int, int], str]]] = {}
 
 
 def _names() -> dict[int, str]:
-    from protocol.schema_data import MESSAGES
+    from odradek.protocol.schema_data import MESSAGES
 
     return {spec["api_key"]: name[: -len("Request")] for name, spec in MESSAGES.items() if spec["type"] == "request"}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.testing_cluster import ClusterProcesses
+from odradek.testing.cluster import ClusterProcesses
 from tests.integration.test_client_quotas import produce_request
 from tests.support.cluster import cluster_or_skip
 from tests.support.real_kafka import wait_until_led

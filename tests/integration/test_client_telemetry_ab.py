@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from broker.cluster_launcher import free_port
+from odradek.broker.launcher.cluster_launcher import free_port
 from tests.support.broker_process import BrokerProcess
 from tests.support.real_kafka import TARGETS, require_toolchain
 from tests.support.wire import WireClient

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.cluster_launcher import free_port
+from odradek.broker.launcher.cluster_launcher import free_port
 from tests.support.broker_process import BrokerProcess
 from tests.support.java_tools import run_tool
 from tests.support.real_kafka import require_toolchain

@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from broker.testing_cluster import ClusterProcesses
+from odradek.testing.cluster import ClusterProcesses
 from tests.support.cluster import cluster_or_skip
 
 INSTANCE = uuid.UUID("0c6a8e9f-3b47-4d2a-9a0e-5c1f2e3d4b5a")

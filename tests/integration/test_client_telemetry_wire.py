@@ -23,8 +23,8 @@ import pytest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2 as pb
 
-from broker.cluster_launcher import free_port
-from controller.meta_properties import uuid_to_base64
+from odradek.broker.launcher.cluster_launcher import free_port
+from odradek.controller.meta_properties import uuid_to_base64
 from tests.support.broker_process import BrokerProcess
 from tests.support.wire import WireClient
 

@@ -1,6 +1,6 @@
 """A 3-broker cluster on etcd (issue 12): membership, controller failover, leader election, fencing.
 
-Every test runs real processes: one etcd and three ``python -m broker.main`` brokers with
+Every test runs real processes: one etcd and three ``python -m odradek.broker.main`` brokers with
 ``metadata.store=etcd://...`` (tests/support/cluster.py), killed, stopped and cut off for real. The
 controller lease TTL is 2 s (etcd runs with a 1 s minimum), so failovers take a few seconds.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from broker.testing_cluster import ClusterProcesses
-from protocol.records import Record, decode_records, encode_batch
+from odradek.protocol.records import Record, decode_records, encode_batch
+from odradek.testing.cluster import ClusterProcesses
 from tests.support.cluster import cluster_or_skip
 from tests.support.tcp_proxy import TcpProxy
 
@@ -171,7 +171,7 @@ def test_a_registration_marked_shutting_down_moves_leaderships_while_its_key_liv
     async def mark(shutting_down: bool) -> None:
         import json
 
-        from controller.etcd_client import etcd_client
+        from odradek.controller.etcd_client import etcd_client
 
         client = etcd_client(cluster.etcd.endpoint)
         try:
@@ -202,7 +202,7 @@ def test_a_revoked_controller_lease_fences_the_next_write(tmp_path: Path) -> Non
         old = c.controller_id()
 
         async def revoke_controller_lease() -> None:
-            from controller.etcd_client import etcd_client
+            from odradek.controller.etcd_client import etcd_client
 
             client = etcd_client(c.etcd.endpoint)
             try:

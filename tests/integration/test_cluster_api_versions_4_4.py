@@ -4,7 +4,7 @@ broker (issue 28; the single-node comparison with a real Kafka is test_kafka_4_4
 - DescribeCluster v2 (KIP-1073): a registered but fenced broker is listed, with is_fenced, only when
   the request sets include_fenced_brokers; v0/v1 and Metadata never show it. The fenced broker is a
   registration of node 7 written into etcd by the test, of a release that cannot read the metadata
-  format, which the controller registers fenced (controller.metadata_format, rule 5).
+  format, which the controller registers fenced (odradek.controller.metadata_format, rule 5).
 - AlterPartitionReassignments v1 with allow_replication_factor_change false: a target of another
   size than the replica set is refused with INVALID_REPLICATION_FACTOR and Kafka's message, a move
   of the same size is not; sent to the broker that is not the controller, so the flag travels in the
@@ -17,8 +17,8 @@ import asyncio
 import json
 from pathlib import Path
 
-from broker.testing_cluster import ClusterProcesses
-from controller import metadata_format
+from odradek.controller import metadata_format
+from odradek.testing.cluster import ClusterProcesses
 from tests.support.cluster import cluster_or_skip
 
 FENCED_NODE = 7
@@ -30,7 +30,7 @@ def register_unreadable_broker(cluster: ClusterProcesses, node_id: int) -> None:
     reads only metadata formats below the cluster's."""
 
     async def put() -> None:
-        from controller.etcd_client import etcd_client
+        from odradek.controller.etcd_client import etcd_client
 
         client = etcd_client(cluster.etcd.endpoint)
         try:

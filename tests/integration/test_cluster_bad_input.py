@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from broker.cluster_launcher import BrokerNode, EtcdProcess, free_port
-from protocol.errors import ErrorCode
+from odradek.broker.launcher.cluster_launcher import BrokerNode, EtcdProcess, free_port
+from odradek.protocol.errors import ErrorCode
 from tests.support.cluster import cluster_or_skip
 from tests.support.etcd import etcd_binary_or_skip
 
@@ -22,7 +22,7 @@ FAST = {"controller.lease.ttl.ms": "2000"}
 
 
 def create_topic_error(node: BrokerNode, name: str, timeout: float = 15) -> int:
-    from broker.cluster_launcher import kafka_request
+    from odradek.broker.launcher.cluster_launcher import kafka_request
 
     response = kafka_request(node.host, node.port, "CreateTopics", 7, {
         "topics": [{"name": name, "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000}, timeout=timeout)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from broker.testing_cluster import ClusterProcesses
+from odradek.testing.cluster import ClusterProcesses
 from tests.support.cluster import cluster_or_skip
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

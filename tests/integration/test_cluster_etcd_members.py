@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from broker.cluster_launcher import BrokerNode, free_port, kafka_request, wait_until
+from odradek.broker.launcher.cluster_launcher import BrokerNode, free_port, kafka_request, wait_until
 from tests.support.etcd import etcd_binary_or_skip
 
 

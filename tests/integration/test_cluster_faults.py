@@ -1,6 +1,6 @@
 """The fault suite of issue 13: faults under real client load, judged by tests/support/fault_checker.
 
-Each scenario runs 3 brokers (etcd-coordinated, broker.testing_cluster) with a replicated topic
+Each scenario runs 3 brokers (etcd-coordinated, odradek.testing.cluster) with a replicated topic
 (RF=3, min.insync.replicas=2) under load: a librdkafka producer (acks=all, idempotent), Kafka's Java
 VerifiableProducer (acks=all, idempotent), a confluent-kafka consumer group of 2 members committing
 as it reads, and a Metadata poller recording leaders and leader epochs. After the run the checker
@@ -38,7 +38,7 @@ from typing import Any
 
 import pytest
 
-from broker.testing_cluster import ClusterProcesses
+from odradek.testing.cluster import ClusterProcesses
 from tests.support.bad_batches import records, wrap
 from tests.support.cluster import cluster_or_skip
 

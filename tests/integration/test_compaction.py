@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from protocol.records import Record, decode_records, encode_batch
+from odradek.protocol.records import Record, decode_records, encode_batch
 from tests.support.wire import WireClient
 
 

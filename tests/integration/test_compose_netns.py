@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.cluster_launcher import cluster_mode_available
+from odradek.broker.launcher.cluster_launcher import cluster_mode_available
 from tests.support.etcd import etcd_binary_or_skip
 from tests.support.netns import COMPOSE_FILE, ComposeNetns, load_compose, skip_reason, start_order
 from tests.support.wire import WireClient

@@ -293,7 +293,7 @@ def test_big_produce_requests_under_a_small_queued_bytes_bound_are_all_appended(
     tests/unit/broker/test_request_channel.py)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from protocol.records import Record, encode_batch
+    from odradek.protocol.records import Record, encode_batch
 
     b = broker_factory({"queued.max.request.bytes": str(128 * 1024), "num.network.threads": "3"})
     with Client(b.port) as c:

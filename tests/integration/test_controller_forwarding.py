@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from broker.controller_client import (
+from odradek.broker.metadata.controller_client import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsResource,
@@ -33,11 +33,14 @@ from broker.controller_client import (
     ReassignmentTarget,
     ReplicaAssignment,
 )
-from broker.forwarding_controller_client import ForwardingControllerClient, RoutingControllerClient
-from controller import Controller, LocalLeaseStore
-from controller.image import BrokerRegistration, MetadataImage
-from controller.records import ConfigResourceType
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.broker.metadata.forwarding_controller_client import (
+    ForwardingControllerClient,
+    RoutingControllerClient,
+)
+from odradek.controller import Controller, LocalLeaseStore
+from odradek.controller.image import BrokerRegistration, MetadataImage
+from odradek.controller.records import ConfigResourceType
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 from tests.support.broker_process import BrokerProcess, free_port
 
 TOPIC = ConfigResourceType.TOPIC

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.group.hashing import legacy_partition_for
-from broker.testing_cluster import ClusterProcesses
+from odradek.broker.group.hashing import legacy_partition_for
+from odradek.testing.cluster import ClusterProcesses
 from tests.support.broker_process import BrokerProcess
 from tests.support.internal_topics import partitions_holding
 from tests.support.java_partitions import kafka_partitions
@@ -263,7 +263,7 @@ def test_a_rolling_upgrade_moves_groups_between_partitions_on_different_brokers(
     group's new partition reads its old one with Fetch from the other broker
     (broker/coordinator/twin_reader.py). Groups that do not move are served at every step; at the
     end every group's offsets are the acknowledged ones."""
-    from broker.cluster_launcher import PACKAGE_ROOT
+    from odradek.broker.launcher.cluster_launcher import PACKAGE_ROOT
     from tests.support.cluster import cluster_or_skip
 
     kafka = {i: parts[1] for i, parts in kafka_table.items()}
@@ -346,7 +346,7 @@ def _restart_on_this_release(c: ClusterProcesses, node_id: int) -> None:
     """One step of a rolling upgrade: SIGTERM, start from this checkout, then wait until every
     partition is fully replicated again before the next step (as an operator waits for no
     under-replicated partitions)."""
-    from broker.cluster_launcher import PACKAGE_ROOT
+    from odradek.broker.launcher.cluster_launcher import PACKAGE_ROOT
 
     assert c.stop(node_id) == 0, c.log_text(node_id)
     c.brokers[node_id].package_root = str(PACKAGE_ROOT)
@@ -388,7 +388,7 @@ def test_a_mixed_cluster_routes_moved_ids_by_the_old_rule_until_the_last_broker_
     that partition's leadership goes from the old broker to an upgraded one and back - and every
     commit, plain or transactional, lands there and reads back. Once broker 1 is upgraded the level
     rises, and the group's committed offsets are the last ones acknowledged, on Kafka's partition."""
-    from controller.metadata_format import LATEST
+    from odradek.controller.metadata_format import LATEST
     from tests.integration.test_upgrade import metadata_format_in_etcd
     from tests.support.cluster import cluster_or_skip
 

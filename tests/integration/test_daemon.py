@@ -17,7 +17,7 @@ from tests.support.wire import WireClient
 def run_daemon(args: list[str], env: dict[str, str] | None = None, timeout: float = 20) -> subprocess.CompletedProcess:
     full_env = dict(os.environ, PYTHONPATH=str(REPO))
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "broker.main", *args], cwd=REPO, env=full_env,
+    return subprocess.run([sys.executable, "-m", "odradek.broker.main", *args], cwd=REPO, env=full_env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -78,7 +78,7 @@ def test_environment_variables_configure_the_broker(tmp_path) -> None:
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(REPO), KAFKA_NODE_ID="1", KAFKA_LOG_DIRS=str(tmp_path / "logs"),
                KAFKA_LISTENERS=f"PLAINTEXT://127.0.0.1:{port}", KAFKA_NUM_PARTITIONS="3")
-    proc = subprocess.Popen([sys.executable, "-m", "broker.main"], cwd=REPO, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "odradek.broker.main"], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         c = connect_when_up(proc, port)
@@ -272,7 +272,7 @@ def test_odradek_without_a_config_file_runs_the_single_node_default(tmp_path) ->
     env = dict(os.environ, PYTHONPATH=str(REPO), KAFKA_LISTENERS=f"PLAINTEXT://127.0.0.1:{port}")
     env.pop("KAFKA_LOG_DIRS", None)
     env.pop("KAFKA_NODE_ID", None)
-    proc = subprocess.Popen([sys.executable, "-m", "broker.main"], cwd=tmp_path, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "odradek.broker.main"], cwd=tmp_path, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         c = connect_when_up(proc, port)
@@ -325,7 +325,7 @@ def test_log_config_file_routes_logs_to_a_file_at_its_level(tmp_path) -> None:
     conf = tmp_path / "logging.ini"
     conf.write_text(ini)
     broker = BrokerProcess(tmp_path / "b", overrides={})
-    broker.command = lambda: [sys.executable, "-m", "broker.main", "--log-config", str(conf),  # type: ignore[method-assign]
+    broker.command = lambda: [sys.executable, "-m", "odradek.broker.main", "--log-config", str(conf),  # type: ignore[method-assign]
                               *(a for k, v in broker.overrides.items() for a in ("--override", f"{k}={v}"))]
     broker.start()
     try:
@@ -370,7 +370,7 @@ def test_single_node_start_up_stays_under_half_a_second(tmp_path) -> None:
         assert started and int(started[0]) < 500, b.log_text()
     finally:
         b.stop()
-    code = ("import sys, broker.main, broker.server, broker.broker_registration, broker.handlers; "
+    code = ("import sys, odradek.broker.main, odradek.broker.server, odradek.broker.metadata.broker_registration, odradek.broker.api.handlers; "
             "print(sorted(m for m in sys.modules if m.startswith(('grpc', 'aetcd'))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
@@ -393,7 +393,7 @@ def test_log_dirs_override_without_a_config_file_is_the_data_dir_logged_and_used
     env = dict(os.environ, PYTHONPATH=str(REPO), KAFKA_LISTENERS=f"PLAINTEXT://127.0.0.1:{port}")
     env.pop("KAFKA_LOG_DIRS", None)
     env.pop("KAFKA_NODE_ID", None)
-    proc = subprocess.Popen([sys.executable, "-m", "broker.main", "--override", f"log.dirs={elsewhere}"], cwd=work,
+    proc = subprocess.Popen([sys.executable, "-m", "odradek.broker.main", "--override", f"log.dirs={elsewhere}"], cwd=work,
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         with connect_when_up(proc, port) as c:
@@ -404,7 +404,7 @@ def test_log_dirs_override_without_a_config_file_is_the_data_dir_logged_and_used
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
     (line,) = [x for x in proc.stderr.read().splitlines() if "built-in single-node configuration" in x]
-    assert line.endswith(f"data in {elsewhere} (broker.config)"), line
+    assert line.endswith(f"data in {elsewhere} (odradek.broker.config.broker_config)"), line
 
 
 def test_a_port_in_use_stops_start_up_naming_the_address_and_the_listener(tmp_path) -> None:

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from protocol.records import Record, encode_batch
+from odradek.protocol.records import Record, encode_batch
 from tests.support.waiting import wait_until
 from tests.support.wire import WireClient
 
@@ -74,7 +74,7 @@ def test_produce_then_fetch_returns_the_exact_batch_with_assigned_offsets(client
     resp = fetch(client, "t", 0)
     part = resp["responses"][0]["partitions"][0]
     assert part["error_code"] == 0 and part["high_watermark"] == 4 and part["log_start_offset"] == 0
-    from protocol.records import decode_records
+    from odradek.protocol.records import decode_records
 
     batches = decode_records(part["records"])
     assert [r.offset for b in batches for r in b.records] == [0, 1, 2, 3]
@@ -304,7 +304,7 @@ def test_offset_out_of_range(client) -> None:
 def test_fetch_starts_at_the_batch_holding_the_offset(client) -> None:
     create(client, "mid")
     produce(client, "mid", batch([b"a", b"b", b"c"]))
-    from protocol.records import decode_records
+    from odradek.protocol.records import decode_records
 
     part = fetch(client, "mid", 1)["responses"][0]["partitions"][0]
     (b,) = decode_records(part["records"])
@@ -316,7 +316,7 @@ def test_kip74_first_batch_even_if_larger_than_max_bytes(client) -> None:
     produce(client, "big", batch([b"x" * 10_000]))
     produce(client, "big", batch([b"y" * 10_000]))
     part = fetch(client, "big", 0, max_bytes=100)["responses"][0]["partitions"][0]
-    from protocol.records import decode_records
+    from odradek.protocol.records import decode_records
 
     assert len(decode_records(part["records"])) == 1
 

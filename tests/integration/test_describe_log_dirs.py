@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from protocol.records import Record, encode_batch
+from odradek.protocol.records import Record, encode_batch
 from tests.support.wire import WireClient
 
 

@@ -2,7 +2,7 @@
 a loop device with errors=remount-ro, failed through its sysfs trigger — what a real disk error
 does, even with files open for writing, where ``mount -o remount,ro`` would be refused as busy).
 
-The behaviour under test is Kafka's (storage.log_manager, ReplicaManager._on_dir_offline): a log
+The behaviour under test is Kafka's (odradek.storage.log_manager, ReplicaManager._on_dir_offline): a log
 dir with an I/O error goes offline, its partitions answer KAFKA_STORAGE_ERROR, DescribeLogDirs and
 the metrics report it, log creation there fails with KAFKA_STORAGE_ERROR, the broker shuts itself
 down with one line when no log dir is left, and a SIGTERM on a read-only disk ends with one ERROR
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol.errors import ErrorCode
-from protocol.records import Record, decode_records, encode_batch
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import Record, decode_records, encode_batch
 from tests.support.broker_process import BrokerProcess, free_port
 from tests.support.disks import Disks
 from tests.support.wire import WireClient, create_topic

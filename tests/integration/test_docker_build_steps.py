@@ -86,14 +86,14 @@ def test_the_runtime_installs_the_builders_wheels_and_compiles_nothing() -> None
 def test_the_builders_wheel_check_refuses_a_wheel_without_the_compiled_extensions(tmp_path: Path) -> None:
     # What a builder without a compiler makes: setup.py's optional extensions left out, the build "fine".
     with zipfile.ZipFile(tmp_path / "odradek-0.2.0-cp311-cp311-linux_x86_64.whl", "w") as whl:
-        whl.writestr("protocol/record_scan.py", "")
-        whl.writestr("protocol/_record_scan.cpython-311-x86_64-linux-gnu.so", b"\x7fELF")
+        whl.writestr("odradek/protocol/record_scan.py", "")
+        whl.writestr("odradek/protocol/_record_scan.cpython-311-x86_64-linux-gnu.so", b"\x7fELF")
     check = [sys.executable, str(REPO / "docker" / "check_wheel.py"), str(tmp_path)]
     done = subprocess.run(check, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and "lacks the compiled protocol/_produce_codec" in done.stderr, done
+    assert done.returncode == 1 and "lacks the compiled odradek/protocol/_produce_codec" in done.stderr, done
     assert "_record_scan" not in done.stderr.split("lacks")[1]
     with zipfile.ZipFile(tmp_path / "odradek-0.2.0-cp311-cp311-linux_x86_64.whl", "a") as whl:
-        whl.writestr("protocol/_produce_codec.cpython-311-x86_64-linux-gnu.so", b"\x7fELF")
+        whl.writestr("odradek/protocol/_produce_codec.cpython-311-x86_64-linux-gnu.so", b"\x7fELF")
     assert subprocess.run(check, capture_output=True, timeout=60).returncode == 0
     (tmp_path / "odradek-0.1.0-cp311-cp311-linux_x86_64.whl").write_bytes(b"")  # two wheels: which one?
     done = subprocess.run(check, capture_output=True, text=True, timeout=60)
@@ -155,7 +155,7 @@ def test_the_images_build_steps_install_a_broker_with_the_native_codec(tmp_path:
     # The installed package, not this checkout, with both compiled modules.
     probe = subprocess.run(
         [str(runtime.venv / "bin" / "python"), "-c",
-         "import protocol.record_scan as r, protocol.produce_codec as p; print(r.NATIVE, p.NATIVE, r.__file__)"],
+         "import odradek.protocol.record_scan as r, odradek.protocol.produce_codec as p; print(r.NATIVE, p.NATIVE, r.__file__)"],
         cwd=tmp_path, env=_base_env(tmp_path / "home"), capture_output=True, text=True, timeout=60)
     native_scan, native_codec, where = probe.stdout.split()
     assert (native_scan, native_codec) == ("True", "True"), probe.stderr

@@ -1,5 +1,5 @@
 """Issue 27: a broker answers a fault with Kafka's specific, retriable error, never UNKNOWN_SERVER_ERROR
-and never one Kafka would not send for it. Real brokers (etcd-coordinated, broker.testing_cluster),
+and never one Kafka would not send for it. Real brokers (etcd-coordinated, odradek.testing.cluster),
 real etcd, raw requests; each test names the Kafka code that defines its expectation.
 
 - Producer ids come in blocks from etcd in a cluster (Kafka: from the controller). While no block can
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.testing_cluster import ClusterProcesses
-from protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode
+from odradek.testing.cluster import ClusterProcesses
 from tests.support.cluster import cluster_or_skip
 
 pytestmark = pytest.mark.timeout(180)

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from broker.cluster_launcher import free_port
-from broker.testing import RunningBroker, running_broker
-from broker.testing_faults import FaultRequestError, FaultsDisabledError, Journal
+from odradek.broker.launcher.cluster_launcher import free_port
+from odradek.testing.faults import FaultRequestError, FaultsDisabledError, Journal
+from odradek.testing.single_broker import RunningBroker, running_broker
 from tests.support.bad_batches import records, wrap
 from tests.support.wire import WireClient
 
@@ -303,7 +303,7 @@ def test_move_leader_on_a_cluster_while_a_producer_writes(tmp_path: Path) -> Non
     """ClusterProcesses.move_leader: the partition's leadership moves away and back between an
     idempotent acks=all producer's writes; the producer follows it (told by the old leader) and
     every record lands once, in order."""
-    from broker.testing_cluster import ClusterProcesses, NoEtcdError, etcd_binary
+    from odradek.testing.cluster import ClusterProcesses, NoEtcdError, etcd_binary
 
     try:
         binary = etcd_binary()

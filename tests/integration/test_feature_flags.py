@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.group.hashing import partition_for
-from broker.txn.records import key_bytes
-from protocol.records import iter_batches
+from odradek.broker.group.hashing import partition_for
+from odradek.broker.txn.records import key_bytes
+from odradek.protocol.records import iter_batches
 from tests.support.real_kafka import TARGETS, Target, open_target, require_toolchain, unique
 from tests.support.wire import WireClient
 

@@ -17,8 +17,8 @@ import struct
 import time
 from pathlib import Path
 
-from protocol.codec import codec
-from protocol.records import Record, decode_records, encode_batch
+from odradek.protocol.codec import codec
+from odradek.protocol.records import Record, decode_records, encode_batch
 from tests.support.wire import WireClient
 
 FETCH_V = 12

@@ -16,7 +16,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka import errors as Errors
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode
 from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.timeout(120)

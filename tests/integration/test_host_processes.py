@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.cluster_launcher import PACKAGE_ROOT, kafka_request, wait_until
+from odradek.broker.launcher.cluster_launcher import PACKAGE_ROOT, kafka_request, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
@@ -52,13 +52,13 @@ def _free_run(count: int) -> int:
 
 
 class Deployment:
-    """One ``python -m broker.main --processes N`` subprocess; its output in ``log_path``."""
+    """One ``python -m odradek.broker.main --processes N`` subprocess; its output in ``log_path``."""
 
     def __init__(self, data: Path, processes: int, base_port: int, log_path: Path) -> None:
         self.data, self.processes, self.base_port, self.log_path = data, processes, base_port, log_path
         self._log = open(log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "broker.main", "--processes", str(processes),
+            [sys.executable, "-m", "odradek.broker.main", "--processes", str(processes),
              "--override", f"log.dirs={data}", "--override", f"listeners=PLAINTEXT://127.0.0.1:{base_port}",
              "--override", "controller.lease.ttl.ms=3000"],
             cwd=PACKAGE_ROOT, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from protocol.headers import encode_request_header
+from odradek.protocol.headers import encode_request_header
 from tests.support.bad_batches import records, wrap
 from tests.support.real_kafka import TARGETS, Target, create_topic, kafka_and_odradek, unique
 from tests.support.wire import WireClient

@@ -9,7 +9,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from broker.metrics import KAFKA_NAMES
+from odradek.broker.runtime.metrics import KAFKA_NAMES
 from tests.support.wire import WireClient
 
 REPO = Path(__file__).resolve().parents[2]
@@ -17,7 +17,7 @@ DASHBOARD = REPO / "docs" / "grafana" / "odradek-kafka.json"
 
 # Taken from Kafka's docs/ops.html "Monitoring" MBeans, named as prometheus/jmx_exporter's
 # example_configs/kafka-2_0_0.yml does (lowercaseOutputName; "...PerSec" Count -> "_total").
-# Kept apart from broker.metrics.KAFKA_NAMES so a name dropped there still fails here.
+# Kept apart from odradek.broker.runtime.metrics.KAFKA_NAMES so a name dropped there still fails here.
 DOCUMENTED = (
     "kafka_server_brokertopicmetrics_bytesin_total",          # BrokerTopicMetrics,name=BytesInPerSec
     "kafka_server_brokertopicmetrics_bytesout_total",         # name=BytesOutPerSec
@@ -153,7 +153,7 @@ def test_every_metric_the_dashboard_queries_is_served(broker_factory) -> None:
 
 
 def test_a_deleted_topics_series_go_and_the_totals_stay(broker_factory) -> None:
-    from protocol.records import Record, encode_batch
+    from odradek.protocol.records import Record, encode_batch
 
     broker, port = start(broker_factory)
     records = encode_batch([Record(timestamp=1, value=b"x" * 50), Record(timestamp=1, value=b"y")])

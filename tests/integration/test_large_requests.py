@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 
-from protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode
 from tests.support.wire import WireClient, create_topic
 
 ZERO = uuid.UUID(int=0)

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from broker.testing_cluster import ClusterProcesses
+from odradek.testing.cluster import ClusterProcesses
 from tests.support.bad_batches import records, wrap
 from tests.support.cluster import cluster_or_skip
 from tests.support.wire import WireClient

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.cluster_launcher import free_port, kafka_request
+from odradek.broker.launcher.cluster_launcher import free_port, kafka_request
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import cluster_or_skip
 

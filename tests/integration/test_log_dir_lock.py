@@ -1,5 +1,5 @@
 """A second process on a live node's data dirs (Odradek issue 27, item 1): it is refused by the
-``.lock`` of the first dir it shares (storage.log_dir_lock), exits non-zero within seconds naming
+``.lock`` of the first dir it shares (odradek.storage.log_dir_lock), exits non-zero within seconds naming
 that dir and the holder's PID, and changes nothing there.
 
 Each test starts broker A, produces acknowledged records with a real client (acks=all), then runs a
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.cluster_launcher import PACKAGE_ROOT, BrokerNode, kafka_request
-from broker.testing import BrokerStartError, RunningBroker, running_broker
+from odradek.broker.launcher.cluster_launcher import PACKAGE_ROOT, BrokerNode, kafka_request
+from odradek.testing.single_broker import BrokerStartError, RunningBroker, running_broker
 from tests.support.cluster import cluster_or_skip
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -193,7 +193,7 @@ def test_a_second_cluster_broker_is_refused_before_it_contacts_etcd_and_changes_
 
 
 def test_running_broker_on_a_live_brokers_data_dir_fails_naming_the_holder(tmp_path: Path) -> None:
-    """broker.testing (and the pytest plugin, which uses it): a second broker on the same data dir."""
+    """odradek.testing.single_broker (and the pytest plugin, which uses it): a second broker on the same data dir."""
     with running_broker(tmp_path / "data") as first:
         second = RunningBroker(first.data_dir)  # its own port: the first one's would answer for it
         with pytest.raises(BrokerStartError) as refused:

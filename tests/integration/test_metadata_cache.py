@@ -1,5 +1,5 @@
 """Metadata answers reuse each topic's encoded entry while the metadata image is unchanged
-(broker/topic_metadata_cache.py). These tests check the answers stay exact across versions and
+(broker/metadata/topic_metadata_cache.py). These tests check the answers stay exact across versions and
 that every image change (new partitions, deletion, re-creation, a new topic) shows at once."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode
 from tests.support.wire import WireClient, create_topic
 
 ZERO = uuid.UUID(int=0)

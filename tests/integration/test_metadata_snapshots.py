@@ -1,6 +1,6 @@
 """Metadata snapshots end to end: thousands of config changes through a real admin client, a store that stays small.
 
-Cluster mode: one etcd and two ``python -m broker.main`` brokers (tests/support/cluster.py) with
+Cluster mode: one etcd and two ``python -m odradek.broker.main`` brokers (tests/support/cluster.py) with
 ``metadata.log.max.record.bytes.between.snapshots`` at 32 KiB. 3,000 IncrementalAlterConfigs from
 confluent-kafka's AdminClient; the number of keys under ``/odradek/`` is sampled throughout and must
 stay bounded (without snapshots every change is one more key, forever). Then a broker that is not
@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from broker.cluster_launcher import kafka_request
-from controller.etcd_client import etcd_client
-from controller.metadata_log import LOG_FILE_NAME, METADATA_PARTITION_DIR
-from controller.metadata_snapshot import parse_checkpoint_name
+from odradek.broker.launcher.cluster_launcher import kafka_request
+from odradek.controller.etcd_client import etcd_client
+from odradek.controller.metadata_log import LOG_FILE_NAME, METADATA_PARTITION_DIR
+from odradek.controller.metadata_snapshot import parse_checkpoint_name
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import ClusterProcesses, cluster_or_skip
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import urllib.request
 
-from protocol.records import Record, encode_batch
+from odradek.protocol.records import Record, encode_batch
 from tests.support.broker_process import free_port
 from tests.support.wire import WireClient
 

@@ -17,13 +17,16 @@ def test_wheel_holds_the_four_packages_and_the_odradek_command(tmp_path) -> None
     assert build.returncode == 0, build.stderr
     (wheel,) = tmp_path.glob("odradek-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for package in ("broker", "protocol", "storage", "controller"):
-        assert f"{package}/__init__.py" in names
-    assert "protocol/schema_data.py" in names and "broker/handlers/fetch.py" in names
+    for package in ("broker", "protocol", "storage", "controller", "testing"):
+        assert f"odradek/{package}/__init__.py" in names
+    assert "odradek/protocol/schema_data.py" in names and "odradek/broker/api/handlers/fetch.py" in names
+    # One namespace: nothing outside odradek/ and its dist-info, so `import broker` in a user's venv
+    # finds nothing of ours (issue 29).
+    assert {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")} == {"odradek"}
     assert not any(n.startswith(("tests/", "pipeline/", "bench/")) for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "odradek = broker.main:main" in text
+    assert "odradek = odradek.broker.main:main" in text
     # docs/testing.md: `pip install 'odradek[testing]'` brings what the fixtures and its examples need.
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert "Provides-Extra: testing" in metadata
@@ -68,8 +71,8 @@ def test_editable_install_builds_the_extension_without_a_setuptools_warning(tmp_
     assert result.returncode == 0, result.stderr
     output = result.stdout + result.stderr
     assert [line for line in output.splitlines() if "Warning" in line or "WARNING" in line] == []
-    assert "building 'protocol._record_scan' extension" in output
-    assert "building 'protocol._produce_codec' extension" in output
+    assert "building 'odradek.protocol._record_scan' extension" in output
+    assert "building 'odradek.protocol._produce_codec' extension" in output
     # The venv running the suite keeps its own install (the README's `make run` uses its script).
     assert "Uninstalling odradek" not in output
     assert (Path(sys.executable).parent / "odradek").exists()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from protocol.records import Record, encode_batch
+from odradek.protocol.records import Record, encode_batch
 from tests.support.real_kafka import Target, create_topic, open_target, require_toolchain, unique
 from tests.support.wire import WireClient
 

@@ -1,4 +1,4 @@
-"""The pytest plugin Odradek ships (broker/pytest_plugin.py) and broker.testing.running_broker, used
+"""The pytest plugin Odradek ships (odradek/testing/pytest_plugin.py) and odradek.testing.single_broker.running_broker, used
 the way another project would: real brokers, real clients, and an installed copy of the package
 whose pytest11 entry point alone makes the fixtures appear."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.etcd_binary import find_etcd_binary
-from broker.testing import running_broker
+from odradek.broker.launcher.etcd_binary import find_etcd_binary
+from odradek.testing.single_broker import running_broker
 
 pytest_plugins = ["pytester"]
 
@@ -95,8 +95,8 @@ EXTERNAL_TEST = '''
 import socket
 
 def test_uses_the_fixtures(pytestconfig, odradek_broker, odradek_topic):
-    import broker
-    assert broker.__file__.startswith({target!r}), broker.__file__
+    import odradek.broker
+    assert odradek.broker.__file__.startswith({target!r}), odradek.broker.__file__
     assert pytestconfig.pluginmanager.has_plugin("odradek")
     socket.create_connection((odradek_broker.host, odradek_broker.port), timeout=5).close()
     assert odradek_broker.bootstrap == f"{{odradek_broker.host}}:{{odradek_broker.port}}"
@@ -121,7 +121,13 @@ def test_installed_package_registers_the_fixtures_through_its_pytest11_entry_poi
                               "--target", str(target), str(REPO)], capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stderr
     (entry_points,) = target.glob("odradek-*.dist-info/entry_points.txt")
-    assert "[pytest11]\nodradek = broker.pytest_plugin" in entry_points.read_text()
+    assert "[pytest11]\nodradek = odradek.testing.pytest_plugin" in entry_points.read_text()
+    # One package, odradek: nothing named broker, protocol, storage or controller lands next to a
+    # user's own packages (the checkout's top-level folders install as odradek.broker, ...).
+    installed = {p.name for p in target.iterdir()} - {"bin", "__pycache__"}
+    assert {n for n in installed if not n.startswith("odradek-")} == {"odradek"}, installed
+    assert {p.name for p in (target / "odradek").iterdir() if p.is_dir()} >= {
+        "broker", "protocol", "storage", "controller", "testing"}
 
     pytester.makepyfile(test_external=EXTERNAL_TEST.format(target=str(target)))
     monkeypatch.setenv("PYTHONPATH", str(target))
@@ -140,7 +146,7 @@ def test_installed_package_registers_the_fixtures_through_its_pytest11_entry_poi
 
 
 def test_a_broker_that_cannot_start_raises_with_its_log_and_leaves_no_temp_dir(tmp_path, monkeypatch) -> None:
-    from broker.testing import BrokerStartError
+    from odradek.testing.single_broker import BrokerStartError
 
     # A temp dir of this test's own: other test processes make and remove odradek-* dirs in the
     # shared one (the fuzz harness, real Kafka, clusters) while this runs.

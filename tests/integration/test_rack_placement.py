@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.testing_cluster import ClusterProcesses
+from odradek.testing.cluster import ClusterProcesses
 from tests.support.cluster import cluster_or_skip
 from tests.support.java_tools import run_tool
 from tests.support.real_kafka import require_toolchain

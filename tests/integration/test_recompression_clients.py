@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from protocol.records import Record, RecordBatch, encode_batch, iter_batches
+from odradek.protocol.records import Record, RecordBatch, encode_batch, iter_batches
 from tests.support.broker_process import BrokerProcess
 from tests.support.java_tools import JavaDriver
 from tests.support.real_kafka import TARGETS, open_target, unique

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from protocol.records import Record, RecordBatch, encode_batch, iter_batches
+from odradek.protocol.records import Record, RecordBatch, encode_batch, iter_batches
 from tests.support.bad_batches import catalogue
 from tests.support.broker_process import BrokerProcess
 from tests.support.java_tools import DriverError, JavaDriver

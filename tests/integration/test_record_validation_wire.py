@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.records import Record, encode_batch
+from odradek.protocol.records import Record, encode_batch
 from tests.integration.test_data_path_wire import create, leo, produce
 from tests.support.bad_batches import MESSAGE_TOO_LARGE, catalogue, gzip_bomb, record, wrap
 from tests.support.wire import WireClient

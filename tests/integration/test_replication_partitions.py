@@ -43,9 +43,9 @@ from typing import Any
 
 import pytest
 
-from broker.testing_cluster import ClusterProcesses
-from protocol.errors import ErrorCode
-from protocol.records import Record, encode_batch
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import Record, encode_batch
+from odradek.testing.cluster import ClusterProcesses
 from tests.support.cluster import cluster_or_skip
 from tests.support.disks import Disks
 from tests.support.netns_cluster import NetnsCluster, running_netns_cluster

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.security.sasl.client import scram_upsertion
+from odradek.broker.security.sasl.client import scram_upsertion
 from tests.support.broker_process import free_port
 from tests.support.cluster import cluster_or_skip, replicas_in_step
 from tests.support.sasl import MECHANISMS, PLAIN_JAAS, login_scram

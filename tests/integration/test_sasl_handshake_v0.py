@@ -16,9 +16,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.cluster_launcher import kafka_request
-from broker.security.sasl.client import ScramClient, plain_token
-from protocol.errors import ErrorCode
+from odradek.broker.launcher.cluster_launcher import kafka_request
+from odradek.broker.security.sasl.client import ScramClient, plain_token
+from odradek.protocol.errors import ErrorCode
 from tests.support.sasl import SaslBroker, kafka_python_config, start_sasl_broker
 from tests.support.wire import WireClient
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.security.sasl.oauthbearer import initial_response, unsecured_token
-from protocol.errors import ErrorCode
+from odradek.broker.security.sasl.oauthbearer import initial_response, unsecured_token
+from odradek.protocol.errors import ErrorCode
 from tests.support.java_tools import run_tool
 from tests.support.real_kafka import require_toolchain
 from tests.support.sasl import MECHANISMS, SaslBroker, authenticate, handshake, start_sasl_broker

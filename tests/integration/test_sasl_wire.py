@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.cluster_launcher import kafka_request
-from broker.security.sasl.client import ScramClient, plain_token, scram_upsertion
-from protocol.errors import ErrorCode
+from odradek.broker.launcher.cluster_launcher import kafka_request
+from odradek.broker.security.sasl.client import ScramClient, plain_token, scram_upsertion
+from odradek.protocol.errors import ErrorCode
 from tests.support.sasl import (
     SaslBroker,
     authenticate,
@@ -345,7 +345,7 @@ def test_failed_authentication_answer_is_not_followed_at_once_by_the_close(sasl_
     """The answer to a failed login arrives alone: the broker closes when the client does or after
     connection.CLOSE_LINGER_S. An answer and a FIN in one read made kafka-python 3 drop the answer
     and report "socket disconnected" instead of SaslAuthenticationFailedError."""
-    from broker.connection import CLOSE_LINGER_S
+    from odradek.broker.network.connection import CLOSE_LINGER_S
 
     with _client(sasl_broker) as c:
         resp = login_plain(c, "alice", "wrong")

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from broker.testing_cluster import ClusterProcesses
+from odradek.testing.cluster import ClusterProcesses
 from tests.support.cluster import cluster_or_skip
 from tests.support.java_tools import shared_spark
 

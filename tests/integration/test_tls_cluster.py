@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from broker.testing_cluster import ClusterProcesses, NoEtcdError, etcd_binary
+from odradek.testing.cluster import ClusterProcesses, NoEtcdError, etcd_binary
 from tests.support.broker_process import free_port
 from tests.support.certs import TestPki
 from tests.support.wire import WireClient

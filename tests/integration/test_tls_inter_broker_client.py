@@ -1,4 +1,4 @@
-"""The inter-broker client (broker/inter_broker_client.py) against a real SSL listener: TLS built from
+"""The inter-broker client (broker/network/inter_broker_client.py) against a real SSL listener: TLS built from
 the broker's own ssl.* keys, host name verification by ``ssl.endpoint.identification.algorithm``
 (default https), and its key store presented when the listener requires client certificates."""
 
@@ -8,9 +8,9 @@ import asyncio
 
 import pytest
 
-from broker.config import load_config
-from broker.inter_broker_client import NodeClient, NodeUnavailableError
-from broker.security.tls import client_tls
+from odradek.broker.config.broker_config import load_config
+from odradek.broker.network.inter_broker_client import NodeClient, NodeUnavailableError
+from odradek.broker.security.tls import client_tls
 from tests.support.broker_process import BrokerProcess, free_port
 from tests.support.certs import TestPki
 

@@ -114,10 +114,10 @@ def test_kafka_transactions_find_hanging_and_abort(broker) -> None:
     a read_committed consumer sees the records after it, not its own."""
     import time
 
-    from protocol.records import Record, encode_batch
-    from storage.log import Log
-    from storage.log_config import LogConfig
-    from storage.producer_state import ProducerStateManager
+    from odradek.protocol.records import Record, encode_batch
+    from odradek.storage.log import Log
+    from odradek.storage.log_config import LogConfig
+    from odradek.storage.producer_state import ProducerStateManager
 
     topic = f"jhang-{uuid.uuid4().hex[:6]}"
     with WireClient(broker.host, broker.port) as c:

@@ -13,11 +13,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from protocol.records import Record, encode_batch
-from storage.log import Log
-from storage.log_config import LogConfig
-from storage.log_manager import CLEAN_SHUTDOWN_FILE
-from storage.producer_state import ProducerStateManager
+from odradek.protocol.records import Record, encode_batch
+from odradek.storage.log import Log
+from odradek.storage.log_config import LogConfig
+from odradek.storage.log_manager import CLEAN_SHUTDOWN_FILE
+from odradek.storage.producer_state import ProducerStateManager
 from tests.support.java_tools import run_tool
 from tests.support.wire import WireClient, create_topic
 

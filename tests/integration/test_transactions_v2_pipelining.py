@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from protocol.records import Record, encode_batch
+from odradek.protocol.records import Record, encode_batch
 from tests.integration.test_transactions_v2_wire import END_TXN, NONE, PRODUCE, Producer
 from tests.support.wire import WireClient, create_topic
 

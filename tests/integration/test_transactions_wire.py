@@ -10,12 +10,12 @@ import time
 import uuid
 from pathlib import Path
 
-from broker.txn.records import TxnState, decode_value, key_bytes, value_bytes
-from protocol.errors import ErrorCode
-from protocol.records import Record, encode_batch, iter_batches
-from storage.log import Log
-from storage.log_config import LogConfig
-from storage.producer_state import ProducerStateManager
+from odradek.broker.txn.records import TxnState, decode_value, key_bytes, value_bytes
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import Record, encode_batch, iter_batches
+from odradek.storage.log import Log
+from odradek.storage.log_config import LogConfig
+from odradek.storage.producer_state import ProducerStateManager
 from tests.support.wire import WireClient, create_topic
 
 FIND_COORDINATOR, INIT_PID, ADD_PARTITIONS, END_TXN, WRITE_MARKERS, TXN_OFFSET_COMMIT = 10, 22, 24, 26, 27, 28
@@ -164,7 +164,7 @@ def _state_log(data_dir: Path, partition: int) -> Log:
 
 
 def test_restart_in_the_middle_of_a_prepared_commit_completes_it(broker) -> None:
-    from broker.group.hashing import partition_for
+    from odradek.broker.group.hashing import partition_for
 
     txn_id = "tx-restart"
     with WireClient(broker.host, broker.port) as c:
@@ -211,7 +211,7 @@ def test_restart_in_the_middle_of_a_prepared_commit_completes_it(broker) -> None
 
 def test_kafkas_dump_log_segments_reads_the_transaction_state_log(broker) -> None:
     """Kafka's DumpLogSegments --transaction-log-decoder reads every state record we write."""
-    from broker.group.hashing import partition_for
+    from odradek.broker.group.hashing import partition_for
     from tests.support.java_tools import run_tool
 
     txn_id = "tx-dump"

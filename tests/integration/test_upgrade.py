@@ -31,10 +31,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.cluster_launcher import PACKAGE_ROOT, kafka_request
-from broker.testing_cluster import ClusterProcesses
-from controller.image import apply
-from controller.metadata_format import LATEST
+from odradek.broker.launcher.cluster_launcher import PACKAGE_ROOT, kafka_request
+from odradek.controller.image import apply
+from odradek.controller.metadata_format import LATEST
+from odradek.testing.cluster import ClusterProcesses
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import cluster_or_skip
 from tests.support.old_release import release_tree
@@ -266,11 +266,11 @@ def metadata_format_in_etcd(c: ClusterProcesses) -> int:
     """The ``odradek.metadata.format`` level the cluster's metadata log in etcd holds (its image's)."""
     import asyncio
 
-    from broker.cluster.keys import CLUSTER_ID_KEY, ClusterKeys
-    from controller.etcd_client import etcd_client
-    from controller.etcd_log_store import EtcdMetadataKeys, read_from
-    from controller.image import MetadataImage
-    from controller.image_records import load_snapshot
+    from odradek.broker.cluster.keys import CLUSTER_ID_KEY, ClusterKeys
+    from odradek.controller.etcd_client import etcd_client
+    from odradek.controller.etcd_log_store import EtcdMetadataKeys, read_from
+    from odradek.controller.image import MetadataImage
+    from odradek.controller.image_records import load_snapshot
 
     async def read() -> int:
         client = etcd_client(c.etcd.endpoint)

@@ -1,4 +1,4 @@
-"""protocol.checksum: the CRC-32C every batch check uses, and its agreement with the portable library."""
+"""odradek.protocol.checksum: the CRC-32C every batch check uses, and its agreement with the portable library."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import checksum
-from protocol.checksum import crc32c
+from odradek.protocol import checksum
+from odradek.protocol.checksum import crc32c
 
 # RFC 3720 appendix B.4 test vectors, and the classic check value of "123456789".
 VECTORS = [

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.codec import Encoded, codec
-from protocol.primitives import DecodeError
-from protocol.schema_data import MESSAGES
+from odradek.protocol.codec import Encoded, codec
+from odradek.protocol.primitives import DecodeError
+from odradek.protocol.schema_data import MESSAGES
 
 ALL = [(name, v) for name, spec in MESSAGES.items() for v in range(spec["valid"][0], spec["valid"][1] + 1)]
 

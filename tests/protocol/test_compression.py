@@ -1,4 +1,4 @@
-"""protocol.compression: every codec round-trips, writes the Java client's framing, and turns
+"""odradek.protocol.compression: every codec round-trips, writes the Java client's framing, and turns
 malformed input into CompressionError / UnknownCodecError (CORRUPT_MESSAGE)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.batch_header import InvalidBatchError
-from protocol.compression import (
+from odradek.protocol.batch_header import InvalidBatchError
+from odradek.protocol.compression import (
     XERIAL_BLOCK_SIZE,
     CompressionError,
     CompressionType,
@@ -22,7 +22,7 @@ from protocol.compression import (
     compress,
     decompress,
 )
-from protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode
 
 ALL_CODECS = list(CompressionType)
 SAMPLE = b"".join(b"record %d with some repetitive payload; " % i for i in range(3000))

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from protocol import messages
-from protocol.codec import codec
-from protocol.schema_data import MESSAGES
+from odradek.protocol import messages
+from odradek.protocol.codec import codec
+from odradek.protocol.schema_data import MESSAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 KAFKA_DEFINITIONS = ROOT / ".cache/jars/kafka/kafka-clients-4.4.0.jar"
@@ -115,7 +115,7 @@ def test_mypy_refuses_a_misspelt_or_missing_response_key(tmp_path: Path) -> None
     # silently sent the default.
     source = tmp_path / "probe.py"
     source.write_text(textwrap.dedent("""
-        from protocol.messages import PartitionProduceResponse
+        from odradek.protocol.messages import PartitionProduceResponse
 
         def answer() -> PartitionProduceResponse:
             return {"index": 0, "error_code": 0, "base_offset": 5, "log_apend_time_ms": -1}

@@ -1,4 +1,4 @@
-"""The native Produce codec (protocol/_produce_codec.c) against the generated one (protocol.codec).
+"""The native Produce codec (protocol/_produce_codec.c) against the generated one (odradek.protocol.codec).
 
 Every ProduceRequest version 3-13 is decoded by both from generated and from mutated frames (bit
 flips, truncations, insertions, hostile lengths): both must give equal dicts or both DecodeError.
@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from protocol import primitives as P
-from protocol import produce_codec
-from protocol.codec import Encoded, MessageCodec, codec
-from protocol.errors import ErrorCode
-from protocol.primitives import DecodeError
+from odradek.protocol import primitives as P
+from odradek.protocol import produce_codec
+from odradek.protocol.codec import Encoded, MessageCodec, codec
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.primitives import DecodeError
 
 VERSIONS = range(3, 14)
 NAMES = ["t", "orders", "a.b_c-d", "ünïcode-tøpic", "x" * 249]

@@ -1,4 +1,4 @@
-"""protocol.record_scan: the native pass and its pure-Python twin apply the same rules.
+"""odradek.protocol.record_scan: the native pass and its pure-Python twin apply the same rules.
 
 The differential tests feed both the records of good batches, the same bytes mutated (flipped
 bytes, lying counts, cut or extended), and random bytes; the results must be identical.
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import record_scan
-from protocol.record_scan import (
+from odradek.protocol import record_scan
+from odradek.protocol.record_scan import (
     E_COUNT,
     E_EOF,
     E_HEADER_KEY,
@@ -26,7 +26,7 @@ from protocol.record_scan import (
     R_OFFSET_DELTA,
     scan_py,
 )
-from protocol.records import Record, encode_batch
+from odradek.protocol.records import Record, encode_batch
 from tests.support.bad_batches import record, varint
 
 IMPLEMENTATIONS = [scan_py] + ([record_scan.scan] if record_scan.NATIVE else [])

@@ -1,4 +1,4 @@
-"""protocol.records: record batch v2 bytes built by hand from the spec, kafka-python's builder as an
+"""odradek.protocol.records: record batch v2 bytes built by hand from the spec, kafka-python's builder as an
 oracle, round trips for every codec, control records, and hostile input that must raise
 InvalidBatchError (CORRUPT_MESSAGE) rather than crash."""
 
@@ -11,17 +11,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from protocol.batch_header import (
+from odradek.protocol.batch_header import (
     InvalidBatchError,
     crc_is_valid,
     parse_header,
     set_base_offset,
     set_log_append_time,
 )
-from protocol.checksum import crc32c
-from protocol.compression import CompressionError, CompressionType, UnknownCodecError
-from protocol.errors import ErrorCode
-from protocol.records import (
+from odradek.protocol.checksum import crc32c
+from odradek.protocol.compression import CompressionError, CompressionType, UnknownCodecError
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import (
     CREATE_TIME,
     LOG_APPEND_TIME,
     ControlRecordType,

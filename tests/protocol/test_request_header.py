@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.headers import RequestHeader, decode_request_header, encode_request_header, peek_api
-from protocol.primitives import DecodeError
+from odradek.protocol.headers import RequestHeader, decode_request_header, encode_request_header, peek_api
+from odradek.protocol.primitives import DecodeError
 
 
 def _header(client_id: str | None, flexible: bool, tail: bytes = b"") -> memoryview:

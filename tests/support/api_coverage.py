@@ -4,7 +4,7 @@ advertises was sent: a pytest plugin (tests/conftest.py loads it), off unless ``
 How it records: each pytest process (the xdist controller alone, or each worker) points
 ``ODRADEK_REQUEST_VERSION_RECORD`` at a file of its own in one temp dir. Every broker the process's tests
 start, in-process or as a subprocess (which inherits the variable), appends each pair it receives there,
-once per broker (broker/request_version_record.py). After each test (setup, call and teardown, so module
+once per broker (broker/api/request_version_record.py). After each test (setup, call and teardown, so module
 fixtures' brokers count for the test that started or stopped them) the process reads the lines added
 since and appends them, with the test's node id, to ``<its id>.jsonl`` beside the file. The process that
 ends the session (the controller, after xdist's workers are gone) merges every ``.jsonl``.
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.request_version_record import ENV as BROKER_ENV
+from odradek.broker.api.request_version_record import ENV as BROKER_ENV
 from tools import api_conformance
 
 ENV = "ODRADEK_API_COVERAGE"

@@ -13,11 +13,11 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from protocol.batch_header import CRC_START, pack_header
-from protocol.batch_header import BatchHeader as Header
-from protocol.checksum import crc32c
-from protocol.compression import compress
-from protocol.records import write_varint
+from odradek.protocol.batch_header import CRC_START, pack_header
+from odradek.protocol.batch_header import BatchHeader as Header
+from odradek.protocol.checksum import crc32c
+from odradek.protocol.compression import compress
+from odradek.protocol.records import write_varint
 
 INVALID_RECORD = 87
 CORRUPT_MESSAGE = 2

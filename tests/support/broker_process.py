@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from broker.cluster_launcher import free_port
+from odradek.broker.launcher.cluster_launcher import free_port, main_module
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,7 +45,7 @@ class BrokerProcess:
         return f"{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "broker.main", *self.args]
+        cmd = [sys.executable, "-m", main_module(self.package_root), *self.args]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
         return cmd

@@ -1,7 +1,7 @@
-"""The project's 3-broker cluster for tests: broker.testing_cluster.ClusterProcesses, skipped without etcd.
+"""The project's 3-broker cluster for tests: odradek.testing.cluster.ClusterProcesses, skipped without etcd.
 
 ``cluster_or_skip(tmp_path)`` builds (not starts) one; use it as a context manager, or take the
-``odradek_cluster`` fixture (broker.pytest_plugin) which starts one per test. A test that needs etcd
+``odradek_cluster`` fixture (odradek.testing.pytest_plugin) which starts one per test. A test that needs etcd
 and finds none is SKIPPED with the reason, never passed silently.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from broker.testing_cluster import ClusterProcesses
+from odradek.testing.cluster import ClusterProcesses
 from tests.support.etcd import etcd_binary_or_skip
 
 __all__ = ["ClusterProcesses", "cluster_or_skip", "replicas_in_step"]

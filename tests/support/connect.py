@@ -26,7 +26,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from broker.cluster_launcher import free_port
+from odradek.broker.launcher.cluster_launcher import free_port
 from tools.kafka_dist import (
     LOG4J_SERVER,
     classpath,

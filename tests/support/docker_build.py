@@ -105,6 +105,10 @@ def build_context(root: Path, rules: list[IgnoreRule]) -> Iterator[str]:
                     r.exception and (r.literal_prefix.startswith(rel + "/") or r.literal_prefix == rel
                                      or not r.literal_prefix) for r in rules):
                 keep.append(d)
+        # A link to a directory (odradek/broker -> ../broker) goes as the link itself, as Docker sends it.
+        for d in keep:
+            if (Path(dirpath) / d).is_symlink() and not is_excluded(base + d, rules):
+                yield base + d
         dirnames[:] = keep
         for f in sorted(filenames):
             if not is_excluded(base + f, rules):
@@ -227,7 +231,7 @@ def run_stage(stage: Stage, context: Path, context_files: set[str], root: Path, 
                     else:  # a directory: its contents go into dest
                         target = run.host(dest_path) / f[len(src) + 1:]
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(context / f, target)
+                    shutil.copy2(context / f, target, follow_symlinks=False)
         elif step.instruction == "RUN":
             flags, command = _flags(step.args)
             mounts: dict[str, Path] = {}

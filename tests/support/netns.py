@@ -12,8 +12,8 @@ docker/Dockerfile, the Dockerfile's ENV, ENTRYPOINT, CMD and single-file COPYs),
 - runs the service's own command in its namespace: the image's ENTRYPOINT + (``command`` or CMD), with
   the image's ENV overlaid by the service's ``environment``. The broker's console script (``odradek``,
   from pyproject's [project.scripts]) runs from this checkout, so the KAFKA_* environment is translated
-  by the broker's own code (broker.config), as in the container; ``etcd``/``etcdctl`` are the binaries
-  broker.etcd_binary finds; ``python`` is this interpreter. Volumes become directories under the work
+  by the broker's own code (odradek.broker.config.broker_config), as in the container; ``etcd``/``etcdctl`` are the binaries
+  odradek.broker.launcher.etcd_binary finds; ``python`` is this interpreter. Volumes become directories under the work
   dir and files the Dockerfile COPYs come from the repository: their container paths are rewritten in
   arguments and environment values;
 - starts services in ``depends_on`` order and waits for ``condition: service_healthy`` by running the
@@ -47,8 +47,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.cluster_launcher import ManagedProcess
-from broker.etcd_binary import find_etcd_binary
+from odradek.broker.launcher.cluster_launcher import ManagedProcess
+from odradek.broker.launcher.etcd_binary import find_etcd_binary
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker" / "compose.yaml"
@@ -361,7 +361,7 @@ def _console_scripts() -> dict[str, str]:
 
 def local_argv(argv: Sequence[str]) -> list[str]:
     """The container's argv with its program replaced by this machine's: the project's console
-    scripts run from this checkout with this interpreter, etcd's tools from broker.etcd_binary."""
+    scripts run from this checkout with this interpreter, etcd's tools from odradek.broker.launcher.etcd_binary."""
     program, args = os.path.basename(argv[0]), list(argv[1:])
     scripts = _console_scripts()
     if program in scripts:

@@ -2,7 +2,7 @@
 and address (tests/support/netns.py's ``NamespaceNetwork``), so a test can partition one broker from the
 others and from etcd while the test's clients, in the root namespace, still reach it.
 
-``NetnsCluster`` is a ``broker.testing_cluster.ClusterProcesses`` (kill, pause, request, metadata,
+``NetnsCluster`` is a ``odradek.testing.cluster.ClusterProcesses`` (kill, pause, request, metadata,
 controller_id, logs, wait_until all work) whose processes run under ``ip netns exec``: etcd on
 ``<subnet>.2:2379``, broker N on ``<subnet>.<N+2>:9092``, each advertising its address.
 ``running_netns_cluster(tmp_path, overrides)`` starts one for a test (skipped, with the reason, where
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.cluster_launcher import BrokerNode, EtcdProcess, LocalCluster
-from broker.testing_cluster import TEST_OVERRIDES, ClusterProcesses
+from odradek.broker.launcher.cluster_launcher import BrokerNode, EtcdProcess, LocalCluster
+from odradek.testing.cluster import TEST_OVERRIDES, ClusterProcesses
 from tests.support.netns import NamespaceNetwork, namespaces_skip_reason
 
 __all__ = ["NetnsCluster", "namespaces_skip_reason", "running_netns_cluster"]
@@ -86,7 +86,7 @@ class NetnsCluster(ClusterProcesses):
     def __init__(self, data_dir: Path, brokers: int = 3, overrides: Mapping[str, str] | None = None,
                  etcd: str | None = None, log_level: str = "INFO") -> None:
         # Not ClusterProcesses.__init__: the processes differ, every method after it is the same.
-        from broker.testing_cluster import etcd_binary
+        from odradek.testing.cluster import etcd_binary
 
         self._own_dir = False
         self.data_dir = Path(data_dir)

@@ -82,7 +82,7 @@ def shared_kafka() -> KafkaServer:
 
 
 def _api_key_names() -> dict[int, str]:
-    from protocol.schema_data import MESSAGES
+    from odradek.protocol.schema_data import MESSAGES
 
     return {spec["api_key"]: name[: -len("Request")] for name, spec in MESSAGES.items() if spec["type"] == "request"}
 

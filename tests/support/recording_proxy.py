@@ -31,8 +31,8 @@ from __future__ import annotations
 import struct
 import threading
 
-from protocol import primitives as P
-from protocol.codec import codec, is_flexible
+from odradek.protocol import primitives as P
+from odradek.protocol.codec import codec, is_flexible
 from tests.support.tcp_proxy import Relay, TcpProxy
 
 _SIZE = struct.Struct(">i")

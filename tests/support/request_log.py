@@ -15,7 +15,7 @@ from pathlib import Path
 from tests.support.broker_process import BrokerProcess
 
 REPO = Path(__file__).resolve().parents[2]
-# broker/dispatcher.py: "request <peer> <API> v<version> corr=<id> client=<client id>: <body>"
+# broker/api/dispatcher.py: "request <peer> <API> v<version> corr=<id> client=<client id>: <body>"
 _REQUEST = re.compile(r"\brequest \S+ (\w+) v(\d+) corr=")
 
 

@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from broker.cluster_launcher import kafka_request
-from broker.security.sasl.client import ScramClient, plain_token, scram_upsertion
+from odradek.broker.launcher.cluster_launcher import kafka_request
+from odradek.broker.security.sasl.client import ScramClient, plain_token, scram_upsertion
 from tests.support.broker_process import BrokerProcess, free_port
 from tests.support.wire import WireClient
 

@@ -7,15 +7,15 @@ import ssl
 import struct
 import uuid
 
-from protocol.codec import codec, is_flexible
-from protocol.headers import encode_request_header
+from odradek.protocol.codec import codec, is_flexible
+from odradek.protocol.headers import encode_request_header
 
 API_NAMES: dict[int, str] = {}
 
 
 def _api_name(api_key: int) -> str:
     if not API_NAMES:
-        from protocol.schema_data import MESSAGES
+        from odradek.protocol.schema_data import MESSAGES
 
         for name, spec in MESSAGES.items():
             if spec["type"] == "request":

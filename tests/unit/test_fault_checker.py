@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from broker.dispatcher import CATCH_ALL_LOG
+from odradek.broker.api.dispatcher import CATCH_ALL_LOG
 
 pytest.importorskip("confluent_kafka")
 
@@ -193,7 +193,7 @@ def test_the_dispatchers_catch_all_line_is_found_in_a_broker_log(tmp_path: Path)
     clean = tmp_path / "broker-1.log"
     clean.write_text("INFO loaded 1 __consumer_offsets partition\nINFO OffsetCommit v8 failed: NOT_COORDINATOR\n")
     bad = tmp_path / "broker-2.log"
-    line = "ERROR broker.dispatcher: " + CATCH_ALL_LOG % ("OffsetCommit", 8)
+    line = "ERROR odradek.broker.api.dispatcher: " + CATCH_ALL_LOG % ("OffsetCommit", 8)
     bad.write_text(f"INFO started\n{line}\nTraceback (most recent call last):\nStopIteration\n")
     assert unknown_server_errors_logged([clean, tmp_path / "never-written.log"]) == []
     (found,) = unknown_server_errors_logged([clean, bad])

@@ -1,4 +1,4 @@
-"""Each child's settings under ``odradek --processes N`` (broker/host_supervisor.py's docstring), and
+"""Each child's settings under ``odradek --processes N`` (broker/launcher/host_supervisor.py's docstring), and
 the key's validation."""
 
 from __future__ import annotations
@@ -9,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import BrokerConfig, ConfigError, load_config
-from broker.host_supervisor import child_overrides, first_bootstrap, resolve_processes, shift_ports
+from odradek.broker.config.broker_config import BrokerConfig, ConfigError, load_config
+from odradek.broker.launcher.host_supervisor import (
+    child_overrides,
+    first_bootstrap,
+    resolve_processes,
+    shift_ports,
+)
 
 
 def _config(**props: str) -> BrokerConfig:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import base64
 
-from broker.group.consumer_group import generate_member_id
-from controller.meta_properties import new_cluster_id
+from odradek.broker.group.consumer_group import generate_member_id
+from odradek.controller.meta_properties import new_cluster_id
 from tools.kafka_dist import random_cluster_id
 
 

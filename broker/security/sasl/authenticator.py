@@ -41,22 +41,22 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from broker.security.principal import KafkaPrincipal
-from broker.security.sasl.mechanism import SaslAuthenticationError, SaslError, SaslServer
-from broker.security.sasl.oauthbearer import OAUTHBEARER, OAuthBearerSaslServer, UnsecuredJwsValidator
-from broker.security.sasl.plain import PLAIN, PlainSaslServer
-from broker.security.sasl.scram import CredentialLookup, ScramSaslServer
-from broker.security.sasl.scram_formatter import MECHANISMS_BY_NAME
-from broker.security.sasl.settings import SaslListenerSettings
-from protocol import primitives as P
-from protocol.codec import codec, is_flexible
-from protocol.errors import ErrorCode
-from protocol.headers import API_VERSIONS_KEY, decode_request_header
-from protocol.primitives import DecodeError
+from odradek.broker.security.principal import KafkaPrincipal
+from odradek.broker.security.sasl.mechanism import SaslAuthenticationError, SaslError, SaslServer
+from odradek.broker.security.sasl.oauthbearer import OAUTHBEARER, OAuthBearerSaslServer, UnsecuredJwsValidator
+from odradek.broker.security.sasl.plain import PLAIN, PlainSaslServer
+from odradek.broker.security.sasl.scram import CredentialLookup, ScramSaslServer
+from odradek.broker.security.sasl.scram_formatter import MECHANISMS_BY_NAME
+from odradek.broker.security.sasl.settings import SaslListenerSettings
+from odradek.protocol import primitives as P
+from odradek.protocol.codec import codec, is_flexible
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.headers import API_VERSIONS_KEY, decode_request_header
+from odradek.protocol.primitives import DecodeError
 
 if TYPE_CHECKING:
-    from broker.connection import Connection
-    from broker.dispatcher import Dispatcher
+    from odradek.broker.api.dispatcher import Dispatcher
+    from odradek.broker.network.connection import Connection
 
 log = logging.getLogger(__name__)
 
@@ -391,7 +391,7 @@ class SaslAuthenticator:
 
     def _send(self, dispatcher: Dispatcher, conn: Connection, slot: Any, schema: str, header: Any,
               body: dict) -> None:
-        from broker.dispatcher import encode_response
+        from odradek.broker.api.dispatcher import encode_response
 
         flexible = is_flexible(schema, header.api_version)
         chunks = encode_response(schema, header.api_version, header.correlation_id, body, flexible)

@@ -12,8 +12,8 @@ import base64
 import hmac
 import secrets
 
-from broker.security.sasl import scram_formatter as F
-from broker.security.sasl.scram import saslname_from_username
+from odradek.broker.security.sasl import scram_formatter as F
+from odradek.broker.security.sasl.scram import saslname_from_username
 
 
 def plain_token(username: str, password: str, authzid: str = "") -> bytes:

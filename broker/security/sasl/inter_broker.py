@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from broker.security.sasl.client import ScramClient, plain_token
-from broker.security.sasl.plain import PLAIN
-from broker.security.sasl.settings import InterBrokerSasl
-from protocol.codec import codec, is_flexible
-from protocol.headers import encode_request_header
+from odradek.broker.security.sasl.client import ScramClient, plain_token
+from odradek.broker.security.sasl.plain import PLAIN
+from odradek.broker.security.sasl.settings import InterBrokerSasl
+from odradek.protocol.codec import codec, is_flexible
+from odradek.protocol.headers import encode_request_header
 
 _SIZE = struct.Struct(">i")
 _current: InterBrokerSasl | None = None

@@ -1,6 +1,6 @@
 """The SASL configuration keys Odradek implements, and which of them hold secrets.
 
-Kept free of imports so that broker/config.py can ask "is this key implemented?" (it refuses every
+Kept free of imports so that broker/config/broker_config.py can ask "is this key implemented?" (it refuses every
 security setting it does not know how to honour) and "is it sensitive?" (masked in logs and in
 DescribeConfigs, as Kafka masks PASSWORD configs) without an import cycle.
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from broker.security.sasl.mechanism import SaslAuthenticationError, SaslError
+from odradek.broker.security.sasl.mechanism import SaslAuthenticationError, SaslError
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Mapping
 
-from broker.security.sasl.mechanism import SaslAuthenticationError
+from odradek.broker.security.sasl.mechanism import SaslAuthenticationError
 
 PLAIN = "PLAIN"
 JAAS_USER_PREFIX = "user_"

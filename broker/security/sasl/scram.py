@@ -27,8 +27,8 @@ import re
 import secrets
 from collections.abc import Callable
 
-from broker.security.sasl import scram_formatter as F
-from broker.security.sasl.mechanism import SaslAuthenticationError, SaslError
+from odradek.broker.security.sasl import scram_formatter as F
+from odradek.broker.security.sasl.mechanism import SaslAuthenticationError, SaslError
 
 # Kafka's ScramMessages patterns.
 _SASLNAME = r"(?:[\x01-\x2B\x2D-\x3C\x3E-\x7F]|=2C|=3D)+"

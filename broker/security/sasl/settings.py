@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from broker.security.sasl.jaas import (
+from odradek.broker.security.sasl.jaas import (
     OAUTHBEARER_LOGIN_MODULE,
     PLAIN_LOGIN_MODULE,
     SCRAM_LOGIN_MODULE,
@@ -28,10 +28,10 @@ from broker.security.sasl.jaas import (
     JaasEntry,
     parse_jaas_config,
 )
-from broker.security.sasl.keys import listener_jaas_key, listener_mechanisms_key
-from broker.security.sasl.oauthbearer import OAUTHBEARER
-from broker.security.sasl.plain import PLAIN, plain_users
-from broker.security.sasl.scram_formatter import MECHANISMS_BY_NAME
+from odradek.broker.security.sasl.keys import listener_jaas_key, listener_mechanisms_key
+from odradek.broker.security.sasl.oauthbearer import OAUTHBEARER
+from odradek.broker.security.sasl.plain import PLAIN, plain_users
+from odradek.broker.security.sasl.scram_formatter import MECHANISMS_BY_NAME
 
 SUPPORTED_MECHANISMS = (PLAIN, *MECHANISMS_BY_NAME, OAUTHBEARER)
 _LOGIN_MODULES = {PLAIN: PLAIN_LOGIN_MODULE, OAUTHBEARER: OAUTHBEARER_LOGIN_MODULE,
@@ -40,7 +40,7 @@ SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 class _Config(Protocol):
-    """What this module reads of broker.config.BrokerConfig (no import: config imports us)."""
+    """What this module reads of odradek.broker.config.broker_config.BrokerConfig (no import: config imports us)."""
 
     originals: Mapping[str, str]
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.security.sasl.authenticator import SaslAuthenticator, authenticator_factory
-from broker.security.sasl.scram_formatter import MECHANISMS_BY_NAME, ScramCredential
-from broker.security.sasl.settings import listener_settings
-from controller.image import MetadataImage
+from odradek.broker.security.sasl.authenticator import SaslAuthenticator, authenticator_factory
+from odradek.broker.security.sasl.scram_formatter import MECHANISMS_BY_NAME, ScramCredential
+from odradek.broker.security.sasl.settings import listener_settings
+from odradek.controller.image import MetadataImage
 
 
 def sasl_authenticators(config: object, image: Callable[[], MetadataImage],

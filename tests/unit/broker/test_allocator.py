@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from broker import allocator
+from odradek.broker.network import allocator
 
 GLIBC = platform.libc_ver()[0] == "glibc"
 
@@ -24,11 +24,11 @@ def _run(code: str, env: dict[str, str] | None = None) -> str:
 @pytest.mark.skipif(not GLIBC or ctypes.util.find_library("c") is None, reason="the thresholds are glibc's")
 def test_glibc_takes_the_thresholds() -> None:
     # A fresh process: the setting is process-wide and must not leak into the test runner.
-    assert _run("from broker.allocator import tune_malloc; print(tune_malloc())").strip() == "True"
+    assert _run("from odradek.broker.network.allocator import tune_malloc; print(tune_malloc())").strip() == "True"
 
 
 def test_the_operators_own_malloc_variables_win() -> None:
-    out = _run("from broker.allocator import tune_malloc; print(tune_malloc())",
+    out = _run("from odradek.broker.network.allocator import tune_malloc; print(tune_malloc())",
                {"MALLOC_TRIM_THRESHOLD_": "131072"})
     assert out.strip() == "False"
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.metadata import BrokerMetadata
-from controller import Controller, CreatableTopic, LocalLeaseStore, MetadataDelta, MetadataImage
-from controller.records import LeaderChangeRecord
+from odradek.broker.metadata.broker_metadata import BrokerMetadata
+from odradek.controller import Controller, CreatableTopic, LocalLeaseStore, MetadataDelta, MetadataImage
+from odradek.controller.records import LeaderChangeRecord
 
 
 @pytest.fixture

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from broker.quota.client_quotas import ClientQuotas
-from broker.quota.entities import make_entity, matches, parse_filter, resolve
-from broker.quota.rate import Rate, throttle_time_ms
-from controller.client_quotas import (
+from odradek.broker.quota.client_quotas import ClientQuotas
+from odradek.broker.quota.entities import make_entity, matches, parse_filter, resolve
+from odradek.broker.quota.rate import Rate, throttle_time_ms
+from odradek.controller.client_quotas import (
     ClientQuotaAlteration,
     QuotaRequestError,
     alter_client_quotas,
     validate_entity,
 )
-from controller.image import MetadataImage, apply
-from controller.records import ClientQuotaRecord, record_from_dict, record_to_dict
+from odradek.controller.image import MetadataImage, apply
+from odradek.controller.records import ClientQuotaRecord, record_from_dict, record_to_dict
 
 U, C = "alice", "app"
 # Kafka's order, most specific first, with the metric tags (user, client-id) sharing the rate.

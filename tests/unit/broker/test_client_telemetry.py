@@ -16,10 +16,10 @@ import pytest
 from opentelemetry.proto.metrics.v1 import metrics_pb2 as pb
 from prometheus_client import CollectorRegistry, generate_latest
 
-from broker.client_telemetry import exporter as exp
-from broker.client_telemetry import java_order, otlp
-from broker.client_telemetry.manager import ClientMetricsManager
-from protocol.errors import ErrorCode
+from odradek.broker.client_telemetry import exporter as exp
+from odradek.broker.client_telemetry import java_order, otlp
+from odradek.broker.client_telemetry.manager import ClientMetricsManager
+from odradek.protocol.errors import ErrorCode
 
 # Kafka 4.4's answers: four subscriptions created in this order, all matching the client.
 KAFKA_SUBSCRIPTIONS = {"sub1": {"metrics": "org.apache.kafka.producer.,org.apache.kafka.consumer.", "interval.ms": "1000"},

@@ -1,4 +1,4 @@
-"""Tests for broker.properties (Java .properties parsing) and broker.config (load_config, BrokerConfig).
+"""Tests for odradek.broker.config.properties (Java .properties parsing) and odradek.broker.config.broker_config (load_config, BrokerConfig).
 
 Real files in tmp_path, the real shipped config/server.properties, no mocks.
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import (
+from odradek.broker.config.broker_config import (
     CONFIG_DEFS,
     DEFINITIONS,
     BrokerConfig,
@@ -27,7 +27,7 @@ from broker.config import (
     parse_listeners,
     parse_overrides,
 )
-from broker.properties import PropertiesError, load_properties, parse_properties
+from odradek.broker.config.properties import PropertiesError, load_properties, parse_properties
 
 REPO = Path(__file__).resolve().parents[3]
 SHIPPED = REPO / "config" / "server.properties"
@@ -190,7 +190,7 @@ class TestDefaults:
         assert len(CONFIG_DEFS) == len(DEFINITIONS)  # no duplicate names
 
     def test_log_config_matches_storage_defaults(self) -> None:
-        from storage.log_config import TOPIC_CONFIGS, LogConfig
+        from odradek.storage.log_config import TOPIC_CONFIGS, LogConfig
 
         cfg = load_config(None, NODE, {})
         assert cfg.log_config() == LogConfig()
@@ -363,7 +363,7 @@ class TestEnvironment:
 class TestUnknownKeys:
     def test_unknown_key_warns_and_continues(self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
         p = write(tmp_path, "node.id=1\nnum.partitions=3\nzookeeper.connect=localhost:2181\n")
-        with caplog.at_level(logging.WARNING, logger="broker.config"):
+        with caplog.at_level(logging.WARNING, logger="odradek.broker.config.broker_config"):
             cfg = load_config(p, ["made.up.key=1"], {"KAFKA_ANOTHER_UNKNOWN": "x"})
         messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
         assert any("zookeeper.connect" in m and "file" in m for m in messages)
@@ -378,7 +378,7 @@ class TestUnknownKeys:
 
     def test_unknown_key_given_twice_warns_once(self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
         p = write(tmp_path, "node.id=1\nfoo.bar=1\n")
-        with caplog.at_level(logging.WARNING, logger="broker.config"):
+        with caplog.at_level(logging.WARNING, logger="odradek.broker.config.broker_config"):
             load_config(p, ["foo.bar=2"], {})
         assert len([r for r in caplog.records if "foo.bar" in r.getMessage()]) == 1
 
@@ -387,7 +387,7 @@ class TestKeysWithoutEffect:
     def test_set_keys_without_effect_are_warned_about_once(self, tmp_path: Path,
                                                             caplog: pytest.LogCaptureFixture) -> None:
         p = write(tmp_path, "node.id=1\nbackground.threads=4\nfetch.max.bytes=1048576\n")
-        with caplog.at_level(logging.WARNING, logger="broker.config"):
+        with caplog.at_level(logging.WARNING, logger="odradek.broker.config.broker_config"):
             cfg = load_config(p, ["log.preallocate=true", "max.connections=100"],
                               {"KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE": "true"})
         messages = [r.getMessage() for r in caplog.records if "no effect" in r.getMessage()]
@@ -423,7 +423,7 @@ class TestKeysWithoutEffect:
             == (1, 1)
 
     def test_defaults_alone_warn_nothing(self, caplog: pytest.LogCaptureFixture) -> None:
-        with caplog.at_level(logging.WARNING, logger="broker.config"):
+        with caplog.at_level(logging.WARNING, logger="odradek.broker.config.broker_config"):
             cfg = load_config(None, ["node.id=1"], {})
         assert keys_without_effect(cfg) == [] and caplog.records == []
 
@@ -538,7 +538,7 @@ class TestInvalidValues:
             load_config(None, [*NODE, "group.min.session.timeout.ms=10000", "group.max.session.timeout.ms=9000"], {})
 
     def test_invalid_log_config_stops_start_up(self) -> None:
-        # compression.gzip.level is checked by storage.log_config; the error still names the key.
+        # compression.gzip.level is checked by odradek.storage.log_config; the error still names the key.
         with pytest.raises(ConfigError, match="compression.gzip.level.*-1 or in \\[1, 9\\]"):
             load_config(None, [*NODE, "compression.gzip.level=0"], {})
 
@@ -873,7 +873,7 @@ class TestDeliberatePortMapping:
 
 class TestBuiltInSingleNode:
     def test_the_built_in_configuration_is_the_shipped_file(self) -> None:
-        from broker.config import SINGLE_NODE_DEFAULTS
+        from odradek.broker.config.broker_config import SINGLE_NODE_DEFAULTS
 
         assert dict(SINGLE_NODE_DEFAULTS) == dict(load_properties(SHIPPED))
 

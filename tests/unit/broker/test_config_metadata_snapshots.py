@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.config import BrokerConfig, ConfigError, keys_without_effect
+from odradek.broker.config.broker_config import BrokerConfig, ConfigError, keys_without_effect
 
 BYTES = "metadata.log.max.record.bytes.between.snapshots"
 INTERVAL = "metadata.log.max.snapshot.interval.ms"

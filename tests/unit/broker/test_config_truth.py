@@ -1,6 +1,6 @@
 """Config truth: every key Odradek accepts either works or says why it does not.
 
-The broker's table (broker/config.py DEFINITIONS) and the topic table (storage/log_config.py
+The broker's table (broker/config/broker_config.py DEFINITIONS) and the topic table (storage/log_config.py
 TOPIC_CONFIGS) mark keys that change nothing with ``no_effect`` and a reason; the broker warns
 about such keys at start-up and the controller when they are set on a topic. These tests read the
 source itself: a key marked ``no_effect`` that the code reads is a false warning (a user is told a
@@ -15,13 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import CONFIG_DEFS, DEFINITIONS, BrokerConfig, ConfigError, load_config
-from storage.errors import InvalidConfigError
-from storage.log_config import TOPIC_CONFIGS, LogConfig
+from odradek.broker.config.broker_config import (
+    CONFIG_DEFS,
+    DEFINITIONS,
+    BrokerConfig,
+    ConfigError,
+    load_config,
+)
+from odradek.storage.errors import InvalidConfigError
+from odradek.storage.log_config import TOPIC_CONFIGS, LogConfig
 
 REPO = Path(__file__).resolve().parents[3]
 SOURCE_DIRS = ("broker", "storage", "controller", "protocol")
-CONFIG_PY = REPO / "broker" / "config.py"
+CONFIG_PY = REPO / "broker" / "config" / "broker_config.py"
 LOG_CONFIG_PY = REPO / "storage" / "log_config.py"
 
 # Topic keys whose implementation is under way: neither they nor their broker synonyms are checked
@@ -73,7 +79,7 @@ def broker_key_readers(key: str) -> list[str]:
         if any(q in text for q in quoted):
             readers.append(str(path.relative_to(REPO)))
     if any(q in _config_py_outside_table() for q in quoted):
-        readers.append("broker/config.py (validation)")
+        readers.append("broker/config/broker_config.py (validation)")
     topic_key = _topic_key_of_broker_synonym().get(key)
     if topic_key is not None and topic_key not in IN_PROGRESS_TOPIC_KEYS and topic_key_is_read(topic_key):
         readers.append(f"topic key {topic_key}")

@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from broker.config import BrokerConfig, ConfigError, parse_ip_overrides
-from broker.connection_quotas import Admit, ConnectionQuotas, normalize_ip
+from odradek.broker.config.broker_config import BrokerConfig, ConfigError, parse_ip_overrides
+from odradek.broker.network.connection_quotas import Admit, ConnectionQuotas, normalize_ip
 
 # -- parsing (Kafka's Csv.parseCsvMap + KafkaConfig validation) -----------------------------------------
 

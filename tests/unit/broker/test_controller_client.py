@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.broker_registration import register_this_broker
-from broker.config import BrokerConfig
-from broker.controller_client import (
+from odradek.broker.config.broker_config import BrokerConfig
+from odradek.broker.metadata.broker_metadata import BrokerMetadata, metadata_dir_of
+from odradek.broker.metadata.broker_registration import register_this_broker
+from odradek.broker.metadata.controller_client import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsResource,
@@ -22,11 +23,10 @@ from broker.controller_client import (
     CreatePartitionsTopic,
     LocalControllerClient,
 )
-from broker.embedded_controller import EmbeddedController
-from broker.metadata import BrokerMetadata, metadata_dir_of
-from controller import Controller, LocalLeaseStore
-from controller.records import ConfigResourceType
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.broker.metadata.embedded_controller import EmbeddedController
+from odradek.controller import Controller, LocalLeaseStore
+from odradek.controller.records import ConfigResourceType
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 TOPIC = ConfigResourceType.TOPIC
 

@@ -4,7 +4,7 @@ scenario 7 of tests/integration/test_replication_partitions.py (no fencing after
 
 from __future__ import annotations
 
-from broker.cluster.etcd_contact import EtcdContact
+from odradek.broker.cluster.etcd_contact import EtcdContact
 
 
 class Clock:

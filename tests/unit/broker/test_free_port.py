@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from broker.cluster_launcher import _ephemeral_range_start, free_port
+from odradek.broker.launcher.cluster_launcher import _ephemeral_range_start, free_port
 
 
 def test_ports_are_below_the_ephemeral_range_distinct_and_bindable() -> None:

@@ -1,4 +1,4 @@
-"""Tests of broker.purgatory: watch / complete / expire, exactly-once completion, purging, bad calls."""
+"""Tests of odradek.broker.runtime.purgatory: watch / complete / expire, exactly-once completion, purging, bad calls."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from broker.purgatory import DelayedOperation, DelayedOperationPurgatory
-from broker.timing_wheel import AsyncReaper, CallbackTask, Timer
+from odradek.broker.runtime.purgatory import DelayedOperation, DelayedOperationPurgatory
+from odradek.broker.runtime.timing_wheel import AsyncReaper, CallbackTask, Timer
 
 
 class FakeClock:
@@ -266,7 +266,7 @@ def test_try_complete_raising_is_logged_others_still_complete(caplog):
     p.try_complete_else_watch(bad, ["k"])
     p.try_complete_else_watch(good, ["k"])
     bad.ready = good.ready = True
-    with caplog.at_level(logging.ERROR, logger="broker.purgatory"):
+    with caplog.at_level(logging.ERROR, logger="odradek.broker.runtime.purgatory"):
         assert p.check_and_complete("k") == 1
     assert "broken check" in caplog.text
     assert good.events == ["complete"]

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from broker.connection import MAX_IN_FLIGHT
-from broker.network import Endpoint, SocketServer, new_event_loop
-from broker.request_channel import RequestChannel
+from odradek.broker.network.connection import MAX_IN_FLIGHT
+from odradek.broker.network.reactor import Endpoint, SocketServer, new_event_loop
+from odradek.broker.network.request_channel import RequestChannel
 
 LOOP_KINDS = ["uvloop", "asyncio"]
 
@@ -386,7 +386,7 @@ class _DrainedBetweenChecks:
 def frame_three_requests_in_one_read(channel: _DrainedBetweenChecks) -> list[int]:
     """Three whole requests arrive in one read and the client sends nothing more: the correlation
     ids of the frames the connection submitted to ``channel``."""
-    from broker.connection import Connection
+    from odradek.broker.network.connection import Connection
 
     async def scenario() -> list[bytes]:
         loop = asyncio.get_running_loop()
@@ -418,7 +418,7 @@ def test_frames_split_any_way_across_reads_arrive_intact(chunking: str) -> None:
     """Frames are taken as views of the received bytes when nothing is buffered, and copied out of
     the buffer when they straddle reads: either way each submitted frame is exactly what the client
     sent, and stays so after later reads (the views share no mutable buffer)."""
-    from broker.connection import Connection
+    from odradek.broker.network.connection import Connection
 
     frames = [request_frame(i, pad) for i, pad in enumerate([0, 70_000, 3, 200_000, 0, 65_531, 1])]
     stream = b"".join(frames)
@@ -516,7 +516,7 @@ def test_requests_refused_a_reservation_when_the_queue_drains_mid_check_are_stil
 def test_bytes_released_by_a_closed_connection_wake_a_connection_paused_on_the_byte_bound() -> None:
     """A frame reserved by a connection that closes before submitting releases its bytes without a
     request to drain: the channel must still wake the connections paused on those bytes."""
-    from broker.connection import Connection
+    from odradek.broker.network.connection import Connection
 
     async def scenario() -> tuple[bool, list[int]]:
         loop = asyncio.get_running_loop()

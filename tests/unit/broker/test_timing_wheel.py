@@ -1,4 +1,4 @@
-"""Tests of broker.timing_wheel: expiry order and precision, cascading, O(1) cancel, the async reaper."""
+"""Tests of odradek.broker.runtime.timing_wheel: expiry order and precision, cascading, O(1) cancel, the async reaper."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.timing_wheel import (
+from odradek.broker.runtime.timing_wheel import (
     AsyncReaper,
     CallbackTask,
     Timer,
@@ -392,7 +392,7 @@ def test_failing_task_is_logged_and_others_still_run(caplog):
     timer.add(Recorder(3, clock, log, name="before"))
     timer.add(CallbackTask(3, boom))
     timer.add(Recorder(3, clock, log, name="after"))
-    with caplog.at_level(logging.ERROR, logger="broker.timing_wheel"):
+    with caplog.at_level(logging.ERROR, logger="odradek.broker.runtime.timing_wheel"):
         assert timer.advance_clock(3) == 3
     assert [t.name for t in log] == ["before", "after"]
     assert "boom" in caplog.text

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from controller import Controller, LocalLeaseStore
+from odradek.controller import Controller, LocalLeaseStore
 
 
 def make_controller(metadata_dir: Path, node_id: int = 1, **kwargs) -> Controller:

@@ -12,12 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from controller import client_metrics_configs as cmc
-from controller.controller import Controller
-from controller.log_store import LocalMetadataLogStore
-from controller.records import ConfigRecord, ConfigResourceType, LeaderChangeRecord, RegisterBrokerRecord
-from controller.requests import AlterableConfig, AlterConfigOp, AlterConfigsResource
-from protocol.errors import ErrorCode
+from odradek.controller import client_metrics_configs as cmc
+from odradek.controller.controller import Controller
+from odradek.controller.log_store import LocalMetadataLogStore
+from odradek.controller.records import (
+    ConfigRecord,
+    ConfigResourceType,
+    LeaderChangeRecord,
+    RegisterBrokerRecord,
+)
+from odradek.controller.requests import AlterableConfig, AlterConfigOp, AlterConfigsResource
+from odradek.protocol.errors import ErrorCode
 from tests.unit.controller.conftest import make_controller
 
 CM = ConfigResourceType.CLIENT_METRICS

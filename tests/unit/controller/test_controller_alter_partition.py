@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 
-from controller import Controller, CreatableTopic, ReplicaAssignment
-from controller.requests import AlterPartitionResult
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.controller import Controller, CreatableTopic, ReplicaAssignment
+from odradek.controller.requests import AlterPartitionResult
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 
 async def _partition(controller: Controller) -> tuple:

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from controller import ConfigResourceType, Controller, CreatableTopic
-from controller.requests import (
+from odradek.controller import ConfigResourceType, Controller, CreatableTopic
+from odradek.controller.requests import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsResource,
     ElectionType,
     ReplicaAssignment,
 )
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 PREFERRED = ElectionType.PREFERRED
 UNCLEAN = ElectionType.UNCLEAN
@@ -61,7 +61,7 @@ async def test_preferred_election(controller: Controller) -> None:
 
 
 def _isr_change(controller: Controller, topic: str, partition: int, isr: tuple[int, ...]):
-    from controller.records import PartitionChangeRecord
+    from odradek.controller.records import PartitionChangeRecord
 
     return PartitionChangeRecord(partition, controller.image.topics[topic].topic_id, isr=isr)
 
@@ -93,7 +93,7 @@ async def test_failover_is_unclean_only_when_enabled(controller: Controller,
     await _topic(controller, "dirty", (2, 3), configs={"unclean.leader.election.enable": "true"})
     for t in ("clean", "dirty"):
         await controller._commit([_isr_change(controller, t, 0, (2,))])
-    with caplog.at_level("WARNING", logger="controller.elections"):
+    with caplog.at_level("WARNING", logger="odradek.controller.elections"):
         await controller.fence_broker(2)
     assert controller.image.topics["clean"].partitions[0].leader == -1
     dirty = controller.image.topics["dirty"].partitions[0]
@@ -135,7 +135,7 @@ async def test_auto_rebalance(controller: Controller) -> None:
 async def test_rebalance_respects_the_threshold(controller: Controller) -> None:
     await _three_brokers(controller)
     await _topic(controller, "t", *[(2, 1)] * 10)
-    from controller.records import PartitionChangeRecord
+    from odradek.controller.records import PartitionChangeRecord
 
     # 2 should lead 10 partitions and leads 9: an imbalance of 10 %, not over the default 10 %.
     await controller._commit([PartitionChangeRecord(0, controller.image.topics["t"].topic_id, leader=1)])
@@ -171,7 +171,7 @@ async def test_controlled_shutdown(controller: Controller) -> None:
 async def test_unclean_setting_precedence(controller: Controller) -> None:
     """Topic override, then the controller node's dynamic config, then the cluster-wide dynamic
     default, then the static broker config."""
-    from controller.elections import unclean_allowed, unclean_default
+    from odradek.controller.elections import unclean_allowed, unclean_default
 
     await _topic(controller, "plain", (1,))
     await _topic(controller, "off", (1,), configs={"unclean.leader.election.enable": "false"})
@@ -194,7 +194,7 @@ async def test_unclean_setting_precedence(controller: Controller) -> None:
 
 
 async def test_rebalance_leaves_reassigning_partitions_alone(controller: Controller) -> None:
-    from controller.requests import ReassignmentTarget
+    from odradek.controller.requests import ReassignmentTarget
 
     await _three_brokers(controller)
     await _topic(controller, "m", (2, 1))

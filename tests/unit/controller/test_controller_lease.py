@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.lease import Lease, LeaseFile, LeaseLostError
-from protocol.errors import ErrorCode
+from odradek.controller.lease import Lease, LeaseFile, LeaseLostError
+from odradek.protocol.errors import ErrorCode
 
 
 def test_epoch_increases_across_acquisitions_and_restarts(tmp_path: Path) -> None:

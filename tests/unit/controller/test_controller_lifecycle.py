@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from controller import (
+from odradek.controller import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsResource,
@@ -18,9 +18,9 @@ from controller import (
     LocalLeaseStore,
     StaleControllerEpochError,
 )
-from controller.meta_properties import META_PROPERTIES
-from controller.requests import ElectionType
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.controller.meta_properties import META_PROPERTIES
+from odradek.controller.requests import ElectionType
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 TOPIC = ConfigResourceType.TOPIC
 BROKER = ConfigResourceType.BROKER

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from controller.metadata_log import (
+from odradek.controller.metadata_log import (
     FRAME_HEADER_SIZE,
     MetadataLog,
     MetadataLogCorruptError,
     StaleControllerEpochError,
     encode_batch,
 )
-from controller.records import ConfigRecord, LeaderChangeRecord, RemoveTopicRecord, TopicRecord
-from protocol.errors import ErrorCode
+from odradek.controller.records import ConfigRecord, LeaderChangeRecord, RemoveTopicRecord, TopicRecord
+from odradek.protocol.errors import ErrorCode
 
 
 def _topic(name: str) -> TopicRecord:
@@ -149,7 +149,7 @@ def test_offset_gap_treated_as_corruption(tmp_path: Path) -> None:
 def test_valid_crc_but_undecodable_raises(tmp_path: Path) -> None:
     log, _ = MetadataLog.open(tmp_path)
     log.close()
-    from protocol.checksum import crc32c
+    from odradek.protocol.checksum import crc32c
     payload = struct.pack(">qii", 0, 1, 1) + b'[{"type": "NoSuchRecord"}]'
     with open(log.path, "ab") as f:
         f.write(struct.pack(">iI", len(payload), crc32c(payload)) + payload)

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import uuid
 
-from broker.broker_registration import BrokerEndpoint
-from broker.cluster.registration import decode_registration, encode_registration
-from controller import Controller, CreatableTopic
-from controller.records import NO_LEADER, PartitionChangeRecord, record_from_dict, record_to_dict
-from controller.requests import ReplicaAssignment
-from protocol.errors import ErrorCode
+from odradek.broker.cluster.registration import decode_registration, encode_registration
+from odradek.broker.metadata.broker_registration import BrokerEndpoint
+from odradek.controller import Controller, CreatableTopic
+from odradek.controller.records import NO_LEADER, PartitionChangeRecord, record_from_dict, record_to_dict
+from odradek.controller.requests import ReplicaAssignment
+from odradek.protocol.errors import ErrorCode
 
 
 async def _topic(controller: Controller, name: str, *assignments: tuple[int, ...]) -> uuid.UUID:

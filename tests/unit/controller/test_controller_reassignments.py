@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from controller import Controller, CreatableTopic
-from controller.records import PartitionChangeRecord, record_from_dict, record_to_dict
-from controller.requests import ReassignmentTarget, ReplicaAssignment
-from protocol.errors import ErrorCode
+from odradek.controller import Controller, CreatableTopic
+from odradek.controller.records import PartitionChangeRecord, record_from_dict, record_to_dict
+from odradek.controller.requests import ReassignmentTarget, ReplicaAssignment
+from odradek.protocol.errors import ErrorCode
 
 
 async def _setup(controller: Controller, *replicas: int) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from controller import (
+from odradek.controller import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsResource,
@@ -23,8 +23,8 @@ from controller import (
     Controller,
     CreatableTopic,
 )
-from controller.metadata_log import LOG_FILE_NAME, METADATA_PARTITION_DIR
-from controller.metadata_snapshot import parse_checkpoint_name
+from odradek.controller.metadata_log import LOG_FILE_NAME, METADATA_PARTITION_DIR
+from odradek.controller.metadata_snapshot import parse_checkpoint_name
 from tests.unit.controller.conftest import make_controller
 
 TOPIC = ConfigResourceType.TOPIC

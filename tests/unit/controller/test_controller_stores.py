@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from controller.lease import Lease, LeaseLostError, LeaseStore, LocalLeaseStore
-from controller.log_store import LocalMetadataLogStore, MetadataLogStore
-from controller.metadata_log import MetadataLogContents, StaleControllerEpochError
-from controller.records import LeaderChangeRecord, TopicRecord
-from protocol.errors import ErrorCode
+from odradek.controller.lease import Lease, LeaseLostError, LeaseStore, LocalLeaseStore
+from odradek.controller.log_store import LocalMetadataLogStore, MetadataLogStore
+from odradek.controller.metadata_log import MetadataLogContents, StaleControllerEpochError
+from odradek.controller.records import LeaderChangeRecord, TopicRecord
+from odradek.protocol.errors import ErrorCode
 
 
 class _RecordingExecutor(ThreadPoolExecutor):

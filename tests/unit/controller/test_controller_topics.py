@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from controller import (
+from odradek.controller import (
     Controller,
     CreatableTopic,
     CreatePartitionsTopic,
     ReplicaAssignment,
 )
-from controller.image import ZERO_UUID
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.controller.image import ZERO_UUID
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 
 def _log_size(c: Controller) -> int:

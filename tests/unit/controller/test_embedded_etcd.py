@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.cluster_launcher import PACKAGE_ROOT
-from controller.embedded_etcd import MAX_REQUEST_BYTES, EmbeddedEtcd
-from controller.etcd_client import EtcdError, etcd_client
+from odradek.broker.launcher.cluster_launcher import PACKAGE_ROOT
+from odradek.controller.embedded_etcd import MAX_REQUEST_BYTES, EmbeddedEtcd
+from odradek.controller.etcd_client import EtcdError, etcd_client
 
 
 def test_the_etcd_store_tests_pass_against_the_embedded_store() -> None:

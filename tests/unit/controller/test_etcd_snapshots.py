@@ -21,17 +21,21 @@ from typing import Any
 
 import pytest
 
-from broker.cluster.metadata_follower import MetadataFollower
-from broker.etcd_binary import find_etcd_binary
-from controller.etcd_client import EtcdError, etcd_client
-from controller.etcd_lease import EtcdLeaseStore
-from controller.etcd_log_store import EtcdMetadataLogStore, LeaseFencedError
-from controller.image import MetadataDelta, MetadataImage, apply
-from controller.image_records import image_records, load_snapshot
-from controller.log_store import LocalMetadataLogStore, MetadataLogStore, MetadataStoreUnavailableError
-from controller.metadata_log import MetadataLogContents, StaleControllerEpochError
-from controller.metadata_snapshot import MetadataSnapshot, encode_snapshot
-from controller.records import (
+from odradek.broker.cluster.metadata_follower import MetadataFollower
+from odradek.broker.launcher.etcd_binary import find_etcd_binary
+from odradek.controller.etcd_client import EtcdError, etcd_client
+from odradek.controller.etcd_lease import EtcdLeaseStore
+from odradek.controller.etcd_log_store import EtcdMetadataLogStore, LeaseFencedError
+from odradek.controller.image import MetadataDelta, MetadataImage, apply
+from odradek.controller.image_records import image_records, load_snapshot
+from odradek.controller.log_store import (
+    LocalMetadataLogStore,
+    MetadataLogStore,
+    MetadataStoreUnavailableError,
+)
+from odradek.controller.metadata_log import MetadataLogContents, StaleControllerEpochError
+from odradek.controller.metadata_snapshot import MetadataSnapshot, encode_snapshot
+from odradek.controller.records import (
     ConfigRecord,
     LeaderChangeRecord,
     MetadataRecord,

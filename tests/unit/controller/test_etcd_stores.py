@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from controller.etcd_client import etcd_client
-from controller.etcd_lease import EtcdLeaseStore
-from controller.etcd_log_store import EtcdMetadataLogStore, LeaseFencedError
-from controller.lease import Lease, LeaseLostError, LeaseStore, LocalLeaseStore
-from controller.log_store import AppendResult, LocalMetadataLogStore, MetadataLogStore
-from controller.metadata_log import MetadataBatch, MetadataLogContents, StaleControllerEpochError
-from controller.records import LeaderChangeRecord, TopicRecord
-from protocol.errors import ErrorCode
+from odradek.controller.etcd_client import etcd_client
+from odradek.controller.etcd_lease import EtcdLeaseStore
+from odradek.controller.etcd_log_store import EtcdMetadataLogStore, LeaseFencedError
+from odradek.controller.lease import Lease, LeaseLostError, LeaseStore, LocalLeaseStore
+from odradek.controller.log_store import AppendResult, LocalMetadataLogStore, MetadataLogStore
+from odradek.controller.metadata_log import MetadataBatch, MetadataLogContents, StaleControllerEpochError
+from odradek.controller.records import LeaderChangeRecord, TopicRecord
+from odradek.protocol.errors import ErrorCode
 from tests.support.etcd import EtcdServer, etcd_binary_or_skip, etcd_server  # noqa: F401 (fixture)
 
 EMPTY = MetadataLogContents(None, ())
@@ -321,9 +321,9 @@ async def test_etcd_unreachable_during_an_append_makes_the_controller_step_down(
     # validating requests against an image that may lack it. It steps down with NOT_CONTROLLER
     # (retriable; the broker's router then waits for the next controller) instead of surfacing
     # the gRPC error as UNKNOWN_SERVER_ERROR, and a new term replays what etcd really holds.
-    from controller.controller import Controller
-    from controller.log_store import MetadataStoreUnavailableError
-    from protocol.errors import KafkaApiError
+    from odradek.controller.controller import Controller
+    from odradek.controller.log_store import MetadataStoreUnavailableError
+    from odradek.protocol.errors import KafkaApiError
 
     server = EtcdServer(etcd_binary_or_skip(), tmp_path / "etcd").start()
     prefix = "/odradek/unreachable"

@@ -1,4 +1,4 @@
-"""Kafka's feature levels in the metadata log (controller.features, controller.feature_updates): what a
+"""Kafka's feature levels in the metadata log (odradek.controller.features, odradek.controller.feature_updates): what a
 new store is formatted at, what a store from before feature levels reports and gets, and UpdateFeatures'
 rules on a real controller over a real local store.
 
@@ -13,11 +13,11 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from controller import features, metadata_format
-from controller.log_store import LocalMetadataLogStore
-from controller.records import FeatureLevelRecord, LeaderChangeRecord, RegisterBrokerRecord
-from controller.requests import FeatureUpdate
-from protocol.errors import ErrorCode
+from odradek.controller import features, metadata_format
+from odradek.controller.log_store import LocalMetadataLogStore
+from odradek.controller.records import FeatureLevelRecord, LeaderChangeRecord, RegisterBrokerRecord
+from odradek.controller.requests import FeatureUpdate
+from odradek.protocol.errors import ErrorCode
 from tests.unit.controller.conftest import make_controller
 
 MV, GV, TV = "metadata.version", "group.version", "transaction.version"

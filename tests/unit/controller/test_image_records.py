@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 import uuid
 
-from controller.image import BrokerRegistration, MetadataImage, PartitionState, TopicImage, apply
-from controller.image_records import image_delta, image_records, load_snapshot
-from controller.records import (
+from odradek.controller.image import BrokerRegistration, MetadataImage, PartitionState, TopicImage, apply
+from odradek.controller.image_records import image_delta, image_records, load_snapshot
+from odradek.controller.records import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,

@@ -1,4 +1,4 @@
-"""The metadata format level (controller.metadata_format): new stores at the newest level, stores an
+"""The metadata format level (odradek.controller.metadata_format): new stores at the newest level, stores an
 older release wrote kept at theirs until every registered broker reads the next, snapshots only from
 the level that has them, a broker that cannot read the level kept fenced, a level above this release
 refused.
@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from broker.broker_registration import BrokerEndpoint
-from broker.cluster.registration import decode_registration, encode_registration
-from controller import metadata_format
-from controller.image import MetadataImage, apply
-from controller.log_store import LocalMetadataLogStore
-from controller.metadata_format import UnsupportedMetadataFormatError
-from controller.records import FeatureLevelRecord, LeaderChangeRecord, RegisterBrokerRecord
+from odradek.broker.cluster.registration import decode_registration, encode_registration
+from odradek.broker.metadata.broker_registration import BrokerEndpoint
+from odradek.controller import metadata_format
+from odradek.controller.image import MetadataImage, apply
+from odradek.controller.log_store import LocalMetadataLogStore
+from odradek.controller.metadata_format import UnsupportedMetadataFormatError
+from odradek.controller.records import FeatureLevelRecord, LeaderChangeRecord, RegisterBrokerRecord
 from tests.unit.controller.conftest import make_controller
 
 FORMAT = metadata_format.FEATURE
@@ -120,7 +120,7 @@ def test_registrations_carry_the_levels_this_release_reads() -> None:
 
 def test_meta_properties_of_an_unknown_version_is_refused(tmp_path: Path) -> None:
     """Kafka's meta.properties versions are 0 and 1; a newer one is not read as if it were one of them."""
-    from controller.meta_properties import MetaPropertiesError, read_cluster_id
+    from odradek.controller.meta_properties import MetaPropertiesError, read_cluster_id
 
     (tmp_path / "meta.properties").write_text("version=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAQ\nnode.id=1\n")
     assert read_cluster_id(tmp_path, 1) == "AAAAAAAAAAAAAAAAAAAAAQ"

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from controller.image import MetadataImage, apply
-from controller.image_records import image_records, load_snapshot
-from controller.log_store import LocalMetadataLogStore, MetadataStoreUnavailableError
-from controller.metadata_log import (
+from odradek.controller.image import MetadataImage, apply
+from odradek.controller.image_records import image_records, load_snapshot
+from odradek.controller.log_store import LocalMetadataLogStore, MetadataStoreUnavailableError
+from odradek.controller.metadata_log import (
     LOG_FILE_NAME,
     METADATA_PARTITION_DIR,
     MetadataBatch,
@@ -32,7 +32,7 @@ from controller.metadata_log import (
     StaleControllerEpochError,
     encode_batch,
 )
-from controller.metadata_snapshot import (
+from odradek.controller.metadata_snapshot import (
     SNAPSHOT_FORMAT_VERSION,
     MetadataSnapshot,
     SnapshotCorruptError,
@@ -42,7 +42,7 @@ from controller.metadata_snapshot import (
     parse_checkpoint_name,
     write_checkpoint,
 )
-from controller.records import ConfigRecord, LeaderChangeRecord, MetadataRecord, TopicRecord
+from odradek.controller.records import ConfigRecord, LeaderChangeRecord, MetadataRecord, TopicRecord
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -119,7 +119,7 @@ def test_bad_snapshots_are_refused() -> None:
     with pytest.raises(SnapshotCorruptError, match="torn"):
         decode_snapshot([b"".join(chunks)[:-5]])
     # A newer format version is refused, not guessed at (the CRC is recomputed so only the version differs).
-    from protocol.checksum import crc32c
+    from odradek.protocol.checksum import crc32c
 
     payload = bytearray(chunks[0][8:])
     payload[0:2] = (SNAPSHOT_FORMAT_VERSION + 1).to_bytes(2, "big")
@@ -311,11 +311,11 @@ async def test_local_store_reads_below_a_snapshot(tmp_path: Path) -> None:
 
 _CHILD = r"""
 import sys, uuid
-from controller.image import MetadataImage, apply
-from controller.image_records import image_records, load_snapshot
-from controller.metadata_log import MetadataLog
-from controller.metadata_snapshot import MetadataSnapshot
-from controller.records import TopicRecord
+from odradek.controller.image import MetadataImage, apply
+from odradek.controller.image_records import image_records, load_snapshot
+from odradek.controller.metadata_log import MetadataLog
+from odradek.controller.metadata_snapshot import MetadataSnapshot
+from odradek.controller.records import TopicRecord
 
 log, tail = MetadataLog.open(sys.argv[1])
 image = MetadataImage()

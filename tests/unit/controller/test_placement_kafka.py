@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from controller import CreatableTopic, CreatePartitionsTopic
-from controller.java_random import JavaRandom
-from controller.placement import PlacementError, StripedReplicaPlacer, UsableBroker
-from protocol.errors import ErrorCode
+from odradek.controller import CreatableTopic, CreatePartitionsTopic
+from odradek.controller.java_random import JavaRandom
+from odradek.controller.placement import PlacementError, StripedReplicaPlacer, UsableBroker
+from odradek.protocol.errors import ErrorCode
 from tests.support.java_placement import Outcome, PlacementCase, kafka_placements
 from tests.unit.controller.conftest import make_controller
 from tools.kafka_dist import ToolchainUnavailable

@@ -1,6 +1,6 @@
 """The coordinator runtime over a real temp-dir Log, with a writer whose durability the test decides.
 
-The writer appends to a real ``storage.log.Log`` at once but reports the batch durable only when
+The writer appends to a real ``odradek.storage.log.Log`` at once but reports the batch durable only when
 the test releases it (as acks=all replication will), so the tests can look at the state between
 "appended" and "durable". The shard is a tiny key/value state machine.
 """
@@ -13,10 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from broker.coordinator.runtime import CoordinatorResult, CoordinatorRuntime, CoordinatorWriteError, KeyValue
-from protocol.errors import ErrorCode, KafkaApiError
-from storage.log import Log
-from storage.log_config import LogConfig
+from odradek.broker.coordinator.runtime import (
+    CoordinatorResult,
+    CoordinatorRuntime,
+    CoordinatorWriteError,
+    KeyValue,
+)
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.log import Log
+from odradek.storage.log_config import LogConfig
 
 pytestmark = pytest.mark.timeout(10)
 

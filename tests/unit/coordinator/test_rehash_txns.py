@@ -17,19 +17,19 @@ import uuid
 
 import pytest
 
-from broker.coordinator.partition_writer import ReplicaManagerWriter
-from broker.coordinator.rehash import is_marker_key
-from broker.group.hashing import legacy_partition_for, partition_for
-from broker.txn.coordinator import TransactionCoordinator, TxnConfig
-from broker.txn.records import TxnLogValue, TxnState, key_bytes, value_bytes
-from broker.txn.shard import TXN_TOPIC
-from controller import metadata_format
-from controller.image import MetadataImage, PartitionState, TopicImage
-from protocol.errors import ErrorCode, KafkaApiError
-from protocol.records import Record, encode_batch, iter_batches
-from storage.log import Log
-from storage.log_config import LogConfig
-from storage.producer_state import ProducerStateManager
+from odradek.broker.coordinator.partition_writer import ReplicaManagerWriter
+from odradek.broker.coordinator.rehash import is_marker_key
+from odradek.broker.group.hashing import legacy_partition_for, partition_for
+from odradek.broker.txn.coordinator import TransactionCoordinator, TxnConfig
+from odradek.broker.txn.records import TxnLogValue, TxnState, key_bytes, value_bytes
+from odradek.broker.txn.shard import TXN_TOPIC
+from odradek.controller import metadata_format
+from odradek.controller.image import MetadataImage, PartitionState, TopicImage
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.protocol.records import Record, encode_batch, iter_batches
+from odradek.storage.log import Log
+from odradek.storage.log_config import LogConfig
+from odradek.storage.producer_state import ProducerStateManager
 from tests.unit.coordinator.test_txn_coordinator import TOPIC, Ids, MarkerLogs, markers, produce
 from tests.unit.group.group_harness import Clock
 

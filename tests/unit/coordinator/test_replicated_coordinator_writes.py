@@ -17,17 +17,17 @@ from typing import Any
 
 import pytest
 
-from broker.config import load_config
-from broker.group.context import OFFSETS_TOPIC
-from broker.inter_broker_client import NodeClient
-from broker.metadata import BrokerMetadata
-from broker.replica.replica_manager import ReplicaManager
-from broker.server import Broker
-from broker.timing_wheel import Timer
-from controller import CreatableTopic
-from controller.records import PartitionChangeRecord
-from controller.requests import ReplicaAssignment
-from protocol.errors import ErrorCode
+from odradek.broker.config.broker_config import load_config
+from odradek.broker.group.context import OFFSETS_TOPIC
+from odradek.broker.metadata.broker_metadata import BrokerMetadata
+from odradek.broker.network.inter_broker_client import NodeClient
+from odradek.broker.replica.replica_manager import ReplicaManager
+from odradek.broker.runtime.timing_wheel import Timer
+from odradek.broker.server import Broker
+from odradek.controller import CreatableTopic
+from odradek.controller.records import PartitionChangeRecord
+from odradek.controller.requests import ReplicaAssignment
+from odradek.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from broker.coordinator.partition_writer import ReplicaManagerWriter
-from broker.txn.coordinator import TransactionCoordinator, TxnConfig
-from broker.txn.records import TxnState
-from broker.txn.shard import TXN_TOPIC
-from controller import metadata_format
-from controller.image import MetadataImage, PartitionState, TopicImage
-from protocol.errors import ErrorCode, KafkaApiError
-from protocol.records import Record, encode_batch, iter_batches
+from odradek.broker.coordinator.partition_writer import ReplicaManagerWriter
+from odradek.broker.txn.coordinator import TransactionCoordinator, TxnConfig
+from odradek.broker.txn.records import TxnState
+from odradek.broker.txn.shard import TXN_TOPIC
+from odradek.controller import metadata_format
+from odradek.controller.image import MetadataImage, PartitionState, TopicImage
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.protocol.records import Record, encode_batch, iter_batches
 from tests.unit.group.group_harness import Clock, LocalLogs
 
 pytestmark = pytest.mark.timeout(10)

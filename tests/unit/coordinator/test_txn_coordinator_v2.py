@@ -11,13 +11,13 @@ import time
 
 import pytest
 
-from broker.group.hashing import partition_for
-from broker.txn.coordinator import EndResult, TransactionCoordinator
-from broker.txn.records import TxnLogValue, TxnState, decode_value, key_bytes, value_bytes
-from broker.txn.shard import TXN_TOPIC
-from controller import features
-from protocol.errors import ErrorCode
-from protocol.records import Record, encode_batch, iter_batches
+from odradek.broker.group.hashing import partition_for
+from odradek.broker.txn.coordinator import EndResult, TransactionCoordinator
+from odradek.broker.txn.records import TxnLogValue, TxnState, decode_value, key_bytes, value_bytes
+from odradek.broker.txn.shard import TXN_TOPIC
+from odradek.controller import features
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import Record, encode_batch, iter_batches
 from tests.unit.coordinator.test_txn_coordinator import (
     TOPIC,
     MarkerLogs,

@@ -1,4 +1,4 @@
-"""A real GroupCoordinator over real storage.log.Log files, driven by a hand-cranked Timer.
+"""A real GroupCoordinator over real odradek.storage.log.Log files, driven by a hand-cranked Timer.
 
 Not a mock of the broker: the coordinator writes and reloads real __consumer_offsets segments.
 The adapter offers exactly the replica-manager calls the coordinator uses (append_internal,
@@ -12,18 +12,18 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from broker.config import BrokerConfig
-from broker.coordinator.partition_writer import ReplicaManagerWriter
-from broker.coordinator.runtime import PartitionWriter
-from broker.group.context import GroupConfig
-from broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
-from broker.timing_wheel import Timer
-from controller import metadata_format
-from controller.image import MetadataImage, PartitionState, TopicImage
-from protocol.errors import ErrorCode, KafkaApiError
-from storage.log import Log
-from storage.log_config import LogConfig
-from storage.results import AppendInfo
+from odradek.broker.config.broker_config import BrokerConfig
+from odradek.broker.coordinator.partition_writer import ReplicaManagerWriter
+from odradek.broker.coordinator.runtime import PartitionWriter
+from odradek.broker.group.context import GroupConfig
+from odradek.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from odradek.broker.runtime.timing_wheel import Timer
+from odradek.controller import metadata_format
+from odradek.controller.image import MetadataImage, PartitionState, TopicImage
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.log import Log
+from odradek.storage.log_config import LogConfig
+from odradek.storage.results import AppendInfo
 
 NUM_PARTITIONS = 3
 

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from group_harness import Clock, Node, started, tick
 
-from broker.group import consumer_group_records as CR
-from broker.group.consumer_group import (
+from odradek.broker.group import consumer_group_records as CR
+from odradek.broker.group.consumer_group import (
     ConsumerGroupMember,
     MemberState,
     reconcile,
 )
-from broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
-from protocol.errors import ErrorCode
+from odradek.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from odradek.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -225,7 +225,7 @@ async def test_offset_commit_and_fetch_validate_member_epoch(node: Node) -> None
     assert await c.commit_offsets("g", "zz", None, 1, 9, -1, tp) == [ErrorCode.UNKNOWN_MEMBER_ID]
     assert await c.commit_offsets("g", m1, None, 1, 8, -1, tp) == [ErrorCode.UNSUPPORTED_VERSION]
     assert await c.commit_offsets("g", "", None, -1, 9, -1, tp) == [ErrorCode.UNKNOWN_MEMBER_ID]  # not empty
-    from protocol.errors import KafkaApiError
+    from odradek.protocol.errors import KafkaApiError
 
     with pytest.raises(KafkaApiError) as e:
         c.fetch_offsets("g", None, m1, 7)
@@ -312,7 +312,7 @@ async def test_unload_drops_groups(node: Node) -> None:
 def test_reconcile_unknown_state_requires_empty_owned() -> None:
     m = ConsumerGroupMember("m", member_epoch=3, state=MemberState.UNKNOWN)
     t = uuid.uuid4()
-    from protocol.errors import KafkaApiError
+    from odradek.protocol.errors import KafkaApiError
 
     with pytest.raises(KafkaApiError) as e:
         reconcile(m, 4, {t: frozenset({0})}, lambda *_: -1, [(t, [0])])

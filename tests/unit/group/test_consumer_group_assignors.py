@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from broker.group.assignors import (
+from odradek.broker.group.assignors import (
     MemberSpec,
     PartitionAssignorError,
     RangeAssignor,

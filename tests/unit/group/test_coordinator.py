@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from group_harness import Clock, Node, started, tick
 
-from broker.group.classic_group import GroupState
-from broker.group.coordinator import GroupCoordinator
-from protocol.errors import ErrorCode
+from odradek.broker.group.classic_group import GroupState
+from odradek.broker.group.coordinator import GroupCoordinator
+from odradek.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from group_harness import Clock, Node, started
 
-from broker.coordinator.partition_writer import ReplicaManagerWriter
-from broker.group.classic_group import GroupState
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.broker.coordinator.partition_writer import ReplicaManagerWriter
+from odradek.broker.group.classic_group import GroupState
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 pytestmark = pytest.mark.timeout(10)
 

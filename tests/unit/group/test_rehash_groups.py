@@ -15,15 +15,15 @@ import time
 import pytest
 from group_harness import Clock, Node, started
 
-from broker.coordinator.rehash import MIGRATED_KEY, SWITCHED_KEY
-from broker.group import consumer_group_records as CR
-from broker.group import records as R
-from broker.group.classic_group import GroupState
-from broker.group.context import OFFSETS_TOPIC
-from broker.group.hashing import legacy_partition_for, partition_for
-from controller import metadata_format
-from protocol.errors import ErrorCode, KafkaApiError
-from protocol.records import Record, encode_batch, iter_batches
+from odradek.broker.coordinator.rehash import MIGRATED_KEY, SWITCHED_KEY
+from odradek.broker.group import consumer_group_records as CR
+from odradek.broker.group import records as R
+from odradek.broker.group.classic_group import GroupState
+from odradek.broker.group.context import OFFSETS_TOPIC
+from odradek.broker.group.hashing import legacy_partition_for, partition_for
+from odradek.controller import metadata_format
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.protocol.records import Record, encode_batch, iter_batches
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -180,9 +180,9 @@ async def test_a_moved_group_waits_for_an_open_transaction_on_its_old_partition(
 
 async def started_without_waiting(node: Node):  # type: ignore[no-untyped-def]
     """A coordinator whose partitions are active, its migrations possibly still waiting."""
-    from broker.coordinator.partition_writer import ReplicaManagerWriter
-    from broker.group.context import GroupConfig
-    from broker.group.coordinator import GroupCoordinator
+    from odradek.broker.coordinator.partition_writer import ReplicaManagerWriter
+    from odradek.broker.group.context import GroupConfig
+    from odradek.broker.group.coordinator import GroupCoordinator
 
     c = GroupCoordinator(GroupConfig.from_broker_config(node.config), ReplicaManagerWriter(node.replica_manager),
                          node.timer, node.metadata, node.node_id)

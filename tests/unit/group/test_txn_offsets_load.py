@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from group_harness import Clock, Node, started
 
-from broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
-from protocol.records import iter_batches
+from odradek.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from odradek.protocol.records import iter_batches
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from broker.config import load_config
-from broker.metadata import BrokerMetadata
-from broker.replica.fetch_session import FetchSessionCache
-from broker.replica.replica_manager import ReplicaManager
-from broker.timing_wheel import Timer
-from controller import Controller, CreatableTopic, LocalLeaseStore
-from protocol.records import Record, encode_batch
+from odradek.broker.config.broker_config import load_config
+from odradek.broker.metadata.broker_metadata import BrokerMetadata
+from odradek.broker.replica.fetch_session import FetchSessionCache
+from odradek.broker.replica.replica_manager import ReplicaManager
+from odradek.broker.runtime.timing_wheel import Timer
+from odradek.controller import Controller, CreatableTopic, LocalLeaseStore
+from odradek.protocol.records import Record, encode_batch
 
 
 def batch(n: int = 1, *, ts: int | list[int] = 1000, value_size: int = 10) -> bytes:

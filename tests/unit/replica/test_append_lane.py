@@ -12,10 +12,10 @@ from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Any
 
-from controller import AlterableConfig, AlterConfigOp, AlterConfigsResource
-from protocol.errors import ErrorCode, KafkaApiError
-from protocol.records import Record, encode_batch, iter_batches
-from storage.results import AppendInfo
+from odradek.controller import AlterableConfig, AlterConfigOp, AlterConfigsResource
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.protocol.records import Record, encode_batch, iter_batches
+from odradek.storage.results import AppendInfo
 from tests.support.bad_batches import catalogue
 from tests.unit.replica.conftest import Node
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from broker.handlers import delete_records, fetch, list_offsets, offset_for_leader_epoch, produce
-from protocol.errors import ErrorCode
-from storage.results import FetchSlice
+from odradek.broker.api.handlers import delete_records, fetch, list_offsets, offset_for_leader_epoch, produce
+from odradek.protocol.errors import ErrorCode
+from odradek.storage.results import FetchSlice
 from tests.unit.replica.conftest import Node, batch
 
 

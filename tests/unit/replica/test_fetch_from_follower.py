@@ -16,18 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from broker.completion import Completion
-from broker.config import load_config
-from broker.inter_broker_client import NodeClient
-from broker.metadata import BrokerMetadata
-from broker.replica.fetch_params import FetchParams, FetchResult
-from broker.replica.fetch_session import CachedPartition
-from broker.replica.replica_manager import ReplicaManager
-from broker.server import Broker
-from broker.timing_wheel import Timer
-from controller import CreatableTopic
-from controller.requests import ReplicaAssignment
-from protocol.errors import ErrorCode
+from odradek.broker.config.broker_config import load_config
+from odradek.broker.metadata.broker_metadata import BrokerMetadata
+from odradek.broker.network.inter_broker_client import NodeClient
+from odradek.broker.replica.fetch_params import FetchParams, FetchResult
+from odradek.broker.replica.fetch_session import CachedPartition
+from odradek.broker.replica.replica_manager import ReplicaManager
+from odradek.broker.runtime.completion import Completion
+from odradek.broker.runtime.timing_wheel import Timer
+from odradek.broker.server import Broker
+from odradek.controller import CreatableTopic
+from odradek.controller.requests import ReplicaAssignment
+from odradek.protocol.errors import ErrorCode
 from tests.unit.replica.conftest import batch
 
 pytestmark = pytest.mark.timeout(30)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from broker.replica.fetch_session import FetchSessionCache
-from protocol.errors import ErrorCode
+from odradek.broker.replica.fetch_session import FetchSessionCache
+from odradek.protocol.errors import ErrorCode
 
 
 def body(session_id: int, epoch: int, *partitions: tuple[str, int], forgotten: tuple[str, int] | None = None) -> dict:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from broker.replica.high_watermark_checkpoint import HighWatermarkWriter, read_high_watermarks
+from odradek.broker.replica.high_watermark_checkpoint import HighWatermarkWriter, read_high_watermarks
 
 
 def test_concurrent_writes_never_fail_and_the_newest_snapshot_stays(tmp_path: Path) -> None:

@@ -13,11 +13,11 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from broker.replica.fetch_params import FetchParams, FetchResult
-from broker.replica.fetch_session import CachedPartition
-from controller import CreatableTopic, ReplicaAssignment
-from protocol.errors import ErrorCode, KafkaApiError
-from storage.results import AppendInfo
+from odradek.broker.replica.fetch_params import FetchParams, FetchResult
+from odradek.broker.replica.fetch_session import CachedPartition
+from odradek.controller import CreatableTopic, ReplicaAssignment
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.results import AppendInfo
 from tests.unit.replica.conftest import Node, batch
 
 

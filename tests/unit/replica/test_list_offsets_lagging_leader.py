@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from broker.replica.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, READ_UNCOMMITTED
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.broker.replica.partition import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    READ_UNCOMMITTED,
+)
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 from tests.unit.replica.conftest import Node, batch
 
 

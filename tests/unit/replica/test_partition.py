@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.replica.partition import (
+from odradek.broker.replica.partition import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
@@ -13,7 +13,7 @@ from broker.replica.partition import (
     READ_UNCOMMITTED,
     Partition,
 )
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 from tests.unit.replica.conftest import Node, batch
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.replica.fetch_params import FetchParams, FetchResult
-from broker.replica.fetch_session import CachedPartition
-from broker.replica.high_watermark_checkpoint import HIGH_WATERMARK_CHECKPOINT
-from broker.replica.partition import READ_COMMITTED, READ_UNCOMMITTED
-from broker.replica.replica_manager import ReplicaManager
-from controller import CreatableTopic, ReplicaAssignment
-from protocol.errors import ErrorCode, KafkaApiError
-from storage.results import AppendInfo, FetchSlice
+from odradek.broker.replica.fetch_params import FetchParams, FetchResult
+from odradek.broker.replica.fetch_session import CachedPartition
+from odradek.broker.replica.high_watermark_checkpoint import HIGH_WATERMARK_CHECKPOINT
+from odradek.broker.replica.partition import READ_COMMITTED, READ_UNCOMMITTED
+from odradek.broker.replica.replica_manager import ReplicaManager
+from odradek.controller import CreatableTopic, ReplicaAssignment
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.results import AppendInfo, FetchSlice
 from tests.unit.replica.conftest import Node, batch
 
 

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import load_config
-from broker.replica.partition import Partition
-from broker.replica.replica_selector import (
+from odradek.broker.config.broker_config import load_config
+from odradek.broker.replica.partition import Partition
+from odradek.broker.replica.replica_selector import (
     RACK_AWARE_REPLICA_SELECTOR,
     RackAwareReplicaSelector,
     replica_selector,
 )
-from controller.image import BrokerRegistration, MetadataImage
-from storage.log import Log
-from storage.log_config import LogConfig
+from odradek.controller.image import BrokerRegistration, MetadataImage
+from odradek.storage.log import Log
+from odradek.storage.log_config import LogConfig
 from tests.unit.replica.conftest import batch
 
 RACKS = {1: "a", 2: "b", 3: "b", 4: "c"}

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import load_config
-from broker.inter_broker_client import NodeClient
-from broker.metadata import BrokerMetadata
-from broker.replica.replica_manager import ReplicaManager
-from broker.server import Broker
-from broker.timing_wheel import Timer
-from controller import CreatableTopic
-from controller.requests import ReplicaAssignment
+from odradek.broker.config.broker_config import load_config
+from odradek.broker.metadata.broker_metadata import BrokerMetadata
+from odradek.broker.network.inter_broker_client import NodeClient
+from odradek.broker.replica.replica_manager import ReplicaManager
+from odradek.broker.runtime.timing_wheel import Timer
+from odradek.broker.server import Broker
+from odradek.controller import CreatableTopic
+from odradek.controller.requests import ReplicaAssignment
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the expected SO_RCVBUF is Linux's (socket(7): "
                                                                  "the kernel doubles the value set)")

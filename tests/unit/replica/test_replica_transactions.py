@@ -9,11 +9,11 @@ import asyncio
 import time
 from typing import Any
 
-from broker.replica.partition import LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
-from protocol.errors import ErrorCode, KafkaApiError
-from protocol.records import Record, encode_batch
-from storage.results import AppendInfo
-from storage.txn_index import AbortedTxn
+from odradek.broker.replica.partition import LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.protocol.records import Record, encode_batch
+from odradek.storage.results import AppendInfo
+from odradek.storage.txn_index import AbortedTxn
 from tests.unit.replica.conftest import Node, batch
 from tests.unit.replica.test_replica_manager import _restarted, fetch, produce
 

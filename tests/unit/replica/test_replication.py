@@ -18,17 +18,17 @@ from typing import Any
 
 import pytest
 
-from broker.config import load_config
-from broker.inter_broker_client import NodeClient
-from broker.metadata import BrokerMetadata
-from broker.replica.partition import Partition
-from broker.replica.replica_manager import ReplicaManager
-from broker.server import Broker
-from broker.timing_wheel import Timer
-from controller import CreatableTopic
-from controller.records import PartitionChangeRecord
-from controller.requests import ReplicaAssignment
-from protocol.errors import ErrorCode
+from odradek.broker.config.broker_config import load_config
+from odradek.broker.metadata.broker_metadata import BrokerMetadata
+from odradek.broker.network.inter_broker_client import NodeClient
+from odradek.broker.replica.partition import Partition
+from odradek.broker.replica.replica_manager import ReplicaManager
+from odradek.broker.runtime.timing_wheel import Timer
+from odradek.broker.server import Broker
+from odradek.controller import CreatableTopic
+from odradek.controller.records import PartitionChangeRecord
+from odradek.controller.requests import ReplicaAssignment
+from odradek.protocol.errors import ErrorCode
 from tests.unit.replica.conftest import batch
 
 TOPIC = "r"
@@ -190,7 +190,7 @@ async def test_a_follower_with_a_divergent_tail_truncates_to_the_leader(
     done: list[Any] = []
     cluster.rm2.append_records([(TOPIC, 0, batch(3, value_size=77))], 1, 1000, done.append)
     assert cluster.follower.log_end_offset == 6
-    caplog.set_level("INFO", "broker.replica.replica_fetcher")
+    caplog.set_level("INFO", "odradek.broker.replica.replica_fetcher")
     # Node 1 leads epoch 2 and appends at offsets 3-4 before node 2 asks where its epoch 1 ends.
     await cluster.move_leader(1, lambda: cluster.broker1.replica_manager.append_records(
         [(TOPIC, 0, batch(2))], 1, 1000, done.append))
@@ -300,7 +300,7 @@ async def test_a_follower_fetching_as_an_earlier_incarnation_is_not_added_to_the
     """KIP-903: broker 2 registered again (a restart that may have lost its log); a fetch that
     still names its old broker epoch does not bring it back into the ISR, one with the current
     epoch does, and the AlterPartition names that epoch."""
-    caplog.set_level("INFO", "controller.controller")
+    caplog.set_level("INFO", "odradek.controller.controller")
     assert (await cluster.produce(batch(1)))["error_code"] == 0
     cluster.rm2.replica_fetchers.remove_partitions([TP])
     assert (await cluster.produce(batch(2)))["error_code"] == 0  # answered once the ISR shrank

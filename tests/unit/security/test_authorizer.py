@@ -3,13 +3,13 @@ and the controller's ACL validation/filters (controller/acls.py)."""
 
 from __future__ import annotations
 
-from broker.security.authorizer import StandardAuthorizer, parse_super_users
-from controller.acls import create_acl_records, delete_acl_records
-from protocol.acl_types import AclBinding, AclBindingFilter
-from protocol.acl_types import AclOperation as Op
-from protocol.acl_types import AclPermissionType as Perm
-from protocol.acl_types import PatternType as Pat
-from protocol.acl_types import ResourceType as Res
+from odradek.broker.security.authorizer import StandardAuthorizer, parse_super_users
+from odradek.controller.acls import create_acl_records, delete_acl_records
+from odradek.protocol.acl_types import AclBinding, AclBindingFilter
+from odradek.protocol.acl_types import AclOperation as Op
+from odradek.protocol.acl_types import AclPermissionType as Perm
+from odradek.protocol.acl_types import PatternType as Pat
+from odradek.protocol.acl_types import ResourceType as Res
 
 ALLOW, DENY = Perm.ALLOW, Perm.DENY
 LIT, PRE = Pat.LITERAL, Pat.PREFIXED

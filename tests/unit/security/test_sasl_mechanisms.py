@@ -7,16 +7,16 @@ import base64
 
 import pytest
 
-from broker.config import BrokerConfig, ConfigError
-from broker.security.sasl import scram as scram_module
-from broker.security.sasl import scram_formatter as F
-from broker.security.sasl.client import ScramClient, plain_token
-from broker.security.sasl.jaas import JaasConfigError, parse_jaas_config
-from broker.security.sasl.mechanism import SaslAuthenticationError, SaslError
-from broker.security.sasl.plain import PlainSaslServer, plain_users
-from broker.security.sasl.scram import ScramSaslServer
-from broker.security.sasl.settings import listener_settings
-from controller.records import UserScramCredentialRecord, record_from_dict, record_to_dict
+from odradek.broker.config.broker_config import BrokerConfig, ConfigError
+from odradek.broker.security.sasl import scram as scram_module
+from odradek.broker.security.sasl import scram_formatter as F
+from odradek.broker.security.sasl.client import ScramClient, plain_token
+from odradek.broker.security.sasl.jaas import JaasConfigError, parse_jaas_config
+from odradek.broker.security.sasl.mechanism import SaslAuthenticationError, SaslError
+from odradek.broker.security.sasl.plain import PlainSaslServer, plain_users
+from odradek.broker.security.sasl.scram import ScramSaslServer
+from odradek.broker.security.sasl.settings import listener_settings
+from odradek.controller.records import UserScramCredentialRecord, record_from_dict, record_to_dict
 
 KAFKA_EXAMPLE = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
                  'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
@@ -157,7 +157,7 @@ def test_listener_settings_and_start_up_refusals() -> None:
 
 
 def test_request_log_never_shows_salted_passwords() -> None:
-    from broker.handlers.alter_user_scram_credentials import loggable
+    from odradek.broker.api.handlers.alter_user_scram_credentials import loggable
 
     body = {"deletions": [], "upsertions": [{"name": "u", "mechanism": 2, "iterations": 4096, "salt": b"s" * 32,
                                              "salted_password": b"p" * 64}]}

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from broker.security.rfc2253 import DerError, subject_rfc2253
-from broker.security.ssl_principal_mapper import NoMatchingRule, SslPrincipalMapper
-from broker.security.tls_connection import principal_builder
+from odradek.broker.security.rfc2253 import DerError, subject_rfc2253
+from odradek.broker.security.ssl_principal_mapper import NoMatchingRule, SslPrincipalMapper
+from odradek.broker.security.tls_connection import principal_builder
 
 x509 = pytest.importorskip("cryptography.x509")
 from cryptography.x509.oid import NameOID  # noqa: E402

@@ -7,9 +7,9 @@ import ssl
 
 import pytest
 
-from broker.config import ConfigError, load_config
-from broker.security.tls import client_tls, inter_broker_client_tls, resolve, server_tls
-from broker.topic_config_view import broker_config_entries, config_layers
+from odradek.broker.config.broker_config import ConfigError, load_config
+from odradek.broker.metadata.topic_config_view import broker_config_entries, config_layers
+from odradek.broker.security.tls import client_tls, inter_broker_client_tls, resolve, server_tls
 
 pytest.importorskip("cryptography")
 from tests.support.certs import TestPki  # noqa: E402

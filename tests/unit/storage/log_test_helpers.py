@@ -1,13 +1,13 @@
-"""Shared helpers for the storage tests: build v2 batches with protocol.records.encode_batch."""
+"""Shared helpers for the storage tests: build v2 batches with odradek.protocol.records.encode_batch."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from protocol.batch_header import parse_header
-from protocol.records import Record, decode_batch, encode_batch
-from storage.log import Log
-from storage.log_config import LogConfig
+from odradek.protocol.batch_header import parse_header
+from odradek.protocol.records import Record, decode_batch, encode_batch
+from odradek.storage.log import Log
+from odradek.storage.log_config import LogConfig
 
 
 def batch(n: int = 1, *, ts: int | list[int] = 1000, value_size: int = 10, tag: int = 0, **kwargs) -> bytes:

@@ -8,13 +8,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from log_test_helpers import read_all
 
-from protocol.batch_header import DELETE_HORIZON_BIT, parse_header
-from protocol.records import Record, decode_batch, encode_batch
-from storage.cleaner import CLEANER_CHECKPOINT, CleanerConfig, LogCleaner, group_segments_by_size
-from storage.errors import InvalidRecordError
-from storage.log import Log
-from storage.log_config import LogConfig
-from storage.log_manager import LogManager
+from odradek.protocol.batch_header import DELETE_HORIZON_BIT, parse_header
+from odradek.protocol.records import Record, decode_batch, encode_batch
+from odradek.storage.cleaner import CLEANER_CHECKPOINT, CleanerConfig, LogCleaner, group_segments_by_size
+from odradek.storage.errors import InvalidRecordError
+from odradek.storage.log import Log
+from odradek.storage.log_config import LogConfig
+from odradek.storage.log_manager import LogManager
 
 DAY = 86_400_000
 
@@ -195,7 +195,7 @@ def test_full_offset_map_cleans_in_several_rounds(tmp_path):
 
 
 def test_idempotent_producer_last_batch_kept_empty(tmp_path):
-    from storage.producer_state import producer_state_factory
+    from odradek.storage.producer_state import producer_state_factory
 
     mgr = LogManager([tmp_path], compact_config(segment_bytes=1 << 20), producer_state_factory=producer_state_factory())
     mgr.startup()
@@ -220,7 +220,7 @@ def test_idempotent_producer_last_batch_kept_empty(tmp_path):
 def test_an_empty_batch_the_cleaner_keeps_is_a_bare_uncompressed_header(tmp_path, compression):
     """Kafka's DefaultRecordBatch.writeEmptyHeader: 61 bytes, codec none, offsets and producer fields
     kept. (An empty compressed payload, as written before, makes librdkafka's consumer abort.)"""
-    from storage.producer_state import producer_state_factory
+    from odradek.storage.producer_state import producer_state_factory
 
     mgr = LogManager([tmp_path], compact_config(segment_bytes=1 << 20), producer_state_factory=producer_state_factory())
     mgr.startup()
@@ -304,7 +304,7 @@ def test_swap_abandoned_when_log_truncated_meanwhile(tmp_path):
         if len(calls) == 4 and log.log_end_offset > 2:
             log.truncate_to(2)
 
-    from storage import cleaner as cleaner_module
+    from odradek.storage import cleaner as cleaner_module
 
     ltc = cleaner.grab_filthiest_log(5000)
     with pytest.raises(cleaner_module.CleaningAbortedError):
@@ -348,7 +348,7 @@ def test_non_compacted_topic_accepts_null_key_and_corrupt_records_rejected(tmp_p
     mgr.update_config("t", compact_config())
     good = bytearray(encode_batch([rec(b"a", b"1")]))
     good[61] = 0x7F  # record length varint beyond the batch; CRC fixed below so only records are bad
-    from protocol.batch_header import compute_crc
+    from odradek.protocol.batch_header import compute_crc
 
     good[17:21] = compute_crc(good, 0, len(good)).to_bytes(4, "big")
     # Kafka's record iterator: InvalidRecordException, i.e. INVALID_RECORD (87), not CORRUPT_MESSAGE.

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from log_test_helpers import batch, open_log, read_all, small_config
 
-from storage import log as log_module
-from storage.log import Log
-from storage.offset_index import OffsetIndex
-from storage.time_index import TimeIndex
+from odradek.storage import log as log_module
+from odradek.storage.log import Log
+from odradek.storage.offset_index import OffsetIndex
+from odradek.storage.time_index import TimeIndex
 
 # Descriptors the test process may open meanwhile (the flusher thread's transient ones, pytest).
 SLACK = 6
@@ -172,7 +172,7 @@ def test_time_index_final_entry_beyond_a_full_mapped_file(tmp_path):
 
 
 def test_a_mapping_lives_until_its_last_reader_lets_go(tmp_path):
-    from storage.mapped_file import map_readonly  # new with the fix
+    from odradek.storage.mapped_file import map_readonly  # new with the fix
 
     path = tmp_path / "data"
     path.write_bytes(bytes(range(256)) * 16)

@@ -8,7 +8,7 @@ import os
 import pytest
 from log_test_helpers import batch, open_log
 
-from storage.errors import KafkaStorageError, SegmentTruncatedError
+from odradek.storage.errors import KafkaStorageError, SegmentTruncatedError
 
 
 def fd_is_open(fd: int) -> bool:
@@ -68,8 +68,8 @@ def test_a_failed_read_of_a_slice_is_a_storage_error_not_an_os_error(tmp_path):
     """A Fetch that cannot use sendfile reads its slices with pread; a read that fails (EIO on a
     dying disk; EBADF here) must reach the fetch as KAFKA_STORAGE_ERROR, which the replica manager
     answers per partition, not as an OSError that the dispatcher turns into UNKNOWN_SERVER_ERROR."""
-    from protocol.errors import ErrorCode
-    from storage.results import FetchSlice
+    from odradek.protocol.errors import ErrorCode
+    from odradek.storage.results import FetchSlice
 
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(b"x" * 100)

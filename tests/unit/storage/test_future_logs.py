@@ -1,6 +1,6 @@
 """Future logs on real files: a partition's copy in another log dir (AlterReplicaLogDirs), filled by the
-mover's copy functions (broker.replica.log_dir_mover), swapped in by LogManager.replace_current_with_future,
-and what a restart makes of each state a crash can leave (storage.log_manager's start-up)."""
+mover's copy functions (odradek.broker.replica.log_dir_mover), swapped in by LogManager.replace_current_with_future,
+and what a restart makes of each state a crash can leave (odradek.storage.log_manager's start-up)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 from log_test_helpers import batch, read_all, small_config
 
-from broker.replica.log_dir_mover import copy_batches, divergence, match_future
-from storage.log import Log
-from storage.log_manager import LogManager
-from storage.producer_state import ProducerStateManager
+from odradek.broker.replica.log_dir_mover import copy_batches, divergence, match_future
+from odradek.storage.log import Log
+from odradek.storage.log_manager import LogManager
+from odradek.storage.producer_state import ProducerStateManager
 
 TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
 PID = 42
@@ -206,9 +206,9 @@ def test_a_preferred_dir_takes_the_partition_made_later_and_deleting_takes_the_f
 
 def test_a_moving_partition_is_not_compacted_and_its_cleaner_checkpoint_follows_it(tmp_path: Path) -> None:
     """Kafka's abortAndPauseCleaning / resumeCleaning and alterCheckpointDir around a move."""
-    from protocol.records import Record, encode_batch
-    from storage.cleaner import CleanerConfig, LogCleaner
-    from storage.log_config import LogConfig
+    from odradek.protocol.records import Record, encode_batch
+    from odradek.storage.cleaner import CleanerConfig, LogCleaner
+    from odradek.storage.log_config import LogConfig
 
     dirs = [tmp_path / "d0", tmp_path / "d1"]
     config = LogConfig(segment_bytes=700, segment_index_bytes=1024, index_interval_bytes=100, file_delete_delay_ms=0,

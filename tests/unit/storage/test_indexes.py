@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.index_file import CorruptIndexError
-from storage.offset_index import OffsetIndex
-from storage.time_index import TimeIndex
+from odradek.storage.index_file import CorruptIndexError
+from odradek.storage.offset_index import OffsetIndex
+from odradek.storage.time_index import TimeIndex
 
 
 def test_offset_index_append_lookup_truncate(tmp_path):
@@ -110,7 +110,7 @@ def test_time_index_sanity_check(tmp_path):
     idx.close()
 
 
-# -- entries held in memory until a page fills (storage.index_file, "Writes") ----------------------
+# -- entries held in memory until a page fills (odradek.storage.index_file, "Writes") ----------------------
 
 def _position(rel: int) -> int:
     return rel * 10 + 7  # never 0: an entry read from unwritten (zero) file bytes would show

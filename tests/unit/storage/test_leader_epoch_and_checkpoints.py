@@ -2,9 +2,9 @@ import uuid
 
 import pytest
 
-from storage.checkpoint_file import CheckpointFormatError, read_checkpoint, write_checkpoint
-from storage.leader_epoch_cache import LeaderEpochCache
-from storage.partition_metadata import (
+from odradek.storage.checkpoint_file import CheckpointFormatError, read_checkpoint, write_checkpoint
+from odradek.storage.leader_epoch_cache import LeaderEpochCache
+from odradek.storage.partition_metadata import (
     read_partition_metadata,
     topic_id_from_str,
     topic_id_to_str,

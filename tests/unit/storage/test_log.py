@@ -5,11 +5,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from log_test_helpers import batch, open_log, read_all, small_config, values_of
 
-from protocol.batch_header import parse_header
-from protocol.checksum import crc32c
-from protocol.errors import ErrorCode
-from protocol.records import LOG_APPEND_TIME, decode_batch
-from storage.errors import (
+from odradek.protocol.batch_header import parse_header
+from odradek.protocol.checksum import crc32c
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import LOG_APPEND_TIME, decode_batch
+from odradek.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
@@ -17,11 +17,11 @@ from storage.errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
-from storage.log import DuplicateBatch, Log
-from storage.log_config import LogConfig
-from storage.partition_metadata import read_partition_metadata
-from storage.producer_state_contract import NoProducerState
-from storage.results import AppendInfo
+from odradek.storage.log import DuplicateBatch, Log
+from odradek.storage.log_config import LogConfig
+from odradek.storage.partition_metadata import read_partition_metadata
+from odradek.storage.producer_state_contract import NoProducerState
+from odradek.storage.results import AppendInfo
 
 
 @pytest.fixture
@@ -430,7 +430,7 @@ def test_the_high_watermark_callable_is_read_under_the_lock_and_capped_at_the_lo
 
 
 def test_deleting_every_segment_keeps_producer_state_and_survives_a_restart(tmp_path):
-    from storage.producer_state import ProducerStateManager
+    from odradek.storage.producer_state import ProducerStateManager
 
     dir = tmp_path / "t-0"
     log = open_log(dir, small_config(retention_ms=1000), producer_state=ProducerStateManager(dir))
@@ -517,7 +517,7 @@ def test_end_offset_for_epoch(log):
 
 
 def test_replication_append_keeps_offsets(log):
-    from protocol.records import Record, encode_batch
+    from odradek.protocol.records import Record, encode_batch
     raw = encode_batch([Record(timestamp=1, value=b"x")] * 2, base_offset=0, partition_leader_epoch=9)
     info = log.append(raw, leader_epoch=-1, assign_offsets=False)
     assert (info.first_offset, info.last_offset) == (0, 1) and log.epoch_cache.entries == [(9, 0)]

@@ -1,8 +1,8 @@
 import pytest
 
-from protocol.errors import ErrorCode
-from storage.errors import InvalidConfigError
-from storage.log_config import LONG_MAX, TOPIC_CONFIGS, LogConfig
+from odradek.protocol.errors import ErrorCode
+from odradek.storage.errors import InvalidConfigError
+from odradek.storage.log_config import LONG_MAX, TOPIC_CONFIGS, LogConfig
 
 
 def test_defaults_are_kafkas():

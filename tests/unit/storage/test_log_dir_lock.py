@@ -1,4 +1,4 @@
-"""storage.log_dir_lock: the ``.lock`` of a data dir, held by one open file at a time."""
+"""odradek.storage.log_dir_lock: the ``.lock`` of a data dir, held by one open file at a time."""
 
 import os
 import subprocess
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from storage.log_dir_lock import LOCK_FILE_NAME, LogDirInUseError, LogDirLocks
+from odradek.storage.log_dir_lock import LOCK_FILE_NAME, LogDirInUseError, LogDirLocks
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -72,7 +72,7 @@ def test_a_dir_named_twice_or_through_a_symlink_is_locked_once(tmp_path: Path) -
 def test_the_holder_is_another_process_named_by_its_pid_and_its_death_frees_the_dir(tmp_path: Path) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from pathlib import Path; from storage.log_dir_lock import LogDirLocks; "
+         "import sys, time; from pathlib import Path; from odradek.storage.log_dir_lock import LogDirLocks; "
          "locks = LogDirLocks.acquire([Path(sys.argv[1])]); print('locked', flush=True); time.sleep(60)",
          str(tmp_path)],
         stdout=subprocess.PIPE, text=True, cwd=REPO)

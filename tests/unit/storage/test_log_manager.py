@@ -3,9 +3,9 @@ import os
 import pytest
 from log_test_helpers import batch, read_all, small_config
 
-from protocol.errors import ErrorCode
-from storage.errors import KafkaStorageError, LogDirOfflineError
-from storage.log_manager import LogManager
+from odradek.protocol.errors import ErrorCode
+from odradek.storage.errors import KafkaStorageError, LogDirOfflineError
+from odradek.storage.log_manager import LogManager
 
 
 def _manager(tmp_path, n_dirs=2, **kwargs):
@@ -189,7 +189,7 @@ def test_loading_many_partitions_logs_progress_and_a_summary(tmp_path, caplog):
     progress_interval_s, then one summary line; a short interval makes every partition report."""
     import logging
 
-    caplog.set_level(logging.INFO, logger="storage.log_manager")
+    caplog.set_level(logging.INFO, logger="odradek.storage.log_manager")
     mgr, dirs = _manager(tmp_path, n_dirs=1)
     # A first start on a new, empty dir is not reported as an unclean shutdown.
     assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("Loaded 0 partitions")
@@ -198,11 +198,11 @@ def test_loading_many_partitions_logs_progress_and_a_summary(tmp_path, caplog):
     for p in range(12):
         mgr.get_or_create_log("t", p).append(batch(3, value_size=200), leader_epoch=0)
     mgr.flush_dirty()  # no shutdown(): the next start-up is an unclean one that recovers
-    caplog.set_level(logging.INFO, logger="storage.log_manager")
+    caplog.set_level(logging.INFO, logger="odradek.storage.log_manager")
     mgr2 = LogManager(dirs, small_config(), node_id=1, cluster_id="abc", progress_interval_s=0.0)
     mgr2.startup()
     try:
-        messages = [r.getMessage() for r in caplog.records if r.name == "storage.log_manager"]
+        messages = [r.getMessage() for r in caplog.records if r.name == "odradek.storage.log_manager"]
         progress = [m for m in messages if m.startswith("Loading logs in")]
         assert len(progress) == 11  # every partition but the last; the summary covers the last
         assert "recovering" in progress[0] and "1/12 partitions" in progress[0] and "MB/s" in progress[0]
@@ -216,7 +216,7 @@ def test_loading_many_partitions_logs_progress_and_a_summary(tmp_path, caplog):
     mgr3 = LogManager(dirs, small_config(), node_id=1, cluster_id="abc")  # default interval: 10 s
     mgr3.startup()
     mgr3.shutdown()
-    messages = [r.getMessage() for r in caplog.records if r.name == "storage.log_manager"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "odradek.storage.log_manager"]
     assert not [m for m in messages if m.startswith("Loading logs in")]
     assert [m for m in messages if m.startswith("Loaded 12 partitions") and "(clean shutdown)" in m]
 

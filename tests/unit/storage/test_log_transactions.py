@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from protocol.batch_header import parse_header
-from protocol.errors import ErrorCode, KafkaApiError
-from protocol.records import (
+from odradek.protocol.batch_header import parse_header
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.protocol.records import (
     ControlRecordType,
     decode_batch,
     decode_end_txn_marker,
     encode_end_txn_marker_batch,
 )
-from storage.log import Log
-from storage.producer_state import ProducerStateManager
-from storage.txn_index import ENTRY_SIZE, AbortedTxn
+from odradek.storage.log import Log
+from odradek.storage.producer_state import ProducerStateManager
+from odradek.storage.txn_index import ENTRY_SIZE, AbortedTxn
 from tests.unit.storage.log_test_helpers import batch, read_all, small_config
 
 NOW = 1_700_000_000_000
@@ -284,11 +284,11 @@ def test_clean_reopen_keeps_open_transactions(tmp_path: Path) -> None:
 
 
 def test_compaction_removes_aborted_data_and_keeps_markers_until_their_horizon(tmp_path: Path) -> None:
-    from protocol.records import Record, encode_batch
-    from storage.cleaner import LogCleaner
-    from storage.log_config import LogConfig
-    from storage.log_manager import LogManager
-    from storage.producer_state import producer_state_factory
+    from odradek.protocol.records import Record, encode_batch
+    from odradek.storage.cleaner import LogCleaner
+    from odradek.storage.log_config import LogConfig
+    from odradek.storage.log_manager import LogManager
+    from odradek.storage.producer_state import producer_state_factory
 
     config = LogConfig(segment_bytes=1 << 20, segment_index_bytes=1024, index_interval_bytes=100,
                        file_delete_delay_ms=0, cleanup_policy="compact", min_cleanable_dirty_ratio=0.01,

@@ -1,4 +1,4 @@
-"""storage.producer_state: Kafka 4.0's idempotent-producer rules, snapshots on real files,
+"""odradek.storage.producer_state: Kafka 4.0's idempotent-producer rules, snapshots on real files,
 corrupt snapshots, truncation and expiry."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from protocol.batch_header import BatchHeader, parse_header, set_base_offset, set_log_append_time
-from protocol.checksum import crc32c
-from protocol.errors import ErrorCode
-from protocol.records import Record, encode_batch, encode_end_txn_marker_batch
-from storage.producer_state import (
+from odradek.protocol.batch_header import BatchHeader, parse_header, set_base_offset, set_log_append_time
+from odradek.protocol.checksum import crc32c
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import Record, encode_batch, encode_end_txn_marker_batch
+from odradek.storage.producer_state import (
     DuplicateBatch,
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
@@ -103,7 +103,7 @@ def test_duplicate_of_each_of_last_five_batches(psm: ProducerStateManager) -> No
     for i, header in enumerate(headers[1:], start=1):
         duplicate = psm.check_append(header)
         assert duplicate == DuplicateBatch(100 + i * 2, 101 + i * 2, TS + i)
-        assert duplicate.log_append_time == TS + i  # the name storage.log reads
+        assert duplicate.log_append_time == TS + i  # the name odradek.storage.log reads
     # The first batch has left the five-batch window: its retry is out of order, not a duplicate.
     with pytest.raises(OutOfOrderSequenceError):
         psm.check_append(headers[0])

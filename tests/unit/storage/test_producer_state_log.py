@@ -9,10 +9,10 @@ import time
 import pytest
 from log_test_helpers import small_config
 
-from protocol.records import Record, encode_batch
-from storage.log import Log, _flusher
-from storage.log_manager import LogManager
-from storage.producer_state import (
+from odradek.protocol.records import Record, encode_batch
+from odradek.storage.log import Log, _flusher
+from odradek.storage.log_manager import LogManager
+from odradek.storage.producer_state import (
     OutOfOrderSequenceError,
     ProducerStateManager,
     decode_snapshot,

@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from protocol.batch_header import CONTROL_BIT, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT, parse_header
-from protocol.compression import compress, decompress
-from protocol.errors import ErrorCode, KafkaApiError
-from protocol.records import Record, RecordBatch, decode_batch, encode_batch, iter_batches
-from storage.log import Log
-from storage.log_config import LogConfig
-from storage.producer_state import ProducerStateManager
-from storage.recompression import CODEC_IDS
+from odradek.protocol.batch_header import CONTROL_BIT, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT, parse_header
+from odradek.protocol.compression import compress, decompress
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.protocol.records import Record, RecordBatch, decode_batch, encode_batch, iter_batches
+from odradek.storage.log import Log
+from odradek.storage.log_config import LogConfig
+from odradek.storage.producer_state import ProducerStateManager
+from odradek.storage.recompression import CODEC_IDS
 from tests.support.bad_batches import catalogue, record, wrap
 
 NOW = 1_700_000_000_000

@@ -11,11 +11,11 @@ import tracemalloc
 import pytest
 from log_test_helpers import batch, open_log, read_all, small_config
 
-from protocol.records import Record, decode_batch, encode_batch
-from storage.cleaner import LogCleaner
-from storage.errors import RecordTooLargeError, StorageError
-from storage.log_config import LogConfig
-from storage.log_manager import LogManager
+from odradek.protocol.records import Record, decode_batch, encode_batch
+from odradek.storage.cleaner import LogCleaner
+from odradek.storage.errors import RecordTooLargeError, StorageError
+from odradek.storage.log_config import LogConfig
+from odradek.storage.log_manager import LogManager
 from tests.support.bad_batches import MESSAGE_TOO_LARGE, catalogue, gzip_bomb, record, wrap
 
 CODECS = [0, 1, 2, 3, 4]

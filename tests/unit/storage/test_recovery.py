@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from log_test_helpers import batch, open_log, read_all, small_config
 
-from storage.log import Log
+from odradek.storage.log import Log
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -163,7 +163,7 @@ WRITER = textwrap.dedent("""
     import sys, os
     sys.path.insert(0, {repo!r}); sys.path.insert(0, {tests!r})
     from log_test_helpers import batch, small_config
-    from storage.log import Log
+    from odradek.storage.log import Log
     log = Log.open({dir!r}, small_config(segment_bytes=64 * 1024, segment_index_bytes=4096))
     i = 0
     while True:
@@ -199,8 +199,8 @@ FAULTY = textwrap.dedent("""
     import sys, os, json, resource, signal
     sys.path.insert(0, {repo!r}); sys.path.insert(0, {tests!r})
     from log_test_helpers import batch, small_config
-    from storage.log import Log
-    from storage.errors import LogDirOfflineError, KafkaStorageError
+    from odradek.storage.log import Log
+    from odradek.storage.errors import LogDirOfflineError, KafkaStorageError
     failed_dirs = []
     log = Log.open({dir!r}, small_config(segment_bytes=1 << 20, segment_index_bytes=4096),
                    on_dir_failure=failed_dirs.append)
