@@ -51,6 +51,10 @@ and consume figure carries the broker's CPU-seconds per GB moved (process CPU ti
 of the run): on a machine where the Java clients use most of the CPU it is the fairest efficiency
 figure.
 
+``--many-core`` runs the many-core mode instead (bench/many_core.py: brokers and clients pinned to
+disjoint cores, Kafka 4.4 against Odradek as 1 process, N processes and 3 processes with RF=3); the
+other arguments are that mode's.
+
 Who may call it: the command line (one process; it owns both brokers and stops them on exit).
 """
 
@@ -363,6 +367,11 @@ def machine_info() -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--many-core" in argv:  # its own mode with its own options (bench/many_core.py)
+        from bench import many_core
+
+        return many_core.main([a for a in argv if a != "--many-core"])
     ap = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="one short run of the main cases (< 5 minutes)")
     ap.add_argument("--runs", type=int, help="runs per case (default 3, --quick 1)")
