@@ -485,7 +485,7 @@ class MessageCodec:
             self._decode = produce_codec.native_decoder(name, version) or self._decode
             self._encode = produce_codec.native_encoder(name, version, self._encode) or self._encode
         self._fields: list = spec["fields"]
-        self._element_encoders: dict[tuple[str, ...], Callable[[dict], Encoded]] = {}
+        self._element_encoders: dict[tuple[str, ...], Callable[[Mapping[str, Any]], Encoded]] = {}
         self._element_decoders: dict[tuple[str, ...], Callable] = {}
 
     def _struct_array_fields(self, path: tuple[str, ...]) -> list:
@@ -519,7 +519,7 @@ class MessageCodec:
         self._element_decoders[path] = decode_element
         return decode_element
 
-    def element_encoder(self, *path: str) -> Callable[[dict], Encoded]:
+    def element_encoder(self, *path: str) -> Callable[[Mapping[str, Any]], Encoded]:
         """A function encoding one element of the struct array at ``path`` (field names from the
         message root, e.g. ("topics",)) to :class:`Encoded` bytes, which this codec's encoder copies
         verbatim when it meets them in that array."""
@@ -531,7 +531,7 @@ class MessageCodec:
         fn_name = comp.compile_encoder(fields)
         encode_fields: Callable = comp.build()[fn_name]
 
-        def encode_element(element: dict) -> Encoded:
+        def encode_element(element: Mapping[str, Any]) -> Encoded:
             out = bytearray()
             regions: list = []
             encode_fields(element, out, regions)
@@ -553,10 +553,10 @@ class MessageCodec:
         except (struct.error, IndexError, ValueError, UnicodeDecodeError, OverflowError, MemoryError) as exc:
             raise DecodeError(f"malformed {self.name} v{self.version}: {exc}") from None
 
-    def encode_into(self, message: dict, out: bytearray, regions: list | None = None) -> None:
+    def encode_into(self, message: Mapping[str, Any], out: bytearray, regions: list | None = None) -> None:
         self._encode(message, out, regions if regions is not None else [])
 
-    def encode(self, message: dict) -> bytes:
+    def encode(self, message: Mapping[str, Any]) -> bytes:
         out = bytearray()
         regions: list = []
         self._encode(message, out, regions)

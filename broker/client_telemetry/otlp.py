@@ -62,7 +62,7 @@ class Decoded:
     skipped: int = 0  # metrics of a kind not read (histograms, summaries)
 
 
-def decompress_payload(codec: int, payload: bytes | memoryview, max_bytes: int) -> bytes | bytearray:
+def decompress_payload(codec: int, payload: bytes | bytearray | memoryview, max_bytes: int) -> bytes | bytearray:
     """The MetricsData bytes of a payload (Kafka's PushTelemetryRequest.metricsData)."""
     if codec == 0:
         return bytes(payload)
@@ -95,7 +95,7 @@ def _number(point: NumberDataPoint) -> float:
     return float(point.as_int) if point.WhichOneof("value") == "as_int" else point.as_double
 
 
-def decode(codec: int, payload: bytes | memoryview, max_bytes: int) -> Decoded:
+def decode(codec: int, payload: bytes | bytearray | memoryview, max_bytes: int) -> Decoded:
     """The data points of one push (module docstring: what is read)."""
     raw = decompress_payload(codec, payload, max_bytes)
     try:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.config.broker_config import (
     BrokerConfig,
@@ -40,6 +40,9 @@ from odradek.broker.config.broker_config import (
 )
 from odradek.storage.errors import InvalidConfigError
 from odradek.storage.log_config import TOPIC_CONFIGS, LogConfig
+
+if TYPE_CHECKING:
+    from odradek.protocol.messages import DescribeConfigsResourceResult
 
 Synonym = tuple[str, "str | None", ConfigSource]
 
@@ -282,7 +285,7 @@ def is_sensitive(config: BrokerConfig, name: str) -> bool:
     return is_secret_key(name, config.definitions)
 
 
-def entry_to_wire(entry: ConfigEntry, include_synonyms: bool, include_documentation: bool) -> dict[str, Any]:
+def entry_to_wire(entry: ConfigEntry, include_synonyms: bool, include_documentation: bool) -> DescribeConfigsResourceResult:
     """A DescribeConfigsResourceResult dict (newest shape)."""
     return {
         "name": entry.name,

@@ -14,7 +14,7 @@ from. Owned by the handler loop, like the image.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from odradek.protocol.codec import Encoded, codec
@@ -45,7 +45,7 @@ class TopicMetadataCache:
         self._entries: dict[tuple[str, int, bool], Encoded] = {}
 
     def entry(self, image: VersionedImage, version: int, include_ops: bool, topic: NamedTopic,
-              build: Callable[[], dict[str, Any]]) -> Encoded:
+              build: Callable[[], Mapping[str, Any]]) -> Encoded:
         """The encoded entry of ``topic`` for this image; ``build()`` makes it when missing."""
         if image is not self._image or image.offset != self._offset:
             self._image, self._offset = image, image.offset

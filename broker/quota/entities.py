@@ -21,6 +21,7 @@ Rules (Kafka's ClientQuotaControlManager and ClientQuotaImage.describe, same mes
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from odradek.controller.client_quotas import (
     CLIENT_ID,
@@ -32,6 +33,9 @@ from odradek.controller.client_quotas import (
     make_entity,
 )
 
+if TYPE_CHECKING:
+    from odradek.protocol.messages import ComponentData
+
 __all__ = ["CLIENT_ID", "IP", "USER", "Entity", "QuotaRequestError", "make_entity", "matches", "parse_filter",
            "resolve"]
 
@@ -40,7 +44,7 @@ MATCH_DEFAULT = 1
 MATCH_SPECIFIED = 2
 
 
-def parse_filter(components: list[dict]) -> tuple[dict[str, str | None], set[str]]:
+def parse_filter(components: list[ComponentData]) -> tuple[dict[str, str | None], set[str]]:
     """Rule 2: (exact matches incl. defaults, types matched by any name); raises QuotaRequestError
     (UNSUPPORTED_VERSION, 35, for an unknown type or match type, as Kafka)."""
     exact: dict[str, str | None] = {}

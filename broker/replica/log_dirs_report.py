@@ -17,13 +17,14 @@ from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.replica.partition import Partition
+    from odradek.protocol.messages import DescribeLogDirsPartition, DescribeLogDirsResult
     from odradek.storage.log_manager import LogManager
 
 TopicPartition = tuple[str, int]
 
 
 def describe_log_dirs(log_manager: LogManager, partitions: Mapping[TopicPartition, Partition],
-                      wanted: dict[str, set[int]] | None) -> list[dict[str, Any]]:
+                      wanted: dict[str, set[int]] | None) -> list[DescribeLogDirsResult]:
     """Blocking (statvfs and segment sizes; the IO pool runs it): each log dir with the
     partitions it holds, as DescribeLogDirs answers. ``wanted`` None means every partition.
 
@@ -43,7 +44,7 @@ def describe_log_dirs(log_manager: LogManager, partitions: Mapping[TopicPartitio
     futures = lm.future_logs()
     for tp, (d, lg) in futures.items():
         by_dir.setdefault(d, []).append((tp, lg))
-    results: list[dict[str, Any]] = []
+    results: list[DescribeLogDirsResult] = []
     offline = lm.offline_dirs
     for log_dir, logs in sorted(by_dir.items()):
         path = str(os.path.abspath(log_dir))
@@ -51,7 +52,7 @@ def describe_log_dirs(log_manager: LogManager, partitions: Mapping[TopicPartitio
             results.append({"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "log_dir": path, "topics": [],
                             "total_bytes": -1, "usable_bytes": -1, "is_cordoned": False})
             continue
-        topics: dict[str, list[dict[str, Any]]] = {}
+        topics: dict[str, list[DescribeLogDirsPartition]] = {}
         for (topic, index), lg in sorted(logs, key=lambda item: item[0]):
             if wanted is not None and index not in wanted.get(topic, ()):
                 continue

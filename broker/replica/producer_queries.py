@@ -9,12 +9,15 @@ answers as one with no producers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.storage.producer_state import InvalidProducerEpochError, ProducerStateManager
 
+if TYPE_CHECKING:
+    from odradek.protocol.messages import ProducerState
 
-def active_producers(state: Any) -> list[dict[str, int]]:
+
+def active_producers(state: Any) -> list[ProducerState]:
     """DescribeProducers: the producer state of a partition (Kafka's Partition.activeProducerState),
     in the response's field names."""
     if not isinstance(state, ProducerStateManager):

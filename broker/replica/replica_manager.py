@@ -79,6 +79,7 @@ from odradek.storage.results import EMPTY_SLICE, AppendInfo
 if TYPE_CHECKING:
     from odradek.broker.config.broker_config import BrokerConfig
     from odradek.broker.runtime.metrics import BrokerMetrics
+    from odradek.protocol.messages import DescribeLogDirsResult, ProducerState
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +256,7 @@ class ReplicaManager:
 
     # -- producer state (DescribeProducers, transactions) -----------------------------------
 
-    def active_producers(self, topic: str, partition: int) -> list[dict[str, int]]:
+    def active_producers(self, topic: str, partition: int) -> list[ProducerState]:
         """DescribeProducers' rows of a partition led here (broker/replica/producer_queries.py)."""
         return producer_queries.active_producers(self.leader_partition(topic, partition).log.producer_state)
 
@@ -680,6 +681,6 @@ class ReplicaManager:
 
     # -- log dirs ---------------------------------------------------------------------------
 
-    def describe_log_dirs(self, wanted: dict[str, set[int]] | None) -> list[dict[str, Any]]:
+    def describe_log_dirs(self, wanted: dict[str, set[int]] | None) -> list[DescribeLogDirsResult]:
         """Blocking (the IO pool runs it): DescribeLogDirs' answer, see broker/replica/log_dirs_report.py."""
         return describe_log_dirs(self.log_manager, self.partitions, wanted)
