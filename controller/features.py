@@ -35,13 +35,16 @@ transaction.version                0-2        1: ``__transaction_state`` values 
                                               picks them from the finalized level.
 eligible.leader.replicas.version   0          KIP-966's ELR is not kept (partitions list no ELR).
 share.version                      0          share groups (KIP-932) are not served.
-streams.version                    0          streams groups (KIP-1071) are not served.
+streams.version                    0-1        1: streams groups (KIP-1071: StreamsGroupHeartbeat,
+                                              StreamsGroupDescribe), which answer UNSUPPORTED_VERSION
+                                              at 0, as Kafka's KafkaApis; Kafka Streams 4.4 with
+                                              group.protocol=streams needs it.
 kraft.version                      0          KIP-853's KRaft quorum protocol: Odradek's metadata
                                               quorum is etcd, not KRaft.
 =================================  =========  ==========================================================
 
 A feature whose highest supported level is 0 is not advertised (Kafka's BrokerFeatures leaves out
-a feature whose maximum is 0): share groups, streams groups and ELR stay off in clients' eyes.
+a feature whose maximum is 0): share groups and ELR stay off in clients' eyes.
 
 ``odradek.metadata.format`` (odradek.controller.metadata_format) is a FeatureLevelRecord too, but Odradek's
 own: the controller raises it by itself when every broker can read the next format, and it must
@@ -53,7 +56,7 @@ Bootstrap: a new cluster is formatted at Kafka 4.4's defaults for a new cluster 
 version-mapping of 4.4-IV2: transaction.version 2, group.version 1, eligible.leader.replicas.version
 1, share.version 2, streams.version 1, kraft.version 1), each capped at the highest level Odradek
 supports and left out at 0 (``BOOTSTRAP``: metadata.version 33, group.version 1, transaction.version
-2). A store written before feature levels existed (0.1.0: metadata format level 1, no
+2, streams.version 1). A store written before feature levels existed (0.1.0: metadata format level 1, no
 FeatureLevelRecord of a Kafka feature) behaved as ``PRE_FEATURE_LEVELS`` (KIP-848 served,
 TransactionLogValue v0): those levels are what ``finalized`` reports for it, and what the controller
 writes once the store may hold them (when it raises the metadata format to FEATURE_LEVELS), so
@@ -84,6 +87,7 @@ SUPPORTED: Mapping[str, tuple[int, int]] = {
     METADATA_VERSION: (METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL),
     GROUP_VERSION: (0, 1),
     TRANSACTION_VERSION: (0, 2),
+    STREAMS_VERSION: (0, 1),
 }
 
 # Every feature Kafka 4.4 knows (Feature.FEATURES, its test features included, and metadata.version):
@@ -144,6 +148,12 @@ def consumer_group_protocol(features: Mapping[str, int]) -> bool:
     """KIP-848's consumer group protocol is served (Kafka's GroupVersion.isConsumerRebalanceProtocolSupported);
     without it ConsumerGroupHeartbeat and ConsumerGroupDescribe answer UNSUPPORTED_VERSION (KafkaApis)."""
     return level(features, GROUP_VERSION) >= 1
+
+
+def streams_group_protocol(features: Mapping[str, int]) -> bool:
+    """Streams groups are served (Kafka's StreamsVersion.streamsGroupSupported: streams.version 1 or
+    more); without them StreamsGroupHeartbeat and StreamsGroupDescribe answer UNSUPPORTED_VERSION."""
+    return level(features, STREAMS_VERSION) >= 1
 
 
 def transaction_version(features: Mapping[str, int]) -> int:

@@ -727,6 +727,31 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("group.consumer.assignors", _LI, ["uniform", "range"], None, _M,
        "Server-side assignors for KIP-848 groups, first = default. Kafka's default names the classes "
        "UniformAssignor and RangeAssignor; Odradek accepts their short names."),
+    # Streams groups (KIP-1071, Kafka 4.4's GroupCoordinatorConfig; broker/group/streams_group.py).
+    _d("group.streams.session.timeout.ms", _I, 45000, _at_least(1), _M, "Streams group member session timeout."),
+    _d("group.streams.min.session.timeout.ms", _I, 45000, _at_least(1), _M,
+       "Minimum streams group session timeout: group.streams.session.timeout.ms below it stops start-up."),
+    _d("group.streams.max.session.timeout.ms", _I, 60000, _at_least(1), _M,
+       "Maximum streams group session timeout: group.streams.session.timeout.ms above it stops start-up."),
+    _d("group.streams.heartbeat.interval.ms", _I, 5000, _at_least(1), _M, "Streams group heartbeat interval."),
+    _d("group.streams.min.heartbeat.interval.ms", _I, 5000, _at_least(1), _M,
+       "Minimum streams group heartbeat interval: group.streams.heartbeat.interval.ms below it stops start-up."),
+    _d("group.streams.max.heartbeat.interval.ms", _I, 15000, _at_least(1), _M,
+       "Maximum streams group heartbeat interval: group.streams.heartbeat.interval.ms above it stops start-up."),
+    _d("group.streams.max.size", _I, INT_MAX, _at_least(1), _M, "Maximum members (stream threads) of a streams group."),
+    _d("group.streams.num.standby.replicas", _I, 0, _at_least(0), _M, "Standby replicas of each stateful task."),
+    _d("group.streams.max.standby.replicas", _I, 2, _at_least(0), _M,
+       "Bound of group.streams.num.standby.replicas (and, in Kafka, of its per-group config)."),
+    _d("group.streams.initial.rebalance.delay.ms", _I, 3000, _at_least(0), _M,
+       "How long a new streams group waits for more members before its first assignment."),
+    _d("group.streams.assignors", _LI, ["sticky"], ValidList(("sticky",)), _M,
+       "Server-side task assignors of streams groups; Kafka's one built-in assignor, sticky."),
+    _d("group.streams.task.offset.interval.ms", _I, 60000, _at_least(1), _M,
+       "How often members report their tasks' changelog offsets (answered in each heartbeat)."),
+    _d("group.streams.min.task.offset.interval.ms", _I, 15000, _at_least(1), _M,
+       "Minimum of group.streams.task.offset.interval.ms."),
+    _d("group.streams.acceptable.recovery.lag", _LG, 10000, _at_least(0), _M,
+       "The lag (offsets) below which a member counts as caught up on a task (answered in each heartbeat)."),
     _d("offset.metadata.max.bytes", _I, 4096, None, _H, "Largest metadata string of a committed offset."),
     _d("offsets.load.buffer.size", _I, 5 * 1024 * 1024, _at_least(1), _H, "Read size when loading offsets."),
     _d("offsets.topic.num.partitions", _I, 50, _at_least(1), _H, "Partitions of __consumer_offsets."),
@@ -1371,6 +1396,27 @@ class BrokerConfig(Mapping[str, Any]):
                 raise ConfigError(f"{key} ({v[key]}) must be less than or equal to {hi} ({v[hi]})")
         if v["group.consumer.heartbeat.interval.ms"] >= v["group.consumer.session.timeout.ms"]:
             raise ConfigError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+        # Kafka's GroupCoordinatorConfig requirements of the streams group settings.
+        for key, lo, hi in (
+            ("group.streams.session.timeout.ms", "group.streams.min.session.timeout.ms",
+             "group.streams.max.session.timeout.ms"),
+            ("group.streams.heartbeat.interval.ms", "group.streams.min.heartbeat.interval.ms",
+             "group.streams.max.heartbeat.interval.ms"),
+        ):
+            if v[hi] < v[lo]:
+                raise ConfigError(f"{hi} must be greater than or equal to {lo}")
+            if v[key] < v[lo]:
+                raise ConfigError(f"{key} must be greater than or equal to {lo}")
+            if v[key] > v[hi]:
+                raise ConfigError(f"{key} must be less than or equal to {hi}")
+        if v["group.streams.heartbeat.interval.ms"] >= v["group.streams.session.timeout.ms"]:
+            raise ConfigError("group.streams.heartbeat.interval.ms must be less than group.streams.session.timeout.ms")
+        if v["group.streams.num.standby.replicas"] > v["group.streams.max.standby.replicas"]:
+            raise ConfigError("group.streams.num.standby.replicas must be less than or equal to "
+                              "group.streams.max.standby.replicas")
+        if v["group.streams.task.offset.interval.ms"] < v["group.streams.min.task.offset.interval.ms"]:
+            raise ConfigError("group.streams.task.offset.interval.ms must be greater than or equal to "
+                              "group.streams.min.task.offset.interval.ms")
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from odradek.broker.group.classic_group import ClassicGroup
     from odradek.broker.group.consumer_group import ConsumerGroup
     from odradek.broker.group.shard import GroupShard
+    from odradek.broker.group.streams_group import StreamsGroup
     from odradek.controller.image import MetadataImage
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -59,6 +60,14 @@ class GroupConfig:
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     write_timeout_ms: int = 5000  # offsets.commit.timeout.ms: Kafka's timeout of every coordinator write
+    streams_session_timeout_ms: int = 45_000
+    streams_heartbeat_interval_ms: int = 5000
+    streams_max_size: int = 2**31 - 1
+    streams_num_standby_replicas: int = 0
+    streams_initial_rebalance_delay_ms: int = 3000
+    streams_task_offset_interval_ms: int = 60_000
+    streams_acceptable_recovery_lag: int = 10_000
+    streams_assignors: tuple[str, ...] = ("sticky",)
 
     @classmethod
     def from_broker_config(cls, cfg: BrokerConfig) -> GroupConfig:
@@ -78,6 +87,14 @@ class GroupConfig:
             consumer_max_size=cfg["group.consumer.max.size"],
             consumer_assignors=tuple(cfg["group.consumer.assignors"]),
             write_timeout_ms=cfg["offsets.commit.timeout.ms"],
+            streams_session_timeout_ms=cfg["group.streams.session.timeout.ms"],
+            streams_heartbeat_interval_ms=cfg["group.streams.heartbeat.interval.ms"],
+            streams_max_size=cfg["group.streams.max.size"],
+            streams_num_standby_replicas=cfg["group.streams.num.standby.replicas"],
+            streams_initial_rebalance_delay_ms=cfg["group.streams.initial.rebalance.delay.ms"],
+            streams_task_offset_interval_ms=cfg["group.streams.task.offset.interval.ms"],
+            streams_acceptable_recovery_lag=cfg["group.streams.acceptable.recovery.lag"],
+            streams_assignors=tuple(cfg["group.streams.assignors"]),
         )
 
 
@@ -92,6 +109,7 @@ class GroupContext:
     time_ms: Callable[[], int]
     classic_groups: dict[str, ClassicGroup] = field(default_factory=dict)
     consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
+    streams_groups: dict[str, StreamsGroup] = field(default_factory=dict)  # KIP-1071 (streams_group.py)
     # (partition, group) -> the group moved into the partition and its state is not here yet
     # (broker/coordinator/migration.py); None: nothing moves.
     moving: Callable[[int, str], bool] | None = None

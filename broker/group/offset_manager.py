@@ -92,9 +92,9 @@ class OffsetManager:
         """Validate against the applied state, fill ``errors``, compute the records."""
         group: Any = self.classic.groups.get(group_id)
         create = False
-        cgroup = self.consumer.groups.get(group_id)
+        # A KIP-848 or KIP-1071 (streams) group: generation_id_or_member_epoch is the member epoch.
+        cgroup = self.consumer.groups.get(group_id) or self.ctx.streams_groups.get(group_id)
         if cgroup is not None:
-            # A KIP-848 group: generation_id_or_member_epoch is the member epoch.
             cgroup.validate_offset_commit(member_id, generation_id, api_version)
             group = cgroup
         elif group is None:
@@ -155,7 +155,7 @@ class OffsetManager:
         """
         self.ctx.check_coordinator(group_id)
         group: Any = self.classic.groups.get(group_id)
-        cgroup = self.consumer.groups.get(group_id)
+        cgroup = self.consumer.groups.get(group_id) or self.ctx.streams_groups.get(group_id)
         if cgroup is not None:
             cgroup.validate_offset_fetch(member_id, member_epoch)
             group = cgroup
@@ -186,7 +186,8 @@ class OffsetManager:
     def _delete_op(self, group_id: str, partitions: list[tuple[str, int]],
                    errors: list[ErrorCode]) -> CoordinatorResult[None]:
         # A KIP-848 group answers is_in / is_subscribed_to_topic / offsets like a classic one here.
-        group: Any = self.classic.groups.get(group_id) or self.consumer.groups.get(group_id)
+        group: Any = (self.classic.groups.get(group_id) or self.consumer.groups.get(group_id)
+                      or self.ctx.streams_groups.get(group_id))
         if group is None or group.is_in(GroupState.DEAD):
             raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND)
         if group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE) \

@@ -27,6 +27,7 @@ from odradek.broker.coordinator.rehash import LoadFilter
 from odradek.broker.coordinator.runtime import NO_PRODUCER_ID
 from odradek.broker.group import records as R
 from odradek.broker.group.consumer_group import ConsumerGroupLoader
+from odradek.broker.group.streams_group import StreamsGroupLoader
 from odradek.broker.group.context import OFFSETS_TOPIC
 from odradek.broker.group.txn_offsets import offsets_to_commit
 
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from odradek.broker.coordinator.migration import RehashMigrations
     from odradek.broker.group.classic_manager import ClassicGroupManager
     from odradek.broker.group.consumer_group import ConsumerGroupManager
+    from odradek.broker.group.streams_group import StreamsGroupManager
     from odradek.broker.group.txn_offsets import TxnOffsetManager
 
 log = logging.getLogger(__name__)
@@ -58,6 +60,9 @@ class GroupShard:
         self._consumer_loader = ConsumerGroupLoader(partition)
         self.migrations = migrations
         self._filter = None if migrations is None else LoadFilter(partition, migrations.partition_of, R.key_group_id)
+        # KIP-1071 streams groups (set by the coordinator; a loader-only shard may go without).
+        self.streams: StreamsGroupManager | None = None
+        self._streams_loader = StreamsGroupLoader(partition)
 
     def replay(self, offset: int, key: bytes | None, value: bytes | None,
                producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1) -> None:
@@ -67,6 +72,8 @@ class GroupShard:
             self._replay_transactional(offset, producer_id, key, value)
             return
         if self._consumer_loader.replay(key, value):  # KIP-848 records go to their loader
+            return
+        if self._streams_loader.replay(key, value):  # and KIP-1071 records to theirs
             return
         try:
             if key is None:
@@ -111,6 +118,9 @@ class GroupShard:
 
     def on_loaded(self) -> None:
         self.consumer.install_loaded(self.partition, self._consumer_loader.groups, self._offsets)  # takes its offsets
+        if self.streams is not None:
+            self.streams.install_loaded(self.partition, self._streams_loader.groups, self._offsets)
+        self._streams_loader = StreamsGroupLoader(self.partition)
         self.classic.install_loaded(self.partition, self._group_values, self._offsets)
         self._group_values, self._offsets = {}, {}
         self._consumer_loader = ConsumerGroupLoader(self.partition)
@@ -125,6 +135,8 @@ class GroupShard:
         if self.migrations is not None:
             self.migrations.on_unloaded(self.partition)
         self.consumer.unload(self.partition)
+        if self.streams is not None:
+            self.streams.unload(self.partition)
         self.classic.unload(self.partition)
         if self.txn_offsets is not None:
             self.txn_offsets.unload(self.partition)

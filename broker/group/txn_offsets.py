@@ -133,6 +133,11 @@ class TxnOffsetManager:
         member); a commit without them (generation -1) is always taken. A generation for a group
         the coordinator does not have is ILLEGAL_GENERATION, GROUP_ID_NOT_FOUND from v6 (KIP-1319),
         as Kafka 4.4's OffsetMetadataManager answers."""
+        streams = self.ctx.streams_groups.get(group_id)
+        if streams is not None:
+            # Kafka's StreamsGroup.validateOffsetCommit(isTransactional=true): the member and its epoch.
+            streams.validate_offset_commit(member_id, generation_id, api_version, transactional=True)
+            return
         group = self.classic.groups.get(group_id)
         if group is None and generation_id >= 0 and group_id not in self.consumer.groups:
             raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.ILLEGAL_GENERATION)
@@ -181,7 +186,7 @@ class TxnOffsetManager:
 
     def _commit(self, offsets: Pending) -> None:
         for g, tps in offsets.items():
-            target: Any = self.consumer.groups.get(g) or self.classic.groups.get(g)
+            target: Any = self.consumer.groups.get(g) or self.ctx.streams_groups.get(g) or self.classic.groups.get(g)
             if target is None:
                 target = self.classic.groups[g] = ClassicGroup(g, self.ctx.partition_for(g),
                                                               current_time_ms=self.ctx.time_ms())

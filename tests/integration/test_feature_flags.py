@@ -90,11 +90,12 @@ def test_api_versions_lists_supported_and_finalized_features(target: Target) -> 
         assert api_versions(c, 3)["finalized_features"] == v4["finalized_features"]
         if target.is_odradek:
             # Only what Odradek implements (controller/features.py); Kafka also lists kraft.version,
-            # share.version, streams.version and eligible.leader.replicas.version, and 7-33 for
+            # share.version and eligible.leader.replicas.version, and 7-33 for
             # metadata.version.
             assert supported == {"metadata.version": (33, 33), "group.version": (0, 1),
-                                 "transaction.version": (0, 2)}
-            assert levels == {"metadata.version": 33, "group.version": 1, "transaction.version": 2}
+                                 "transaction.version": (0, 2), "streams.version": (0, 1)}
+            assert levels == {"metadata.version": 33, "group.version": 1, "transaction.version": 2,
+                              "streams.version": 1}
         # The epoch is the metadata offset (Kafka's image offset): a level change moves it forward.
         before = v4["finalized_features_epoch"]
         assert before >= 0
@@ -171,7 +172,6 @@ def test_where_odradek_answers_otherwise(tmp_path: Path) -> None:
         for feature, level, kind, reason in [
             ("metadata.version", 32, SAFE, "Local controller 1 only supports versions 33"),
             ("share.version", 1, UPGRADE, "Local controller 1 does not support this feature."),
-            ("streams.version", 1, UPGRADE, "Local controller 1 does not support this feature."),
             ("eligible.leader.replicas.version", 1, UPGRADE, "Local controller 1 does not support this feature."),
             ("kraft.version", 1, UPGRADE, "Local controller 1 does not support this feature."),
         ]:
