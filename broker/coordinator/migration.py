@@ -21,7 +21,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from odradek.broker.coordinator.rehash import (
     LoadFilter,
@@ -53,7 +53,7 @@ class Installer(Protocol):
 
 
 class RehashMigrations:
-    def __init__(self, runtime: CoordinatorRuntime, reader: TwinReader, num_partitions: Callable[[], int],
+    def __init__(self, runtime: CoordinatorRuntime[Any], reader: TwinReader, num_partitions: Callable[[], int],
                  partition_of: Callable[[str], int], key_id: Callable[[bytes], str | None],
                  leader_epoch: Callable[[int], int], install: Installer) -> None:
         self.runtime = runtime

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.group.hashing import legacy_partition_for, partition_for
 from odradek.controller.metadata_format import COORDINATOR_REHASH
@@ -61,7 +61,7 @@ class LoadedRule:
     """The rule one coordinator's partitions were loaded under (``ids``: what it coordinates, for the
     log line); ``follow`` reloads them through its runtime when the level moved the rule."""
 
-    def __init__(self, metadata: MetadataView, runtime: CoordinatorRuntime, ids: str) -> None:
+    def __init__(self, metadata: MetadataView, runtime: CoordinatorRuntime[Any], ids: str) -> None:
         self._metadata = metadata
         self._runtime = runtime
         self._ids = ids

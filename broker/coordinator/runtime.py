@@ -54,7 +54,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from odradek.protocol.errors import ErrorCode, KafkaApiError
 from odradek.protocol.records import (
@@ -154,10 +154,10 @@ class _Context(Generic[S]):
         self.leader_epoch = leader_epoch
         self.shard = shard
         self.state = PartitionState.LOADING
-        self.queue: deque[tuple[Callable[[S], CoordinatorResult], asyncio.Future]] = deque()
+        self.queue: deque[tuple[Callable[[S], CoordinatorResult[Any]], asyncio.Future[Any]]] = deque()
         self.busy = False  # an operation's records are awaiting durability
         self.draining = False  # _drain is on the stack: a write queued by an apply waits its turn
-        self.load_task: asyncio.Task | None = None
+        self.load_task: asyncio.Task[None] | None = None
 
 
 class CoordinatorRuntime(Generic[S]):
@@ -296,7 +296,7 @@ class CoordinatorRuntime(Generic[S]):
             shard.replay(batch.base_offset if rec.offset is None else rec.offset, rec.key, rec.value,
                          producer_id, batch.producer_epoch)
 
-    def _load_done(self, ctx: _Context[S], task: asyncio.Task) -> None:
+    def _load_done(self, ctx: _Context[S], task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
             exc = task.exception()
             if isinstance(exc, KafkaApiError) and exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
@@ -361,7 +361,7 @@ class CoordinatorRuntime(Generic[S]):
             future.add_done_callback(lambda _f: timer.cancel())
         return future
 
-    def _time_out(self, future: asyncio.Future) -> None:
+    def _time_out(self, future: asyncio.Future[Any]) -> None:
         if not future.done():
             future.set_exception(CoordinatorWriteError(
                 ErrorCode.REQUEST_TIMED_OUT, f"the write to {self.topic} was not durable within {self.write_timeout_ms} ms"))
@@ -414,8 +414,8 @@ class CoordinatorRuntime(Generic[S]):
             ctx.busy = True
             durable.add_done_callback(functools.partial(self._on_durable_later, ctx, result, future))
 
-    def _on_durable_later(self, ctx: _Context[S], result: CoordinatorResult, future: asyncio.Future,
-                          durable: asyncio.Future) -> None:
+    def _on_durable_later(self, ctx: _Context[S], result: CoordinatorResult[Any], future: asyncio.Future[Any],
+                          durable: asyncio.Future[Any]) -> None:
         ctx.busy = False
         ctx.draining = True  # writes queued by the apply wait their turn behind the queue
         try:
@@ -424,8 +424,8 @@ class CoordinatorRuntime(Generic[S]):
         finally:
             ctx.draining = False
 
-    def _on_durable(self, ctx: _Context[S], result: CoordinatorResult, future: asyncio.Future,
-                    durable: asyncio.Future) -> None:
+    def _on_durable(self, ctx: _Context[S], result: CoordinatorResult[Any], future: asyncio.Future[Any],
+                    durable: asyncio.Future[Any]) -> None:
         # A caller that went away (its future cancelled) does not stop the apply: the records are
         # in the log, so memory must follow.
         if ctx.state is not PartitionState.ACTIVE:
@@ -443,7 +443,7 @@ class CoordinatorRuntime(Generic[S]):
         self._complete(ctx, result, future, durable.result())
 
     @staticmethod
-    def _complete(ctx: _Context[S], result: CoordinatorResult, future: asyncio.Future, last_offset: int) -> None:
+    def _complete(ctx: _Context[S], result: CoordinatorResult[Any], future: asyncio.Future[Any], last_offset: int) -> None:
         try:
             if result.apply is not None:
                 result.apply()

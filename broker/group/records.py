@@ -56,11 +56,11 @@ def _codec(name: str, version: int) -> MessageCodec:
     return c
 
 
-def _encode(name: str, version: int, body: dict) -> bytes:
+def _encode(name: str, version: int, body: dict[str, Any]) -> bytes:
     return _VERSION.pack(version) + _codec(name, version).encode(body)
 
 
-def _decode(name: str, data: bytes, version: int) -> dict:
+def _decode(name: str, data: bytes, version: int) -> dict[str, Any]:
     lo, hi = MESSAGES[name]["valid"]
     if not lo <= version <= hi:
         raise CorruptRecordError(f"{name} has no version {version}")

@@ -175,10 +175,13 @@ def effective_broker_config(config: BrokerConfig, layers: BrokerConfigLayers) ->
 
 def effective_log_defaults(config: BrokerConfig, layers: BrokerConfigLayers) -> LogConfig:
     """Topic-level defaults (``LogConfig``) from the broker config with its dynamic layers."""
+    # BrokerConfig.log_config returns Any (it imports storage's LogConfig only when called).
+    defaults: LogConfig
     try:
-        return effective_broker_config(config, layers).log_config()
+        defaults = effective_broker_config(config, layers).log_config()
     except ConfigError:
-        return config.log_config()
+        defaults = config.log_config()
+    return defaults
 
 
 def effective_log_config(config: BrokerConfig, broker_configs: Mapping[str, Mapping[str, str]],

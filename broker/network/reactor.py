@@ -47,6 +47,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from odradek.broker.network.connection import Connection
 from odradek.broker.network.connection_quotas import Admit, ConnectionQuotas, normalize_ip
@@ -442,7 +443,7 @@ class SocketServer:
             task.add_done_callback(functools.partial(self._adopted, client=client, ip=ip, net=net, made=made,
                                                      listener=listener))
 
-    def _adopted(self, task: asyncio.Task, client: socket.socket, ip: str, net: NetworkLoop,
+    def _adopted(self, task: asyncio.Task[Any], client: socket.socket, ip: str, net: NetworkLoop,
                  made: list[Connection], listener: str) -> None:
         if task.cancelled() or task.exception() is not None:
             if any(conn.transport is not None for conn in made):

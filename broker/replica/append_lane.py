@@ -103,7 +103,7 @@ class AppendLane:
             job.add_done_callback(self._wake)
         return None
 
-    def _wake(self, _job: Future) -> None:
+    def _wake(self, _job: Future[Any]) -> None:
         """On the pool thread that finished a rebuild: drain on the loop."""
         try:
             self._loop.call_soon_threadsafe(self._drain)

@@ -80,7 +80,7 @@ class PartitionLeadership:
         self._leader_listeners: list[Callable[[str, int, int], None]] = []
         self._resign_listeners: list[Callable[[str, int], None]] = []
         self._log_admin = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-log-admin")
-        self._pending_logs: dict[str, asyncio.Future] = {}
+        self._pending_logs: dict[str, asyncio.Future[Any]] = {}
         # Topics whose logs could not all be opened or created here: (reason, monotonic time).
         self._log_failures: dict[str, tuple[str, float]] = {}
         # replication-offset-checkpoint's HWs, taken by the partitions made at start-up.
@@ -166,7 +166,7 @@ class PartitionLeadership:
             except KafkaStorageError as exc:
                 log.warning("could not delete %s-%d: %s", topic, index, exc)
 
-    def _log_admin_job(self, topic: str, fn: Callable, *args: Any) -> None:
+    def _log_admin_job(self, topic: str, fn: Callable[..., Any], *args: Any) -> None:
         """Run blocking log creation/deletion on the single log-admin thread, in delta order.
 
         One thread, so a topic deleted and re-created under the same name has its old logs
@@ -177,7 +177,7 @@ class PartitionLeadership:
         future = loop.run_in_executor(self._log_admin, fn, *args)
         self._pending_logs[topic] = future
 
-        def done(f: asyncio.Future) -> None:
+        def done(f: asyncio.Future[Any]) -> None:
             if self._pending_logs.get(topic) is f:
                 del self._pending_logs[topic]
             if f.cancelled():

@@ -49,7 +49,7 @@ class PeriodicTasks:
         # Every replication-offset-checkpoint write, periodic or at shutdown, one at a time.
         self.hw_writer = HighWatermarkWriter(log_manager.report_dir_failure)
         self.cleaner: LogCleaner | None = None  # made at start, with the tasks
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()

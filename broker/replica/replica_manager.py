@@ -674,7 +674,7 @@ class ReplicaManager:
         part = self.leader_partition(topic, index)
         target = part.delete_records_target(offset)
         if target > part.log_start_offset:
-            low_watermark = await self.run_blocking(part.delete_records_before, target)
+            low_watermark: int = await self.run_blocking(part.delete_records_before, target)
             part.after_log_start_moved()
             return low_watermark
         return part.log_start_offset

@@ -35,7 +35,7 @@ from __future__ import annotations
 import abc
 import logging
 from collections.abc import Hashable, Iterable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from odradek.broker.runtime.timing_wheel import Timer, TimerTask
 
@@ -55,7 +55,7 @@ class DelayedOperation(TimerTask, abc.ABC):
         super().__init__(delay_ms)
         self._completed = False
         # Set while a purgatory watches this op, so completion can update its pending count.
-        self._purgatory: DelayedOperationPurgatory | None = None
+        self._purgatory: DelayedOperationPurgatory[Any] | None = None
 
     @property
     def is_completed(self) -> bool:

@@ -55,7 +55,7 @@ import functools
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from odradek.broker.coordinator import partition_rule
 from odradek.broker.coordinator.migration import RehashMigrations
@@ -166,7 +166,7 @@ class TransactionCoordinator:
             TXN_TOPIC, writer, self._new_shard, load_buffer_size=config.load_buffer_size, time_ms=time_ms,
             load_summary=self._load_summary)
         self.markers = MarkerWriter(replicas, metadata, node_id, config.marker_timeout_ms)
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._shards: dict[int, TxnShard] = {}
         self.twin_reader = TwinReader(writer, metadata, node_id, config.load_buffer_size)
         self.migrations: RehashMigrations = RehashMigrations(
@@ -463,7 +463,7 @@ class TransactionCoordinator:
                                client_transaction_version=version)
 
     def _result(self, shard: TxnShard, transactional_id: str, value: TxnLogValue, response: object,
-                markers: bool = False) -> CoordinatorResult:
+                markers: bool = False) -> CoordinatorResult[Any]:
         def apply() -> None:
             meta = shard.txns.get(transactional_id)
             if meta is None:

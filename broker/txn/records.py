@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 from odradek.protocol.codec import MessageCodec
 from odradek.protocol.primitives import DecodeError
@@ -73,7 +74,7 @@ def _codec(name: str, version: int) -> MessageCodec:
     return c
 
 
-def _decode(name: str, data: bytes) -> dict:
+def _decode(name: str, data: bytes) -> dict[str, Any]:
     if len(data) < 2:
         raise CorruptTxnRecordError(f"{name} shorter than its version")
     (version,) = _VERSION.unpack_from(data, 0)

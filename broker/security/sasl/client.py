@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hmac
 import secrets
+from typing import Any
 
 from odradek.broker.security.sasl import scram_formatter as F
 from odradek.broker.security.sasl.scram import saslname_from_username
@@ -52,7 +53,7 @@ class ScramClient:
             raise ValueError("invalid server signature in the SCRAM server-final message")
 
 
-def scram_upsertion(mechanism: str, username: str, password: str, iterations: int = 4096) -> dict:
+def scram_upsertion(mechanism: str, username: str, password: str, iterations: int = 4096) -> dict[str, Any]:
     """An AlterUserScramCredentials upsertion for ``password`` (what kafka-configs sends)."""
     mech = F.MECHANISMS_BY_NAME[mechanism]
     salt = secrets.token_bytes(32)

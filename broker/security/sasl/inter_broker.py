@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from typing import Any
 
 from odradek.broker.security.sasl.client import ScramClient, plain_token
 from odradek.broker.security.sasl.plain import PLAIN
@@ -35,7 +36,7 @@ def current() -> InterBrokerSasl | None:
 
 
 async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, api: str, api_key: int, version: int,
-                body: dict, correlation_id: int, client_id: str) -> dict:
+                body: dict[str, Any], correlation_id: int, client_id: str) -> dict[str, Any]:
     out = bytearray(4)
     encode_request_header(out, api_key, version, correlation_id, client_id, is_flexible(api + "Request", version))
     codec(api + "Request", version).encode_into(body, out)
