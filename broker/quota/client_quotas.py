@@ -36,25 +36,20 @@ on the connection's own loop).
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import logging
 import time
 import weakref
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from odradek.broker.metadata.controller_client import is_forwarded
-from odradek.broker.network.connection import MAX_IN_FLIGHT
-from odradek.broker.quota.entities import Entity, resolve
-from odradek.broker.quota.rate import Rate, throttle_time_ms
-from odradek.controller.client_quotas import CONSUMER_BYTE_RATE, IP, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+from broker.connection import MAX_IN_FLIGHT
+from broker.controller_client import is_forwarded
+from broker.quota.entities import Entity, resolve
+from broker.quota.rate import Rate, throttle_time_ms
+from controller.client_quotas import CONSUMER_BYTE_RATE, IP, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 
 if TYPE_CHECKING:
-    from odradek.broker.api.dispatcher import Request
-    from odradek.broker.api.registry import HandlerSpec
-    from odradek.broker.api.request_types import Handler
-    from odradek.broker.network.connection import Connection
+    from broker.request_types import ApiRequest, Handler, HandlerResult
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +60,12 @@ EXEMPT_APIS = frozenset({4, 5, 6, 7, 27, 56, 58, 62, 63, 64, 67})
 
 Tags = tuple[str, str]
 
+
+
+class _LimitedConnection(Protocol):
+    """The part of a connection the quotas' step sets (broker/connection.py's Connection)."""
+
+    max_in_flight: int
 
 class QuotaManager:
     """One quota key (Kafka: one ClientQuotaManager per QuotaType): quotas, rates, throttle stats."""
@@ -145,7 +146,7 @@ def fetch_bytes(body: dict) -> int:
     return sum(_records_size(p["records"]) for t in body["responses"] for p in t["partitions"])
 
 
-def _is_follower_fetch(request: Request) -> bool:
+def _is_follower_fetch(request: ApiRequest) -> bool:
     body = request.body
     if request.api_version < 15:
         return body["replica_id"] >= 0
@@ -153,7 +154,7 @@ def _is_follower_fetch(request: Request) -> bool:
     return state.get("replica_id", -1) >= 0
 
 
-def throttled_fetch_response(request: Request, throttle_ms: int) -> dict:
+def throttled_fetch_response(request: ApiRequest, throttle_ms: int) -> dict:
     """Kafka's FetchContext.getThrottledResponse: no partitions; a new or sessionless fetch gets
     session id 0 (the client starts over), an incremental one keeps its session."""
     body = request.body
@@ -176,7 +177,7 @@ class ClientQuotas:
         self.on_active: Callable[[bool], None] | None = None
         self.active = False
         # Connections read one request at a time because a quota applies to them.
-        self._limited: weakref.WeakSet[Connection] = weakref.WeakSet()
+        self._limited: weakref.WeakSet[_LimitedConnection] = weakref.WeakSet()
 
     def update(self, client_quotas: Mapping[Entity, Mapping[str, float]]) -> None:
         """Take the quotas of the metadata image (entities without an ``ip`` component)."""
@@ -203,25 +204,20 @@ class ClientQuotas:
     def applies(self, user: str, client_id: str) -> bool:
         return any(m.enabled and m.resolve(user, client_id) is not None for m in self.managers)
 
-    # -- dispatcher hooks (only while active) ------------------------------------------------
+    # -- the dispatcher's quota steps (only while active) --------------------------------------
 
-    def wrap_handlers(self, handlers: Mapping[int, HandlerSpec]) -> dict[int, HandlerSpec]:
-        """The handler registry with every handler run inside ``_quota_handle``."""
-        return {key: dataclasses.replace(spec, handle=functools.partial(self._quota_handle, spec.handle))
-                for key, spec in handlers.items()}
-
-    def _quota_handle(self, handle: Handler, request: Request) -> Any:
-        """Bound a consumer fetch to what its quota window can take (Kafka's
-        getMaxValueInQuotaWindow: a larger response could never be sent unthrottled), then run the
-        handler and count its time for request_percentage."""
+    def run_handler(self, handle: Handler, request: ApiRequest, conn: _LimitedConnection) -> HandlerResult:
+        """The step around a handler: bound a consumer fetch to what its quota window can take
+        (Kafka's getMaxValueInQuotaWindow: a larger response could never be sent unthrottled), then
+        run the handler and count its time for request_percentage. A client with a quota has one
+        request in flight at a time on ``conn`` (so a throttle applies before its next is read)."""
         if request.api_key == FETCH_KEY and self.fetch.enabled and not _is_follower_fetch(request):
-            found = self.fetch.resolve(request.conn.principal.name, request.client_id or "")
+            found = self.fetch.resolve(request.principal.name, request.client_id or "")
             if found is not None:
                 window_bytes = found[1] * (self.fetch.samples - 1) * self.fetch.window_ms / 1000.0
                 body = request.body
                 body["max_bytes"] = max(1, min(body["max_bytes"], int(window_bytes)))
-        conn = request.conn
-        if conn.max_in_flight != 1 and self.applies(conn.principal.name, request.client_id or ""):
+        if conn.max_in_flight != 1 and self.applies(request.principal.name, request.client_id or ""):
             conn.max_in_flight = 1
             self._limited.add(conn)
         start = time.perf_counter()
@@ -230,20 +226,20 @@ class ClientQuotas:
         finally:
             self.handler_time(request, time.perf_counter() - start)
 
-    def handler_time(self, request: Request, elapsed_s: float) -> None:
+    def handler_time(self, request: ApiRequest, elapsed_s: float) -> None:
         """Record the handler's time for request_percentage (percent-seconds of one thread)."""
         if not self.request.enabled or request.api_key in EXEMPT_APIS or _forwarded(request):
             return
-        self.request.record(request.conn.principal.name, request.client_id or "", elapsed_s * 100.0,
+        self.request.record(request.principal.name, request.client_id or "", elapsed_s * 100.0,
                             self._clock() * 1000.0)
 
-    def on_response(self, request: Request, body: dict | None) -> tuple[dict | None, int]:
+    def on_response(self, request: ApiRequest, body: dict | None) -> tuple[dict | None, int]:
         """Record Produce/Fetch bytes, compute the throttle, put it in the body; returns the body to
         send (a throttled fetch's is empty) and the throttle time the connection must observe."""
         api_key = request.api_key
         if api_key in EXEMPT_APIS or _forwarded(request):
             return body, 0
-        user = request.conn.principal.name
+        user = request.principal.name
         client_id = request.client_id or ""
         now_ms = self._clock() * 1000.0
         request_ms = self.request.record(user, client_id, 0.0, now_ms) if self.request.enabled else 0
@@ -285,5 +281,5 @@ class ClientQuotas:
         return out
 
 
-def _forwarded(request: Request) -> bool:
+def _forwarded(request: ApiRequest) -> bool:
     return is_forwarded(request.client_id)

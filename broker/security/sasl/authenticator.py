@@ -38,25 +38,38 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
-from odradek.broker.security.principal import KafkaPrincipal
-from odradek.broker.security.sasl.mechanism import SaslAuthenticationError, SaslError, SaslServer
-from odradek.broker.security.sasl.oauthbearer import OAUTHBEARER, OAuthBearerSaslServer, UnsecuredJwsValidator
-from odradek.broker.security.sasl.plain import PLAIN, PlainSaslServer
-from odradek.broker.security.sasl.scram import CredentialLookup, ScramSaslServer
-from odradek.broker.security.sasl.scram_formatter import MECHANISMS_BY_NAME
-from odradek.broker.security.sasl.settings import SaslListenerSettings
-from odradek.protocol import primitives as P
-from odradek.protocol.codec import codec, is_flexible
-from odradek.protocol.errors import ErrorCode
-from odradek.protocol.headers import API_VERSIONS_KEY, decode_request_header
-from odradek.protocol.primitives import DecodeError
+from broker.security.principal import KafkaPrincipal
+from broker.security.sasl.mechanism import SaslAuthenticationError, SaslError, SaslServer
+from broker.security.sasl.oauthbearer import OAUTHBEARER, OAuthBearerSaslServer, UnsecuredJwsValidator
+from broker.security.sasl.plain import PLAIN, PlainSaslServer
+from broker.security.sasl.scram import CredentialLookup, ScramSaslServer
+from broker.security.sasl.scram_formatter import MECHANISMS_BY_NAME
+from broker.security.sasl.settings import SaslListenerSettings
+from protocol import primitives as P
+from protocol.codec import codec, is_flexible
+from protocol.errors import ErrorCode
+from protocol.headers import API_VERSIONS_KEY, decode_request_header
+from protocol.primitives import DecodeError
+from protocol.response_frame import encode_response
 
 if TYPE_CHECKING:
-    from odradek.broker.api.dispatcher import Dispatcher
-    from odradek.broker.network.connection import Connection
+    from broker.connection import Connection
+    from broker.handlers.registry import HandlerSpec
+
+
+class Dispatcher(Protocol):
+    """What the authenticator uses of the dispatcher, whose first step it is (broker/dispatcher.py):
+    the registry (ApiVersions and the error answers of other APIs), sending a response, closing."""
+
+    @property
+    def handlers(self) -> Mapping[int, HandlerSpec]: ...
+
+    def send(self, conn: Connection, slot: Any, chunks: list[Any] | None) -> None: ...
+
+    def close(self, conn: Connection) -> None: ...
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +109,8 @@ FAILURE_LOG = _FailureLog()
 
 
 class _ErrorRequest:
-    """The fields a handler's ``error_response`` reads, for answering ILLEGAL_SASL_STATE."""
+    """The request as a handler's ``error_response`` sees it (an ApiRequest), for answering
+    ILLEGAL_SASL_STATE."""
 
     def __init__(self, api_key: int, api_version: int, correlation_id: int, client_id: str | None,
                  body: dict, conn: Connection) -> None:
@@ -105,9 +119,11 @@ class _ErrorRequest:
         self.correlation_id = correlation_id
         self.client_id = client_id
         self.body = body
-        self.conn = conn
+        self.session = conn
+        self.principal = conn.principal
+        self.peer = conn.peer
+        self.listener = conn.listener
         self.received_at = time.monotonic()
-        self.broker: Any = None
 
 
 class SaslAuthenticator:
@@ -391,8 +407,6 @@ class SaslAuthenticator:
 
     def _send(self, dispatcher: Dispatcher, conn: Connection, slot: Any, schema: str, header: Any,
               body: dict) -> None:
-        from odradek.broker.api.dispatcher import encode_response
-
         flexible = is_flexible(schema, header.api_version)
         chunks = encode_response(schema, header.api_version, header.correlation_id, body, flexible)
         dispatcher.send(conn, slot, chunks)
