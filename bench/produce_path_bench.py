@@ -33,11 +33,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.native_load import compressible_value  # noqa: E402
-from broker.config import load_config  # noqa: E402
-from broker.server import Broker  # noqa: E402
-from protocol.codec import codec  # noqa: E402
-from protocol.headers import encode_request_header  # noqa: E402
-from protocol.records import Record, encode_batch  # noqa: E402
+from odradek.broker.config.broker_config import load_config  # noqa: E402
+from odradek.broker.server import Broker  # noqa: E402
+from odradek.protocol.codec import codec  # noqa: E402
+from odradek.protocol.headers import encode_request_header  # noqa: E402
+from odradek.protocol.records import Record, encode_batch  # noqa: E402
 
 TOPIC = "bench"
 
@@ -50,7 +50,7 @@ class SinkConnection:
     sasl = None  # a plaintext listener: the dispatcher's SASL interception is off
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        from broker.security.principal import ANONYMOUS
+        from odradek.broker.security.principal import ANONYMOUS
 
         self.loop = loop
         self.principal = ANONYMOUS
@@ -92,8 +92,6 @@ def produce_frame(correlation_id: int, partitions: list[int], batch: bytes, vers
 
 
 async def create_topic(broker: Broker, partitions: int) -> None:
-    from broker.request_types import BrokerServices  # noqa: F401  (documents what the handler sees)
-
     conn = SinkConnection(asyncio.get_running_loop())
     body = {"topics": [{"name": TOPIC, "num_partitions": partitions, "replication_factor": 1,
                         "assignments": [], "configs": []}], "timeout_ms": 10000, "validate_only": False}
@@ -122,9 +120,9 @@ def run_round(broker: Broker, conn: SinkConnection, frames: list[bytes]) -> tupl
 
 def stages(broker: Broker, frames: list[bytes], partitions: int) -> dict[str, float]:
     """Each stage alone, over the same frames (thread CPU us per request, one pass)."""
-    from broker.dispatcher import encode_response
-    from protocol.codec import is_flexible
-    from protocol.headers import decode_request_header, peek_api
+    from odradek.broker.api.dispatcher import encode_response
+    from odradek.protocol.codec import is_flexible
+    from odradek.protocol.headers import decode_request_header, peek_api
 
     out: dict[str, float] = {}
 
@@ -151,11 +149,11 @@ def stages(broker: Broker, frames: list[bytes], partitions: int) -> dict[str, fl
             logs[pd["index"]].append(pd["records"], leader_epoch=0)
 
     timed("Log.append (CRC, scan, pwritev, index)", lambda f: append_only(bodies.pop(0)) if bodies else None)
-    from protocol.checksum import crc32c
+    from odradek.protocol.checksum import crc32c
     body = request_codec.decode(memoryview(frames[0]), header_end)[0]
     records = [memoryview(pd["records"]) for pd in body["topic_data"][0]["partition_data"]]
     timed("  of which CRC32C", lambda f: [crc32c(r[21:]) for r in records], 3)
-    from storage.record_validator import plain_records_ok
+    from odradek.storage.record_validator import plain_records_ok
     rec0 = records[0]
     n_records = int.from_bytes(rec0[57:61], "big")
     timed("  of which record scan", lambda f: [plain_records_ok(r, len(r), 0, n_records, 1 << 20) for r in records], 3)

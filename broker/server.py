@@ -1,7 +1,7 @@
 """The broker: wires configuration, controller, storage, the Reactor and the handlers together.
 
 Start-up order (each step only needs the ones before it):
-0. the ``.lock`` of every log dir and of the metadata dir (storage.log_dir_lock), before anything
+0. the ``.lock`` of every log dir and of the metadata dir (odradek.storage.log_dir_lock), before anything
    reads or writes there or contacts the metadata store: a second process on a live node's dirs
    stops here having changed nothing (main exits 1 naming the dir and the holder's PID);
 1. log dirs and the clean-shutdown marker check (storage.LogManager);
@@ -14,7 +14,7 @@ Shutdown reverses it: stop accepting, let in-flight requests finish (bounded), c
 flush and close logs (writing the clean-shutdown marker), release the controller lease, and last
 the dirs' locks.
 
-Disk faults (see storage.log_manager and ReplicaManager._on_dir_offline): a log dir that hits an
+Disk faults (see odradek.storage.log_manager and ReplicaManager._on_dir_offline): a log dir that hits an
 I/O error goes offline and its partitions answer KAFKA_STORAGE_ERROR; when no online log dir is
 left, or the metadata log's dir failed, the broker calls :meth:`Broker.fail` — Kafka's "Shutdown
 broker because all log dirs in ... have failed" — which logs that one line and runs the normal
@@ -36,33 +36,33 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from broker.client_telemetry.manager import ClientMetricsManager
-from broker.config import BrokerConfig, parse_ip_overrides
-from broker.dispatcher import Dispatcher
-from broker.handlers import all_handlers
-from broker.handlers.registry import Collaborators, HandlerSpec, bind_handlers
-from broker.network import Endpoint, SocketServer
-from broker.request_channel import RequestChannel
-from broker.timing_wheel import AsyncReaper, Timer
-from protocol.errors import KafkaApiError
+from odradek.broker.api.dispatcher import Dispatcher
+from odradek.broker.api.handlers import all_handlers
+from odradek.broker.api.registry import Collaborators, HandlerSpec, bind_handlers
+from odradek.broker.client_telemetry.manager import ClientMetricsManager
+from odradek.broker.config.broker_config import BrokerConfig, parse_ip_overrides
+from odradek.broker.network.reactor import Endpoint, SocketServer
+from odradek.broker.network.request_channel import RequestChannel
+from odradek.broker.runtime.timing_wheel import AsyncReaper, Timer
+from odradek.protocol.errors import KafkaApiError
 
 if TYPE_CHECKING:
-    from broker.client_telemetry.exporter import ClientTelemetryExporter
-    from broker.cluster.cluster_node import ClusterNode
-    from broker.controller_client import ControllerClient
-    from broker.embedded_controller import EmbeddedController
-    from broker.fault_admin import FaultAdminServer
-    from broker.faults import FaultInjector
-    from broker.group.coordinator import GroupCoordinator
-    from broker.metadata import BrokerMetadata
-    from broker.metrics import BrokerMetrics
-    from broker.producer_ids import ProducerIdSource
-    from broker.quota.client_quotas import ClientQuotas
-    from broker.quota.connection_rates import ConnectionRates
-    from broker.replica.fetch_session import FetchSessionCache
-    from broker.replica.replica_manager import ReplicaManager
-    from broker.txn.coordinator import TransactionCoordinator
-    from storage.log_dir_lock import LogDirLocks
+    from odradek.broker.client_telemetry.exporter import ClientTelemetryExporter
+    from odradek.broker.cluster.cluster_node import ClusterNode
+    from odradek.broker.faults.admin_endpoint import FaultAdminServer
+    from odradek.broker.faults.injection import FaultInjector
+    from odradek.broker.group.coordinator import GroupCoordinator
+    from odradek.broker.metadata.broker_metadata import BrokerMetadata
+    from odradek.broker.metadata.controller_client import ControllerClient
+    from odradek.broker.metadata.embedded_controller import EmbeddedController
+    from odradek.broker.quota.client_quotas import ClientQuotas
+    from odradek.broker.quota.connection_rates import ConnectionRates
+    from odradek.broker.replica.fetch_session import FetchSessionCache
+    from odradek.broker.replica.replica_manager import ReplicaManager
+    from odradek.broker.runtime.metrics import BrokerMetrics
+    from odradek.broker.txn.coordinator import TransactionCoordinator
+    from odradek.broker.txn.producer_ids import ProducerIdSource
+    from odradek.storage.log_dir_lock import LogDirLocks
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ SHUTDOWN_DRAIN_SECONDS = 5.0
 
 class Broker:
     # Built by start() before the first request is served (the handlers' Collaborators,
-    # broker/handlers/registry.py); shutdown() looks up which of them exist, as start may have failed.
+    # broker/api/registry.py); shutdown() looks up which of them exist, as start may have failed.
     metadata: BrokerMetadata
     controller_client: ControllerClient
     replica_manager: ReplicaManager
@@ -82,7 +82,7 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.handlers = all_handlers()
-        from broker.security.authz import build_authorizer
+        from odradek.broker.security.authz import build_authorizer
 
         self.authorizer = build_authorizer(config)
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -99,7 +99,7 @@ class Broker:
         # Delayed operations (long-poll fetches, joins, heartbeats) share one timing wheel, driven
         # by the handler loop.
         self.metrics: BrokerMetrics | None = None  # when odradek.metrics.port >= 0
-        # Tests only (broker/faults.py): when odradek.testing.faults.enable, and its HTTP endpoint.
+        # Tests only (broker/faults/injection.py): when odradek.testing.faults.enable, and its HTTP endpoint.
         self.faults: FaultInjector | None = None
         self.fault_admin: FaultAdminServer | None = None
         # Client telemetry (KIP-714): subscriptions and clients; what they push is served on
@@ -112,7 +112,7 @@ class Broker:
         self._background: list[asyncio.Task] = []
         self._unsubscribe_limits: Any = None
         self._applied_overrides: dict[str, int] = {}
-        # Set by a signal (broker.main) or by fail(); the serving coroutine waits on it.
+        # Set by a signal (odradek.broker.main) or by fail(); the serving coroutine waits on it.
         self.stop_requested = asyncio.Event()
         self.stopping = False
         self.fatal_reason: str | None = None
@@ -123,14 +123,14 @@ class Broker:
     async def start(self) -> None:
         t0 = time.monotonic()
         self.loop = asyncio.get_running_loop()
-        from broker.controller_client import LocalControllerClient
-        from broker.embedded_controller import EmbeddedController
-        from broker.metadata import BrokerMetadata, metadata_dir_of
-        from broker.replica.fetch_session import FetchSessionCache
-        from broker.replica.replica_manager import ReplicaManager
-        from broker.security import tls
-        from broker.security.sasl import inter_broker
-        from broker.security.sasl.settings import inter_broker_sasl, listener_settings
+        from odradek.broker.metadata.broker_metadata import BrokerMetadata, metadata_dir_of
+        from odradek.broker.metadata.controller_client import LocalControllerClient
+        from odradek.broker.metadata.embedded_controller import EmbeddedController
+        from odradek.broker.replica.fetch_session import FetchSessionCache
+        from odradek.broker.replica.replica_manager import ReplicaManager
+        from odradek.broker.security import tls
+        from odradek.broker.security.sasl import inter_broker
+        from odradek.broker.security.sasl.settings import inter_broker_sasl, listener_settings
 
         self._lock_data_dirs()
         # Before anything connects to another broker (replica fetchers start with the logs, before
@@ -145,29 +145,26 @@ class Broker:
             self.embedded_controller.add_publisher(self.metadata)
             await self.embedded_controller.start()
             self.controller_client = LocalControllerClient(self.embedded_controller.controller)
-            from broker.producer_ids import ProducerIdManager
+            from odradek.broker.txn.producer_ids import ProducerIdManager
 
             self.producer_ids = ProducerIdManager(self.metadata.metadata_dir)
         else:
             await self._join_cluster()
         if self.authorizer is not None:
             self._follow_acls(self.authorizer)
-        self.replica_manager = ReplicaManager(self.config, self.metadata, self.timer, self.io_pool, self.fail,
-                                              lambda: self.stopping)
-        self.replica_manager.alter_partition = self.controller_client.alter_partition  # ISR changes (KIP-497)
+        self.replica_manager = ReplicaManager(
+            self.config, self.metadata, self.timer, self.io_pool, self.fail, lambda: self.stopping,
+            alter_partition=self.controller_client.alter_partition,  # ISR changes (KIP-497)
+            on_offline_replicas=self.cluster.report_offline_replicas if self.cluster is not None else None)
         for log_dir, exc in self.dir_locks.failed.items() if self.dir_locks is not None else ():
             # Kafka's "Disk error while locking directory": the dir starts offline, the others serve.
             log.error("Disk error while locking log dir %s, it is offline: %s", log_dir, exc)
             self.replica_manager.log_manager.report_dir_failure(log_dir, exc)
         await self.replica_manager.start()
-        if self.cluster is not None:
-            self.replica_manager.on_offline_replicas = self.cluster.report_offline_replicas
-            if offline := self.replica_manager.offline_replicas():  # a dir failed during start-up
-                self.cluster.report_offline_replicas(offline)
         self.fetch_sessions = FetchSessionCache(self.config["max.incremental.fetch.session.cache.slots"])
-        from broker.coordinator.partition_writer import ReplicaManagerWriter
-        from broker.group.context import GroupConfig
-        from broker.group.coordinator import GroupCoordinator
+        from odradek.broker.coordinator.partition_writer import ReplicaManagerWriter
+        from odradek.broker.group.context import GroupConfig
+        from odradek.broker.group.coordinator import GroupCoordinator
 
         self.group_coordinator = GroupCoordinator(GroupConfig.from_broker_config(self.config),
                                                   ReplicaManagerWriter(self.replica_manager), self.timer,
@@ -175,21 +172,21 @@ class Broker:
                                                   producers=self.replica_manager)
         self.replica_manager.on_txn_marker(self.group_coordinator.on_transaction_completed)
         await self.group_coordinator.start()
-        from broker.txn.coordinator import TransactionCoordinator, TxnConfig
+        from odradek.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 
         self.txn_coordinator = TransactionCoordinator(TxnConfig.from_broker_config(self.config),
                                                       ReplicaManagerWriter(self.replica_manager), self.replica_manager,
                                                       self.metadata, self.producer_ids, self.node_id)
         await self.txn_coordinator.start()
-        from broker.coordinator import partition_rule
+        from odradek.broker.coordinator import partition_rule
 
         # Both coordinators reload when the metadata format level changes their partition rule.
         partition_rule.follow(self.metadata, [self.group_coordinator, self.txn_coordinator])
         channel = RequestChannel(self.loop, self.config["queued.max.requests"], self._process,
                                  max_queued_bytes=self.config["queued.max.request.bytes"])
         if self.config["odradek.metrics.port"] >= 0:  # served once the listeners are up (_start_metrics)
-            from broker.client_telemetry.exporter import ClientTelemetryExporter
-            from broker.metrics import BrokerMetrics
+            from odradek.broker.client_telemetry.exporter import ClientTelemetryExporter
+            from odradek.broker.runtime.metrics import BrokerMetrics
 
             self.metrics = BrokerMetrics()
             self.client_telemetry = ClientTelemetryExporter()
@@ -201,7 +198,7 @@ class Broker:
         endpoints = [Endpoint(lst.name, lst.host, lst.port,
                               tls.server_tls(self.config, lst.name) if tls.is_tls(lst.security_protocol) else None)
                      for lst in self.config.listeners]
-        from broker.security.sasl.setup import sasl_authenticators
+        from odradek.broker.security.sasl.setup import sasl_authenticators
 
         limits = self._connection_limits()
         self.socket_server = SocketServer(
@@ -235,11 +232,11 @@ class Broker:
             self._start_fault_admin()
         self.socket_server.bind()
         if self.cluster is None:
-            from broker.broker_registration import register_this_broker
+            from odradek.broker.metadata.broker_registration import register_this_broker
 
             await register_this_broker(self.controller_client, self.config, self.socket_server.bound_ports)
         else:
-            from broker.broker_registration import advertised_endpoint
+            from odradek.broker.metadata.broker_registration import advertised_endpoint
 
             endpoint = advertised_endpoint(self.config, self.socket_server.bound_ports)
             if endpoint is not None:
@@ -256,14 +253,14 @@ class Broker:
         )
 
     def _lock_data_dirs(self) -> None:
-        """Take the ``.lock`` of every log dir, then of the metadata dir (storage.log_dir_lock).
+        """Take the ``.lock`` of every log dir, then of the metadata dir (odradek.storage.log_dir_lock).
 
         Raises LogDirInUseError when another process holds one (nothing is held then); an I/O error
         on the metadata dir stops the start (KafkaStorageError), one on a log dir leaves that dir to
         start offline (see start)."""
-        from broker.metadata import metadata_dir_of
-        from storage.errors import KafkaStorageError
-        from storage.log_dir_lock import LogDirLocks
+        from odradek.broker.metadata.broker_metadata import metadata_dir_of
+        from odradek.storage.errors import KafkaStorageError
+        from odradek.storage.log_dir_lock import LogDirLocks
 
         metadata_dir = metadata_dir_of(self.config)
         self.dir_locks = LogDirLocks.acquire([*self.config.log_dirs, metadata_dir])
@@ -271,9 +268,9 @@ class Broker:
             raise KafkaStorageError(f"Disk error while locking the metadata log dir {metadata_dir}: {exc}")
 
     async def _join_cluster(self) -> None:
-        """Cluster mode: cluster id, metadata followed from etcd, controller candidate (broker.cluster)."""
-        from broker.cluster.cluster_node import ClusterNode
-        from broker.cluster.producer_id_blocks import EtcdProducerIdManager
+        """Cluster mode: cluster id, metadata followed from etcd, controller candidate (odradek.broker.cluster)."""
+        from odradek.broker.cluster.cluster_node import ClusterNode
+        from odradek.broker.cluster.producer_id_blocks import EtcdProducerIdManager
 
         self.cluster = ClusterNode(self.config, self.metadata, self.stop_requested.is_set)
         await self.cluster.start()
@@ -283,7 +280,7 @@ class Broker:
 
     def _follow_acls(self, authorizer: Any) -> None:
         """The authorizer holds the image's ACLs: loaded now, reloaded by each delta that changes them."""
-        from broker.security.authz import load_acls
+        from odradek.broker.security.authz import load_acls
 
         load_acls(authorizer, self.metadata.image)
 
@@ -295,7 +292,7 @@ class Broker:
 
     def _connection_limits(self) -> tuple[int, int, dict[str, int]]:
         """max.connections, max.connections.per.ip and its overrides, dynamic values applied."""
-        from broker.topic_config_view import config_layers, effective_broker_config
+        from odradek.broker.metadata.topic_config_view import config_layers, effective_broker_config
 
         cfg = effective_broker_config(
             self.config, config_layers(self.config, self.metadata.image.broker_configs, self.node_id))
@@ -307,8 +304,8 @@ class Broker:
 
     def _collaborators(self) -> Collaborators:
         """What the handlers use of this broker (each handler gets the few its module names,
-        broker/handlers/registry.py): everything here is built before the first request."""
-        from broker.security.authz import AuthHelper
+        broker/api/registry.py): everything here is built before the first request."""
+        from odradek.broker.security.authz import AuthHelper
 
         assert self.group_coordinator is not None and self.txn_coordinator is not None
         return Collaborators(
@@ -321,14 +318,14 @@ class Broker:
 
     def _faulty_handlers(self, handlers: dict[int, HandlerSpec], channel: RequestChannel) -> dict[int, HandlerSpec]:
         """The handler registry, run through fault injection and the request journal when
-        odradek.testing.faults.enable is set (broker/faults.py); otherwise the plain registry, so
+        odradek.testing.faults.enable is set (broker/faults/injection.py); otherwise the plain registry, so
         the request path is exactly as without the feature."""
         if not self.config["odradek.testing.faults.enable"]:
             if self.config["odradek.testing.faults.port"] >= 0:
                 log.warning("odradek.testing.faults.port is set but odradek.testing.faults.enable is not: "
                             "no fault injection endpoint")
             return handlers
-        from broker.faults import FaultInjector
+        from odradek.broker.faults.injection import FaultInjector
 
         def topic_name_of(topic_id: Any) -> str | None:
             topic = self.metadata.image.topics_by_id.get(topic_id)
@@ -339,7 +336,7 @@ class Broker:
         return self.faults.wrap_handlers(handlers, channel.close)
 
     def _start_fault_admin(self) -> None:
-        from broker.fault_admin import FaultAdminServer
+        from odradek.broker.faults.admin_endpoint import FaultAdminServer
 
         assert self.faults is not None
         self.fault_admin = FaultAdminServer(self.faults, self.config["odradek.testing.faults.host"],
@@ -351,7 +348,7 @@ class Broker:
     def _start_client_quotas(self, dispatcher: Dispatcher) -> None:
         """Client quotas from the metadata image (broker/quota): the dispatcher holds them only
         while one exists, so without quotas the request path pays nothing for them."""
-        from broker.quota.client_quotas import ClientQuotas
+        from odradek.broker.quota.client_quotas import ClientQuotas
 
         quotas = self.client_quotas = ClientQuotas(self.config["quota.window.num"],
                                                    self.config["quota.window.size.seconds"])
@@ -360,7 +357,7 @@ class Broker:
 
     def _connection_rates(self) -> ConnectionRates:
         """KIP-612 connection creation rates: broker-wide (dynamic), per listener, per ip quota."""
-        from broker.quota.connection_rates import ConnectionRates, listener_rates
+        from odradek.broker.quota.connection_rates import ConnectionRates, listener_rates
 
         rates = ConnectionRates(self.config["quota.window.num"], self.config["quota.window.size.seconds"],
                                 self._effective("max.connection.creation.rate"),
@@ -369,7 +366,7 @@ class Broker:
         return rates
 
     def _effective(self, key: str) -> Any:
-        from broker.topic_config_view import config_layers, effective_broker_config
+        from odradek.broker.metadata.topic_config_view import config_layers, effective_broker_config
 
         return effective_broker_config(
             self.config, config_layers(self.config, self.metadata.image.broker_configs, self.node_id))[key]
@@ -426,7 +423,7 @@ class Broker:
                           functools.partial(_is_offline, lm, d), labels={"log_directory": str(d)})
         self._kafka_gauges(metrics)
         if self.client_quotas is not None:
-            from broker.quota.metrics import QuotaMetrics
+            from odradek.broker.quota.metrics import QuotaMetrics
 
             metrics.registry.register(QuotaMetrics(self.client_quotas, server.rates))
         assert self.client_telemetry is not None, "built with the metrics"
@@ -435,7 +432,7 @@ class Broker:
         rm.metrics = metrics
 
     def _kafka_gauges(self, metrics: Any) -> None:
-        """Kafka's gauges under the names the Prometheus JMX exporter gives them (broker.metrics).
+        """Kafka's gauges under the names the Prometheus JMX exporter gives them (odradek.broker.runtime.metrics).
         Each is computed at scrape time, so nothing on the request path pays for it."""
         server = self.socket_server
         assert server is not None, "metrics start after the listeners"

@@ -13,15 +13,16 @@ bytes and regions in order, and the size prefix counts the regions' bytes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from protocol import primitives as P
-from protocol.codec import codec
-from protocol.headers import response_header
+from odradek.protocol import primitives as P
+from odradek.protocol.codec import codec
+from odradek.protocol.headers import response_header
 
 
 def encode_response(
-    schema: str, version: int, correlation_id: int, body: dict[str, Any], header_flexible: bool
+    schema: str, version: int, correlation_id: int, body: Mapping[str, Any], header_flexible: bool
 ) -> list[Any]:
     """Size-prefixed response frame as chunks: bytes, and file regions where records are sendfile'd."""
     out = bytearray(b"\x00\x00\x00\x00")

@@ -13,7 +13,7 @@ The parts (Kafka 4.0's GroupCoordinatorService over GroupCoordinatorShards):
 - ``offset_manager.OffsetManager``: OffsetCommit/Fetch/Delete and expiry;
 - ``txn_offsets.TxnOffsetManager``: TxnOffsetCommit's offsets, pending until the transaction's marker;
 - ``context.GroupContext``: what they share (config, runtime, timer, metadata, the group maps);
-- ``broker.coordinator.migration.RehashMigrations``: the state of groups that moved to another
+- ``odradek.broker.coordinator.migration.RehashMigrations``: the state of groups that moved to another
   partition when the partition rule was fixed, taken over from the partition that held it
   (broker/coordinator/rehash.py) - once the cluster's metadata format level allows Kafka's rule;
   below it the partitions load as 0.1.0 loads them, and they are loaded again when the level rises
@@ -38,29 +38,30 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from broker.coordinator import partition_rule
-from broker.coordinator.migration import RehashMigrations
-from broker.coordinator.runtime import (
+from odradek.broker.api.request_types import ApiRequest
+from odradek.broker.coordinator import partition_rule
+from odradek.broker.coordinator.migration import RehashMigrations
+from odradek.broker.coordinator.runtime import (
     CoordinatorResult,
     CoordinatorRuntime,
     CoordinatorWriteError,
     KeyValue,
     PartitionWriter,
 )
-from broker.coordinator.twin_reader import TwinReader
-from broker.group import records as R
-from broker.group.classic_manager import ClassicGroupManager, join_error, sync_error
-from broker.group.consumer_group import ConsumerGroupManager
-from broker.group.context import OFFSETS_TOPIC, GroupConfig, GroupContext, MetadataView
-from broker.group.errors import append_error
-from broker.group.keyed_timer import KeyedTimer
-from broker.group.offset_manager import OffsetManager
-from broker.group.shard import GroupShard
-from broker.group.txn_offsets import ProducerStates, TxnCommitPartition, TxnOffsetManager
-from broker.request_types import ApiRequest
-from broker.timing_wheel import Timer
-from protocol.errors import ErrorCode, KafkaApiError
-from storage.clock import now_ms
+from odradek.broker.coordinator.twin_reader import TwinReader
+from odradek.broker.group import records as R
+from odradek.broker.group.classic_manager import ClassicGroupManager, join_error, sync_error
+from odradek.broker.group.consumer_group import ConsumerGroupManager
+from odradek.broker.group.context import OFFSETS_TOPIC, GroupConfig, GroupContext, MetadataView
+from odradek.broker.group.errors import append_error
+from odradek.broker.group.keyed_timer import KeyedTimer
+from odradek.broker.group.offset_manager import OffsetManager
+from odradek.broker.group.shard import GroupShard
+from odradek.broker.group.streams_group import StreamsGroupManager
+from odradek.broker.group.txn_offsets import ProducerStates, TxnCommitPartition, TxnOffsetManager
+from odradek.broker.runtime.timing_wheel import Timer
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.clock import now_ms
 
 __all__ = ["OFFSETS_TOPIC", "GroupCoordinator", "client_host", "coordinator_of", "join_error", "sync_error"]
 
@@ -86,6 +87,7 @@ class GroupCoordinator:
         self.classic = ClassicGroupManager(self.ctx, self.consumer)
         self.offsets = OffsetManager(self.ctx, self.classic, self.consumer)
         self.txn_offsets = TxnOffsetManager(self.ctx, self.classic, self.consumer, producers)
+        self.streams = StreamsGroupManager(self.ctx)  # KIP-1071 (broker/group/streams_group.py)
         self.groups = self.ctx.classic_groups  # classic groups by id (KIP-848 ones: consumer.groups)
         self.twin_reader = TwinReader(writer, metadata, node_id, config.load_buffer_size)
         self.migrations: RehashMigrations = RehashMigrations(
@@ -101,7 +103,9 @@ class GroupCoordinator:
     def _new_shard(self, partition: int) -> GroupShard:
         # Under 0.1.0's rule nothing is set aside or migrated: the partition loads as 0.1.0 loads it.
         migrations = self.migrations if partition_rule.kafka_rule(self.metadata.image) else None
-        return GroupShard(partition, self.classic, self.consumer, self.txn_offsets, migrations)
+        shard = GroupShard(partition, self.classic, self.consumer, self.txn_offsets, migrations)
+        shard.streams = self.streams
+        return shard
 
     def _leader_epoch(self, partition: int) -> int:
         state = self.metadata.image.partition(OFFSETS_TOPIC, partition)
@@ -111,6 +115,7 @@ class GroupCoordinator:
         """The moved groups' copied records are durable: load them as the partition's own (a
         loader-only shard: the groups go to the managers, as at a load)."""
         loader = GroupShard(partition, self.classic, self.consumer)
+        loader.streams = self.streams
         for key, value in records:
             loader.replay(last_offset, key, value)
         loader.on_loaded()
@@ -225,7 +230,8 @@ class GroupCoordinator:
         types_l = {t.lower() for t in types} if types else None
         active = self.runtime.active_partitions()
         return error, (self.classic.list_groups(active, states_l, types_l)
-                       + self.consumer.list_groups(active, states_l, types_l))
+                       + self.consumer.list_groups(active, states_l, types_l)
+                       + self.streams.list_groups(active, states_l, types_l))
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         results: dict[str, ErrorCode] = {}
@@ -243,6 +249,8 @@ class GroupCoordinator:
     def _delete_group_op(self, group_id: str, shard: GroupShard) -> CoordinatorResult[None]:
         if group_id in self.consumer.groups:
             return self.consumer.delete_group(group_id)  # a KIP-848 group
+        if group_id in self.streams.groups:
+            return self.streams.delete_group(group_id)  # a KIP-1071 group
         return self.classic.delete_group(group_id)
 
 

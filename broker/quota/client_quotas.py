@@ -42,14 +42,14 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from broker.connection import MAX_IN_FLIGHT
-from broker.controller_client import is_forwarded
-from broker.quota.entities import Entity, resolve
-from broker.quota.rate import Rate, throttle_time_ms
-from controller.client_quotas import CONSUMER_BYTE_RATE, IP, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+from odradek.broker.metadata.controller_client import is_forwarded
+from odradek.broker.network.connection import MAX_IN_FLIGHT
+from odradek.broker.quota.entities import Entity, resolve
+from odradek.broker.quota.rate import Rate, throttle_time_ms
+from odradek.controller.client_quotas import CONSUMER_BYTE_RATE, IP, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 
 if TYPE_CHECKING:
-    from broker.request_types import ApiRequest, Handler, HandlerResult
+    from odradek.broker.api.request_types import ApiRequest, Handler, HandlerResult
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ Tags = tuple[str, str]
 
 
 class _LimitedConnection(Protocol):
-    """The part of a connection the quotas' step sets (broker/connection.py's Connection)."""
+    """The part of a connection the quotas' step sets (broker/network/connection.py's Connection)."""
 
     max_in_flight: int
 
@@ -166,7 +166,8 @@ def throttled_fetch_response(request: ApiRequest, throttle_ms: int) -> dict:
 class ClientQuotas:
     """The three client quota managers and the dispatcher's hooks (module docstring)."""
 
-    def __init__(self, samples: int, window_s: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, samples: int, window_s: int, clock: Callable[[], float] = time.monotonic,
+                 on_active: Callable[[bool], None] | None = None) -> None:
         window_ms = window_s * 1000
         self.produce = QuotaManager(PRODUCER_BYTE_RATE, samples, window_ms, bounded=False)
         self.fetch = QuotaManager(CONSUMER_BYTE_RATE, samples, window_ms, bounded=False)
@@ -174,7 +175,7 @@ class ClientQuotas:
         self.managers = (self.produce, self.fetch, self.request)
         self._clock = clock
         #: called with the new ``active`` value whenever it changes (the dispatcher's switch)
-        self.on_active: Callable[[bool], None] | None = None
+        self.on_active = on_active
         self.active = False
         # Connections read one request at a time because a quota applies to them.
         self._limited: weakref.WeakSet[_LimitedConnection] = weakref.WeakSet()

@@ -1,6 +1,6 @@
 """What handlers call to authorize a request (Kafka's AuthHelper), and the broker's authorizer set-up.
 
-A handler that authorizes names ``authz: AuthHelper`` among its Services (broker/handlers/registry.py);
+A handler that authorizes names ``authz: AuthHelper`` among its Services (broker/api/registry.py);
 the broker builds the one AuthHelper over its authorizer. ``AuthHelper.authorizer`` is None without
 ``authorizer.class.name``: every method then answers "allowed" after that one attribute test, so
 Produce and Fetch pay nothing more (the hot path). With an authorizer, the principal is the
@@ -16,15 +16,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
-from broker.config import STANDARD_AUTHORIZER
-from broker.controller_client import is_forwarded
-from broker.security.authorizer import StandardAuthorizer, parse_super_users
-from protocol.acl_types import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.broker.config.broker_config import STANDARD_AUTHORIZER
+from odradek.broker.metadata.controller_client import is_forwarded
+from odradek.broker.security.authorizer import StandardAuthorizer, parse_super_users
+from odradek.protocol.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from broker.config import BrokerConfig
-    from broker.request_types import ApiRequest
-    from controller.image import MetadataImage
+    from odradek.broker.api.request_types import ApiRequest
+    from odradek.broker.config.broker_config import BrokerConfig
+    from odradek.controller.image import MetadataImage
 
 T = TypeVar("T")
 
@@ -46,7 +46,7 @@ def build_authorizer(config: BrokerConfig) -> StandardAuthorizer | None:
 
 
 def load_acls(authorizer: StandardAuthorizer, image: MetadataImage) -> None:
-    from controller.acls import binding_of
+    from odradek.controller.acls import binding_of
 
     authorizer.load(binding_of(record) for record in image.acls.values())
 

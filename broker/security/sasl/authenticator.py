@@ -39,37 +39,50 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from broker.security.principal import KafkaPrincipal
-from broker.security.sasl.mechanism import SaslAuthenticationError, SaslError, SaslServer
-from broker.security.sasl.oauthbearer import OAUTHBEARER, OAuthBearerSaslServer, UnsecuredJwsValidator
-from broker.security.sasl.plain import PLAIN, PlainSaslServer
-from broker.security.sasl.scram import CredentialLookup, ScramSaslServer
-from broker.security.sasl.scram_formatter import MECHANISMS_BY_NAME
-from broker.security.sasl.settings import SaslListenerSettings
-from protocol import primitives as P
-from protocol.codec import codec, is_flexible
-from protocol.errors import ErrorCode
-from protocol.headers import API_VERSIONS_KEY, decode_request_header
-from protocol.primitives import DecodeError
-from protocol.response_frame import encode_response
+from odradek.broker.security.principal import KafkaPrincipal
+from odradek.broker.security.sasl.mechanism import SaslAuthenticationError, SaslError, SaslServer
+from odradek.broker.security.sasl.oauthbearer import OAUTHBEARER, OAuthBearerSaslServer, UnsecuredJwsValidator
+from odradek.broker.security.sasl.plain import PLAIN, PlainSaslServer
+from odradek.broker.security.sasl.scram import CredentialLookup, ScramSaslServer
+from odradek.broker.security.sasl.scram_formatter import MECHANISMS_BY_NAME
+from odradek.broker.security.sasl.settings import SaslListenerSettings
+from odradek.protocol import primitives as P
+from odradek.protocol.codec import codec, is_flexible
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.headers import API_VERSIONS_KEY, decode_request_header
+from odradek.protocol.primitives import DecodeError
+from odradek.protocol.response_frame import encode_response
 
 if TYPE_CHECKING:
-    from broker.connection import Connection
-    from broker.handlers.registry import HandlerSpec
+    from odradek.broker.api.registry import HandlerSpec
+    from odradek.broker.api.request_types import ClientSession
+
+
+class Connection(Protocol):
+    """What the authenticator reads and sets of the client connection it guards
+    (broker/network/connection.py's Connection, which holds it as ``conn.sasl``)."""
+
+    peer: str
+    listener: str
+    principal: KafkaPrincipal
+    max_request_size: int
+
+    def close_threadsafe(self, after_flush: bool = False) -> None: ...
 
 
 class Dispatcher(Protocol):
-    """What the authenticator uses of the dispatcher, whose first step it is (broker/dispatcher.py):
-    the registry (ApiVersions and the error answers of other APIs), sending a response, closing."""
+    """What the authenticator uses of the dispatcher, whose first step it is (broker/api/dispatcher.py):
+    the registry (ApiVersions and the error answers of other APIs), sending a response, closing.
+    The connection goes back to the dispatcher as the dispatcher handed it over (``Any`` here)."""
 
     @property
     def handlers(self) -> Mapping[int, HandlerSpec]: ...
 
-    def send(self, conn: Connection, slot: Any, chunks: list[Any] | None) -> None: ...
+    def send(self, conn: Any, slot: Any, chunks: list[Any] | None) -> None: ...
 
-    def close(self, conn: Connection) -> None: ...
+    def close(self, conn: Any) -> None: ...
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +132,7 @@ class _ErrorRequest:
         self.correlation_id = correlation_id
         self.client_id = client_id
         self.body = body
-        self.session = conn
+        self.session = cast("ClientSession", conn)  # the real connection; error_response reads none of it
         self.principal = conn.principal
         self.peer = conn.peer
         self.listener = conn.listener

@@ -1,4 +1,4 @@
-"""The dispatcher (broker/dispatcher.py) over a real RequestChannel, SocketServer and Connection.
+"""The dispatcher (broker/api/dispatcher.py) over a real RequestChannel, SocketServer and Connection.
 
 No broker: a handler loop in a thread of its own, a real listener on 127.0.0.1 and a small handler
 registry of real Kafka schemas (ApiVersions is the real handler module; ListGroups, Metadata and
@@ -22,14 +22,14 @@ from typing import Any
 
 import pytest
 
-from broker.dispatcher import LARGE_REQUEST_BYTES, OFF_LOOP_SWITCH_INTERVAL_S, Dispatcher
-from broker.handlers import api_versions
-from broker.handlers.registry import HandlerSpec, bind_handlers, spec_from_module
-from broker.network import Endpoint, SocketServer, new_event_loop
-from broker.request_channel import RequestChannel
-from controller.image import MetadataImage
-from protocol.codec import codec
-from protocol.errors import ErrorCode, KafkaApiError
+from odradek.broker.api.dispatcher import LARGE_REQUEST_BYTES, OFF_LOOP_SWITCH_INTERVAL_S, Dispatcher
+from odradek.broker.api.handlers import api_versions
+from odradek.broker.api.registry import HandlerSpec, bind_handlers, spec_from_module
+from odradek.broker.network.reactor import Endpoint, SocketServer, new_event_loop
+from odradek.broker.network.request_channel import RequestChannel
+from odradek.controller.image import MetadataImage
+from odradek.protocol.codec import codec
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 from tests.support.wire import WireClient
 
 LIST_GROUPS, METADATA, LIST_OFFSETS = 16, 3, 2
@@ -194,13 +194,13 @@ def test_responses_leave_in_request_order_on_one_connection(harness: Harness) ->
 @pytest.mark.parametrize("tag", ["raise", "async-raise"])
 def test_handler_exception_answers_unknown_server_error_where_the_api_allows(
         harness: Harness, tag: str, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.ERROR, logger="broker.dispatcher"), harness.client() as c:
+    with caplog.at_level(logging.ERROR, logger="odradek.broker.api.dispatcher"), harness.client() as c:
         resp = c.request(LIST_GROUPS, 4, list_groups(tag))
         assert resp["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR and resp["groups"] == []
         assert c.request(LIST_GROUPS, 4, list_groups("sync"))["error_code"] == 0  # connection still serves
     # One ERROR line naming the API, the code the client got and the traceback: what a log search
     # (and the fault suite's check of the brokers' logs) finds.
-    (record,) = [r for r in caplog.records if r.name == "broker.dispatcher"]
+    (record,) = [r for r in caplog.records if r.name == "odradek.broker.api.dispatcher"]
     assert record.levelno == logging.ERROR
     assert record.getMessage() == "ListGroups v4 handler failed (UNKNOWN_SERVER_ERROR)"
     assert record.exc_info is not None and str(record.exc_info[1]) == "handler bug"

@@ -7,13 +7,13 @@ import inspect
 from types import SimpleNamespace
 from typing import Any
 
-from broker.handlers import delete_records, fetch, list_offsets, offset_for_leader_epoch, produce
-from broker.handlers.registry import services_for
-from broker.request_types import CLOSE_CONNECTION
-from broker.security.authz import AuthHelper
-from broker.security.principal import ANONYMOUS
-from protocol.errors import ErrorCode
-from storage.results import FetchSlice
+from odradek.broker.api.handlers import delete_records, fetch, list_offsets, offset_for_leader_epoch, produce
+from odradek.broker.api.registry import services_for
+from odradek.broker.api.request_types import CLOSE_CONNECTION
+from odradek.broker.security.authz import AuthHelper
+from odradek.broker.security.principal import ANONYMOUS
+from odradek.protocol.errors import ErrorCode
+from odradek.storage.results import FetchSlice
 from tests.unit.replica.conftest import Node, batch
 
 
@@ -24,7 +24,7 @@ class Session:
 
 
 class Request:
-    """The request as a handler sees it (broker/request_types.py ApiRequest)."""
+    """The request as a handler sees it (broker/api/request_types.py ApiRequest)."""
 
     def __init__(self, node: Node, body: dict, version: int) -> None:
         self.node = node
