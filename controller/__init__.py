@@ -10,11 +10,16 @@ Layout (each module opens with its format/behaviour and ownership rules):
 - ``records``        KRaft-named metadata records and their JSON encoding
 - ``image``          MetadataImage (what the broker reads) and ``apply(record)``
 - ``image_records``  an image as the records a snapshot holds; the delta between two images
-- ``controller``     Controller: topic lifecycle, configs, brokers, leader election, reassignments
+- ``controller``     Controller: the dispatcher - lease, commit path, snapshots; each operation's
+                     records decided by a manager below, committed here as one batch
+- ``replication_control`` topics, partitions, ISRs, leaders, reassignments (Kafka's ReplicationControlManager)
+- ``cluster_control`` broker registrations and fencing (Kafka's ClusterControlManager)
+- ``configuration_control`` config overrides (Kafka's ConfigurationControlManager)
+- ``acls``, ``client_quotas``, ``scram_credentials``, ``feature_updates``: the other managers' records
 - ``elections``      leader election rules: clean/unclean/preferred, auto rebalance, controlled shutdown
 - ``reassignments``  partition reassignment records (KIP-455): start, complete, cancel
 - ``requests``       request/result values of the controller's operations
-- ``topic_names``, ``topic_configs``, ``placement``, ``meta_properties``: validation and helpers
+- ``topic_names``, ``topic_configs``, ``placement``, ``partition_limits``, ``meta_properties``: validation and helpers
 """
 
 from odradek.controller.controller import Controller

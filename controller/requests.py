@@ -20,6 +20,16 @@ from odradek.protocol.errors import ErrorCode
 ZERO_UUID = uuid.UUID(int=0)
 
 
+class ItemError(Exception):
+    """One item's failure (a topic, a partition, a config resource), turned into its per-item result
+    by the operation that raised it: the controller's managers raise it while they validate."""
+
+    def __init__(self, code: ErrorCode, message: str | None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
 @dataclass(frozen=True, slots=True)
 class ReplicaAssignment:
     """A manual replica assignment: ``broker_ids[0]`` is the preferred leader."""

@@ -26,7 +26,8 @@ from typing import Protocol
 
 from odradek.controller.acls import AclCreateResult, AclDeleteResult
 from odradek.controller.client_quotas import ClientQuotaAlteration, ClientQuotaAlterationResult
-from odradek.controller.controller import MAX_PARTITIONS_PER_BATCH, Controller
+from odradek.controller.controller import Controller
+from odradek.controller.partition_limits import MAX_PARTITIONS_PER_BATCH
 from odradek.controller.requests import (
     AlterableConfig,
     AlterConfigOp,

@@ -27,7 +27,7 @@ async def _grow_isr(controller: Controller, isr: tuple[int, ...]) -> None:
     topic_id = controller.image.topics["r"].topic_id
     async with controller._write_lock:
         await controller._commit([PartitionChangeRecord(0, topic_id, isr=isr)])
-        done = controller._maybe_complete_reassignment(topic_id, 0)
+        done = controller.replication.maybe_complete_reassignment(topic_id, 0)
         if done is not None:
             await controller._commit([done])
 

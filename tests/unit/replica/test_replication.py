@@ -25,7 +25,7 @@ from odradek.broker.replica.partition import Partition
 from odradek.broker.replica.replica_manager import ReplicaManager
 from odradek.broker.runtime.timing_wheel import Timer
 from odradek.broker.server import Broker
-from odradek.controller import CreatableTopic
+from odradek.controller import CreatableTopic, replication_control
 from odradek.controller.records import PartitionChangeRecord
 from odradek.controller.requests import ReplicaAssignment
 from odradek.protocol.errors import ErrorCode
@@ -300,7 +300,7 @@ async def test_a_follower_fetching_as_an_earlier_incarnation_is_not_added_to_the
     """KIP-903: broker 2 registered again (a restart that may have lost its log); a fetch that
     still names its old broker epoch does not bring it back into the ISR, one with the current
     epoch does, and the AlterPartition names that epoch."""
-    caplog.set_level("INFO", "odradek.controller.controller")
+    caplog.set_level("INFO", replication_control.log.name)  # where "Rejecting AlterPartition" is logged
     assert (await cluster.produce(batch(1)))["error_code"] == 0
     cluster.rm2.replica_fetchers.remove_partitions([TP])
     assert (await cluster.produce(batch(2)))["error_code"] == 0  # answered once the ISR shrank
