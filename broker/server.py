@@ -109,7 +109,7 @@ class Broker:
         self.timer = Timer()
         self.reaper: AsyncReaper | None = None
         self.started = False
-        self._background: list[asyncio.Task] = []
+        self._background: list[asyncio.Task[Any]] = []
         self._unsubscribe_limits: Any = None
         self._applied_overrides: dict[str, int] = {}
         # Set by a signal (odradek.broker.main) or by fail(); the serving coroutine waits on it.

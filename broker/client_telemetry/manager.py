@@ -48,12 +48,15 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.client_telemetry import java_order
 from odradek.controller import client_metrics_configs as cmc
 from odradek.controller.meta_properties import new_kafka_uuid, uuid_to_base64
 from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.protocol.messages import GetTelemetrySubscriptionsResponse
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +226,8 @@ class ClientMetricsManager:
 
     # -- the two APIs ----------------------------------------------------------------------
 
-    def get_subscriptions(self, instance_id: uuid.UUID, client_id: str | None, conn: Any) -> dict:
+    def get_subscriptions(self, instance_id: uuid.UUID, client_id: str | None,
+                          conn: Any) -> GetTelemetrySubscriptionsResponse:
         """GetTelemetrySubscriptions' answer (rules 1-3)."""
         now = self._clock_ms()
         if instance_id == ZERO_UUID:
@@ -276,7 +280,7 @@ class ClientMetricsManager:
         instance.last_error = error
 
 
-def error_response(code: ErrorCode) -> dict:
+def error_response(code: ErrorCode) -> GetTelemetrySubscriptionsResponse:
     """GetTelemetrySubscriptions' error answer: every other field at its zero value, as Kafka's."""
     return {"throttle_time_ms": 0, "error_code": code, "client_instance_id": ZERO_UUID, "subscription_id": 0,
             "accepted_compression_types": [], "push_interval_ms": 0, "telemetry_max_bytes": 0,

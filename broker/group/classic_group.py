@@ -28,13 +28,18 @@ from __future__ import annotations
 
 import enum
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.group import consumer_protocol
 from odradek.broker.group.member import ClassicGroupMember
 from odradek.broker.group.records import OffsetAndMetadata
 from odradek.protocol.errors import ErrorCode, KafkaApiError
 from odradek.storage.clock import now_ms
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from odradek.protocol.messages import JoinGroupResponse, JoinGroupResponseMember
 
 
 class GroupState(enum.Enum):
@@ -112,7 +117,7 @@ class ClassicGroup:
     def add_pending_member(self, member_id: str) -> None:
         self.pending_join_members.add(member_id)
 
-    def add(self, member: ClassicGroupMember, future: Any = None) -> None:
+    def add(self, member: ClassicGroupMember, future: asyncio.Future[JoinGroupResponse] | None = None) -> None:
         if member.group_instance_id is not None:
             if member.group_instance_id in self.static_members:
                 raise RuntimeError(f"static member {member.group_instance_id} is already in {self.group_id}")
@@ -146,7 +151,8 @@ class ClassicGroup:
         self.pending_sync_members.discard(member_id)
 
     def update_member(self, member: ClassicGroupMember, protocols: list[tuple[str, bytes]],
-                      rebalance_timeout_ms: int, session_timeout_ms: int, future: Any) -> None:
+                      rebalance_timeout_ms: int, session_timeout_ms: int,
+                      future: asyncio.Future[JoinGroupResponse] | None) -> None:
         for name in member.protocol_names():
             self.supported_protocols[name] = self.supported_protocols.get(name, 0) - 1
         member.protocols = protocols
@@ -160,7 +166,7 @@ class ClassicGroup:
             self.num_awaiting_join -= 1
         member.awaiting_join = future
 
-    def complete_join(self, member: ClassicGroupMember, response: dict) -> bool:
+    def complete_join(self, member: ClassicGroupMember, response: JoinGroupResponse) -> bool:
         if member.is_awaiting_join:
             self.num_awaiting_join -= 1
         return member.complete_join(response)
@@ -278,11 +284,11 @@ class ClassicGroup:
 
     # -- views -------------------------------------------------------------------------------
 
-    def current_members_for_join(self) -> list[dict]:
+    def current_members_for_join(self) -> list[JoinGroupResponseMember]:
         return [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                  "metadata": m.metadata(self.protocol_name) or b""} for m in self.members.values()]
 
-    def metadata_value(self, assignment: dict[str, bytes], current_time_ms: int | None = None) -> dict:
+    def metadata_value(self, assignment: dict[str, bytes], current_time_ms: int | None = None) -> dict[str, Any]:
         """This group as a GroupMetadataValue (Kafka's newGroupMetadataRecord)."""
         members = []
         for m in self.members.values():
@@ -307,7 +313,7 @@ class ClassicGroup:
         }
 
     @classmethod
-    def from_metadata_value(cls, group_id: str, partition: int, value: dict) -> ClassicGroup:
+    def from_metadata_value(cls, group_id: str, partition: int, value: dict[str, Any]) -> ClassicGroup:
         """Rebuild a loaded group: Empty without members, else Stable (Kafka's fromRecord)."""
         members = value["members"]
         ts = value.get("current_state_timestamp", -1)

@@ -43,6 +43,12 @@ from odradek.protocol.errors import ErrorCode, KafkaApiError
 if TYPE_CHECKING:
     from odradek.broker.group.consumer_group import ConsumerGroupManager
     from odradek.broker.group.shard import GroupShard, LoadedOffsets
+    from odradek.protocol.messages import (
+        DescribeGroupsResponseDescribedGroup,
+        JoinGroupResponse,
+        ListedGroup,
+        SyncGroupResponse,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +58,12 @@ NO_GENERATION = -1
 CLASSIC = "classic"
 
 
-def join_error(code: int, member_id: str = UNKNOWN_MEMBER_ID) -> dict[str, Any]:
+def join_error(code: int, member_id: str = UNKNOWN_MEMBER_ID) -> JoinGroupResponse:
     return {"error_code": code, "generation_id": NO_GENERATION, "protocol_type": None, "protocol_name": None,
             "leader": "", "skip_assignment": False, "member_id": member_id, "members": []}
 
 
-def sync_error(code: int) -> dict[str, Any]:
+def sync_error(code: int) -> SyncGroupResponse:
     return {"error_code": code, "protocol_type": None, "protocol_name": None, "assignment": b""}
 
 
@@ -78,7 +84,8 @@ class ClassicGroupManager:
     # ==========================================================================================
     # loading and unloading (called by the partition's GroupShard)
 
-    def install_loaded(self, partition: int, group_values: dict[str, dict | None], offsets: LoadedOffsets) -> None:
+    def install_loaded(self, partition: int, group_values: dict[str, dict[str, Any] | None],
+                       offsets: LoadedOffsets) -> None:
         """Create the loaded groups (and simple groups that have only offsets); arm the members'
         session timeouts."""
         now = self.ctx.time_ms()
@@ -162,9 +169,9 @@ class ClassicGroupManager:
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
         api_version: int,
-    ) -> dict[str, Any]:
+    ) -> JoinGroupResponse:
         """JoinGroup; the answer (JoinGroupResponse fields) may wait for the join phase to end."""
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[JoinGroupResponse] = asyncio.get_running_loop().create_future()
         try:
             if not group_id:
                 raise KafkaApiError(ErrorCode.INVALID_GROUP_ID)
@@ -186,7 +193,7 @@ class ClassicGroupManager:
                 future.set_result(join_error(exc.code, member_id))
         return await future
 
-    def _join_op(self, future: asyncio.Future, group_id: str, member_id: str, instance_id: str | None,
+    def _join_op(self, future: asyncio.Future[JoinGroupResponse], group_id: str, member_id: str, instance_id: str | None,
                  client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
                  protocol_type: str, protocols: list[tuple[str, bytes]], api_version: int) -> CoordinatorResult[None]:
         """The write operation of a JoinGroup: a new group's records first (Kafka 4.0 records a new
@@ -211,7 +218,7 @@ class ClassicGroupManager:
 
         return CoordinatorResult(records, None, apply)
 
-    def _join(self, future: asyncio.Future, group_id: str, member_id: str, instance_id: str | None,
+    def _join(self, future: asyncio.Future[JoinGroupResponse], group_id: str, member_id: str, instance_id: str | None,
               client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
               protocol_type: str, protocols: list[tuple[str, bytes]], api_version: int) -> None:
         if future.done():
@@ -255,7 +262,7 @@ class ClassicGroupManager:
             self._join_existing(group, future, member_id, instance_id, client_id, client_host,
                                 rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
 
-    def _join_existing(self, group: ClassicGroup, future: asyncio.Future, member_id: str, instance_id: str | None,
+    def _join_existing(self, group: ClassicGroup, future: asyncio.Future[JoinGroupResponse], member_id: str, instance_id: str | None,
                        client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
                        protocol_type: str, protocols: list[tuple[str, bytes]]) -> None:
         names = [name for name, _ in protocols]
@@ -306,7 +313,7 @@ class ClassicGroupManager:
 
     @staticmethod
     def _join_response(group: ClassicGroup, member_id: str, with_members: bool,
-                       skip_assignment: bool = False) -> dict[str, Any]:
+                       skip_assignment: bool = False) -> JoinGroupResponse:
         return {
             "error_code": ErrorCode.NONE,
             "generation_id": group.generation_id,
@@ -321,7 +328,7 @@ class ClassicGroupManager:
     def _add_member_and_rebalance(self, group: ClassicGroup, member_id: str, instance_id: str | None,
                                   client_id: str, client_host: str, rebalance_timeout_ms: int,
                                   session_timeout_ms: int, protocol_type: str,
-                                  protocols: list[tuple[str, bytes]], future: asyncio.Future) -> None:
+                                  protocols: list[tuple[str, bytes]], future: asyncio.Future[JoinGroupResponse]) -> None:
         member = ClassicGroupMember(member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
                                     session_timeout_ms, protocol_type, protocols)
         member.is_new = True
@@ -334,13 +341,13 @@ class ClassicGroupManager:
 
     def _update_member_and_rebalance(self, group: ClassicGroup, member: ClassicGroupMember,
                                      protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
-                                     session_timeout_ms: int, future: asyncio.Future) -> None:
+                                     session_timeout_ms: int, future: asyncio.Future[JoinGroupResponse]) -> None:
         group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, future)
         self._maybe_prepare_rebalance_or_complete_join(group)
 
     def _update_static_member(self, group: ClassicGroup, old_id: str, new_id: str, instance_id: str,
                               protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
-                              session_timeout_ms: int, api_version: int, future: asyncio.Future) -> None:
+                              session_timeout_ms: int, api_version: int, future: asyncio.Future[JoinGroupResponse]) -> None:
         """A known static member rejoined with an unknown member id (restart within the session
         timeout): the old id is fenced; in a Stable group with unchanged protocols it keeps its
         assignment without a rebalance (KIP-345)."""
@@ -365,8 +372,8 @@ class ClassicGroupManager:
                         old = group.replace_static_member(instance_id, new_id, old_id)
                         self._reschedule_heartbeat(group, old)
                         response = join_error(error)
-                        response.update(generation_id=group.generation_id, protocol_type=group.protocol_type,
-                                        protocol_name=group.protocol_name, leader=current_leader or "")
+                        response.update({"generation_id": group.generation_id, "protocol_type": group.protocol_type,
+                                         "protocol_name": group.protocol_name, "leader": current_leader or ""})
                         if not future.done():
                             future.set_result(response)
                     elif api_version >= 9:
@@ -563,8 +570,8 @@ class ClassicGroupManager:
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
                          protocol_type: str | None, protocol_name: str | None,
-                         assignments: dict[str, bytes]) -> dict[str, Any]:
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
+                         assignments: dict[str, bytes]) -> SyncGroupResponse:
+        future: asyncio.Future[SyncGroupResponse] = asyncio.get_running_loop().create_future()
         try:
             if not group_id:
                 raise KafkaApiError(ErrorCode.INVALID_GROUP_ID)
@@ -581,7 +588,7 @@ class ClassicGroupManager:
                 future.set_result(sync_error(write_error(exc)))
         return await future
 
-    def _sync(self, future: asyncio.Future, group_id: str, generation_id: int, member_id: str,
+    def _sync(self, future: asyncio.Future[SyncGroupResponse], group_id: str, generation_id: int, member_id: str,
               instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
               assignments: dict[str, bytes]) -> None:
         group = self.groups.get(group_id)
@@ -729,10 +736,10 @@ class ClassicGroupManager:
     # ==========================================================================================
     # DescribeGroups, ListGroups, DeleteGroups
 
-    def describe_group(self, group_id: str, api_version: int = 0) -> dict[str, Any]:
+    def describe_group(self, group_id: str, api_version: int = 0) -> DescribeGroupsResponseDescribedGroup:
         """One DescribeGroupsResponse group entry. No classic group of that id: state Dead, and from
         v6 GROUP_ID_NOT_FOUND with Kafka's message (KIP-1043), a KIP-848 group's id included."""
-        entry: dict[str, Any] = {"group_id": group_id, "error_code": ErrorCode.NONE, "error_message": None,
+        entry: DescribeGroupsResponseDescribedGroup = {"group_id": group_id, "error_code": ErrorCode.NONE, "error_message": None,
                                  "group_state": "Dead", "protocol_type": "", "protocol_data": "", "members": [],
                                  "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
         try:
@@ -763,11 +770,11 @@ class ClassicGroupManager:
         return entry
 
     def list_groups(self, active_partitions: set[int], states: set[str] | None,
-                    types: set[str] | None) -> list[dict[str, Any]]:
+                    types: set[str] | None) -> list[ListedGroup]:
         """ListGroups entries; ``states``/``types`` already lower-cased (None = no filter)."""
         if types is not None and CLASSIC not in types:
             return []
-        out = []
+        out: list[ListedGroup] = []
         for group in self.groups.values():
             if group.partition not in active_partitions or group.is_in(GroupState.DEAD):
                 continue

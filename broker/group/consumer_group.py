@@ -69,6 +69,15 @@ from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 if TYPE_CHECKING:
     from odradek.broker.group.shard import GroupShard
+    from odradek.protocol.messages import (
+        ConsumerGroupDescribeResponseAssignment,
+        ConsumerGroupDescribeResponseDescribedGroup,
+        ConsumerGroupHeartbeatRequest,
+        ConsumerGroupHeartbeatRequestTopicPartitions,
+        ConsumerGroupHeartbeatResponse,
+        ConsumerGroupHeartbeatResponseAssignment,
+        ListedGroup,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -394,12 +403,12 @@ def generate_member_id() -> str:
     return uuid_to_base64(new_kafka_uuid())
 
 
-def _error(code: int, message: str | None = None) -> dict[str, Any]:
+def _error(code: int, message: str | None = None) -> ConsumerGroupHeartbeatResponse:
     return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "member_id": None,
             "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
 
 
-def _response_assignment(assignment: Assignment) -> dict[str, Any]:
+def _response_assignment(assignment: Assignment) -> ConsumerGroupHeartbeatResponseAssignment:
     return {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(assignment.items())]}
 
 
@@ -439,14 +448,15 @@ class ConsumerGroupManager:
     # ==========================================================================================
     # ConsumerGroupHeartbeat
 
-    async def heartbeat(self, version: int, req: dict[str, Any], client_id: str, client_host: str) -> dict[str, Any]:
+    async def heartbeat(self, version: int, req: ConsumerGroupHeartbeatRequest, client_id: str,
+                        client_host: str) -> ConsumerGroupHeartbeatResponse:
         """One ConsumerGroupHeartbeat; returns the response body (errors included) once its
         records are durable and applied."""
         try:
             partition = self.ctx.check_coordinator(req["group_id"])
             self._validate(version, req)
 
-            def op(shard: GroupShard) -> CoordinatorResult[dict[str, Any]]:
+            def op(shard: GroupShard) -> CoordinatorResult[ConsumerGroupHeartbeatResponse]:
                 change = _Change()
                 if req["member_epoch"] in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                     response = self._leave(req, change)
@@ -460,7 +470,7 @@ class ConsumerGroupManager:
         except KafkaApiError as exc:
             return _error(exc.code, exc.message or None)
 
-    def _validate(self, version: int, req: dict[str, Any]) -> None:
+    def _validate(self, version: int, req: ConsumerGroupHeartbeatRequest) -> None:
         """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid (INVALID_REQUEST, UNSUPPORTED_ASSIGNOR...)."""
         def invalid(msg: str) -> KafkaApiError:
             return _fail(ErrorCode.INVALID_REQUEST, msg)
@@ -527,8 +537,8 @@ class ConsumerGroupManager:
             raise _fail(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
         return ConsumerGroup(group_id, self.ctx.partition_for(group_id))
 
-    def _heartbeat(self, version: int, req: dict[str, Any], client_id: str, client_host: str,
-                   change: _Change) -> dict[str, Any]:
+    def _heartbeat(self, version: int, req: ConsumerGroupHeartbeatRequest, client_id: str, client_host: str,
+                   change: _Change) -> ConsumerGroupHeartbeatResponse:
         group_id = req["group_id"]
         member_id: str = req["member_id"]
         epoch: int = req["member_epoch"]
@@ -602,7 +612,7 @@ class ConsumerGroupManager:
                     change.after.append(lambda: self.timer.cancel(key))
         mid = updated.member_id
         change.after.append(lambda: self._schedule_session_timeout(group_id, mid))
-        response: dict[str, Any] = {
+        response: ConsumerGroupHeartbeatResponse = {
             "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "member_id": updated.member_id, "member_epoch": updated.member_epoch,
             "heartbeat_interval_ms": self.heartbeat_interval_ms, "assignment": None}
@@ -613,7 +623,7 @@ class ConsumerGroupManager:
         return response
 
     @staticmethod
-    def _owned(rows: list[dict[str, Any]] | None) -> Owned:
+    def _owned(rows: list[ConsumerGroupHeartbeatRequestTopicPartitions] | None) -> Owned:
         if rows is None:
             return None
         return [(r["topic_id"], list(r["partitions"])) for r in rows]
@@ -734,15 +744,16 @@ class ConsumerGroupManager:
 
     # -- leaving and fencing ----------------------------------------------------------------------
 
-    def _leave(self, req: dict[str, Any], change: _Change) -> dict[str, Any]:
+    def _leave(self, req: ConsumerGroupHeartbeatRequest, change: _Change) -> ConsumerGroupHeartbeatResponse:
         group_id, member_id, epoch = req["group_id"], req["member_id"], req["member_epoch"]
         instance_id = req["instance_id"]
         group = self.groups.get(group_id)
         if group is None:
             kind = "consumer group" if group_id not in self.ctx.classic_groups else "group, not a consumer group,"
             raise _fail(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer {kind} {group_id} not found.")
-        response = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
-                    "member_id": member_id, "member_epoch": epoch, "heartbeat_interval_ms": 0, "assignment": None}
+        response: ConsumerGroupHeartbeatResponse = {
+            "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "member_id": member_id,
+            "member_epoch": epoch, "heartbeat_interval_ms": 0, "assignment": None}
         if instance_id is None:
             member = group.members.get(member_id)
             if member is None:
@@ -851,8 +862,8 @@ class ConsumerGroupManager:
     # ==========================================================================================
     # ConsumerGroupDescribe
 
-    def describe(self, group_id: str) -> dict[str, Any]:
-        entry: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None, "group_id": group_id,
+    def describe(self, group_id: str) -> ConsumerGroupDescribeResponseDescribedGroup:
+        entry: ConsumerGroupDescribeResponseDescribedGroup = {"error_code": ErrorCode.NONE, "error_message": None, "group_id": group_id,
                                  "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
                                  "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
         try:
@@ -868,14 +879,14 @@ class ConsumerGroupManager:
             return entry
         topics_by_id = {t.topic_id: t.name for t in self.ctx.metadata.image.topics.values()}
 
-        def described(assignment: Assignment) -> dict[str, Any]:
+        def described(assignment: Assignment) -> ConsumerGroupDescribeResponseAssignment:
             return {"topic_partitions": [
                 {"topic_id": t, "topic_name": topics_by_id[t], "partitions": sorted(ps)}
                 for t, ps in sorted(assignment.items()) if t in topics_by_id]}
 
-        entry.update(group_state=group.state.value, group_epoch=group.group_epoch,
-                     assignment_epoch=group.assignment_epoch,
-                     assignor_name=group.preferred_assignor(self.default_assignor))
+        entry.update({"group_state": group.state.value, "group_epoch": group.group_epoch,
+                      "assignment_epoch": group.assignment_epoch,
+                      "assignor_name": group.preferred_assignor(self.default_assignor)})
         entry["members"] = [{
             "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
             "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
@@ -921,11 +932,11 @@ class ConsumerGroupManager:
                                                           member.member_epoch))
 
     def list_groups(self, active_partitions: set[int], states: set[str] | None,
-                    types: set[str] | None) -> list[dict[str, Any]]:
+                    types: set[str] | None) -> list[ListedGroup]:
         """ListGroups entries; ``states``/``types`` already lower-cased (None = no filter)."""
         if types is not None and GROUP_TYPE not in types:
             return []
-        out = []
+        out: list[ListedGroup] = []
         for group in self.groups.values():
             if group.partition not in active_partitions:
                 continue

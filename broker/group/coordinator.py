@@ -36,7 +36,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.api.request_types import ApiRequest
 from odradek.broker.coordinator import partition_rule
@@ -62,6 +62,14 @@ from odradek.broker.group.txn_offsets import ProducerStates, TxnCommitPartition,
 from odradek.broker.runtime.timing_wheel import Timer
 from odradek.protocol.errors import ErrorCode, KafkaApiError
 from odradek.storage.clock import now_ms
+
+if TYPE_CHECKING:
+    from odradek.protocol.messages import (
+        DescribeGroupsResponseDescribedGroup,
+        JoinGroupResponse,
+        ListedGroup,
+        SyncGroupResponse,
+    )
 
 __all__ = ["OFFSETS_TOPIC", "GroupCoordinator", "client_host", "coordinator_of", "join_error", "sync_error"]
 
@@ -166,14 +174,14 @@ class GroupCoordinator:
 
     async def join_group(self, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
                          client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
-                         protocol_type: str, protocols: list[tuple[str, bytes]], api_version: int) -> dict[str, Any]:
+                         protocol_type: str, protocols: list[tuple[str, bytes]], api_version: int) -> JoinGroupResponse:
         return await self.classic.join_group(group_id, member_id, group_instance_id, client_id, client_host,
                                              rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
                                              api_version)
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
                          protocol_type: str | None, protocol_name: str | None,
-                         assignments: dict[str, bytes]) -> dict[str, Any]:
+                         assignments: dict[str, bytes]) -> SyncGroupResponse:
         return await self.classic.sync_group(group_id, generation_id, member_id, group_instance_id, protocol_type,
                                              protocol_name, assignments)
 
@@ -185,7 +193,7 @@ class GroupCoordinator:
                           members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
         return await self.classic.leave_group(group_id, members)
 
-    def describe_group(self, group_id: str) -> dict[str, Any]:
+    def describe_group(self, group_id: str) -> DescribeGroupsResponseDescribedGroup:
         return self.classic.describe_group(group_id)
 
     # ==========================================================================================
@@ -221,7 +229,7 @@ class GroupCoordinator:
     # ==========================================================================================
     # APIs over groups of both protocols
 
-    def list_groups(self, states: set[str] | None, types: set[str] | None) -> tuple[ErrorCode, list[dict]]:
+    def list_groups(self, states: set[str] | None, types: set[str] | None) -> tuple[ErrorCode, list[ListedGroup]]:
         """ListGroups; the filters compare case-insensitively, as Kafka's."""
         if not self.runtime.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
@@ -259,7 +267,7 @@ def coordinator_of(coordinator: GroupCoordinator) -> GroupCoordinator | None:
     return coordinator if coordinator.active else None
 
 
-def client_host(request: ApiRequest) -> str:
+def client_host(request: ApiRequest[Any]) -> str:
     """Kafka's clientHost: InetAddress.toString() of the peer, e.g. "/127.0.0.1"."""
     peer = request.peer
     host = peer.rsplit(":", 1)[0] if ":" in peer else peer

@@ -12,7 +12,10 @@ Owned by the handler loop.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from odradek.protocol.messages import JoinGroupResponse, SyncGroupResponse
 
 
 class ClassicGroupMember:
@@ -52,8 +55,8 @@ class ClassicGroupMember:
         self.protocol_type = protocol_type
         self.protocols = protocols
         self.assignment = assignment
-        self.awaiting_join: asyncio.Future | None = None
-        self.awaiting_sync: asyncio.Future | None = None
+        self.awaiting_join: asyncio.Future[JoinGroupResponse] | None = None
+        self.awaiting_sync: asyncio.Future[SyncGroupResponse] | None = None
         # A member that joined but has not yet been part of a completed join phase; its session
         # timer is not satisfied by merely waiting in a JoinGroup (Kafka's isNew).
         self.is_new = False
@@ -100,7 +103,7 @@ class ClassicGroupMember:
                 return name
         raise ValueError(f"member {self.member_id} supports none of {sorted(candidates)}")
 
-    def complete_join(self, response: dict[str, Any]) -> bool:
+    def complete_join(self, response: JoinGroupResponse) -> bool:
         fut = self.awaiting_join
         self.awaiting_join = None
         if fut is None:
@@ -109,7 +112,7 @@ class ClassicGroupMember:
             fut.set_result(response)
         return True
 
-    def complete_sync(self, response: dict[str, Any]) -> bool:
+    def complete_sync(self, response: SyncGroupResponse) -> bool:
         fut = self.awaiting_sync
         self.awaiting_sync = None
         if fut is None:

@@ -53,7 +53,7 @@ class OffsetManager:
         self.offsets_retention_ms = ctx.config.offsets_retention_ms
         self.retention_check_interval_ms = ctx.config.retention_check_interval_ms
         self.offset_metadata_max_bytes = ctx.config.offset_metadata_max_bytes
-        self._expiry: asyncio.Task | None = None
+        self._expiry: asyncio.Task[int] | None = None
 
     # ==========================================================================================
     # OffsetCommit

@@ -21,14 +21,14 @@ migrations get the filter, to take over the state of the groups that moved here.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.coordinator.rehash import LoadFilter
 from odradek.broker.coordinator.runtime import NO_PRODUCER_ID
 from odradek.broker.group import records as R
 from odradek.broker.group.consumer_group import ConsumerGroupLoader
-from odradek.broker.group.streams_group import StreamsGroupLoader
 from odradek.broker.group.context import OFFSETS_TOPIC
+from odradek.broker.group.streams_group import StreamsGroupLoader
 from odradek.broker.group.txn_offsets import offsets_to_commit
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ class GroupShard:
         self.classic = classic
         self.consumer = consumer
         self.txn_offsets = txn_offsets
-        self._group_values: dict[str, dict | None] = {}
+        self._group_values: dict[str, dict[str, Any] | None] = {}
         self._offsets: LoadedOffsets = {}
         self._pending: dict[int, Pending] = {}  # producer id -> its open transaction's offsets
         self._consumer_loader = ConsumerGroupLoader(partition)

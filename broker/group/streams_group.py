@@ -158,12 +158,12 @@ class StreamsGroupMember:
         return self.active, self.standby, self.warmup
 
     def metadata_equal(self, other: StreamsGroupMember) -> bool:
-        def meta(m: StreamsGroupMember) -> tuple:
+        def meta(m: StreamsGroupMember) -> tuple[object, ...]:
             return (m.instance_id, m.rack_id, m.client_id, m.client_host, m.rebalance_timeout_ms, m.topology_epoch,
                     m.process_id, m.user_endpoint, m.client_tags)
         return meta(self) == meta(other)
 
-    def epoch_relevant(self) -> tuple:
+    def epoch_relevant(self) -> tuple[object, ...]:
         """Kafka's hasEpochRelevantMemberConfigChanged: what a static member may change without a
         new assignment (anything else)."""
         return (self.topology_epoch, self.rack_id, self.client_tags, self.process_id)

@@ -33,9 +33,18 @@ import random
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.protocol.messages import (
+        FetchRequest,
+        FetchRequestFetchPartition,
+        FetchRequestFetchTopic,
+        FetchRequestForgottenTopic,
+        FetchResponsePartitionData,
+    )
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -59,14 +68,14 @@ class CachedPartition:
     sent_last_stable_offset: int = -1
     sent_log_start_offset: int = -1
 
-    def update_from_request(self, p: dict) -> None:
+    def update_from_request(self, p: FetchRequestFetchPartition) -> None:
         self.fetch_offset = p["fetch_offset"]
         self.partition_max_bytes = p["partition_max_bytes"]
         self.log_start_offset = p["log_start_offset"]
         self.current_leader_epoch = p["current_leader_epoch"]
         self.last_fetched_epoch = p["last_fetched_epoch"]
 
-    def must_respond(self, response: dict, has_records: bool) -> bool:
+    def must_respond(self, response: FetchResponsePartitionData, has_records: bool) -> bool:
         """Whether an incremental response includes this partition; records what was sent."""
         changed = (
             has_records
@@ -101,12 +110,13 @@ class FetchContext:
     error: ErrorCode = ErrorCode.NONE
 
 
-def partition_key(uses_topic_ids: bool, topic: dict, p: dict | int) -> tuple[Any, int]:
+def partition_key(uses_topic_ids: bool, topic: FetchRequestFetchTopic | FetchRequestForgottenTopic,
+                  p: FetchRequestFetchPartition | int) -> tuple[Any, int]:
     index = p if isinstance(p, int) else p["partition"]
     return (topic["topic_id"] if uses_topic_ids else topic["topic"], index)
 
 
-def _cached(topic: dict, p: dict) -> CachedPartition:
+def _cached(topic: FetchRequestFetchTopic, p: FetchRequestFetchPartition) -> CachedPartition:
     c = CachedPartition(topic["topic"], topic["topic_id"], p["partition"], p["fetch_offset"], p["partition_max_bytes"])
     c.update_from_request(p)
     return c
@@ -124,7 +134,7 @@ class FetchSessionCache:
             if sid and sid not in self.sessions:
                 return sid
 
-    def new_context(self, body: dict, uses_topic_ids: bool) -> FetchContext:
+    def new_context(self, body: FetchRequest, uses_topic_ids: bool) -> FetchContext:
         session_id = body["session_id"]
         epoch = body["session_epoch"]
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
@@ -160,9 +170,9 @@ class FetchSessionCache:
                     session.partitions[key] = _cached(t, p)
                 else:
                     existing.update_from_request(p)
-        for t in body["forgotten_topics_data"]:
-            for index in t["partitions"]:
-                session.partitions.pop(partition_key(uses_topic_ids, t, index), None)
+        for forgotten in body["forgotten_topics_data"]:
+            for index in forgotten["partitions"]:
+                session.partitions.pop(partition_key(uses_topic_ids, forgotten, index), None)
         return FetchContext(session_id, list(session.partitions.values()), True, session)
 
     def remove(self, session_id: int) -> None:

@@ -11,8 +11,8 @@ CreateAcls/DeleteAcls to the controller node.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.acl_types import (
     AclBinding,
@@ -23,11 +23,21 @@ from odradek.protocol.acl_types import (
     ResourceType,
 )
 
+if TYPE_CHECKING:
+    from odradek.protocol.messages import (
+        AclCreation,
+        AclDescription,
+        DeleteAclsFilter,
+        DeleteAclsMatchingAcl,
+        DescribeAclsRequest,
+        DescribeAclsResource,
+    )
+
 CREATION_CODES = ("resource_type", "resource_pattern_type", "operation", "permission_type")
 FILTER_CODES = ("resource_type_filter", "pattern_type_filter", "operation", "permission_type")
 
 
-def has_unknown_code(item: dict[str, Any], keys: tuple[str, ...]) -> bool:
+def has_unknown_code(item: Mapping[str, Any], keys: tuple[str, ...]) -> bool:
     """Kafka's request validation (CreateAclsRequest.validate, DescribeAclsRequest /
     DeleteAclsRequest.normalizeAndValidate) refuses a wire code equal to UNKNOWN (0) while parsing, so
     the connection is closed. Any other code the enums do not know reads as UNKNOWN afterwards and is
@@ -35,19 +45,19 @@ def has_unknown_code(item: dict[str, Any], keys: tuple[str, ...]) -> bool:
     return any(item[key] == 0 for key in keys)
 
 
-def binding_from_creation(c: dict[str, Any]) -> AclBinding:
+def binding_from_creation(c: AclCreation) -> AclBinding:
     return AclBinding(ResourceType.from_code(c["resource_type"]), c["resource_name"] or "",
                       PatternType.from_code(c["resource_pattern_type"]), c["principal"] or "", c["host"] or "",
                       AclOperation.from_code(c["operation"]), AclPermissionType.from_code(c["permission_type"]))
 
 
-def creation_of(acl: AclBinding) -> dict[str, Any]:
+def creation_of(acl: AclBinding) -> AclCreation:
     return {"resource_type": int(acl.resource_type), "resource_name": acl.resource_name,
             "resource_pattern_type": int(acl.pattern_type), "principal": acl.principal, "host": acl.host,
             "operation": int(acl.operation), "permission_type": int(acl.permission_type)}
 
 
-def filter_from_wire(f: dict[str, Any]) -> AclBindingFilter:
+def filter_from_wire(f: DeleteAclsFilter | DescribeAclsRequest) -> AclBindingFilter:
     """DeleteAcls filter or DescribeAcls request body (the same field names)."""
     return AclBindingFilter(
         ResourceType.from_code(f["resource_type_filter"]), f["resource_name_filter"],
@@ -55,28 +65,28 @@ def filter_from_wire(f: dict[str, Any]) -> AclBindingFilter:
         AclOperation.from_code(f["operation"]), AclPermissionType.from_code(f["permission_type"]))
 
 
-def filter_to_wire(f: AclBindingFilter) -> dict[str, Any]:
+def filter_to_wire(f: AclBindingFilter) -> DeleteAclsFilter:
     return {"resource_type_filter": int(f.resource_type), "resource_name_filter": f.resource_name,
             "pattern_type_filter": int(f.pattern_type), "principal_filter": f.principal, "host_filter": f.host,
             "operation": int(f.operation), "permission_type": int(f.permission_type)}
 
 
-def matching_acl_of(acl: AclBinding) -> dict[str, Any]:
+def matching_acl_of(acl: AclBinding) -> DeleteAclsMatchingAcl:
     """One DeleteAclsMatchingAcl (error 0)."""
     return {"error_code": 0, "error_message": None, "resource_type": int(acl.resource_type),
             "resource_name": acl.resource_name, "pattern_type": int(acl.pattern_type), "principal": acl.principal,
             "host": acl.host, "operation": int(acl.operation), "permission_type": int(acl.permission_type)}
 
 
-def binding_from_matching_acl(m: dict[str, Any]) -> AclBinding:
+def binding_from_matching_acl(m: DeleteAclsMatchingAcl) -> AclBinding:
     return AclBinding(ResourceType.from_code(m["resource_type"]), m["resource_name"],
                       PatternType.from_code(m["pattern_type"]), m["principal"], m["host"],
                       AclOperation.from_code(m["operation"]), AclPermissionType.from_code(m["permission_type"]))
 
 
-def describe_resources(acls: Iterable[AclBinding]) -> list[dict[str, Any]]:
+def describe_resources(acls: Iterable[AclBinding]) -> list[DescribeAclsResource]:
     """DescribeAclsResource entries: the ACLs grouped by resource pattern, in a stable order."""
-    grouped: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
+    grouped: dict[tuple[int, str, int], list[AclDescription]] = {}
     for acl in sorted(acls, key=lambda a: (a.resource_type, a.resource_name, a.pattern_type, a.principal,
                                            a.host, a.operation, a.permission_type)):
         grouped.setdefault((int(acl.resource_type), acl.resource_name, int(acl.pattern_type)), []).append(

@@ -9,8 +9,9 @@ Used by ``kafka-configs --alter --add-config 'SCRAM-SHA-512=[password=...]' --en
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.api.request_types import ApiRequest
 from odradek.broker.metadata.controller_client import ScramUpsertion
@@ -48,7 +49,7 @@ async def handle(services: Services, request: ApiRequest[AlterUserScramCredentia
         {"user": r.user, "error_code": r.error_code, "error_message": r.error_message} for r in results]}
 
 
-def loggable(body: dict) -> dict:
+def loggable(body: Mapping[str, Any]) -> dict[str, Any]:
     """The body with salts and salted passwords emptied, for the request log (Kafka's RequestChannel
     redacts them the same way: a salted password is enough to log in)."""
     return {**body, "upsertions": [{**u, "salt": b"", "salted_password": b""} for u in body.get("upsertions", [])]}

@@ -5,7 +5,7 @@ handler modules explicitly."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.api.request_types import ApiRequest
 from odradek.broker.security import authz
@@ -52,7 +52,7 @@ DEFAULT_MESSAGES = {
 }
 
 
-def config_access_error(auth: AuthHelper, request: ApiRequest, rtype: int, name: str,
+def config_access_error(auth: AuthHelper, request: ApiRequest[Any], rtype: int, name: str,
                         op: AclOperation) -> ErrorCode | None:
     """Kafka's config APIs with an authorizer: BROKER, BROKER_LOGGER and CLIENT_METRICS resources need
     ``op`` (DESCRIBE_CONFIGS / ALTER_CONFIGS) on the cluster (else CLUSTER_AUTHORIZATION_FAILED),

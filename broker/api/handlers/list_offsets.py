@@ -92,7 +92,8 @@ def handle(services: Services, request: ApiRequest[ListOffsetsRequest]) -> Answe
         while True:
             next(answer)
     except StopIteration as stop:
-        return stop.value
+        done: ListOffsetsResponse = stop.value
+        return done
 
 
 async def _answer_in_slices(answer: Generator[None, None, ListOffsetsResponse]) -> ListOffsetsResponse:
@@ -101,7 +102,8 @@ async def _answer_in_slices(answer: Generator[None, None, ListOffsetsResponse]) 
             next(answer)
             await asyncio.sleep(0)
     except StopIteration as stop:
-        return stop.value
+        done: ListOffsetsResponse = stop.value
+        return done
 
 
 def _answer(services: Services, request: ApiRequest[ListOffsetsRequest]) -> Generator[None, None, ListOffsetsResponse]:
