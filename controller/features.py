@@ -34,7 +34,12 @@ transaction.version                0-2        1: ``__transaction_state`` values 
                                               API versions are advertised at every level: the client
                                               picks them from the finalized level.
 eligible.leader.replicas.version   0          KIP-966's ELR is not kept (partitions list no ELR).
-share.version                      0          share groups (KIP-932) are not served.
+share.version                      0-1        1: share groups (KIP-932: ShareGroupHeartbeat,
+                                              ShareGroupDescribe, ShareFetch, ShareAcknowledge,
+                                              DescribeShareGroupOffsets), which answer
+                                              UNSUPPORTED_VERSION at 0, as Kafka's KafkaApis. Kafka
+                                              4.4's level 2 adds share groups' dead-letter queues
+                                              (KIP-1191), not implemented: new clusters start at 1.
 streams.version                    0-1        1: streams groups (KIP-1071: StreamsGroupHeartbeat,
                                               StreamsGroupDescribe), which answer UNSUPPORTED_VERSION
                                               at 0, as Kafka's KafkaApis; Kafka Streams 4.4 with
@@ -44,7 +49,7 @@ kraft.version                      0          KIP-853's KRaft quorum protocol: O
 =================================  =========  ==========================================================
 
 A feature whose highest supported level is 0 is not advertised (Kafka's BrokerFeatures leaves out
-a feature whose maximum is 0): share groups and ELR stay off in clients' eyes.
+a feature whose maximum is 0): ELR stays off in clients' eyes.
 
 ``odradek.metadata.format`` (odradek.controller.metadata_format) is a FeatureLevelRecord too, but Odradek's
 own: the controller raises it by itself when every broker can read the next format, and it must
@@ -56,7 +61,7 @@ Bootstrap: a new cluster is formatted at Kafka 4.4's defaults for a new cluster 
 version-mapping of 4.4-IV2: transaction.version 2, group.version 1, eligible.leader.replicas.version
 1, share.version 2, streams.version 1, kraft.version 1), each capped at the highest level Odradek
 supports and left out at 0 (``BOOTSTRAP``: metadata.version 33, group.version 1, transaction.version
-2, streams.version 1). A store written before feature levels existed (0.1.0: metadata format level 1, no
+2, share.version 1, streams.version 1). A store written before feature levels existed (0.1.0: metadata format level 1, no
 FeatureLevelRecord of a Kafka feature) behaved as ``PRE_FEATURE_LEVELS`` (KIP-848 served,
 TransactionLogValue v0): those levels are what ``finalized`` reports for it, and what the controller
 writes once the store may hold them (when it raises the metadata format to FEATURE_LEVELS), so
@@ -87,6 +92,7 @@ SUPPORTED: Mapping[str, tuple[int, int]] = {
     METADATA_VERSION: (METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL),
     GROUP_VERSION: (0, 1),
     TRANSACTION_VERSION: (0, 2),
+    SHARE_VERSION: (0, 1),
     STREAMS_VERSION: (0, 1),
 }
 
@@ -148,6 +154,12 @@ def consumer_group_protocol(features: Mapping[str, int]) -> bool:
     """KIP-848's consumer group protocol is served (Kafka's GroupVersion.isConsumerRebalanceProtocolSupported);
     without it ConsumerGroupHeartbeat and ConsumerGroupDescribe answer UNSUPPORTED_VERSION (KafkaApis)."""
     return level(features, GROUP_VERSION) >= 1
+
+
+def share_group_protocol(features: Mapping[str, int]) -> bool:
+    """Share groups are served (Kafka's ShareVersion.supportsShareGroups: share.version 1 or more);
+    without them the share-group APIs answer UNSUPPORTED_VERSION (KafkaApis)."""
+    return level(features, SHARE_VERSION) >= 1
 
 
 def streams_group_protocol(features: Mapping[str, int]) -> bool:

@@ -57,6 +57,7 @@ from odradek.broker.group.errors import append_error
 from odradek.broker.group.keyed_timer import KeyedTimer
 from odradek.broker.group.offset_manager import OffsetManager
 from odradek.broker.group.shard import GroupShard
+from odradek.broker.group.share_group import ShareGroupManager
 from odradek.broker.group.streams_group import StreamsGroupManager
 from odradek.broker.group.txn_offsets import ProducerStates, TxnCommitPartition, TxnOffsetManager
 from odradek.broker.runtime.timing_wheel import Timer
@@ -96,6 +97,8 @@ class GroupCoordinator:
         self.offsets = OffsetManager(self.ctx, self.classic, self.consumer)
         self.txn_offsets = TxnOffsetManager(self.ctx, self.classic, self.consumer, producers)
         self.streams = StreamsGroupManager(self.ctx)  # KIP-1071 (broker/group/streams_group.py)
+        self.share = ShareGroupManager(self.ctx, config.share_heartbeat_interval_ms, config.share_session_timeout_ms,
+                                       config.share_max_size)
         self.groups = self.ctx.classic_groups  # classic groups by id (KIP-848 ones: consumer.groups)
         self.twin_reader = TwinReader(writer, metadata, node_id, config.load_buffer_size)
         self.migrations: RehashMigrations = RehashMigrations(
@@ -106,12 +109,13 @@ class GroupCoordinator:
         self.loaded_rule = partition_rule.LoadedRule(metadata, self.runtime, "groups")
 
     def _load_summary(self) -> str:
-        return f": {len(self.ctx.classic_groups) + len(self.ctx.consumer_groups)} groups"
+        return f": {len(self.ctx.classic_groups) + len(self.ctx.consumer_groups) + len(self.ctx.share_groups)} groups"
 
     def _new_shard(self, partition: int) -> GroupShard:
         # Under 0.1.0's rule nothing is set aside or migrated: the partition loads as 0.1.0 loads it.
         migrations = self.migrations if partition_rule.kafka_rule(self.metadata.image) else None
         shard = GroupShard(partition, self.classic, self.consumer, self.txn_offsets, migrations)
+        shard.on_unload = self.share.unload
         shard.streams = self.streams
         return shard
 
@@ -239,7 +243,8 @@ class GroupCoordinator:
         active = self.runtime.active_partitions()
         return error, (self.classic.list_groups(active, states_l, types_l)
                        + self.consumer.list_groups(active, states_l, types_l)
-                       + self.streams.list_groups(active, states_l, types_l))
+                       + self.streams.list_groups(active, states_l, types_l)
+                       + self.share.list_groups(active, states_l, types_l))
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         results: dict[str, ErrorCode] = {}

@@ -32,7 +32,7 @@ from tests.support.wire import WireClient
 API_VERSIONS, UPDATE_FEATURES, FETCH, METADATA, FIND_COORDINATOR, INIT_PID = 18, 57, 1, 3, 10, 22
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 UPGRADE, SAFE, UNSAFE = 1, 2, 3
-NONE, UNSUPPORTED_VERSION, INVALID_UPDATE_VERSION = 0, 35, 95
+NONE, UNSUPPORTED_VERSION, INVALID_UPDATE_VERSION, GROUP_ID_NOT_FOUND = 0, 35, 95, 69
 FAILED = "The update failed for all features since the following feature had an error: "
 # Kafka 4.4's new-cluster levels, Odradek's too since it serves transactions v2 (KIP-890 part 2).
 NEW_CLUSTER = {"kafka": {"transaction.version": 2}, "odradek": {"transaction.version": 2}}
@@ -89,13 +89,13 @@ def test_api_versions_lists_supported_and_finalized_features(target: Target) -> 
         assert v3 == {name for name, (low, _) in supported.items() if low != 0}
         assert api_versions(c, 3)["finalized_features"] == v4["finalized_features"]
         if target.is_odradek:
-            # Only what Odradek implements (controller/features.py); Kafka also lists kraft.version,
-            # share.version and eligible.leader.replicas.version, and 7-33 for
-            # metadata.version.
+            # Only what Odradek implements (controller/features.py); Kafka also lists kraft.version
+            # and eligible.leader.replicas.version, share.version 0-2 (2: KIP-1191's dead-letter
+            # queues), and 7-33 for metadata.version.
             assert supported == {"metadata.version": (33, 33), "group.version": (0, 1),
-                                 "transaction.version": (0, 2), "streams.version": (0, 1)}
+                                 "transaction.version": (0, 2), "streams.version": (0, 1), "share.version": (0, 1)}
             assert levels == {"metadata.version": 33, "group.version": 1, "transaction.version": 2,
-                              "streams.version": 1}
+                              "streams.version": 1, "share.version": 1}
         # The epoch is the metadata offset (Kafka's image offset): a level change moves it forward.
         before = v4["finalized_features_epoch"]
         assert before >= 0
@@ -171,7 +171,7 @@ def test_where_odradek_answers_otherwise(tmp_path: Path) -> None:
     with open_target("odradek", tmp_path) as target, WireClient(target.host, target.port) as c:
         for feature, level, kind, reason in [
             ("metadata.version", 32, SAFE, "Local controller 1 only supports versions 33"),
-            ("share.version", 1, UPGRADE, "Local controller 1 does not support this feature."),
+            ("share.version", 2, UPGRADE, "Local controller 1 only supports versions 0-1"),
             ("eligible.leader.replicas.version", 1, UPGRADE, "Local controller 1 does not support this feature."),
             ("kraft.version", 1, UPGRADE, "Local controller 1 does not support this feature."),
         ]:
@@ -205,6 +205,31 @@ def test_group_version_0_turns_the_consumer_protocol_off(target: Target) -> None
             assert r["error_code"] != UNSUPPORTED_VERSION and time.monotonic() < deadline, r
             time.sleep(0.1)
         assert r["member_epoch"] >= 1
+
+
+def test_share_version_0_turns_share_groups_off(target: Target) -> None:
+    """share.version 0: ShareGroupHeartbeat and ShareGroupDescribe answer UNSUPPORTED_VERSION and stay
+    advertised (Kafka's KafkaApis: isShareGroupProtocolEnabled); back at the cluster's level they serve."""
+    group = unique("g-share")
+    with WireClient(target.host, target.port) as c:
+        level = finalized(c).get("share.version", 0)
+        assert level >= 1  # both brokers format a new cluster with share groups on
+        try:
+            set_level(c, "share.version", 0)
+            r = c.request(76, 1, {"group_id": group, "member_id": unique("m"), "member_epoch": 0, "rack_id": None,
+                                  "subscribed_topic_names": ["t"]})
+            assert (r["error_code"], r["member_id"], r["member_epoch"]) == (UNSUPPORTED_VERSION, None, 0), r
+            d = c.request(77, 1, {"group_ids": [group], "include_authorized_operations": False})
+            assert [(g["group_id"], g["error_code"]) for g in d["groups"]] == [(group, UNSUPPORTED_VERSION)], d
+            assert {76, 77, 78, 79} <= {k["api_key"] for k in api_versions(c)["api_keys"]}
+        finally:
+            set_level(c, "share.version", level)
+        find_coordinator(c, group, 0)
+        deadline = time.monotonic() + 30
+        while (d := c.request(77, 1, {"group_ids": [group], "include_authorized_operations": False}))["groups"][0][
+                "error_code"] != GROUP_ID_NOT_FOUND:  # the coordinator may be loading
+            assert time.monotonic() < deadline, d
+            time.sleep(0.1)
 
 
 def transaction_value_versions(c: WireClient, txn_id: str) -> list[int]:

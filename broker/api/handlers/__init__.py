@@ -56,6 +56,8 @@ HANDLER_MODULES = (
     "offset_delete",
     "consumer_group_heartbeat",
     "consumer_group_describe",
+    "share_group_heartbeat",
+    "share_group_describe",
     "streams_group_heartbeat",
     "streams_group_describe",
     "describe_acls",

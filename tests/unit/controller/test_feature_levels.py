@@ -3,8 +3,8 @@ new store is formatted at, what a store from before feature levels reports and g
 rules on a real controller over a real local store.
 
 Expected values are Kafka 4.4's: its new-cluster levels (FeatureCommand version-mapping of 4.4-IV2:
-metadata.version 33, group.version 1, transaction.version 2, streams.version 1, each within what Odradek
-supports) and the
+metadata.version 33, group.version 1, transaction.version 2, share.version 2 (1: Odradek supports 0-1),
+streams.version 1, each within what Odradek supports) and the
 answers a real Kafka 4.4 broker gave to the same UpdateFeatures requests (the messages below were
 read off one; tests/integration/test_feature_flags.py sends them to both).
 """
@@ -22,6 +22,7 @@ from odradek.protocol.errors import ErrorCode
 from tests.unit.controller.conftest import make_controller
 
 MV, GV, TV, SV = "metadata.version", "group.version", "transaction.version", "streams.version"
+SHV = "share.version"
 UPGRADE, SAFE, UNSAFE = 1, 2, 3
 FAILED = "The update failed for all features since the following feature had an error: "
 
@@ -34,12 +35,12 @@ async def test_a_new_store_is_formatted_at_kafka_44_levels_odradek_supports(tmp_
     c = make_controller(tmp_path)
     await c.start(host="localhost", port=9092)
     try:
-        assert kafka_levels(c.image.features) == {MV: 33, GV: 1, TV: 2, SV: 1}
+        assert kafka_levels(c.image.features) == {MV: 33, GV: 1, TV: 2, SV: 1, SHV: 1}
         first = (await c._log_store.read(0)).batches[0].records
         levels = [r for r in first if isinstance(r, FeatureLevelRecord) and r.name != metadata_format.FEATURE]
         assert levels[0] == FeatureLevelRecord(MV, 33)  # metadata.version first, as Kafka's bootstrap
         assert set(levels) == {FeatureLevelRecord(MV, 33), FeatureLevelRecord(GV, 1), FeatureLevelRecord(TV, 2),
-                               FeatureLevelRecord(SV, 1)}
+                               FeatureLevelRecord(SV, 1), FeatureLevelRecord(SHV, 1)}
     finally:
         await c.stop()
 
@@ -123,11 +124,13 @@ async def test_update_features_refuses_as_kafka_and_writes_nothing(controller) -
                        "Invalid update version 1 for feature group.version. The controller does not support "
                        "the given upgrade type.")
     # Features Kafka has and Odradek does not serve: refused as Kafka refuses a feature it lacks.
-    for name in ("share.version", "eligible.leader.replicas.version", "kraft.version",
-                 metadata_format.FEATURE):
+    for name in ("eligible.leader.replicas.version", "kraft.version", metadata_format.FEATURE):
         await _refused(controller, [FeatureUpdate(name, 1)],
                        f"Invalid update version 1 for feature {name}. Local controller 1 does not support "
                        "this feature.")
+    # share.version 2 (KIP-1191's dead-letter queues) is Kafka 4.4's; Odradek serves 0-1.
+    await _refused(controller, [FeatureUpdate(SHV, 2)],
+                   "Invalid update version 2 for feature share.version. Local controller 1 only supports versions 0-1")
     # One bad feature fails them all.
     await _refused(controller, [FeatureUpdate(TV, 0, SAFE), FeatureUpdate("foo.bar", 1)],
                    "Invalid update version 1 for feature foo.bar. Local controller 1 does not support this feature.")
@@ -167,7 +170,7 @@ async def test_downgrade_and_upgrade_back(controller, new_controller, tmp_path: 
     again = new_controller(tmp_path)
     await again.start()
     try:
-        assert kafka_levels(again.image.features) == {MV: 33, GV: 1, SV: 1}  # from the log
+        assert kafka_levels(again.image.features) == {MV: 33, GV: 1, SV: 1, SHV: 1}  # from the log
     finally:
         await again.stop()
 

@@ -1,0 +1,247 @@
+"""Share groups (KIP-932): members, epochs and assignments on the group coordinator (Kafka 4.4's
+ShareGroup, ShareGroupMember and the share-group half of GroupMetadataManager).
+
+Theory of operation:
+
+1. A share group's members do not own partitions, so there is no revocation: a member is handed
+   its target assignment at once and its member epoch is the group epoch that assignment was
+   computed for. The *group epoch* moves when a member joins or leaves, changes its subscription,
+   or a subscribed topic's partition count changes (checked on every heartbeat); the ``simple``
+   assignor (share_assignor.py) then recomputes every member's target.
+2. Heartbeats: epoch 0 joins (the member id is the client's, required from v1, as Kafka 4.4),
+   -1 leaves; any other epoch must be the member's (FENCED_MEMBER_EPOCH otherwise; a member the
+   group does not know is UNKNOWN_MEMBER_ID). A member that stops heartbeating for
+   ``group.share.session.timeout.ms`` is removed. The answer carries the assignment when the
+   member's epoch moved or the request was a full one (it named its subscription).
+3. Groups of every protocol share one id space: a heartbeat on an id held by a classic or
+   consumer group is GROUP_ID_NOT_FOUND ("Group x is not a share group."), as Kafka.
+4. Not persisted yet: Kafka writes ShareGroupMetadata/Member records to __consumer_offsets; here
+   the membership lives in memory on the coordinator and a coordinator move makes the members
+   rejoin (their next heartbeat is UNKNOWN_MEMBER_ID, which the Java client answers by rejoining
+   with epoch 0). Records in flight are kept by the share-partitions on the partition leaders,
+   not here (broker/share/).
+
+Group states (Kafka's ShareGroup.ShareGroupState): Empty, Stable, Dead.
+
+Ownership: the handler loop (requests, timer callbacks). No locks.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from odradek.broker.group import share_assignor
+from odradek.broker.group.context import GroupContext
+from odradek.protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+
+if TYPE_CHECKING:
+    from odradek.protocol.messages import ListedGroup
+
+GROUP_TYPE = "share"
+LEAVE_GROUP_MEMBER_EPOCH = -1
+
+
+@dataclass
+class ShareGroupMember:
+    member_id: str
+    member_epoch: int = 0
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: frozenset[str] = frozenset()
+    assignment: dict[uuid.UUID, frozenset[int]] = field(default_factory=dict)
+
+
+@dataclass
+class ShareGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ShareGroupMember] = field(default_factory=dict)
+    # (topic id, partition count) of every subscribed topic when the epoch last moved.
+    subscribed_metadata: tuple[tuple[uuid.UUID, int], ...] = ()
+
+    @property
+    def state(self) -> str:
+        return "Empty" if not self.members else "Stable"
+
+
+class ShareGroupManager:
+    """ShareGroupHeartbeat and ShareGroupDescribe over the share groups of the partitions led here."""
+
+    def __init__(self, ctx: GroupContext, heartbeat_interval_ms: int, session_timeout_ms: int, max_size: int) -> None:
+        self.ctx = ctx
+        self.groups: dict[str, ShareGroup] = ctx.share_groups
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.session_timeout_ms = session_timeout_ms
+        self.max_size = max_size
+
+    # ------------------------------------------------------------------------------------------
+    # heartbeat
+
+    def heartbeat(self, body: Mapping[str, Any], client_id: str, client_host: str) -> dict[str, Any]:
+        group_id, member_id, epoch = body["group_id"], body["member_id"], body["member_epoch"]
+        _validate(body)
+        self.ctx.check_coordinator(group_id)
+        if group_id in self.ctx.classic_groups or group_id in self.ctx.consumer_groups:
+            raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        group = self.groups.get(group_id)
+        changed = False  # membership, a subscription or a subscribed topic's partitions: the epoch moves once
+        if epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            if group is None or member_id not in group.members:
+                raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                    f"Member {member_id} is not a member of group {group_id}.")
+            self._remove_member(group, member_id)
+            return self._response(member_id, LEAVE_GROUP_MEMBER_EPOCH, None)
+        if group is None:
+            if epoch != 0:
+                raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            group = self.groups[group_id] = ShareGroup(group_id)
+        member = group.members.get(member_id)
+        if member is None:
+            if epoch != 0:
+                raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                    f"Member {member_id} is not a member of group {group_id}.")
+            if len(group.members) >= self.max_size:
+                raise KafkaApiError(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                                    f"The share group has reached its maximum capacity of {self.max_size} members.")
+            member = group.members[member_id] = ShareGroupMember(member_id)
+            changed = True
+        elif epoch != member.member_epoch and epoch != 0:
+            raise KafkaApiError(ErrorCode.FENCED_MEMBER_EPOCH,
+                                f"The share group member has a smaller member epoch ({epoch}) than the one known "
+                                f"by the group coordinator ({member.member_epoch}).")
+        names = body.get("subscribed_topic_names")
+        if names is not None and frozenset(names) != member.subscribed_topic_names:
+            member.subscribed_topic_names = frozenset(names)
+            changed = True
+        if body.get("rack_id") is not None:
+            member.rack_id = body["rack_id"]
+        member.client_id, member.client_host = client_id, client_host
+        metadata = self._subscribed_metadata(group)
+        if metadata != group.subscribed_metadata:
+            group.subscribed_metadata = metadata
+            changed = True
+        if changed:
+            group.group_epoch += 1
+        if group.assignment_epoch < group.group_epoch:
+            self._assign(group, dict(metadata))
+        previous_epoch = epoch
+        member.member_epoch = group.assignment_epoch
+        self._schedule_session_timeout(group_id, member_id)
+        full = epoch == 0 or names is not None
+        assignment = self._assignment(member) if full or member.member_epoch != previous_epoch else None
+        return self._response(member_id, member.member_epoch, assignment)
+
+    def _subscribed_metadata(self, group: ShareGroup) -> tuple[tuple[uuid.UUID, int], ...]:
+        image = self.ctx.metadata.image
+        names = set().union(*(m.subscribed_topic_names for m in group.members.values()))
+        found = []
+        for name in names:
+            topic = image.topics.get(name)
+            if topic is not None and not topic.is_internal:
+                found.append((topic.topic_id, len(topic.partitions)))
+        return tuple(sorted(found))
+
+    def _assign(self, group: ShareGroup, partition_counts: dict[uuid.UUID, int]) -> None:
+        image = self.ctx.metadata.image
+        ids = {t.name: t.topic_id for t in image.topics.values()}
+        subscriptions = {m.member_id: frozenset(ids[n] for n in m.subscribed_topic_names if n in ids)
+                         for m in group.members.values()}
+        targets = share_assignor.assign(subscriptions, partition_counts,
+                                        {m.member_id: m.assignment for m in group.members.values()})
+        for member_id, target in targets.items():
+            group.members[member_id].assignment = target
+        group.assignment_epoch = group.group_epoch
+
+    def _remove_member(self, group: ShareGroup, member_id: str) -> None:
+        del group.members[member_id]
+        self.ctx.timer.cancel(("sg-session", group.group_id, member_id))
+        group.group_epoch += 1
+        if group.members:
+            # Each member takes the new epoch and assignment on its next heartbeat.
+            self._assign(group, dict(self._subscribed_metadata(group)))
+        else:
+            group.assignment_epoch = group.group_epoch
+
+    def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+        def expire() -> None:
+            group = self.groups.get(group_id)
+            if group is not None and member_id in group.members:
+                self._remove_member(group, member_id)
+        self.ctx.timer.schedule(("sg-session", group_id, member_id), self.session_timeout_ms, expire)
+
+    def _assignment(self, member: ShareGroupMember) -> dict[str, Any]:
+        return {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
+                                     for t, ps in sorted(member.assignment.items())]}
+
+    def _response(self, member_id: str, epoch: int, assignment: dict[str, Any] | None) -> dict[str, Any]:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "member_id": member_id,
+                "member_epoch": epoch, "heartbeat_interval_ms": self.heartbeat_interval_ms, "assignment": assignment}
+
+    # ------------------------------------------------------------------------------------------
+    # describe, list
+
+    def describe(self, group_id: str) -> dict[str, Any]:
+        entry: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None, "group_id": group_id,
+                                 "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
+                                 "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+        try:
+            self.ctx.check_coordinator(group_id)
+        except KafkaApiError as exc:
+            entry["error_code"] = exc.code
+            return entry
+        group = self.groups.get(group_id)
+        if group is None:
+            entry["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
+            entry["error_message"] = (f"Group {group_id} is not a share group."
+                                      if group_id in self.ctx.classic_groups or group_id in self.ctx.consumer_groups
+                                      else f"Group {group_id} not found.")
+            return entry
+        names = {t.topic_id: t.name for t in self.ctx.metadata.image.topics.values()}
+        entry.update(group_state=group.state, group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+                     assignor_name=share_assignor.NAME)
+        entry["members"] = [{
+            "member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch, "client_id": m.client_id,
+            "client_host": m.client_host, "subscribed_topic_names": sorted(m.subscribed_topic_names),
+            "assignment": {"topic_partitions": [{"topic_id": t, "topic_name": names[t], "partitions": sorted(ps)}
+                                                for t, ps in sorted(m.assignment.items()) if t in names]},
+        } for m in group.members.values()]
+        return entry
+
+    def list_groups(self, active_partitions: set[int], states: set[str] | None,
+                    types: set[str] | None) -> list[ListedGroup]:
+        """ListGroups entries; ``states``/``types`` already lower-cased (None = no filter)."""
+        if types is not None and GROUP_TYPE not in types:
+            return []
+        return [{"group_id": g.group_id, "protocol_type": "share", "group_state": g.state, "group_type": GROUP_TYPE}
+                for g in self.groups.values()
+                if self.ctx.partition_for(g.group_id) in active_partitions
+                and (states is None or g.state.lower() in states)]
+
+    def unload(self, partition: int) -> None:
+        """The coordinator partition moved away: its share groups are no longer served here."""
+        for group_id in [g for g in self.groups if self.ctx.partition_for(g) == partition]:
+            for member_id in self.groups[group_id].members:
+                self.ctx.timer.cancel(("sg-session", group_id, member_id))
+            del self.groups[group_id]
+
+
+def _validate(body: Mapping[str, Any]) -> None:
+    """Kafka's throwIfShareGroupHeartbeatRequestIsInvalid: INVALID_REQUEST with its messages."""
+    if not body["group_id"]:
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+    if body.get("rack_id") == "":
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, "RackId can't be empty.")
+    epoch = body["member_epoch"]
+    if not body["member_id"]:
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+    if epoch == 0:
+        if not body.get("subscribed_topic_names"):
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+    elif epoch < LEAVE_GROUP_MEMBER_EPOCH:
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"MemberEpoch is {epoch}, but must be greater than or equal to -1.")
