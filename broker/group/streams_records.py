@@ -30,6 +30,7 @@ Pure functions; any thread.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,7 +124,7 @@ def task_rows(tasks: Tasks) -> list[dict[str, Any]]:
     return [{"subtopology_id": s, "partitions": sorted(ps)} for s, ps in sorted(tasks.items()) if ps]
 
 
-def tasks_from(rows: list[dict[str, Any]] | None) -> Tasks:
+def tasks_from(rows: Sequence[Mapping[str, Any]] | None) -> Tasks:
     out: dict[str, frozenset[int]] = {}
     for row in rows or ():
         if row["partitions"]:

@@ -17,7 +17,7 @@ TOPIC_AUTHORIZATION_FAILED without its members or topology. Unknown ids are GROU
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.api.request_types import ApiRequest
 from odradek.broker.group.coordinator import coordinator_of
@@ -30,6 +30,11 @@ if TYPE_CHECKING:
     from odradek.broker.group.coordinator import GroupCoordinator
     from odradek.broker.metadata.broker_metadata import BrokerMetadata
     from odradek.broker.security.authz import AuthHelper
+    from odradek.protocol.messages import (
+        StreamsGroupDescribeRequest,
+        StreamsGroupDescribeResponse,
+        StreamsGroupDescribeResponseDescribedGroup,
+    )
 
 API_KEY = 89
 NAME = "StreamsGroupDescribe"
@@ -45,13 +50,13 @@ class Services:
     authz: AuthHelper
 
 
-def handle(services: Services, request: ApiRequest) -> dict:
+def handle(services: Services, request: ApiRequest[StreamsGroupDescribeRequest]) -> StreamsGroupDescribeResponse:
     body = request.body
     if not features.streams_group_protocol(services.metadata.image.features):
         return error_response(request, ErrorCode.UNSUPPORTED_VERSION)  # streams.version 0 (KafkaApis)
     coordinator = coordinator_of(services.group_coordinator)
-    denied: list[dict[str, Any]] = []
-    groups: list[dict[str, Any]] = []
+    denied: list[StreamsGroupDescribeResponseDescribedGroup] = []
+    groups: list[StreamsGroupDescribeResponseDescribedGroup] = []
     for group_id in body["group_ids"]:
         if not services.authz.allowed(request, authz.DESCRIBE, authz.GROUP, group_id):
             denied.append(_error_entry(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
@@ -69,7 +74,8 @@ def handle(services: Services, request: ApiRequest) -> dict:
     return {"throttle_time_ms": 0, "groups": denied + groups}
 
 
-def _hide_unauthorized_topics(services: Services, request: ApiRequest, group: dict[str, Any]) -> dict[str, Any]:
+def _hide_unauthorized_topics(services: Services, request: ApiRequest[StreamsGroupDescribeRequest],
+                              group: StreamsGroupDescribeResponseDescribedGroup) -> StreamsGroupDescribeResponseDescribedGroup:
     topology = group.get("topology")
     if topology is None:
         return group
@@ -83,12 +89,12 @@ def _hide_unauthorized_topics(services: Services, request: ApiRequest, group: di
     return entry
 
 
-def _error_entry(group_id: str, code: int) -> dict[str, Any]:
+def _error_entry(group_id: str, code: int) -> StreamsGroupDescribeResponseDescribedGroup:
     return {"error_code": code, "error_message": None, "group_id": group_id, "group_state": "", "group_epoch": 0,
             "assignment_epoch": 0, "topology": None, "members": [],
             "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED, "topology_description": None,
             "topology_description_status": 0, "assignor_name": None}
 
 
-def error_response(request: ApiRequest, code: int) -> dict:
+def error_response(request: ApiRequest[StreamsGroupDescribeRequest], code: int) -> StreamsGroupDescribeResponse:
     return {"throttle_time_ms": 0, "groups": [_error_entry(g, code) for g in request.body["group_ids"]]}

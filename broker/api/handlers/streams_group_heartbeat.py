@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.api.request_types import ApiRequest
 from odradek.broker.group.coordinator import client_host, coordinator_of
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from odradek.broker.metadata.broker_metadata import BrokerMetadata
     from odradek.broker.metadata.controller_client import ControllerClient
     from odradek.broker.security.authz import AuthHelper
+    from odradek.protocol.messages import StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class Services:
     authz: AuthHelper
 
 
-async def handle(services: Services, request: ApiRequest) -> dict:
+async def handle(services: Services, request: ApiRequest[StreamsGroupHeartbeatRequest]) -> StreamsGroupHeartbeatResponse:
     body = request.body
     if not features.streams_group_protocol(services.metadata.image.features):
         return _error_body(ErrorCode.UNSUPPORTED_VERSION)  # streams.version 0 (KafkaApis)
@@ -98,8 +99,8 @@ async def handle(services: Services, request: ApiRequest) -> dict:
     return response
 
 
-async def _create_internal_topics(services: Services, request: ApiRequest, topics: list[InternalTopicToCreate],
-                                  response: dict[str, Any], timeout_ms: int) -> None:
+async def _create_internal_topics(services: Services, request: ApiRequest[StreamsGroupHeartbeatRequest], topics: list[InternalTopicToCreate],
+                                  response: StreamsGroupHeartbeatResponse, timeout_ms: int) -> None:
     """KafkaApis's createStreamsInternalTopics step: CREATE on the cluster, else per topic."""
     names = [t.name for t in topics]
     if services.authz.cluster_allowed(request, authz.CREATE):
@@ -128,7 +129,7 @@ async def _create_internal_topics(services: Services, request: ApiRequest, topic
         log.info("created the internal topics %s of streams group %s", names, request.body["group_id"])
 
 
-def _add_to_status(response: dict[str, Any], detail: str, add: bool = True) -> None:
+def _add_to_status(response: StreamsGroupHeartbeatResponse, detail: str, add: bool = True) -> None:
     statuses = response["status"]
     if statuses is None:
         statuses = response["status"] = []
@@ -140,5 +141,5 @@ def _add_to_status(response: dict[str, Any], detail: str, add: bool = True) -> N
         statuses.append({"status_code": MISSING_INTERNAL_TOPICS, "status_detail": detail})
 
 
-def error_response(request: ApiRequest, code: int) -> dict:
+def error_response(request: ApiRequest[StreamsGroupHeartbeatRequest], code: int) -> StreamsGroupHeartbeatResponse:
     return _error_body(code)
