@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 
-from broker.group import share_assignor
+from odradek.broker.group import share_assignor
 
 T, U = uuid.UUID(int=1), uuid.UUID(int=2)
 

@@ -1,0 +1,119 @@
+"""DescribeShareGroupOffsets (api key 90): the share-partition start offset (SPSO) of each
+partition a share group reads, and from v1 its lag (KIP-932; ``kafka-share-groups --describe``).
+
+Versions 0-1 (flexible), as Kafka 4.4.
+- v1: lag per partition: the records below the high watermark the group has not yet
+  acknowledged or archived (-1 where the share-partition was never initialized).
+
+``topics`` null asks for every partition the group has a share-partition for. A partition the group
+never fetched from has start_offset -1 (Kafka's "not initialized"). A group the coordinator does not
+know as a share group answers GROUP_ID_NOT_FOUND; coordinator errors are per group.
+
+The share-partitions live on their leaders, in memory (broker/share/): this broker answers from the
+share-partitions it leads, so on a cluster a partition led elsewhere reads as not initialized
+(Kafka 4.4 reads its share coordinator's ``__share_group_state``, not implemented).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from odradek.broker.api.request_types import ApiRequest
+from odradek.broker.group.coordinator import coordinator_of
+from odradek.broker.security import authz
+from odradek.controller import features
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+
+if TYPE_CHECKING:
+    from odradek.broker.group.coordinator import GroupCoordinator
+    from odradek.broker.metadata.broker_metadata import BrokerMetadata
+    from odradek.broker.replica.replica_manager import ReplicaManager
+    from odradek.broker.security.authz import AuthHelper
+    from odradek.broker.share.share_partition_manager import SharePartitionManager
+
+API_KEY = 90
+NAME = "DescribeShareGroupOffsets"
+VERSIONS = (0, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What this handler uses of the broker (broker/api/registry.py)."""
+
+    metadata: BrokerMetadata
+    group_coordinator: GroupCoordinator
+    replica_manager: ReplicaManager
+    share_partitions: SharePartitionManager
+    authz: AuthHelper
+
+
+def handle(services: Services, request: ApiRequest) -> dict:
+    if not features.share_group_protocol(services.metadata.image.features):
+        return error_response(request, ErrorCode.UNSUPPORTED_VERSION)  # share.version 0 (KafkaApis)
+    coordinator = coordinator_of(services.group_coordinator)
+    groups = []
+    for g in request.body["groups"]:
+        group_id = g["group_id"]
+        if not services.authz.allowed(request, authz.DESCRIBE, authz.GROUP, group_id):
+            groups.append(_group_error(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            continue
+        if coordinator is None:
+            groups.append(_group_error(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            continue
+        try:
+            coordinator.check_coordinator(group_id)
+        except KafkaApiError as exc:
+            groups.append(_group_error(group_id, exc.code))
+            continue
+        if group_id not in coordinator.share.groups:
+            groups.append(_group_error(group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."))
+            continue
+        groups.append({"group_id": group_id, "topics": _topics(services, request, group_id, g["topics"]),
+                       "error_code": ErrorCode.NONE, "error_message": None})
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+def _topics(services: Services, request: ApiRequest, group_id: str,
+            wanted: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    manager = services.share_partitions
+    image = services.metadata.image
+    if wanted is None:  # every partition the group has a share-partition for
+        held: dict[str, list[int]] = {}
+        for g, held_topic, index in manager.partitions:
+            if g == group_id:
+                held.setdefault(held_topic, []).append(index)
+        wanted = [{"topic_name": t, "partitions": sorted(ps)} for t, ps in sorted(held.items())]
+    out = []
+    for t in wanted:
+        name = t["topic_name"]
+        topic = image.topics.get(name)
+        partitions = []
+        for index in t["partitions"]:
+            entry: dict[str, Any] = {"partition_index": index, "start_offset": -1, "leader_epoch": -1, "lag": -1,
+                                     "error_code": ErrorCode.NONE, "error_message": None}
+            if not services.authz.allowed(request, authz.DESCRIBE, authz.TOPIC, name):
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif topic is None or index not in topic.partitions:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                sp = manager.partitions.get((group_id, name, index))
+                part = services.replica_manager.partitions.get((name, index))
+                if sp is not None and part is not None:
+                    entry["start_offset"] = sp.start_offset
+                    entry["leader_epoch"] = part.leader_epoch
+                    entry["lag"] = max(0, part.high_watermark - sp.start_offset - sp.done_in_flight())
+            partitions.append(entry)
+        out.append({"topic_name": name, "topic_id": topic.topic_id if topic is not None else uuid.UUID(int=0),
+                    "partitions": partitions})
+    return out
+
+
+def _group_error(group_id: str, code: int, message: str | None = None) -> dict:
+    return {"group_id": group_id, "topics": [], "error_code": code, "error_message": message}
+
+
+def error_response(request: ApiRequest, code: int) -> dict:
+    return {"throttle_time_ms": 0, "groups": [_group_error(g["group_id"], code) for g in request.body["groups"]]}
+

@@ -1,0 +1,10 @@
+"""Share groups' data path on the partition leaders (KIP-932, Kafka's queues).
+
+- ``share_partition``          ``SharePartition``: one (group, topic-partition)'s records in flight,
+                               their states, delivery counts and acquisition locks
+- ``share_session``            ``ShareSessionCache``: which partitions each member fetches here
+- ``share_partition_manager``  ``SharePartitionManager``: ShareFetch's reads and acquisitions,
+                               acknowledgements, releases (closed sessions and connections)
+
+Membership and assignment live on the group coordinator (broker/group/share_group.py).
+"""

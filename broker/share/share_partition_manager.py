@@ -1,0 +1,250 @@
+"""``SharePartitionManager``: the share-partitions this broker leads and the share sessions that read
+them (Kafka 4.4's SharePartitionManager and ShareSessionCache, behind ShareFetch and ShareAcknowledge).
+
+A ShareFetch, per partition of its session: acknowledgements first, then, unless the session is
+closing, the read. A read starts at the share-partition's first acquirable offset
+(``SharePartition.fetch_offset``), takes the partition's whole batches below the high watermark
+from the log as a ``FetchSlice`` (file bytes, sent with sendfile as a Fetch's are), and looks at
+the batches' 61-byte headers only - one pread each - for their offset ranges, which
+``SharePartition.acquire`` locks to the member. The records are never parsed: the slice sent may
+hold offsets the member did not acquire (another member's, or acknowledged ones), and the response's
+``acquired_records`` tells the client which it may deliver, as Kafka's does.
+
+A fetch that acquires nothing waits up to ``max_wait_ms``, looking again every
+``POLL_INTERVAL_S`` (new records, released ones, expired locks); one that acquired something answers
+at once.
+
+Locks expire and closed connections' records are released lazily: before each request touches a
+share-partition, and on every look of a waiting fetch - no record can be acquired by anyone in
+between, so nobody can tell the difference from a timer.
+
+Owned by the handler loop; no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from odradek.broker.share.share_partition import InvalidAcknowledgement, InvalidRecordState, SharePartition
+from odradek.broker.share.share_session import ShareSession, ShareSessionCache
+from odradek.protocol.batch_header import HEADER_SIZE, parse_header
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.results import FetchSlice
+
+if TYPE_CHECKING:
+    from odradek.broker.config.broker_config import BrokerConfig
+    from odradek.broker.metadata.broker_metadata import BrokerMetadata
+    from odradek.broker.replica.replica_manager import ReplicaManager
+
+POLL_INTERVAL_S = 0.05
+READ_UNCOMMITTED = 0
+
+SharePartitionId = tuple[str, str, int]  # (group id, topic name, partition)
+
+
+@dataclass(frozen=True)
+class ShareConfig:
+    """The broker-level share-group settings a share-partition follows (Kafka's defaults; per-group
+    overrides, group configs of resource type 32, are not implemented)."""
+
+    record_lock_duration_ms: int = 30_000
+    delivery_count_limit: int = 5
+    max_in_flight: int = 2000
+    max_sessions: int = 2000
+    auto_offset_reset: str = "latest"
+
+    @classmethod
+    def from_broker_config(cls, cfg: BrokerConfig) -> ShareConfig:
+        return cls(record_lock_duration_ms=cfg["group.share.record.lock.duration.ms"],
+                   delivery_count_limit=cfg["group.share.delivery.count.limit"],
+                   max_in_flight=cfg["group.share.partition.max.record.locks"],
+                   max_sessions=cfg["group.share.max.share.sessions"])
+
+
+@dataclass
+class PartitionResult:
+    """One partition's part of a ShareFetch or ShareAcknowledge answer."""
+
+    topic_id: uuid.UUID
+    partition: int
+    error_code: int = ErrorCode.NONE
+    error_message: str | None = None
+    acknowledge_error_code: int = ErrorCode.NONE
+    acknowledge_error_message: str | None = None
+    records: FetchSlice | None = None
+    acquired: list[tuple[int, int, int]] = field(default_factory=list)
+
+
+Acks = list[tuple[int, int, list[int]]]
+
+
+class SharePartitionManager:
+    def __init__(self, config: ShareConfig, replica_manager: ReplicaManager, metadata: BrokerMetadata,
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        self.config = config
+        self.replica_manager = replica_manager
+        self.metadata = metadata
+        self.clock_ms = clock_ms
+        self.sessions = ShareSessionCache(config.max_sessions)
+        self.partitions: dict[SharePartitionId, SharePartition] = {}
+
+    # ------------------------------------------------------------------------------------------
+    # sessions
+
+    def open_session(self, group_id: str, member_id: str, conn: Any) -> ShareSession:
+        self.release_closed_sessions()
+        session, old = self.sessions.open(group_id, member_id, conn)
+        if old is not None:
+            self._release_session(old)
+        return session
+
+    def continue_session(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
+        self.release_closed_sessions()
+        return self.sessions.get(group_id, member_id, epoch)
+
+    def close_session(self, session: ShareSession) -> None:
+        """The member closed its session (epoch -1): what it still holds goes back at once."""
+        self.sessions.remove(session)
+        self._release_session(session)
+
+    def forget(self, session: ShareSession, topic: str, partition: int) -> None:
+        """A partition the member no longer fetches from here: its records go back."""
+        if session.partitions.pop((topic, partition), None) is not None:
+            sp = self.partitions.get((session.group_id, topic, partition))
+            if sp is not None:
+                sp.release_member(session.member_id)
+
+    def release_closed_sessions(self) -> None:
+        for session in self.sessions.closed_connections():
+            self._release_session(session)
+
+    def _release_session(self, session: ShareSession) -> None:
+        for topic, partition in session.partitions:
+            sp = self.partitions.get((session.group_id, topic, partition))
+            if sp is not None:
+                sp.release_member(session.member_id)
+
+    # ------------------------------------------------------------------------------------------
+    # acknowledging
+
+    def acknowledge(self, session: ShareSession, topic: str, partition: int, acks: Acks) -> tuple[int, str | None]:
+        """Apply one partition's acknowledgement batches; (error code, message) of the outcome."""
+        try:
+            sp = self._share_partition(session.group_id, topic, partition)
+            sp.acknowledge(session.member_id, acks, self.clock_ms(), self.config.record_lock_duration_ms)
+        except InvalidRecordState as exc:
+            return ErrorCode.INVALID_RECORD_STATE, str(exc)
+        except InvalidAcknowledgement as exc:
+            return ErrorCode.INVALID_REQUEST, str(exc)
+        except KafkaApiError as exc:
+            return exc.code, exc.message
+        return ErrorCode.NONE, None
+
+    # ------------------------------------------------------------------------------------------
+    # fetching
+
+    async def fetch(self, session: ShareSession, wanted: list[PartitionResult], topics: dict[uuid.UUID, str],
+                    max_wait_ms: int, max_bytes: int, max_records: int, strict: bool) -> list[PartitionResult]:
+        """Acquire records of ``wanted`` for the session's member, waiting up to ``max_wait_ms``
+        for something to acquire; fills each result's records/acquired or error."""
+        deadline = time.monotonic() + max(0, max_wait_ms) / 1000
+        while True:
+            self.release_closed_sessions()
+            got = self._read_all(session, wanted, topics, max_bytes, max_records, strict)
+            if got or time.monotonic() >= deadline or self.sessions.sessions.get(
+                    (session.group_id, session.member_id)) is not session:
+                return wanted
+            await asyncio.sleep(min(POLL_INTERVAL_S, max(0.0, deadline - time.monotonic())))
+
+    def _read_all(self, session: ShareSession, wanted: list[PartitionResult], topics: dict[uuid.UUID, str],
+                  max_bytes: int, max_records: int, strict: bool) -> bool:
+        got = False
+        bytes_left, records_left = max_bytes, max_records
+        for result in wanted:
+            if result.error_code != ErrorCode.NONE or result.acquired or bytes_left <= 0 or records_left <= 0:
+                got = got or bool(result.acquired) or result.error_code != ErrorCode.NONE
+                continue
+            try:
+                self._read(session, result, topics[result.topic_id], bytes_left, records_left, strict)
+            except KafkaApiError as exc:
+                result.error_code, result.error_message = exc.code, exc.message
+                got = True
+                continue
+            if result.acquired:
+                got = True
+                bytes_left -= result.records.size if result.records is not None else 0
+                records_left -= sum(last - first + 1 for first, last, _ in result.acquired)
+        return got
+
+    def _read(self, session: ShareSession, result: PartitionResult, topic: str, max_bytes: int, max_records: int,
+              strict: bool) -> None:
+        sp = self._share_partition(session.group_id, topic, result.partition)
+        part = self.replica_manager.leader_partition(topic, result.partition)
+        if sp.start_offset < part.log_start_offset:
+            sp.reset_start(part.log_start_offset)  # retention deleted records the group had not read
+        offset = sp.fetch_offset()
+        if offset is None or offset >= part.high_watermark:
+            return
+        piece = part.read(offset, max_bytes, READ_UNCOMMITTED, True)
+        if piece.size == 0 or piece.file is None:
+            return
+        batches = _batch_headers(piece)
+        acquired = sp.acquire(session.member_id, ((base, last) for _, _, base, last in batches), max_records,
+                              self.clock_ms(), self.config.record_lock_duration_ms, strict)
+        if not acquired:
+            return
+        # Send the batches from the first to the last holding an acquired offset, no more.
+        first, last = acquired[0][0], acquired[-1][1]
+        inside = [b for b in batches if b[3] >= first and b[2] <= last]
+        start, end = inside[0][0], inside[-1][0] + inside[-1][1]
+        result.records = FetchSlice(piece.file, piece.position + start, end - start, inside[0][2], inside[-1][3] + 1)
+        result.acquired = acquired
+
+    def _share_partition(self, group_id: str, topic: str, partition: int) -> SharePartition:
+        key = (group_id, topic, partition)
+        sp = self.partitions.get(key)
+        if sp is None:
+            part = self.replica_manager.leader_partition(topic, partition)
+            start = part.log_start_offset if self.config.auto_offset_reset == "earliest" else part.high_watermark
+            sp = self.partitions[key] = SharePartition(group_id, topic, partition, start,
+                                                       self.config.delivery_count_limit, self.config.max_in_flight)
+        sp.expire_locks(self.clock_ms())
+        return sp
+
+    # ------------------------------------------------------------------------------------------
+    # leadership
+
+    def on_resign(self, topic: str, partition: int) -> None:
+        """This broker no longer leads the partition: its share-partitions go (kept in memory only)."""
+        for key in [k for k in self.partitions if k[1] == topic and k[2] == partition]:
+            del self.partitions[key]
+
+    def start_offset(self, group_id: str, topic: str, partition: int) -> int | None:
+        """The SPSO of a share-partition this broker has (None: the group never read it here)."""
+        sp = self.partitions.get((group_id, topic, partition))
+        return None if sp is None else sp.start_offset
+
+
+def _batch_headers(piece: FetchSlice) -> list[tuple[int, int, int, int]]:
+    """(position in the slice, size, base offset, last offset) of each whole batch of ``piece``,
+    from the headers alone."""
+    assert piece.file is not None
+    out = []
+    pos = 0
+    fd = piece.file.fd
+    while piece.size - pos >= HEADER_SIZE:
+        raw = os.pread(fd, HEADER_SIZE, piece.position + pos)
+        if len(raw) < HEADER_SIZE:
+            break
+        header = parse_header(raw)
+        if pos + header.size > piece.size:
+            break
+        out.append((pos, header.size, header.base_offset, header.base_offset + header.last_offset_delta))
+        pos += header.size
+    return out
