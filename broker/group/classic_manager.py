@@ -31,7 +31,12 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from odradek.broker.coordinator.runtime import CoordinatorResult, CoordinatorWriteError, KeyValue
+from odradek.broker.coordinator.runtime import (
+    CoordinatorResult,
+    CoordinatorShard,
+    CoordinatorWriteError,
+    KeyValue,
+)
 from odradek.broker.group import records as R
 from odradek.broker.group.classic_group import ClassicGroup, GroupState
 from odradek.broker.group.context import GroupContext
@@ -42,7 +47,6 @@ from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 if TYPE_CHECKING:
     from odradek.broker.group.consumer_group import ConsumerGroupManager
-    from odradek.broker.group.shard import GroupShard, LoadedOffsets
     from odradek.protocol.messages import (
         DescribeGroupsResponseDescribedGroup,
         JoinGroupResponse,
@@ -85,7 +89,7 @@ class ClassicGroupManager:
     # loading and unloading (called by the partition's GroupShard)
 
     def install_loaded(self, partition: int, group_values: dict[str, dict[str, Any] | None],
-                       offsets: LoadedOffsets) -> None:
+                       offsets: R.LoadedOffsets) -> None:
         """Create the loaded groups (and simple groups that have only offsets); arm the members'
         session timeouts."""
         now = self.ctx.time_ms()
@@ -142,7 +146,7 @@ class ClassicGroupManager:
                 outcome.append(error)
                 then(error)
 
-        def op(shard: GroupShard) -> CoordinatorResult[None]:
+        def op(shard: CoordinatorShard) -> CoordinatorResult[None]:
             return CoordinatorResult(records, None, lambda: once(ErrorCode.NONE))
 
         def done(f: asyncio.Future[None]) -> None:
@@ -179,7 +183,7 @@ class ClassicGroupManager:
             if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
                 raise KafkaApiError(ErrorCode.INVALID_SESSION_TIMEOUT)
 
-            def op(shard: GroupShard) -> CoordinatorResult[None]:
+            def op(shard: CoordinatorShard) -> CoordinatorResult[None]:
                 return self._join_op(future, group_id, member_id, group_instance_id, client_id, client_host,
                                      rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
                                      api_version)
@@ -506,7 +510,7 @@ class ClassicGroupManager:
         runs between a write and its apply; re-armed meanwhile, the stale action is skipped."""
         partition = self.ctx.partition_for(key[1])
 
-        def op(shard: GroupShard) -> CoordinatorResult[None]:
+        def op(shard: CoordinatorShard) -> CoordinatorResult[None]:
             if not self.timer.is_scheduled(key):
                 fn()
             return CoordinatorResult()
@@ -577,7 +581,7 @@ class ClassicGroupManager:
                 raise KafkaApiError(ErrorCode.INVALID_GROUP_ID)
             partition = self.ctx.check_coordinator(group_id)
 
-            def op(shard: GroupShard) -> CoordinatorResult[None]:
+            def op(shard: CoordinatorShard) -> CoordinatorResult[None]:
                 self._sync(future, group_id, generation_id, member_id, group_instance_id, protocol_type,
                            protocol_name, assignments)
                 return CoordinatorResult()

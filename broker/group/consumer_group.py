@@ -55,7 +55,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from odradek.broker.coordinator.runtime import CoordinatorResult, CoordinatorWriteError, KeyValue
+from odradek.broker.coordinator.runtime import (
+    CoordinatorResult,
+    CoordinatorShard,
+    CoordinatorWriteError,
+    KeyValue,
+)
 from odradek.broker.group import consumer_group_records as CR
 from odradek.broker.group.assignors import MemberSpec, PartitionAssignorError, assignors_from_config
 from odradek.broker.group.classic_group import GroupState
@@ -68,7 +73,6 @@ from odradek.protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
 from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 if TYPE_CHECKING:
-    from odradek.broker.group.shard import GroupShard
     from odradek.protocol.messages import (
         ConsumerGroupDescribeResponseAssignment,
         ConsumerGroupDescribeResponseDescribedGroup,
@@ -441,7 +445,7 @@ class ConsumerGroupManager:
         self.max_size = cfg.consumer_max_size
         self.assignors = assignors_from_config(list(cfg.consumer_assignors))
         self.default_assignor = next(iter(self.assignors))
-        self.groups = ctx.consumer_groups
+        self.groups: dict[str, ConsumerGroup] = ctx.consumer_groups
         self.timer = ctx.timer
         self._regex_cache: dict[str, ClientRegex] = {}
 
@@ -456,7 +460,7 @@ class ConsumerGroupManager:
             partition = self.ctx.check_coordinator(req["group_id"])
             self._validate(version, req)
 
-            def op(shard: GroupShard) -> CoordinatorResult[ConsumerGroupHeartbeatResponse]:
+            def op(shard: CoordinatorShard) -> CoordinatorResult[ConsumerGroupHeartbeatResponse]:
                 change = _Change()
                 if req["member_epoch"] in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                     response = self._leave(req, change)
@@ -810,7 +814,7 @@ class ConsumerGroupManager:
         if not self.ctx.is_active(group.partition):
             return
 
-        def op(shard: GroupShard) -> CoordinatorResult[None]:
+        def op(shard: CoordinatorShard) -> CoordinatorResult[None]:
             # Computed when its turn comes: the member may be gone or moved on by then.
             current = self.groups.get(group_id)
             now = current.members.get(member_id) if current is not None else None

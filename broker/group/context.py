@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.coordinator.partition_rule import coordinator_partition
 from odradek.broker.coordinator.runtime import CoordinatorRuntime, PartitionState
@@ -26,10 +26,6 @@ from odradek.protocol.errors import ErrorCode, KafkaApiError
 if TYPE_CHECKING:
     from odradek.broker.config.broker_config import BrokerConfig
     from odradek.broker.group.classic_group import ClassicGroup
-    from odradek.broker.group.consumer_group import ConsumerGroup
-    from odradek.broker.group.shard import GroupShard
-    from odradek.broker.group.share_group import ShareGroup
-    from odradek.broker.group.streams_group import StreamsGroup
     from odradek.controller.image import MetadataImage
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -61,9 +57,6 @@ class GroupConfig:
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     write_timeout_ms: int = 5000  # offsets.commit.timeout.ms: Kafka's timeout of every coordinator write
-    share_session_timeout_ms: int = 45_000
-    share_heartbeat_interval_ms: int = 5000
-    share_max_size: int = 200
     streams_session_timeout_ms: int = 45_000
     streams_heartbeat_interval_ms: int = 5000
     streams_max_size: int = 2**31 - 1
@@ -91,9 +84,6 @@ class GroupConfig:
             consumer_max_size=cfg["group.consumer.max.size"],
             consumer_assignors=tuple(cfg["group.consumer.assignors"]),
             write_timeout_ms=cfg["offsets.commit.timeout.ms"],
-            share_session_timeout_ms=cfg["group.share.session.timeout.ms"],
-            share_heartbeat_interval_ms=cfg["group.share.heartbeat.interval.ms"],
-            share_max_size=cfg["group.share.max.size"],
             streams_session_timeout_ms=cfg["group.streams.session.timeout.ms"],
             streams_heartbeat_interval_ms=cfg["group.streams.heartbeat.interval.ms"],
             streams_max_size=cfg["group.streams.max.size"],
@@ -110,14 +100,16 @@ class GroupContext:
     """The shared parts; built by odradek.broker.group.coordinator.GroupCoordinator."""
 
     config: GroupConfig
-    runtime: CoordinatorRuntime[GroupShard]
+    # The group modules import this one, so it imports none of theirs (issue 29's import rings): the
+    # runtime is the coordinator's CoordinatorRuntime[GroupShard], and each group map below is
+    # typed where its manager takes it (ConsumerGroupManager.groups, StreamsGroupManager.groups).
+    runtime: CoordinatorRuntime[Any]
     timer: KeyedTimer
     metadata: MetadataView
     time_ms: Callable[[], int]
     classic_groups: dict[str, ClassicGroup] = field(default_factory=dict)
-    consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
-    share_groups: dict[str, ShareGroup] = field(default_factory=dict)  # KIP-932 (broker/group/share_group.py)
-    streams_groups: dict[str, StreamsGroup] = field(default_factory=dict)  # KIP-1071 (streams_group.py)
+    consumer_groups: dict[str, Any] = field(default_factory=dict)
+    streams_groups: dict[str, Any] = field(default_factory=dict)  # KIP-1071 (streams_group.py)
     # (partition, group) -> the group moved into the partition and its state is not here yet
     # (broker/coordinator/migration.py); None: nothing moves.
     moving: Callable[[int, str], bool] | None = None

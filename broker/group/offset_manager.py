@@ -24,7 +24,12 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from odradek.broker.coordinator.runtime import CoordinatorResult, CoordinatorWriteError, KeyValue
+from odradek.broker.coordinator.runtime import (
+    CoordinatorResult,
+    CoordinatorShard,
+    CoordinatorWriteError,
+    KeyValue,
+)
 from odradek.broker.group import records as R
 from odradek.broker.group.classic_group import ClassicGroup, GroupState
 from odradek.broker.group.context import GroupContext
@@ -34,7 +39,6 @@ from odradek.protocol.errors import ErrorCode, KafkaApiError
 if TYPE_CHECKING:
     from odradek.broker.group.classic_manager import ClassicGroupManager
     from odradek.broker.group.consumer_group import ConsumerGroupManager
-    from odradek.broker.group.shard import GroupShard
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +74,7 @@ class OffsetManager:
         try:
             partition = self.ctx.check_coordinator(group_id)
 
-            def op(shard: GroupShard) -> CoordinatorResult[None]:
+            def op(shard: CoordinatorShard) -> CoordinatorResult[None]:
                 return self._commit_op(group_id, member_id, instance_id, generation_id, api_version,
                                        retention_time_ms, partitions, errors)
 
@@ -247,7 +251,7 @@ class OffsetManager:
                 log.warning("could not expire offsets of group %s: %s", group_id, exc)
         return total
 
-    def _expire_op(self, group_id: str, now: int, shard: GroupShard) -> CoordinatorResult[int]:
+    def _expire_op(self, group_id: str, now: int, shard: CoordinatorShard) -> CoordinatorResult[int]:
         classic = self.classic.groups.get(group_id)
         if classic is not None:
             return self._expire_classic(classic, now)

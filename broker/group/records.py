@@ -87,6 +87,11 @@ class OffsetAndMetadata:
     record_offset: int = field(default=-1, compare=False)
 
 
+# A loading partition's committed offsets: group -> partition -> offset, None where a tombstone
+# deleted it (GroupShard collects them while replaying; ClassicGroupManager takes them when loaded).
+LoadedOffsets = dict[str, dict[tuple[str, int], "OffsetAndMetadata | None"]]
+
+
 @dataclass(frozen=True, slots=True)
 class OffsetKey:
     group: str

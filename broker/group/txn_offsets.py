@@ -31,7 +31,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from odradek.broker.coordinator.runtime import CoordinatorResult
+from odradek.broker.coordinator.runtime import CoordinatorResult, CoordinatorShard
 from odradek.broker.group import records as R
 from odradek.broker.group.classic_group import ClassicGroup
 from odradek.broker.group.context import OFFSETS_TOPIC, GroupContext
@@ -42,7 +42,6 @@ from odradek.protocol.records import Record, encode_batch
 if TYPE_CHECKING:
     from odradek.broker.group.classic_manager import ClassicGroupManager
     from odradek.broker.group.consumer_group import ConsumerGroupManager
-    from odradek.broker.group.shard import GroupShard
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +167,7 @@ class TxnOffsetManager:
         self.ctx.runtime.schedule_write(partition, functools.partial(self._complete_op, partition, producer_id, commit),
                                         f"complete the transactional offsets of producer {producer_id}")
 
-    def _complete_op(self, partition: int, producer_id: int, commit: bool, shard: GroupShard) -> CoordinatorResult[None]:
+    def _complete_op(self, partition: int, producer_id: int, commit: bool, shard: CoordinatorShard) -> CoordinatorResult[None]:
         """No record: the marker is in the log already; only memory follows it."""
         def apply() -> None:
             held = self.pending.get(producer_id)

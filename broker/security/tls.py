@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from odradek.broker.config.broker_config import ConfigError
+from odradek.broker.config.errors import ConfigError
 
 # The ssl.* keys a listener prefix may override (Kafka's SSL configs that reach the SslFactory).
 SSL_KEYS = (
