@@ -111,7 +111,7 @@ class Request:
         "received_at",
     )
 
-    def __init__(self, conn: Connection, slot: Any, spec: HandlerSpec, header: Any, body: dict):
+    def __init__(self, conn: Connection, slot: Any, spec: HandlerSpec, header: Any, body: dict[str, Any]):
         self.conn = conn
         self.slot = slot
         self.spec = spec
@@ -146,7 +146,7 @@ class _PreEncoded:
 
     __slots__ = ("chunks", "body")
 
-    def __init__(self, chunks: list[Any], body: dict) -> None:
+    def __init__(self, chunks: list[Any], body: dict[str, Any]) -> None:
         self.chunks = chunks
         self.body = body
 
@@ -183,7 +183,7 @@ class Dispatcher:
         self.inter_broker_listener = inter_broker_listener
         self.metrics = metrics
         self.trace = request_log.isEnabledFor(logging.DEBUG)
-        self.tasks: set[asyncio.Task] = set()
+        self.tasks: set[asyncio.Task[Any]] = set()
         self.short_gil_switch = _ShortGilSwitch()
         # Client quotas (broker/quota/client_quotas.py), set by ``set_quotas`` only while some
         # quota exists: the quotas' steps (around the handler, before the response is encoded)
@@ -326,7 +326,7 @@ class Dispatcher:
                                          request.correlation_id, result, header_flexible)
         return _PreEncoded(chunks, result)
 
-    def _finish_async(self, request: Request, task: asyncio.Task) -> None:
+    def _finish_async(self, request: Request, task: asyncio.Task[Any]) -> None:
         self.tasks.discard(task)
         if task.cancelled():
             self._close(request.conn)
@@ -389,7 +389,7 @@ class Dispatcher:
         step (request time, the fetch size bound) and every response goes through their throttle."""
         self.quotas = quotas
 
-    def respond(self, request: Request, body: dict | None) -> None:
+    def respond(self, request: Request, body: dict[str, Any] | None) -> None:
         quotas = self.quotas
         if quotas is not None:
             body, throttle_ms = quotas.on_response(request, body)
@@ -449,6 +449,6 @@ class Dispatcher:
 
 
 if TYPE_CHECKING:
-    def _request_is_an_api_request(request: Request) -> ApiRequest:
+    def _request_is_an_api_request(request: Request) -> ApiRequest[Any]:
         # Checked by mypy only: the dispatcher's Request must keep satisfying the handlers' protocol.
         return request

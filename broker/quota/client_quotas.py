@@ -40,7 +40,7 @@ import logging
 import time
 import weakref
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from odradek.broker.metadata.controller_client import is_forwarded
 from odradek.broker.network.connection import MAX_IN_FLIGHT
@@ -50,6 +50,7 @@ from odradek.controller.client_quotas import CONSUMER_BYTE_RATE, IP, PRODUCER_BY
 
 if TYPE_CHECKING:
     from odradek.broker.api.request_types import ApiRequest, Handler, HandlerResult
+    from odradek.protocol.messages import FetchRequest, FetchResponse, ProduceRequest
 
 log = logging.getLogger(__name__)
 
@@ -138,23 +139,24 @@ def _records_size(records: Any) -> int:
     return size if type(size) is int else len(records)
 
 
-def produce_bytes(body: dict) -> int:
+def produce_bytes(body: ProduceRequest) -> int:
     return sum(_records_size(pd["records"]) for t in body["topic_data"] for pd in t["partition_data"])
 
 
-def fetch_bytes(body: dict) -> int:
+def fetch_bytes(body: Mapping[str, Any]) -> int:
+    """A FetchResponse's record bytes (the dispatcher holds it as the codec's dict)."""
     return sum(_records_size(p["records"]) for t in body["responses"] for p in t["partitions"])
 
 
-def _is_follower_fetch(request: ApiRequest) -> bool:
+def _is_follower_fetch(request: ApiRequest[FetchRequest]) -> bool:
     body = request.body
     if request.api_version < 15:
         return body["replica_id"] >= 0
-    state = body.get("replica_state") or {}
-    return state.get("replica_id", -1) >= 0
+    state = body.get("replica_state")
+    return state is not None and state.get("replica_id", -1) >= 0
 
 
-def throttled_fetch_response(request: ApiRequest, throttle_ms: int) -> dict:
+def throttled_fetch_response(request: ApiRequest[FetchRequest], throttle_ms: int) -> FetchResponse:
     """Kafka's FetchContext.getThrottledResponse: no partitions; a new or sessionless fetch gets
     session id 0 (the client starts over), an incremental one keeps its session."""
     body = request.body
@@ -207,7 +209,7 @@ class ClientQuotas:
 
     # -- the dispatcher's quota steps (only while active) --------------------------------------
 
-    def run_handler(self, handle: Handler, request: ApiRequest, conn: _LimitedConnection) -> HandlerResult:
+    def run_handler(self, handle: Handler, request: ApiRequest[Any], conn: _LimitedConnection) -> HandlerResult:
         """The step around a handler: bound a consumer fetch to what its quota window can take
         (Kafka's getMaxValueInQuotaWindow: a larger response could never be sent unthrottled), then
         run the handler and count its time for request_percentage. A client with a quota has one
@@ -227,14 +229,14 @@ class ClientQuotas:
         finally:
             self.handler_time(request, time.perf_counter() - start)
 
-    def handler_time(self, request: ApiRequest, elapsed_s: float) -> None:
+    def handler_time(self, request: ApiRequest[Any], elapsed_s: float) -> None:
         """Record the handler's time for request_percentage (percent-seconds of one thread)."""
         if not self.request.enabled or request.api_key in EXEMPT_APIS or _forwarded(request):
             return
         self.request.record(request.principal.name, request.client_id or "", elapsed_s * 100.0,
                             self._clock() * 1000.0)
 
-    def on_response(self, request: ApiRequest, body: dict | None) -> tuple[dict | None, int]:
+    def on_response(self, request: ApiRequest[Any], body: dict[str, Any] | None) -> tuple[dict[str, Any] | None, int]:
         """Record Produce/Fetch bytes, compute the throttle, put it in the body; returns the body to
         send (a throttled fetch's is empty) and the throttle time the connection must observe."""
         api_key = request.api_key
@@ -256,7 +258,7 @@ class ClientQuotas:
             if throttle > 0:
                 # Kafka returns an empty response to a throttled fetch, so the bytes were not sent.
                 self.fetch.unrecord(user, client_id, size, now_ms)
-                body = throttled_fetch_response(request, throttle)
+                body = cast("dict[str, Any]", throttled_fetch_response(request, throttle))
             manager = self.fetch if byte_ms > request_ms else manager
         throttle = max(byte_ms, request_ms)
         if throttle > 0:
@@ -282,5 +284,5 @@ class ClientQuotas:
         return out
 
 
-def _forwarded(request: ApiRequest) -> bool:
+def _forwarded(request: ApiRequest[Any]) -> bool:
     return is_forwarded(request.client_id)

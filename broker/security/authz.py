@@ -14,7 +14,7 @@ an EnvelopeRequest: CLUSTER_ACTION on the cluster for the forwarding broker's pr
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from odradek.broker.config.broker_config import STANDARD_AUTHORIZER
 from odradek.broker.metadata.controller_client import is_forwarded
@@ -51,7 +51,7 @@ def load_acls(authorizer: StandardAuthorizer, image: MetadataImage) -> None:
     authorizer.load(binding_of(record) for record in image.acls.values())
 
 
-def _who(request: ApiRequest) -> tuple[str, str]:
+def _who(request: ApiRequest[Any]) -> tuple[str, str]:
     return str(request.principal), request.peer.rpartition(":")[0].strip("[]")
 
 
@@ -63,7 +63,7 @@ class AuthHelper:
     def __init__(self, authorizer: StandardAuthorizer | None) -> None:
         self.authorizer = authorizer
 
-    def allowed(self, request: ApiRequest, op: AclOperation, resource_type: ResourceType, name: str) -> bool:
+    def allowed(self, request: ApiRequest[Any], op: AclOperation, resource_type: ResourceType, name: str) -> bool:
         authorizer = self.authorizer
         if authorizer is None:
             return True
@@ -72,10 +72,10 @@ class AuthHelper:
             return authorizer.authorize(principal, host, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
         return authorizer.authorize(principal, host, op, resource_type, name)
 
-    def cluster_allowed(self, request: ApiRequest, op: AclOperation) -> bool:
+    def cluster_allowed(self, request: ApiRequest[Any], op: AclOperation) -> bool:
         return self.allowed(request, op, CLUSTER, CLUSTER_NAME)
 
-    def allowed_by_resource_type(self, request: ApiRequest, op: AclOperation, resource_type: ResourceType) -> bool:
+    def allowed_by_resource_type(self, request: ApiRequest[Any], op: AclOperation, resource_type: ResourceType) -> bool:
         """KIP-679: may the principal perform ``op`` on some resource of this type?"""
         authorizer = self.authorizer
         if authorizer is None:
@@ -83,7 +83,7 @@ class AuthHelper:
         principal, host = _who(request)
         return authorizer.authorize_by_resource_type(principal, host, op, resource_type)
 
-    def filter_allowed(self, request: ApiRequest, op: AclOperation, resource_type: ResourceType,
+    def filter_allowed(self, request: ApiRequest[Any], op: AclOperation, resource_type: ResourceType,
                        items: Iterable[T], name: Callable[[T], str] = str) -> list[T]:
         """The items whose resource the principal may ``op`` (each name decided once)."""
         if self.authorizer is None:
@@ -99,7 +99,7 @@ class AuthHelper:
                 out.append(item)
         return out
 
-    def denied_indexes(self, request: ApiRequest, op: AclOperation, resource_type: ResourceType,
+    def denied_indexes(self, request: ApiRequest[Any], op: AclOperation, resource_type: ResourceType,
                        names: list[str]) -> set[int]:
         """Positions in ``names`` whose resource the principal may not ``op`` (empty without an authorizer)."""
         if self.authorizer is None:
@@ -107,7 +107,7 @@ class AuthHelper:
         allowed = set(self.filter_allowed(request, op, resource_type, set(names)))
         return {i for i, name in enumerate(names) if name not in allowed}
 
-    def cluster_authorized_operations(self, request: ApiRequest, everything: int) -> int:
+    def cluster_authorized_operations(self, request: ApiRequest[Any], everything: int) -> int:
         """The cluster's bitfield for Metadata (v8-10) and DescribeCluster: Kafka reports 0 to a principal
         that may not DESCRIBE the cluster, whatever else it may do."""
         if self.authorizer is None:
@@ -116,7 +116,7 @@ class AuthHelper:
             return 0
         return self.authorized_operations(request, CLUSTER, CLUSTER_NAME, everything)
 
-    def authorized_operations(self, request: ApiRequest, resource_type: ResourceType, name: str,
+    def authorized_operations(self, request: ApiRequest[Any], resource_type: ResourceType, name: str,
                               everything: int) -> int:
         """KIP-430's bitfield: ``everything`` (the type's supported operations) without an authorizer."""
         authorizer = self.authorizer

@@ -126,7 +126,7 @@ class _ErrorRequest:
     ILLEGAL_SASL_STATE."""
 
     def __init__(self, api_key: int, api_version: int, correlation_id: int, client_id: str | None,
-                 body: dict, conn: Connection) -> None:
+                 body: dict[str, Any], conn: Connection) -> None:
         self.api_key = api_key
         self.api_version = api_version
         self.correlation_id = correlation_id
@@ -212,7 +212,7 @@ class SaslAuthenticator:
     # -- steps ----------------------------------------------------------------------------------------
 
     def _decode(self, dispatcher: Dispatcher, conn: Connection, frame: bytes | memoryview, schema: str,
-                versions: tuple[int, int]) -> tuple[Any, dict] | None:
+                versions: tuple[int, int]) -> tuple[Any, dict[str, Any]] | None:
         view = memoryview(frame)
         try:
             api_version = P.INT16.unpack_from(frame, 2)[0]
@@ -359,7 +359,7 @@ class SaslAuthenticator:
         spec = dispatcher.handlers.get(api_key)
         name = spec.name if spec is not None else str(api_key)
         message = f"Unexpected Kafka request of type {name} during SASL authentication."
-        body: dict | None = None
+        body: dict[str, Any] | None = None
         decoded = None
         if spec is not None and spec.error_response is not None:
             version = P.INT16.unpack_from(frame, 2)[0] if len(frame) >= 4 else -1
@@ -401,7 +401,7 @@ class SaslAuthenticator:
         else:
             dispatcher.close(conn)
 
-    def _fail(self, dispatcher: Dispatcher, conn: Connection, slot: Any, schema: str, header: Any, body: dict,
+    def _fail(self, dispatcher: Dispatcher, conn: Connection, slot: Any, schema: str, header: Any, body: dict[str, Any],
               message: str) -> None:
         """Answer after the failed-authentication delay, then close (rule 4)."""
         self.state = FAILED
@@ -419,7 +419,7 @@ class SaslAuthenticator:
             answer()
 
     def _send(self, dispatcher: Dispatcher, conn: Connection, slot: Any, schema: str, header: Any,
-              body: dict) -> None:
+              body: dict[str, Any]) -> None:
         flexible = is_flexible(schema, header.api_version)
         chunks = encode_response(schema, header.api_version, header.correlation_id, body, flexible)
         dispatcher.send(conn, slot, chunks)
