@@ -749,6 +749,37 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
        "Minimum of group.streams.task.offset.interval.ms."),
     _d("group.streams.acceptable.recovery.lag", _LG, 10000, _at_least(0), _M,
        "The lag (offsets) below which a member counts as caught up on a task (answered in each heartbeat)."),
+    # Share groups (KIP-932, Kafka 4.4's ShareGroupConfig and GroupCoordinatorConfig).
+    _d("group.share.session.timeout.ms", _I, 45000, _at_least(1), _M, "Share group member session timeout."),
+    _d("group.share.min.session.timeout.ms", _I, 45000, _at_least(1), _M,
+       "Minimum share group session timeout: group.share.session.timeout.ms below it stops start-up."),
+    _d("group.share.max.session.timeout.ms", _I, 60000, _at_least(1), _M,
+       "Maximum share group session timeout: group.share.session.timeout.ms above it stops start-up."),
+    _d("group.share.heartbeat.interval.ms", _I, 5000, _at_least(1), _M, "Share group heartbeat interval."),
+    _d("group.share.min.heartbeat.interval.ms", _I, 5000, _at_least(1), _M,
+       "Minimum share group heartbeat interval: group.share.heartbeat.interval.ms below it stops start-up."),
+    _d("group.share.max.heartbeat.interval.ms", _I, 15000, _at_least(1), _M,
+       "Maximum share group heartbeat interval: group.share.heartbeat.interval.ms above it stops start-up."),
+    _d("group.share.max.size", _I, 200, Range(1, 1000), _M, "Maximum members of a share group."),
+    _d("group.share.record.lock.duration.ms", _I, 30000, Range(1000, 3_600_000), _M,
+       "How long a share consumer holds the records a ShareFetch acquired before they are available again."),
+    _d("group.share.min.record.lock.duration.ms", _I, 15000, Range(1000, 3_600_000), _M,
+       "Lower bound of group.share.record.lock.duration.ms."),
+    _d("group.share.max.record.lock.duration.ms", _I, 60000, Range(1000, 3_600_000), _M,
+       "Upper bound of group.share.record.lock.duration.ms."),
+    _d("group.share.delivery.count.limit", _I, 5, Range(2, 10), _M,
+       "Deliveries of a record to a share group before it is archived."),
+    _d("group.share.min.delivery.count.limit", _I, 2, Range(2, 10), _M,
+       "Lower bound of group.share.delivery.count.limit."),
+    _d("group.share.max.delivery.count.limit", _I, 10, Range(2, 10), _M,
+       "Upper bound of group.share.delivery.count.limit."),
+    _d("group.share.partition.max.record.locks", _I, 2000, Range(100, 10000), _M,
+       "Records in flight (acquired or waiting for redelivery) per share-partition."),
+    _d("group.share.min.partition.max.record.locks", _I, 100, Range(100, 10000), _M,
+       "Lower bound of group.share.partition.max.record.locks."),
+    _d("group.share.max.partition.max.record.locks", _I, 4000, Range(100, 10000), _M,
+       "Upper bound of group.share.partition.max.record.locks."),
+    _d("group.share.max.share.sessions", _I, 2000, _at_least(1), _M, "Share sessions a broker keeps."),
     _d("offset.metadata.max.bytes", _I, 4096, None, _H, "Largest metadata string of a committed offset."),
     _d("offsets.load.buffer.size", _I, 5 * 1024 * 1024, _at_least(1), _H, "Read size when loading offsets."),
     _d("offsets.topic.num.partitions", _I, 50, _at_least(1), _H, "Partitions of __consumer_offsets."),
@@ -1393,6 +1424,25 @@ class BrokerConfig(Mapping[str, Any]):
                 raise ConfigError(f"{key} ({v[key]}) must be less than or equal to {hi} ({v[hi]})")
         if v["group.consumer.heartbeat.interval.ms"] >= v["group.consumer.session.timeout.ms"]:
             raise ConfigError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+        # Kafka's ShareGroupConfig / GroupCoordinatorConfig: each share-group default within its bounds.
+        for key, lo, hi in (
+            ("group.share.session.timeout.ms", "group.share.min.session.timeout.ms",
+             "group.share.max.session.timeout.ms"),
+            ("group.share.heartbeat.interval.ms", "group.share.min.heartbeat.interval.ms",
+             "group.share.max.heartbeat.interval.ms"),
+            ("group.share.record.lock.duration.ms", "group.share.min.record.lock.duration.ms",
+             "group.share.max.record.lock.duration.ms"),
+            ("group.share.delivery.count.limit", "group.share.min.delivery.count.limit",
+             "group.share.max.delivery.count.limit"),
+            ("group.share.partition.max.record.locks", "group.share.min.partition.max.record.locks",
+             "group.share.max.partition.max.record.locks"),
+        ):
+            if v[key] < v[lo]:
+                raise ConfigError(f"{key} ({v[key]}) must be greater than or equal to {lo} ({v[lo]})")
+            if v[key] > v[hi]:
+                raise ConfigError(f"{key} ({v[key]}) must be less than or equal to {hi} ({v[hi]})")
+        if v["group.share.heartbeat.interval.ms"] >= v["group.share.session.timeout.ms"]:
+            raise ConfigError("group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms")
         # Kafka's GroupCoordinatorConfig requirements of the streams group settings.
         for key, lo, hi in (
             ("group.streams.session.timeout.ms", "group.streams.min.session.timeout.ms",

@@ -57,6 +57,9 @@ class GroupConfig:
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     write_timeout_ms: int = 5000  # offsets.commit.timeout.ms: Kafka's timeout of every coordinator write
+    share_session_timeout_ms: int = 45_000
+    share_heartbeat_interval_ms: int = 5000
+    share_max_size: int = 200
     streams_session_timeout_ms: int = 45_000
     streams_heartbeat_interval_ms: int = 5000
     streams_max_size: int = 2**31 - 1
@@ -84,6 +87,9 @@ class GroupConfig:
             consumer_max_size=cfg["group.consumer.max.size"],
             consumer_assignors=tuple(cfg["group.consumer.assignors"]),
             write_timeout_ms=cfg["offsets.commit.timeout.ms"],
+            share_session_timeout_ms=cfg["group.share.session.timeout.ms"],
+            share_heartbeat_interval_ms=cfg["group.share.heartbeat.interval.ms"],
+            share_max_size=cfg["group.share.max.size"],
             streams_session_timeout_ms=cfg["group.streams.session.timeout.ms"],
             streams_heartbeat_interval_ms=cfg["group.streams.heartbeat.interval.ms"],
             streams_max_size=cfg["group.streams.max.size"],
@@ -109,6 +115,7 @@ class GroupContext:
     time_ms: Callable[[], int]
     classic_groups: dict[str, ClassicGroup] = field(default_factory=dict)
     consumer_groups: dict[str, Any] = field(default_factory=dict)
+    share_groups: dict[str, Any] = field(default_factory=dict)  # KIP-932 (broker/group/share_group.py)
     streams_groups: dict[str, Any] = field(default_factory=dict)  # KIP-1071 (streams_group.py)
     # (partition, group) -> the group moved into the partition and its state is not here yet
     # (broker/coordinator/migration.py); None: nothing moves.

@@ -21,6 +21,7 @@ migrations get the filter, to take over the state of the groups that moved here.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.coordinator.rehash import LoadFilter
@@ -60,6 +61,8 @@ class GroupShard:
         self._consumer_loader = ConsumerGroupLoader(partition)
         self.migrations = migrations
         self._filter = None if migrations is None else LoadFilter(partition, migrations.partition_of, R.key_group_id)
+        # What else lives with the partition (the share groups, kept in memory only): told of its unload.
+        self.on_unload: Callable[[int], None] | None = None
         # KIP-1071 streams groups (set by the coordinator; a loader-only shard may go without).
         self.streams: StreamsGroupManager | None = None
         self._streams_loader = StreamsGroupLoader(partition)
@@ -138,5 +141,7 @@ class GroupShard:
         if self.streams is not None:
             self.streams.unload(self.partition)
         self.classic.unload(self.partition)
+        if self.on_unload is not None:
+            self.on_unload(self.partition)
         if self.txn_offsets is not None:
             self.txn_offsets.unload(self.partition)

@@ -82,7 +82,23 @@ from odradek.protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
 from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 if TYPE_CHECKING:
-    from odradek.protocol.messages import ListedGroup
+    from odradek.protocol.messages import (
+        EndpointToPartitions,
+        ListedGroup,
+        Status,
+        StreamsGroupDescribeResponseAssignment,
+        StreamsGroupDescribeResponseDescribedGroup,
+        StreamsGroupDescribeResponseMember,
+        StreamsGroupDescribeResponseTopicInfo,
+        StreamsGroupDescribeResponseTopology,
+        StreamsGroupHeartbeatRequest,
+        StreamsGroupHeartbeatRequestTaskIds,
+        StreamsGroupHeartbeatRequestTaskOffset,
+        StreamsGroupHeartbeatRequestTopology,
+        StreamsGroupHeartbeatResponse,
+        StreamsGroupHeartbeatResponseTaskIds,
+        TopicPartition,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -487,7 +503,7 @@ class HeartbeatResult:
     """The response body and the internal topics the handler must create (Kafka's
     StreamsGroupHeartbeatResult)."""
 
-    response: dict[str, Any]
+    response: StreamsGroupHeartbeatResponse
     topics_to_create: list[InternalTopicToCreate] = field(default_factory=list)
 
 
@@ -497,11 +513,11 @@ class _Change:
         self.after: list[Callable[[], None]] = []
 
 
-def _task_rows(tasks: Tasks) -> list[dict[str, Any]]:
+def _task_rows(tasks: Tasks) -> list[StreamsGroupHeartbeatResponseTaskIds]:
     return [{"subtopology_id": s, "partitions": sorted(ps)} for s, ps in sorted(tasks.items()) if ps]
 
 
-def error_response(code: int, message: str | None = None) -> dict[str, Any]:
+def error_response(code: int, message: str | None = None) -> StreamsGroupHeartbeatResponse:
     return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "member_id": "",
             "member_epoch": 0, "heartbeat_interval_ms": 0, "acceptable_recovery_lag_legacy": 0,
             "task_offset_interval_ms": 0, "acceptable_recovery_lag": -1, "status": None, "active_tasks": None,
@@ -530,7 +546,7 @@ class StreamsGroupManager:
     # ==========================================================================================
     # StreamsGroupHeartbeat
 
-    async def heartbeat(self, version: int, req: dict[str, Any], client_id: str,
+    async def heartbeat(self, version: int, req: StreamsGroupHeartbeatRequest, client_id: str,
                         client_host: str) -> HeartbeatResult:
         try:
             self.validate(req)
@@ -551,7 +567,7 @@ class StreamsGroupManager:
             return HeartbeatResult(error_response(exc.code, exc.message or None))
 
     @staticmethod
-    def validate(req: dict[str, Any]) -> None:
+    def validate(req: StreamsGroupHeartbeatRequest) -> None:
         """Kafka 4.4's throwIfStreamsGroupHeartbeatRequestIsUsingUnsupportedFeatures and
         throwIfStreamsGroupHeartbeatRequestIsInvalid (GroupCoordinatorService), in their order."""
         def invalid(msg: str) -> KafkaApiError:
@@ -574,9 +590,9 @@ class StreamsGroupManager:
         if epoch == 0:
             if req["rebalance_timeout_ms"] == -1:
                 raise invalid("RebalanceTimeoutMs must be provided in first request.")
-            for name, label in (("active_tasks", "ActiveTasks"), ("standby_tasks", "StandbyTasks"),
-                                ("warmup_tasks", "WarmupTasks")):
-                if req[name] is None or req[name]:  # Kafka's throwIfNotEmptyCollection: null too
+            for rows, label in ((req["active_tasks"], "ActiveTasks"), (req["standby_tasks"], "StandbyTasks"),
+                                (req["warmup_tasks"], "WarmupTasks")):
+                if rows is None or rows:  # Kafka's throwIfNotEmptyCollection: null too
                     raise invalid(f"{label} must be empty when (re-)joining.")
             if topology is None:
                 raise invalid("Topology must be non-null when (re-)joining.")
@@ -604,7 +620,7 @@ class StreamsGroupManager:
             raise _fail(ErrorCode.GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
         return StreamsGroup(group_id, ctx.partition_for(group_id))
 
-    def _heartbeat(self, version: int, req: dict[str, Any], client_id: str, client_host: str,
+    def _heartbeat(self, version: int, req: StreamsGroupHeartbeatRequest, client_id: str, client_host: str,
                    change: _Change) -> HeartbeatResult:
         group_id: str = req["group_id"]
         member_id: str = req["member_id"]
@@ -614,7 +630,7 @@ class StreamsGroupManager:
         group = self._streams_group(group_id, joining)
         was_empty = not group.members
         records = change.records
-        statuses: list[dict[str, Any]] = []
+        statuses: list[Status] = []
         owned = self._owned(req)
         if joining and not (instance_id is not None and instance_id in group.static_members) and \
                 len(group.members) >= self.max_size and member_id not in group.members:
@@ -739,7 +755,7 @@ class StreamsGroupManager:
 
         # 5. The response.
         changed = updated.assigned() != member.assigned()
-        response = {
+        response: StreamsGroupHeartbeatResponse = {
             "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "member_id": mid,
             "member_epoch": updated.member_epoch, "heartbeat_interval_ms": self.heartbeat_interval_ms,
             "acceptable_recovery_lag_legacy": min(self.acceptable_recovery_lag, 2**31 - 1),
@@ -769,7 +785,7 @@ class StreamsGroupManager:
                              "shutdown for the entire application."})
         return HeartbeatResult(response, list(configured.to_create))
 
-    def _maybe_update_topology(self, group: StreamsGroup, member_id: str, wire: dict[str, Any] | None,
+    def _maybe_update_topology(self, group: StreamsGroup, member_id: str, wire: StreamsGroupHeartbeatRequestTopology | None,
                                records: list[SR.StreamsRecord]) -> StreamsTopology:
         if wire is not None:
             sent = StreamsTopology.from_wire(wire)
@@ -788,7 +804,7 @@ class StreamsGroupManager:
         raise _fail(ErrorCode.INVALID_REQUEST, "Topology must be non-null when (re-)joining.")
 
     @staticmethod
-    def _owned(req: dict[str, Any]) -> Tasks | None:
+    def _owned(req: StreamsGroupHeartbeatRequest) -> Tasks | None:
         rows = (req["active_tasks"], req["standby_tasks"], req["warmup_tasks"])
         if any(r is None for r in rows):
             return None
@@ -872,15 +888,15 @@ class StreamsGroupManager:
         return {mid: Target(t.active, t.standby, {}) for mid, t in result.items()}
 
     def _partitions_by_endpoint(self, members: dict[str, StreamsGroupMember], updated: StreamsGroupMember,
-                                configured: ConfiguredTopology) -> list[dict[str, Any]]:
+                                configured: ConfiguredTopology) -> list[EndpointToPartitions]:
         """Kafka's buildEndpointToPartitions: one entry per member with a user endpoint."""
-        out = []
+        out: list[EndpointToPartitions] = []
         inputs = configured.source_partitions
         for m in sorted(members.values(), key=lambda m: m.member_id):
             if m.user_endpoint is None:
                 continue
 
-            def partitions(tasks: Tasks) -> list[dict[str, Any]]:
+            def partitions(tasks: Tasks) -> list[TopicPartition]:
                 by_topic: dict[str, set[int]] = {}
                 for s, ps in tasks.items():
                     for topic in inputs.get(s, ()):
@@ -903,8 +919,9 @@ class StreamsGroupManager:
             log.info("streams group %s: member %s requested the shutdown of the application", group_id, member_id)
             group.shutdown_requested_by = member_id
 
-    def _note_task_offsets(self, group_id: str, member_id: str, offsets: list[dict[str, Any]] | None,
-                           ends: list[dict[str, Any]] | None) -> None:
+    def _note_task_offsets(self, group_id: str, member_id: str,
+                           offsets: list[StreamsGroupHeartbeatRequestTaskOffset] | None,
+                           ends: list[StreamsGroupHeartbeatRequestTaskOffset] | None) -> None:
         group = self.groups.get(group_id)
         if group is None:
             return
@@ -917,14 +934,14 @@ class StreamsGroupManager:
 
     # -- leaving and fencing -------------------------------------------------------------------
 
-    def _leave(self, req: dict[str, Any], change: _Change) -> HeartbeatResult:
+    def _leave(self, req: StreamsGroupHeartbeatRequest, change: _Change) -> HeartbeatResult:
         group_id, member_id, epoch = req["group_id"], req["member_id"], req["member_epoch"]
         instance_id = req["instance_id"]
         group = self._streams_group(group_id, False)
         if req["shutdown_application"]:
             change.after.append(lambda: self._request_shutdown(group_id, member_id))
         response = error_response(ErrorCode.NONE)
-        response.update(member_id=member_id, member_epoch=epoch, status=[])
+        response.update({"member_id": member_id, "member_epoch": epoch, "status": []})
         if instance_id is None:
             member = group.members.get(member_id)
             if member is None:
@@ -1040,8 +1057,8 @@ class StreamsGroupManager:
     # ==========================================================================================
     # StreamsGroupDescribe
 
-    def describe(self, group_id: str, version: int) -> dict[str, Any]:
-        entry: dict[str, Any] = {
+    def describe(self, group_id: str, version: int) -> StreamsGroupDescribeResponseDescribedGroup:
+        entry: StreamsGroupDescribeResponseDescribedGroup = {
             "error_code": ErrorCode.NONE, "error_message": None, "group_id": group_id, "group_state": "",
             "group_epoch": 0, "assignment_epoch": 0, "topology": None, "members": [],
             "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED, "topology_description": None,
@@ -1059,15 +1076,15 @@ class StreamsGroupManager:
             entry["error_message"] = (f"Group {group_id} is not a streams group." if other
                                       else f"Group {group_id} not found.")
             return entry
-        entry.update(group_state=group.state.value, group_epoch=group.group_epoch,
-                     assignment_epoch=group.assignment_epoch, assignor_name=self.assignor_name,
-                     topology=self._describe_topology(group))
-        members = []
+        entry.update({"group_state": group.state.value, "group_epoch": group.group_epoch,
+                      "assignment_epoch": group.assignment_epoch, "assignor_name": self.assignor_name,
+                      "topology": self._describe_topology(group)})
+        members: list[StreamsGroupDescribeResponseMember] = []
         for m in group.members.values():
             target = group.target.get(m.member_id)
             offsets, ends = group.task_offsets.get(m.member_id, ({}, {}))
 
-            def assignment(active: Tasks, standby: Tasks, warmup: Tasks) -> dict[str, Any]:
+            def assignment(active: Tasks, standby: Tasks, warmup: Tasks) -> StreamsGroupDescribeResponseAssignment:
                 return {"active_tasks": _task_rows(active), "standby_tasks": _task_rows(standby),
                         "warmup_tasks": _task_rows(warmup)}
 
@@ -1089,7 +1106,7 @@ class StreamsGroupManager:
         entry["members"] = members
         return entry
 
-    def _describe_topology(self, group: StreamsGroup) -> dict[str, Any] | None:
+    def _describe_topology(self, group: StreamsGroup) -> StreamsGroupDescribeResponseTopology | None:
         """Kafka's asDescribedGroup: the configured topology when ready (decided partition counts),
         else the one the member sent (its counts, 0 for "decide")."""
         topology = group.topology
@@ -1098,7 +1115,7 @@ class StreamsGroupManager:
         configured = group.configured
         image = self.ctx.metadata.image
 
-        def info(t: Any) -> dict[str, Any]:
+        def info(t: Any) -> StreamsGroupDescribeResponseTopicInfo:
             partitions = t.partitions
             if configured is not None and configured.ready:
                 partitions = _partition_count(image, t.name) or partitions
@@ -1184,7 +1201,7 @@ def _topic_state(image: Any, topic: str) -> tuple[object, int] | None:
     return None if t is None else (t.topic_id, len(t.partitions))
 
 
-def _check_tasks(tasks: dict[str, int], rows: list[dict[str, Any]] | None) -> None:
+def _check_tasks(tasks: dict[str, int], rows: list[StreamsGroupHeartbeatRequestTaskIds] | None) -> None:
     """Kafka's throwIfRequestContainsInvalidTasks."""
     for row in rows or ():
         s = row["subtopology_id"]
@@ -1196,7 +1213,7 @@ def _check_tasks(tasks: dict[str, int], rows: list[dict[str, Any]] | None) -> No
                             f"for this subtopology: {tasks[s]}")
 
 
-def _validate_topology(topology: dict[str, Any]) -> None:
+def _validate_topology(topology: StreamsGroupHeartbeatRequestTopology) -> None:
     """Kafka's GroupCoordinatorService.throwIfInvalidTopology (STREAMS_INVALID_TOPOLOGY)."""
     for s in topology["subtopologies"] or ():
         for t in s["state_changelog_topics"] or ():
