@@ -27,6 +27,7 @@ import contextlib
 import logging
 import socket
 import struct
+from collections.abc import Mapping
 from typing import Any
 
 from odradek.broker.security.sasl import inter_broker as inter_broker_sasl
@@ -100,7 +101,7 @@ class NodeClient:
     def __repr__(self) -> str:
         return f"NodeClient({self.host}:{self.port})"
 
-    async def request(self, api_key: int, version: int, body: dict[str, Any],
+    async def request(self, api_key: int, version: int, body: Mapping[str, Any],
                       timeout_s: float | None = None) -> dict[str, Any]:
         """Send one request and return the decoded response body."""
         if self._closed:

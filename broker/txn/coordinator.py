@@ -55,7 +55,7 @@ import functools
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from odradek.broker.coordinator import partition_rule
 from odradek.broker.coordinator.migration import RehashMigrations
@@ -90,6 +90,7 @@ if TYPE_CHECKING:
     from odradek.broker.config.broker_config import BrokerConfig
     from odradek.broker.coordinator.runtime import PartitionWriter
     from odradek.broker.txn.producer_ids import ProducerIdSource
+    from odradek.protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
 log = logging.getLogger(__name__)
 
@@ -377,11 +378,11 @@ class TransactionCoordinator:
         client = self.markers.client(leader)
         if client is None:
             return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        body = {"transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
-                                  "producer_epoch": producer_epoch, "verify_only": verify_only,
-                                  "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]}
+        body: AddPartitionsToTxnRequest = {"transactions": [{
+            "transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": producer_epoch,
+            "verify_only": verify_only, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]}
         try:
-            response = await client.request(ADD_PARTITIONS_TO_TXN, BROKER_VERSION, body)
+            response = cast("AddPartitionsToTxnResponse", await client.request(ADD_PARTITIONS_TO_TXN, BROKER_VERSION, body))
         except (NodeUnavailableError, KafkaApiError):
             return dict.fromkeys(partitions, ErrorCode.NETWORK_EXCEPTION)
         top = ErrorCode(response["error_code"])

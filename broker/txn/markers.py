@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from odradek.broker.network.inter_broker_client import NodeClient, NodeUnavailableError
 from odradek.broker.runtime.completion import Completion
@@ -29,6 +29,7 @@ from odradek.protocol.errors import ErrorCode, KafkaApiError
 if TYPE_CHECKING:
     from odradek.broker.replica.delayed_produce import ProduceCallback
     from odradek.controller.image import MetadataImage
+    from odradek.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 log = logging.getLogger(__name__)
 
@@ -133,17 +134,18 @@ class MarkerWriter:
         topics: dict[str, list[int]] = {}
         for t, p in tps:
             topics.setdefault(t, []).append(p)
-        body = {"markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch,
-                             "transaction_result": commit, "coordinator_epoch": coordinator_epoch,
-                             "transaction_version": transaction_version,
-                             "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}]}
+        body: WriteTxnMarkersRequest = {"markers": [{
+            "producer_id": producer_id, "producer_epoch": producer_epoch, "transaction_result": commit,
+            "coordinator_epoch": coordinator_epoch, "transaction_version": transaction_version,
+            "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}]}
         version = WRITE_TXN_MARKERS_V2 if transaction_version >= 2 else WRITE_TXN_MARKERS_VERSION
-        response = await client.request(WRITE_TXN_MARKERS, version, body, timeout_s=self.timeout_ms / 1000 + 5)
+        response = cast("WriteTxnMarkersResponse",
+                        await client.request(WRITE_TXN_MARKERS, version, body, timeout_s=self.timeout_ms / 1000 + 5))
         codes: dict[TopicPartition, int] = {}
         for marker in response["markers"]:
             for topic in marker["topics"]:
-                for p in topic["partitions"]:
-                    codes[(topic["name"], p["partition_index"])] = p["error_code"]
+                for result in topic["partitions"]:
+                    codes[(topic["name"], result["partition_index"])] = result["error_code"]
         return codes
 
     def client(self, node: int) -> NodeClient | None:
