@@ -292,7 +292,7 @@ def make_deployment(case: str, work: Path, broker_cores: int, heap: str) -> Depl
     if case == "odradek-1":
         return OdradekProcesses(data, 1, case)
     if case == "odradek-N":
-        return OdradekProcesses(data, max(1, broker_cores), f"odradek-{max(1, broker_cores)}")
+        return OdradekProcesses(data, max(1, broker_cores), f"odradek-N={max(1, broker_cores)}")
     if case == "odradek-3-rf3":
         return OdradekProcesses(data, 3, case, RF3_SETTINGS, acks="all")
     raise ValueError(f"unknown case {case!r}; one of {', '.join(CASES)}")
@@ -416,7 +416,8 @@ def markdown(report: dict[str, Any]) -> str:
     lines.append("|" + "|".join("---" if key == "case" else "---:" for key, _ in COLUMNS) + "|")
     for result in report["results"]:
         if "error" in result:
-            lines.append(f"| {result['case']} | failed: {result['error'][:200]} |")
+            reason = " ".join(result["error"].split())[:200].replace("|", "/")
+            lines.append(f"| {result['case']} | failed: {reason} |")
             continue
         lines.append("| " + " | ".join(str(result.get(key, "")) for key, _ in COLUMNS) + " |")
     return "\n".join(lines) + "\n"

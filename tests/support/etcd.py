@@ -26,6 +26,8 @@ __all__ = ["EtcdServer", "etcd_binary_or_skip", "etcd_server", "find_etcd_binary
 
 
 def etcd_binary_or_skip() -> str:
+    if os.environ.get("ODRADEK_TEST_ETCD") == "embedded":
+        return sys.executable  # the embedded store needs no etcd binary (EtcdServer.command)
     binary, why = find_etcd_binary()
     if binary is None:
         pytest.skip(why)
