@@ -38,7 +38,7 @@ StreamsGroup.validateOffsetCommit does (offset_manager.py, txn_offsets.py).
 
 Not implemented (Kafka 4.4 has them): warm-up tasks (the assignment refinement that moves an
 active task to a caught-up member through a warm-up replica; ``task_offsets`` are kept and shown
-by describe), topology description updates (StreamsGroupTopologyDescriptionUpdate, API 95, not
+by describe), topology description updates (StreamsGroupTopologyDescriptionUpdate, API 93, not
 advertised; v1's topology_description_required is always false), source-topic regular expressions
 (INVALID_REQUEST, as Kafka 4.4), rack-aware standby placement (client tags are kept), offset
 expiry of streams groups.

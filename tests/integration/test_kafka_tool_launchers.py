@@ -56,7 +56,8 @@ def test_every_tool_name_is_a_main_class_of_kafka_4_4_jars() -> None:
     assert {tool: main for tool, main in TOOLS.items() if main not in classes} == {}
     # The README's tools, each a link in bin/ as well as a name for bin/kafka-tool.
     for tool in ("kafka-topics", "kafka-console-producer", "kafka-console-consumer", "kafka-consumer-groups",
-                 "kafka-configs", "kafka-acls", "kafka-features", "kafka-get-offsets", "kafka-transactions"):
+                 "kafka-configs", "kafka-acls", "kafka-features", "kafka-get-offsets", "kafka-transactions",
+                 "kafka-streams-groups"):
         assert tool in TOOLS and os.readlink(REPO / "bin" / tool) == "kafka-tool", tool
 
 

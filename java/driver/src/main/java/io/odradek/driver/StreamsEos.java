@@ -23,7 +23,9 @@ import java.util.concurrent.CountDownLatch;
  * twice would repeat a count or skip one.
  *
  * <p>Arguments: bootstrap servers, application id, input topic, output topic, state directory,
- * replication factor of the internal topics. Caching is off (every update is written) and the commit
+ * replication factor of the internal topics, and optionally the group protocol ("classic", the
+ * default, or "streams": KIP-1071's streams group, where the broker assigns the tasks and creates
+ * the internal topics). Caching is off (every update is written) and the commit
  * interval is 100 ms. It prints one line per state change of the application ("state RUNNING") and
  * runs until SIGTERM (a clean close) or SIGKILL.
  */
@@ -47,6 +49,9 @@ public final class StreamsEos {
         p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class.getName());
         p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class.getName());
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
+        if (argv.length > 6) {
+            p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, argv[6]);
+        }
 
         StreamsBuilder builder = new StreamsBuilder();
         builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
