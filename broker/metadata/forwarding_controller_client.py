@@ -172,7 +172,8 @@ class ForwardingControllerClient:
                 remaining = deadline - loop.time()
                 try:
                     client = await self._client_for(host, port)
-                    response = await client.request(api_key, version, body, timeout_s=max(remaining, 0.001))
+                    response: dict[str, Any] = await client.request(api_key, version, body,
+                                                                    timeout_s=max(remaining, 0.001))
                 except NodeUnavailableError as exc:
                     # Also when the connection broke after the request was sent: it may have been
                     # applied, and the retry then answers e.g. TOPIC_ALREADY_EXISTS. Kafka's

@@ -102,8 +102,9 @@ class NodeClient:
         return f"NodeClient({self.host}:{self.port})"
 
     async def request(self, api_key: int, version: int, body: Mapping[str, Any],
-                      timeout_s: float | None = None) -> dict[str, Any]:
-        """Send one request and return the decoded response body."""
+                      timeout_s: float | None = None) -> Any:
+        """Send one request and return the decoded response body (Any: the caller names its type,
+        ``response: FetchResponse = await client.request(FETCH, ...)``)."""
         if self._closed:
             raise NodeUnavailableError(f"client for {self.host}:{self.port} is closed")
         writer = await self._connect()

@@ -40,12 +40,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.network.inter_broker_client import NodeClient, NodeUnavailableError
+from odradek.protocol.codec import ZERO_UUID
 from odradek.protocol.errors import ErrorCode
 from odradek.storage.errors import KafkaStorageError
 
 if TYPE_CHECKING:
     from odradek.broker.config.broker_config import BrokerConfig
     from odradek.broker.replica.partition import Partition
+    from odradek.protocol.messages import (
+        FetchRequest,
+        FetchRequestFetchTopic,
+        FetchResponse,
+        FetchResponsePartitionData,
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderEpochResponse,
+        OffsetForLeaderPartition,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -232,14 +242,15 @@ class ReplicaFetcher:
                 asked[tp] = (state, latest)
         if not asked:
             return
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[OffsetForLeaderPartition]] = {}
         for (topic, index), (state, latest) in asked.items():
             by_topic.setdefault(topic, []).append(
                 {"partition": index, "current_leader_epoch": state.leader_epoch, "leader_epoch": latest})
-        body = {"replica_id": self._follower_host.node_id,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}
+        body: OffsetForLeaderEpochRequest = {"replica_id": self._follower_host.node_id,
+                                              "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}
         try:
-            response = await self.client.request(OFFSET_FOR_LEADER_EPOCH_KEY, OFFSET_FOR_LEADER_EPOCH_VERSION, body)
+            response: OffsetForLeaderEpochResponse = await self.client.request(
+                OFFSET_FOR_LEADER_EPOCH_KEY, OFFSET_FOR_LEADER_EPOCH_VERSION, body)
         except NodeUnavailableError as exc:
             log.info("OffsetForLeaderEpoch to broker %d failed (%s); retrying", self.source_broker, exc)
             self._delay([s for s, _ in asked.values()])
@@ -293,7 +304,7 @@ class ReplicaFetcher:
 
     async def _fetch(self, states: dict[TopicPartition, PartitionFetchState]) -> None:
         cfg = self.config
-        topics: dict[uuid.UUID, dict[str, Any]] = {}
+        topics: dict[uuid.UUID, FetchRequestFetchTopic] = {}
         names: dict[uuid.UUID, str] = {}
         asked: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
         for tp, state in states.items():
@@ -307,12 +318,12 @@ class ReplicaFetcher:
             entry["partitions"].append({
                 "partition": tp[1], "current_leader_epoch": state.leader_epoch, "fetch_offset": state.fetch_offset,
                 "last_fetched_epoch": -1, "log_start_offset": part.log_start_offset,
-                "partition_max_bytes": cfg.max_bytes, "replica_directory_id": None,
+                "partition_max_bytes": cfg.max_bytes, "replica_directory_id": ZERO_UUID,
             })
             asked[tp] = (state, state.fetch_offset)
         if not asked:
             return
-        body = {
+        body: FetchRequest = {
             "cluster_id": None, "replica_id": -1,
             "replica_state": {"replica_id": self._follower_host.node_id,
                               "replica_epoch": self._follower_host.broker_epoch()},
@@ -322,7 +333,7 @@ class ReplicaFetcher:
         }
         timeout_s = (cfg.socket_timeout_ms + cfg.max_wait_ms) / 1000
         try:
-            response = await self.client.request(FETCH_KEY, FETCH_VERSION, body, timeout_s=timeout_s)
+            response: FetchResponse = await self.client.request(FETCH_KEY, FETCH_VERSION, body, timeout_s=timeout_s)
         except NodeUnavailableError as exc:
             log.info("Fetch from broker %d failed (%s); retrying after %d ms", self.source_broker, exc,
                      cfg.backoff_ms)
@@ -348,7 +359,7 @@ class ReplicaFetcher:
                 await self._process_partition(tp, state, part, data)
 
     async def _process_partition(self, tp: TopicPartition, state: PartitionFetchState, part: Partition,
-                                 p: dict[str, Any]) -> None:
+                                 p: FetchResponsePartitionData) -> None:
         """Kafka's processPartitionData and the error cases of processFetchRequest."""
         code = p["error_code"]
         if code == ErrorCode.NONE:
@@ -377,7 +388,7 @@ class ReplicaFetcher:
             self._on_partition_error(tp, state, code, "Fetch")
 
     async def _on_offset_out_of_range(self, tp: TopicPartition, state: PartitionFetchState, part: Partition,
-                                      p: dict[str, Any]) -> None:
+                                      p: FetchResponsePartitionData) -> None:
         """Kafka's handleOutOfRangeError: below the leader's log start, start over at it; past its
         log, truncate back to its HW (a safe point below its log end) and fetch from there."""
         leader_start, leader_hw = p["log_start_offset"], p["high_watermark"]

@@ -55,7 +55,7 @@ import functools
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from odradek.broker.coordinator import partition_rule
 from odradek.broker.coordinator.migration import RehashMigrations
@@ -382,7 +382,7 @@ class TransactionCoordinator:
             "transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": producer_epoch,
             "verify_only": verify_only, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]}
         try:
-            response = cast("AddPartitionsToTxnResponse", await client.request(ADD_PARTITIONS_TO_TXN, BROKER_VERSION, body))
+            response: AddPartitionsToTxnResponse = await client.request(ADD_PARTITIONS_TO_TXN, BROKER_VERSION, body)
         except (NodeUnavailableError, KafkaApiError):
             return dict.fromkeys(partitions, ErrorCode.NETWORK_EXCEPTION)
         top = ErrorCode(response["error_code"])

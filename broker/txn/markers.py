@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.network.inter_broker_client import NodeClient, NodeUnavailableError
 from odradek.broker.runtime.completion import Completion
@@ -139,8 +139,8 @@ class MarkerWriter:
             "coordinator_epoch": coordinator_epoch, "transaction_version": transaction_version,
             "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}]}
         version = WRITE_TXN_MARKERS_V2 if transaction_version >= 2 else WRITE_TXN_MARKERS_VERSION
-        response = cast("WriteTxnMarkersResponse",
-                        await client.request(WRITE_TXN_MARKERS, version, body, timeout_s=self.timeout_ms / 1000 + 5))
+        response: WriteTxnMarkersResponse = await client.request(WRITE_TXN_MARKERS, version, body,
+                                                                 timeout_s=self.timeout_ms / 1000 + 5)
         codes: dict[TopicPartition, int] = {}
         for marker in response["markers"]:
             for topic in marker["topics"]:
