@@ -4,17 +4,23 @@ Start-up order (each step only needs the ones before it):
 0. the ``.lock`` of every log dir and of the metadata dir (odradek.storage.log_dir_lock), before anything
    reads or writes there or contacts the metadata store: a second process on a live node's dirs
    stops here having changed nothing (main exits 1 naming the dir and the holder's PID);
-1. log dirs and the clean-shutdown marker check (storage.LogManager);
-2. the embedded controller: takes its epoch-fenced lease, replays the metadata log;
-3. local logs for every partition the image says this broker hosts;
-4. the socket server: sockets bound (so a port 0 is known), this broker registered with its
+1. the metadata view and the controller: the embedded one takes its epoch-fenced lease and replays
+   the metadata log (metadata.store=local), or the node joins the etcd cluster;
+2. the replica manager: log dirs and the clean-shutdown marker check (storage.LogManager), local
+   logs for every partition the image says this broker hosts;
+3. the coordinators, on the replica manager's partitions;
+4. the request path: the request channel, the handlers bound to their collaborators, the
+   dispatcher that consumes the channel, client quotas;
+5. the socket server: sockets bound (so a port 0 is known), this broker registered with its
    advertised endpoint, then the acceptor and network loops start — only now do clients get in.
+Each part is constructed with the parts it uses (:meth:`Broker.start` reads in this order);
+nothing is set on a part after its construction.
 
 Shutdown reverses it: stop accepting, let in-flight requests finish (bounded), close connections,
 flush and close logs (writing the clean-shutdown marker), release the controller lease, and last
 the dirs' locks.
 
-Disk faults (see odradek.storage.log_manager and ReplicaManager._on_dir_offline): a log dir that hits an
+Disk faults (see odradek.storage.log_manager and odradek.broker.replica.log_dir_failures): a log dir that hits an
 I/O error goes offline and its partitions answer KAFKA_STORAGE_ERROR; when no online log dir is
 left, or the metadata log's dir failed, the broker calls :meth:`Broker.fail` — Kafka's "Shutdown
 broker because all log dirs in ... have failed" — which logs that one line and runs the normal
@@ -39,30 +45,44 @@ from typing import TYPE_CHECKING, Any
 from odradek.broker.api.dispatcher import Dispatcher
 from odradek.broker.api.handlers import all_handlers
 from odradek.broker.api.registry import Collaborators, HandlerSpec, bind_handlers
+from odradek.broker.client_telemetry.exporter import ClientTelemetryExporter
 from odradek.broker.client_telemetry.manager import ClientMetricsManager
 from odradek.broker.config.broker_config import BrokerConfig, parse_ip_overrides
+from odradek.broker.coordinator import partition_rule
+from odradek.broker.coordinator.partition_writer import ReplicaManagerWriter
+from odradek.broker.faults.admin_endpoint import FaultAdminServer
+from odradek.broker.faults.injection import FaultInjector
+from odradek.broker.group.context import GroupConfig
+from odradek.broker.group.coordinator import GroupCoordinator
+from odradek.broker.metadata.broker_metadata import BrokerMetadata, metadata_dir_of
+from odradek.broker.metadata.broker_registration import advertised_endpoint, register_this_broker
+from odradek.broker.metadata.controller_client import LocalControllerClient
+from odradek.broker.metadata.embedded_controller import EmbeddedController
+from odradek.broker.metadata.topic_config_view import config_layers, effective_broker_config
 from odradek.broker.network.reactor import Endpoint, SocketServer
 from odradek.broker.network.request_channel import RequestChannel
+from odradek.broker.quota.client_quotas import ClientQuotas
+from odradek.broker.quota.connection_rates import ConnectionRates, listener_rates
+from odradek.broker.quota.metrics import QuotaMetrics
+from odradek.broker.replica.fetch_session import FetchSessionCache
+from odradek.broker.replica.replica_manager import ReplicaManager
+from odradek.broker.runtime.metrics import BrokerMetrics
 from odradek.broker.runtime.timing_wheel import AsyncReaper, Timer
+from odradek.broker.security import tls
+from odradek.broker.security.authz import AuthHelper, build_authorizer, load_acls
+from odradek.broker.security.sasl import inter_broker
+from odradek.broker.security.sasl.settings import inter_broker_sasl, listener_settings
+from odradek.broker.security.sasl.setup import sasl_authenticators
+from odradek.broker.txn.coordinator import TransactionCoordinator, TxnConfig
+from odradek.broker.txn.producer_ids import ProducerIdManager
 from odradek.protocol.errors import KafkaApiError
+from odradek.storage.errors import KafkaStorageError
+from odradek.storage.log_dir_lock import LogDirLocks
 
 if TYPE_CHECKING:
-    from odradek.broker.client_telemetry.exporter import ClientTelemetryExporter
     from odradek.broker.cluster.cluster_node import ClusterNode
-    from odradek.broker.faults.admin_endpoint import FaultAdminServer
-    from odradek.broker.faults.injection import FaultInjector
-    from odradek.broker.group.coordinator import GroupCoordinator
-    from odradek.broker.metadata.broker_metadata import BrokerMetadata
     from odradek.broker.metadata.controller_client import ControllerClient
-    from odradek.broker.metadata.embedded_controller import EmbeddedController
-    from odradek.broker.quota.client_quotas import ClientQuotas
-    from odradek.broker.quota.connection_rates import ConnectionRates
-    from odradek.broker.replica.fetch_session import FetchSessionCache
-    from odradek.broker.replica.replica_manager import ReplicaManager
-    from odradek.broker.runtime.metrics import BrokerMetrics
-    from odradek.broker.txn.coordinator import TransactionCoordinator
     from odradek.broker.txn.producer_ids import ProducerIdSource
-    from odradek.storage.log_dir_lock import LogDirLocks
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +102,6 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.handlers = all_handlers()
-        from odradek.broker.security.authz import build_authorizer
-
         self.authorizer = build_authorizer(config)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.io_pool = ThreadPoolExecutor(max_workers=config["num.io.threads"], thread_name_prefix="odradek-io")
@@ -121,102 +139,81 @@ class Broker:
     # -- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Build the broker in dependency order, then open the listeners (the module docstring's
+        steps). Each part is constructed with the parts it uses, all built above it; nothing is set
+        on a part afterwards. What follows a part's construction is a subscription (a listener told
+        of leaderships, markers, metadata) or starting it."""
         t0 = time.monotonic()
-        self.loop = asyncio.get_running_loop()
-        from odradek.broker.metadata.broker_metadata import BrokerMetadata, metadata_dir_of
-        from odradek.broker.metadata.controller_client import LocalControllerClient
-        from odradek.broker.metadata.embedded_controller import EmbeddedController
-        from odradek.broker.replica.fetch_session import FetchSessionCache
-        from odradek.broker.replica.replica_manager import ReplicaManager
-        from odradek.broker.security import tls
-        from odradek.broker.security.sasl import inter_broker
-        from odradek.broker.security.sasl.settings import inter_broker_sasl, listener_settings
-
+        loop = self.loop = asyncio.get_running_loop()
+        config = self.config
         self._lock_data_dirs()
         # Before anything connects to another broker (replica fetchers start with the logs, before
         # the listeners): its inter-broker listener may be SASL, SSL or both.
-        inter_broker.configure(inter_broker_sasl(self.config, listener_settings(self.config)))
-        tls.set_inter_broker_tls(tls.inter_broker_client_tls(self.config))
-        self.reaper = AsyncReaper(self.timer, self.loop)
+        inter_broker.configure(inter_broker_sasl(config, listener_settings(config)))
+        tls.set_inter_broker_tls(tls.inter_broker_client_tls(config))
+        self.reaper = AsyncReaper(self.timer, loop)
         self.reaper.start()
-        self.metadata = BrokerMetadata(metadata_dir_of(self.config))
-        if self.config["metadata.store"] == "local":
-            self.embedded_controller = EmbeddedController(self.config, self.metadata.metadata_dir)
-            self.embedded_controller.add_publisher(self.metadata)
-            await self.embedded_controller.start()
-            self.controller_client = LocalControllerClient(self.embedded_controller.controller)
-            from odradek.broker.txn.producer_ids import ProducerIdManager
-
-            self.producer_ids = ProducerIdManager(self.metadata.metadata_dir)
+        # Metadata and the controller.
+        self.metadata = BrokerMetadata(metadata_dir_of(config))
+        if config["metadata.store"] == "local":
+            await self._start_local_controller()
         else:
             await self._join_cluster()
         if self.authorizer is not None:
             self._follow_acls(self.authorizer)
-        self.replica_manager = ReplicaManager(
-            self.config, self.metadata, self.timer, self.io_pool, self.fail, lambda: self.stopping,
+        if config["odradek.metrics.port"] >= 0:  # served once the listeners are up (_start_metrics)
+            self.metrics = BrokerMetrics()
+            self.client_telemetry = ClientTelemetryExporter()
+        # Storage and replicas.
+        rm = self.replica_manager = ReplicaManager(
+            config, self.metadata, self.timer, self.io_pool, self.fail, lambda: self.stopping,
             alter_partition=self.controller_client.alter_partition,  # ISR changes (KIP-497)
-            on_offline_replicas=self.cluster.report_offline_replicas if self.cluster is not None else None)
+            on_offline_replicas=self.cluster.report_offline_replicas if self.cluster is not None else None,
+            metrics=self.metrics)
         for log_dir, exc in self.dir_locks.failed.items() if self.dir_locks is not None else ():
             # Kafka's "Disk error while locking directory": the dir starts offline, the others serve.
             log.error("Disk error while locking log dir %s, it is offline: %s", log_dir, exc)
-            self.replica_manager.log_manager.report_dir_failure(log_dir, exc)
-        await self.replica_manager.start()
-        self.fetch_sessions = FetchSessionCache(self.config["max.incremental.fetch.session.cache.slots"])
-        from odradek.broker.coordinator.partition_writer import ReplicaManagerWriter
-        from odradek.broker.group.context import GroupConfig
-        from odradek.broker.group.coordinator import GroupCoordinator
-
-        self.group_coordinator = GroupCoordinator(GroupConfig.from_broker_config(self.config),
-                                                  ReplicaManagerWriter(self.replica_manager), self.timer,
-                                                  self.metadata, self.node_id,
-                                                  producers=self.replica_manager)
-        self.replica_manager.on_txn_marker(self.group_coordinator.on_transaction_completed)
+            rm.log_manager.report_dir_failure(log_dir, exc)
+        await rm.start()
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
+        # Coordinators, on the replica manager's partitions.
+        self.group_coordinator = GroupCoordinator(GroupConfig.from_broker_config(config), ReplicaManagerWriter(rm),
+                                                  self.timer, self.metadata, self.node_id, producers=rm)
+        rm.on_txn_marker(self.group_coordinator.on_transaction_completed)
         await self.group_coordinator.start()
-        from odradek.broker.txn.coordinator import TransactionCoordinator, TxnConfig
-
-        self.txn_coordinator = TransactionCoordinator(TxnConfig.from_broker_config(self.config),
-                                                      ReplicaManagerWriter(self.replica_manager), self.replica_manager,
-                                                      self.metadata, self.producer_ids, self.node_id)
+        self.txn_coordinator = TransactionCoordinator(TxnConfig.from_broker_config(config), ReplicaManagerWriter(rm),
+                                                      rm, self.metadata, self.producer_ids, self.node_id)
         await self.txn_coordinator.start()
-        from odradek.broker.coordinator import partition_rule
-
         # Both coordinators reload when the metadata format level changes their partition rule.
         partition_rule.follow(self.metadata, [self.group_coordinator, self.txn_coordinator])
-        channel = RequestChannel(self.loop, self.config["queued.max.requests"], self._process,
-                                 max_queued_bytes=self.config["queued.max.request.bytes"])
-        if self.config["odradek.metrics.port"] >= 0:  # served once the listeners are up (_start_metrics)
-            from odradek.broker.client_telemetry.exporter import ClientTelemetryExporter
-            from odradek.broker.runtime.metrics import BrokerMetrics
-
-            self.metrics = BrokerMetrics()
-            self.client_telemetry = ClientTelemetryExporter()
-        handlers = bind_handlers(self.handlers, self._collaborators())
-        self.dispatcher = Dispatcher(self._faulty_handlers(handlers, channel), channel,
-                                     inter_broker_listener=self.config.inter_broker_listener_name,
+        # The request path: the dispatcher consumes the channel it is built on (no relay).
+        channel = RequestChannel(loop, config["queued.max.requests"],
+                                 max_queued_bytes=config["queued.max.request.bytes"])
+        handlers = self._faulty_handlers(bind_handlers(self.handlers, self._collaborators()), channel)
+        self.dispatcher = Dispatcher(handlers, channel, inter_broker_listener=config.inter_broker_listener_name,
                                      metrics=self.metrics)
-        self._start_client_quotas(self.dispatcher)
+        self.client_quotas = self._client_quotas(self.dispatcher)
+        # The network.
         endpoints = [Endpoint(lst.name, lst.host, lst.port,
-                              tls.server_tls(self.config, lst.name) if tls.is_tls(lst.security_protocol) else None)
-                     for lst in self.config.listeners]
-        from odradek.broker.security.sasl.setup import sasl_authenticators
-
+                              tls.server_tls(config, lst.name) if tls.is_tls(lst.security_protocol) else None)
+                     for lst in config.listeners]
         limits = self._connection_limits()
         self.socket_server = SocketServer(
-            self.loop,
+            loop,
             channel,
             endpoints,
-            num_network_threads=self.config["num.network.threads"],
-            max_request_size=self.config["socket.request.max.bytes"],
-            idle_ms=self.config["connections.max.idle.ms"],
-            loop_kind=self.config["odradek.event.loop"],
-            backlog=self.config["socket.listen.backlog.size"],
-            send_buffer_bytes=self.config["socket.send.buffer.bytes"],
-            receive_buffer_bytes=self.config["socket.receive.buffer.bytes"],
+            num_network_threads=config["num.network.threads"],
+            max_request_size=config["socket.request.max.bytes"],
+            idle_ms=config["connections.max.idle.ms"],
+            loop_kind=config["odradek.event.loop"],
+            backlog=config["socket.listen.backlog.size"],
+            send_buffer_bytes=config["socket.send.buffer.bytes"],
+            receive_buffer_bytes=config["socket.receive.buffer.bytes"],
             max_connections=limits[0],
             max_connections_per_ip=limits[1],
             max_connections_per_ip_overrides=limits[2],
-            sasl_authenticators=sasl_authenticators(self.config, lambda: self.metadata.image,
-                                                    self.config["socket.request.max.bytes"]),
+            sasl_authenticators=sasl_authenticators(config, lambda: self.metadata.image,
+                                                    config["socket.request.max.bytes"]),
             connection_rates=self._connection_rates(),
         )
         self._applied_overrides = limits[2]
@@ -228,21 +225,17 @@ class Broker:
         # opens its client listeners only once the broker is registered and unfenced).
         # Before the listeners bind (a connect then succeeds already): a test that sees the broker's
         # port open can set its faults at once.
-        if self.faults is not None and self.config["odradek.testing.faults.port"] >= 0:
+        if self.faults is not None and config["odradek.testing.faults.port"] >= 0:
             self._start_fault_admin()
         self.socket_server.bind()
         if self.cluster is None:
-            from odradek.broker.metadata.broker_registration import register_this_broker
-
-            await register_this_broker(self.controller_client, self.config, self.socket_server.bound_ports)
+            await register_this_broker(self.controller_client, config, self.socket_server.bound_ports)
         else:
-            from odradek.broker.metadata.broker_registration import advertised_endpoint
-
-            endpoint = advertised_endpoint(self.config, self.socket_server.bound_ports)
+            endpoint = advertised_endpoint(config, self.socket_server.bound_ports)
             if endpoint is not None:
                 await self.cluster.register(endpoint)
         await self.socket_server.start_accepting()
-        if self.config["odradek.metrics.port"] >= 0:
+        if config["odradek.metrics.port"] >= 0:
             self._start_metrics()
         self.started = True
         log.info(
@@ -258,17 +251,22 @@ class Broker:
         Raises LogDirInUseError when another process holds one (nothing is held then); an I/O error
         on the metadata dir stops the start (KafkaStorageError), one on a log dir leaves that dir to
         start offline (see start)."""
-        from odradek.broker.metadata.broker_metadata import metadata_dir_of
-        from odradek.storage.errors import KafkaStorageError
-        from odradek.storage.log_dir_lock import LogDirLocks
-
         metadata_dir = metadata_dir_of(self.config)
         self.dir_locks = LogDirLocks.acquire([*self.config.log_dirs, metadata_dir])
         if (exc := self.dir_locks.failed.get(metadata_dir)) is not None:
             raise KafkaStorageError(f"Disk error while locking the metadata log dir {metadata_dir}: {exc}")
 
+    async def _start_local_controller(self) -> None:
+        """metadata.store=local: the controller in this process, its client, producer ids from the metadata dir."""
+        self.embedded_controller = EmbeddedController(self.config, self.metadata.metadata_dir)
+        self.embedded_controller.add_publisher(self.metadata)
+        await self.embedded_controller.start()
+        self.controller_client = LocalControllerClient(self.embedded_controller.controller)
+        self.producer_ids = ProducerIdManager(self.metadata.metadata_dir)
+
     async def _join_cluster(self) -> None:
         """Cluster mode: cluster id, metadata followed from etcd, controller candidate (odradek.broker.cluster)."""
+        # Imported here: etcd's gRPC client (about 140 ms to import) is loaded only by a broker that uses it.
         from odradek.broker.cluster.cluster_node import ClusterNode
         from odradek.broker.cluster.producer_id_blocks import EtcdProducerIdManager
 
@@ -280,8 +278,6 @@ class Broker:
 
     def _follow_acls(self, authorizer: Any) -> None:
         """The authorizer holds the image's ACLs: loaded now, reloaded by each delta that changes them."""
-        from odradek.broker.security.authz import load_acls
-
         load_acls(authorizer, self.metadata.image)
 
         def on_delta(delta: Any) -> None:
@@ -292,8 +288,6 @@ class Broker:
 
     def _connection_limits(self) -> tuple[int, int, dict[str, int]]:
         """max.connections, max.connections.per.ip and its overrides, dynamic values applied."""
-        from odradek.broker.metadata.topic_config_view import config_layers, effective_broker_config
-
         cfg = effective_broker_config(
             self.config, config_layers(self.config, self.metadata.image.broker_configs, self.node_id))
         try:
@@ -305,8 +299,6 @@ class Broker:
     def _collaborators(self) -> Collaborators:
         """What the handlers use of this broker (each handler gets the few its module names,
         broker/api/registry.py): everything here is built before the first request."""
-        from odradek.broker.security.authz import AuthHelper
-
         assert self.group_coordinator is not None and self.txn_coordinator is not None
         return Collaborators(
             config=self.config, node_id=self.node_id, metadata=self.metadata,
@@ -325,7 +317,6 @@ class Broker:
                 log.warning("odradek.testing.faults.port is set but odradek.testing.faults.enable is not: "
                             "no fault injection endpoint")
             return handlers
-        from odradek.broker.faults.injection import FaultInjector
 
         def topic_name_of(topic_id: Any) -> str | None:
             topic = self.metadata.image.topics_by_id.get(topic_id)
@@ -336,8 +327,6 @@ class Broker:
         return self.faults.wrap_handlers(handlers, channel.close)
 
     def _start_fault_admin(self) -> None:
-        from odradek.broker.faults.admin_endpoint import FaultAdminServer
-
         assert self.faults is not None
         self.fault_admin = FaultAdminServer(self.faults, self.config["odradek.testing.faults.host"],
                                             self.config["odradek.testing.faults.port"])
@@ -345,20 +334,16 @@ class Broker:
         log.info("fault injection endpoint on http://%s:%d/faults", self.config["odradek.testing.faults.host"],
                  self.fault_admin.port)
 
-    def _start_client_quotas(self, dispatcher: Dispatcher) -> None:
+    def _client_quotas(self, dispatcher: Dispatcher) -> ClientQuotas:
         """Client quotas from the metadata image (broker/quota): the dispatcher holds them only
         while one exists, so without quotas the request path pays nothing for them."""
-        from odradek.broker.quota.client_quotas import ClientQuotas
-
-        quotas = self.client_quotas = ClientQuotas(self.config["quota.window.num"],
-                                                   self.config["quota.window.size.seconds"])
-        quotas.on_active = lambda active: dispatcher.set_quotas(quotas if active else None)
+        quotas = ClientQuotas(self.config["quota.window.num"], self.config["quota.window.size.seconds"],
+                              on_active=lambda active: dispatcher.set_quotas(quotas if active else None))
         quotas.update(self.metadata.image.client_quotas)
+        return quotas
 
     def _connection_rates(self) -> ConnectionRates:
         """KIP-612 connection creation rates: broker-wide (dynamic), per listener, per ip quota."""
-        from odradek.broker.quota.connection_rates import ConnectionRates, listener_rates
-
         rates = ConnectionRates(self.config["quota.window.num"], self.config["quota.window.size.seconds"],
                                 self._effective("max.connection.creation.rate"),
                                 listener_rates(self.config.originals, [lst.name for lst in self.config.listeners]))
@@ -366,8 +351,6 @@ class Broker:
         return rates
 
     def _effective(self, key: str) -> Any:
-        from odradek.broker.metadata.topic_config_view import config_layers, effective_broker_config
-
         return effective_broker_config(
             self.config, config_layers(self.config, self.metadata.image.broker_configs, self.node_id))[key]
 
@@ -423,13 +406,10 @@ class Broker:
                           functools.partial(_is_offline, lm, d), labels={"log_directory": str(d)})
         self._kafka_gauges(metrics)
         if self.client_quotas is not None:
-            from odradek.broker.quota.metrics import QuotaMetrics
-
             metrics.registry.register(QuotaMetrics(self.client_quotas, server.rates))
         assert self.client_telemetry is not None, "built with the metrics"
         metrics.registry.register(self.client_telemetry)
         self.metrics_port = metrics.serve(self.config["odradek.metrics.host"], self.config["odradek.metrics.port"])
-        rm.metrics = metrics
 
     def _kafka_gauges(self, metrics: Any) -> None:
         """Kafka's gauges under the names the Prometheus JMX exporter gives them (odradek.broker.runtime.metrics).
@@ -476,9 +456,6 @@ class Broker:
         # Kafka's BrokerState: 3 = RUNNING, 6 = PENDING_CONTROLLED_SHUTDOWN (metrics start once running).
         metrics.gauge("kafka_server_kafkaserver_brokerstate", "Broker state (3 = running, 6 = shutting down)",
                       lambda: 6 if self.stopping else 3)
-
-    def _process(self, conn: Any, slot: Any, frame: bytes | memoryview) -> None:
-        self.dispatcher.process(conn, slot, frame)  # type: ignore[union-attr]
 
     async def shutdown(self) -> bool:
         """Stop everything, in order; False if some state could not be saved (see the docstring).

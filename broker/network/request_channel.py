@@ -38,19 +38,26 @@ if TYPE_CHECKING:
 ResponseChunk: TypeAlias = "bytes | bytearray | memoryview | FetchSlice"
 
 
+def _no_dispatcher(conn: Connection, slot: _Slot, frame: bytes | memoryview) -> None:
+    raise RuntimeError("a request reached a request channel that no dispatcher consumes")
+
+
 class RequestChannel:
     def __init__(
         self,
         handler_loop: asyncio.AbstractEventLoop,
         max_queued: int,
-        process: Callable[[Connection, _Slot, bytes | memoryview], None],
+        process: Callable[[Connection, _Slot, bytes | memoryview], None] | None = None,
         max_queued_bytes: int = -1,
     ) -> None:
+        """``process`` handles each queued request on the handler loop; None: the Dispatcher built on
+        this channel names itself (its constructor), as Kafka's request handler pool is given the
+        channel it polls, so neither needs the other wired in afterwards."""
         self.handler_loop = handler_loop
         self.max_queued = max(1, max_queued)
         # queued.max.request.bytes: reserved by the connections, released here (or by give_back).
         self.pool = MemoryPool(max_queued_bytes)
-        self.process = process
+        self.process: Callable[[Connection, _Slot, bytes | memoryview], None] = process or _no_dispatcher
         self.queue: deque[tuple[Connection, _Slot, bytes | memoryview]] = deque()
         self._scheduled = False
         # Connections paused on a full queue or a spent memory pool. A deque, not a set: network threads append while
