@@ -110,6 +110,20 @@ def test_a_required_field_is_one_every_version_has() -> None:
     assert "throttle_time_ms" in messages.ProduceResponse.__required_keys__
 
 
+def test_the_broker_and_every_handler_run_without_the_types_module() -> None:
+    # The TypedDicts cost nothing at run time only if nothing imports them then (building their
+    # classes takes tens of milliseconds): every import of protocol/messages.py sits under
+    # TYPE_CHECKING. A fresh interpreter loads the broker and every registered handler.
+    probe = ("import sys\n"
+             "import odradek.broker.server\n"
+             "from odradek.broker.api.handlers import all_handlers\n"
+             "assert len(all_handlers()) > 50\n"
+             "print(sorted(m for m in sys.modules if m.endswith('protocol.messages')))\n")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
 def test_mypy_refuses_a_misspelt_or_missing_response_key(tmp_path: Path) -> None:
     # What the types are for: the codec writes m.get(name, default), so before them a misspelt key
     # silently sent the default.
