@@ -225,6 +225,23 @@ class SharePartitionManager:
         for key in [k for k in self.partitions if k[1] == topic and k[2] == partition]:
             del self.partitions[key]
 
+    def alter_start_offset(self, group_id: str, topic: str, partition: int, offset: int) -> None:
+        """AlterShareGroupOffsets on an empty group: the share-partition starts over at ``offset``
+        (nothing is in flight: no member holds anything). KafkaApiError when this broker does not
+        lead the partition."""
+        part = self.replica_manager.leader_partition(topic, partition)
+        if not part.log_start_offset <= offset <= part.high_watermark:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                f"start offset {offset} is outside {part.log_start_offset}-{part.high_watermark}")
+        self.partitions[(group_id, topic, partition)] = SharePartition(
+            group_id, topic, partition, offset, self.config.delivery_count_limit, self.config.max_in_flight)
+
+    def delete_state(self, group_id: str, topic: str) -> None:
+        """DeleteShareGroupOffsets: the group's share-partitions of ``topic`` are forgotten; the next
+        ShareFetch starts them again at share.auto.offset.reset."""
+        for key in [k for k in self.partitions if k[0] == group_id and k[1] == topic]:
+            del self.partitions[key]
+
     def start_offset(self, group_id: str, topic: str, partition: int) -> int | None:
         """The SPSO of a share-partition this broker has (None: the group never read it here)."""
         sp = self.partitions.get((group_id, topic, partition))

@@ -142,3 +142,41 @@ def test_share_fetch_v2_record_limit_and_renew(broker_factory) -> None:
             assert r["responses"][0]["partitions"][0]["error_code"] == 0 and r["acquisition_lock_timeout_ms"] == 2000
         r = share_fetch(c, 2, member_id="other", topics=fetch_topics(topic_id, [0]))
         assert acquired(r) == {0: [(4, 9, 2)]}
+
+
+def test_alter_and_delete_share_group_offsets_of_an_empty_group(broker) -> None:
+    with WireClient(broker.host, broker.port) as c:
+        topic_id = create_topic(c, "so", 1)
+        wait_for_coordinator(c)
+        assert heartbeat(c, subscribed_topic_names=["so"])["error_code"] == 0
+        share_fetch(c, topics=fetch_topics(topic_id, [0]))
+        produce(c, "so", 0, 6)
+        assert acquired(share_fetch(c, share_session_epoch=1)) == {0: [(0, 5, 1)]}
+        alter = {"group_id": "sg", "topics": [{"topic_name": "so", "partitions": [
+            {"partition_index": 0, "start_offset": 2}]}]}
+        # A member is in the group: refused whole, nothing changed.
+        r = c.request(91, 0, alter)
+        assert (r["error_code"], r["responses"]) == (ErrorCode.NON_EMPTY_GROUP, []), r
+        r = c.request(92, 0, {"group_id": "sg", "topics": [{"topic_name": "so"}]})
+        assert r["error_code"] == ErrorCode.NON_EMPTY_GROUP, r
+        assert c.request(91, 0, {**alter, "group_id": "nope"})["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+        assert heartbeat(c, member_epoch=-1)["member_epoch"] == -1
+        share_fetch(c, share_session_epoch=-1)
+        # Empty: the share-partition starts over at 2; offsets outside the log are refused.
+        r = c.request(91, 0, {"group_id": "sg", "topics": [{"topic_name": "so", "partitions": [
+            {"partition_index": 0, "start_offset": 2}, {"partition_index": 7, "start_offset": 0}]}]})
+        assert [(p["partition_index"], p["error_code"]) for p in r["responses"][0]["partitions"]] == \
+            [(0, 0), (7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)], r
+        r = c.request(91, 0, {**alter, "topics": [{"topic_name": "so", "partitions": [
+            {"partition_index": 0, "start_offset": 99}]}]})
+        assert r["responses"][0]["partitions"][0]["error_code"] == ErrorCode.INVALID_REQUEST
+        offsets = c.request(DESCRIBE_OFFSETS, 1, {"groups": [{"group_id": "sg", "topics": None}]})["groups"][0]
+        assert [(p["start_offset"], p["lag"]) for p in offsets["topics"][0]["partitions"]] == [(2, 4)]
+        assert acquired(share_fetch(c, member_id="n", topics=fetch_topics(topic_id, [0]))) == {0: [(2, 5, 1)]}
+        share_fetch(c, member_id="n", share_session_epoch=-1)
+        # Deleted: no start offset any more.
+        r = c.request(92, 0, {"group_id": "sg", "topics": [{"topic_name": "so"}, {"topic_name": "nope"}]})
+        assert [(t["topic_name"], t["error_code"]) for t in r["responses"]] == \
+            [("so", 0), ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)], r
+        offsets = c.request(DESCRIBE_OFFSETS, 0, {"groups": [{"group_id": "sg", "topics": None}]})["groups"][0]
+        assert offsets["topics"] == []

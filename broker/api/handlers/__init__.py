@@ -61,6 +61,8 @@ HANDLER_MODULES = (
     "share_fetch",
     "share_acknowledge",
     "describe_share_group_offsets",
+    "alter_share_group_offsets",
+    "delete_share_group_offsets",
     "streams_group_heartbeat",
     "streams_group_describe",
     "describe_acls",

@@ -1,0 +1,100 @@
+"""AlterShareGroupOffsets (api key 91): set the share-partition start offset (SPSO) of an empty share
+group's partitions (KIP-932; ``kafka-share-groups --reset-offsets``).
+
+Version 0 (flexible), as Kafka 4.4. The group must exist as a share group (GROUP_ID_NOT_FOUND) and have
+no members (NON_EMPTY_GROUP, for the whole request); each partition then starts over at its new
+offset, which must lie between the log start and the high watermark (INVALID_REQUEST). Authorization:
+READ on the group (GROUP_AUTHORIZATION_FAILED) and on each topic (TOPIC_AUTHORIZATION_FAILED).
+
+The share-partitions live in memory on their leaders (broker/share/): this broker sets those it leads
+and answers NOT_LEADER_OR_FOLLOWER for the others (Kafka 4.4 writes the share coordinator's
+``__share_group_state``, not implemented).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from odradek.broker.api.request_types import ApiRequest
+from odradek.broker.group.coordinator import coordinator_of
+from odradek.broker.security import authz
+from odradek.controller import features
+from odradek.protocol.errors import ErrorCode, KafkaApiError
+
+if TYPE_CHECKING:
+    from odradek.broker.group.coordinator import GroupCoordinator
+    from odradek.broker.metadata.broker_metadata import BrokerMetadata
+    from odradek.broker.security.authz import AuthHelper
+    from odradek.broker.share.share_partition_manager import SharePartitionManager
+
+API_KEY = 91
+NAME = "AlterShareGroupOffsets"
+VERSIONS = (0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What this handler uses of the broker (broker/api/registry.py)."""
+
+    metadata: BrokerMetadata
+    group_coordinator: GroupCoordinator
+    share_partitions: SharePartitionManager
+    authz: AuthHelper
+
+
+def handle(services: Services, request: ApiRequest) -> dict:
+    if not features.share_group_protocol(services.metadata.image.features):
+        return error_response(request, ErrorCode.UNSUPPORTED_VERSION)  # share.version 0 (KafkaApis)
+    body = request.body
+    group_id = body["group_id"]
+    if not services.authz.allowed(request, authz.READ, authz.GROUP, group_id):
+        return error_response(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    code, message = check_empty_share_group(services.group_coordinator, group_id)
+    if code != ErrorCode.NONE:
+        return error_response(request, code, message)
+    image = services.metadata.image
+    responses = []
+    for t in body["topics"]:
+        name = t["topic_name"]
+        topic = image.topics.get(name)
+        partitions = []
+        for p in t["partitions"]:
+            entry: dict[str, Any] = {"partition_index": p["partition_index"], "error_code": ErrorCode.NONE,
+                                     "error_message": None}
+            if not services.authz.allowed(request, authz.READ, authz.TOPIC, name):
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif topic is None or p["partition_index"] not in topic.partitions:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                try:
+                    services.share_partitions.alter_start_offset(group_id, name, p["partition_index"],
+                                                                 p["start_offset"])
+                except KafkaApiError as exc:
+                    entry["error_code"], entry["error_message"] = exc.code, exc.message
+            partitions.append(entry)
+        responses.append({"topic_name": name, "topic_id": topic.topic_id if topic is not None else uuid.UUID(int=0),
+                          "partitions": partitions})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}
+
+
+def check_empty_share_group(coordinator: GroupCoordinator, group_id: str) -> tuple[int, str | None]:
+    """Kafka's checks before a share group's offsets change: the coordinator's errors, an unknown
+    group, one with members."""
+    if coordinator_of(coordinator) is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+    try:
+        coordinator.check_coordinator(group_id)
+    except KafkaApiError as exc:
+        return exc.code, exc.message
+    group = coordinator.share.groups.get(group_id)
+    if group is None:
+        return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+    if group.members:
+        return ErrorCode.NON_EMPTY_GROUP, "The group is not empty."
+    return ErrorCode.NONE, None
+
+
+def error_response(request: ApiRequest, code: int, message: str | None = None) -> dict:
+    return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "responses": []}
