@@ -840,16 +840,17 @@ class StreamsGroupManager:
         if joining:
             if existing is None:
                 return StreamsGroupMember(member_id), None
-            if existing.member_id == member_id:
-                return existing, None
             if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 raise _fail(ErrorCode.UNRELEASED_INSTANCE_ID,
-                            f"Static member {existing.member_id} with instance id {instance_id} is not released "
-                            "yet.")
+                            f"Static member {member_id} with instance id {instance_id} cannot join the group "
+                            f"because the instance id is owned by {existing.member_id} member.")
+            # Kafka's replaceStreamsMember: the old member's records go, the new one takes its target.
             g = group.group_id
             records += [SR.tombstone(SR.CURRENT_MEMBER_ASSIGNMENT, g, existing.member_id),
                         SR.tombstone(SR.TARGET_ASSIGNMENT_MEMBER, g, existing.member_id),
                         SR.tombstone(SR.MEMBER_METADATA, g, existing.member_id)]
+            target = group.target.get(existing.member_id, Target())
+            records.append(SR.target_assignment_record(g, member_id, target.active, target.standby, target.warmup))
             log.info("streams group %s: static member %s replaces %s (instance %s)", g, member_id,
                      existing.member_id, instance_id)
             return dataclasses.replace(existing, member_id=member_id, member_epoch=0,
@@ -858,7 +859,7 @@ class StreamsGroupManager:
             raise _fail(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
         if existing.member_id != member_id:
             raise _fail(ErrorCode.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {instance_id} "
-                        "was fenced by another member.")
+                        f"was fenced by member {existing.member_id}.")
         self._check_epoch(existing, epoch, owned)
         return existing, None
 
@@ -952,7 +953,7 @@ class StreamsGroupManager:
                 raise _fail(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
             if found.member_id != member_id:
                 raise _fail(ErrorCode.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
-                            f"{instance_id} was fenced by another member.")
+                            f"{instance_id} was fenced by member {found.member_id}.")
             member = found
             if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 leaving = dataclasses.replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,

@@ -217,6 +217,47 @@ def test_bad_heartbeats_answer_kafkas_errors_and_change_nothing(target: Target) 
                                                          f"Group {app}-unknown not found.")
 
 
+def test_a_static_member_leaves_and_its_instance_id_takes_its_tasks_back(target: Target) -> None:
+    """KIP-1071's static membership (Kafka 4.4): epoch -2 keeps the member and its tasks; a new member
+    id joining with the instance id replaces it and gets its tasks at once; the old id is fenced."""
+    app = "staticapp"
+    source = f"{app}-words"
+    create_topic(target, source, 2)
+    topology = word_count_topology(app, source)
+    with WireClient(target.host, target.port) as c:
+        wait_for_coordinator(c, app)
+        first = StreamsMember(c, app, topology, instance_id="instance-1")
+        first.join()
+        converge([first], 4)
+        # The instance id is taken while its member is in the group.
+        second = StreamsMember(c, app, topology, process_id=first.process_id, instance_id="instance-1")
+        r = heartbeat(c, 1, group_id=app, member_id=second.member_id, member_epoch=0, rebalance_timeout_ms=30000,
+                      topology=topology, process_id=second.process_id, instance_id="instance-1", **NO_TASKS)
+        assert (r["error_code"], r["error_message"]) == (
+            ErrorCode.UNRELEASED_INSTANCE_ID, f"Static member {second.member_id} with instance id instance-1 cannot "
+            f"join the group because the instance id is owned by {first.member_id} member.")
+        epoch_before = describe(c, app)["group_epoch"]
+        r = first.leave(-2)
+        assert (r["error_code"], r["member_id"], r["member_epoch"]) == (0, first.member_id, -2)
+        d = describe(c, app)
+        assert [(m["member_id"], m["member_epoch"], m["instance_id"]) for m in d["members"]] == \
+            [(first.member_id, -2, "instance-1")]
+        assert tasks_of(d["members"][0]["assignment"]["active_tasks"]) == {"0": {0, 1}, "1": {0, 1}}
+        assert d["group_epoch"] == epoch_before  # a temporary leave is no rebalance
+        # The same instance id with a new member id: it takes the place, and the tasks, at once.
+        r = second.join()
+        assert tasks_of(r["active_tasks"]) == {"0": {0, 1}, "1": {0, 1}}, r
+        d = describe(c, app)
+        assert [(m["member_id"], m["instance_id"]) for m in d["members"]] == [(second.member_id, "instance-1")]
+        assert d["group_epoch"] == epoch_before
+        r = heartbeat(c, 1, group_id=app, member_id=first.member_id, member_epoch=first.epoch,
+                      instance_id="instance-1", **NO_TASKS)
+        assert (r["error_code"], r["error_message"]) == (
+            ErrorCode.FENCED_INSTANCE_ID,
+            f"Static member {first.member_id} with instance id instance-1 was fenced by member {second.member_id}.")
+        converge([second], 4)
+
+
 # -- Odradek alone: the state is in __consumer_offsets; the feature level switches the protocol ------
 
 FAST = {"group.streams.initial.rebalance.delay.ms": "0", "auto.create.topics.enable": "false"}

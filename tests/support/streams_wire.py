@@ -68,8 +68,9 @@ def tasks_of(rows_: list[dict[str, Any]] | None) -> Tasks:
 
 class StreamsMember:
     def __init__(self, c: WireClient, group: str, topology: dict[str, Any], process_id: str | None = None,
-                 version: int = 1) -> None:
+                 version: int = 1, instance_id: str | None = None) -> None:
         self.c, self.group, self.topology, self.version = c, group, topology, version
+        self.instance_id = instance_id  # a static member's, sent in every heartbeat
         self.member_id = str(uuid.uuid4())
         self.process_id = process_id or str(uuid.uuid4())
         self.epoch = 0
@@ -81,19 +82,21 @@ class StreamsMember:
     def join(self, **extra: Any) -> dict[str, Any]:
         r = heartbeat(self.c, self.version, group_id=self.group, member_id=self.member_id, member_epoch=0,
                       rebalance_timeout_ms=30000, topology=self.topology, process_id=self.process_id,
-                      active_tasks=[], standby_tasks=[], warmup_tasks=[], **extra)
+                      instance_id=self.instance_id, active_tasks=[], standby_tasks=[], warmup_tasks=[], **extra)
         self._take(r)
         return r
 
     def beat(self) -> dict[str, Any]:
         r = heartbeat(self.c, self.version, group_id=self.group, member_id=self.member_id, member_epoch=self.epoch,
-                      active_tasks=rows(self.active), standby_tasks=rows(self.standby),
+                      instance_id=self.instance_id, active_tasks=rows(self.active), standby_tasks=rows(self.standby),
                       warmup_tasks=rows(self.warmup))
         self._take(r)
         return r
 
-    def leave(self) -> dict[str, Any]:
-        return heartbeat(self.c, self.version, group_id=self.group, member_id=self.member_id, member_epoch=-1)
+    def leave(self, epoch: int = -1) -> dict[str, Any]:
+        """-1 leaves; -2 is a static member's temporary leave (its tasks wait for its instance id)."""
+        return heartbeat(self.c, self.version, group_id=self.group, member_id=self.member_id, member_epoch=epoch,
+                         instance_id=self.instance_id)
 
     def statuses(self) -> set[int]:
         return {s["status_code"] for s in self.last.get("status") or ()}
