@@ -196,6 +196,17 @@ def test_bad_heartbeats_answer_kafkas_errors_and_change_nothing(target: Target) 
                       active_tasks=[{"subtopology_id": "1", "partitions": [7]}], standby_tasks=[], warmup_tasks=[])
         assert (r["error_code"], r["error_message"]) == (
             ErrorCode.INVALID_REQUEST, "Task 7 for subtopology 1 is invalid. Number of tasks for this subtopology: 2")
+        # The id is a streams group's: a classic member is refused (Kafka's classicGroupJoin), and so is a
+        # KIP-848 consumer (getOrMaybeCreateConsumerGroup).
+        j = c.request(11, 5, {"group_id": app, "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000,
+                              "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                              "protocols": [{"name": "range", "metadata": b""}]})
+        assert j["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL, j
+        r = c.request(68, 1, {"group_id": app, "member_id": "m", "member_epoch": 0, "instance_id": None,
+                              "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": [source],
+                              "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []})
+        assert (r["error_code"], r["error_message"]) == (ErrorCode.GROUP_ID_NOT_FOUND,
+                                                         f"Group {app} is not a consumer group."), r
         # Nothing changed: same epochs, same member, same tasks.
         after = describe(c, app)
         assert (after["group_epoch"], after["assignment_epoch"], after["group_state"]) == \
