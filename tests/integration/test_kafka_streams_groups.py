@@ -14,6 +14,7 @@ changelog.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -27,7 +28,7 @@ from tests.support.java_tools import run_tool
 from tests.support.real_kafka import Target, create_topic, kafka_and_odradek
 from tests.support.streams_wire import describe
 from tests.support.wire import WireClient
-from tools.kafka_dist import JARS, classpath, java_command
+from tools.kafka_dist import JARS, REPO, classpath, java_command
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -50,20 +51,35 @@ def target(request: pytest.FixtureRequest, targets: dict[str, Target]) -> Target
     return t
 
 
+# The application's source, run with Java's single-file launcher on the driver's dependencies: the
+# jar cache is shared by every checkout of the project on the machine, and one at an older commit
+# rebuilds it with an odradek-driver.jar whose StreamsEos lacks the protocol argument.
+STREAMS_EOS = REPO / "java" / "driver" / "src" / "main" / "java" / "io" / "odradek" / "driver" / "StreamsEos.java"
+
+
+def streams_classpath() -> str:
+    classpath("driver")
+    return os.pathsep.join(str(p) for p in sorted((JARS / "driver").glob("*.jar")) if p.name != "odradek-driver.jar")
+
+
 class Instance:
     """One Kafka Streams instance (its own JVM, its own state directory)."""
 
     def __init__(self, target: Target, app_id: str, source: str, sink: str, state_dir: Path, log: Path) -> None:
-        classpath("driver")
-        self.cmd = java_command("io.odradek.driver.StreamsEos",
+        self.cmd = java_command(str(STREAMS_EOS),
                                 [target.bootstrap, app_id, source, sink, str(state_dir), "1", "streams"],
-                                str(JARS / "driver" / "*"), ["-Xmx384m", "-XX:+UseSerialGC"])
+                                streams_classpath(), ["-Xmx384m", "-XX:+UseSerialGC"])
         self.log_path = log
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Instance:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT)
+        # The application names its protocol first (Kafka Streams runs the classic one unless told).
+        deadline = time.monotonic() + 60
+        while "group.protocol" not in self.log() and self.alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "group.protocol streams" in self.log(), self.log()
         return self
 
     def alive(self) -> bool:

@@ -52,6 +52,9 @@ public final class StreamsEos {
         if (argv.length > 6) {
             p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, argv[6]);
         }
+        // First line of the output: which protocol this run uses (a test checks it ran the one it asked for).
+        System.out.println("group.protocol " + p.getOrDefault(StreamsConfig.GROUP_PROTOCOL_CONFIG, "classic"));
+        System.out.flush();
 
         StreamsBuilder builder = new StreamsBuilder();
         builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
