@@ -58,7 +58,7 @@ from odradek.broker.group.keyed_timer import KeyedTimer
 from odradek.broker.group.offset_manager import OffsetManager
 from odradek.broker.group.shard import GroupShard
 from odradek.broker.group.share_group import ShareGroupManager
-from odradek.broker.group.streams_group import StreamsGroupManager
+from odradek.broker.group.streams_manager import StreamsGroupManager
 from odradek.broker.group.txn_offsets import ProducerStates, TxnCommitPartition, TxnOffsetManager
 from odradek.broker.runtime.timing_wheel import Timer
 from odradek.protocol.errors import ErrorCode, KafkaApiError
@@ -96,7 +96,7 @@ class GroupCoordinator:
         self.classic = ClassicGroupManager(self.ctx, self.consumer)
         self.offsets = OffsetManager(self.ctx, self.classic, self.consumer)
         self.txn_offsets = TxnOffsetManager(self.ctx, self.classic, self.consumer, producers)
-        self.streams = StreamsGroupManager(self.ctx)  # KIP-1071 (broker/group/streams_group.py)
+        self.streams = StreamsGroupManager(self.ctx)  # KIP-1071 (broker/group/streams_manager.py)
         self.share = ShareGroupManager(self.ctx, config.share_heartbeat_interval_ms, config.share_session_timeout_ms,
                                        config.share_max_size)
         self.groups = self.ctx.classic_groups  # classic groups by id (KIP-848 ones: consumer.groups)

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from odradek.broker.coordinator.migration import RehashMigrations
     from odradek.broker.group.classic_manager import ClassicGroupManager
     from odradek.broker.group.consumer_group import ConsumerGroupManager
-    from odradek.broker.group.streams_group import StreamsGroupManager
+    from odradek.broker.group.streams_manager import StreamsGroupManager
     from odradek.broker.group.txn_offsets import TxnOffsetManager
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from odradek.broker.api.request_types import ApiRequest
 from odradek.broker.group.coordinator import client_host, coordinator_of
-from odradek.broker.group.streams_group import error_response as _error_body
+from odradek.broker.group.streams_manager import error_response as _error_body
 from odradek.broker.group.streams_topology import MISSING_INTERNAL_TOPICS, InternalTopicToCreate
 from odradek.broker.metadata.controller_client import CreatableTopic
 from odradek.broker.security import authz
