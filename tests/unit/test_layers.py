@@ -100,7 +100,7 @@ def _broker_folder(path_or_module: str) -> str | None:
     parts = path_or_module.replace("/", ".").removesuffix(".py").split(".")
     if parts[0] == "odradek":
         parts = parts[1:]
-    if parts[0] != "broker" or len(parts) < 2:
+    if len(parts) < 2 or parts[0] != "broker":
         return None
     return parts[1]
 
@@ -139,3 +139,48 @@ def test_the_rules_catch_a_planted_import(bad: str, rule) -> None:
     imports = _imports_of([("storage/planted.py", bad)])
     for check in (bare_imports, upward_imports):
         assert bool(check(imports)) == (check is rule), (check.__name__, bad)
+
+
+# The broker's folders bottom-up: a folder imports only folders before it (TYPE_CHECKING imports included),
+# the entry points (main, server) import anything. broker/__init__.py describes each folder.
+BROKER_FOLDERS = ("runtime", "config", "security", "network", "metadata", "quota", "coordinator", "replica",
+                  "txn", "group", "share", "client_telemetry", "cluster", "api", "faults", "launcher")
+
+# The imports that still run upward, each with why; the test fails on a new one, and on one of these that
+# is gone (so this list only shrinks).
+KNOWN_UPWARD = {
+    ("config", "security"): "config validation asks security/sasl which SASL keys are implemented and "
+                            "checks the listeners' TLS settings",
+    ("network", "quota"): "the acceptor applies connection-creation rates (quota/connection_rates.py)",
+    ("security", "metadata"): "authz and quotas ask whether a request was forwarded by another broker "
+                              "(metadata/controller_client.is_forwarded)",
+    ("security", "api"): "authz checks and SASL take the ApiRequest type (annotations only)",
+    ("quota", "api"): "client quotas wrap a handler's answer (the ApiRequest and Handler types)",
+    ("group", "api"): "the group coordinator's entry points take the ApiRequest type",
+    ("coordinator", "group"): "the coordinator runtime's partition rule hashes group ids the way the group "
+                              "coordinator does (group/hashing.py)",
+    ("replica", "txn"): "Produce v12+ requests take per-producer turns (txn/producer_turns.py) in the "
+                        "replica manager",
+}
+
+
+def _folder_edges() -> dict[tuple[str, str], list[str]]:
+    edges: dict[tuple[str, str], list[str]] = {}
+    for f, line, target in _all_imports(("broker",)):
+        source = _broker_folder(f)
+        dest = _broker_folder(target)
+        if source in BROKER_FOLDERS and dest in BROKER_FOLDERS and source != dest:
+            edges.setdefault((source, dest), []).append(f"{f}:{line}")
+    return edges
+
+
+def test_every_broker_folder_is_placed_in_the_order() -> None:
+    folders = {p.name for p in (REPO / "broker").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == set(BROKER_FOLDERS)
+
+
+def test_broker_folders_import_only_folders_below_them() -> None:
+    rank = {name: i for i, name in enumerate(BROKER_FOLDERS)}
+    upward = {edge: where for edge, where in _folder_edges().items() if rank[edge[1]] > rank[edge[0]]}
+    assert {edge: where for edge, where in upward.items() if edge not in KNOWN_UPWARD} == {}
+    assert set(KNOWN_UPWARD) - set(upward) == set(), "gone: remove it from KNOWN_UPWARD"
