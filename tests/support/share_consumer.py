@@ -38,6 +38,11 @@ class ShareConsumer:
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
                                      text=True, bufsize=1)
         self.records: list[Delivery] = []
+        # action "count": records counted by the client (no line each), the partitions that
+        # delivered, and the wall-clock ms of the first and last poll that returned records.
+        self.count = 0
+        self.partitions: set[int] = set()
+        self.first_ms = self.last_ms = 0
         self.errors: list[str] = []
         self.subscribed = threading.Event()
         self.exited = threading.Event()
@@ -51,6 +56,11 @@ class ShareConsumer:
             if kind == "R":
                 partition, offset, count, value = rest.split(" ", 3)
                 self.records.append(Delivery(int(partition), int(offset), int(count), value))
+            elif kind == "C":
+                total, first, last = (int(f) for f in rest.split())
+                self.count, self.first_ms, self.last_ms = total, first, last
+            elif kind == "P":
+                self.partitions.add(int(rest))
             elif kind == "S":
                 self.subscribed.set()
             elif kind == "E":

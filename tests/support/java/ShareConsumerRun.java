@@ -2,8 +2,10 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Properties;
+import java.util.Set;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.consumer.AcknowledgeType;
@@ -22,7 +24,9 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * odd digit, ACCEPT the others); "release" (always RELEASE); "hold" (acknowledge nothing and stop
  * polling once a poll returned a record that is not a probe, so their locks must expire or the
  * process be killed). Probes (values starting "probe", which tests send until every partition has
- * delivered one) are always accepted.
+ * delivered one) are always accepted. "count" (implicit mode, for bench/share_consumer_bench.py): no line
+ * per record, "P partition" the first time a partition delivers and "C total firstMillis lastMillis"
+ * at most every 200 ms and at the end.
  *
  * <p>Prints one line per record as it arrives: "R partition offset deliveryCount value", "S" once
  * subscribed, and "E class message" on an error. It stops, committing (explicit) and closing the
@@ -60,6 +64,12 @@ public final class ShareConsumerRun {
         reader.setDaemon(true);
         reader.start();
         boolean holding = false;
+        boolean counting = action.equals("count");
+        long total = 0;
+        long firstAt = 0;
+        long lastAt = 0;
+        long printedAt = 0;
+        Set<Integer> seenPartitions = new HashSet<>();
         try (KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(props)) {
             consumer.subscribe(List.of(topic));
             System.out.println("S");
@@ -70,6 +80,25 @@ public final class ShareConsumerRun {
                     continue;
                 }
                 ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(200));
+                if (counting) {
+                    long now = System.currentTimeMillis();
+                    if (!records.isEmpty()) {
+                        total += records.count();
+                        firstAt = firstAt == 0 ? now : firstAt;
+                        lastAt = now;
+                        for (ConsumerRecord<String, String> r : records) {
+                            if (seenPartitions.add(r.partition())) {
+                                System.out.println("P " + r.partition());
+                            }
+                        }
+                    }
+                    if (now - printedAt >= 200) {
+                        System.out.println("C " + total + " " + firstAt + " " + lastAt);
+                        System.out.flush();
+                        printedAt = now;
+                    }
+                    continue;
+                }
                 for (ConsumerRecord<String, String> r : records) {
                     short count = r.deliveryCount().orElse((short) -1);
                     System.out.println("R " + r.partition() + " " + r.offset() + " " + count + " " + r.value());
@@ -93,6 +122,9 @@ public final class ShareConsumerRun {
             }
         } catch (Exception e) {
             System.out.println("E " + e.getClass().getSimpleName() + " " + e.getMessage());
+        }
+        if (counting) {
+            System.out.println("C " + total + " " + firstAt + " " + lastAt);
         }
         System.out.println("X");
         System.out.flush();
