@@ -64,11 +64,11 @@ from odradek.broker.replica.log_dir_mover import LogDirMover
 from odradek.broker.replica.log_dirs_report import describe_log_dirs
 from odradek.broker.replica.partition import Partition, RecordCheck
 from odradek.broker.replica.periodic_tasks import PeriodicTasks
+from odradek.broker.replica.producer_turns import ProducerTurns
 from odradek.broker.replica.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.broker.replica.replica_selector import replica_selector
 from odradek.broker.runtime.purgatory import DelayedOperationPurgatory
 from odradek.broker.runtime.timing_wheel import Timer
-from odradek.broker.txn.producer_turns import ProducerTurns
 from odradek.controller.image import MetadataDelta, MetadataImage
 from odradek.protocol.errors import ErrorCode, KafkaApiError
 from odradek.storage.cleaner import LogCleaner

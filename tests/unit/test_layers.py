@@ -159,8 +159,6 @@ KNOWN_UPWARD = {
     ("group", "api"): "the group coordinator's entry points take the ApiRequest type",
     ("coordinator", "group"): "the coordinator runtime's partition rule hashes group ids the way the group "
                               "coordinator does (group/hashing.py)",
-    ("replica", "txn"): "Produce v12+ requests take per-producer turns (txn/producer_turns.py) in the "
-                        "replica manager",
 }
 
 

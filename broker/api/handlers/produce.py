@@ -324,7 +324,7 @@ def _add_then_append(services: Services, request: ApiRequest[ProduceRequest], en
     """Produce v12: the partitions not yet in the producer's transaction at the batch's epoch are
     added by the coordinator first (see the module docstring); a request whose partitions all are
     appends at once, unless an earlier request of its producer is still waiting for the coordinator:
-    then it takes its turn behind that one (broker/txn/producer_turns.py says why)."""
+    then it takes its turn behind that one (broker/replica/producer_turns.py says why)."""
     turns = services.replica_manager.producer_turns
     before = dict(refused)
     producers = {p for _, _, records in entries if (p := _txn_producer(records)) is not None}
