@@ -203,9 +203,9 @@ class ClassicGroupManager:
         """The write operation of a JoinGroup: a new group's records first (Kafka 4.0 records a new
         group at once, an Empty GroupMetadata record), then the join on the applied state."""
         is_unknown = member_id == UNKNOWN_MEMBER_ID
-        if group_id in self.ctx.streams_groups:
-            # Kafka's classicGroupJoin: a streams group of this id refuses a classic member
-            # (Kafka converts an Empty one; Odradek refuses that too).
+        if group_id in self.ctx.streams_groups or group_id in self.ctx.share_groups:
+            # Kafka's classicGroupJoin: a streams or share group of this id refuses a classic
+            # member (Kafka converts an Empty streams group; Odradek refuses that too).
             raise KafkaApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         # An Empty KIP-848 group of this id gives way (its offsets carry over); a live one refuses.
         replaced = self.consumer.yield_to_classic(group_id, is_unknown)

@@ -532,7 +532,7 @@ class ConsumerGroupManager:
         group = self.groups.get(group_id)
         if group is not None:
             return group
-        if group_id in self.ctx.streams_groups:  # one id space (Kafka's getOrMaybeCreateConsumerGroup)
+        if group_id in self.ctx.streams_groups or group_id in self.ctx.share_groups:  # one id space (Kafka's getOrMaybeCreateConsumerGroup)
             raise _fail(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         classic = self.ctx.classic_groups.get(group_id)
         if classic is not None:

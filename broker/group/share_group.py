@@ -87,7 +87,7 @@ class ShareGroupManager:
         group_id, member_id, epoch = body["group_id"], body["member_id"], body["member_epoch"]
         _validate(body)
         self.ctx.check_coordinator(group_id)
-        if group_id in self.ctx.classic_groups or group_id in self.ctx.consumer_groups:
+        if self._other_protocol(group_id):
             raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
         group = self.groups.get(group_id)
         changed = False  # membership, a subscription or a subscribed topic's partitions: the epoch moves once
@@ -136,6 +136,11 @@ class ShareGroupManager:
         full = epoch == 0 or names is not None
         assignment = self._assignment(member) if full or member.member_epoch != previous_epoch else None
         return self._response(member_id, member.member_epoch, assignment)
+
+    def _other_protocol(self, group_id: str) -> bool:
+        """The id is held by a classic, consumer or streams group (one id space, as Kafka's)."""
+        return (group_id in self.ctx.classic_groups or group_id in self.ctx.consumer_groups
+                or group_id in self.ctx.streams_groups)
 
     def _subscribed_metadata(self, group: ShareGroup) -> tuple[tuple[uuid.UUID, int], ...]:
         image = self.ctx.metadata.image
@@ -199,8 +204,7 @@ class ShareGroupManager:
         if group is None:
             entry["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
             entry["error_message"] = (f"Group {group_id} is not a share group."
-                                      if group_id in self.ctx.classic_groups or group_id in self.ctx.consumer_groups
-                                      else f"Group {group_id} not found.")
+                                      if self._other_protocol(group_id) else f"Group {group_id} not found.")
             return entry
         names = {t.topic_id: t.name for t in self.ctx.metadata.image.topics.values()}
         entry.update(group_state=group.state, group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
