@@ -4,6 +4,8 @@
                        write -> await durable -> apply path, per-partition serialization; the
                        ``PartitionWriter`` and ``CoordinatorShard`` interfaces it works through.
 - ``partition_writer`` ``ReplicaManagerWriter``: the ``PartitionWriter`` over the replica manager.
+- ``hashing``          which partition of __consumer_offsets or __transaction_state owns an id
+                       (Kafka's ``Utils.abs(String.hashCode) % partitions``).
 - ``partition_rule``   which rule maps an id to its partition now (0.1.0's until the cluster's
                        metadata format level allows Kafka's), and the coordinators' reload when it
                        changes.

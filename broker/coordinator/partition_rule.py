@@ -1,7 +1,7 @@
 """Which rule maps a group id or transactional id to its coordinator partition *now*.
 
 0.1.0 put id ``k`` on ``legacy_partition_for(k)``; Kafka, and this release, on ``partition_for(k)``
-(broker/group/hashing.py). In a cluster every broker must agree on an id's partition, or two
+(broker/coordinator/hashing.py). In a cluster every broker must agree on an id's partition, or two
 coordinators serve one group. So the rule follows the cluster's metadata format level
 (controller/metadata_format.py), finalized in the metadata log and the same on every broker at the
 same log offset:
@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from odradek.broker.group.hashing import legacy_partition_for, partition_for
+from odradek.broker.coordinator.hashing import legacy_partition_for, partition_for
 from odradek.controller.metadata_format import COORDINATOR_REHASH
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 Releases before the fix put a group id or transactional id ``k`` on partition
 ``legacy_partition_for(k)`` = ``(hashCode(k) & 0x7fffffff) % n`` of ``__consumer_offsets`` /
 ``__transaction_state``; Kafka, and this release, use ``partition_for(k)`` =
-``abs(hashCode(k)) % n`` (broker/group/hashing.py). They agree for a non-negative hash and for
+``abs(hashCode(k)) % n`` (broker/coordinator/hashing.py). They agree for a non-negative hash and for
 MIN_VALUE. For any other negative hash ``h`` the old partition is ``(2**31 - |h|) % n`` and the new
 one ``|h| % n``, so the old partition of every id that moved into partition ``p`` is the same one,
 ``twin(p) = (2**31 - p) % n``, and twin is its own inverse: partitions pair up (0<->48, 1<->47,
@@ -90,8 +90,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from odradek.broker.coordinator.hashing import legacy_partition_for
 from odradek.broker.coordinator.runtime import KeyValue
-from odradek.broker.group.hashing import legacy_partition_for
 from odradek.protocol.records import ControlRecordType, InvalidRecordError, RecordBatch, parse_control_type
 
 MARKER_KEY_VERSION = 32767

@@ -2,7 +2,6 @@
 
 Modules, each with one job:
 
-- ``hashing``           which __consumer_offsets partition owns a group (Java String.hashCode).
 - ``records``           the __consumer_offsets record formats (keys and values, Kafka's schemas).
 - ``consumer_group_records`` the KIP-848 records.
 - ``consumer_protocol`` the few bytes of the embedded consumer protocol the broker must read

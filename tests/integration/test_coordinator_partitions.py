@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from odradek.broker.group.hashing import legacy_partition_for
+from odradek.broker.coordinator.hashing import legacy_partition_for
 from tests.support.broker_process import BrokerProcess
 from tests.support.internal_topics import partitions_holding
 from tests.support.java_partitions import kafka_partitions

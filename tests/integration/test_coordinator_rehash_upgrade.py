@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.broker.group.hashing import legacy_partition_for
+from odradek.broker.coordinator.hashing import legacy_partition_for
 from odradek.testing.cluster import ClusterProcesses
 from tests.support.broker_process import BrokerProcess
 from tests.support.internal_topics import partitions_holding

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.broker.group.hashing import partition_for
+from odradek.broker.coordinator.hashing import partition_for
 from odradek.broker.txn.records import key_bytes
 from odradek.protocol.records import iter_batches
 from tests.support.real_kafka import TARGETS, Target, open_target, require_toolchain, unique

@@ -268,7 +268,7 @@ def test_transactions_v2_answer_as_kafka(targets: dict[str, Target]) -> None:
 def state_records(target: Target, txn_id: str) -> list[dict[str, Any]]:
     """The id's __transaction_state values as Kafka 4.4's DumpLogSegments --transaction-log-decoder
     prints them, in log order (timestamps and the producer id itself left out: each broker has its own)."""
-    from odradek.broker.group.hashing import partition_for
+    from odradek.broker.coordinator.hashing import partition_for
     from tests.support.java_tools import run_tool
 
     with WireClient(target.host, target.port) as c:

@@ -164,7 +164,7 @@ def _state_log(data_dir: Path, partition: int) -> Log:
 
 
 def test_restart_in_the_middle_of_a_prepared_commit_completes_it(broker) -> None:
-    from odradek.broker.group.hashing import partition_for
+    from odradek.broker.coordinator.hashing import partition_for
 
     txn_id = "tx-restart"
     with WireClient(broker.host, broker.port) as c:
@@ -211,7 +211,7 @@ def test_restart_in_the_middle_of_a_prepared_commit_completes_it(broker) -> None
 
 def test_kafkas_dump_log_segments_reads_the_transaction_state_log(broker) -> None:
     """Kafka's DumpLogSegments --transaction-log-decoder reads every state record we write."""
-    from odradek.broker.group.hashing import partition_for
+    from odradek.broker.coordinator.hashing import partition_for
     from tests.support.java_tools import run_tool
 
     txn_id = "tx-dump"

@@ -1,5 +1,5 @@
 """Kafka's coordinator partitions, computed by Kafka's own code in a JVM: the expected values of the
-partitioning tests come from here, never from broker/group/hashing.py.
+partitioning tests come from here, never from broker/coordinator/hashing.py.
 
 ``kafka_partitions(ids, counts)`` runs tests/support/java/CoordinatorPartitions.java (Java's
 single-file launcher, Kafka's client jar on the classpath: ``Utils.abs(id.hashCode()) % count``, the

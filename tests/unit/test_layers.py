@@ -157,8 +157,6 @@ KNOWN_UPWARD = {
     ("security", "api"): "authz checks and SASL take the ApiRequest type (annotations only)",
     ("quota", "api"): "client quotas wrap a handler's answer (the ApiRequest and Handler types)",
     ("group", "api"): "the group coordinator's entry points take the ApiRequest type",
-    ("coordinator", "group"): "the coordinator runtime's partition rule hashes group ids the way the group "
-                              "coordinator does (group/hashing.py)",
 }
 
 

@@ -8,6 +8,7 @@ import struct
 
 import pytest
 
+from odradek.broker.coordinator.hashing import legacy_partition_for, partition_for
 from odradek.broker.coordinator.rehash import (
     MIGRATED_KEY,
     SWITCHED_KEY,
@@ -16,7 +17,6 @@ from odradek.broker.coordinator.rehash import (
     switched_record,
     twin_partition,
 )
-from odradek.broker.group.hashing import legacy_partition_for, partition_for
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 7, 10, 48, 50, 64, 100, 128])

@@ -17,9 +17,9 @@ import uuid
 
 import pytest
 
+from odradek.broker.coordinator.hashing import legacy_partition_for, partition_for
 from odradek.broker.coordinator.partition_writer import ReplicaManagerWriter
 from odradek.broker.coordinator.rehash import is_marker_key
-from odradek.broker.group.hashing import legacy_partition_for, partition_for
 from odradek.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from odradek.broker.txn.records import TxnLogValue, TxnState, key_bytes, value_bytes
 from odradek.broker.txn.shard import TXN_TOPIC

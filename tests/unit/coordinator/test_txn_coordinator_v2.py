@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from odradek.broker.group.hashing import partition_for
+from odradek.broker.coordinator.hashing import partition_for
 from odradek.broker.txn.coordinator import EndResult, TransactionCoordinator
 from odradek.broker.txn.records import TxnLogValue, TxnState, decode_value, key_bytes, value_bytes
 from odradek.broker.txn.shard import TXN_TOPIC

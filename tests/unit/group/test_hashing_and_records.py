@@ -7,9 +7,14 @@ import struct
 
 import pytest
 
+from odradek.broker.coordinator.hashing import (
+    java_string_hash_code,
+    legacy_partition_for,
+    partition_for,
+    utils_abs,
+)
 from odradek.broker.group import records as R
 from odradek.broker.group.consumer_protocol import subscribed_topics
-from odradek.broker.group.hashing import java_string_hash_code, legacy_partition_for, partition_for, utils_abs
 from tests.support.java_partitions import kafka_partitions
 from tools.kafka_dist import ToolchainUnavailable
 

@@ -15,12 +15,12 @@ import time
 import pytest
 from group_harness import Clock, Node, started
 
+from odradek.broker.coordinator.hashing import legacy_partition_for, partition_for
 from odradek.broker.coordinator.rehash import MIGRATED_KEY, SWITCHED_KEY
 from odradek.broker.group import consumer_group_records as CR
 from odradek.broker.group import records as R
 from odradek.broker.group.classic_group import GroupState
 from odradek.broker.group.context import OFFSETS_TOPIC
-from odradek.broker.group.hashing import legacy_partition_for, partition_for
 from odradek.controller import metadata_format
 from odradek.protocol.errors import ErrorCode, KafkaApiError
 from odradek.protocol.records import Record, encode_batch, iter_batches
