@@ -19,6 +19,10 @@ Metadata. With ``metadata.store=local`` (the default) the supervisor serves the 
 ``<first log dir>/metadata-store``, and the children join it as a cluster joins etcd; with
 ``metadata.store=etcd://...`` (several hosts) they join that etcd and nothing is served here.
 
+A host dir that holds partition directories of its own (a single broker's data: ``D/<topic>-<n>``)
+is refused before anything is locked or written (``foreign_partition_dirs``): each child opens only
+``D/node-<id>``, so those topics would silently not be served.
+
 Life cycle. The supervisor locks every host dir of ``log.dirs`` first (storage/log_dir_lock.py), so
 a second ``odradek --processes`` (or a plain ``odradek``) on the same dirs is refused at once with
 Kafka's "Failed to acquire lock" line. It starts the children and logs the bootstrap string once each
@@ -120,6 +124,25 @@ def child_overrides(config: BrokerConfig, index: int, processes: int, store: str
     if config.is_default("transaction.state.log.min.isr") and config["transaction.state.log.min.isr"] > processes:
         own["transaction.state.log.min.isr"] = str(processes)
     return own
+
+
+def foreign_partition_dirs(log_dir: Path) -> list[str]:
+    """The partition directories (``<topic>-<n>``, or a future log's) directly in a host dir: a single
+    broker's data, which no child would open. A child's own ``node-<id>`` also reads as topic "node",
+    partition id; it is told apart by what a partition dir always holds (a ``.log`` segment or
+    ``partition.metadata``) and a node dir never does at its top."""
+    from odradek.storage.log_manager import _FUTURE_DIR, _PARTITION_DIR, RESERVED_TOPICS
+
+    found = []
+    with contextlib.suppress(FileNotFoundError):
+        for entry in sorted(os.scandir(log_dir), key=lambda e: e.name):
+            match = _PARTITION_DIR.match(entry.name) or _FUTURE_DIR.match(entry.name)
+            if not entry.is_dir() or match is None or match["topic"] in RESERVED_TOPICS:
+                continue
+            with contextlib.suppress(OSError):
+                if any(name == "partition.metadata" or name.endswith(".log") for name in os.listdir(entry.path)):
+                    found.append(entry.name)
+    return found
 
 
 def first_bootstrap(overrides: Mapping[str, str]) -> tuple[str, int]:
@@ -226,6 +249,15 @@ class HostSupervisor:
     async def run(self) -> int:
         from odradek.storage.log_dir_lock import LogDirInUseError, LogDirLocks
 
+        for host_dir in self.config.log_dirs:
+            # Checked before the lock: the refusal must leave the dir exactly as it was.
+            if found := foreign_partition_dirs(host_dir):
+                log.error("Odradek failed to start: log dir %s holds %d partition directories of a single broker "
+                          "(%s); with --processes each broker opens only %s/node-<id>, so they would not be "
+                          "served: run it without --processes, or give --processes other log.dirs",
+                          host_dir.absolute(), len(found), ", ".join(found[:3]) + (", ..." if len(found) > 3 else ""),
+                          host_dir.absolute())
+                return 1
         try:
             # The host's dirs themselves: a second deployment (or a lone broker) on them stops here.
             locks = LogDirLocks.acquire(d.absolute() for d in self.config.log_dirs)

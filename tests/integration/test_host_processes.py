@@ -194,3 +194,39 @@ def test_a_second_deployment_on_the_same_log_dirs_is_refused(deployment: Deploym
     metadata = kafka_request("127.0.0.1", deployment.base_port, "Metadata", 12, {"topics": None})
     assert sorted(b["node_id"] for b in metadata["brokers"]) == [1, 2, 3]
     assert deployment.proc.poll() is None
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under ``root`` with its bytes (None for a directory)."""
+    return {str(p.relative_to(root)): (None if p.is_dir() else p.read_bytes()) for p in sorted(root.rglob("*"))}
+
+
+def test_a_single_brokers_log_dir_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    # Each child opens only <log dir>/node-<id>: a single broker's topics in the dir itself would not be served.
+    from odradek.testing.single_broker import RunningBroker
+
+    single = RunningBroker(tmp_path / "single").start()
+    try:
+        single.create_topic("kept", partitions=2)
+        producer = Producer({"bootstrap.servers": single.bootstrap})
+        for i in range(20):
+            producer.produce("kept", value=str(i).encode(), partition=i % 2)
+        assert producer.flush(30) == 0
+    finally:
+        assert single.stop() == 0
+    data = tmp_path / "single" / "logs"
+    assert (data / "kept-0").is_dir() and (data / "kept-1").is_dir()
+    before = _tree(data)
+
+    refused = Deployment(data, 2, _free_run(2), tmp_path / "refused.log")
+    try:
+        assert refused.proc.wait(30) == 1
+    finally:
+        refused.stop()
+    out = refused.output()
+    errors = [line for line in out.splitlines() if "ERROR" in line]
+    assert len(errors) == 1, out
+    assert f"log dir {data} holds 2 partition directories of a single broker (kept-0, kept-1)" in errors[0]
+    assert "run it without --processes" in errors[0]
+    assert "starting (pid" not in out and "metadata store" not in out
+    assert _tree(data) == before  # nothing created, moved or written (no node-<id>, no store, no .lock)
