@@ -73,6 +73,7 @@ from odradek.broker.security.authz import AuthHelper, build_authorizer, load_acl
 from odradek.broker.security.sasl import inter_broker
 from odradek.broker.security.sasl.settings import inter_broker_sasl, listener_settings
 from odradek.broker.security.sasl.setup import sasl_authenticators
+from odradek.broker.share.share_partition_manager import ShareConfig, SharePartitionManager
 from odradek.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from odradek.broker.txn.producer_ids import ProducerIdManager
 from odradek.protocol.errors import KafkaApiError
@@ -177,6 +178,8 @@ class Broker:
         await rm.start()
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         # Coordinators, on the replica manager's partitions.
+        self.share_partitions = SharePartitionManager(ShareConfig.from_broker_config(config), rm, self.metadata)
+        rm.on_resign(self.share_partitions.on_resign)
         self.group_coordinator = GroupCoordinator(GroupConfig.from_broker_config(config), ReplicaManagerWriter(rm),
                                                   self.timer, self.metadata, self.node_id, producers=rm)
         rm.on_txn_marker(self.group_coordinator.on_transaction_completed)
@@ -304,6 +307,7 @@ class Broker:
             config=self.config, node_id=self.node_id, metadata=self.metadata,
             controller_client=self.controller_client, replica_manager=self.replica_manager,
             fetch_sessions=self.fetch_sessions, group_coordinator=self.group_coordinator,
+            share_partitions=self.share_partitions,
             txn_coordinator=self.txn_coordinator, producer_ids=self.producer_ids,
             client_metrics=self.client_metrics, io_pool=self.io_pool, authz=AuthHelper(self.authorizer),
             metrics=self.metrics, client_telemetry=self.client_telemetry)

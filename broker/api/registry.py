@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from odradek.broker.replica.replica_manager import ReplicaManager
     from odradek.broker.runtime.metrics import BrokerMetrics
     from odradek.broker.security.authz import AuthHelper
+    from odradek.broker.share.share_partition_manager import SharePartitionManager
     from odradek.broker.txn.coordinator import TransactionCoordinator
     from odradek.broker.txn.producer_ids import ProducerIdSource
 
@@ -147,6 +148,8 @@ class Collaborators:
     replica_manager: ReplicaManager
     fetch_sessions: FetchSessionCache
     group_coordinator: GroupCoordinator
+    # The share-partitions this broker leads and their share sessions (KIP-932, broker/share/).
+    share_partitions: SharePartitionManager
     txn_coordinator: TransactionCoordinator
     producer_ids: ProducerIdSource
     client_metrics: ClientMetricsManager
