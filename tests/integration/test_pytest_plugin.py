@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from odradek.broker.launcher.cluster_launcher import wait_until
 from odradek.broker.launcher.etcd_binary import find_etcd_binary
 from odradek.testing.single_broker import running_broker
 
@@ -88,6 +89,53 @@ def test_running_broker_context_manager_starts_fast_and_stops_cleanly() -> None:
     assert not data_dir.exists()  # its temp dir is removed
     # "Well under a second" on an idle machine (measured ~0.4 s); generous bound for a loaded CI box.
     assert started < 5.0, started
+
+
+def test_host_cluster_is_one_processes_deployment_that_clients_use_across_its_brokers(odradek_host_cluster) -> None:
+    # Issue 31 item 1: the fixture is `odradek --processes 3` - one supervisor, three brokers, no etcd.
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    cluster = odradek_host_cluster
+    assert cluster.proc.poll() is None and sorted(cluster.child_pids()) == [1, 2, 3] == cluster.node_ids
+    first = cluster.bootstrap.split(",")[0]  # one port is enough: Metadata names the others
+    admin = AdminClient({"bootstrap.servers": first})
+    assert sorted(admin.list_topics(timeout=10).brokers) == [1, 2, 3]
+    admin.create_topics([NewTopic("spread", num_partitions=6)])["spread"].result(30)
+    assert wait_until(lambda: {p.leader for p in admin.list_topics("spread", timeout=5).topics["spread"]
+                               .partitions.values()} == {1, 2, 3}, 30), cluster.logs()[-3000:]
+
+    producer = Producer({"bootstrap.servers": first, "acks": "all", "enable.idempotence": True})
+    for i in range(300):
+        producer.produce("spread", key=b"%d" % (i % 30), value=b"%d" % i)
+    assert producer.flush(30) == 0
+    # A group consumer: its coordinator, the offsets topic and the partition leaders on different processes.
+    consumer = Consumer({"bootstrap.servers": first, "group.id": "readers", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["spread"])
+    got: list[int] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(got) < 300 and time.monotonic() < deadline:
+            for m in consumer.consume(100, timeout=0.5):
+                assert m.error() is None, m.error()
+                got.append(int(m.value()))
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    assert sorted(got) == list(range(300)), cluster.logs()[-3000:]
+    assert cluster.stop() == 0  # every broker's controlled shutdown
+    assert "every broker process stopped (exit codes {1: 0, 2: 0, 3: 0})" in cluster.logs()
+
+
+@pytest.mark.odradek_host_cluster(processes=2, overrides={"num.partitions": "4"})
+def test_host_cluster_takes_its_size_and_overrides_from_the_marker(odradek_host_cluster) -> None:
+    from kafka import KafkaProducer
+
+    assert len(odradek_host_cluster.bootstrap.split(",")) == 2 and sorted(odradek_host_cluster.child_pids()) == [1, 2]
+    producer = KafkaProducer(bootstrap_servers=odradek_host_cluster.bootstrap)
+    producer.send("auto-created", value=b"x").get(timeout=20)  # auto-created with num.partitions
+    assert producer.partitions_for("auto-created") == {0, 1, 2, 3}
+    producer.close()
 
 
 # What another project would write: no conftest, no import of odradek, only the fixtures' names.
