@@ -59,10 +59,10 @@ from odradek.broker.metadata.broker_registration import advertised_endpoint, reg
 from odradek.broker.metadata.controller_client import LocalControllerClient
 from odradek.broker.metadata.embedded_controller import EmbeddedController
 from odradek.broker.metadata.topic_config_view import config_layers, effective_broker_config
+from odradek.broker.network.connection_rates import ConnectionRates, listener_rates
 from odradek.broker.network.reactor import Endpoint, SocketServer
 from odradek.broker.network.request_channel import RequestChannel
 from odradek.broker.quota.client_quotas import ClientQuotas
-from odradek.broker.quota.connection_rates import ConnectionRates, listener_rates
 from odradek.broker.quota.metrics import QuotaMetrics
 from odradek.broker.replica.fetch_session import FetchSessionCache
 from odradek.broker.replica.replica_manager import ReplicaManager

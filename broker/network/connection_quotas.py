@@ -7,7 +7,7 @@ Kafka's rules, kept here:
   closes. Kafka exempts the inter-broker listener (its "protected listener") when there are several
   listeners; Odradek has no inter-broker connections, so every listener counts alike. Kafka's
   per-listener ``listener.name.X.max.connections`` is not implemented; the connection creation
-  rates (KIP-612) are broker/quota/connection_rates.py's, applied by the acceptor before these
+  rates (KIP-612) are broker/network/connection_rates.py's, applied by the acceptor before these
   counts.
 - ``max.connections.per.ip`` (with per-host overrides): a connection that would exceed its
   address's limit is accepted and closed at once ("Rejected connection from ...").

@@ -27,7 +27,7 @@ pauses a listener for three reasons, each with its own guaranteed resumption:
   a connection closes (``ConnectionQuotas.dec`` wakes ``_retry_held`` under the quota lock);
 - ``max.connection.creation.rate`` (broker-wide or the listener's) exceeded (KIP-612): the accepted
   socket is held and the listener's reader removed for the throttle time, then the socket is
-  admitted (broker/quota/connection_rates.py); a socket over its address's connection_creation_rate
+  admitted (broker/network/connection_rates.py); a socket over its address's connection_creation_rate
   is instead closed after its throttle time, unread;
 - accept failing for lack of resources (EMFILE, ENFILE, ENOBUFS, ENOMEM): the listener's reader is
   removed for ``ACCEPT_BACKOFF_SECONDS`` and re-added by a timer, and failures are logged at most
@@ -51,8 +51,8 @@ from typing import Any
 
 from odradek.broker.network.connection import Connection
 from odradek.broker.network.connection_quotas import Admit, ConnectionQuotas, normalize_ip
+from odradek.broker.network.connection_rates import ConnectionRates
 from odradek.broker.network.request_channel import RequestChannel
-from odradek.broker.quota.connection_rates import ConnectionRates
 from odradek.broker.security.sasl.authenticator import SaslAuthenticator
 from odradek.broker.security.tls import ListenerTls
 from odradek.broker.security.tls_connection import AUTH_FAILURES, HANDSHAKE_TIMEOUT_CAP_MS, principal_builder
@@ -172,7 +172,7 @@ class SocketServer:
         self.accepting = False
         self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip,
                                        max_connections_per_ip_overrides or {}, self._slot_freed)
-        # KIP-612 connection creation rates (broker/quota/connection_rates.py).
+        # KIP-612 connection creation rates (broker/network/connection_rates.py).
         self.rates = connection_rates or ConnectionRates(11, 1)
         # Per listener, the accepted socket the acceptor waits with because of a creation rate.
         self._rate_held: dict[str, tuple[socket.socket, str, asyncio.TimerHandle]] = {}

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from odradek.broker.metadata.controller_client import is_forwarded
 from odradek.broker.network.connection import MAX_IN_FLIGHT
 from odradek.broker.quota.entities import Entity, resolve
-from odradek.broker.quota.rate import Rate, throttle_time_ms
+from odradek.broker.runtime.rate import Rate, throttle_time_ms
 from odradek.controller.client_quotas import CONSUMER_BYTE_RATE, IP, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 
 if TYPE_CHECKING:

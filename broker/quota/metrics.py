@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from odradek.broker.network.connection_rates import ConnectionRates
 from odradek.broker.quota.client_quotas import ClientQuotas
-from odradek.broker.quota.connection_rates import ConnectionRates
 
 
 class QuotaMetrics(Collector):

@@ -151,7 +151,6 @@ BROKER_FOLDERS = ("runtime", "config", "security", "network", "metadata", "quota
 KNOWN_UPWARD = {
     ("config", "security"): "config validation asks security/sasl which SASL keys are implemented and "
                             "checks the listeners' TLS settings",
-    ("network", "quota"): "the acceptor applies connection-creation rates (quota/connection_rates.py)",
     ("security", "metadata"): "authz and quotas ask whether a request was forwarded by another broker "
                               "(metadata/controller_client.is_forwarded)",
     ("security", "api"): "authz checks and SASL take the ApiRequest type (annotations only)",

@@ -8,7 +8,7 @@ import pytest
 
 from odradek.broker.quota.client_quotas import ClientQuotas
 from odradek.broker.quota.entities import make_entity, matches, parse_filter, resolve
-from odradek.broker.quota.rate import Rate, throttle_time_ms
+from odradek.broker.runtime.rate import Rate, throttle_time_ms
 from odradek.controller.client_quotas import (
     ClientQuotaAlteration,
     QuotaRequestError,

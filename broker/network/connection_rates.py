@@ -4,7 +4,7 @@
 
 Kafka's rules, kept here (the acceptor in broker/network/reactor.py applies the answers):
 1. Every accepted connection is recorded in the broker-wide and its listener's rate (Kafka's
-   sampled Rate, broker/quota/rate.py, over ``quota.window.num`` x ``quota.window.size.seconds``).
+   sampled Rate, broker/runtime/rate.py, over ``quota.window.num`` x ``quota.window.size.seconds``).
    Over either limit, the acceptor *waits* the longer throttle time (bounded by one quota window)
    holding that connection before it admits it, and accepts nothing else on that listener
    meanwhile: new connections are spread out in time, none is refused, and established
@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from odradek.broker.network.connection_quotas import normalize_ip, resolve_overrides
-from odradek.broker.quota.rate import Rate, throttle_time_ms
+from odradek.broker.runtime.rate import Rate, throttle_time_ms
 
 log = logging.getLogger(__name__)
 
