@@ -20,7 +20,10 @@ Runs on the handler loop, which owns all broker state. For each framed request i
    the connection, which releases responses in request order. A handler answering
    CLOSE_CONNECTION (broker/api/request_types.py) gets its connection closed here instead.
 
-Before all this, a connection on a SASL listener hands the frame to its authenticator, which
+Before all this, while the test suite records which request versions it sent
+(broker/api/request_version_record.py), the channel hands each frame to ``record_then_process``,
+which notes its pair first; otherwise the channel calls ``process`` itself. A connection on a SASL
+listener hands the frame to its authenticator, which
 answers the authentication exchange itself (through :meth:`Dispatcher.send`) and lets the rest
 through. Handlers get their collaborators from the registry (broker/api/registry.py), not from
 the dispatcher or the request.
@@ -193,13 +196,20 @@ class Dispatcher:
         # every request makes is unchanged; they are looked up when that one finds nothing.
         self.handlers = {key: spec for key, spec in handlers.items() if not spec.inter_broker_only}
         self.inter_broker_handlers = {key: spec for key, spec in handlers.items() if spec.inter_broker_only}
-        # The test suite's record of the request versions it exercised (broker/api/request_version_record.py):
-        # when its variable is set, every frame goes through it first; unset, ``process`` is the class's.
-        record = RequestVersionRecord.from_environment(handlers)
+        # The test suite's record of the request versions it exercised (broker/api/request_version_record.py),
+        # only while its variable is set: the channel then hands frames to ``record_then_process``.
+        # Chosen here, once, rather than tested per request, so a broker without it pays nothing.
+        self.version_record = RequestVersionRecord.from_environment(handlers)
+        if channel is not None:  # this dispatcher handles what the channel queues
+            channel.process = self.process if self.version_record is None else self.record_then_process
+
+    def record_then_process(self, conn: Connection, slot: Any, frame: bytes | memoryview) -> None:
+        """Step 0, only while the suite's request-version record is on: note the frame's (api key,
+        version), then handle it as ``process`` does."""
+        record = self.version_record
         if record is not None:
-            self.process = record.wrap(self.process)  # type: ignore[method-assign,assignment]
-        if channel is not None:
-            channel.process = self.process  # this dispatcher handles what the channel queues
+            record.note(frame)
+        self.process(conn, slot, frame)
 
     def process(self, conn: Connection, slot: Any, frame: bytes | memoryview) -> None:
         # Step 1, SASL listeners: the connection's authenticator sees every frame first (one

@@ -1,8 +1,9 @@
 """Which (api key, version) pairs this broker process received: the test suite's record of what it exercised.
 
-Off unless the environment names a file, ``ODRADEK_REQUEST_VERSION_RECORD=<path>``. Then the dispatcher
-takes every request frame through ``RequestVersionRecord.wrap(process)``, which appends one line to that
-file the first time this process receives a pair, before the request is handled::
+Off unless the environment names a file, ``ODRADEK_REQUEST_VERSION_RECORD=<path>``. Then the dispatcher's
+record step (``Dispatcher.record_then_process``) gives every request frame to ``RequestVersionRecord.note``,
+which appends one line to that file the first time this process receives a pair, before the request is
+handled::
 
     <api key> <api version>\\n
 
@@ -14,24 +15,21 @@ nothing. Several broker processes share one file: each line is one ``write`` on 
 The test suite sets the variable in each pytest process (tests/support/api_coverage.py): every broker
 its tests start, in-process or as a subprocess, writes into that process's file, and the suite
 attributes the new lines to the test that ran; ``make api-coverage`` turns that into the record behind
-docs/clients.md's conformance table. With the variable unset the dispatcher's request path is exactly
-what it is without this module (``wrap`` is never called).
+docs/clients.md's conformance table. With the variable unset the request channel calls
+``Dispatcher.process`` directly: the request path is exactly what it is without this module.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
 
 from odradek.broker.api.registry import HandlerSpec
 
 log = logging.getLogger(__name__)
 
 ENV = "ODRADEK_REQUEST_VERSION_RECORD"
-
-Process = Callable[[Any, Any, Any], None]
 
 # One descriptor per file for the whole process: tests start many brokers in one pytest process.
 _descriptors: dict[str, int] = {}
@@ -68,18 +66,13 @@ class RequestVersionRecord:
             log.warning("%s=%s cannot be opened (%s); not recording request versions", ENV, path, exc)
             return None
 
-    def wrap(self, process: Process) -> Process:
-        """``process`` with every frame's pair recorded first."""
-
-        def recording(conn: Any, slot: Any, frame: bytes | memoryview) -> None:
-            if len(frame) >= 4:
-                pair = int.from_bytes(frame[:4], "big")
-                if pair not in self._seen and pair in self._wanted:
-                    self._seen.add(pair)
-                    self._write(pair)
-            process(conn, slot, frame)
-
-        return recording
+    def note(self, frame: bytes | memoryview) -> None:
+        """Record ``frame``'s (api key, version) if it is wanted and new to this broker."""
+        if len(frame) >= 4:
+            pair = int.from_bytes(frame[:4], "big")
+            if pair not in self._seen and pair in self._wanted:
+                self._seen.add(pair)
+                self._write(pair)
 
     def _write(self, pair: int) -> None:
         try:

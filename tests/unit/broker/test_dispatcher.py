@@ -307,3 +307,37 @@ def test_close_during_an_async_handler_drops_the_answer_quietly(harness: Harness
         assert again.request(LIST_GROUPS, 4, list_groups("async:0.3"))["error_code"] == 0
     assert not harness.dispatcher.tasks
 
+
+
+def test_request_version_record_is_a_dispatcher_step_not_a_replaced_method(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ODRADEK_REQUEST_VERSION_RECORD set (the suite's API coverage), each (api key, version)
+    a handler exists for is written once, before it is handled; frames of unknown keys or of versions
+    above the handler's are not. The record is the dispatcher's own step, chosen when it is built:
+    ``process`` stays the class's method (it used to be replaced on the instance)."""
+    record = tmp_path / "versions"
+    monkeypatch.setenv("ODRADEK_REQUEST_VERSION_RECORD", str(record))
+    h = Harness()
+    try:
+        assert "process" not in vars(h.dispatcher)
+        assert h.channel.process == h.dispatcher.record_then_process
+        for frame in (raw_frame(9999, 0, 1), raw_frame(LIST_GROUPS, 99, 1)):
+            with h.client() as c:
+                c.send_raw(frame)
+                assert c.is_closed_by_peer()
+        with h.client() as c:
+            for version in (4, 4, 0):
+                assert c.request(LIST_GROUPS, version, list_groups("sync") if version >= 4 else {})["error_code"] == 0
+    finally:
+        h.close()
+    assert record.read_text() == "16 4\n16 0\n"
+
+
+def test_without_the_record_the_channel_calls_process_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ODRADEK_REQUEST_VERSION_RECORD", raising=False)  # set by the suite's coverage runs
+    h = Harness()
+    try:
+        assert h.dispatcher.version_record is None
+        assert h.channel.process == h.dispatcher.process
+    finally:
+        h.close()
