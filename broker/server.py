@@ -192,7 +192,7 @@ class Broker:
         # The request path: the dispatcher consumes the channel it is built on (no relay).
         channel = RequestChannel(loop, config["queued.max.requests"],
                                  max_queued_bytes=config["queued.max.request.bytes"])
-        handlers = self._faulty_handlers(bind_handlers(self.handlers, self._collaborators()), channel)
+        handlers = self._faulty_handlers(bind_handlers(self.handlers, self._collaborators()))
         self.dispatcher = Dispatcher(handlers, channel, inter_broker_listener=config.inter_broker_listener_name,
                                      metrics=self.metrics)
         self.client_quotas = self._client_quotas(self.dispatcher)
@@ -312,7 +312,7 @@ class Broker:
             client_metrics=self.client_metrics, io_pool=self.io_pool, authz=AuthHelper(self.authorizer),
             metrics=self.metrics, client_telemetry=self.client_telemetry)
 
-    def _faulty_handlers(self, handlers: dict[int, HandlerSpec], channel: RequestChannel) -> dict[int, HandlerSpec]:
+    def _faulty_handlers(self, handlers: dict[int, HandlerSpec]) -> dict[int, HandlerSpec]:
         """The handler registry, run through fault injection and the request journal when
         odradek.testing.faults.enable is set (broker/faults/injection.py); otherwise the plain registry, so
         the request path is exactly as without the feature."""
@@ -328,7 +328,7 @@ class Broker:
 
         self.faults = FaultInjector(handlers, self.config["odradek.testing.journal.max.entries"], topic_name_of)
         log.warning("fault injection is on (odradek.testing.faults.enable): for tests only")
-        return self.faults.wrap_handlers(handlers, channel.close)
+        return self.faults.wrap_handlers(handlers)
 
     def _start_fault_admin(self) -> None:
         assert self.faults is not None

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.broker.api.registry import HandlerSpec
+from odradek.broker.api.request_types import CLOSE_CONNECTION
 from odradek.broker.faults.answers import FALLBACK_ERROR_RESPONSES
 from odradek.broker.faults.request_journal import RequestJournal, request_topics
 from odradek.protocol.errors import ErrorCode, KafkaApiError
@@ -190,9 +191,9 @@ class FaultInjector:
 
     # --- the request path (handler loop) ----------------------------------------------------------
 
-    def wrap_handlers(self, handlers: Mapping[int, HandlerSpec], close: Callable[[Any], None]) -> dict[int, HandlerSpec]:
-        """The registry with every handler run through ``_handle``; ``close`` closes a connection."""
-        self._close = close
+    def wrap_handlers(self, handlers: Mapping[int, HandlerSpec]) -> dict[int, HandlerSpec]:
+        """The registry with every handler run through ``_handle``. A request dropped here is
+        answered CLOSE_CONNECTION, as a handler closes one: only the dispatcher touches connections."""
         return {key: dataclasses.replace(spec, handle=functools.partial(self._handle, spec, spec.handle))
                 for key, spec in handlers.items()}
 
@@ -244,8 +245,7 @@ class FaultInjector:
                         self._rules.remove(rule)
         if drop:
             self.journal.note(spec.name, request, topics, None, "dropped")
-            self._close(request.conn)
-            return None
+            return CLOSE_CONNECTION
         if delay is not None:
             return self._later(delay.ms, spec, handle, request, topics, fail)
         return self._answer(spec, handle, request, topics, fail)
@@ -264,8 +264,7 @@ class FaultInjector:
             error_response = spec.error_response or FALLBACK_ERROR_RESPONSES.get(spec.api_key)
             if error_response is None or (request.api_key == PRODUCE_KEY and request.body.get("acks") == 0):
                 self.journal.note(spec.name, request, topics, fail.code, "dropped")
-                self._close(request.conn)
-                return None
+                return CLOSE_CONNECTION
             body = error_response(request, ErrorCode(fail.code))
             self.journal.note(spec.name, request, topics, body, "injected")
             return body

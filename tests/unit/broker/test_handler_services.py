@@ -63,3 +63,13 @@ def test_no_handler_reaches_the_broker_or_the_connection_through_the_request(nam
 
     source = inspect.getsource(importlib.import_module(f"odradek.broker.api.handlers.{name}"))
     assert not re.findall(r"request\.(?:broker|conn)\b|close_threadsafe", source)
+
+
+@pytest.mark.parametrize("name", ["injection", "answers", "request_journal"])
+def test_fault_injection_answers_close_connection_instead_of_closing(name: str) -> None:
+    """The fault injector wraps every handler (broker/faults/injection.py): a dropped request is
+    answered CLOSE_CONNECTION like a handler's, so only the dispatcher touches connections."""
+    import importlib
+
+    source = inspect.getsource(importlib.import_module(f"odradek.broker.faults.{name}"))
+    assert not re.findall(r"request\.(?:broker|conn)\b|close_threadsafe|\.close\(", source)
