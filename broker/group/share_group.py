@@ -39,7 +39,12 @@ from odradek.protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
 from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 if TYPE_CHECKING:
-    from odradek.protocol.messages import ListedGroup
+    from odradek.protocol.messages import (
+        ListedGroup,
+        ShareGroupDescribeResponseDescribedGroup,
+        ShareGroupHeartbeatResponse,
+        ShareGroupHeartbeatResponseAssignment,
+    )
 
 GROUP_TYPE = "share"
 LEAVE_GROUP_MEMBER_EPOCH = -1
@@ -83,7 +88,7 @@ class ShareGroupManager:
     # ------------------------------------------------------------------------------------------
     # heartbeat
 
-    def heartbeat(self, body: Mapping[str, Any], client_id: str, client_host: str) -> dict[str, Any]:
+    def heartbeat(self, body: Mapping[str, Any], client_id: str, client_host: str) -> ShareGroupHeartbeatResponse:
         group_id, member_id, epoch = body["group_id"], body["member_id"], body["member_epoch"]
         _validate(body)
         self.ctx.check_coordinator(group_id)
@@ -180,19 +185,20 @@ class ShareGroupManager:
                 self._remove_member(group, member_id)
         self.ctx.timer.schedule(("sg-session", group_id, member_id), self.session_timeout_ms, expire)
 
-    def _assignment(self, member: ShareGroupMember) -> dict[str, Any]:
+    def _assignment(self, member: ShareGroupMember) -> ShareGroupHeartbeatResponseAssignment:
         return {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
                                      for t, ps in sorted(member.assignment.items())]}
 
-    def _response(self, member_id: str, epoch: int, assignment: dict[str, Any] | None) -> dict[str, Any]:
+    def _response(self, member_id: str, epoch: int,
+                  assignment: ShareGroupHeartbeatResponseAssignment | None) -> ShareGroupHeartbeatResponse:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "member_id": member_id,
                 "member_epoch": epoch, "heartbeat_interval_ms": self.heartbeat_interval_ms, "assignment": assignment}
 
     # ------------------------------------------------------------------------------------------
     # describe, list
 
-    def describe(self, group_id: str) -> dict[str, Any]:
-        entry: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None, "group_id": group_id,
+    def describe(self, group_id: str) -> ShareGroupDescribeResponseDescribedGroup:
+        entry: ShareGroupDescribeResponseDescribedGroup = {"error_code": ErrorCode.NONE, "error_message": None, "group_id": group_id,
                                  "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
                                  "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
         try:
@@ -207,8 +213,8 @@ class ShareGroupManager:
                                       if self._other_protocol(group_id) else f"Group {group_id} not found.")
             return entry
         names = {t.topic_id: t.name for t in self.ctx.metadata.image.topics.values()}
-        entry.update(group_state=group.state, group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
-                     assignor_name=share_assignor.NAME)
+        entry["group_state"], entry["group_epoch"] = group.state, group.group_epoch
+        entry["assignment_epoch"], entry["assignor_name"] = group.assignment_epoch, share_assignor.NAME
         entry["members"] = [{
             "member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch, "client_id": m.client_id,
             "client_host": m.client_host, "subscribed_topic_names": sorted(m.subscribed_topic_names),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.api.request_types import ApiRequest
 from odradek.broker.group.coordinator import coordinator_of
@@ -28,6 +28,12 @@ if TYPE_CHECKING:
     from odradek.broker.metadata.broker_metadata import BrokerMetadata
     from odradek.broker.security.authz import AuthHelper
     from odradek.broker.share.share_partition_manager import SharePartitionManager
+    from odradek.protocol.messages import (
+        AlterShareGroupOffsetsRequest,
+        AlterShareGroupOffsetsResponse,
+        AlterShareGroupOffsetsResponsePartition,
+        AlterShareGroupOffsetsResponseTopic,
+    )
 
 API_KEY = 91
 NAME = "AlterShareGroupOffsets"
@@ -44,7 +50,7 @@ class Services:
     authz: AuthHelper
 
 
-def handle(services: Services, request: ApiRequest) -> dict:
+def handle(services: Services, request: ApiRequest[AlterShareGroupOffsetsRequest]) -> AlterShareGroupOffsetsResponse:
     if not features.share_group_protocol(services.metadata.image.features):
         return error_response(request, ErrorCode.UNSUPPORTED_VERSION)  # share.version 0 (KafkaApis)
     body = request.body
@@ -55,13 +61,13 @@ def handle(services: Services, request: ApiRequest) -> dict:
     if code != ErrorCode.NONE:
         return error_response(request, code, message)
     image = services.metadata.image
-    responses = []
+    responses: list[AlterShareGroupOffsetsResponseTopic] = []
     for t in body["topics"]:
         name = t["topic_name"]
         topic = image.topics.get(name)
-        partitions = []
+        partitions: list[AlterShareGroupOffsetsResponsePartition] = []
         for p in t["partitions"]:
-            entry: dict[str, Any] = {"partition_index": p["partition_index"], "error_code": ErrorCode.NONE,
+            entry: AlterShareGroupOffsetsResponsePartition = {"partition_index": p["partition_index"], "error_code": ErrorCode.NONE,
                                      "error_message": None}
             if not services.authz.allowed(request, authz.READ, authz.TOPIC, name):
                 entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -96,5 +102,5 @@ def check_empty_share_group(coordinator: GroupCoordinator, group_id: str) -> tup
     return ErrorCode.NONE, None
 
 
-def error_response(request: ApiRequest, code: int, message: str | None = None) -> dict:
+def error_response(request: ApiRequest[AlterShareGroupOffsetsRequest], code: int, message: str | None = None) -> AlterShareGroupOffsetsResponse:
     return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "responses": []}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.api.handlers.alter_share_group_offsets import check_empty_share_group
 from odradek.broker.api.request_types import ApiRequest
@@ -26,6 +26,11 @@ if TYPE_CHECKING:
     from odradek.broker.metadata.broker_metadata import BrokerMetadata
     from odradek.broker.security.authz import AuthHelper
     from odradek.broker.share.share_partition_manager import SharePartitionManager
+    from odradek.protocol.messages import (
+        DeleteShareGroupOffsetsRequest,
+        DeleteShareGroupOffsetsResponse,
+        DeleteShareGroupOffsetsResponseTopic,
+    )
 
 API_KEY = 92
 NAME = "DeleteShareGroupOffsets"
@@ -42,7 +47,7 @@ class Services:
     authz: AuthHelper
 
 
-def handle(services: Services, request: ApiRequest) -> dict:
+def handle(services: Services, request: ApiRequest[DeleteShareGroupOffsetsRequest]) -> DeleteShareGroupOffsetsResponse:
     if not features.share_group_protocol(services.metadata.image.features):
         return error_response(request, ErrorCode.UNSUPPORTED_VERSION)  # share.version 0 (KafkaApis)
     body = request.body
@@ -53,11 +58,11 @@ def handle(services: Services, request: ApiRequest) -> dict:
     if code != ErrorCode.NONE:
         return error_response(request, code, message)
     image = services.metadata.image
-    responses = []
+    responses: list[DeleteShareGroupOffsetsResponseTopic] = []
     for t in body["topics"]:
         name = t["topic_name"]
         topic = image.topics.get(name)
-        entry: dict[str, Any] = {"topic_name": name, "topic_id": topic.topic_id if topic else uuid.UUID(int=0),
+        entry: DeleteShareGroupOffsetsResponseTopic = {"topic_name": name, "topic_id": topic.topic_id if topic else uuid.UUID(int=0),
                                  "error_code": ErrorCode.NONE, "error_message": None}
         if not services.authz.allowed(request, authz.READ, authz.TOPIC, name):
             entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -69,5 +74,5 @@ def handle(services: Services, request: ApiRequest) -> dict:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}
 
 
-def error_response(request: ApiRequest, code: int, message: str | None = None) -> dict:
+def error_response(request: ApiRequest[DeleteShareGroupOffsetsRequest], code: int, message: str | None = None) -> DeleteShareGroupOffsetsResponse:
     return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "responses": []}

@@ -17,6 +17,7 @@ share-partitions it leads, so on a cluster a partition led elsewhere reads as no
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,13 @@ if TYPE_CHECKING:
     from odradek.broker.replica.replica_manager import ReplicaManager
     from odradek.broker.security.authz import AuthHelper
     from odradek.broker.share.share_partition_manager import SharePartitionManager
+    from odradek.protocol.messages import (
+        DescribeShareGroupOffsetsRequest,
+        DescribeShareGroupOffsetsResponse,
+        DescribeShareGroupOffsetsResponseGroup,
+        DescribeShareGroupOffsetsResponsePartition,
+        DescribeShareGroupOffsetsResponseTopic,
+    )
 
 API_KEY = 90
 NAME = "DescribeShareGroupOffsets"
@@ -49,7 +57,7 @@ class Services:
     authz: AuthHelper
 
 
-def handle(services: Services, request: ApiRequest) -> dict:
+def handle(services: Services, request: ApiRequest[DescribeShareGroupOffsetsRequest]) -> DescribeShareGroupOffsetsResponse:
     if not features.share_group_protocol(services.metadata.image.features):
         return error_response(request, ErrorCode.UNSUPPORTED_VERSION)  # share.version 0 (KafkaApis)
     coordinator = coordinator_of(services.group_coordinator)
@@ -75,8 +83,8 @@ def handle(services: Services, request: ApiRequest) -> dict:
     return {"throttle_time_ms": 0, "groups": groups}
 
 
-def _topics(services: Services, request: ApiRequest, group_id: str,
-            wanted: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+def _topics(services: Services, request: ApiRequest[DescribeShareGroupOffsetsRequest], group_id: str,
+            wanted: Sequence[Mapping[str, Any]] | None) -> list[DescribeShareGroupOffsetsResponseTopic]:
     manager = services.share_partitions
     image = services.metadata.image
     if wanted is None:  # every partition the group has a share-partition for
@@ -85,14 +93,14 @@ def _topics(services: Services, request: ApiRequest, group_id: str,
             if g == group_id:
                 held.setdefault(held_topic, []).append(index)
         wanted = [{"topic_name": t, "partitions": sorted(ps)} for t, ps in sorted(held.items())]
-    out = []
+    out: list[DescribeShareGroupOffsetsResponseTopic] = []
     for t in wanted:
         name = t["topic_name"]
         topic = image.topics.get(name)
-        partitions = []
+        partitions: list[DescribeShareGroupOffsetsResponsePartition] = []
         for index in t["partitions"]:
-            entry: dict[str, Any] = {"partition_index": index, "start_offset": -1, "leader_epoch": -1, "lag": -1,
-                                     "error_code": ErrorCode.NONE, "error_message": None}
+            entry: DescribeShareGroupOffsetsResponsePartition = {"partition_index": index, "start_offset": -1, "leader_epoch": -1, "lag": -1,
+                                                                 "error_code": ErrorCode.NONE, "error_message": None}
             if not services.authz.allowed(request, authz.DESCRIBE, authz.TOPIC, name):
                 entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif topic is None or index not in topic.partitions:
@@ -110,10 +118,10 @@ def _topics(services: Services, request: ApiRequest, group_id: str,
     return out
 
 
-def _group_error(group_id: str, code: int, message: str | None = None) -> dict:
+def _group_error(group_id: str, code: int, message: str | None = None) -> DescribeShareGroupOffsetsResponseGroup:
     return {"group_id": group_id, "topics": [], "error_code": code, "error_message": message}
 
 
-def error_response(request: ApiRequest, code: int) -> dict:
+def error_response(request: ApiRequest[DescribeShareGroupOffsetsRequest], code: int) -> DescribeShareGroupOffsetsResponse:
     return {"throttle_time_ms": 0, "groups": [_group_error(g["group_id"], code) for g in request.body["groups"]]}
 

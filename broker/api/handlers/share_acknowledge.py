@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.api.handlers import share_fetch
 from odradek.broker.api.handlers.current_leader import CurrentLeaders
@@ -34,7 +34,12 @@ if TYPE_CHECKING:
     from odradek.broker.replica.replica_manager import ReplicaManager
     from odradek.broker.security.authz import AuthHelper
     from odradek.broker.share.share_partition_manager import SharePartitionManager
-    from odradek.protocol.messages import ProduceResponseLeaderIdAndEpoch
+    from odradek.protocol.messages import (
+        ProduceResponseLeaderIdAndEpoch,
+        ShareAcknowledgeRequest,
+        ShareAcknowledgeResponse,
+        ShareAcknowledgeResponsePartitionData,
+    )
 
 API_KEY = 79
 NAME = "ShareAcknowledge"
@@ -51,7 +56,7 @@ class Services:
     authz: AuthHelper
 
 
-def handle(services: Services, request: ApiRequest) -> dict:
+def handle(services: Services, request: ApiRequest[ShareAcknowledgeRequest]) -> ShareAcknowledgeResponse:
     if not features.share_group_protocol(services.metadata.image.features):
         return error_response(request, ErrorCode.UNSUPPORTED_VERSION)  # share.version 0 (KafkaApis)
     body = request.body
@@ -82,7 +87,7 @@ def handle(services: Services, request: ApiRequest) -> dict:
     else:
         session.bump()
     leaders = CurrentLeaders(services.replica_manager, services.metadata, request.listener)
-    by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    by_topic: dict[uuid.UUID, list[ShareAcknowledgeResponsePartitionData]] = {}
     for result in results.values():
         leader: ProduceResponseLeaderIdAndEpoch = {"leader_id": -1, "leader_epoch": -1}
         if result.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and result.topic_id in topics:
@@ -96,6 +101,6 @@ def handle(services: Services, request: ApiRequest) -> dict:
             "node_endpoints": leaders.node_endpoints()}
 
 
-def error_response(request: ApiRequest, code: int, message: str | None = None) -> dict:
+def error_response(request: ApiRequest[ShareAcknowledgeRequest], code: int, message: str | None = None) -> ShareAcknowledgeResponse:
     return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "acquisition_lock_timeout_ms": 0,
             "responses": [], "node_endpoints": []}

@@ -26,6 +26,7 @@ the cluster's share.version is 0 the request answers UNSUPPORTED_VERSION (Kafka'
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,12 @@ if TYPE_CHECKING:
     from odradek.broker.replica.replica_manager import ReplicaManager
     from odradek.broker.security.authz import AuthHelper
     from odradek.broker.share.share_partition_manager import SharePartitionManager
-    from odradek.protocol.messages import ProduceResponseLeaderIdAndEpoch
+    from odradek.protocol.messages import (
+        ProduceResponseLeaderIdAndEpoch,
+        ShareFetchRequest,
+        ShareFetchResponse,
+        ShareFetchResponsePartitionData,
+    )
 
 API_KEY = 78
 NAME = "ShareFetch"
@@ -61,7 +67,7 @@ class Services:
     authz: AuthHelper
 
 
-async def handle(services: Services, request: ApiRequest) -> dict:
+async def handle(services: Services, request: ApiRequest[ShareFetchRequest]) -> ShareFetchResponse:
     if not features.share_group_protocol(services.metadata.image.features):
         return error_response(request, ErrorCode.UNSUPPORTED_VERSION)  # share.version 0 (KafkaApis)
     body = request.body
@@ -109,7 +115,7 @@ async def handle(services: Services, request: ApiRequest) -> dict:
                                 body.get("share_acquire_mode") == RECORD_LIMIT_MODE)
     named = set(acks_of)
     leaders = CurrentLeaders(services.replica_manager, services.metadata, request.listener)
-    by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    by_topic: dict[uuid.UUID, list[ShareFetchResponsePartitionData]] = {}
     for key, result in results.items():
         if not (key in named or result.acquired or result.error_code or result.acknowledge_error_code):
             continue
@@ -120,8 +126,8 @@ async def handle(services: Services, request: ApiRequest) -> dict:
             "node_endpoints": leaders.node_endpoints()}
 
 
-def resolve_partitions(services: Services, request: ApiRequest, session: ShareSession,
-                       requested: list[dict[str, Any]]) -> tuple[dict[tuple[uuid.UUID, int], PartitionResult],
+def resolve_partitions(services: Services, request: ApiRequest[Any], session: ShareSession,
+                       requested: Sequence[Mapping[str, Any]]) -> tuple[dict[tuple[uuid.UUID, int], PartitionResult],
                                                                  dict[uuid.UUID, str]]:
     """The request's partitions as results to fill, the known and permitted ones added to the
     session; and topic id -> name."""
@@ -154,7 +160,7 @@ def _topic_name(services: Services, topic_id: uuid.UUID) -> str | None:
     return None if topic is None else topic.name
 
 
-def _partition_answer(result: PartitionResult, topics: dict[uuid.UUID, str], leaders: CurrentLeaders) -> dict:
+def _partition_answer(result: PartitionResult, topics: dict[uuid.UUID, str], leaders: CurrentLeaders) -> ShareFetchResponsePartitionData:
     leader: ProduceResponseLeaderIdAndEpoch = {"leader_id": -1, "leader_epoch": -1}
     if result.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
         leader = leaders.leader_of(topics[result.topic_id], result.partition)
@@ -166,6 +172,6 @@ def _partition_answer(result: PartitionResult, topics: dict[uuid.UUID, str], lea
                                  for f, la, c in result.acquired]}
 
 
-def error_response(request: ApiRequest, code: int, message: str | None = None) -> dict:
+def error_response(request: ApiRequest[ShareFetchRequest], code: int, message: str | None = None) -> ShareFetchResponse:
     return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "acquisition_lock_timeout_ms": 0,
             "responses": [], "node_endpoints": []}

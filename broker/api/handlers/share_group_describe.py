@@ -26,6 +26,11 @@ if TYPE_CHECKING:
     from odradek.broker.group.coordinator import GroupCoordinator
     from odradek.broker.metadata.broker_metadata import BrokerMetadata
     from odradek.broker.security.authz import AuthHelper
+    from odradek.protocol.messages import (
+        ShareGroupDescribeRequest,
+        ShareGroupDescribeResponse,
+        ShareGroupDescribeResponseDescribedGroup,
+    )
 
 API_KEY = 77
 NAME = "ShareGroupDescribe"
@@ -41,7 +46,7 @@ class Services:
     authz: AuthHelper
 
 
-def handle(services: Services, request: ApiRequest) -> dict:
+def handle(services: Services, request: ApiRequest[ShareGroupDescribeRequest]) -> ShareGroupDescribeResponse:
     if not features.share_group_protocol(services.metadata.image.features):
         return error_response(request, ErrorCode.UNSUPPORTED_VERSION)  # share.version 0 (KafkaApis)
     body = request.body
@@ -62,11 +67,11 @@ def handle(services: Services, request: ApiRequest) -> dict:
     return {"throttle_time_ms": 0, "groups": groups}
 
 
-def _error_entry(group_id: str, code: int) -> dict:
+def _error_entry(group_id: str, code: int) -> ShareGroupDescribeResponseDescribedGroup:
     return {"error_code": code, "error_message": None, "group_id": group_id, "group_state": "", "group_epoch": 0,
             "assignment_epoch": 0, "assignor_name": "", "members": [],
             "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
-def error_response(request: ApiRequest, code: int) -> dict:
+def error_response(request: ApiRequest[ShareGroupDescribeRequest], code: int) -> ShareGroupDescribeResponse:
     return {"throttle_time_ms": 0, "groups": [_error_entry(g, code) for g in request.body["group_ids"]]}

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from odradek.broker.group.coordinator import GroupCoordinator
     from odradek.broker.metadata.broker_metadata import BrokerMetadata
     from odradek.broker.security.authz import AuthHelper
+    from odradek.protocol.messages import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
 
 API_KEY = 76
 NAME = "ShareGroupHeartbeat"
@@ -41,7 +42,7 @@ class Services:
     authz: AuthHelper
 
 
-def handle(services: Services, request: ApiRequest) -> dict:
+def handle(services: Services, request: ApiRequest[ShareGroupHeartbeatRequest]) -> ShareGroupHeartbeatResponse:
     if not features.share_group_protocol(services.metadata.image.features):
         return error_response(request, ErrorCode.UNSUPPORTED_VERSION)  # share.version 0 (KafkaApis)
     body = request.body
@@ -62,6 +63,6 @@ def handle(services: Services, request: ApiRequest) -> dict:
         return answer
 
 
-def error_response(request: ApiRequest, code: int) -> dict:
+def error_response(request: ApiRequest[ShareGroupHeartbeatRequest], code: int) -> ShareGroupHeartbeatResponse:
     return {"throttle_time_ms": 0, "error_code": code, "error_message": None, "member_id": None,
             "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
