@@ -123,6 +123,9 @@ def test_host_cluster_is_one_processes_deployment_that_clients_use_across_its_br
     finally:
         consumer.close()
     assert sorted(got) == list(range(300)), cluster.logs()[-3000:]
+    old_pid = cluster.kill(2)  # SIGKILL: the supervisor starts broker 2 again
+    assert cluster.wait_serving_again(2), cluster.logs()[-3000:]
+    assert cluster.child_pids()[2] != old_pid
     assert cluster.stop() == 0  # every broker's controlled shutdown
     assert "every broker process stopped (exit codes {1: 0, 2: 0, 3: 0})" in cluster.logs()
 
