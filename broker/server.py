@@ -74,6 +74,7 @@ from odradek.broker.security.sasl import inter_broker
 from odradek.broker.security.sasl.settings import inter_broker_sasl, listener_settings
 from odradek.broker.security.sasl.setup import sasl_authenticators
 from odradek.broker.share.share_partition_manager import ShareConfig, SharePartitionManager
+from odradek.broker.share.share_state_store import ShareStateStore
 from odradek.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from odradek.broker.txn.producer_ids import ProducerIdManager
 from odradek.protocol.errors import KafkaApiError
@@ -115,6 +116,7 @@ class Broker:
         self.cluster: ClusterNode | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
+        self.share_state: ShareStateStore | None = None
         # Delayed operations (long-poll fetches, joins, heartbeats) share one timing wheel, driven
         # by the handler loop.
         self.metrics: BrokerMetrics | None = None  # when odradek.metrics.port >= 0
@@ -178,7 +180,16 @@ class Broker:
         await rm.start()
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         # Coordinators, on the replica manager's partitions.
-        self.share_partitions = SharePartitionManager(ShareConfig.from_broker_config(config), rm, self.metadata)
+        # Share-partitions' durable state (KIP-932's share coordinator) on __share_group_state.
+        self.share_state = ShareStateStore(
+            ReplicaManagerWriter(rm), self.metadata, self.controller_client, self.node_id,
+            config["share.coordinator.state.topic.num.partitions"],
+            int(config["share.coordinator.state.topic.replication.factor"]),
+            int(config["share.coordinator.state.topic.min.isr"]), config["share.coordinator.state.topic.segment.bytes"],
+            config["metadata.store"] == "local")
+        await self.share_state.start()
+        self.share_partitions = SharePartitionManager(ShareConfig.from_broker_config(config), rm, self.metadata,
+                                                      store=self.share_state)
         rm.on_resign(self.share_partitions.on_resign)
         self.group_coordinator = GroupCoordinator(GroupConfig.from_broker_config(config), ReplicaManagerWriter(rm),
                                                   self.timer, self.metadata, self.node_id, producers=rm)
@@ -501,6 +512,8 @@ class Broker:
             await step("stopping the group coordinator", self.group_coordinator.shutdown)
         if self.txn_coordinator is not None:
             await step("stopping the transaction coordinator", self.txn_coordinator.shutdown)
+        if self.share_state is not None:
+            await step("stopping the share-state store", self.share_state.shutdown)
         if self.metrics is not None:
             await step("stopping metrics", self.metrics.shutdown)
         if self.fault_admin is not None:

@@ -8,7 +8,8 @@ Java's ``String.hashCode`` (``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code un
 ``Utils.abs`` is ``n == Integer.MIN_VALUE ? 0 : Math.abs(n)``: the absolute value, except that
 MIN_VALUE (whose ``Math.abs`` is itself, negative) maps to 0. Clients, tools and other brokers
 compute the same partition, so this must match Java bit for bit. (Share groups' state partition,
-``__share_group_state``, is the same function over the key "groupId:topicId:partition"; not served.)
+``__share_group_state``, is the same function over the key "groupId:topicId:partition", the topic
+id in Kafka's base64 form: broker/share/share_state_store.py.)
 
 Before this rule was fixed, ``legacy_partition_for`` was used: ``(hashCode & 0x7fffffff) %
 partitions``. For a non-negative hash, and for MIN_VALUE, both give the same partition; for every

@@ -5,6 +5,9 @@
 - ``share_session``            ``ShareSessionCache``: which partitions each member fetches here
 - ``share_partition_manager``  ``SharePartitionManager``: ShareFetch's reads and acquisitions,
                                acknowledgements, releases (closed sessions and connections)
+- ``share_state_records``      ``__share_group_state``'s ShareSnapshot / ShareUpdate records
+- ``share_state_store``        ``ShareStateStore``: share-partitions' durable state on the
+                               coordinator runtime over ``__share_group_state``
 
 Membership and assignment live on the group coordinator (broker/group/share_group.py).
 """

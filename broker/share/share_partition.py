@@ -31,8 +31,11 @@ The start offset of a share-partition the group never read comes from ``share.au
 ``latest`` (Kafka's default: the high watermark when the first ShareFetch reaches it) or
 ``earliest`` (the log start).
 
-State lives in memory: a leader change or a restart starts again from the auto-reset offset
-(Kafka 4.4 keeps it in ``__share_group_state``; not implemented).
+The durable part of the state - the SPSO and every in-flight range with its state and delivery
+count - is ``durable_state()``; the manager writes it to ``__share_group_state``
+(broker/share/share_state_store.py) and a restarted leader starts from ``restore``. An Acquired
+range is written Available with the delivery count it was acquired with (Kafka's records hold
+no Acquired state): after a crash it is delivered again with that count plus one.
 
 Owned by the handler loop; no locks.
 """
@@ -99,6 +102,36 @@ class SharePartition:
         self.delivery_count_limit = delivery_count_limit
         self.max_in_flight = max_in_flight
         self.ranges: list[InFlightRange] = []  # sorted, disjoint
+
+    @classmethod
+    def restore(cls, group_id: str, topic: str, partition: int, start_offset: int,
+                batches: Iterable[tuple[int, int, int, int]], delivery_count_limit: int,
+                max_in_flight: int) -> SharePartition:
+        """A share-partition from its durable state: (first, last, delivery state, delivery count)
+        batches, Available ones ready to be acquired again."""
+        sp = cls(group_id, topic, partition, start_offset, delivery_count_limit, max_in_flight)
+        for first, last, state, count in sorted(batches):
+            first = max(first, start_offset, sp.next_offset)
+            if last < first:
+                continue
+            kind = RecordState(state) if state in (0, 2, 4) else RecordState.AVAILABLE
+            sp.ranges.append(InFlightRange(first, last, kind, count))
+            sp.next_offset = last + 1
+        sp._merge()
+        sp._advance_start()
+        return sp
+
+    def durable_state(self) -> tuple[int, list[tuple[int, int, int, int]]]:
+        """(SPSO, (first, last, delivery state, delivery count) of each in-flight range), Acquired
+        ranges written Available."""
+        out: list[tuple[int, int, int, int]] = []
+        for r in self.ranges:
+            state = RecordState.AVAILABLE if r.state is RecordState.ACQUIRED else r.state
+            if out and out[-1][1] + 1 == r.first and out[-1][2] == state and out[-1][3] == r.delivery_count:
+                out[-1] = (out[-1][0], r.last, int(state), r.delivery_count)
+            else:
+                out.append((r.first, r.last, int(state), r.delivery_count))
+        return self.start_offset, out
 
     # ------------------------------------------------------------------------------------------
     # reading

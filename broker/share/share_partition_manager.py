@@ -18,6 +18,14 @@ Locks expire and closed connections' records are released lazily: before each re
 share-partition, and on every look of a waiting fetch - no record can be acquired by anyone in
 between, so nobody can tell the difference from a timer.
 
+Durable state: with a ``ShareStateStore`` every change Kafka persists (an acquisition, an
+acknowledgement, a release, an expired lock, a moved SPSO) writes the share-partition's durable
+state to ``__share_group_state``, and a share-partition created here (after a restart or a
+leader change) starts from the state stored there. While the state's partition loads here a
+ShareFetch acquires nothing (it waits, as Kafka's share-partition does while it initializes).
+Before ``__share_group_state`` exists no state is stored anywhere: the share-partition starts at
+once and is written from its first change after the topic is loaded.
+
 Owned by the handler loop; no locks.
 """
 
@@ -33,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.broker.share.share_partition import InvalidAcknowledgement, InvalidRecordState, SharePartition
 from odradek.broker.share.share_session import ShareSession, ShareSessionCache
+from odradek.broker.share.share_state_records import ShareState
+from odradek.broker.share.share_state_store import ShareStateStore, Where
 from odradek.protocol.batch_header import HEADER_SIZE, parse_header
 from odradek.protocol.errors import ErrorCode, KafkaApiError
 from odradek.storage.results import FetchSlice
@@ -46,6 +56,14 @@ POLL_INTERVAL_S = 0.05
 READ_UNCOMMITTED = 0
 
 SharePartitionId = tuple[str, str, int]  # (group id, topic name, partition)
+
+
+class StateNotReady(KafkaApiError):
+    """The share-partition's stored state is not loaded yet (its __share_group_state partition is
+    being created or loaded here): nothing can be acquired or acknowledged until it is."""
+
+    def __init__(self) -> None:
+        super().__init__(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "the share-partition state is loading")
 
 
 @dataclass(frozen=True)
@@ -86,8 +104,13 @@ Acks = list[tuple[int, int, list[int]]]
 
 class SharePartitionManager:
     def __init__(self, config: ShareConfig, replica_manager: ReplicaManager, metadata: BrokerMetadata,
-                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                 store: ShareStateStore | None = None) -> None:
         self.config = config
+        self.store = store
+        # What was last written per stored share-partition: a change that Kafka does not persist
+        # (a renewed lock) or none at all writes nothing.
+        self._written: dict[SharePartitionId, tuple[int, list[tuple[int, int, int, int]]]] = {}
         self.replica_manager = replica_manager
         self.metadata = metadata
         self.clock_ms = clock_ms
@@ -117,8 +140,8 @@ class SharePartitionManager:
         """A partition the member no longer fetches from here: its records go back."""
         if session.partitions.pop((topic, partition), None) is not None:
             sp = self.partitions.get((session.group_id, topic, partition))
-            if sp is not None:
-                sp.release_member(session.member_id)
+            if sp is not None and sp.release_member(session.member_id):
+                self._persist(sp)
 
     def release_closed_sessions(self) -> None:
         for session in self.sessions.closed_connections():
@@ -127,8 +150,8 @@ class SharePartitionManager:
     def _release_session(self, session: ShareSession) -> None:
         for topic, partition in session.partitions:
             sp = self.partitions.get((session.group_id, topic, partition))
-            if sp is not None:
-                sp.release_member(session.member_id)
+            if sp is not None and sp.release_member(session.member_id):
+                self._persist(sp)
 
     # ------------------------------------------------------------------------------------------
     # acknowledging
@@ -138,6 +161,7 @@ class SharePartitionManager:
         try:
             sp = self._share_partition(session.group_id, topic, partition)
             sp.acknowledge(session.member_id, acks, self.clock_ms(), self.config.record_lock_duration_ms)
+            self._persist(sp)
         except InvalidRecordState as exc:
             return ErrorCode.INVALID_RECORD_STATE, str(exc)
         except InvalidAcknowledgement as exc:
@@ -172,6 +196,8 @@ class SharePartitionManager:
                 continue
             try:
                 self._read(session, result, topics[result.topic_id], bytes_left, records_left, strict)
+            except StateNotReady:
+                continue  # nothing to acquire yet: the fetch waits and looks again
             except KafkaApiError as exc:
                 result.error_code, result.error_message = exc.code, exc.message
                 got = True
@@ -188,6 +214,7 @@ class SharePartitionManager:
         part = self.replica_manager.leader_partition(topic, result.partition)
         if sp.start_offset < part.log_start_offset:
             sp.reset_start(part.log_start_offset)  # retention deleted records the group had not read
+            self._persist(sp)
         offset = sp.fetch_offset()
         if offset is None or offset >= part.high_watermark:
             return
@@ -199,6 +226,7 @@ class SharePartitionManager:
                               self.clock_ms(), self.config.record_lock_duration_ms, strict)
         if not acquired:
             return
+        self._persist(sp)
         # Send the batches from the first to the last holding an acquired offset, no more.
         first, last = acquired[0][0], acquired[-1][1]
         inside = [b for b in batches if b[3] >= first and b[2] <= last]
@@ -211,11 +239,50 @@ class SharePartitionManager:
         sp = self.partitions.get(key)
         if sp is None:
             part = self.replica_manager.leader_partition(topic, partition)
-            start = part.log_start_offset if self.config.auto_offset_reset == "earliest" else part.high_watermark
-            sp = self.partitions[key] = SharePartition(group_id, topic, partition, start,
-                                                       self.config.delivery_count_limit, self.config.max_in_flight)
-        sp.expire_locks(self.clock_ms())
+            stored = self._stored_state(key)
+            if stored is not None:
+                sp = SharePartition.restore(group_id, topic, partition, stored.start_offset, stored.batches,
+                                            self.config.delivery_count_limit, self.config.max_in_flight)
+                self._written[key] = sp.durable_state()
+            else:
+                start = part.log_start_offset if self.config.auto_offset_reset == "earliest" else part.high_watermark
+                sp = SharePartition(group_id, topic, partition, start, self.config.delivery_count_limit,
+                                    self.config.max_in_flight)
+            self.partitions[key] = sp
+        if sp.expire_locks(self.clock_ms()) or key not in self._written:
+            self._persist(sp)  # (not written yet: __share_group_state was still being created)
         return sp
+
+    def _state_key(self, sp_key: SharePartitionId) -> tuple[str, uuid.UUID, int] | None:
+        topic = self.metadata.image.topics.get(sp_key[1])
+        return None if topic is None else (sp_key[0], topic.topic_id, sp_key[2])
+
+    def _stored_state(self, key: SharePartitionId) -> ShareState | None:
+        """The stored state of a share-partition about to be created here; StateNotReady while
+        its __share_group_state partition is loading here; None when there is none (no store,
+        no __share_group_state yet, or another broker leads its partition)."""
+        state_key = self._state_key(key)
+        if self.store is None or state_key is None:
+            return None
+        where = self.store.where(state_key)
+        if where is Where.WAIT:
+            raise StateNotReady()
+        return self.store.read(state_key) if where is Where.READY else None
+
+    def _persist(self, sp: SharePartition) -> None:
+        """Write the share-partition's durable state if it changed since the last write."""
+        if self.store is None:
+            return
+        key = (sp.group_id, sp.topic, sp.partition)
+        state_key = self._state_key(key)
+        durable = sp.durable_state()
+        if state_key is None or self._written.get(key) == durable:
+            return
+        part = self.metadata.image.partition(sp.topic, sp.partition)
+        now = self.clock_ms()
+        if self.store.write(state_key, ShareState(durable[0], leader_epoch=part.leader_epoch if part else 0,
+                                                  create_timestamp=now, write_timestamp=now, batches=durable[1])):
+            self._written[key] = durable
 
     # ------------------------------------------------------------------------------------------
     # leadership
@@ -224,6 +291,7 @@ class SharePartitionManager:
         """This broker no longer leads the partition: its share-partitions go (kept in memory only)."""
         for key in [k for k in self.partitions if k[1] == topic and k[2] == partition]:
             del self.partitions[key]
+            self._written.pop(key, None)
 
     def alter_start_offset(self, group_id: str, topic: str, partition: int, offset: int) -> None:
         """AlterShareGroupOffsets on an empty group: the share-partition starts over at ``offset``
@@ -233,14 +301,20 @@ class SharePartitionManager:
         if not part.log_start_offset <= offset <= part.high_watermark:
             raise KafkaApiError(ErrorCode.INVALID_REQUEST,
                                 f"start offset {offset} is outside {part.log_start_offset}-{part.high_watermark}")
-        self.partitions[(group_id, topic, partition)] = SharePartition(
+        sp = self.partitions[(group_id, topic, partition)] = SharePartition(
             group_id, topic, partition, offset, self.config.delivery_count_limit, self.config.max_in_flight)
+        self._persist(sp)
 
     def delete_state(self, group_id: str, topic: str) -> None:
         """DeleteShareGroupOffsets: the group's share-partitions of ``topic`` are forgotten; the next
         ShareFetch starts them again at share.auto.offset.reset."""
         for key in [k for k in self.partitions if k[0] == group_id and k[1] == topic]:
             del self.partitions[key]
+            self._written.pop(key, None)
+        image = self.metadata.image.topics.get(topic)
+        if self.store is not None and image is not None:
+            for partition in image.partitions:
+                self.store.delete((group_id, image.topic_id, partition))
 
     def start_offset(self, group_id: str, topic: str, partition: int) -> int | None:
         """The SPSO of a share-partition this broker has (None: the group never read it here)."""

@@ -6,9 +6,10 @@ no members (NON_EMPTY_GROUP, for the whole request); each partition then starts 
 offset, which must lie between the log start and the high watermark (INVALID_REQUEST). Authorization:
 READ on the group (GROUP_AUTHORIZATION_FAILED) and on each topic (TOPIC_AUTHORIZATION_FAILED).
 
-The share-partitions live in memory on their leaders (broker/share/): this broker sets those it leads
-and answers NOT_LEADER_OR_FOLLOWER for the others (Kafka 4.4 writes the share coordinator's
-``__share_group_state``, not implemented).
+The share-partitions live on their leaders (broker/share/): this broker sets those it leads (and
+writes their new state to ``__share_group_state`` where it leads the state's partition too) and
+answers NOT_LEADER_OR_FOLLOWER for the others (Kafka 4.4 sends the share coordinator
+InitializeShareGroupState; APIs 83-87 are not served).
 """
 
 from __future__ import annotations

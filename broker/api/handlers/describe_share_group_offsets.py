@@ -9,9 +9,10 @@ Versions 0-1 (flexible), as Kafka 4.4.
 never fetched from has start_offset -1 (Kafka's "not initialized"). A group the coordinator does not
 know as a share group answers GROUP_ID_NOT_FOUND; coordinator errors are per group.
 
-The share-partitions live on their leaders, in memory (broker/share/): this broker answers from the
-share-partitions it leads, so on a cluster a partition led elsewhere reads as not initialized
-(Kafka 4.4 reads its share coordinator's ``__share_group_state``, not implemented).
+The share-partitions live on their leaders (broker/share/): this broker answers from the
+share-partitions it has in memory, so on a cluster a partition led elsewhere, or one not fetched
+since a restart, reads as not initialized (Kafka 4.4 asks its share coordinator,
+ReadShareGroupStateSummary; not served).
 """
 
 from __future__ import annotations

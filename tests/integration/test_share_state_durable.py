@@ -1,0 +1,148 @@
+"""Share-partitions' state survives a broker crash (KIP-932's share coordinator, issue 30): the
+SPSO, the acknowledged records and the delivery counts are written to ``__share_group_state`` and
+read back when the restarted leader creates the share-partition again.
+
+Expected values are Kafka 4.4's: acknowledged records are never delivered again, records acquired
+and not acknowledged come back after the restart with their delivery count kept (the next delivery
+is one more), and records never delivered are delivered once, with delivery count 1."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+
+from odradek.broker.coordinator.hashing import partition_for
+from odradek.broker.share.share_state_store import kafka_uuid_string
+from tests.integration.test_share_fetch_wire import (
+    ACCEPT,
+    DESCRIBE_OFFSETS,
+    acquired,
+    fetch_topics,
+    produce,
+    share_fetch,
+)
+from tests.integration.test_share_groups_wire import heartbeat, wait_for_coordinator
+from tests.support.java_tools import run_tool
+from tests.support.wire import WireClient, create_topic
+
+pytestmark = pytest.mark.timeout(120)
+
+OVERRIDES = {"share.coordinator.state.topic.num.partitions": "3"}
+
+
+def start_offset(c: WireClient) -> int:
+    offsets = c.request(DESCRIBE_OFFSETS, 0, {"groups": [{"group_id": "sg", "topics": [
+        {"topic_name": "sq", "partitions": [0]}]}]})["groups"][0]
+    return offsets["topics"][0]["partitions"][0]["start_offset"]
+
+
+def fetch_until_acquired(c: WireClient, topic_id: uuid.UUID, member: str) -> dict[int, list[tuple[int, int, int]]]:
+    """Open a share session and fetch until something is acquired (the share-partition waits while
+    its stored state loads)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        got = acquired(share_fetch(c, member_id=member, max_wait_ms=500, topics=fetch_topics(topic_id, [0])))
+        if got.get(0):
+            return got
+    raise AssertionError("nothing was acquired within 30 s")
+
+
+def test_share_state_survives_kill_9(broker_factory) -> None:
+    broker = broker_factory(OVERRIDES)
+    with WireClient(broker.host, broker.port) as c:
+        topic_id = create_topic(c, "sq", 1)
+        wait_for_coordinator(c)
+        assert heartbeat(c, subscribed_topic_names=["sq"])["error_code"] == 0
+        # The first fetches initialize the share-partition at the high watermark (0), once its
+        # state partition of __share_group_state is created and loaded.
+        deadline = time.monotonic() + 30
+        while start_offset(c) != 0:
+            assert time.monotonic() < deadline, "the share-partition was never initialized"
+            share_fetch(c, max_wait_ms=200, topics=fetch_topics(topic_id, [0]))
+        for _ in range(3):
+            produce(c, "sq", 0, 10)  # batches 0-9, 10-19, 20-29
+        # A new session that takes one batch at a time.
+        r = share_fetch(c, member_id="m", max_records=10, topics=fetch_topics(topic_id, [0]))
+        assert acquired(r) == {0: [(0, 9, 1)]}, r
+        # Accept 0-9; the same request acquires 10-19, which is never acknowledged.
+        r = share_fetch(c, member_id="m", max_records=10, share_session_epoch=1,
+                        topics=fetch_topics(topic_id, [0], {0: [(0, 9, [ACCEPT])]}))
+        assert r["responses"][0]["partitions"][0]["acknowledge_error_code"] == 0
+        assert acquired(r) == {0: [(10, 19, 1)]}
+        assert start_offset(c) == 10
+        broker.kill()
+    broker = broker_factory(OVERRIDES, data_dir=broker.data_dir)
+    with WireClient(broker.host, broker.port) as c:
+        deadline = time.monotonic() + 30
+        while heartbeat(c, member_id="m2", subscribed_topic_names=["sq"])["error_code"] != 0:
+            assert time.monotonic() < deadline, "the group coordinator never came back"
+            time.sleep(0.1)
+        # 0-9 never again; 10-19 a second time (delivered once before the crash); 20-29 once.
+        assert fetch_until_acquired(c, topic_id, "m2") == {0: [(10, 19, 2), (20, 29, 1)]}
+        assert start_offset(c) == 10
+        r = share_fetch(c, member_id="m2", share_session_epoch=1,
+                        topics=fetch_topics(topic_id, [0], {0: [(10, 29, [ACCEPT])]}))
+        assert r["responses"][0]["partitions"][0]["acknowledge_error_code"] == 0
+        assert acquired(r) == {0: []}
+        assert start_offset(c) == 30
+    # Kafka 4.4's own decoder reads the state topic: ShareSnapshot records of this share-partition,
+    # the last one before the crash holding 10-19 (written Available, delivered once).
+    assert broker.stop() == 0
+    key = f"sg:{kafka_uuid_string(topic_id)}:0"
+    segment = broker.data_dir / "logs" / f"__share_group_state-{partition_for(key, 3)}" / f"{0:020d}.log"
+    out = run_tool("kafka-dump-log", ["--files", str(segment), "--print-data-log",
+                                      "--share-group-state-decoder"]).stdout
+    snapshots = []
+    for line in out.splitlines():
+        if " key: {" in line and " payload: " in line:
+            k, payload = (json.loads(part) for part in line.split(" key: ", 1)[1].split(" payload: ", 1))
+            assert k == {"type": "0", "data": {"groupId": "sg", "topicId": kafka_uuid_string(topic_id),
+                                               "partition": 0}}
+            snapshots.append(payload["data"])
+    assert [s["snapshotEpoch"] for s in snapshots] == list(range(len(snapshots)))
+    assert {"startOffset": 10, "batches": [[10, 19, 0, 1]]} in [
+        {"startOffset": s["startOffset"], "batches": [[b["firstOffset"], b["lastOffset"], b["deliveryState"],
+                                                      b["deliveryCount"]] for b in s["stateBatches"]]}
+        for s in snapshots]
+    assert snapshots[-1]["startOffset"] == 30 and snapshots[-1]["stateBatches"] == []
+
+
+def test_deleted_share_group_offsets_stay_deleted_after_kill_9(broker_factory) -> None:
+    broker = broker_factory(OVERRIDES)
+    with WireClient(broker.host, broker.port) as c:
+        topic_id = create_topic(c, "sq", 1)
+        wait_for_coordinator(c)
+        assert heartbeat(c, subscribed_topic_names=["sq"])["error_code"] == 0
+        deadline = time.monotonic() + 30
+        while start_offset(c) != 0:
+            assert time.monotonic() < deadline, "the share-partition was never initialized"
+            share_fetch(c, max_wait_ms=200, topics=fetch_topics(topic_id, [0]))
+        produce(c, "sq", 0, 10)
+        r = share_fetch(c, share_session_epoch=1, topics=fetch_topics(topic_id, [0], {}))
+        assert acquired(r) == {0: [(0, 9, 1)]}
+        r = share_fetch(c, share_session_epoch=2, topics=fetch_topics(topic_id, [0], {0: [(0, 4, [ACCEPT])]}))
+        assert start_offset(c) == 5
+        # The member leaves (5-9 go back); the empty group's offsets are deleted (Kafka writes a
+        # tombstone for the share-partition's state).
+        assert heartbeat(c, member_epoch=-1)["member_epoch"] == -1
+        share_fetch(c, share_session_epoch=-1)
+        r = c.request(92, 0, {"group_id": "sg", "topics": [{"topic_name": "sq"}]})
+        assert r["error_code"] == 0 and r["responses"][0]["error_code"] == 0, r
+        broker.kill()
+    broker = broker_factory(OVERRIDES, data_dir=broker.data_dir)
+    with WireClient(broker.host, broker.port) as c:
+        deadline = time.monotonic() + 30
+        while heartbeat(c, member_id="m2", subscribed_topic_names=["sq"])["error_code"] != 0:
+            assert time.monotonic() < deadline, "the group coordinator never came back"
+            time.sleep(0.1)
+        # No state: the share-partition starts again at share.auto.offset.reset (latest: 10).
+        while start_offset(c) == -1:
+            assert time.monotonic() < deadline, "the share-partition was never initialized"
+            assert acquired(share_fetch(c, member_id="m2", max_wait_ms=200,
+                                        topics=fetch_topics(topic_id, [0]))) == {0: []}
+        assert start_offset(c) == 10
+        produce(c, "sq", 0, 3)
+        assert fetch_until_acquired(c, topic_id, "m2") == {0: [(10, 12, 1)]}
