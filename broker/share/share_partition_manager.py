@@ -111,6 +111,9 @@ class SharePartitionManager:
         # What was last written per stored share-partition: a change that Kafka does not persist
         # (a renewed lock) or none at all writes nothing.
         self._written: dict[SharePartitionId, tuple[int, list[tuple[int, int, int, int]]]] = {}
+        # Share-partitions changed since the last write: written once at the end of the loop turn,
+        # so a ShareFetch that acknowledges and acquires appends one snapshot, not two.
+        self._dirty: dict[SharePartitionId, SharePartition] = {}
         self.replica_manager = replica_manager
         self.metadata = metadata
         self.clock_ms = clock_ms
@@ -270,10 +273,22 @@ class SharePartitionManager:
         return self.store.read(state_key) if where is Where.READY else None
 
     def _persist(self, sp: SharePartition) -> None:
-        """Write the share-partition's durable state if it changed since the last write."""
+        """Write the share-partition's durable state, if it changed since the last write, once
+        the current loop turn ends (before any other request runs)."""
         if self.store is None:
             return
-        key = (sp.group_id, sp.topic, sp.partition)
+        if not self._dirty:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._dirty[(sp.group_id, sp.topic, sp.partition)] = sp
+
+    def _flush(self) -> None:
+        dirty, self._dirty = self._dirty, {}
+        for key, sp in dirty.items():
+            if self.partitions.get(key) is sp:  # (not resigned or deleted meanwhile)
+                self._write(key, sp)
+
+    def _write(self, key: SharePartitionId, sp: SharePartition) -> None:
+        assert self.store is not None
         state_key = self._state_key(key)
         durable = sp.durable_state()
         if state_key is None or self._written.get(key) == durable:
