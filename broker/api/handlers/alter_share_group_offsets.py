@@ -91,6 +91,8 @@ def check_empty_share_group(coordinator: GroupCoordinator, group_id: str) -> tup
     group, one with members."""
     if coordinator_of(coordinator) is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+    if not group_id:  # Kafka's GroupCoordinatorService: an empty group id is invalid, not unknown
+        return ErrorCode.INVALID_GROUP_ID, None
     try:
         coordinator.check_coordinator(group_id)
     except KafkaApiError as exc:
