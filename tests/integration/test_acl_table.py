@@ -331,6 +331,44 @@ CASES: list[Case] = [
          "principal_filter": "User:x", "host_filter": None, "operation": 1, "permission_type": 1}]},
         lambda r: r["filter_results"][0]["error_code"] == CLUSTER_AUTH, [],
         lambda r: [m["resource_name"] for m in r["filter_results"][0]["matching_acls"]] == ["t-none"]),
+    # Share groups (KIP-932), in Kafka's order of checks: READ on the group, DESCRIBE on subscribed topics.
+    Case("ShareGroupHeartbeat", 76, 1, lambda c: {"group_id": "g-share", "member_id": "m-share", "member_epoch": 0,
+                                                  "rack_id": None, "subscribed_topic_names": ["t-share"]},
+         lambda r: r["error_code"] == GROUP_AUTH, [(GROUP, "g-share", READ), (TOPIC, "t-share", DESCRIBE)],
+         lambda r: r["error_code"] == 0),
+    Case("ShareGroupDescribe", 77, 1, lambda c: {"group_ids": ["g-share"], "include_authorized_operations": False},
+         lambda r: r["groups"][0]["error_code"] == GROUP_AUTH, [(GROUP, "g-share", DESCRIBE)],
+         lambda r: r["groups"][0]["error_code"] == 0 and len(r["groups"][0]["members"]) == 1),
+    Case("ShareFetch", 78, 1, lambda c: {
+        "group_id": "g-share", "member_id": "m-share", "share_session_epoch": 0, "max_wait_ms": 0, "min_bytes": 1,
+        "max_bytes": MB, "max_records": 10, "batch_size": 10, "share_acquire_mode": 0, "is_renew_ack": False,
+        "topics": [], "forgotten_topics_data": []},
+        lambda r: r["error_code"] == GROUP_AUTH, [(TOPIC, "t-share", READ)], lambda r: r["error_code"] == 0),
+    Case("ShareAcknowledge", 79, 1, lambda c: {"group_id": "g-share", "member_id": "m-share",
+                                               "share_session_epoch": 1, "is_renew_ack": False, "topics": []},
+         lambda r: r["error_code"] == GROUP_AUTH, [], lambda r: r["error_code"] == 0),  # READ above
+    Case("DescribeShareGroupOffsets", 90, 0, lambda c: {"groups": [{"group_id": "g-share", "topics": None}]},
+         lambda r: r["groups"][0]["error_code"] == GROUP_AUTH, [],
+         lambda r: r["groups"][0]["error_code"] == 0),  # DESCRIBE above
+    # Authorized, then refused as Kafka refuses a share group with a member: NON_EMPTY_GROUP (68).
+    Case("AlterShareGroupOffsets", 91, 0, lambda c: {"group_id": "g-share", "topics": [
+        {"topic_name": "t-share", "partitions": [{"partition_index": 0, "start_offset": 0}]}]},
+        lambda r: r["error_code"] == GROUP_AUTH, [], lambda r: r["error_code"] == 68),  # READ above
+    Case("DeleteShareGroupOffsets", 92, 0, lambda c: {"group_id": "g-share", "topics": [{"topic_name": "t-share"}]},
+         lambda r: r["error_code"] == GROUP_AUTH, [(GROUP, "g-share", DELETE)], lambda r: r["error_code"] == 68),
+    # Streams groups (KIP-1071): READ on the group, DESCRIBE on the topology's source topics.
+    Case("StreamsGroupHeartbeat", 88, 0, lambda c: {
+        "group_id": "g-sg", "member_id": "m-sg", "member_epoch": 0, "endpoint_information_epoch": 0,
+        "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 10000, "topology": {"epoch": 0, "subtopologies": [
+            {"subtopology_id": "0", "source_topics": ["t-sg"], "source_topic_regex": [], "state_changelog_topics": [],
+             "repartition_sink_topics": [], "repartition_source_topics": [], "copartition_groups": []}]},
+        "active_tasks": [], "standby_tasks": [], "warmup_tasks": [], "process_id": "p-sg", "user_endpoint": None,
+        "client_tags": None, "task_offsets": None, "task_end_offsets": None, "shutdown_application": False},
+        lambda r: r["error_code"] == GROUP_AUTH, [(GROUP, "g-sg", READ), (TOPIC, "t-sg", DESCRIBE)],
+        lambda r: r["error_code"] == 0),
+    Case("StreamsGroupDescribe", 89, 0, lambda c: {"group_ids": ["g-sg"], "include_authorized_operations": False},
+         lambda r: r["groups"][0]["error_code"] == GROUP_AUTH, [(GROUP, "g-sg", DESCRIBE)],
+         lambda r: r["groups"][0]["error_code"] == 0 and len(r["groups"][0]["members"]) == 1),
 ]
 
 # Every API the broker serves appears in the table, except those Kafka never authorizes: ApiVersions,
@@ -340,7 +378,7 @@ NEVER_AUTHORIZED = {18, 17, 36, 71, 72}
 TABLE_APIS = {c.api for c in CASES}
 
 TOPICS = ["t-md", "t-prod", "t-fetch", "t-lo", "t-oc", "t-of", "t-del", "t-dr", "t-txn", "t-wtm", "t-ofle", "t-cfg",
-          "t-alt", "t-inc", "t-cp", "t-od", "t-dp", "t-848"]
+          "t-alt", "t-inc", "t-cp", "t-od", "t-dp", "t-848", "t-share", "t-sg"]
 
 
 RETRIABLE = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR

@@ -72,6 +72,16 @@ EXPECTED_APIS = [
     # GetTelemetrySubscriptions (71) and PushTelemetry (72): advertised only with /metrics on (not here)
     (74, 0, 1),  # ListConfigResources
     (75, 0, 0),  # DescribeTopicPartitions
+    (76, 1, 1),  # ShareGroupHeartbeat (KIP-932; v0 was 4.0's early access, gone in 4.4)
+    (77, 1, 1),  # ShareGroupDescribe
+    (78, 1, 2),  # ShareFetch
+    (79, 1, 2),  # ShareAcknowledge
+    # 80-87: Raft voters and the share coordinator's inter-broker APIs (README: not served)
+    (88, 0, 1),  # StreamsGroupHeartbeat (KIP-1071)
+    (89, 0, 1),  # StreamsGroupDescribe
+    (90, 0, 1),  # DescribeShareGroupOffsets
+    (91, 0, 0),  # AlterShareGroupOffsets
+    (92, 0, 0),  # DeleteShareGroupOffsets
 ]
 
 
@@ -140,7 +150,8 @@ def test_api_versions_v3_exact_bytes_with_v0_response_header(broker) -> None:
         r = c.request(18, 4, {"client_software_name": "t", "client_software_version": "1"})
     epoch, finalized = r["finalized_features_epoch"], [(f["name"], f["max_version_level"])
                                                        for f in r["finalized_features"]]
-    assert sorted(finalized) == [("group.version", 1), ("metadata.version", 33), ("transaction.version", 2)]
+    assert sorted(finalized) == [("group.version", 1), ("metadata.version", 33), ("share.version", 1),
+                                 ("streams.version", 1), ("transaction.version", 2)]
     request = struct.pack(">hhih", 18, 3, 9, 2) + b"cl" + b"\x00" + b"\x03ab\x021" + b"\x00"
     with raw_connect(broker) as s:
         s.sendall(struct.pack(">i", len(request)) + request)

@@ -52,10 +52,15 @@ def test_describe_as_on_kafka_then_upgrade_and_downgrade_one_node(tmp_path: Path
     try:
         odradek = describe(b.bootstrap)
         assert odradek == {"metadata.version": ("4.4-IV2", "4.4-IV2", "4.4-IV2"),
-                           "group.version": ("0", "1", "1"), "transaction.version": ("0", "2", "2")}
-        # Kafka 4.4 finalizes the same metadata.version, group.version and transaction.version; it lists
-        # more features, none Odradek lists without it.
-        assert set(odradek) < set(kafka)
+                           "group.version": ("0", "1", "1"), "transaction.version": ("0", "2", "2"),
+                           "share.version": ("0", "1", "1"), "streams.version": ("0", "1", "1")}
+        # Kafka 4.4 finalizes the same metadata.version, group.version, transaction.version and
+        # streams.version; share.version it finalizes at 2 (share groups' dead-letter queues), which
+        # Odradek does not support, so a new Odradek cluster starts at 1. Kafka lists more features,
+        # none Odradek lists without it.
+        assert set(odradek) < set(kafka), kafka
+        assert kafka["streams.version"] == odradek["streams.version"]
+        assert kafka["share.version"][2] == "2" and odradek["share.version"][2] == "1"
         assert [kafka[f][2] for f in ("metadata.version", "group.version")] == ["4.4-IV2", "1"]
         assert kafka["group.version"][:2] == odradek["group.version"][:2]
         assert kafka["transaction.version"] == odradek["transaction.version"]
