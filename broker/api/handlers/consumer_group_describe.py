@@ -17,13 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from odradek.broker.api.handlers.group_describe_loop import describe_groups
 from odradek.broker.api.request_types import ApiRequest
 from odradek.broker.group.coordinator import coordinator_of
-from odradek.broker.security import authz
 from odradek.controller import features
 
 # The same group resource as DescribeGroups: without an authorizer, every operation it supports.
-from odradek.protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
+from odradek.protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -55,19 +55,8 @@ def handle(services: Services, request: ApiRequest[ConsumerGroupDescribeRequest]
         return error_response(request, ErrorCode.UNSUPPORTED_VERSION)  # group.version 0 (KafkaApis)
     body = request.body
     coordinator = coordinator_of(services.group_coordinator)
-    groups = []
-    for group_id in body["group_ids"]:
-        if not services.authz.allowed(request, authz.DESCRIBE, authz.GROUP, group_id):
-            groups.append(_error_entry(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
-            continue
-        if coordinator is None:
-            groups.append(_error_entry(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-            continue
-        entry = coordinator.consumer.describe(group_id)
-        if body["include_authorized_operations"] and entry["error_code"] == ErrorCode.NONE:
-            entry["authorized_operations"] = services.authz.authorized_operations(request, authz.GROUP, group_id,
-                                                                         GROUP_OPERATIONS)
-        groups.append(entry)
+    groups = describe_groups(services.authz, request, body["group_ids"], body["include_authorized_operations"],
+                             coordinator.consumer.describe if coordinator is not None else None, _error_entry)
     return {"throttle_time_ms": 0, "groups": groups}
 
 

@@ -57,7 +57,7 @@ def test_a_services_field_that_is_no_collaborator_is_refused() -> None:
 
 
 @pytest.mark.parametrize("name", [*HANDLER_MODULES, "current_leader", "config_resources", "metadata_authz",
-                                  "txn_common"])
+                                  "group_describe_loop", "txn_common"])
 def test_no_handler_reaches_the_broker_or_the_connection_through_the_request(name: str) -> None:
     import importlib
 
