@@ -68,8 +68,8 @@ def handle(services: Services, request: ApiRequest[AlterShareGroupOffsetsRequest
         topic = image.topics.get(name)
         partitions: list[AlterShareGroupOffsetsResponsePartition] = []
         for p in t["partitions"]:
-            entry: AlterShareGroupOffsetsResponsePartition = {"partition_index": p["partition_index"], "error_code": ErrorCode.NONE,
-                                     "error_message": None}
+            entry: AlterShareGroupOffsetsResponsePartition = {
+                "partition_index": p["partition_index"], "error_code": ErrorCode.NONE, "error_message": None}
             if not services.authz.allowed(request, authz.READ, authz.TOPIC, name):
                 entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif topic is None or p["partition_index"] not in topic.partitions:

@@ -62,8 +62,9 @@ def handle(services: Services, request: ApiRequest[DeleteShareGroupOffsetsReques
     for t in body["topics"]:
         name = t["topic_name"]
         topic = image.topics.get(name)
-        entry: DeleteShareGroupOffsetsResponseTopic = {"topic_name": name, "topic_id": topic.topic_id if topic else uuid.UUID(int=0),
-                                 "error_code": ErrorCode.NONE, "error_message": None}
+        entry: DeleteShareGroupOffsetsResponseTopic = {
+            "topic_name": name, "topic_id": topic.topic_id if topic else uuid.UUID(int=0),
+            "error_code": ErrorCode.NONE, "error_message": None}
         if not services.authz.allowed(request, authz.READ, authz.TOPIC, name):
             entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif topic is None:

@@ -100,8 +100,9 @@ def _topics(services: Services, request: ApiRequest[DescribeShareGroupOffsetsReq
         topic = image.topics.get(name)
         partitions: list[DescribeShareGroupOffsetsResponsePartition] = []
         for index in t["partitions"]:
-            entry: DescribeShareGroupOffsetsResponsePartition = {"partition_index": index, "start_offset": -1, "leader_epoch": -1, "lag": -1,
-                                                                 "error_code": ErrorCode.NONE, "error_message": None}
+            entry: DescribeShareGroupOffsetsResponsePartition = {
+                "partition_index": index, "start_offset": -1, "leader_epoch": -1, "lag": -1,
+                "error_code": ErrorCode.NONE, "error_message": None}
             if not services.authz.allowed(request, authz.DESCRIBE, authz.TOPIC, name):
                 entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif topic is None or index not in topic.partitions:
