@@ -73,6 +73,7 @@ from odradek.broker.security.authz import AuthHelper, build_authorizer, load_acl
 from odradek.broker.security.sasl import inter_broker
 from odradek.broker.security.sasl.settings import inter_broker_sasl, listener_settings
 from odradek.broker.security.sasl.setup import sasl_authenticators
+from odradek.broker.share.share_coordinator import ShareCoordinator
 from odradek.broker.share.share_partition_manager import ShareConfig, SharePartitionManager
 from odradek.broker.share.share_state_store import ShareStateStore
 from odradek.broker.txn.coordinator import TransactionCoordinator, TxnConfig
@@ -98,6 +99,7 @@ class Broker:
     controller_client: ControllerClient
     replica_manager: ReplicaManager
     fetch_sessions: FetchSessionCache
+    share_coordinator: ShareCoordinator
     producer_ids: ProducerIdSource
 
     def __init__(self, config: BrokerConfig) -> None:
@@ -188,6 +190,7 @@ class Broker:
             int(config["share.coordinator.state.topic.min.isr"]), config["share.coordinator.state.topic.segment.bytes"],
             config["metadata.store"] == "local")
         await self.share_state.start()
+        self.share_coordinator = ShareCoordinator(self.share_state, self.metadata)
         self.share_partitions = SharePartitionManager(ShareConfig.from_broker_config(config), rm, self.metadata,
                                                       store=self.share_state)
         rm.on_resign(self.share_partitions.on_resign)
@@ -318,7 +321,7 @@ class Broker:
             config=self.config, node_id=self.node_id, metadata=self.metadata,
             controller_client=self.controller_client, replica_manager=self.replica_manager,
             fetch_sessions=self.fetch_sessions, group_coordinator=self.group_coordinator,
-            share_partitions=self.share_partitions,
+            share_partitions=self.share_partitions, share_coordinator=self.share_coordinator,
             txn_coordinator=self.txn_coordinator, producer_ids=self.producer_ids,
             client_metrics=self.client_metrics, io_pool=self.io_pool, authz=AuthHelper(self.authorizer),
             metrics=self.metrics, client_telemetry=self.client_telemetry)

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from odradek.broker.replica.replica_manager import ReplicaManager
     from odradek.broker.runtime.metrics import BrokerMetrics
     from odradek.broker.security.authz import AuthHelper
+    from odradek.broker.share.share_coordinator import ShareCoordinator
     from odradek.broker.share.share_partition_manager import SharePartitionManager
     from odradek.broker.txn.coordinator import TransactionCoordinator
     from odradek.broker.txn.producer_ids import ProducerIdSource
@@ -150,6 +151,8 @@ class Collaborators:
     group_coordinator: GroupCoordinator
     # The share-partitions this broker leads and their share sessions (KIP-932, broker/share/).
     share_partitions: SharePartitionManager
+    # The share coordinator of the __share_group_state partitions led here (APIs 83-87).
+    share_coordinator: ShareCoordinator
     txn_coordinator: TransactionCoordinator
     producer_ids: ProducerIdSource
     client_metrics: ClientMetricsManager

@@ -8,6 +8,8 @@
 - ``share_state_records``      ``__share_group_state``'s ShareSnapshot / ShareUpdate records
 - ``share_state_store``        ``ShareStateStore``: share-partitions' durable state on the
                                coordinator runtime over ``__share_group_state``
+- ``share_coordinator``        ``ShareCoordinator``: the share coordinator's operations (APIs
+                               83-87) on the state partitions this broker leads
 
 Membership and assignment live on the group coordinator (broker/group/share_group.py).
 """

@@ -58,6 +58,13 @@ def part(resp: dict, topics: str = "responses", parts: str = "partitions") -> in
     return resp[topics][0][parts][0]["error_code"]
 
 
+UNKNOWN_TOPIC_ID = uuid.UUID("6a1f2e3d-0000-4000-8000-00000000abcd")
+
+
+def share_state_body(**fields: object) -> dict:
+    return {"group_id": "g-share", "topics": [{"topic_id": UNKNOWN_TOPIC_ID, "partitions": [{"partition": 0, **fields}]}]}
+
+
 def fetch_body(topic: str, replica_id: int = -1) -> dict:
     return {"replica_id": replica_id, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": MB, "isolation_level": 0,
             "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
@@ -356,6 +363,19 @@ CASES: list[Case] = [
         lambda r: r["error_code"] == GROUP_AUTH, [], lambda r: r["error_code"] == 68),  # READ above
     Case("DeleteShareGroupOffsets", 92, 0, lambda c: {"group_id": "g-share", "topics": [{"topic_name": "t-share"}]},
          lambda r: r["error_code"] == GROUP_AUTH, [(GROUP, "g-share", DELETE)], lambda r: r["error_code"] == 68),
+    # The share coordinator's APIs (83-87, sent by brokers): CLUSTER_ACTION on the cluster (granted with
+    # WriteTxnMarkers above); allowed, each answers the coordinator's own error for a topic id nobody has.
+    Case("InitializeShareGroupState", 83, 0, lambda c: share_state_body(state_epoch=0, start_offset=0),
+         lambda r: part(r, "results") == CLUSTER_AUTH, [], lambda r: part(r, "results") == 3),
+    Case("ReadShareGroupState", 84, 0, lambda c: share_state_body(leader_epoch=0),
+         lambda r: part(r, "results") == CLUSTER_AUTH, [], lambda r: part(r, "results") == 42),
+    Case("WriteShareGroupState", 85, 1, lambda c: share_state_body(state_epoch=0, leader_epoch=0, start_offset=0,
+                                                                    state_batches=[]),
+         lambda r: part(r, "results") == CLUSTER_AUTH, [], lambda r: part(r, "results") == 42),
+    Case("DeleteShareGroupState", 86, 0, lambda c: share_state_body(),
+         lambda r: part(r, "results") == CLUSTER_AUTH, [], lambda r: part(r, "results") == 3),
+    Case("ReadShareGroupStateSummary", 87, 1, lambda c: share_state_body(leader_epoch=0),
+         lambda r: part(r, "results") == CLUSTER_AUTH, [], lambda r: part(r, "results") == 3),
     # Streams groups (KIP-1071): READ on the group, DESCRIBE on the topology's source topics.
     Case("StreamsGroupHeartbeat", 88, 0, lambda c: {
         "group_id": "g-sg", "member_id": "m-sg", "member_epoch": 0, "endpoint_information_epoch": 0,

@@ -76,7 +76,12 @@ EXPECTED_APIS = [
     (77, 1, 1),  # ShareGroupDescribe
     (78, 1, 2),  # ShareFetch
     (79, 1, 2),  # ShareAcknowledge
-    # 80-87: Raft voters and the share coordinator's inter-broker APIs (README: not served)
+    # 80-81: Raft voters (not served)
+    (83, 0, 0),  # InitializeShareGroupState (the share coordinator's, between brokers)
+    (84, 0, 0),  # ReadShareGroupState
+    (85, 0, 1),  # WriteShareGroupState
+    (86, 0, 0),  # DeleteShareGroupState
+    (87, 0, 1),  # ReadShareGroupStateSummary
     (88, 0, 1),  # StreamsGroupHeartbeat (KIP-1071)
     (89, 0, 1),  # StreamsGroupDescribe
     (90, 0, 1),  # DescribeShareGroupOffsets

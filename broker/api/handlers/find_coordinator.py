@@ -6,7 +6,12 @@ Versions 0-6.
 - v3: flexible.
 - v4: batched: coordinator_keys in, coordinators[] out (KIP-699).
 - v5: same as v4 (may return TRANSACTION_ABORTABLE).
-- v6: key type 2 (share), not served.
+- v6: key type 2 (share, KIP-932): the share coordinator of key "groupId:topicId:partition" (the
+  topic id in Kafka's base64 form), the leader of ``__share_group_state`` partition
+  ``abs(hashCode(key)) % share.coordinator.state.topic.num.partitions``. Brokers send it (the
+  persister); Kafka requires CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED), and
+  answers INVALID_REQUEST for a key not of that form, or below v6. The first lookup creates
+  ``__share_group_state`` (share.coordinator.state.topic.*) and answers COORDINATOR_NOT_AVAILABLE.
 
 Group keys: the coordinator is the leader of ``__consumer_offsets`` partition
 ``abs(hashCode(group)) % offsets.topic.num.partitions``. As in Kafka, the first lookup creates
@@ -37,6 +42,7 @@ itself and then answering NOT_COORDINATOR.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -45,6 +51,8 @@ from odradek.broker.api.request_types import ApiRequest
 from odradek.broker.coordinator.partition_rule import coordinator_partition
 from odradek.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator, coordinator_of
 from odradek.broker.security import authz
+from odradek.broker.share.share_coordinator import ShareCoordinator, parse_share_key
+from odradek.broker.share.share_state_store import STATE_TOPIC
 from odradek.broker.txn.coordinator import TransactionCoordinator
 from odradek.broker.txn.shard import TXN_TOPIC
 from odradek.protocol.errors import ErrorCode, KafkaApiError
@@ -72,11 +80,13 @@ class Services:
     controller_client: ControllerClient
     group_coordinator: GroupCoordinator
     txn_coordinator: TransactionCoordinator
+    share_coordinator: ShareCoordinator
     authz: AuthHelper
 
 
 GROUP = 0
 TRANSACTION = 1
+SHARE = 2
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +151,8 @@ async def _lookup(services: Services, request: ApiRequest[FindCoordinatorRequest
         entry["error_message"] = code.name
         return entry
 
+    if key_type == SHARE:
+        return await _share_lookup(services, request, key, entry, error)
     coordinator: GroupCoordinator | TransactionCoordinator | None
     # Kafka: DESCRIBE on the group / transactional id.
     if key_type == GROUP and not services.authz.allowed(request, authz.DESCRIBE, authz.GROUP, key):
@@ -163,11 +175,37 @@ async def _lookup(services: Services, request: ApiRequest[FindCoordinatorRequest
         return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     image = services.metadata.image
     partition = coordinator_partition(image, key, len(image.topics[topic].partitions))
+    return _leader_entry(services, request, topic, partition,
+                         coordinator.node_id if coordinator.runtime.state(partition) is None else None, entry, error)
+
+
+async def _share_lookup(services: Services, request: ApiRequest[FindCoordinatorRequest], key: str,
+                        entry: Coordinator, error: Callable[[ErrorCode], Coordinator]) -> Coordinator:
+    """Key type 2: the leader of the key's ``__share_group_state`` partition (Kafka's KafkaApis)."""
+    if request.api_version < 6 or parse_share_key(key) is None:
+        return error(ErrorCode.INVALID_REQUEST)
+    if not services.authz.cluster_allowed(request, authz.CLUSTER_ACTION):
+        return error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    partition = services.share_coordinator.coordinator_partition(key)
+    if partition is None:  # __share_group_state is being created
+        return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    runtime = services.share_coordinator.store.runtime
+    return _leader_entry(services, request, STATE_TOPIC, partition,
+                         services.share_coordinator.store.node_id if runtime.state(partition) is None else None,
+                         entry, error)
+
+
+def _leader_entry(services: Services, request: ApiRequest[FindCoordinatorRequest], topic: str, partition: int,
+                  not_loaded_here: int | None, entry: Coordinator,
+                  error: Callable[[ErrorCode], Coordinator]) -> Coordinator:
+    """The entry naming the leader of ``topic``-``partition``; ``not_loaded_here``: this broker's id
+    when its coordinator does not own the partition yet (then it does not name itself)."""
+    image = services.metadata.image
     state = image.partition(topic, partition)
     node = image.brokers.get(state.leader) if state is not None else None
     if node is None or node.fenced:
         return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    if node.node_id == coordinator.node_id and coordinator.runtime.state(partition) is None:
+    if node.node_id == not_loaded_here:
         return error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     # The coordinator's endpoint on the listener this request came in on (as Metadata answers; a SASL
     # client must not be sent to the PLAINTEXT inter-broker listener). Kafka: COORDINATOR_NOT_AVAILABLE
