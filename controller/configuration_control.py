@@ -1,4 +1,4 @@
-"""Config overrides of topics, brokers and client metrics subscriptions (Kafka's
+"""Config overrides of topics, brokers, client metrics subscriptions and groups (Kafka's
 ConfigurationControlManager).
 
 Like odradek.controller.replication_control, it reads the controller's image and returns per-item results
@@ -10,7 +10,9 @@ AlterConfigs (legacy) replaces a resource's overrides by exactly the given map: 
 out are deleted. IncrementalAlterConfigs applies SET, DELETE, APPEND and SUBTRACT per key (the last
 two only to LIST-typed topic configs, from the current value or the default). The merged topic
 config is validated as a whole (odradek.controller.topic_configs), a client metrics one by
-odradek.controller.client_metrics_configs. Broker records are written even when unchanged, as Kafka does
+odradek.controller.client_metrics_configs; group configs are validated against the broker-level bounds
+by the broker that takes the request (odradek.controller.group_configs needs the broker config, which the
+controller does not hold), here only the name. Broker records are written even when unchanged, as Kafka does
 (KAFKA-14136: they trigger a reload).
 """
 
@@ -107,6 +109,15 @@ class ConfigurationControl:
                                 f"({metadata_format.FEATURE} level {metadata_format.CLIENT_METRICS_CONFIGS}); "
                                 f"the metadata is at level {self._image.metadata_format}.")
             return self._image.client_metrics.get(name, {})
+        if resource_type == ConfigResourceType.GROUP:
+            if self._image.metadata_format < metadata_format.GROUP_CONFIGS:
+                raise ItemError(ErrorCode.UNSUPPORTED_VERSION,
+                                "Group configs need every broker to run Odradek 0.2.0 or newer "
+                                f"({metadata_format.FEATURE} level {metadata_format.GROUP_CONFIGS}); "
+                                f"the metadata is at level {self._image.metadata_format}.")
+            if name == "":
+                raise ItemError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+            return self._image.group_configs.get(name, {})
         raise ItemError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
 
     def _incremental_config_records(self, resource: AlterConfigsResource) -> list[MetadataRecord]:

@@ -16,7 +16,8 @@ Rules (Kafka's, from MetadataDelta / TopicsDelta / PartitionRegistration.merge):
    resource; topic config overrides live on ``TopicImage.configs``, broker ones in
    ``MetadataImage.broker_configs`` (resource name "" = cluster default), client metrics
    subscriptions (KIP-714) in ``MetadataImage.client_metrics`` (a subscription left without keys is
-   dropped, as Kafka's ClientMetricsManager drops it).
+   dropped, as Kafka's ClientMetricsManager drops it), group configs in ``MetadataImage.group_configs``
+   (a group left without keys is dropped).
 5. AccessControlEntryRecord adds an ACL under its id, RemoveAccessControlEntryRecord drops it
    (``delta.acls_changed``).
 6. ClientQuotaRecord sets or removes one quota key of an entity in ``client_quotas`` (an entity
@@ -135,6 +136,7 @@ class MetadataDelta:
     changed_topic_configs: set[str] = field(default_factory=set)
     changed_broker_configs: set[str] = field(default_factory=set)
     changed_client_metrics: set[str] = field(default_factory=set)
+    changed_group_configs: set[str] = field(default_factory=set)
     changed_brokers: set[int] = field(default_factory=set)
     controller_changed: bool = False
     acls_changed: bool = False
@@ -149,6 +151,7 @@ class MetadataDelta:
         self.changed_topic_configs |= other.changed_topic_configs
         self.changed_broker_configs |= other.changed_broker_configs
         self.changed_client_metrics |= other.changed_client_metrics
+        self.changed_group_configs |= other.changed_group_configs
         self.changed_brokers |= other.changed_brokers
         self.controller_changed |= other.controller_changed
         self.acls_changed |= other.acls_changed
@@ -171,6 +174,9 @@ class MetadataImage:
     # Client metrics subscriptions (CLIENT_METRICS ConfigRecords): name -> key -> value, in the
     # order they were first created (ListConfigResources and the subscription ids follow it).
     client_metrics: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Group config overrides (GROUP ConfigRecords): group id -> key -> value, in the order first set
+    # (ListConfigResources lists them so).
+    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     # Every ACL by its id (AccessControlEntryRecord); the broker's authorizer indexes them.
     acls: dict[uuid.UUID, AccessControlEntryRecord] = field(default_factory=dict)
     # SCRAM credentials by (user name, mechanism type): SASL/SCRAM on every broker reads them here.
@@ -281,6 +287,9 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
             elif rtype == ConfigResourceType.CLIENT_METRICS:
                 target = image.client_metrics.setdefault(rname, {})
                 delta.changed_client_metrics.add(rname)
+            elif rtype == ConfigResourceType.GROUP:
+                target = image.group_configs.setdefault(rname, {})
+                delta.changed_group_configs.add(rname)
             else:
                 raise MetadataApplyError(f"ConfigRecord for unsupported resource type {rtype}")
             if value is None:
@@ -291,6 +300,8 @@ def apply(image: MetadataImage, record: MetadataRecord, delta: MetadataDelta | N
                     del image.broker_configs[rname]
                 if not target and rtype == ConfigResourceType.CLIENT_METRICS:
                     del image.client_metrics[rname]
+                if not target and rtype == ConfigResourceType.GROUP:
+                    del image.group_configs[rname]
             else:
                 target[key] = value
         case ClientQuotaRecord(entity=entity, key=key, value=value, remove=remove):

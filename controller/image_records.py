@@ -11,6 +11,7 @@ image) gives an equal image. Piece by piece, from ``odradek.controller.image.Met
   endpoint, the fenced flag and the feature ranges it reads);
 - ``broker_configs``: one ConfigRecord (BROKER) per key, "" being the cluster-wide default;
 - ``client_metrics``: one ConfigRecord (CLIENT_METRICS) per key of each subscription, in the image's order;
+- ``group_configs``: one ConfigRecord (GROUP) per key of each group, in the image's order;
 - ``topics``: per topic a TopicRecord (id, internal flag), its ConfigRecords (TOPIC), then one
   PartitionRecord per partition carrying the whole ``PartitionState`` (leader and partition epochs,
   replicas, ISR, ongoing reassignment, offline replicas);
@@ -66,6 +67,9 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
     for subscription, values in image.client_metrics.items():
         for key, value in sorted(values.items()):
             out.append(ConfigRecord(ConfigResourceType.CLIENT_METRICS, subscription, key, value))
+    for group, values in image.group_configs.items():
+        for key, value in sorted(values.items()):
+            out.append(ConfigRecord(ConfigResourceType.GROUP, group, key, value))
     for name in sorted(image.topics):
         topic = image.topics[name]
         out.append(TopicRecord(topic.name, topic.topic_id, topic.is_internal))
@@ -127,6 +131,9 @@ def image_delta(old: MetadataImage, new: MetadataImage) -> MetadataDelta:
     for subscription in set(old.client_metrics) | set(new.client_metrics):
         if old.client_metrics.get(subscription) != new.client_metrics.get(subscription):
             delta.changed_client_metrics.add(subscription)
+    for group in set(old.group_configs) | set(new.group_configs):
+        if old.group_configs.get(group) != new.group_configs.get(group):
+            delta.changed_group_configs.add(group)
     for broker_id in set(old.brokers) | set(new.brokers):
         if old.brokers.get(broker_id) != new.brokers.get(broker_id):
             delta.changed_brokers.add(broker_id)

@@ -13,8 +13,8 @@ level  release   what a store at this level may hold beyond the level below
 2      0.2.0     FeatureLevelRecord; metadata snapshots (a store whose batches start after offset 0,
                  etcd's snapshot keys); a RegisterBrokerRecord's ``features``; the group and
                  transaction coordinators' migration to Kafka's partition rule (odradek.broker.coordinator.rehash);
-                 ConfigRecords of CLIENT_METRICS subscriptions (0.1.0 refuses a resource type it does
-                 not know)
+                 ConfigRecords of CLIENT_METRICS subscriptions and of GROUP configs (0.1.0 refuses a
+                 resource type it does not know)
 =====  ========  =======================================================================================
 
 Rules:
@@ -60,6 +60,7 @@ SNAPSHOTS = 2
 COORDINATOR_REHASH = 2
 FEATURE_LEVELS = 2  # Kafka's feature levels (odradek.controller.features), FeatureLevelRecords of their own
 CLIENT_METRICS_CONFIGS = 2  # KIP-714 subscriptions (odradek.controller.client_metrics_configs)
+GROUP_CONFIGS = 2  # group config overrides (odradek.controller.group_configs)
 
 # (feature, min level, max level) this release reads, as a registration carries it.
 SUPPORTED: tuple[tuple[str, int, int], ...] = ((FEATURE, MIN_SUPPORTED, LATEST),)

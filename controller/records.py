@@ -42,6 +42,7 @@ class ConfigResourceType(IntEnum):
     TOPIC = 2
     BROKER = 4
     CLIENT_METRICS = 16  # a client metrics subscription (odradek.controller.client_metrics_configs)
+    GROUP = 32  # a group's config overrides (odradek.controller.group_configs)
 
 
 @dataclass(frozen=True, slots=True)

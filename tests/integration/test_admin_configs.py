@@ -164,14 +164,14 @@ def test_broker_resource_values_sources_read_only(shared) -> None:
 
 def test_describe_errors(shared) -> None:
     results = describe(shared, [(TOPIC, "no-such-topic", None), (TOPIC, "bad name!", None),
-                                (BROKER, "2", None), (BROKER, "one", None), (32, "some-group", None)])
+                                (BROKER, "2", None), (BROKER, "one", None), (32, "", None)])
     codes = [(r["error_code"], r["error_message"], r["configs"]) for r in results]
     assert codes[0] == (UNKNOWN_TOPIC, None, [])
     assert codes[1][0] == INVALID_TOPIC and codes[1][1].startswith("Topic name is invalid")
     assert codes[2] == (INVALID_REQUEST, "Unexpected broker id, expected 1 or empty string, but received 2", [])
     assert codes[3] == (INVALID_REQUEST, "Broker id must be an integer, but it is: one", [])
-    assert codes[4] == (INVALID_REQUEST, "Unsupported resource type: GROUP", [])
-    assert [r["resource_name"] for r in results] == ["no-such-topic", "bad name!", "2", "one", "some-group"]
+    assert codes[4] == (INVALID_REQUEST, "Group name must not be empty", [])  # Kafka 4.4's (a GROUP resource)
+    assert [r["resource_name"] for r in results] == ["no-such-topic", "bad name!", "2", "one", ""]
 
 
 def test_unknown_resource_type_fails_the_whole_request(shared) -> None:

@@ -11,8 +11,11 @@ is Kafka's KRaft split, both halves here (the controller is embedded):
    INVALID_REQUEST "Error due to duplicate config keys"; a null value -> INVALID_REQUEST "Null value
    not supported for : k"; BROKER resources must be "" or this node's id and the new dynamic
    config must validate (``validate_broker_change``); a TOPIC name must be legal and non-empty
-   (ControllerConfigurationValidator); any other type -> INVALID_REQUEST "Unknown resource type N"
-   (BROKER_LOGGER is incremental-only; GROUP and CLIENT_METRICS are not implemented).
+   (ControllerConfigurationValidator); a GROUP name must not be empty (INVALID_REQUEST "Default group
+   resources are not allowed.") and the group's resulting configs must pass Kafka's GroupConfig.validate
+   against this broker's group.* bounds (``validate_group_change``: INVALID_CONFIG with Kafka's message);
+   CLIENT_METRICS goes to the controller as is; any other type -> INVALID_REQUEST "Unknown resource
+   type N" (BROKER_LOGGER is incremental-only).
 2. the controller (through ``controller_client.alter_configs``): topic existence (UNKNOWN_TOPIC_OR_PARTITION),
    topic config validation (INVALID_CONFIG), and - unless validate_only - one atomic, fsynced
    metadata-log batch; its delta (``changed_topic_configs`` / ``changed_broker_configs``) is what
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.broker.api.handlers.config_resources import (
     BROKER,
     DEFAULT_MESSAGES,
+    GROUP,
     TOPIC,
     ResourceError,
     config_access_error,
@@ -49,6 +53,7 @@ from odradek.broker.metadata.topic_config_view import (
     effective_broker_config,
     merged_props,
 )
+from odradek.controller import group_configs
 from odradek.protocol.acl_types import AclOperation
 from odradek.protocol.errors import ErrorCode
 
@@ -78,8 +83,7 @@ class Services:
     authz: AuthHelper
 
 
-# Types the controller stores (it answers "Unknown resource type" itself for GROUP/CLIENT_METRICS,
-# which it does not support yet).
+# Types the controller stores.
 FORWARDED_TYPES = frozenset({TOPIC, BROKER, 16, 32})
 # Kafka's PerBrokerConfigs that exist here: listener configs cannot be set cluster-wide.
 PER_BROKER_ONLY = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map"})
@@ -159,6 +163,19 @@ def validate_broker_change(config: BrokerConfig, layers: BrokerConfigLayers, pro
                              "change them in server.properties and restart.")
 
 
+def check_group_name(name: str) -> None:
+    if name == "":
+        raise ResourceError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+
+
+def validate_group_change(config: BrokerConfig, props: Mapping[str, str]) -> None:
+    """Kafka's GroupConfig.validate of a group's configs after the change, against this broker's bounds."""
+    try:
+        group_configs.validate(props, config.__getitem__)
+    except group_configs.GroupConfigError as e:
+        raise ResourceError(e.code, str(e)) from None
+
+
 class ResourceRules:
     """What differs between AlterConfigs and IncrementalAlterConfigs in the shared resource loop."""
 
@@ -211,6 +228,8 @@ async def alter_resources(services: Services,
                 check_broker_name(name, node_id)
             elif rtype == TOPIC:
                 check_topic_name(name)
+            elif rtype == GROUP:
+                check_group_name(name)
             elif rtype not in FORWARDED_TYPES:
                 raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {rtype}")
             layers = config_layers(config, image.broker_configs, node_id)
@@ -237,6 +256,8 @@ class _LegacyRules(ResourceRules):
         new_configs = self.raw_payload(entries)
         if rtype == BROKER:
             validate_broker_change(config, layers, new_configs, per_broker=name != "")
+        if rtype == GROUP:
+            validate_group_change(config, new_configs)
         return new_configs
 
 

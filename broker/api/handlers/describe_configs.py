@@ -18,8 +18,13 @@ Resources (answered in request order, one result each):
   as its synonym) or at its default (DEFAULT_CONFIG) - a name with no subscription shows the defaults,
   with no error; the error message of a described subscription is "" (Kafka's), an empty name is
   INVALID_REQUEST "Client metrics subscription name must not be empty".
-- BROKER_LOGGER (8), GROUP (32): not implemented; INVALID_REQUEST "Unsupported resource type" per
-  resource.
+- GROUP (32): a group's configs (KIP-848/932/1071), as Kafka 4.4's ConfigHelper shows them
+  (odradek.controller.group_configs.describe): every public key in Kafka's order, set (source GROUP_CONFIG,
+  synonyms itself then the broker config it overrides) or the broker's value (its source and synonym);
+  a group with no overrides, or that does not exist, shows the defaults with no error; the error
+  message of a described group is "" (Kafka's), an empty name is INVALID_REQUEST "Group name must not
+  be empty". Needs DESCRIBE_CONFIGS on the group.
+- BROKER_LOGGER (8): not implemented; INVALID_REQUEST "Unsupported resource type" per resource.
 - Any other type makes the whole request fail: every result INVALID_REQUEST with Kafka's default
   message (ConfigHelper throws before describing anything).
 
@@ -36,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.broker.api.handlers.config_resources import (
     BROKER,
     CLIENT_METRICS,
+    GROUP,
     KNOWN_TYPES,
     TOPIC,
     ResourceError,
@@ -46,14 +52,16 @@ from odradek.broker.api.request_types import ApiRequest
 from odradek.broker.config.broker_config import ConfigSource
 from odradek.broker.metadata.controller_client import invalid_topic_reason
 from odradek.broker.metadata.topic_config_view import (
+    BrokerConfigLayers,
     ConfigEntry,
     Synonym,
     broker_config_entries,
     config_layers,
+    config_synonyms,
     entry_to_wire,
     topic_config_entries,
 )
-from odradek.controller import client_metrics_configs
+from odradek.controller import client_metrics_configs, group_configs
 from odradek.protocol.acl_types import AclOperation
 from odradek.protocol.errors import ErrorCode
 
@@ -118,7 +126,7 @@ def handle(services: Services, request: ApiRequest[DescribeConfigsRequest]) -> D
             entries = [e for e in entries if e.name in wanted]
         results.append({
             "error_code": ErrorCode.NONE,
-            "error_message": "" if rtype == CLIENT_METRICS else None,
+            "error_message": "" if rtype in (CLIENT_METRICS, GROUP) else None,
             "resource_type": rtype,
             "resource_name": name,
             "configs": [entry_to_wire(e, include_synonyms, include_docs) for e in entries],
@@ -149,6 +157,10 @@ def _describe(services: Services, request: ApiRequest[DescribeConfigsRequest], r
         if name == "":
             raise ResourceError(ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty")
         return _client_metrics_entries(services.metadata.image.client_metrics.get(name, {}))
+    if rtype == GROUP:
+        if name == "":
+            raise ResourceError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+        return group_config_entries(services.metadata.image.group_configs.get(name, {}), layers)
     raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {KNOWN_TYPES[rtype]}")
 
 
@@ -159,6 +171,20 @@ def _client_metrics_entries(props: dict[str, str]) -> list[ConfigEntry]:
         synonyms: list[Synonym] = [(d.name, d.value, source)] if source == ConfigSource.CLIENT_METRICS_CONFIG else []
         type_name = "int" if d.config_type == client_metrics_configs.TYPE_INT else "list"
         out.append(ConfigEntry(d.name, d.value, source, synonyms=synonyms, type_name=type_name, doc=d.documentation))
+    return out
+
+
+def group_config_entries(props: dict[str, str], layers: BrokerConfigLayers) -> list[ConfigEntry]:
+    """A group's DescribeConfigs entries: its overrides over the broker's values (the layers)."""
+
+    def broker_entry(name: str) -> list[tuple[str, str, int]]:
+        return [(n, v or "", int(s)) for n, v, s in config_synonyms(name, [name], layers)]
+
+    out = []
+    for d in group_configs.describe(props, broker_entry):
+        synonyms: list[Synonym] = [(n, v, ConfigSource(s)) for n, v, s in d.synonyms]
+        out.append(ConfigEntry(d.name, d.value, ConfigSource(d.source), synonyms=synonyms,
+                               type_name=group_configs.TYPE_NAMES[d.config_type].lower(), doc=d.documentation))
     return out
 
 

@@ -12,7 +12,8 @@ controller's ConfigurationControlManager), with per-key operations:
   LIST keys: INVALID_CONFIG "Config value append is not allowed for config key: k"). Broker
   APPEND/SUBTRACT are then sent to the controller as the SET they amount to (the controller
   computes list operations for topic keys only). BROKER_LOGGER (8) is not implemented:
-  INVALID_REQUEST "Unknown resource type 8".
+  INVALID_REQUEST "Unknown resource type 8". GROUP resources: SET/DELETE are applied to the group's
+  stored configs and the result validated (``validate_group_change``).
 - the controller: topic existence, topic config validation (INVALID_CONFIG with the storage
   layer's message; APPEND/SUBTRACT on a non-list topic key is INVALID_CONFIG "Can't APPEND to key k
   because its type is not LIST."), then one atomic metadata-log batch unless validate_only.
@@ -32,8 +33,9 @@ from odradek.broker.api.handlers.alter_configs import (
     alter_resources,
     error_answers,
     validate_broker_change,
+    validate_group_change,
 )
-from odradek.broker.api.handlers.config_resources import BROKER, ResourceError
+from odradek.broker.api.handlers.config_resources import BROKER, GROUP, ResourceError
 from odradek.broker.api.request_types import ApiRequest
 from odradek.broker.config.broker_config import ConfigType, format_value
 from odradek.broker.metadata.controller_client import AlterableConfig, AlterConfigOp
@@ -102,6 +104,15 @@ class _IncrementalRules(ResourceRules):
             new_props, ops = _broker_ops(config, dict(image.broker_configs.get(name, {})), entries)
             validate_broker_change(config, layers, new_props, per_broker=name != "")
             return ops
+        if rtype == GROUP and all(c["config_operation"] in (AlterConfigOp.SET, AlterConfigOp.DELETE) for c in entries):
+            # APPEND/SUBTRACT go on to the controller, which refuses them on a group key as Kafka does.
+            props = dict(image.group_configs.get(name, {}))
+            for c in entries:
+                if c["config_operation"] == AlterConfigOp.SET:
+                    props[c["name"]] = c["value"]
+                else:
+                    props.pop(c["name"], None)
+            validate_group_change(config, props)
         return self.raw_payload(entries)
 
 

@@ -7,8 +7,8 @@ Versions 0-1 (flexible).
   BROKER_LOGGER, CLIENT_METRICS, GROUP); a type outside those is UNSUPPORTED_VERSION with no
   resources. Each answered resource carries its type.
 
-As Kafka 4.4's KafkaApis lists them, in this order: groups with configs (none: Odradek stores no
-group configs), client metrics subscriptions (in the order Kafka's subscription map gives:
+As Kafka 4.4's KafkaApis lists them, in this order: groups with configs (the order of Kafka's
+HashMap of them, as the first config of each was set), client metrics subscriptions (in the order Kafka's subscription map gives:
 broker/client_telemetry/java_order.py), the brokers reachable on the request's listener as
 BROKER_LOGGER and then as BROKER resources (by id), every topic (by name; Kafka's order is its
 image's hash order). Needs DESCRIBE_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED with
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from odradek.broker.api.handlers.config_resources import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC
 from odradek.broker.api.request_types import ApiRequest
+from odradek.broker.client_telemetry import java_order
 from odradek.protocol.acl_types import AclOperation
 from odradek.protocol.errors import ErrorCode
 
@@ -59,6 +60,8 @@ def handle(services: Services, request: ApiRequest[ListConfigResourcesRequest]) 
     listener = request.listener
     brokers = [str(b) for b in sorted(image.brokers) if image.brokers[b].endpoint_for(listener) is not None]
     resources: list[tuple[str, int]] = []
+    if GROUP in wanted:
+        resources += [(name, GROUP) for name in java_order.hash_order(image.group_configs)]
     if CLIENT_METRICS in wanted:
         resources += [(name, CLIENT_METRICS) for name in services.client_metrics.subscription_names()]
     if BROKER_LOGGER in wanted:

@@ -35,6 +35,7 @@ from odradek.controller.records import (
 )
 
 TOPIC, BROKER, CLIENT_METRICS = ConfigResourceType.TOPIC, ConfigResourceType.BROKER, ConfigResourceType.CLIENT_METRICS
+GROUP = ConfigResourceType.GROUP
 ORDERS, INTERNAL, GONE = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
 KEPT_ACL, DROPPED_ACL = uuid.uuid4(), uuid.uuid4()
 INCARNATIONS = [uuid.uuid4() for _ in range(4)]
@@ -65,6 +66,10 @@ def _history() -> list[MetadataRecord]:
         ConfigRecord(CLIENT_METRICS, "gone-sub", "metrics", "*"),
         ConfigRecord(CLIENT_METRICS, "aa", "match", "client_id=a.*"),
         ConfigRecord(CLIENT_METRICS, "gone-sub", "metrics", None),  # no key left: the subscription goes
+        ConfigRecord(GROUP, "queue", "share.record.lock.duration.ms", "15000"),
+        ConfigRecord(GROUP, "gone-group", "share.delivery.count.limit", "3"),
+        ConfigRecord(GROUP, "app", "streams.num.standby.replicas", "1"),
+        ConfigRecord(GROUP, "gone-group", "share.delivery.count.limit", None),  # no key left: the group's entry goes
         TopicRecord("orders", ORDERS),
         ConfigRecord(TOPIC, "orders", "retention.ms", "5"),
         ConfigRecord(TOPIC, "orders", "cleanup.policy", "compact"),
@@ -139,10 +144,13 @@ def test_every_field_is_exercised() -> None:
     broker_1_overrides = image.broker_configs.get("1")
     assert broker_1_overrides is None  # deleted down to nothing: no entry, as a snapshot replay gives
     assert list(image.client_metrics) == ["zz", "aa"]  # the same for a subscription; creation order
+    assert list(image.group_configs) == ["queue", "app"]  # and for a group's configs
 
 
 def test_snapshot_keeps_the_order_subscriptions_were_created_in() -> None:
     assert list(_replayed(_image(_history())).client_metrics) == ["zz", "aa"]
+    assert _replayed(_image(_history())).group_configs == {"queue": {"share.record.lock.duration.ms": "15000"},
+                                                           "app": {"streams.num.standby.replicas": "1"}}
 
 
 def test_empty_image_has_no_records_and_replays_empty() -> None:
@@ -162,6 +170,7 @@ def test_image_delta_names_what_changed() -> None:
         ConfigRecord(TOPIC, "orders", "segment.ms", "100"),
         ConfigRecord(BROKER, "", "log.retention.ms", None),
         ConfigRecord(CLIENT_METRICS, "aa", "interval.ms", "500"),
+        ConfigRecord(GROUP, "app", "streams.num.standby.replicas", None),
         BrokerRegistrationChangeRecord(3, 7, fenced=False),
         ClientQuotaRecord((("ip", "10.0.0.1"),), "connection_creation_rate", 6.0),
     ])
@@ -173,6 +182,7 @@ def test_image_delta_names_what_changed() -> None:
     assert delta.changed_topic_configs == {"orders"}
     assert delta.changed_broker_configs == {""}
     assert delta.changed_client_metrics == {"aa"}
+    assert delta.changed_group_configs == {"app"}
     assert delta.changed_brokers == {3}
     assert delta.client_quotas_changed and not delta.acls_changed and not delta.controller_changed
     assert image_delta(new, new) == type(delta)()  # nothing changed: nothing named
