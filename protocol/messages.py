@@ -2777,7 +2777,7 @@ class StreamsGroupDescribeResponseMember(TypedDict):
     is_classic: bool
 
 
-class TopologyDescriptionNode(TypedDict):
+class StreamsGroupDescribeResponseTopologyDescriptionNode(TypedDict):
     name: str
     node_type: int
     source_topics: list[str]
@@ -2786,19 +2786,19 @@ class TopologyDescriptionNode(TypedDict):
     successors: list[str]
 
 
-class TopologyDescriptionSubtopology(TypedDict):
+class StreamsGroupDescribeResponseTopologyDescriptionSubtopology(TypedDict):
     subtopology_id: str
-    nodes: list[TopologyDescriptionNode]
+    nodes: list[StreamsGroupDescribeResponseTopologyDescriptionNode]
 
 
-class TopologyDescriptionGlobalStore(TypedDict):
-    source: TopologyDescriptionNode
-    processor: TopologyDescriptionNode
+class StreamsGroupDescribeResponseTopologyDescriptionGlobalStore(TypedDict):
+    source: StreamsGroupDescribeResponseTopologyDescriptionNode
+    processor: StreamsGroupDescribeResponseTopologyDescriptionNode
 
 
-class TopologyDescription(TypedDict):
-    subtopologies: list[TopologyDescriptionSubtopology]
-    global_stores: list[TopologyDescriptionGlobalStore]
+class StreamsGroupDescribeResponseTopologyDescription(TypedDict):
+    subtopologies: list[StreamsGroupDescribeResponseTopologyDescriptionSubtopology]
+    global_stores: list[StreamsGroupDescribeResponseTopologyDescriptionGlobalStore]
 
 
 class StreamsGroupDescribeResponseDescribedGroup(TypedDict):
@@ -2811,7 +2811,7 @@ class StreamsGroupDescribeResponseDescribedGroup(TypedDict):
     topology: StreamsGroupDescribeResponseTopology | None
     members: list[StreamsGroupDescribeResponseMember]
     authorized_operations: int
-    topology_description: NotRequired[TopologyDescription | None]
+    topology_description: NotRequired[StreamsGroupDescribeResponseTopologyDescription | None]
     topology_description_status: NotRequired[int]
     assignor_name: NotRequired[str | None]
 
@@ -2933,6 +2933,43 @@ class StreamsGroupHeartbeatResponse(TypedDict):
     topology_description_required: NotRequired[bool]
     endpoint_information_epoch: int
     partitions_by_user_endpoint: list[EndpointToPartitions] | None
+
+
+class StreamsGroupTopologyDescriptionUpdateRequestTopologyDescriptionNode(TypedDict):
+    name: str
+    node_type: int
+    source_topics: list[str]
+    sink_topic: str | None
+    stores: list[str]
+    successors: list[str]
+
+
+class StreamsGroupTopologyDescriptionUpdateRequestTopologyDescriptionSubtopology(TypedDict):
+    subtopology_id: str
+    nodes: list[StreamsGroupTopologyDescriptionUpdateRequestTopologyDescriptionNode]
+
+
+class StreamsGroupTopologyDescriptionUpdateRequestTopologyDescriptionGlobalStore(TypedDict):
+    source: StreamsGroupTopologyDescriptionUpdateRequestTopologyDescriptionNode
+    processor: StreamsGroupTopologyDescriptionUpdateRequestTopologyDescriptionNode
+
+
+class StreamsGroupTopologyDescriptionUpdateRequestTopologyDescription(TypedDict):
+    subtopologies: list[StreamsGroupTopologyDescriptionUpdateRequestTopologyDescriptionSubtopology]
+    global_stores: list[StreamsGroupTopologyDescriptionUpdateRequestTopologyDescriptionGlobalStore]
+
+
+class StreamsGroupTopologyDescriptionUpdateRequest(TypedDict):
+    group_id: str
+    member_id: str
+    topology_epoch: int
+    topology_description: StreamsGroupTopologyDescriptionUpdateRequestTopologyDescription
+
+
+class StreamsGroupTopologyDescriptionUpdateResponse(TypedDict):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
 
 
 class SyncGroupRequestAssignment(TypedDict):

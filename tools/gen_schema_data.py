@@ -50,8 +50,8 @@ NEWER_APIS = (
     "DescribeShareGroupOffsets", "AlterShareGroupOffsets", "DeleteShareGroupOffsets",
     "InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState", "DeleteShareGroupState",
     "ReadShareGroupStateSummary",
-    # Streams groups (KIP-1071, issue 30).
-    "StreamsGroupHeartbeat", "StreamsGroupDescribe",
+    # Streams groups (KIP-1071, issue 30); StreamsGroupTopologyDescriptionUpdate is Kafka 4.4's (KIP-1331).
+    "StreamsGroupHeartbeat", "StreamsGroupDescribe", "StreamsGroupTopologyDescriptionUpdate",
 )
 
 # The coordinator records protocol/coordinator_schema_data.py takes from Kafka 4.4.0's

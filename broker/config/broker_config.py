@@ -743,6 +743,26 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
        "How long a new streams group waits for more members before its first assignment."),
     _d("group.streams.assignors", _LI, ["sticky"], ValidList(("sticky",)), _M,
        "Server-side task assignors of streams groups; Kafka's one built-in assignor, sticky."),
+    _d("group.streams.assignment.interval.ms", _I, 1000, _at_least(0), _M,
+       "Least time between two target assignments of a streams group: a change within it waits "
+       "(ASSIGNMENT_DELAYED) until a heartbeat after it; 0 = assign at every change. Read at start-up."),
+    _d("group.streams.min.assignment.interval.ms", _I, 0, _at_least(0), _M,
+       "Minimum of group.streams.assignment.interval.ms."),
+    _d("group.streams.max.assignment.interval.ms", _I, 15000, _at_least(0), _M,
+       "Maximum of group.streams.assignment.interval.ms."),
+    _d("group.streams.num.warmup.replicas", _I, 2, _at_least(0), _M,
+       "The most warm-up tasks a streams group runs at a time. Kafka 4.4.0 assigns none whatever the "
+       "value (its AssignmentRefiner returns the assignor's target unchanged), nor does Odradek."),
+    _d("group.streams.max.warmup.replicas", _I, 20, _at_least(0), _M,
+       "Bound of group.streams.num.warmup.replicas (and, in Kafka, of its per-group config)."),
+    _d("group.streams.rack.aware.assignment.tags", _LI, [], None, _L,
+       "Client tag keys over which Kafka's assignor spreads standby tasks (checked for duplicates as "
+       "Kafka does; Odradek's assignor places standby tasks without client tags, and answers no "
+       "MISSING_CLIENT_TAGS status)."),
+    _d("group.streams.topology.description.plugin.class", _ST, None, None, _M,
+       "Kafka's StreamsGroupTopologyDescriptionPlugin class (KIP-1331). Unset, as Kafka's default: "
+       "StreamsGroupTopologyDescriptionUpdate answers UNSUPPORTED_VERSION and no heartbeat asks for "
+       "a description. Odradek runs no Java plugin, so a value stops start-up."),
     _d("group.streams.task.offset.interval.ms", _I, 60000, _at_least(1), _M,
        "How often members report their tasks' changelog offsets (answered in each heartbeat)."),
     _d("group.streams.min.task.offset.interval.ms", _I, 15000, _at_least(1), _M,
@@ -1457,6 +1477,8 @@ class BrokerConfig(Mapping[str, Any]):
              "group.streams.max.session.timeout.ms"),
             ("group.streams.heartbeat.interval.ms", "group.streams.min.heartbeat.interval.ms",
              "group.streams.max.heartbeat.interval.ms"),
+            ("group.streams.assignment.interval.ms", "group.streams.min.assignment.interval.ms",
+             "group.streams.max.assignment.interval.ms"),
         ):
             if v[hi] < v[lo]:
                 raise ConfigError(f"{hi} must be greater than or equal to {lo}")
@@ -1472,6 +1494,15 @@ class BrokerConfig(Mapping[str, Any]):
         if v["group.streams.task.offset.interval.ms"] < v["group.streams.min.task.offset.interval.ms"]:
             raise ConfigError("group.streams.task.offset.interval.ms must be greater than or equal to "
                               "group.streams.min.task.offset.interval.ms")
+        if v["group.streams.num.warmup.replicas"] > v["group.streams.max.warmup.replicas"]:
+            raise ConfigError("group.streams.num.warmup.replicas must be less than or equal to "
+                              "group.streams.max.warmup.replicas")
+        if v["group.streams.topology.description.plugin.class"]:
+            raise ConfigError("group.streams.topology.description.plugin.class must be unset: Odradek runs no "
+                              "Java StreamsGroupTopologyDescriptionPlugin (Kafka's default leaves it unset)")
+        tags = v["group.streams.rack.aware.assignment.tags"] or []
+        if len(set(tags)) < len(tags):
+            raise ConfigError("group.streams.rack.aware.assignment.tags must not contain duplicate tag keys.")
 
 
 # ---------------------------------------------------------------------------------------------------

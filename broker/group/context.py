@@ -68,6 +68,7 @@ class GroupConfig:
     streams_task_offset_interval_ms: int = 60_000
     streams_acceptable_recovery_lag: int = 10_000
     streams_assignors: tuple[str, ...] = ("sticky",)
+    streams_assignment_interval_ms: int = 1000
 
     @classmethod
     def from_broker_config(cls, cfg: BrokerConfig) -> GroupConfig:
@@ -98,6 +99,7 @@ class GroupConfig:
             streams_task_offset_interval_ms=cfg["group.streams.task.offset.interval.ms"],
             streams_acceptable_recovery_lag=cfg["group.streams.acceptable.recovery.lag"],
             streams_assignors=tuple(cfg["group.streams.assignors"]),
+            streams_assignment_interval_ms=cfg["group.streams.assignment.interval.ms"],
         )
 
 

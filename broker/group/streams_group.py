@@ -18,7 +18,9 @@ Theory of operation (the consumer protocol's rules, consumer_group.py, with task
    ``num.standby.replicas`` changes. A heartbeat that finds the group epoch ahead of the assignment
    epoch runs the sticky task assignor (streams_assignor.py) for every member. A new group waits
    ``group.streams.initial.rebalance.delay.ms`` before its first assignment (ASSIGNMENT_DELAYED),
-   so the application's other instances can join first.
+   so the application's other instances can join first; after that, a new target is computed at
+   most once per ``group.streams.assignment.interval.ms`` from the last one's timestamp (a heartbeat
+   inside the interval answers ASSIGNMENT_DELAYED and keeps the old target; one after it assigns).
 3. Reconciliation (``reconcile``, Kafka's CurrentAssignmentBuilder): tasks in a member's assignment
    but not in its target are pending revocation - the member keeps its epoch in UNREVOKED_TASKS
    until a heartbeat's owned tasks no longer include them (or its rebalance timeout fences it).
@@ -36,12 +38,18 @@ Committed offsets: Kafka Streams commits with OffsetCommit v9+ and, under exactl
 TxnOffsetCommit with the member epoch; both are checked against the member as Kafka's
 StreamsGroup.validateOffsetCommit does (offset_manager.py, txn_offsets.py).
 
-Not implemented (Kafka 4.4 has them): warm-up tasks (the assignment refinement that moves an
-active task to a caught-up member through a warm-up replica; ``task_offsets`` are kept and shown
-by describe), topology description updates (StreamsGroupTopologyDescriptionUpdate, API 93, not
-advertised; v1's topology_description_required is always false), source-topic regular expressions
-(INVALID_REQUEST, as Kafka 4.4), rack-aware standby placement (client tags are kept), offset
-expiry of streams groups.
+Warm-up tasks: none are assigned, as in Kafka 4.4.0, whose assignment refinement step
+(AssignmentRefiner.refine, the place where a warm-up replica would restore state before its active
+task moves) returns the assignor's target unchanged; ``task_offsets`` are kept, shown by describe
+and rank standby candidates in the assignor. Topology descriptions (KIP-1331): Kafka 4.4 keeps them
+only in a StreamsGroupTopologyDescriptionPlugin, unset by default, and Odradek serves that default
+(streams_topology_descriptions.py): no heartbeat asks for one, StreamsGroupTopologyDescriptionUpdate
+is UNSUPPORTED_VERSION, describe says NOT_STORED.
+
+Not implemented (Kafka 4.4 has them): a topology description plugin, source-topic regular
+expressions (INVALID_REQUEST, as Kafka 4.4), rack-aware standby placement (client tags are kept),
+offset expiry of streams groups, per-group configs (resource type 32: ``streams.*`` overrides of
+the ``group.streams.*`` values StreamsGroupManager reads at start-up).
 
 Ownership: the handler loop (requests, timer callbacks, partition load/unload). No locks.
 """
@@ -270,6 +278,9 @@ class StreamsGroup:
         # Kafka 4.4's TargetAssignmentMetadata.INITIAL: a new group's (empty) target is at epoch 1,
         # so its first member reconciles to epoch 1 while the first assignment waits.
         self.assignment_epoch = 1
+        # When the target was last computed (TargetAssignmentMetadata's timestamp; 0 = never):
+        # group.streams.assignment.interval.ms counts from it.
+        self.assignment_timestamp_ms = 0
         self.members: dict[str, StreamsGroupMember] = {}
         self.static_members: dict[str, str] = {}
         self.target: dict[str, Target] = {}
@@ -364,6 +375,7 @@ class StreamsGroup:
             self.configured = None
         elif rec.kind == SR.TARGET_ASSIGNMENT_METADATA:
             self.assignment_epoch = -1 if v is None else v["assignment_epoch"]
+            self.assignment_timestamp_ms = 0 if v is None else v["assignment_timestamp"]
         elif rec.kind == SR.TARGET_ASSIGNMENT_MEMBER:
             if v is None:
                 self.target.pop(mid, None)

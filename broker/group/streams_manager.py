@@ -118,6 +118,7 @@ class StreamsGroupManager:
         self.initial_rebalance_delay_ms = cfg.streams_initial_rebalance_delay_ms
         self.task_offset_interval_ms = cfg.streams_task_offset_interval_ms
         self.acceptable_recovery_lag = cfg.streams_acceptable_recovery_lag
+        self.assignment_interval_ms = cfg.streams_assignment_interval_ms
         # group.streams.assignors: the first is the default; sticky is Kafka's only built-in one.
         self.assignor_name = cfg.streams_assignors[0] if cfg.streams_assignors else ASSIGNOR_NAME
         self.groups: dict[str, StreamsGroup] = ctx.streams_groups
@@ -300,6 +301,11 @@ class StreamsGroupManager:
                              "status_detail": "Assignment delayed due to the configured initial rebalance delay."})
             target_epoch = group.assignment_epoch
             target = self._target_for(group, updated.member_id, replaced)
+        elif group_epoch > group.assignment_epoch and not self._may_assign(group):
+            statuses.append({"status_code": ASSIGNMENT_DELAYED,
+                             "status_detail": "Assignment delayed due to the configured assignment interval."})
+            target_epoch = group.assignment_epoch
+            target = self._target_for(group, updated.member_id, replaced)
         elif group_epoch > group.assignment_epoch:
             targets = self._compute_targets(group, members_now, configured)
             for mid, t in targets.items():
@@ -442,6 +448,13 @@ class StreamsGroupManager:
                         f"was fenced by member {existing.member_id}.")
         self._check_epoch(existing, epoch, owned)
         return existing, None
+
+    def _may_assign(self, group: StreamsGroup) -> bool:
+        """Kafka's canComputeNextTargetAssignment: never assigned (timestamp 0), no interval, or the
+        interval since the last target is over. (A per-group streams.assignment.interval.ms, Kafka's
+        group config, would be looked up here.)"""
+        last, interval = group.assignment_timestamp_ms, self.assignment_interval_ms
+        return last == 0 or interval == 0 or self.ctx.time_ms() >= last + interval
 
     def _target_for(self, group: StreamsGroup, member_id: str, replaced: StreamsGroupMember | None) -> Target:
         if member_id in group.target:

@@ -389,6 +389,11 @@ CASES: list[Case] = [
     Case("StreamsGroupDescribe", 89, 0, lambda c: {"group_ids": ["g-sg"], "include_authorized_operations": False},
          lambda r: r["groups"][0]["error_code"] == GROUP_AUTH, [(GROUP, "g-sg", DESCRIBE)],
          lambda r: r["groups"][0]["error_code"] == 0 and len(r["groups"][0]["members"]) == 1),
+    # KIP-1331: READ on the group (granted above); allowed, Kafka's answer without a description plugin.
+    Case("StreamsGroupTopologyDescriptionUpdate", 93, 0, lambda c: {
+        "group_id": "g-sg", "member_id": "m-sg", "topology_epoch": 0,
+        "topology_description": {"subtopologies": [], "global_stores": []}},
+        lambda r: r["error_code"] == GROUP_AUTH, [], lambda r: r["error_code"] == 35),
 ]
 
 # Every API the broker serves appears in the table, except those Kafka never authorizes: ApiVersions,

@@ -87,6 +87,7 @@ EXPECTED_APIS = [
     (90, 0, 1),  # DescribeShareGroupOffsets
     (91, 0, 0),  # AlterShareGroupOffsets
     (92, 0, 0),  # DeleteShareGroupOffsets
+    (93, 0, 0),  # StreamsGroupTopologyDescriptionUpdate (KIP-1331)
 ]
 
 

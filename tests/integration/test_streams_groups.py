@@ -23,6 +23,8 @@ from tests.support.streams_wire import (
     describe,
     heartbeat,
     tasks_of,
+    topology_description_update,
+    word_count_description,
     word_count_topology,
 )
 from tests.support.wire import WireClient
@@ -333,8 +335,9 @@ def test_standby_replicas_go_to_the_other_process(broker_factory) -> None:
 
 
 def test_streams_version_zero_turns_the_protocol_off(broker_factory) -> None:
-    """As Kafka's KafkaApis: with streams.version 0 both APIs answer UNSUPPORTED_VERSION, and at 1
-    again they serve (UpdateFeatures, the kafka-features tool's request)."""
+    """As Kafka's KafkaApis: with streams.version 0 the three APIs answer UNSUPPORTED_VERSION, and at 1
+    again they serve (UpdateFeatures, the kafka-features tool's request); a topology description push
+    then reaches the coordinator, which has no plugin to give it to."""
     broker = broker_factory(FAST)
     with WireClient(broker.host, broker.port) as c:
         wire_create_topic(c, "words", 2)
@@ -360,6 +363,13 @@ def test_streams_version_zero_turns_the_protocol_off(broker_factory) -> None:
                       topology=m.topology)
         assert r["error_code"] == ErrorCode.UNSUPPORTED_VERSION
         assert describe(c, "app")["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+        description = word_count_description("words", "app")
+        r = topology_description_update(c, "app", m.member_id, 0, description)  # KafkaApis's answer
+        assert (r["error_code"], r["error_message"]) == (ErrorCode.UNSUPPORTED_VERSION,
+                                                         "The version of API is not supported.")
         set_level(1)
         m.join()
         converge([m], 4)
+        r = topology_description_update(c, "app", m.member_id, 0, description)  # the coordinator's
+        assert (r["error_code"], r["error_message"]) == (
+            ErrorCode.UNSUPPORTED_VERSION, "The broker has no streams group topology description plugin configured.")

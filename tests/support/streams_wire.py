@@ -16,7 +16,7 @@ from typing import Any
 
 from tests.support.wire import WireClient
 
-HEARTBEAT, DESCRIBE = 88, 89
+HEARTBEAT, DESCRIBE, TOPOLOGY_DESCRIPTION_UPDATE = 88, 89, 93
 
 Tasks = dict[str, set[int]]
 
@@ -38,6 +38,32 @@ def word_count_topology(app: str, source: str, epoch: int = 0) -> dict[str, Any]
     ]}
 
 
+def word_count_description(source: str, app: str) -> dict[str, Any]:
+    """The topology description (KIP-1331) Kafka Streams sends for word_count_topology: node types
+    1 source, 2 processor, 3 sink."""
+    def node(name: str, kind: int, successors: list[str], sources: list[str] | None = None,
+             sink: str | None = None, stores: list[str] | None = None) -> dict[str, Any]:
+        return {"name": name, "node_type": kind, "source_topics": sources or [], "sink_topic": sink,
+                "stores": stores or [], "successors": successors}
+
+    return {"subtopologies": [
+        {"subtopology_id": "0", "nodes": [
+            node("KSTREAM-SOURCE-0000000000", 1, ["KSTREAM-FLATMAPVALUES-0000000001"], sources=[source]),
+            node("KSTREAM-FLATMAPVALUES-0000000001", 2, ["counts-repartition-sink"]),
+            node("counts-repartition-sink", 3, [], sink=f"{app}-counts-repartition")]},
+        {"subtopology_id": "1", "nodes": [
+            node("counts-repartition-source", 1, ["KSTREAM-AGGREGATE-0000000003"],
+                 sources=[f"{app}-counts-repartition"]),
+            node("KSTREAM-AGGREGATE-0000000003", 2, [], stores=["counts"])]},
+    ], "global_stores": []}
+
+
+def topology_description_update(c: WireClient, group: str, member_id: str, epoch: int,
+                                description: dict[str, Any] | None) -> dict[str, Any]:
+    return c.request(TOPOLOGY_DESCRIPTION_UPDATE, 0, {"group_id": group, "member_id": member_id,
+                                                      "topology_epoch": epoch, "topology_description": description})
+
+
 def heartbeat_body(**fields: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "group_id": "g", "member_id": "", "member_epoch": 0, "endpoint_information_epoch": 0, "instance_id": None,
@@ -52,9 +78,10 @@ def heartbeat(c: WireClient, version: int = 1, **fields: Any) -> dict[str, Any]:
     return c.request(HEARTBEAT, version, heartbeat_body(**fields))
 
 
-def describe(c: WireClient, group: str, version: int = 1) -> dict[str, Any]:
+def describe(c: WireClient, group: str, version: int = 1, include_topology_description: bool = False
+             ) -> dict[str, Any]:
     body: dict[str, Any] = {"group_ids": [group], "include_authorized_operations": False,
-                            "include_topology_description": False}
+                            "include_topology_description": include_topology_description}
     return c.request(DESCRIBE, version, body)["groups"][0]
 
 

@@ -70,6 +70,7 @@ HANDLER_MODULES = (
     "read_share_group_state_summary",
     "streams_group_heartbeat",
     "streams_group_describe",
+    "streams_group_topology_description_update",
     "describe_acls",
     "create_acls",
     "delete_acls",

@@ -5,8 +5,10 @@ Versions 0-1 (flexible from v0).
   assignment epochs, the topology (with the partition counts decided for internal topics once it
   is ready) and every member with its process, endpoint, client tags, reported task offsets, its
   assignment and its target assignment.
-- v1: include_topology_description (Kafka 4.4's topology descriptions: not kept here, so
-  topology_description is null and its status 0), assignor_name ("sticky").
+- v1: include_topology_description (KIP-1331): as Kafka 4.4 without a topology description plugin,
+  a found group's topology_description_status is NOT_STORED (1) when asked, NOT_REQUESTED (0) when
+  not, and topology_description null (broker/group/streams_topology_descriptions.py);
+  assignor_name ("sticky").
 
 As Kafka's KafkaApis: UNSUPPORTED_VERSION for every group while streams.version is 0; a group the
 principal may not DESCRIBE is GROUP_AUTHORIZATION_FAILED (listed first, as Kafka lists them);
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from odradek.broker.api.request_types import ApiRequest
+from odradek.broker.group import streams_topology_descriptions
 from odradek.broker.group.coordinator import coordinator_of
 from odradek.broker.security import authz
 from odradek.controller import features
@@ -65,6 +68,9 @@ def handle(services: Services, request: ApiRequest[StreamsGroupDescribeRequest])
             groups.append(_error_entry(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
             continue
         entry = coordinator.streams.describe(group_id, request.api_version)
+        if entry["error_code"] == ErrorCode.NONE:
+            entry["topology_description_status"] = streams_topology_descriptions.describe_status(
+                body.get("include_topology_description", False))
         if body["include_authorized_operations"] and entry["error_code"] == ErrorCode.NONE:
             entry["authorized_operations"] = services.authz.authorized_operations(request, authz.GROUP, group_id,
                                                                                  GROUP_OPERATIONS)

@@ -8,8 +8,8 @@ Versions 0-1 (flexible from v0).
   stale topology, shutdown requested, assignment delayed) and the partitions of every member's
   user endpoint (Interactive Queries).
 - v1: acceptable_recovery_lag (int64) replaces v0's int32 acceptable_recovery_lag_legacy;
-  topology_description_required (Kafka 4.4's topology description updates: never asked here, the
-  API that carries them is not served).
+  topology_description_required (KIP-1331): always false, as Kafka 4.4 answers without a topology
+  description plugin (broker/group/streams_topology_descriptions.py).
 
 As Kafka's KafkaApis, before the coordinator: UNSUPPORTED_VERSION while streams.version is 0,
 GROUP_AUTHORIZATION_FAILED without READ on the group, and for a topology STREAMS_INVALID_TOPOLOGY

@@ -537,6 +537,39 @@ class TestInvalidValues:
         with pytest.raises(ConfigError, match="group.max.session.timeout.ms.*group.min.session.timeout.ms"):
             load_config(None, [*NODE, "group.min.session.timeout.ms=10000", "group.max.session.timeout.ms=9000"], {})
 
+    @pytest.mark.parametrize(("settings", "message"), [
+        # Kafka 4.4's GroupCoordinatorConfig.verifyStreamsGroupConfigs, in its words.
+        (["group.streams.min.assignment.interval.ms=2000", "group.streams.max.assignment.interval.ms=1000"],
+         "group.streams.max.assignment.interval.ms must be greater than or equal to "
+         "group.streams.min.assignment.interval.ms"),
+        (["group.streams.min.assignment.interval.ms=2000"],
+         "group.streams.assignment.interval.ms must be greater than or equal to group.streams.min.assignment"),
+        (["group.streams.assignment.interval.ms=20000"],
+         "group.streams.assignment.interval.ms must be less than or equal to group.streams.max.assignment"),
+        (["group.streams.num.warmup.replicas=21"],
+         "group.streams.num.warmup.replicas must be less than or equal to group.streams.max.warmup.replicas"),
+        (["group.streams.rack.aware.assignment.tags=zone,rack,zone"],
+         "group.streams.rack.aware.assignment.tags must not contain duplicate tag keys."),
+        (["group.streams.assignment.interval.ms=-1"], "group.streams.assignment.interval.ms"),
+        # Kafka would load the named Java class; Odradek cannot, and says so rather than ignore it.
+        (["group.streams.topology.description.plugin.class=org.apache.kafka.server.streams."
+          "InMemoryTopologyDescriptionPlugin"], "group.streams.topology.description.plugin.class must be unset"),
+    ])
+    def test_streams_group_settings_outside_kafkas_rules_stop_start_up(self, settings: list[str], message: str) -> None:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_config(None, [*NODE, *settings], {})
+
+    def test_streams_group_settings_kafka_accepts(self) -> None:
+        cfg = load_config(None, [*NODE, "group.streams.assignment.interval.ms=0", "group.streams.num.warmup.replicas=20",
+                                 "group.streams.rack.aware.assignment.tags=zone,rack"], {})
+        assert (cfg["group.streams.assignment.interval.ms"], cfg["group.streams.max.assignment.interval.ms"],
+                cfg["group.streams.num.warmup.replicas"], cfg["group.streams.rack.aware.assignment.tags"],
+                cfg["group.streams.topology.description.plugin.class"]) == (0, 15000, 20, ["zone", "rack"], None)
+        defaults = load_config(None, list(NODE), {})
+        assert (defaults["group.streams.assignment.interval.ms"], defaults["group.streams.min.assignment.interval.ms"],
+                defaults["group.streams.num.warmup.replicas"], defaults["group.streams.max.warmup.replicas"]) == \
+            (1000, 0, 2, 20)
+
     def test_invalid_log_config_stops_start_up(self) -> None:
         # compression.gzip.level is checked by odradek.storage.log_config; the error still names the key.
         with pytest.raises(ConfigError, match="compression.gzip.level.*-1 or in \\[1, 9\\]"):

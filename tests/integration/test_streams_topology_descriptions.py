@@ -1,0 +1,156 @@
+"""Kafka 4.4's additions to streams groups over raw sockets, the same steps against Kafka 4.4 and
+Odradek with the same answers required (the A/B harness): topology descriptions (KIP-1331:
+StreamsGroupTopologyDescriptionUpdate, API 93; StreamsGroupHeartbeat v1's
+TopologyDescriptionRequired; StreamsGroupDescribe v1's TopologyDescriptionStatus), the assignment
+interval (group.streams.assignment.interval.ms) and warm-up tasks.
+
+Both brokers run with Kafka's defaults: no topology description plugin (Kafka keeps descriptions only
+in one, see broker/group/streams_topology_descriptions.py), an assignment interval of 1 s,
+num.warmup.replicas 2 and acceptable.recovery.lag 10000.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from odradek.protocol.errors import ErrorCode
+from tests.support.real_kafka import Target, create_topic, kafka_and_odradek, unique
+from tests.support.streams_wire import (
+    StreamsMember,
+    converge,
+    describe,
+    heartbeat,
+    rows,
+    topology_description_update,
+    word_count_description,
+    word_count_topology,
+)
+from tests.support.wire import WireClient
+
+pytestmark = pytest.mark.timeout(180)
+
+NO_PLUGIN = "The broker has no streams group topology description plugin configured."
+NOT_REQUESTED, NOT_STORED = 0, 1
+ASSIGNMENT_DELAYED = 5
+
+
+@pytest.fixture(scope="module")
+def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Target]]:
+    with kafka_and_odradek(tmp_path_factory) as t:
+        yield t
+
+
+@pytest.fixture(params=["kafka", "odradek"])
+def target(request: pytest.FixtureRequest, targets: dict[str, Target]) -> Target:
+    t = targets[request.param]
+    t.require("StreamsGroupHeartbeat", "StreamsGroupDescribe", "StreamsGroupTopologyDescriptionUpdate")
+    return t
+
+
+def wait_for_coordinator(c: WireClient, group: str) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if c.request(10, 1, {"key": group, "key_type": 0})["error_code"] == 0 and \
+                describe(c, group)["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:
+            return
+        time.sleep(0.2)
+    raise AssertionError("the group coordinator never became available")
+
+
+def test_no_heartbeat_asks_for_a_description_and_a_push_is_unsupported(target: Target) -> None:
+    """Without a plugin: every v1 heartbeat answers TopologyDescriptionRequired false, a push is
+    UNSUPPORTED_VERSION with Kafka's message whoever sends it (a member, a stranger, an empty id, an
+    unknown group: the plugin gate comes before any lookup), and describe says NOT_STORED when asked,
+    NOT_REQUESTED when not, with no description; the group is unchanged by the pushes."""
+    app = unique("tdesc")
+    source = f"{app}-words"
+    create_topic(target, source, 2)
+    topology = word_count_topology(app, source)
+    with WireClient(target.host, target.port) as c:
+        wait_for_coordinator(c, app)
+        a = StreamsMember(c, app, topology)
+        answers = [a.join()]
+        deadline = time.monotonic() + 30
+        while a.active != {"0": {0, 1}, "1": {0, 1}} and time.monotonic() < deadline:
+            answers.append(a.beat())
+            time.sleep(0.2)
+        assert a.active == {"0": {0, 1}, "1": {0, 1}}
+        assert all(r["topology_description_required"] is False for r in answers)
+        before = describe(c, app)
+        description = word_count_description(source, app)
+        for group, member, epoch in ((app, a.member_id, 0), (app, "not-a-member", 0), (app, a.member_id, 7),
+                                     (app, "", 0), ("", a.member_id, 0), (unique("nogroup"), "m", 0)):
+            r = topology_description_update(c, group, member, epoch, description)
+            assert (r["error_code"], r["error_message"]) == (ErrorCode.UNSUPPORTED_VERSION, NO_PLUGIN), (group, member)
+        asked = describe(c, app, include_topology_description=True)
+        assert (asked["error_code"], asked["topology_description_status"], asked["topology_description"]) == \
+            (0, NOT_STORED, None)
+        not_asked = describe(c, app)
+        assert (not_asked["topology_description_status"], not_asked["topology_description"]) == (NOT_REQUESTED, None)
+        for key in ("group_state", "group_epoch", "assignment_epoch", "topology"):
+            assert not_asked[key] == before[key], key
+        # An unknown group: its error, and no status even when asked.
+        missing = describe(c, unique("nogroup"), include_topology_description=True)
+        assert (missing["error_code"], missing["topology_description_status"], missing["topology_description"]) == \
+            (ErrorCode.GROUP_ID_NOT_FOUND, NOT_REQUESTED, None)
+        assert a.beat()["topology_description_required"] is False
+
+
+def test_a_second_assignment_within_the_interval_waits_for_it(target: Target) -> None:
+    """group.streams.assignment.interval.ms (1 s): a member joining right after a target assignment
+    is told ASSIGNMENT_DELAYED ("... the configured assignment interval.") and gets no task, the group
+    stays Assigning; a heartbeat after the interval computes the new target."""
+    app = unique("interval")
+    source = f"{app}-words"
+    create_topic(target, source, 4)
+    topology = word_count_topology(app, source)
+    with WireClient(target.host, target.port) as c:
+        wait_for_coordinator(c, app)
+        a, b, d = (StreamsMember(c, app, topology) for _ in range(3))
+        a.join()
+        converge([a], 8)
+        time.sleep(1.2)  # past the interval of the first target
+        r = b.join()  # the group epoch moves and this heartbeat computes a new target at once
+        assert ASSIGNMENT_DELAYED not in {s["status_code"] for s in r["status"]}
+        r = d.join()  # within the interval of that target
+        assert [(s["status_code"], s["status_detail"]) for s in r["status"]] == [
+            (ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval.")]
+        assert (d.active, d.standby, d.warmup) == ({}, {}, {})
+        described = describe(c, app)
+        assert described["group_state"] == "Assigning"
+        assert described["group_epoch"] == described["assignment_epoch"] + 1
+        time.sleep(1.2)
+        converge([a, b, d], 8)
+        assert all(m.active for m in (a, b, d))
+
+
+def test_no_warm_up_task_even_for_a_member_without_state(target: Target) -> None:
+    """Kafka 4.4.0 assigns no warm-up tasks (its AssignmentRefiner.refine returns the assignor's
+    target): a new member on a new process, reporting no offsets for a stateful task the old member
+    has caught up on far beyond acceptable.recovery.lag, is handed that task as active at once, with
+    no warm-up task anywhere, in the heartbeat answers and in describe."""
+    app = unique("warmup")
+    source = f"{app}-words"
+    create_topic(target, source, 2)
+    topology = word_count_topology(app, source)
+    with WireClient(target.host, target.port) as c:
+        wait_for_coordinator(c, app)
+        a = StreamsMember(c, app, topology)
+        a.join()
+        converge([a], 4)
+        # a reports its changelog positions: 1,000,000 offsets of state on each stateful task.
+        offsets = [{"subtopology_id": "1", "partition": p, "offset": 1_000_000} for p in (0, 1)]
+        r = heartbeat(c, 1, group_id=app, member_id=a.member_id, member_epoch=a.epoch, active_tasks=rows(a.active),
+                      standby_tasks=[], warmup_tasks=[], task_offsets=offsets, task_end_offsets=offsets)
+        assert r["error_code"] == 0
+        b = StreamsMember(c, app, topology)
+        b.join()
+        time.sleep(1.2)  # past the assignment interval, whichever heartbeat assigns
+        converge([a, b], 4)
+        assert a.warmup == {} and b.warmup == {}
+        assert sum(len(ps) for ps in b.active.values()) == 2  # half of the four tasks moved at once
+        for m in describe(c, app)["members"]:
+            assert m["assignment"]["warmup_tasks"] == [] and m["target_assignment"]["warmup_tasks"] == []
