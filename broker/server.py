@@ -233,6 +233,7 @@ class Broker:
                                                     config["socket.request.max.bytes"]),
             connection_rates=self._connection_rates(),
         )
+        self.socket_server.disconnect_listeners.append(self.share_partitions.on_disconnect)
         self._applied_overrides = limits[2]
         # max.connections and the per-IP limits are dynamic broker configs (Kafka's
         # DynamicConnectionQuota): IncrementalAlterConfigs/AlterConfigs changes apply at once.

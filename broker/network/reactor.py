@@ -174,6 +174,9 @@ class SocketServer:
                                        max_connections_per_ip_overrides or {}, self._slot_freed)
         # KIP-612 connection creation rates (broker/network/connection_rates.py).
         self.rates = connection_rates or ConnectionRates(11, 1)
+        # Called on the handler loop after a client connection closed (Kafka's SocketServer
+        # connectionDisconnectListeners: the share sessions release a gone member's records).
+        self.disconnect_listeners: list[Callable[[], None]] = []
         # Per listener, the accepted socket the acceptor waits with because of a creation rate.
         self._rate_held: dict[str, tuple[socket.socket, str, asyncio.TimerHandle]] = {}
         # Sockets over their address's connection_creation_rate, closed when their timer fires.
@@ -201,11 +204,20 @@ class SocketServer:
             if sasl is not None:
                 conn.sasl = sasl()
                 conn.sasl.on_connection(conn)
-            net.track(conn, lambda: self.quotas.dec(ip))
+            net.track(conn, lambda: self._connection_gone(ip))
             made.append(conn)
             return conn
 
         return make
+
+    def _connection_gone(self, ip: str) -> None:
+        # On the connection's network loop (maybe another thread than the handler loop's).
+        self.quotas.dec(ip)
+        for listener in self.disconnect_listeners:
+            try:
+                self.handler_loop.call_soon_threadsafe(listener)
+            except RuntimeError:
+                pass  # the handler loop is closed: shutting down
 
     async def start(self) -> None:
         """Bind and listen on every endpoint, then accept. ``bind`` and ``start_accepting`` apart

@@ -21,7 +21,8 @@ The rest of Kafka's ReplicaManager lives beside it, each part built here with wh
 
 Purgatories: acks=-1 produces wait in the produce purgatory (odradek.broker.replica.delayed_produce)
 until the high watermark passes their batches; long-poll fetches wait in the fetch purgatory
-(odradek.broker.replica.delayed_fetch) until enough bytes are readable. Both are checked for a partition
+(odradek.broker.replica.delayed_fetch) until enough bytes are readable, share fetches in the share
+fetch purgatory (odradek.broker.share.delayed_share_fetch). All are checked for a partition
 when its high watermark or last stable offset moves (``try_complete_delayed_requests``) — after
 each leader append on one node; with replication, also when a follower's fetch moves the HW.
 
@@ -45,7 +46,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -67,7 +68,7 @@ from odradek.broker.replica.periodic_tasks import PeriodicTasks
 from odradek.broker.replica.producer_turns import ProducerTurns
 from odradek.broker.replica.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.broker.replica.replica_selector import replica_selector
-from odradek.broker.runtime.purgatory import DelayedOperationPurgatory
+from odradek.broker.runtime.purgatory import DelayedOperation, DelayedOperationPurgatory
 from odradek.broker.runtime.timing_wheel import Timer
 from odradek.controller.image import MetadataDelta, MetadataImage
 from odradek.protocol.errors import ErrorCode, KafkaApiError
@@ -134,6 +135,10 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory("Produce", timer)
         self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory("Fetch", timer)
+        # Share-group fetches waiting for records (broker/share/delayed_share_fetch.py; Kafka's
+        # delayedShareFetchPurgatory): checked on the same partition events as the fetch purgatory.
+        self.share_fetch_purgatory: DelayedOperationPurgatory[DelayedOperation] = DelayedOperationPurgatory(
+            "ShareFetch", timer)
         self.log_defaults = LogDefaults(config)
         self.log_manager = LogManager(config.log_dirs, self.log_defaults.base_log_config, node_id=self.node_id,
                                       producer_state_factory=self.log_defaults.producer_state)
@@ -182,6 +187,7 @@ class ReplicaManager:
             self._unsubscribe()
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
+        self.share_fetch_purgatory.shutdown()
         self.leadership.close_log_admin()
         if self._started:
             # After any periodic write still running in a pool thread (the writer waits for it).
@@ -317,6 +323,8 @@ class ReplicaManager:
         # not checked per partition.
         produce_waiters = self.produce_purgatory.check_and_complete if self.produce_purgatory.delayed else None
         fetch_waiters = self.fetch_purgatory.check_and_complete if self.fetch_purgatory.delayed else None
+        if self.share_fetch_purgatory.delayed:
+            fetch_waiters = self._fetch_and_share_waiters
         in_lanes: LaneWaits | None = None
         for topic, index, records in entries:
             try:
@@ -405,6 +413,12 @@ class ReplicaManager:
         """A partition's HW/LSO moved (or it went away): answer what waited on it."""
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
+        if self.share_fetch_purgatory.delayed:
+            self.share_fetch_purgatory.check_and_complete(key)
+
+    def _fetch_and_share_waiters(self, key: Hashable) -> int:
+        """append_records' fetch check while share fetches wait too: both purgatories."""
+        return self.fetch_purgatory.check_and_complete(key) + self.share_fetch_purgatory.check_and_complete(key)
 
     def append_end_txn_markers(self, markers: list[tuple[str, int, int, int, int, bool, int]], timeout_ms: int,
                                callback: ProduceCallback) -> None:

@@ -10,13 +10,18 @@ the batches' 61-byte headers only - one pread each - for their offset ranges, wh
 hold offsets the member did not acquire (another member's, or acknowledged ones), and the response's
 ``acquired_records`` tells the client which it may deliver, as Kafka's does.
 
-A fetch that acquires nothing waits up to ``max_wait_ms``, looking again every
-``POLL_INTERVAL_S`` (new records, released ones, expired locks); one that acquired something answers
-at once.
+A fetch answers at once when the bytes it could acquire reach ``min_bytes`` (Kafka's
+DelayedShareFetch.isMinBytesSatisfied: from each share-partition's first acquirable offset to
+the high watermark, at most ``max_bytes``) and it acquired something. Otherwise it waits, without
+polling, as a ``DelayedShareFetch`` (broker/share/delayed_share_fetch.py) in the replica manager's
+share fetch purgatory, until an append moves a partition's high watermark, records of its
+share-partitions become acquirable again (``_wake``: a release, an acknowledgement that moves the
+window, an expired lock, a closed session or connection) or ``max_wait_ms`` passes; then it
+acquires what there is.
 
-Locks expire and closed connections' records are released lazily: before each request touches a
-share-partition, and on every look of a waiting fetch - no record can be acquired by anyone in
-between, so nobody can tell the difference from a timer.
+Locks expire lazily, before each request touches a share-partition, and on a timer while a fetch
+waits on it (nobody else can acquire in between, so nobody can tell the difference). A member's
+connection closing releases its records when the socket server reports it (``on_disconnect``).
 
 Durable state: with a ``ShareStateStore`` every change Kafka persists (an acquisition, an
 acknowledgement, a release, an expired lock, a moved SPSO) writes the share-partition's durable
@@ -35,10 +40,12 @@ import asyncio
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from odradek.broker.runtime.purgatory import DelayedOperation, DelayedOperationPurgatory
+from odradek.broker.share.delayed_share_fetch import DelayedShareFetch
 from odradek.broker.share.share_partition import InvalidAcknowledgement, InvalidRecordState, SharePartition
 from odradek.broker.share.share_session import ShareSession, ShareSessionCache
 from odradek.broker.share.share_state_records import ShareState
@@ -52,7 +59,9 @@ if TYPE_CHECKING:
     from odradek.broker.metadata.broker_metadata import BrokerMetadata
     from odradek.broker.replica.replica_manager import ReplicaManager
 
-POLL_INTERVAL_S = 0.05
+# While a share-partition's stored state loads (rare: the first fetch after a restart or a
+# leadership move), a waiting fetch looks again this often: the store reports no load's end.
+LOADING_RECHECK_S = 0.05
 READ_UNCOMMITTED = 0
 
 SharePartitionId = tuple[str, str, int]  # (group id, topic name, partition)
@@ -102,6 +111,20 @@ class PartitionResult:
 Acks = list[tuple[int, int, list[int]]]
 
 
+@dataclass
+class ShareFetchRequestState:
+    """What one ShareFetch asks for, kept while it waits (DelayedShareFetch)."""
+
+    session: ShareSession
+    wanted: list[PartitionResult]
+    topics: dict[uuid.UUID, str]
+    max_bytes: int
+    max_records: int
+    strict: bool
+    min_bytes: int = 1
+    loading: bool = False  # a share-partition's state was loading at the last look
+
+
 class SharePartitionManager:
     def __init__(self, config: ShareConfig, replica_manager: ReplicaManager, metadata: BrokerMetadata,
                  clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
@@ -145,6 +168,14 @@ class SharePartitionManager:
             sp = self.partitions.get((session.group_id, topic, partition))
             if sp is not None and sp.release_member(session.member_id):
                 self._persist(sp)
+                self._wake(sp)
+
+    def on_disconnect(self) -> None:
+        """A client connection closed (the socket server's disconnect listener): a member's records
+        go back now, so that fetches waiting on them get them (Kafka's ShareSessionCache
+        ConnectionDisconnectListener). Without waiting fetches the next request does it."""
+        if self.purgatory.delayed:
+            self.release_closed_sessions()
 
     def release_closed_sessions(self) -> None:
         for session in self.sessions.closed_connections():
@@ -155,6 +186,7 @@ class SharePartitionManager:
             sp = self.partitions.get((session.group_id, topic, partition))
             if sp is not None and sp.release_member(session.member_id):
                 self._persist(sp)
+                self._wake(sp)
 
     # ------------------------------------------------------------------------------------------
     # acknowledging
@@ -165,6 +197,7 @@ class SharePartitionManager:
             sp = self._share_partition(session.group_id, topic, partition)
             sp.acknowledge(session.member_id, acks, self.clock_ms(), self.config.record_lock_duration_ms)
             self._persist(sp)
+            self._wake(sp)  # released records, or room in the in-flight window
         except InvalidRecordState as exc:
             return ErrorCode.INVALID_RECORD_STATE, str(exc)
         except InvalidAcknowledgement as exc:
@@ -176,22 +209,113 @@ class SharePartitionManager:
     # ------------------------------------------------------------------------------------------
     # fetching
 
+    @property
+    def purgatory(self) -> DelayedOperationPurgatory[DelayedOperation]:
+        """Where waiting ShareFetches wait (the replica manager's, which appends check)."""
+        return self.replica_manager.share_fetch_purgatory
+
     async def fetch(self, session: ShareSession, wanted: list[PartitionResult], topics: dict[uuid.UUID, str],
-                    max_wait_ms: int, max_bytes: int, max_records: int, strict: bool) -> list[PartitionResult]:
+                    max_wait_ms: int, max_bytes: int, max_records: int, strict: bool,
+                    min_bytes: int = 1) -> list[PartitionResult]:
         """Acquire records of ``wanted`` for the session's member, waiting up to ``max_wait_ms``
-        for something to acquire; fills each result's records/acquired or error."""
-        deadline = time.monotonic() + max(0, max_wait_ms) / 1000
-        while True:
-            self.release_closed_sessions()
-            got = self._read_all(session, wanted, topics, max_bytes, max_records, strict)
-            if got or time.monotonic() >= deadline or self.sessions.sessions.get(
-                    (session.group_id, session.member_id)) is not session:
-                return wanted
-            await asyncio.sleep(min(POLL_INTERVAL_S, max(0.0, deadline - time.monotonic())))
+        for ``min_bytes`` to acquire; fills each result's records/acquired or error."""
+        self.release_closed_sessions()
+        state = ShareFetchRequestState(session, wanted, topics, max_bytes, max_records, strict, max(1, min_bytes))
+        keys: list[Hashable] = []
+        for result in wanted:
+            if result.error_code == ErrorCode.NONE:
+                topic = topics[result.topic_id]
+                keys += [(topic, result.partition), (session.group_id, topic, result.partition)]
+        if not keys:
+            if not wanted and max_wait_ms > 0:
+                await asyncio.sleep(max_wait_ms / 1000)  # nothing to fetch from: Kafka waits too
+            return wanted
+        if max_wait_ms <= 0:
+            self.try_share_fetch(state, True)
+            return wanted
+        op = DelayedShareFetch(state, max_wait_ms, self.try_share_fetch)
+        if not self.purgatory.try_complete_else_watch(op, keys):
+            self._arm_wake(op)
+            await op.answer
+        return wanted
+
+    def try_share_fetch(self, state: ShareFetchRequestState, final: bool) -> bool:
+        """One look of a (possibly waiting) fetch: True when it should answer now. Acquires when
+        ``min_bytes`` could be acquired, or, ``final`` (max_wait_ms passed), whatever there is."""
+        session = state.session
+        if (self.sessions.sessions.get((session.group_id, session.member_id)) is not session
+                or getattr(session.conn, "closed", False)):
+            return True  # the session was closed or replaced, or its connection went: answer empty
+        if not final and state.min_bytes > 1:
+            available = self._acquirable_bytes(state)
+            if available is not None and available < state.min_bytes:
+                return False
+        got, state.loading = self._read_all(session, state.wanted, state.topics, state.max_bytes, state.max_records,
+                                            state.strict)
+        return got
+
+    def _acquirable_bytes(self, state: ShareFetchRequestState) -> int | None:
+        """The bytes from each share-partition's first acquirable offset to the high watermark, at
+        most max_bytes in all; None when a partition has an error to answer at once."""
+        total = 0
+        for result in state.wanted:
+            if result.error_code != ErrorCode.NONE or result.acquired:
+                return None
+            try:
+                sp = self._share_partition(state.session.group_id, state.topics[result.topic_id], result.partition)
+                part = self.replica_manager.leader_partition(sp.topic, sp.partition)
+            except StateNotReady:
+                continue
+            except KafkaApiError:
+                return None
+            offset = sp.fetch_offset()
+            if offset is not None and offset < part.high_watermark:
+                total += part.read(offset, state.max_bytes, READ_UNCOMMITTED, True).size
+        return total
+
+    def _arm_wake(self, op: DelayedShareFetch[ShareFetchRequestState]) -> None:
+        """While ``op`` waits: a timer for the earliest acquisition lock of its share-partitions
+        (the records come back when it expires) or, while a state loads, a look again soon."""
+        state = op.state
+        deadlines = []
+        for result in state.wanted:
+            sp = self.partitions.get((state.session.group_id, state.topics.get(result.topic_id, ""), result.partition))
+            deadline = sp.next_deadline() if sp is not None else None
+            if deadline is not None:
+                deadlines.append(deadline)
+        delay_s = (min(deadlines) - self.clock_ms()) / 1000 if deadlines else None
+        if state.loading:
+            delay_s = LOADING_RECHECK_S if delay_s is None else min(delay_s, LOADING_RECHECK_S)
+        if delay_s is not None:
+            op.wake_at(delay_s, lambda: self._on_wake(op))
+
+    def _on_wake(self, op: DelayedShareFetch[ShareFetchRequestState]) -> None:
+        if op.is_completed:
+            return
+        state = op.state
+        now = self.clock_ms()
+        for result in state.wanted:
+            sp = self.partitions.get((state.session.group_id, state.topics.get(result.topic_id, ""), result.partition))
+            if sp is not None and sp.expire_locks(now):
+                self._persist(sp)
+                self._wake(sp)
+        # (answer.done(): the wake-ups above may have completed it)
+        if not op.answer.done() and state.loading:
+            op.try_complete()
+        if not op.answer.done():
+            self._arm_wake(op)
+
+    def _wake(self, sp: SharePartition) -> None:
+        """Records of ``sp`` may be acquirable again: fetches waiting on it look (Kafka's
+        DelayedShareFetchGroupKey)."""
+        purgatory = self.purgatory
+        if purgatory.delayed:
+            purgatory.check_and_complete((sp.group_id, sp.topic, sp.partition))
 
     def _read_all(self, session: ShareSession, wanted: list[PartitionResult], topics: dict[uuid.UUID, str],
-                  max_bytes: int, max_records: int, strict: bool) -> bool:
-        got = False
+                  max_bytes: int, max_records: int, strict: bool) -> tuple[bool, bool]:
+        """(acquired something or met an error, a share-partition's state is still loading)."""
+        got = loading = False
         bytes_left, records_left = max_bytes, max_records
         for result in wanted:
             if result.error_code != ErrorCode.NONE or result.acquired or bytes_left <= 0 or records_left <= 0:
@@ -200,6 +324,7 @@ class SharePartitionManager:
             try:
                 self._read(session, result, topics[result.topic_id], bytes_left, records_left, strict)
             except StateNotReady:
+                loading = True
                 continue  # nothing to acquire yet: the fetch waits and looks again
             except KafkaApiError as exc:
                 result.error_code, result.error_message = exc.code, exc.message
@@ -209,7 +334,7 @@ class SharePartitionManager:
                 got = True
                 bytes_left -= result.records.size if result.records is not None else 0
                 records_left -= sum(last - first + 1 for first, last, _ in result.acquired)
-        return got
+        return got, loading
 
     def _read(self, session: ShareSession, result: PartitionResult, topic: str, max_bytes: int, max_records: int,
               strict: bool) -> None:
@@ -252,7 +377,10 @@ class SharePartitionManager:
                 sp = SharePartition(group_id, topic, partition, start, self.config.delivery_count_limit,
                                     self.config.max_in_flight)
             self.partitions[key] = sp
-        if sp.expire_locks(self.clock_ms()) or key not in self._written:
+        if sp.expire_locks(self.clock_ms()):
+            self._persist(sp)
+            self._wake(sp)
+        elif key not in self._written:
             self._persist(sp)  # (not written yet: __share_group_state was still being created)
         return sp
 
@@ -319,6 +447,7 @@ class SharePartitionManager:
         sp = self.partitions[(group_id, topic, partition)] = SharePartition(
             group_id, topic, partition, offset, self.config.delivery_count_limit, self.config.max_in_flight)
         self._persist(sp)
+        self._wake(sp)
 
     def delete_state(self, group_id: str, topic: str) -> None:
         """DeleteShareGroupOffsets: the group's share-partitions of ``topic`` are forgotten; the next

@@ -112,7 +112,7 @@ async def handle(services: Services, request: ApiRequest[ShareFetchRequest]) -> 
                     topics[topic_id] = name
             await manager.fetch(session, list(results.values()), topics, body["max_wait_ms"], body["max_bytes"],
                                 max(1, body.get("max_records") or 1),
-                                body.get("share_acquire_mode") == RECORD_LIMIT_MODE)
+                                body.get("share_acquire_mode") == RECORD_LIMIT_MODE, body["min_bytes"])
     named = set(acks_of)
     leaders = CurrentLeaders(services.replica_manager, services.metadata, request.listener)
     by_topic: dict[uuid.UUID, list[ShareFetchResponsePartitionData]] = {}
