@@ -28,11 +28,15 @@ Theory of operation
    own buffer is empty so bytes stay in order. A region holds the segment's file handle, not a
    bare fd number (storage/file_handle.py), so however long it waits, it sends that file's bytes
    even if the segment was closed or deleted meanwhile. When the kernel buffer fills mid-region
-   (EAGAIN), only a small bounded chunk (``REGION_CHUNK``) of the region is read and written
-   through the transport: the transport then holds unsent bytes, so ``pause_writing`` fires, and
-   ``resume_writing`` continues the region with sendfile once the socket drained (uvloop gives no
-   writability callback for a transport's socket otherwise). A slow reader thus costs at most one
-   chunk of memory, never the rest of a region. A file that ends before its region (cut under the
+   (EAGAIN), the connection waits for the socket to take bytes again, as Kafka's selector waits
+   for OP_WRITE, and continues the region with sendfile: the loop watches a duplicate of the
+   socket's fd (``add_writer``: uvloop and asyncio refuse a watch on a transport's own fd), and
+   writing counts as paused meanwhile, so no more requests are read. A slow reader thus costs no
+   memory for its region, and no region byte is copied through Python (issue 31: the earlier
+   fallback, a 64 KiB ``pread`` written through the transport on each EAGAIN, carried a fifth of
+   a fast consumer's bytes). Only where the loop cannot watch the fd is one bounded chunk
+   (``REGION_CHUNK``) still read and written through the transport, whose ``resume_writing`` then
+   continues the region. A file that ends before its region (cut under the
    broker) closes the connection with one error, as Kafka does; padding or another file's bytes
    would corrupt the client's stream.
 5. TLS listeners (broker/security/tls_connection.py): the transport encrypts, so a region is never
@@ -72,8 +76,9 @@ MAX_IN_FLIGHT = 32
 COMPACT_AT = 1 << 20
 
 
-# Bytes of a region copied through the transport when sendfile meets a full socket: enough to
-# make the transport buffer (and so call pause_writing), small enough to bound a slow reader.
+# Bytes of a region copied through the transport when sendfile meets a full socket and the loop
+# cannot watch the socket for writability (TLS regions always go this way): enough to make the
+# transport buffer (and so call pause_writing), small enough to bound a slow reader.
 REGION_CHUNK = 64 * 1024
 
 # After a last answer (a failed SASL authentication's), wait this long for the client to close
@@ -134,6 +139,11 @@ class Connection(asyncio.Protocol):
         self._throttle_timer: asyncio.TimerHandle | None = None
         self.last_active = time.monotonic()
         self.sock_fd = -1
+        # A duplicate of sock_fd the loop watches for writability while a region waits for a full
+        # socket (point 4 of the module docstring); -1 until the first wait. ``_watching``: the
+        # watch is on.
+        self._watch_fd = -1
+        self._watching = False
         self.on_close: Callable[[Connection], None] | None = None
         # What the client said it is in ApiVersions v3+ (KIP-511; Kafka's ClientInformation, "unknown"
         # until then): client telemetry subscriptions match on it.
@@ -181,6 +191,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._release_watch_fd()
         if self._throttle_timer is not None:
             self._throttle_timer.cancel()
         if self._reserved:
@@ -340,6 +351,8 @@ class Connection(asyncio.Protocol):
                 q.popleft()
                 transport.write(chunk)
                 continue
+            if self._watching:
+                return  # the region waits for the socket to drain; _socket_writable pumps again
             if self.tls:
                 # A region goes through the TLS transport chunk by chunk until it pauses us;
                 # resume_writing pumps again once everything buffered went out.
@@ -358,9 +371,10 @@ class Connection(asyncio.Protocol):
     def _send_region(self, region: FetchSlice) -> bool:
         """Send as much of ``region`` as the socket takes; True once all of it is sent.
 
-        ``self._region_sent`` says how much of it earlier calls sent. On EAGAIN one bounded
-        chunk goes through the transport (see the module docstring), and the caller stops while
-        the transport holds it: resume_writing continues from there.
+        ``self._region_sent`` says how much of it earlier calls sent. On EAGAIN the socket is
+        watched for writability and the caller stops until it drains (see the module docstring);
+        where it cannot be watched, one bounded chunk goes through the transport instead and
+        resume_writing continues from there.
         """
         fd = region.fd
         end = region.position + region.size
@@ -377,7 +391,8 @@ class Connection(asyncio.Protocol):
                     self._region_sent += n
                 return True
             except BlockingIOError:
-                pass
+                if self._wait_writable():
+                    return False
             except OSError as exc:
                 log.debug("sendfile to %s failed: %s", self.peer, exc)
                 self.close()
@@ -395,6 +410,44 @@ class Connection(asyncio.Protocol):
         self._region_sent += n
         self.transport.write(data)  # type: ignore[union-attr]
         return position + n == end
+
+    def _wait_writable(self) -> bool:
+        """Watch the full socket for writability; False where the loop cannot (then the caller
+        copies a chunk). The watch is on a duplicate of the fd because both loops refuse
+        ``add_writer`` on a fd their transport owns; epoll tells writability per open file, so
+        the duplicate reports the socket's own state."""
+        loop = self.loop
+        if loop is None:
+            return False
+        try:
+            if self._watch_fd < 0:
+                self._watch_fd = os.dup(self.sock_fd)
+            loop.add_writer(self._watch_fd, self._socket_writable)
+        except (OSError, RuntimeError, NotImplementedError, ValueError) as exc:
+            log.debug("cannot watch %s for writability (%s): copying region chunks", self.peer, exc)
+            return False
+        self._watching = True
+        # As the transport's pause_writing: no more requests are read while the client does not
+        # take its responses.
+        self.pause_writing()
+        return True
+
+    def _socket_writable(self) -> None:
+        self._stop_watching()
+        if not self.closed:
+            self.resume_writing()
+
+    def _stop_watching(self) -> None:
+        if self._watching:
+            self._watching = False
+            if self.loop is not None and not self.loop.is_closed():
+                self.loop.remove_writer(self._watch_fd)
+
+    def _release_watch_fd(self) -> None:
+        self._stop_watching()
+        if self._watch_fd >= 0:
+            os.close(self._watch_fd)
+            self._watch_fd = -1
 
     def _region_truncated(self, region: FetchSlice, position: int) -> None:
         # Kafka's FileRecords.writeTo: "truncated during write"; the channel is closed. The client
@@ -489,5 +542,6 @@ class Connection(asyncio.Protocol):
     def close(self) -> None:
         if not self.closed:
             self.closed = True
+            self._release_watch_fd()
             if self.transport is not None:
                 self.transport.abort()
