@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from odradek.protocol.errors import ErrorCode
+from tests.support.java_tools import run_tool
 from tests.support.real_kafka import Target, create_topic, kafka_and_odradek, unique
 from tests.support.streams_wire import (
     StreamsMember,
@@ -154,3 +155,22 @@ def test_no_warm_up_task_even_for_a_member_without_state(target: Target) -> None
         assert sum(len(ps) for ps in b.active.values()) == 2  # half of the four tasks moved at once
         for m in describe(c, app)["members"]:
             assert m["assignment"]["warmup_tasks"] == [] and m["target_assignment"]["warmup_tasks"] == []
+
+
+def test_kafka_streams_groups_tool_finds_no_stored_topology(target: Target) -> None:
+    """Kafka 4.4's ``kafka-streams-groups --describe --topology`` (its admin client's
+    DescribeStreamsGroups v1 with IncludeTopologyDescription) on a live group: the same output and
+    exit status from both brokers, the tool's words for NOT_STORED."""
+    app = "tooltopology"  # fixed: the tool's output names the group on both brokers
+    source = f"{app}-words"
+    create_topic(target, source, 2)
+    with WireClient(target.host, target.port) as c:
+        wait_for_coordinator(c, app)
+        a = StreamsMember(c, app, word_count_topology(app, source))
+        a.join()
+        converge([a], 4)
+        tool = run_tool("kafka-streams-groups", ["--bootstrap-server", target.bootstrap, "--describe", "--group", app,
+                                                 "--topology"], check=False)
+        # Kafka 4.4's own output, the same from both brokers (checked against Kafka by this test).
+        assert (tool.returncode, tool.stdout.strip(), tool.stderr) == (
+            1, f"Error: No topology description is stored for streams group '{app}'.", ""), tool
