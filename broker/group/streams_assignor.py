@@ -21,8 +21,9 @@ within the total quota; the rest to the least loaded process that lacks the task
 is left the copy is dropped (Kafka logs that capacity is short).
 
 Kafka's priority queues break ties by heap order; here ties go to the process and member seen first
-(members in id order), so one input always gives one assignment. Warm-up tasks are not assigned
-(Kafka 4.4 adds them in a refinement step after this assignor; see streams_group.py).
+(members in id order), so one input always gives one assignment. Warm-up tasks are not assigned:
+Kafka 4.4.0's refinement step after this assignor (AssignmentRefiner.refine), where they would be,
+returns the assignor's target unchanged (see streams_group.py).
 
 Pure functions; any thread.
 """
