@@ -522,7 +522,7 @@ class ReplicaManager:
             readable = part.appended_bytes if follower else part.bytes_below_bound(params.isolation_level)
             status.append((key, cp, readable - read.size))
             keys.append(key)
-        op = DelayedFetch(params, partitions, status, self.partitions.get, self.read_from_local_log,
+        op = DelayedFetch(params, partitions, status, self.partitions.get, self._read_from_purgatory,
                           self.node_id, callback)
         self.fetch_purgatory.try_complete_else_watch(op, keys)
 
@@ -532,7 +532,13 @@ class ReplicaManager:
         topic = self.image.topics_by_id.get(cp.topic_id)
         return topic.name if topic is not None else ""
 
-    def read_from_local_log(self, params: FetchParams, partitions: list[CachedPartition]) -> FetchResult:
+    def _read_from_purgatory(self, params: FetchParams, partitions: list[CachedPartition]) -> FetchResult:
+        """A waiting fetch's completion read: a follower's position was taken when its fetch
+        arrived and is not reported again (Kafka's readFromLog with readFromPurgatory)."""
+        return self.read_from_local_log(params, partitions, False)
+
+    def read_from_local_log(self, params: FetchParams, partitions: list[CachedPartition],
+                            update_fetch_state: bool = True) -> FetchResult:
         """One read of every partition within the response budget (Kafka's readFromLocalLog), for a
         consumer or for a follower (``params.replica_id >= 0``).
 
@@ -549,7 +555,11 @@ class ReplicaManager:
         (UNKNOWN_LEADER_EPOCH when it gave its leader epoch, else NOT_LEADER_OR_FOLLOWER: Kafka's
         followerReplicaOrThrow); its fetch offset is its log end (Kafka's updateFollowerFetchState:
         the HW may move, the ISR may grow), and the HWs that moved complete what waited on them,
-        after the read. Its bytes are not counted as consumers' (``bytes_by_topic``).
+        after the read. Its bytes are not counted as consumers' (``bytes_by_topic``). Only the read
+        a fetch makes when it arrives reports the follower's position (``update_fetch_state``); the
+        read that completes it from the purgatory does not (Kafka's ``updateFetchState =
+        !readFromPurgatory``): the position, its time and the log end it is measured against stay
+        the request's, and a woken fetch costs one read, not a second round of bookkeeping.
         """
         image = self.image
         uses_ids = params.uses_topic_ids
@@ -559,7 +569,8 @@ class ReplicaManager:
         budget = params.max_bytes
         zero_copy = self._zero_copy
         selector = self.replica_selector if params.client_rack and not follower else None
-        fetch_ms = now_ms() if follower else 0
+        report_position = follower and update_fetch_state
+        fetch_ms = now_ms() if report_position else 0
         moved: list[TopicPartition] = []
         out = FetchResult()
         reads = out.partitions
@@ -597,11 +608,13 @@ class ReplicaManager:
                 aborted = None
                 if follower:
                     piece = part.read_for_follower(cp.fetch_offset, limit, min_one) if limit > 0 or min_one else EMPTY_SLICE
-                    # Before the answer's offsets are taken: the follower's position may move the HW.
-                    if part.update_follower_fetch_state(replica_id, cp.fetch_offset, fetch_ms, params.replica_epoch):
-                        moved.append((name, cp.partition))
-                    if replica_id not in part.isr:
-                        self.isr.maybe_expand(part, replica_id)
+                    if report_position:
+                        # Before the answer's offsets are taken: the follower's position may move the HW.
+                        if part.update_follower_fetch_state(replica_id, cp.fetch_offset, fetch_ms,
+                                                            params.replica_epoch):
+                            moved.append((name, cp.partition))
+                        if replica_id not in part.isr:
+                            self.isr.maybe_expand(part, replica_id)
                 elif limit > 0 or min_one:
                     piece = part.read(cp.fetch_offset, limit, isolation, min_one)
                     if isolation:  # read_committed (Kafka's FetchIsolation.TXN_COMMITTED)

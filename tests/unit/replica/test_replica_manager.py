@@ -3,6 +3,7 @@ fetch_messages (DelayedFetch on HW moves, bytes accumulated, timeout), coordinat
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from odradek.broker.replica.fetch_params import FetchParams, FetchResult
@@ -238,3 +239,30 @@ async def test_high_watermarks_survive_a_restart_in_replication_offset_checkpoin
     assert rm.leader_partition("rep", 0).high_watermark == 2
     # A partition whose ISR is this broker alone has its HW at the log end (Kafka's makeLeader).
     assert rm.leader_partition("solo", 0).high_watermark == 4
+
+
+async def test_a_follower_fetch_completed_from_the_purgatory_does_not_report_its_position_again(node: Node) -> None:
+    """Kafka's readFromLog(readFromPurgatory = true) reads without updateFetchState: a follower's
+    position and fetch time are those of the fetch request, not of the append that completed it.
+    So a follower that got one append when another followed at once counts as caught up as of
+    its parked fetch (the leader's log end then), not as of that completion, when it had nothing
+    yet (Kafka's Replica.updateFetchStateOrThrow with lastFetchLeaderLogEndOffset/lastFetchTimeMs)."""
+    part = node.rm.leader_partition("t", 0)
+    part.replicas = part.isr = (1, 2)
+    parked: list[FetchResult] = []
+    params = FetchParams(500, 1, 1 << 20, READ_UNCOMMITTED, False, replica_id=2)
+    node.rm.fetch_messages(params, [CachedPartition("t", None, 0, 0, 1 << 20)], parked.append)
+    assert parked == [] and node.rm.fetch_purgatory.delayed == 1
+    parked_at = part.follower_state(2)[1]
+    time.sleep(0.05)
+    produce(node, [("t", 0, batch(3))])  # completes the parked fetch: offsets 0-2 go out
+    assert len(parked) == 1 and parked[0].partitions[0].size > 0
+    produce(node, [("t", 0, batch(3))])  # offsets 3-5, before the follower fetches again
+    time.sleep(0.05)
+    answered: list[FetchResult] = []
+    node.rm.fetch_messages(params, [CachedPartition("t", None, 0, 3, 1 << 20)], answered.append)
+    assert len(answered) == 1
+    # It reached the log end its parked fetch saw (0): caught up as of that fetch. The old read
+    # reported the fetch again at its completion (leader log end 3), which this fetch reached,
+    # so the follower counted as caught up 50 ms later than it was.
+    assert part.follower_state(2) == (3, parked_at)
