@@ -467,6 +467,23 @@ class Broker:
                       lambda: rm.fetch_purgatory.delayed, labels={"delayedOperation": "Fetch"})
         metrics.gauge("kafka_server_delayedoperationpurgatory_purgatorysize", "Operations waiting in a purgatory",
                       lambda: rm.produce_purgatory.delayed, labels={"delayedOperation": "Produce"})
+        metrics.gauge("kafka_server_delayedoperationpurgatory_purgatorysize", "Operations waiting in a purgatory",
+                      lambda: rm.share_fetch_purgatory.delayed, labels={"delayedOperation": "ShareFetch"})
+        # Share groups (KIP-932): BrokerTopicMetrics' share counts and ShareGroupMetrics
+        # (broker/share/share_metrics.py), and the group coordinator's share-group gauges, Kafka's
+        # kafka.server:type=group-coordinator-metrics group-count{protocol=share} and
+        # share-group-count{state}, named as the JMX exporter's default rule names them.
+        share_metrics = self.share_partitions.metrics
+        share_metrics.existing = lambda: self.metadata.image.topics
+        metrics.registry.register(share_metrics)
+        assert self.group_coordinator is not None, "metrics start after the coordinators"
+        share_groups = self.group_coordinator.ctx.share_groups
+        metrics.gauge("kafka_server_group_coordinator_metrics_group_count", "Groups on this coordinator, by protocol",
+                      lambda: len(share_groups), labels={"protocol": "share"})
+        for state in ("Empty", "Stable", "Dead"):
+            metrics.gauge("kafka_server_group_coordinator_metrics_share_group_count", "Share groups, by state",
+                          lambda state=state: sum(1 for g in list(share_groups.values()) if g.state == state),
+                          labels={"state": state})
         metrics.gauge("kafka_log_logmanager_offlinelogdirectorycount", "Log directories offline after an I/O error",
                       lambda: len(lm.offline_dirs))
         for d in lm.log_dirs:

@@ -62,6 +62,14 @@ KAFKA_NAMES = (
     "kafka_log_logmanager_offlinelogdirectorycount",
     "kafka_log_logmanager_logdirectoryoffline",
     "kafka_server_kafkaserver_brokerstate",
+    # Share groups (broker/share/share_metrics.py and the group coordinator's gauges).
+    "kafka_server_brokertopicmetrics_totalsharefetchrequests_total",
+    "kafka_server_brokertopicmetrics_failedsharefetchrequests_total",
+    "kafka_server_brokertopicmetrics_totalshareacknowledgementrequests_total",
+    "kafka_server_brokertopicmetrics_failedshareacknowledgementrequests_total",
+    "kafka_server_sharegroupmetrics_recordacknowledgements_total",
+    "kafka_server_group_coordinator_metrics_group_count",
+    "kafka_server_group_coordinator_metrics_share_group_count",
 )
 
 _BYTES_IN, _MESSAGES_IN, _BYTES_OUT, _PRODUCE_REQUESTS, _FETCH_REQUESTS = range(5)

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.broker.runtime.purgatory import DelayedOperation, DelayedOperationPurgatory
 from odradek.broker.share.delayed_share_fetch import DelayedShareFetch
+from odradek.broker.share.share_metrics import ShareMetrics
 from odradek.broker.share.share_partition import InvalidAcknowledgement, InvalidRecordState, SharePartition
 from odradek.broker.share.share_session import ShareSession, ShareSessionCache
 from odradek.broker.share.share_state_records import ShareState
@@ -142,6 +143,8 @@ class SharePartitionManager:
         self.clock_ms = clock_ms
         self.sessions = ShareSessionCache(config.max_sessions)
         self.partitions: dict[SharePartitionId, SharePartition] = {}
+        # Kafka's share metrics (broker/share/share_metrics.py), served when /metrics is on.
+        self.metrics = ShareMetrics()
 
     # ------------------------------------------------------------------------------------------
     # sessions
@@ -196,6 +199,7 @@ class SharePartitionManager:
         try:
             sp = self._share_partition(session.group_id, topic, partition)
             sp.acknowledge(session.member_id, acks, self.clock_ms(), self.config.record_lock_duration_ms)
+            self.metrics.records_acknowledged(acks)
             self._persist(sp)
             self._wake(sp)  # released records, or room in the in-flight window
         except InvalidRecordState as exc:

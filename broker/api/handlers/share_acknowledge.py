@@ -75,6 +75,7 @@ def handle(services: Services, request: ApiRequest[ShareAcknowledgeRequest]) -> 
         return error_response(request, exc.code, exc.message)
     fetch_services = share_fetch.Services(services.metadata, services.replica_manager, manager, services.authz)
     results, topics = share_fetch.resolve_partitions(fetch_services, request, session, body["topics"])
+    acked = []
     for t in body["topics"]:
         for p in t["partitions"]:
             result = results[(t["topic_id"], p["partition_index"])]
@@ -82,6 +83,10 @@ def handle(services: Services, request: ApiRequest[ShareAcknowledgeRequest]) -> 
                 result.error_code, result.error_message = manager.acknowledge(
                     session, topics[result.topic_id], result.partition,
                     [(b["first_offset"], b["last_offset"], b["acknowledge_types"]) for b in p["acknowledgement_batches"]])
+                acked.append(result)
+    if acked:
+        manager.metrics.share_acknowledgement({topics[r.topic_id] for r in acked},
+                                              {topics[r.topic_id] for r in acked if r.error_code})
     if epoch == FINAL_EPOCH:
         manager.close_session(session)
     else:

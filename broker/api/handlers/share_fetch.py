@@ -94,12 +94,17 @@ async def handle(services: Services, request: ApiRequest[ShareFetchRequest]) -> 
                 manager.forget(session, name, index)
     acks_of = {(t["topic_id"], p["partition_index"]): p["acknowledgement_batches"]
                for t in body["topics"] for p in t["partitions"]}
+    acked: list[PartitionResult] = []
     for result in results.values():
         batches = acks_of.get((result.topic_id, result.partition))
         if batches and result.error_code == ErrorCode.NONE:
             result.acknowledge_error_code, result.acknowledge_error_message = manager.acknowledge(
                 session, topics[result.topic_id], result.partition,
                 [(b["first_offset"], b["last_offset"], b["acknowledge_types"]) for b in batches])
+            acked.append(result)
+    if acked:
+        manager.metrics.share_acknowledgement({topics[r.topic_id] for r in acked},
+                                              {topics[r.topic_id] for r in acked if r.acknowledge_error_code})
     if epoch == FINAL_EPOCH:
         manager.close_session(session)
     else:
@@ -110,9 +115,13 @@ async def handle(services: Services, request: ApiRequest[ShareFetchRequest]) -> 
                 if (topic_id, index) not in results:
                     results[(topic_id, index)] = PartitionResult(topic_id, index)
                     topics[topic_id] = name
-            await manager.fetch(session, list(results.values()), topics, body["max_wait_ms"], body["max_bytes"],
+            wanted = list(results.values())
+            await manager.fetch(session, wanted, topics, body["max_wait_ms"], body["max_bytes"],
                                 max(1, body.get("max_records") or 1),
                                 body.get("share_acquire_mode") == RECORD_LIMIT_MODE, body["min_bytes"])
+            read = [r for r in wanted if r.topic_id in topics]
+            manager.metrics.share_fetch({topics[r.topic_id] for r in read},
+                                        {topics[r.topic_id] for r in read if r.error_code})
     named = set(acks_of)
     leaders = CurrentLeaders(services.replica_manager, services.metadata, request.listener)
     by_topic: dict[uuid.UUID, list[ShareFetchResponsePartitionData]] = {}
