@@ -75,6 +75,7 @@ from odradek.broker.security.sasl.settings import inter_broker_sasl, listener_se
 from odradek.broker.security.sasl.setup import sasl_authenticators
 from odradek.broker.share.share_coordinator import ShareCoordinator
 from odradek.broker.share.share_partition_manager import ShareConfig, SharePartitionManager
+from odradek.broker.share.share_persister import SharePersister
 from odradek.broker.share.share_state_store import ShareStateStore
 from odradek.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from odradek.broker.txn.producer_ids import ProducerIdManager
@@ -100,6 +101,7 @@ class Broker:
     replica_manager: ReplicaManager
     fetch_sessions: FetchSessionCache
     share_coordinator: ShareCoordinator
+    share_persister: SharePersister
     producer_ids: ProducerIdSource
 
     def __init__(self, config: BrokerConfig) -> None:
@@ -191,8 +193,10 @@ class Broker:
             config["metadata.store"] == "local")
         await self.share_state.start()
         self.share_coordinator = ShareCoordinator(self.share_state, self.metadata)
+        # Where the share-partitions led here read and write their state: here or another broker.
+        self.share_persister = SharePersister(self.share_state, self.metadata)
         self.share_partitions = SharePartitionManager(ShareConfig.from_broker_config(config), rm, self.metadata,
-                                                      store=self.share_state)
+                                                      store=self.share_persister)
         rm.on_resign(self.share_partitions.on_resign)
         self.group_coordinator = GroupCoordinator(GroupConfig.from_broker_config(config), ReplicaManagerWriter(rm),
                                                   self.timer, self.metadata, self.node_id, producers=rm)
@@ -535,6 +539,7 @@ class Broker:
             await step("stopping the transaction coordinator", self.txn_coordinator.shutdown)
         if self.share_state is not None:
             await step("stopping the share-state store", self.share_state.shutdown)
+            await step("stopping the share persister", self.share_persister.close)
         if self.metrics is not None:
             await step("stopping metrics", self.metrics.shutdown)
         if self.fault_admin is not None:

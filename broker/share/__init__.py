@@ -10,6 +10,8 @@
                                coordinator runtime over ``__share_group_state``
 - ``share_coordinator``        ``ShareCoordinator``: the share coordinator's operations (APIs
                                83-87) on the state partitions this broker leads
+- ``share_persister``          ``SharePersister``: where a share-partition leader reads and writes
+                               its state (the local store, or the coordinator on another broker)
 
 Membership and assignment live on the group coordinator (broker/group/share_group.py).
 """

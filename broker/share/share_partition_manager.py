@@ -48,6 +48,7 @@ from odradek.broker.runtime.purgatory import DelayedOperation, DelayedOperationP
 from odradek.broker.share.delayed_share_fetch import DelayedShareFetch
 from odradek.broker.share.share_metrics import ShareMetrics
 from odradek.broker.share.share_partition import InvalidAcknowledgement, InvalidRecordState, SharePartition
+from odradek.broker.share.share_persister import SharePersister
 from odradek.broker.share.share_session import ShareSession, ShareSessionCache
 from odradek.broker.share.share_state_records import ShareState
 from odradek.broker.share.share_state_store import ShareStateStore, Where
@@ -129,7 +130,7 @@ class ShareFetchRequestState:
 class SharePartitionManager:
     def __init__(self, config: ShareConfig, replica_manager: ReplicaManager, metadata: BrokerMetadata,
                  clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-                 store: ShareStateStore | None = None) -> None:
+                 store: ShareStateStore | SharePersister | None = None) -> None:
         self.config = config
         self.store = store
         # What was last written per stored share-partition: a change that Kafka does not persist

@@ -9,9 +9,9 @@ latest state per share-partition (broker/share/share_state_records.py) and a wri
 snapshot of the whole state.
 
 The share-partition leader reads and writes the shard directly when this broker leads the
-state's partition: the share coordinator APIs between brokers (Initialize/Read/Write/Delete/
-ReadSummary ShareGroupState, 83-87) are not served yet, so where another broker leads it the
-share-partition keeps its state in memory only (``where`` answers ELSEWHERE).
+state's partition; where another broker leads it (``where`` answers ELSEWHERE) the persister
+(broker/share/share_persister.py) sends that broker the share coordinator's APIs (83-87), which
+broker/share/share_coordinator.py serves there.
 
 The topic is created (``share.coordinator.state.topic.*``; cleanup.policy=delete and
 retention.ms=-1 as Kafka's, which prunes it with DeleteRecords - not done here yet) by the first

@@ -1,0 +1,241 @@
+"""``SharePersister``: where a share-partition leader reads and writes its durable state - the
+share coordinator that leads the state's ``__share_group_state`` partition, here or on another
+broker (Kafka 4.4's DefaultStatePersister and PersisterStateManager).
+
+The SharePartitionManager sees the same four calls as on ``ShareStateStore`` (``where``,
+``read``, ``write``, ``delete``). Where this broker leads the state's partition they go to the
+local store, as before. Where another broker leads it (the store answers ELSEWHERE) they become
+the share coordinator's APIs over the inter-broker client (``NodeClient``), sent to the
+partition's leader in the metadata image - the node FindCoordinator key type 2 would name:
+
+- ``where`` starts a ReadShareGroupState (with the data partition's leader epoch, which the
+  coordinator records: the old leader's writes are fenced from then on) and answers WAIT until it
+  is back, then READY; ``read`` hands over its state once (None: the share-partition was never
+  initialized, INVALID_REQUEST from the coordinator). So a share-partition acquires nothing
+  before its state is read, as Kafka's SharePartition.maybeInitialize.
+- ``write`` queues the state and answers True; one sender per share-partition sends the latest
+  queued state, in order: InitializeShareGroupState first when the coordinator has none (Kafka's
+  group coordinator initializes; here the first leader does, with state epoch 0), then
+  WriteShareGroupState (the whole in-flight window from the start offset, so a later write
+  supersedes an earlier one that was never sent).
+- ``delete`` sends DeleteShareGroupState.
+
+NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, an unreachable node or
+no leader are retried with the metadata of the time after a backoff (Kafka's persister: 100 ms
+doubling to 5 s; it gives up after a few tries, Odradek keeps trying while the state is wanted:
+a share-partition must not start from nothing because its coordinator was moving). Other errors
+are final: a read's makes the share-partition start as never initialized, a write's is logged
+(FENCED_LEADER_EPOCH: a newer leader owns the share-partition).
+
+Owned by the handler loop; no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from odradek.broker.network.inter_broker_client import NodeClient, NodeUnavailableError
+from odradek.broker.share.share_coordinator import WRITE_UNINITIALIZED
+from odradek.broker.share.share_state_records import ShareState, StateKey
+from odradek.broker.share.share_state_store import STATE_TOPIC, ShareStateStore, Where
+from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.metadata.broker_metadata import BrokerMetadata
+
+log = logging.getLogger(__name__)
+
+INITIALIZE, READ, WRITE, DELETE = 83, 84, 85, 86
+RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                       ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT})
+BACKOFF_S = 0.1
+MAX_BACKOFF_S = 5.0
+# A read's answer not taken within this long is read again (the share-partition it was for may
+# have gone and come back meanwhile: the state could have moved on).
+READ_ANSWER_TTL_S = 5.0
+
+
+class Retry(Exception):
+    """The coordinator could not be reached or answered a retriable error."""
+
+
+class SharePersister:
+    def __init__(self, store: ShareStateStore, metadata: BrokerMetadata, timeout_s: float = 30.0) -> None:
+        self.store = store
+        self.metadata = metadata
+        self.node_id = store.node_id
+        self.timeout_s = timeout_s
+        self._clients: dict[int, NodeClient] = {}
+        self._reads: dict[StateKey, asyncio.Task[ShareState | None]] = {}
+        self._answers: dict[StateKey, tuple[float, ShareState | None]] = {}
+        self._pending: dict[StateKey, ShareState] = {}  # the latest state not yet sent, per share-partition
+        self._senders: dict[StateKey, asyncio.Task[None]] = {}
+        self._state_epochs: dict[StateKey, int] = {}  # known initialized at the coordinator, with this epoch
+        self._closed = False
+
+    # ------------------------------------------------------------------------------------------
+    # what the SharePartitionManager calls
+
+    def where(self, key: StateKey) -> Where:
+        where = self.store.where(key)
+        if where is not Where.ELSEWHERE:
+            return where
+        answer = self._answers.get(key)
+        if answer is not None:
+            if time.monotonic() - answer[0] < READ_ANSWER_TTL_S:
+                return Where.READY
+            del self._answers[key]
+        if key not in self._reads and not self._closed:
+            task = asyncio.get_running_loop().create_task(self._read(key))
+            self._reads[key] = task
+            task.add_done_callback(lambda t: self._read_done(key, t))
+        return Where.WAIT
+
+    def read(self, key: StateKey) -> ShareState | None:
+        answer = self._answers.pop(key, None)
+        if answer is not None:
+            return answer[1]
+        return self.store.read(key)
+
+    def write(self, key: StateKey, state: ShareState) -> bool:
+        where = self.store.where(key)
+        if where is not Where.ELSEWHERE:
+            return self.store.write(key, state)
+        self._pending[key] = state
+        if key not in self._senders and not self._closed:
+            task = asyncio.get_running_loop().create_task(self._send_writes(key))
+            self._senders[key] = task
+            task.add_done_callback(lambda _t: self._senders.pop(key, None))
+        return True
+
+    def delete(self, key: StateKey) -> None:
+        self._pending.pop(key, None)
+        self._answers.pop(key, None)
+        if self.store.where(key) is not Where.ELSEWHERE:
+            self.store.delete(key)
+            return
+        self._state_epochs.pop(key, None)
+        if not self._closed:
+            asyncio.get_running_loop().create_task(self._delete(key))
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in [*self._reads.values(), *self._senders.values()]:
+            task.cancel()
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
+
+    # ------------------------------------------------------------------------------------------
+    # the remote operations
+
+    async def _read(self, key: StateKey) -> ShareState | None:
+        leader_epoch = self._leader_epoch(key)
+        part = await self._retrying(key, READ, 0, {"leader_epoch": leader_epoch}, "read")
+        if part["error_code"] != ErrorCode.NONE:
+            if part["error_code"] != ErrorCode.INVALID_REQUEST:  # INVALID_REQUEST: never initialized
+                log.warning("could not read the share state of %s %s-%s: %s %s", key[0], key[1], key[2],
+                            ErrorCode(part["error_code"]).name, part["error_message"])
+            self._state_epochs.pop(key, None)
+            return None
+        self._state_epochs[key] = part["state_epoch"]
+        return ShareState(part["start_offset"], part["state_epoch"], leader_epoch,
+                          batches=[(b["first_offset"], b["last_offset"], b["delivery_state"], b["delivery_count"])
+                                   for b in part["state_batches"]])
+
+    def _read_done(self, key: StateKey, task: asyncio.Task[ShareState | None]) -> None:
+        if self._reads.get(key) is task:
+            del self._reads[key]
+        if not task.cancelled() and task.exception() is None:
+            self._answers[key] = (time.monotonic(), task.result())
+
+    async def _send_writes(self, key: StateKey) -> None:
+        while (state := self._pending.pop(key, None)) is not None:
+            if key not in self._state_epochs:
+                part = await self._retrying(key, INITIALIZE, 0, {
+                    "state_epoch": state.state_epoch, "start_offset": state.start_offset}, "initialize")
+                if not self._ok(key, part, "initialize"):
+                    continue
+                self._state_epochs[key] = state.state_epoch
+            part = await self._retrying(key, WRITE, 0, {
+                "state_epoch": self._state_epochs.get(key, 0), "leader_epoch": state.leader_epoch,
+                "start_offset": state.start_offset,
+                "state_batches": [{"first_offset": f, "last_offset": la, "delivery_state": s, "delivery_count": c}
+                                  for f, la, s, c in state.batches]}, "write",
+                superseded=lambda: key in self._pending)
+            if part is None:
+                continue  # a newer state is queued: it replaces this one
+            if part["error_message"] == WRITE_UNINITIALIZED and key in self._state_epochs:
+                # The coordinator has no state (deleted meanwhile): initialize it again.
+                self._state_epochs.pop(key, None)
+                self._pending.setdefault(key, state)
+                continue
+            self._ok(key, part, "write")
+
+    async def _delete(self, key: StateKey) -> None:
+        part = await self._retrying(key, DELETE, 0, {}, "delete")
+        self._ok(key, part, "delete")
+
+    def _ok(self, key: StateKey, part: dict[str, Any], what: str) -> bool:
+        if part["error_code"] == ErrorCode.NONE:
+            return True
+        log.warning("could not %s the share state of %s %s-%s: %s %s", what, key[0], key[1], key[2],
+                    ErrorCode(part["error_code"]).name, part["error_message"])
+        return False
+
+    async def _retrying(self, key: StateKey, api: int, version: int, fields: dict[str, Any], what: str,
+                        superseded: Any = None) -> Any:
+        """The partition's answer of ``api``, retried while the coordinator is away or moving;
+        None when ``superseded()`` says a newer request replaces it."""
+        backoff = BACKOFF_S
+        while True:
+            try:
+                return await self._send(key, api, version, fields)
+            except Retry as exc:
+                log.debug("retrying the share state %s of %s %s-%s: %s", what, key[0], key[1], key[2], exc)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+            if superseded is not None and superseded():
+                return None
+
+    async def _send(self, key: StateKey, api: int, version: int, fields: dict[str, Any]) -> dict[str, Any]:
+        client = self._coordinator(key)
+        if client is None:
+            raise Retry("no leader of its state partition")
+        body = {"group_id": key[0], "topics": [{"topic_id": key[1], "partitions": [{"partition": key[2], **fields}]}]}
+        try:
+            response = await client.request(api, version, body, self.timeout_s)
+        except NodeUnavailableError as exc:
+            raise Retry(str(exc)) from None
+        results = response["results"]
+        if not results or not results[0]["partitions"]:
+            raise Retry("an empty answer")
+        part: dict[str, Any] = results[0]["partitions"][0]
+        if part["error_code"] in RETRIABLE:
+            raise Retry(ErrorCode(part["error_code"]).name)
+        return part
+
+    def _coordinator(self, key: StateKey) -> NodeClient | None:
+        """The connection to the leader of the state's partition (another broker)."""
+        p = self.store.state_partition(key)
+        image = self.metadata.image
+        state = image.partition(STATE_TOPIC, p) if p is not None else None
+        if state is None or state.leader < 0 or state.leader == self.node_id:
+            return None  # no leader, or this broker is about to load it (the local store then serves)
+        reg = image.brokers.get(state.leader)
+        if reg is None or reg.fenced:
+            return None
+        client = self._clients.get(state.leader)
+        if client is None or (client.host, client.port) != (reg.host, reg.port):
+            client = self._clients[state.leader] = NodeClient(reg.host, reg.port,
+                                                              f"broker-{self.node_id}-share-persister")
+        return client
+
+    def _leader_epoch(self, key: StateKey) -> int:
+        topic = self.metadata.image.topic_by_id(key[1])
+        part = topic.partitions.get(key[2]) if topic is not None else None
+        return part.leader_epoch if part is not None else 0
+

@@ -1,0 +1,173 @@
+"""Share state survives a leader kill at RF=3 on a 3-broker Odradek cluster (issue 30), with Kafka
+4.4's own KafkaShareConsumer: the share-partition leader reads and writes its state through the
+share coordinator wherever that is (broker/share/share_persister.py, APIs 83-87 between brokers).
+
+The steps and the observable checks are those of the A/B test against a 3-node Kafka 4.4
+(tests/integration/test_share_groups_ab_cluster.py), which Kafka 4.4 passes: on an RF=3 topic a
+consumer accepts some records (A) and leaves; a second acquires the next ones (B) and holds them,
+unacknowledged; more records (C) are written and delivered to nobody. Then, with the group picked
+so that the data partition and the group's ``__share_group_state`` partition have different
+leaders, a node is killed with SIGKILL:
+
+- ``data``: the leader of the topic's partition. The new leader must start from the state the
+  share coordinator (another broker) keeps - before this, that state lived in the old leader's
+  memory only, and the new leader started at the log end: B and C were never delivered.
+- ``state``: the leader of the ``__share_group_state`` partition. The data leader lives on and
+  must write its later changes (the holder's release) to the new share coordinator.
+
+The holder is then killed too, and a new consumer reads: the accepted records never come back,
+each held record comes back once with delivery count 2, each record of C exactly once with count 1.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.broker.coordinator.hashing import partition_for
+from odradek.broker.share.share_state_store import kafka_uuid_string
+from tests.integration.test_share_groups_java import real, wait_initialized
+from tests.support.share_consumer import Delivery, ShareConsumer
+from tools.kafka_dist import ToolchainUnavailable
+
+pytestmark = pytest.mark.timeout(600)
+
+STATE_TOPIC = "__share_group_state"
+STATE_PARTITIONS = 3
+OVERRIDES = {"share.coordinator.state.topic.num.partitions": str(STATE_PARTITIONS),
+             "share.coordinator.state.topic.replication.factor": "3",
+             "offsets.topic.replication.factor": "3", "min.insync.replicas": "2"}
+_groups = iter(range(1_000_000))
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.2) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return
+        except (OSError, KeyError):
+            pass
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # type: ignore[type-arg]
+    from odradek.testing.cluster import ClusterProcesses, NoEtcdError, etcd_binary
+
+    try:
+        binary = etcd_binary()
+    except NoEtcdError as exc:
+        pytest.skip(f"needs etcd: {exc}")
+    with ClusterProcesses(Path(tmp_path_factory.mktemp("share-cluster")), 3, etcd=binary,
+                          overrides=OVERRIDES) as c:
+        # A first share group makes the brokers create __share_group_state.
+        topic = create_rf3_topic(c, "warmup")
+        try:
+            with ShareConsumer(c.bootstrap, "warmup-group", topic, "explicit", "accept") as consumer:
+                consumer.wait_subscribed()
+                wait_initialized(c, [consumer], topic, 1)
+                consumer.stop()
+        except ToolchainUnavailable as exc:
+            pytest.skip(f"needs Java and Kafka 4.4's jars: {exc}")
+        wait_until(lambda: all(len(c.partition_state(STATE_TOPIC, p)[2]) == 3 for p in range(STATE_PARTITIONS)),
+                   60, "__share_group_state in sync")
+        yield c
+
+
+def create_rf3_topic(c, topic: str) -> str:  # type: ignore[no-untyped-def]
+    admin = AdminClient({"bootstrap.servers": c.bootstrap, "log_level": 3})
+    admin.create_topics([NewTopic(topic, 1, 3, config={"retention.ms": "-1"})], operation_timeout=30)[topic].result(60)
+    wait_until(lambda: len(c.partition_state(topic, 0)[2]) == 3, 60, f"{topic}-0 led with 3 replicas in sync")
+    return topic
+
+
+def topic_id(c, topic: str) -> object:  # type: ignore[no-untyped-def]
+    return next(t["topic_id"] for t in c.metadata()["topics"] if t["name"] == topic)
+
+
+def produce(c, topic: str, values: list[str]) -> None:  # type: ignore[no-untyped-def]
+    producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 0, "log_level": 3})
+    for v in values:
+        producer.produce(topic, v.encode(), partition=0)
+    assert producer.flush(60) == 0, f"records of {values[0]}.. not acknowledged"
+
+
+def describe(records: list[Delivery]) -> str:
+    return " ".join(f"{r.offset}:{r.value}x{r.delivery_count}" for r in records)
+
+
+def run_case(c, kill: str) -> None:  # type: ignore[no-untyped-def]
+    topic = create_rf3_topic(c, f"sq-{kill}")
+    data_leader = c.partition_state(topic, 0)[0]
+    for _ in range(100):
+        group = f"sg-{kill}-{next(_groups)}"
+        state_p = partition_for(f"{group}:{kafka_uuid_string(topic_id(c, topic))}:0", STATE_PARTITIONS)
+        state_leader = c.partition_state(STATE_TOPIC, state_p)[0]
+        if state_leader != data_leader:
+            break
+    else:
+        raise AssertionError(f"every group's state is led by the data leader {data_leader}")
+    victim, (led_topic, led_partition) = {"data": (data_leader, (topic, 0)),
+                                          "state": (state_leader, (STATE_TOPIC, state_p))}[kill]
+
+    accepted = [f"a{i}" for i in range(10)]
+    held_batch = [f"b{i}" for i in range(10)]
+    never_delivered = [f"c{i}" for i in range(10)]
+    with ShareConsumer(c.bootstrap, group, topic, "explicit", "accept", "acceptor") as acceptor:
+        acceptor.wait_subscribed()
+        wait_initialized(c, [acceptor], topic, 1)
+        produce(c, topic, accepted)
+        wait_until(lambda: len(real(acceptor)) >= len(accepted), 60, "the acceptor's records")
+        acceptor.stop()
+    assert [r.value for r in real(acceptor)] == accepted
+    first_held = real(acceptor)[-1].offset + 1
+
+    with ShareConsumer(c.bootstrap, group, topic, "explicit", "hold", "holder") as holder:
+        holder.wait_subscribed()
+        produce(c, topic, held_batch)
+        wait_until(lambda: real(holder) != [], 60, "the holder's records")
+        time.sleep(2)
+        held = real(holder)
+        produce(c, topic, never_delivered)
+        time.sleep(2)  # the acquisition's state is written before the kill
+        assert held and held[0].offset == first_held and {r.delivery_count for r in held} == {1}, held
+        c.kill(victim)
+        wait_until(lambda: c.partition_state(led_topic, led_partition)[0] not in (-1, victim), 60,
+                   f"a new leader of {led_topic}-{led_partition}")
+        holder.kill()
+
+    rest = [v for v in held_batch + never_delivered if v not in {r.value for r in held}]
+    expected = len(held) + len(rest)
+    with ShareConsumer(c.bootstrap, group, topic, "explicit", "accept", "reader") as reader:
+        reader.wait_subscribed()
+        wait_until(lambda: len(real(reader)) >= expected, 120,
+                   f"{expected} records after killing node {victim} (got {describe(real(reader))})")
+        time.sleep(3)  # nothing more may come
+        reader.stop()
+    got: dict[str, list[int]] = collections.defaultdict(list)
+    for r in real(reader):
+        got[r.value].append(r.delivery_count)
+    assert dict(got) == {**{r.value: [2] for r in held}, **{v: [1] for v in rest}}, describe(reader.records)
+    assert max(r.offset for r in real(reader)) == first_held + len(held_batch) + len(never_delivered) - 1
+
+
+@pytest.mark.parametrize("kill", ["data", "state"])
+def test_share_state_survives_a_leader_kill(cluster, kill: str) -> None:  # type: ignore[no-untyped-def]
+    try:
+        run_case(cluster, kill)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{cluster.logs()[-12000:]}") from None
+    finally:
+        for node in cluster.node_ids:  # the next case needs all three (min ISR 2 from a full ISR)
+            if not cluster.brokers[node].alive():
+                cluster.start(node, timeout=60)
+        wait_until(lambda: all(len(cluster.partition_state(STATE_TOPIC, p)[2]) == 3
+                               for p in range(STATE_PARTITIONS)), 90, "__share_group_state in sync again")
