@@ -659,7 +659,20 @@ class Log:
                 position, first = found
                 end = position
                 next_offset = first.base_offset
-                for pos, header in seg.iter_headers(position, seg_size):
+                # The batches up to the last indexed boundary within the budget and below the
+                # limit all fit: the walk starts there (one or two header reads instead of one per
+                # batch). The offset after them is the next batch's base offset, its first header's
+                # (exact unless compaction left a gap there: then an upper bound, which is all the
+                # aborted-transaction lookup, its only user, needs; the entry's own offset until
+                # that header is read).
+                within = seg.offset_index.last_entry_within(min(position + max_bytes, seg_size - 1), limit)
+                walk_from = position
+                if within is not None and within[1] > position:
+                    walk_from = end = within[1]
+                    next_offset = within[0]
+                for pos, header in seg.iter_headers(walk_from, seg_size):
+                    if pos == walk_from and walk_from > position:
+                        next_offset = header.base_offset
                     if header.last_offset >= limit:
                         break
                     if end - position + header.size > max_bytes and not (min_one_batch and end == position):

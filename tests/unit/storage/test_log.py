@@ -823,3 +823,70 @@ def test_header_scans_find_every_batch_whatever_the_mix_of_sizes(tmp_path, sizes
     got = [(p, h.base_offset, h.size) for p, h in seg.iter_headers(first, end)]
     assert got == [e for e in expected if e[0] >= first and e[0] + e[2] <= end]
     log.close()
+
+
+def test_a_read_jumps_to_the_last_indexed_boundary_within_its_budget(tmp_path, monkeypatch):
+    # Issue 31: every 64 KiB batch of a 1 MiB fetch cost a header pread (16 per partition per
+    # Fetch); the offset index holds each batch's start, so the read jumps to the last one within
+    # the budget and reads one or two headers from there.
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=64 << 20, index_interval_bytes=4096,
+                                                  segment_index_bytes=1 << 20))
+    for i in range(40):
+        log.append(batch(16, value_size=4_000, tag=i), leader_epoch=0)
+    one = len(batch(16, value_size=4_000))  # ~64 KiB
+    reads = []
+    real_pread = os.pread
+
+    def counting_pread(fd: int, n: int, offset: int) -> bytes:
+        reads.append(offset)
+        return real_pread(fd, n, offset)
+
+    monkeypatch.setattr(os, "pread", counting_pread)
+    s = log.read(3 * 16 + 5, 1 << 20)
+    whole = (1 << 20) // one
+    assert (s.first_offset, s.position, s.size, s.next_offset) == (48, 3 * one, whole * one, (3 + whole) * 16)
+    assert len(reads) <= 3, reads  # the start batch's header, then one read from the jump point
+    reads.clear()
+    s = log.read(0, 1 << 20, max_offset=10 * 16 + 3)  # the high watermark inside batch 10
+    assert (s.position, s.size, s.next_offset) == (0, 10 * one, 160)
+    assert len(reads) <= 3, reads
+    monkeypatch.undo()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.tuples(st.integers(1, 6), st.sampled_from([1, 300, 2_000, 9_000, 30_000])),
+                      min_size=1, max_size=30),
+       interval=st.sampled_from([1, 100, 4096, 50_000]), start=st.integers(0, 200), budget=st.integers(0, 200_000),
+       limit=st.integers(0, 200), min_one=st.booleans())
+def test_reads_end_where_a_walk_over_every_header_ends(tmp_path, sizes, interval, start, budget, limit, min_one):
+    # Whatever the index's density, the slice is Log.read's rule applied batch by batch: from the
+    # batch holding ``start``, whole batches while they fit ``budget`` (the first one regardless
+    # with min_one_batch) and end below ``limit``.
+    d = tmp_path / f"t-{len(sizes)}-{interval}-{start}-{budget}-{limit}-{min_one}"
+    log = open_log(d, small_config(segment_bytes=64 << 20, index_interval_bytes=interval,
+                                   segment_index_bytes=1 << 20))
+    for i, (n, size) in enumerate(sizes):
+        log.append(batch(n, value_size=size, tag=i), leader_epoch=0)
+    leo = log.log_end_offset
+    start, limit = min(start, leo), min(limit, leo)
+    data = log.active_segment.read_batch(0, log.active_segment.size)
+    batches, pos = [], 0
+    while pos < len(data):
+        h = parse_header(data, pos)
+        batches.append((pos, h))
+        pos += h.size
+    s = log.read(start, budget, max_offset=limit, min_one_batch=min_one)
+    taken = []
+    if start < limit:
+        first = next(i for i, (_, h) in enumerate(batches) if h.last_offset >= start)
+        for p, h in batches[first:]:
+            fits = sum(x.size for _, x in taken) + h.size <= budget or (min_one and not taken)
+            if h.last_offset >= limit or not fits:
+                break
+            taken.append((p, h))
+    if not taken:
+        assert s.size == 0
+    else:
+        assert (s.position, s.size, s.first_offset, s.next_offset) == (
+            taken[0][0], sum(h.size for _, h in taken), taken[0][1].base_offset, taken[-1][1].next_offset)
+    log.close()
