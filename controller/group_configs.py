@@ -33,7 +33,8 @@ Kafka 4.4's, each with the broker config it overrides (its synonym; none for the
     errors.deadletterqueue.topic.name     STRING             "" (KIP-1191)
     errors.deadletterqueue.copy.record.enable BOOLEAN        false (KIP-1191)
 
-(*) broker configs Odradek does not define: their Kafka 4.4 defaults stand in (``KAFKA_BROKER_DEFAULTS``).
+(*) broker configs Odradek may not define: their Kafka 4.4 defaults stand in where it does not
+(``KAFKA_BROKER_DEFAULTS``).
 Internal keys are accepted and shown once set, never as defaults (Kafka's DescribeConfigs hides them).
 
 ``validate(props, broker)`` is Kafka 4.4's GroupConfig.validate over a group's complete set of values
@@ -86,7 +87,7 @@ STREAMS_NUM_STANDBY_REPLICAS = "streams.num.standby.replicas"
 STREAMS_INITIAL_REBALANCE_DELAY_MS = "streams.initial.rebalance.delay.ms"
 DLQ_TOPIC_NAME = "errors.deadletterqueue.topic.name"
 
-# Kafka 4.4's defaults of the broker configs group keys fall back to that Odradek does not define.
+# Kafka 4.4's defaults of the broker configs group keys fall back to, for those Odradek does not define.
 KAFKA_BROKER_DEFAULTS: dict[str, Any] = {
     "group.consumer.assignment.interval.ms": 1000,
     "group.consumer.min.assignment.interval.ms": 0,
@@ -289,9 +290,10 @@ def parse_value(key: str, raw: str) -> Any:
 
 def broker_value(broker: Callable[[str], Any], name: str) -> Any:
     """A broker config's parsed value; Kafka's default for one Odradek does not define."""
-    if name in KAFKA_BROKER_DEFAULTS:
+    try:
+        return broker(name)
+    except KeyError:
         return KAFKA_BROKER_DEFAULTS[name]
-    return broker(name)
 
 
 def validate(props: Mapping[str, str], broker: Callable[[str], Any]) -> dict[str, Any]:
@@ -381,10 +383,10 @@ def describe(props: Mapping[str, str], broker_entry: BrokerEntry) -> list[Descri
         d = KEYS[key]
         if d.synonym is None:
             broker_chain = [(key, format_value(key, d.default), SOURCE_DEFAULT)]
-        elif d.synonym in KAFKA_BROKER_DEFAULTS:
-            broker_chain = [(d.synonym, format_value(key, KAFKA_BROKER_DEFAULTS[d.synonym]), SOURCE_DEFAULT)]
         else:
             broker_chain = broker_entry(d.synonym)
+            if not broker_chain:  # a broker config Odradek does not define
+                broker_chain = [(d.synonym, format_value(key, KAFKA_BROKER_DEFAULTS[d.synonym]), SOURCE_DEFAULT)]
             if key == "streams.assignor.name":  # the group's default is the first registered assignor
                 broker_chain = [(n, v.split(",")[0], s) for n, v, s in broker_chain]
         if key in props:
@@ -398,3 +400,15 @@ def describe(props: Mapping[str, str], broker_entry: BrokerEntry) -> list[Descri
             _, value, source = broker_chain[0]
             out.append(DescribedConfig(key, value, source, d.config_type, d.doc, broker_chain))
     return out
+
+
+def duration_ms(text: str) -> int:
+    """The milliseconds of an ISO-8601 duration as share.auto.offset.reset's by_duration takes it
+    (java.time.Duration.parse: days, hours, minutes, seconds with a fraction); 0 when it does not parse."""
+    match = _ISO_DURATION.fullmatch(text)
+    if match is None:
+        return 0
+    days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
+    fraction = re.search(r"[.,]([0-9]{1,9})S$", text, re.IGNORECASE)
+    millis = int(fraction.group(1).ljust(9, "0")[:3]) if fraction else 0
+    return ((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000 + millis

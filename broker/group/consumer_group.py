@@ -66,6 +66,7 @@ from odradek.broker.group.assignors import MemberSpec, PartitionAssignorError, a
 from odradek.broker.group.classic_group import GroupState
 from odradek.broker.group.context import GroupContext
 from odradek.broker.group.errors import append_error
+from odradek.broker.group.group_overrides import group_int
 from odradek.broker.group.records import OffsetAndMetadata, group_metadata_key, offset_commit_key
 from odradek.broker.runtime.client_regex import ClientRegex, ClientRegexError, compile_client_regex
 from odradek.controller.meta_properties import new_kafka_uuid, uuid_to_base64
@@ -621,7 +622,8 @@ class ConsumerGroupManager:
         response: ConsumerGroupHeartbeatResponse = {
             "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "member_id": updated.member_id, "member_epoch": updated.member_epoch,
-            "heartbeat_interval_ms": self.heartbeat_interval_ms, "assignment": None}
+            "heartbeat_interval_ms": group_int(self.ctx.metadata, group_id, "consumer.heartbeat.interval.ms",
+                                               self.heartbeat_interval_ms), "assignment": None}
         full = epoch == 0 or (req["rebalance_timeout_ms"] != -1 and req["subscribed_topic_names"] is not None
                               and req["topic_partitions"] is not None)
         if full or updated.assigned_partitions != member.assigned_partitions:
@@ -799,7 +801,8 @@ class ConsumerGroupManager:
         self.timer.cancel(("cg-rebalance", group_id, member_id))
 
     def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
-        self.timer.schedule(("cg-session", group_id, member_id), self.session_timeout_ms,
+        timeout = group_int(self.ctx.metadata, group_id, "consumer.session.timeout.ms", self.session_timeout_ms)
+        self.timer.schedule(("cg-session", group_id, member_id), timeout,
                             lambda: self._fence_by_timer(group_id, member_id, "the member session expired", None))
 
     def _rebalance_timeout(self, group_id: str, member_id: str, member_epoch: int) -> None:

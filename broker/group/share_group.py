@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.broker.group import share_assignor
 from odradek.broker.group.context import GroupContext
+from odradek.broker.group.group_overrides import group_int
 from odradek.protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED
 from odradek.protocol.errors import ErrorCode, KafkaApiError
 
@@ -101,7 +102,7 @@ class ShareGroupManager:
                 raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID,
                                     f"Member {member_id} is not a member of group {group_id}.")
             self._remove_member(group, member_id)
-            return self._response(member_id, LEAVE_GROUP_MEMBER_EPOCH, None)
+            return self._response(group_id, member_id, LEAVE_GROUP_MEMBER_EPOCH, None)
         if group is None:
             if epoch != 0:
                 raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
@@ -140,7 +141,7 @@ class ShareGroupManager:
         self._schedule_session_timeout(group_id, member_id)
         full = epoch == 0 or names is not None
         assignment = self._assignment(member) if full or member.member_epoch != previous_epoch else None
-        return self._response(member_id, member.member_epoch, assignment)
+        return self._response(group_id, member_id, member.member_epoch, assignment)
 
     def _other_protocol(self, group_id: str) -> bool:
         """The id is held by a classic, consumer or streams group (one id space, as Kafka's)."""
@@ -183,16 +184,18 @@ class ShareGroupManager:
             group = self.groups.get(group_id)
             if group is not None and member_id in group.members:
                 self._remove_member(group, member_id)
-        self.ctx.timer.schedule(("sg-session", group_id, member_id), self.session_timeout_ms, expire)
+        timeout = group_int(self.ctx.metadata, group_id, "share.session.timeout.ms", self.session_timeout_ms)
+        self.ctx.timer.schedule(("sg-session", group_id, member_id), timeout, expire)
 
     def _assignment(self, member: ShareGroupMember) -> ShareGroupHeartbeatResponseAssignment:
         return {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
                                      for t, ps in sorted(member.assignment.items())]}
 
-    def _response(self, member_id: str, epoch: int,
+    def _response(self, group_id: str, member_id: str, epoch: int,
                   assignment: ShareGroupHeartbeatResponseAssignment | None) -> ShareGroupHeartbeatResponse:
+        interval = group_int(self.ctx.metadata, group_id, "share.heartbeat.interval.ms", self.heartbeat_interval_ms)
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "member_id": member_id,
-                "member_epoch": epoch, "heartbeat_interval_ms": self.heartbeat_interval_ms, "assignment": assignment}
+                "member_epoch": epoch, "heartbeat_interval_ms": interval, "assignment": assignment}
 
     # ------------------------------------------------------------------------------------------
     # describe, list

@@ -25,6 +25,7 @@ from odradek.broker.coordinator.runtime import (
 from odradek.broker.group import streams_records as SR
 from odradek.broker.group.context import GroupContext
 from odradek.broker.group.errors import append_error
+from odradek.broker.group.group_overrides import group_int
 from odradek.broker.group.records import OffsetAndMetadata, offset_commit_key
 from odradek.broker.group.streams_assignor import ASSIGNOR_NAME, AssignmentMember, assign
 from odradek.broker.group.streams_group import (
@@ -273,7 +274,7 @@ class StreamsGroupManager:
                 _check_tasks(configured.tasks, rows)
         if validated_epoch != group.validated_topology_epoch:
             bump = True
-        configs = {"num.standby.replicas": str(self.num_standby_replicas)}
+        configs = {"num.standby.replicas": str(self._standby_replicas(group_id))}
         if configs != group.assignment_configs:
             bump = True
         group_epoch = group.group_epoch
@@ -285,8 +286,9 @@ class StreamsGroupManager:
 
         # 3. The target assignment (rule 2), unless the initial delay holds it back.
         delay_key = ("sg-initial", group_id)
-        if was_empty and self.initial_rebalance_delay_ms > 0 and not self.timer.is_scheduled(delay_key):
-            delay = self.initial_rebalance_delay_ms
+        delay = group_int(self.ctx.metadata, group_id, "streams.initial.rebalance.delay.ms",
+                          self.initial_rebalance_delay_ms)
+        if was_empty and delay > 0 and not self.timer.is_scheduled(delay_key):
             change.after.append(lambda: self.timer.schedule(delay_key, delay,
                                                              lambda: self._delayed_assignment(group_id)))
             delayed = True
@@ -343,7 +345,9 @@ class StreamsGroupManager:
         changed = updated.assigned() != member.assigned()
         response: StreamsGroupHeartbeatResponse = {
             "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "member_id": mid,
-            "member_epoch": updated.member_epoch, "heartbeat_interval_ms": self.heartbeat_interval_ms,
+            "member_epoch": updated.member_epoch,
+            "heartbeat_interval_ms": group_int(self.ctx.metadata, group_id, "streams.heartbeat.interval.ms",
+                                               self.heartbeat_interval_ms),
             "acceptable_recovery_lag_legacy": min(self.acceptable_recovery_lag, 2**31 - 1),
             "task_offset_interval_ms": self.task_offset_interval_ms,
             "acceptable_recovery_lag": self.acceptable_recovery_lag,
@@ -478,7 +482,7 @@ class StreamsGroupManager:
             offsets = group.task_offsets.get(m.member_id, ({}, {}))[0]
             specs.append(AssignmentMember(m.member_id, m.process_id, merge_tasks(m.active, m.active_revoking),
                                           merge_tasks(m.standby, m.standby_revoking), offsets))
-        result = assign(specs, configured.tasks, stateful, self.num_standby_replicas)
+        result = assign(specs, configured.tasks, stateful, self._standby_replicas(group.group_id))
         return {mid: Target(t.active, t.standby, {}) for mid, t in result.items()}
 
     def _partitions_by_endpoint(self, members: dict[str, StreamsGroupMember], updated: StreamsGroupMember,
@@ -579,8 +583,12 @@ class StreamsGroupManager:
         if group is not None:
             group.task_offsets.pop(member_id, None)
 
+    def _standby_replicas(self, group_id: str) -> int:
+        return group_int(self.ctx.metadata, group_id, "streams.num.standby.replicas", self.num_standby_replicas)
+
     def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
-        self.timer.schedule(("sg-session", group_id, member_id), self.session_timeout_ms,
+        timeout = group_int(self.ctx.metadata, group_id, "streams.session.timeout.ms", self.session_timeout_ms)
+        self.timer.schedule(("sg-session", group_id, member_id), timeout,
                             lambda: self._fence_by_timer(group_id, member_id, "the member session expired", None))
 
     def _fence_by_timer(self, group_id: str, member_id: str, reason: str, only_at_epoch: int | None) -> None:

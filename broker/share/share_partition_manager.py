@@ -44,6 +44,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from odradek.broker.group.group_overrides import group_int, group_str
 from odradek.broker.runtime.purgatory import DelayedOperation, DelayedOperationPurgatory
 from odradek.broker.share.delayed_share_fetch import DelayedShareFetch
 from odradek.broker.share.share_metrics import ShareMetrics
@@ -52,6 +53,7 @@ from odradek.broker.share.share_persister import SharePersister
 from odradek.broker.share.share_session import ShareSession, ShareSessionCache
 from odradek.broker.share.share_state_records import ShareState
 from odradek.broker.share.share_state_store import ShareStateStore, Where
+from odradek.controller.group_configs import duration_ms
 from odradek.protocol.batch_header import HEADER_SIZE, parse_header
 from odradek.protocol.errors import ErrorCode, KafkaApiError
 from odradek.storage.results import FetchSlice
@@ -79,8 +81,9 @@ class StateNotReady(KafkaApiError):
 
 @dataclass(frozen=True)
 class ShareConfig:
-    """The broker-level share-group settings a share-partition follows (Kafka's defaults; per-group
-    overrides, group configs of resource type 32, are not implemented)."""
+    """The broker-level share-group settings a share-partition follows (Kafka's defaults); a group's
+    own configs (GROUP resources) override the lock duration, the delivery count limit and the
+    auto offset reset (SharePartitionManager._lock_duration_ms and the two below it)."""
 
     record_lock_duration_ms: int = 30_000
     delivery_count_limit: int = 5
@@ -199,7 +202,7 @@ class SharePartitionManager:
         """Apply one partition's acknowledgement batches; (error code, message) of the outcome."""
         try:
             sp = self._share_partition(session.group_id, topic, partition)
-            sp.acknowledge(session.member_id, acks, self.clock_ms(), self.config.record_lock_duration_ms)
+            sp.acknowledge(session.member_id, acks, self.clock_ms(), self._lock_duration_ms(session.group_id))
             self.metrics.records_acknowledged(acks)
             self._persist(sp)
             self._wake(sp)  # released records, or room in the in-flight window
@@ -356,7 +359,7 @@ class SharePartitionManager:
             return
         batches = _batch_headers(piece)
         acquired = sp.acquire(session.member_id, ((base, last) for _, _, base, last in batches), max_records,
-                              self.clock_ms(), self.config.record_lock_duration_ms, strict)
+                              self.clock_ms(), self._lock_duration_ms(session.group_id), strict)
         if not acquired:
             return
         self._persist(sp)
@@ -375,11 +378,11 @@ class SharePartitionManager:
             stored = self._stored_state(key)
             if stored is not None:
                 sp = SharePartition.restore(group_id, topic, partition, stored.start_offset, stored.batches,
-                                            self.config.delivery_count_limit, self.config.max_in_flight)
+                                            self._delivery_count_limit(group_id), self.config.max_in_flight)
                 self._written[key] = sp.durable_state()
             else:
-                start = part.log_start_offset if self.config.auto_offset_reset == "earliest" else part.high_watermark
-                sp = SharePartition(group_id, topic, partition, start, self.config.delivery_count_limit,
+                start = self._initial_offset(group_id, part)
+                sp = SharePartition(group_id, topic, partition, start, self._delivery_count_limit(group_id),
                                     self.config.max_in_flight)
             self.partitions[key] = sp
         if sp.expire_locks(self.clock_ms()):
@@ -388,6 +391,27 @@ class SharePartitionManager:
         elif key not in self._written:
             self._persist(sp)  # (not written yet: __share_group_state was still being created)
         return sp
+
+    # The group's own configs (GROUP resources, odradek.broker.group.group_overrides) over the broker's,
+    # read at each use as Kafka's GroupConfigManager is: the lock duration at each acquisition and
+    # acknowledgement, the delivery count limit and the start offset when a share-partition is created.
+    def _lock_duration_ms(self, group_id: str) -> int:
+        return group_int(self.metadata, group_id, "share.record.lock.duration.ms", self.config.record_lock_duration_ms)
+
+    def _delivery_count_limit(self, group_id: str) -> int:
+        return group_int(self.metadata, group_id, "share.delivery.count.limit", self.config.delivery_count_limit)
+
+    def _initial_offset(self, group_id: str, part: Any) -> int:
+        """share.auto.offset.reset: earliest, latest, or by_duration (the first record at most that old;
+        the high watermark when there is none)."""
+        reset = group_str(self.metadata, group_id, "share.auto.offset.reset", self.config.auto_offset_reset)
+        if reset == "earliest":
+            return int(part.log_start_offset)
+        if reset.startswith("by_duration:"):
+            since = self.clock_ms() - duration_ms(reset[len("by_duration:"):])
+            offset = part.fetch_offset_for_timestamp(since, READ_UNCOMMITTED)[0]
+            return int(offset) if offset >= 0 else int(part.high_watermark)
+        return int(part.high_watermark)
 
     def _state_key(self, sp_key: SharePartitionId) -> tuple[str, uuid.UUID, int] | None:
         topic = self.metadata.image.topics.get(sp_key[1])
@@ -450,7 +474,7 @@ class SharePartitionManager:
             raise KafkaApiError(ErrorCode.INVALID_REQUEST,
                                 f"start offset {offset} is outside {part.log_start_offset}-{part.high_watermark}")
         sp = self.partitions[(group_id, topic, partition)] = SharePartition(
-            group_id, topic, partition, offset, self.config.delivery_count_limit, self.config.max_in_flight)
+            group_id, topic, partition, offset, self._delivery_count_limit(group_id), self.config.max_in_flight)
         self._persist(sp)
         self._wake(sp)
 

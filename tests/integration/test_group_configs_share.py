@@ -1,0 +1,115 @@
+"""A share group's own configs (GROUP resources) take effect, with Kafka 4.4's KafkaShareConsumer, against
+Kafka 4.4 and Odradek alike (the A/B harness, tests/support/real_kafka.py); both brokers at their
+defaults (30 s record locks, delivery count limit 5, share.auto.offset.reset latest):
+
+- share.auto.offset.reset=earliest: records written before the group's first fetch are delivered (the
+  broker's latest would skip them);
+- share.record.lock.duration.ms=15000: records held by a live consumer come back to another after the
+  group's 15 s lock, well before the broker's 30 s, with delivery count 2;
+- share.delivery.count.limit=2: a record released at each delivery is delivered twice, then archived.
+
+Each group gets its configs before its first member joins (IncrementalAlterConfigs on the wire).
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.support.real_kafka import TARGETS, Target, create_topic, kafka_and_odradek, unique
+from tests.support.share_consumer import ShareConsumer
+from tests.support.wire import WireClient
+
+pytestmark = pytest.mark.timeout(240)
+
+SHARE_GROUP = ("ShareGroupHeartbeat", "ShareFetch", "ShareAcknowledge", "IncrementalAlterConfigs")
+BROKER_LOCK_S = 30  # group.share.record.lock.duration.ms, both brokers' default
+GROUP_LOCK_S = 15  # the lowest group.share.min.record.lock.duration.ms allows
+
+
+@pytest.fixture(scope="module")
+def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Target]]:
+    with kafka_and_odradek(tmp_path_factory) as both:
+        yield both
+
+
+def set_group_configs(target: Target, group: str, configs: dict[str, str]) -> None:
+    host, port = target.bootstrap.rsplit(":", 1)
+    with WireClient(host, int(port)) as c:
+        r = c.request(44, 1, {"validate_only": False, "resources": [{
+            "resource_type": 32, "resource_name": group,
+            "configs": [{"name": k, "config_operation": 0, "value": v} for k, v in configs.items()]}]})
+    assert (r["responses"][0]["error_code"], r["responses"][0]["error_message"]) == (0, None)
+
+
+def produce(target: Target, topic: str, values: list[str]) -> None:
+    producer = Producer({"bootstrap.servers": target.bootstrap, "linger.ms": 0})
+    for v in values:
+        producer.produce(topic, v.encode(), partition=0)
+    producer.flush(30)
+
+
+def wait_until(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def start(target: Target, group: str, topic: str, action: str, name: str) -> ShareConsumer:
+    consumer = ShareConsumer(target.bootstrap, group, topic, "explicit", action, name)
+    consumer.wait_subscribed()
+    return consumer
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_the_groups_lock_duration_and_earliest_reset(targets, name: str) -> None:
+    target = targets[name]
+    target.require(*SHARE_GROUP)
+    topic, group = unique("gl"), unique("sg")
+    create_topic(target, topic, 1)
+    values = [f"l{i}" for i in range(10)]
+    produce(target, topic, values)  # before the group's first fetch: only earliest delivers them
+    set_group_configs(target, group, {"share.auto.offset.reset": "earliest",
+                                      "share.record.lock.duration.ms": str(GROUP_LOCK_S * 1000)})
+    holder = start(target, group, topic, "hold", f"{group}-holder")
+    try:
+        wait_until(lambda: len(holder.records) == len(values), 60, "the holder's records")
+        acquired_at = time.monotonic()
+        taker = start(target, group, topic, "accept", f"{group}-taker")
+        wait_until(lambda: len(taker.records) >= len(values), BROKER_LOCK_S + 30, "the expired lock's records")
+        waited = time.monotonic() - acquired_at
+        taker.stop()
+    finally:
+        holder.kill()
+    assert sorted(r.value for r in holder.records) == sorted(values)
+    assert GROUP_LOCK_S - 2 <= waited < BROKER_LOCK_S - 3, waited  # the group's lock, not the broker's
+    assert sorted(r.value for r in taker.records) == sorted(values)
+    assert {r.delivery_count for r in taker.records} == {2}
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_the_groups_delivery_count_limit_archives_a_record(targets, name: str) -> None:
+    target = targets[name]
+    target.require(*SHARE_GROUP)
+    topic, group = unique("gd"), unique("sg")
+    create_topic(target, topic, 1)
+    values = [f"d{i}" for i in range(3)]
+    produce(target, topic, values)
+    set_group_configs(target, group, {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "2"})
+    consumer = start(target, group, topic, "release", f"{group}-c")
+    try:
+        wait_until(lambda: len(consumer.records) >= 2 * len(values), 60, "every delivery")
+        time.sleep(3)  # archived: no third delivery
+    finally:
+        consumer.stop()
+    seen = collections.defaultdict(list)
+    for r in consumer.records:
+        seen[r.value].append(r.delivery_count)
+    assert seen == {v: [1, 2] for v in values}
