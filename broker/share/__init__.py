@@ -5,6 +5,9 @@
 - ``share_session``            ``ShareSessionCache``: which partitions each member fetches here
 - ``share_partition_manager``  ``SharePartitionManager``: ShareFetch's reads and acquisitions,
                                acknowledgements, releases (closed sessions and connections)
+- ``delayed_share_fetch``      ``DelayedShareFetch``: a ShareFetch waiting in the ShareFetch
+                               purgatory for records to acquire (appends, releases, expired locks)
+- ``share_metrics``            ``ShareMetrics``: Kafka's share-group metrics for /metrics
 - ``share_state_records``      ``__share_group_state``'s ShareSnapshot / ShareUpdate records
 - ``share_state_store``        ``ShareStateStore``: share-partitions' durable state on the
                                coordinator runtime over ``__share_group_state``
