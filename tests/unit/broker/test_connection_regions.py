@@ -180,3 +180,30 @@ def test_a_client_gone_while_its_region_waits_leaves_no_descriptor(make_server, 
         s.sendall(request(9))
         assert struct.unpack(">ii", read_exactly(s, 8)) == (4 + REGION, 9)
         assert len(read_exactly(s, REGION)) == REGION
+
+
+@pytest.mark.parametrize("loop_kind", LOOP_KINDS)
+def test_a_full_socket_is_waited_on_not_asked_again(make_server, region_file: Path, loop_kind: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # sendfile returns what fitted; the connection waits for the socket to drain instead of calling
+    # it again straight away to be told EAGAIN (the old loop did, once per full socket).
+    calls: list[int] = []
+    refused: list[int] = []
+    real_sendfile = os.sendfile
+
+    def counting_sendfile(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
+        calls.append(count)
+        try:
+            return real_sendfile(out_fd, in_fd, offset, count)
+        except BlockingIOError:
+            refused.append(count)
+            raise
+
+    monkeypatch.setattr(os, "sendfile", counting_sendfile)
+    server = make_server(loop_kind)
+    with slow_client(server.port) as s:
+        s.sendall(request(1))
+        assert struct.unpack(">ii", read_exactly(s, 8)) == (4 + REGION, 1)
+        assert read_exactly(s, REGION, pause_every=1 << 20) == region_file.read_bytes()
+    assert len(calls) >= 5  # the socket filled again and again
+    assert len(refused) <= 1, f"{len(refused)} of {len(calls)} sendfile calls met a full socket"
