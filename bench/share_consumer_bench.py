@@ -9,7 +9,12 @@ second between the first and the last poll that returned some, summed over the t
 The producer's own duration is printed beside it: when it is as long as the consumption, the
 producer, not the consumers, bounded the figure.
 
-    python -m bench.share_consumer_bench [--records 200000] [--rounds 2]
+    python -m bench.share_consumer_bench [--records 200000] [--rounds 2] [--kafka/--no-kafka]
+        [--repo CHECKOUT] [--baseline CHECKOUT]
+
+``--baseline`` adds a third broker per round, Odradek from another checkout (e.g. ``git archive``
+of the commit a change is measured against), alternated with the others; ``--repo`` measures
+another checkout than this one as "odradek".
 """
 
 from __future__ import annotations
@@ -87,13 +92,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--kafka", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--repo", type=Path, default=None, help="the checkout measured as odradek")
+    ap.add_argument("--baseline", type=Path, default=None, help="another checkout, measured as baseline")
     args = ap.parse_args()
-    results: dict[str, list[tuple[float, float]]] = {"kafka": [], "odradek": []}
+    names = (["kafka"] if args.kafka else []) + (["baseline"] if args.baseline else []) + ["odradek"]
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="share-bench-") as tmp:
         for r in range(args.rounds):
-            for name in ("kafka", "odradek"):
-                target: Target = KafkaTarget(Path(tmp) / f"k{r}") if name == "kafka" else \
-                    OdradekTarget(Path(tmp) / f"o{r}")
+            for name in names:
+                target: Target
+                if name == "kafka":
+                    target = KafkaTarget(Path(tmp) / f"k{r}")
+                elif name == "baseline":
+                    target = OdradekTarget(Path(tmp) / f"b{r}", repo=args.baseline, name="baseline")
+                else:
+                    target = OdradekTarget(Path(tmp) / f"o{r}", **({"repo": args.repo} if args.repo else {}))
                 target.start()
                 try:
                     rate, produced = one_round(target, args.records)
