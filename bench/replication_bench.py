@@ -15,6 +15,9 @@ give an A/B; rounds alternate the trees), creates the topics, then runs two phas
    them CPU-s per GB produced (record values, counted once) and the handler thread's microseconds per
    request.
 
+``--idle-partitions N`` adds an idle N-partition RF=3 topic: each follower then follows about N/3
+partitions of every leader besides the busy ones, as on a broker hosting many partitions.
+
 On a 2-core machine the producer competes with the brokers: MB/s is client-bound, the CPU per GB and
 per request are what compare. The medians over rounds are printed per tree, with every round.
 
@@ -246,6 +249,8 @@ def one_round(tree: Path, args: argparse.Namespace) -> dict[str, float]:
             suffix = uuid.uuid4().hex[:6]
             (leader,) = create_topic(bootstrap, f"lat-{suffix}", 1)
             create_topic(bootstrap, f"tput-{suffix}", 3)
+            if args.idle_partitions:
+                create_topic(bootstrap, f"idle-{suffix}", args.idle_partitions)
             with Profiles(args.profile, cluster, "latency", args.profiler):
                 out = latency_phase(cluster, f"lat-{suffix}", leader, args.rate, args.latency_s)
             with Profiles(args.profile, cluster, "throughput", args.profiler):
@@ -262,6 +267,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rate", type=float, default=100.0, help="latency phase: records/s at most")
     ap.add_argument("--latency-s", type=float, default=10.0, help="latency phase length")
     ap.add_argument("--mb", type=float, default=100.0, help="throughput phase: MB produced")
+    ap.add_argument("--idle-partitions", type=int, default=0,
+                    help="also an idle RF=3 topic of this many partitions (a broker's followers fetch them too)")
     ap.add_argument("--json", type=Path, help="write every round here")
     ap.add_argument("--profile", type=Path, help="profile every broker per phase into this folder (1 round)")
     ap.add_argument("--profiler", choices=("py-spy", "perf"), default="py-spy")
