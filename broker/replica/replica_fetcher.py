@@ -11,7 +11,9 @@ broker and fetcher id (``num.replica.fetchers``, a partition's id by hash, as Ka
    epoch (one more round when the leader answers an epoch the follower does not have), or to its
    high watermark when the leader has no answer or the follower's log has no epoch.
 2. **Fetching**: Fetch requests (v15, this broker's id in ``replica_state``, KIP-903) from the log
-   end; the batches are appended as they are (``Partition.append_records_to_follower``: offsets
+   end, in a fetch session (KIP-227, broker/replica/follower_fetch_session.py: after the first
+   Fetch only the partitions whose fetch state changed are named, and the leader answers only
+   those with news); the batches are appended as they are (``Partition.append_records_to_follower``: offsets
    and epochs kept, no record is decoded) and the follower's HW becomes min(leader HW, own log
    end). The leader's log start offset is followed.
 
@@ -40,6 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.network.inter_broker_client import NodeClient, NodeUnavailableError
+from odradek.broker.replica.follower_fetch_session import FollowerFetchSession
 from odradek.protocol.codec import ZERO_UUID
 from odradek.protocol.errors import ErrorCode
 from odradek.storage.errors import KafkaStorageError
@@ -49,7 +52,9 @@ if TYPE_CHECKING:
     from odradek.broker.replica.partition import Partition
     from odradek.protocol.messages import (
         FetchRequest,
+        FetchRequestFetchPartition,
         FetchRequestFetchTopic,
+        FetchRequestForgottenTopic,
         FetchResponse,
         FetchResponsePartitionData,
         OffsetForLeaderEpochRequest,
@@ -64,6 +69,9 @@ TopicPartition = tuple[str, int]
 FETCH_KEY, FETCH_VERSION = 1, 15  # v15: replica_state (KIP-903), topic ids
 OFFSET_FOR_LEADER_EPOCH_KEY, OFFSET_FOR_LEADER_EPOCH_VERSION = 23, 4
 UNDEFINED = -1
+
+# The leader lost or refused this fetcher's fetch session: the next Fetch opens another.
+_SESSION_ERRORS = frozenset({ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH})
 
 # The leader has not caught up with the metadata (or is moving): retry after the backoff.
 _RETRIABLE = frozenset({
@@ -142,6 +150,7 @@ class ReplicaFetcher:
                                  timeout_s=config.socket_timeout_ms / 1000,
                                  receive_buffer_bytes=config.socket_receive_buffer_bytes)
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
+        self.session = FollowerFetchSession()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
@@ -304,18 +313,15 @@ class ReplicaFetcher:
 
     async def _fetch(self, states: dict[TopicPartition, PartitionFetchState]) -> None:
         cfg = self.config
-        topics: dict[uuid.UUID, FetchRequestFetchTopic] = {}
         names: dict[uuid.UUID, str] = {}
+        wanted: dict[TopicPartition, tuple[uuid.UUID, FetchRequestFetchPartition]] = {}
         asked: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
         for tp, state in states.items():
             part = self._current(tp, state)
             if part is None:
                 continue
-            entry = topics.get(state.topic_id)
-            if entry is None:
-                entry = topics[state.topic_id] = {"topic": tp[0], "topic_id": state.topic_id, "partitions": []}
-                names[state.topic_id] = tp[0]
-            entry["partitions"].append({
+            names[state.topic_id] = tp[0]
+            wanted[tp] = (state.topic_id, {
                 "partition": tp[1], "current_leader_epoch": state.leader_epoch, "fetch_offset": state.fetch_offset,
                 "last_fetched_epoch": -1, "log_start_offset": part.log_start_offset,
                 "partition_max_bytes": cfg.max_bytes, "replica_directory_id": ZERO_UUID,
@@ -323,13 +329,29 @@ class ReplicaFetcher:
             asked[tp] = (state, state.fetch_offset)
         if not asked:
             return
+        # The fetch session (KIP-227): after the first Fetch, only what changed is named; the
+        # leader answers every partition of the session that has news, so ``asked`` keeps them all.
+        session = self.session
+        to_send, to_forget = session.build(wanted)
+        topics: dict[uuid.UUID, FetchRequestFetchTopic] = {}
+        for (topic, _), (topic_id, partition) in to_send.items():
+            entry = topics.get(topic_id)
+            if entry is None:
+                entry = topics[topic_id] = {"topic": topic, "topic_id": topic_id, "partitions": []}
+            entry["partitions"].append(partition)
+        forgotten: dict[uuid.UUID, FetchRequestForgottenTopic] = {}
+        for (topic, index), topic_id in to_forget.items():
+            gone = forgotten.get(topic_id)
+            if gone is None:
+                gone = forgotten[topic_id] = {"topic": topic, "topic_id": topic_id, "partitions": []}
+            gone["partitions"].append(index)
         body: FetchRequest = {
             "cluster_id": None, "replica_id": -1,
             "replica_state": {"replica_id": self._follower_host.node_id,
                               "replica_epoch": self._follower_host.broker_epoch()},
             "max_wait_ms": cfg.max_wait_ms, "min_bytes": cfg.min_bytes, "max_bytes": cfg.response_max_bytes,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,  # sessionless (full) fetches
-            "topics": list(topics.values()), "forgotten_topics_data": [], "rack_id": "",
+            "isolation_level": 0, "session_id": session.session_id, "session_epoch": session.epoch,
+            "topics": list(topics.values()), "forgotten_topics_data": list(forgotten.values()), "rack_id": "",
         }
         timeout_s = (cfg.socket_timeout_ms + cfg.max_wait_ms) / 1000
         try:
@@ -337,10 +359,17 @@ class ReplicaFetcher:
         except NodeUnavailableError as exc:
             log.info("Fetch from broker %d failed (%s); retrying after %d ms", self.source_broker, exc,
                      cfg.backoff_ms)
+            session.reset()
             self._delay([s for s, _ in asked.values()])
             return
-        if response["error_code"] != ErrorCode.NONE:
-            log.info("Fetch from broker %d answered %s", self.source_broker, ErrorCode(response["error_code"]).name)
+        code = response["error_code"]
+        if not session.answered(code, response["session_id"]):
+            if code in _SESSION_ERRORS:
+                # Kafka's FetchSessionHandler: the next Fetch is a full one, at once.
+                log.info("Fetch from broker %d answered %s; opening a new fetch session", self.source_broker,
+                         _error_name(code))
+                return
+            log.info("Fetch from broker %d answered %s", self.source_broker, _error_name(code))
             self._delay([s for s, _ in asked.values()])
             return
         for t in response["responses"]:

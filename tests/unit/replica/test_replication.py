@@ -319,3 +319,41 @@ async def test_a_follower_fetching_as_an_earlier_incarnation_is_not_added_to_the
     assert (await fetch_as_replica(cluster, end, new_epoch))["error_code"] == 0
     await eventually(lambda: cluster.controller.image.topics[TOPIC].partitions[0].isr == (1, 2))
     assert cluster.leader.follower_broker_epoch(2) == new_epoch
+
+
+def leader_sessions(cluster: Cluster) -> list[Any]:
+    return list(cluster.broker1.fetch_sessions.sessions.values())
+
+
+async def test_the_follower_fetches_in_an_incremental_session(cluster: Cluster) -> None:
+    """Kafka's replica fetcher keeps a fetch session (KIP-227, its FetchSessionHandler): the first
+    Fetch is full and opens it, the later ones are incremental on it (their epoch counts up) and
+    name only the partitions whose fetch state changed."""
+    await eventually(lambda: len(leader_sessions(cluster)) == 1)
+    (session,) = leader_sessions(cluster)
+    assert list(session.partitions) == [(cluster.leader.topic_id, 0)]
+    epoch = session.epoch
+    for n in range(3):
+        answer = await cluster.produce(batch(2))
+        assert answer["error_code"] == 0 and answer["base_offset"] == 2 * n
+    assert cluster.follower.log_end_offset == 6 and log_bytes(cluster.follower) == log_bytes(cluster.leader)
+    # Still that one session, three rounds (or more) further on.
+    assert leader_sessions(cluster) == [session] and session.epoch >= epoch + 3
+    assert session.partitions[(cluster.leader.topic_id, 0)].fetch_offset == 6
+
+
+async def test_a_follower_whose_session_is_gone_opens_another_and_replicates_on(cluster: Cluster) -> None:
+    """The leader evicted the session (its cache is full, say): the follower's next incremental
+    Fetch answers FETCH_SESSION_ID_NOT_FOUND, and the follower starts over with a full Fetch at
+    once, as Kafka's FetchSessionHandler does, not after replica.fetch.backoff.ms."""
+    await eventually(lambda: len(leader_sessions(cluster)) == 1)
+    (old,) = leader_sessions(cluster)
+    cluster.broker1.fetch_sessions.remove(old.session_id)
+    started = time.monotonic()
+    answer = await cluster.produce(batch(2))
+    assert answer["error_code"] == 0
+    assert time.monotonic() - started < 5
+    await eventually(lambda: len(leader_sessions(cluster)) == 1)
+    (new,) = leader_sessions(cluster)
+    assert new.session_id != old.session_id
+    assert cluster.follower.log_end_offset == 2 and log_bytes(cluster.follower) == log_bytes(cluster.leader)
