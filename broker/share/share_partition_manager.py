@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 # leadership move), a waiting fetch looks again this often: the store reports no load's end.
 LOADING_RECHECK_S = 0.05
 READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
 
 SharePartitionId = tuple[str, str, int]  # (group id, topic name, partition)
 
@@ -82,8 +83,9 @@ class StateNotReady(KafkaApiError):
 @dataclass(frozen=True)
 class ShareConfig:
     """The broker-level share-group settings a share-partition follows (Kafka's defaults); a group's
-    own configs (GROUP resources) override the lock duration, the delivery count limit and the
-    auto offset reset (SharePartitionManager._lock_duration_ms and the two below it)."""
+    own configs (GROUP resources) override the lock duration, the delivery count limit, the
+    auto offset reset and the isolation level (SharePartitionManager._lock_duration_ms and those
+    below it; share.isolation.level is a group config only, read_uncommitted by default)."""
 
     record_lock_duration_ms: int = 30_000
     delivery_count_limit: int = 5
@@ -277,8 +279,9 @@ class SharePartitionManager:
             except KafkaApiError:
                 return None
             offset = sp.fetch_offset()
-            if offset is not None and offset < part.high_watermark:
-                total += part.read(offset, state.max_bytes, READ_UNCOMMITTED, True).size
+            isolation = self._isolation(state.session.group_id)
+            if offset is not None and offset < part.fetch_bound(isolation):
+                total += part.read(offset, state.max_bytes, isolation, True).size
         return total
 
     def _arm_wake(self, op: DelayedShareFetch[ShareFetchRequestState]) -> None:
@@ -352,15 +355,20 @@ class SharePartitionManager:
             sp.reset_start(part.log_start_offset)  # retention deleted records the group had not read
             self._persist(sp)
         offset = sp.fetch_offset()
-        if offset is None or offset >= part.high_watermark:
+        isolation = self._isolation(session.group_id)
+        if offset is None or offset >= part.fetch_bound(isolation):
             return
-        piece = part.read(offset, max_bytes, READ_UNCOMMITTED, True)
+        piece = part.read(offset, max_bytes, isolation, True)
         if piece.size == 0 or piece.file is None:
             return
         batches = _batch_headers(piece)
         acquired = sp.acquire(session.member_id, ((base, last) for _, _, base, last in batches), max_records,
                               self.clock_ms(), self._lock_duration_ms(session.group_id), strict)
+        if acquired and isolation == READ_COMMITTED:
+            acquired = self._archive_aborted(sp, session.member_id, part, offset, piece, acquired)
         if not acquired:
+            if isolation == READ_COMMITTED:
+                self._persist(sp)  # aborted records archived
             return
         self._persist(sp)
         # Send the batches from the first to the last holding an acquired offset, no more.
@@ -394,12 +402,38 @@ class SharePartitionManager:
 
     # The group's own configs (GROUP resources, odradek.broker.group.group_overrides) over the broker's,
     # read at each use as Kafka's GroupConfigManager is: the lock duration at each acquisition and
-    # acknowledgement, the delivery count limit and the start offset when a share-partition is created.
+    # acknowledgement, the isolation level at each read, the delivery count limit and the start offset
+    # when a share-partition is created.
     def _lock_duration_ms(self, group_id: str) -> int:
         return group_int(self.metadata, group_id, "share.record.lock.duration.ms", self.config.record_lock_duration_ms)
 
     def _delivery_count_limit(self, group_id: str) -> int:
         return group_int(self.metadata, group_id, "share.delivery.count.limit", self.config.delivery_count_limit)
+
+    def _isolation(self, group_id: str) -> int:
+        level = group_str(self.metadata, group_id, "share.isolation.level", "read_uncommitted")
+        return READ_COMMITTED if level == "read_committed" else READ_UNCOMMITTED
+
+    def _archive_aborted(self, sp: SharePartition, member_id: str, part: Any, offset: int, piece: FetchSlice,
+                         acquired: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+        """share.isolation.level=read_committed (Kafka's filterAbortedTransactionalAcquiredRecords): the
+        acquired offsets of aborted transactions' batches are archived, never delivered; the rest stay
+        acquired. Only reads that overlap an aborted transaction look at the batches' producers."""
+        aborted = part.aborted_transactions(offset, piece)
+        if not aborted:
+            return acquired
+        ranges = _aborted_ranges(piece, aborted)
+        dropped = [(max(f, a), min(t, b)) for a, b in ranges for f, t, _ in acquired if max(f, a) <= min(t, b)]
+        if not dropped:
+            return acquired
+        sp.acknowledge(member_id, [(f, t, [0]) for f, t in dropped], self.clock_ms(), 0)  # 0: GAP, archived
+        kept: list[tuple[int, int, int]] = []
+        for first, last, count in acquired:
+            pieces = [(first, last)]
+            for a, b in ranges:
+                pieces = [p for lo, hi in pieces for p in ((lo, min(hi, a - 1)), (max(lo, b + 1), hi)) if p[0] <= p[1]]
+            kept += [(lo, hi, count) for lo, hi in pieces]
+        return kept
 
     def _initial_offset(self, group_id: str, part: Any) -> int:
         """share.auto.offset.reset: earliest, latest, or by_duration (the first record at most that old;
@@ -493,6 +527,24 @@ class SharePartitionManager:
         """The SPSO of a share-partition this broker has (None: the group never read it here)."""
         sp = self.partitions.get((group_id, topic, partition))
         return None if sp is None else sp.start_offset
+
+
+def _aborted_ranges(piece: FetchSlice, aborted: list[Any]) -> list[tuple[int, int]]:
+    """(base, last offset) of each transactional data batch of ``piece`` that an aborted transaction
+    (AbortedTxn: producer id, first offset, the abort marker's offset) holds."""
+    assert piece.file is not None
+    out = []
+    pos = 0
+    while piece.size - pos >= HEADER_SIZE:
+        header = parse_header(os.pread(piece.file.fd, HEADER_SIZE, piece.position + pos))
+        if pos + header.size > piece.size:
+            break
+        base, last = header.base_offset, header.base_offset + header.last_offset_delta
+        if header.is_transactional and not header.is_control and any(
+                a.producer_id == header.producer_id and a.first_offset <= base <= a.last_offset for a in aborted):
+            out.append((base, last))
+        pos += header.size
+    return out
 
 
 def _batch_headers(piece: FetchSlice) -> list[tuple[int, int, int, int]]:

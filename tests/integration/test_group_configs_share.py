@@ -6,7 +6,9 @@ defaults (30 s record locks, delivery count limit 5, share.auto.offset.reset lat
   broker's latest would skip them);
 - share.record.lock.duration.ms=15000: records held by a live consumer come back to another after the
   group's 15 s lock, well before the broker's 30 s, with delivery count 2;
-- share.delivery.count.limit=2: a record released at each delivery is delivered twice, then archived.
+- share.delivery.count.limit=2: a record released at each delivery is delivered twice, then archived;
+- share.isolation.level=read_committed: records of an aborted transaction are never delivered (a group
+  without the config, read_uncommitted, gets them too).
 
 Each group gets its configs before its first member joins (IncrementalAlterConfigs on the wire).
 """
@@ -113,3 +115,32 @@ def test_the_groups_delivery_count_limit_archives_a_record(targets, name: str) -
     for r in consumer.records:
         seen[r.value].append(r.delivery_count)
     assert seen == {v: [1, 2] for v in values}
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_the_groups_isolation_level_skips_aborted_transactions(targets, name: str) -> None:
+    target = targets[name]
+    target.require(*SHARE_GROUP)
+    topic, committed_group, plain_group = unique("gi"), unique("sg"), unique("sg")
+    create_topic(target, topic, 1)
+    producer = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": unique("tx"), "linger.ms": 0})
+    producer.init_transactions(30)
+    for prefix, commit in (("c", True), ("a", False), ("k", True)):
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce(topic, f"{prefix}{i}".encode(), partition=0)
+        producer.flush(30)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    set_group_configs(target, committed_group, {"share.auto.offset.reset": "earliest",
+                                                "share.isolation.level": "read_committed"})
+    set_group_configs(target, plain_group, {"share.auto.offset.reset": "earliest"})
+    committed = start(target, committed_group, topic, "accept", f"{committed_group}-c")
+    plain = start(target, plain_group, topic, "accept", f"{plain_group}-c")
+    try:
+        wait_until(lambda: len(committed.records) >= 10 and len(plain.records) >= 15, 60, "the records")
+        time.sleep(3)  # nothing more comes
+    finally:
+        committed.stop()
+        plain.stop()
+    assert sorted(r.value for r in committed.records) == sorted([f"c{i}" for i in range(5)] + [f"k{i}" for i in range(5)])
+    assert sorted(r.value for r in plain.records) == sorted(f"{p}{i}" for p in "cak" for i in range(5))
