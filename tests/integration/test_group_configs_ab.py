@@ -10,7 +10,8 @@ Compared, in order:
 - DescribeConfigs v4 and v1 of groups with and without configs (every key, Kafka's order, values, sources,
   synonyms, types, documentation; internal keys only once set; an empty name refused; keys asked for);
 - ListConfigResources v1 listing the groups with configs (Kafka's order) before the brokers;
-- DeleteGroups of a group with configs: Kafka 4.4 keeps the group's configs, and so does Odradek.
+- DeleteGroups of a consumer group and of a share group with configs: Kafka 4.4 keeps the group's
+  configs, and so does Odradek.
 """
 
 from __future__ import annotations
@@ -157,6 +158,33 @@ def test_delete_groups_keeps_the_group_configs_as_kafka_does(targets) -> None:
             admin.delete_consumer_groups(["dg1"])["dg1"].result()
             out.append(c.request(LIST_CONFIG_RESOURCES, 1, {"resource_types": [GROUP]})["config_resources"])
             out.append(overrides(c, "dg1"))
+            return out
+
+    assert same_on_both(targets, scenario)[-1] == [("share.delivery.count.limit", "3")]
+
+
+def test_delete_groups_of_a_share_group_keeps_its_configs_as_kafka_does(targets) -> None:
+    group, topic = f"sdel-{int(time.time() * 1000)}", f"sdel-topic-{int(time.time() * 1000)}"
+
+    def scenario(c: WireClient, bootstrap: str) -> list:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result()
+        with c:
+            deadline = time.monotonic() + 30
+            while c.request(10, 1, {"key": group, "key_type": 0})["error_code"] != 0:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+            join: dict = {"error_code": -1}
+            while join["error_code"] != 0 and time.monotonic() < deadline:
+                join = c.request(76, 1, {"group_id": group, "member_id": "member-1", "member_epoch": 0,
+                                         "rack_id": None, "subscribed_topic_names": [topic]})
+                time.sleep(0.2)
+            leave = c.request(76, 1, {"group_id": group, "member_id": "member-1", "member_epoch": -1, "rack_id": None,
+                                      "subscribed_topic_names": None})
+            out: list[Any] = [join["error_code"], leave["error_code"],
+                              alter(c, group, [("share.delivery.count.limit", SET, "3")])]
+            out.append(c.request(42, 2, {"groups_names": [group]})["results"])
+            out.append(overrides(c, group))
             return out
 
     assert same_on_both(targets, scenario)[-1] == [("share.delivery.count.limit", "3")]
