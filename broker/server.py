@@ -327,6 +327,7 @@ class Broker:
             controller_client=self.controller_client, replica_manager=self.replica_manager,
             fetch_sessions=self.fetch_sessions, group_coordinator=self.group_coordinator,
             share_partitions=self.share_partitions, share_coordinator=self.share_coordinator,
+            share_persister=self.share_persister,
             txn_coordinator=self.txn_coordinator, producer_ids=self.producer_ids,
             client_metrics=self.client_metrics, io_pool=self.io_pool, authz=AuthHelper(self.authorizer),
             metrics=self.metrics, client_telemetry=self.client_telemetry)

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from odradek.broker.security.authz import AuthHelper
     from odradek.broker.share.share_coordinator import ShareCoordinator
     from odradek.broker.share.share_partition_manager import SharePartitionManager
+    from odradek.broker.share.share_persister import SharePersister
     from odradek.broker.txn.coordinator import TransactionCoordinator
     from odradek.broker.txn.producer_ids import ProducerIdSource
 
@@ -153,6 +154,8 @@ class Collaborators:
     share_partitions: SharePartitionManager
     # The share coordinator of the __share_group_state partitions led here (APIs 83-87).
     share_coordinator: ShareCoordinator
+    # Where the share-partitions led here read and write their state (broker/share/share_persister.py).
+    share_persister: SharePersister
     txn_coordinator: TransactionCoordinator
     producer_ids: ProducerIdSource
     client_metrics: ClientMetricsManager

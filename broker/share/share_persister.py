@@ -19,6 +19,7 @@ partition's leader in the metadata image - the node FindCoordinator key type 2 w
   WriteShareGroupState (the whole in-flight window from the start offset, so a later write
   supersedes an earlier one that was never sent).
 - ``delete`` sends DeleteShareGroupState.
+- ``summary`` (DescribeShareGroupOffsets) asks ReadShareGroupStateSummary and waits for the answer.
 
 NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, an unreachable node or
 no leader are retried with the metadata of the time after a backoff (Kafka's persister: 100 ms
@@ -27,12 +28,17 @@ a share-partition must not start from nothing because its coordinator was moving
 are final: a read's makes the share-partition start as never initialized, a write's is logged
 (FENCED_LEADER_EPOCH: a newer leader owns the share-partition).
 
+When the state's partition comes to this broker while a remote operation retries, it stops: a
+queued write goes to the local store if no write came after it (else it is simply superseded), a
+delete too, and a read is dropped (the local store answers the next look).
+
 Owned by the handler loop; no locks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -48,7 +54,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-INITIALIZE, READ, WRITE, DELETE = 83, 84, 85, 86
+INITIALIZE, READ, WRITE, DELETE, READ_SUMMARY = 83, 84, 85, 86, 87
 RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                        ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT})
 BACKOFF_S = 0.1
@@ -62,6 +68,10 @@ class Retry(Exception):
     """The coordinator could not be reached or answered a retriable error."""
 
 
+class Abandoned(Exception):
+    """A remote read no longer needed: the state's partition is led here now."""
+
+
 class SharePersister:
     def __init__(self, store: ShareStateStore, metadata: BrokerMetadata, timeout_s: float = 30.0) -> None:
         self.store = store
@@ -72,6 +82,9 @@ class SharePersister:
         self._reads: dict[StateKey, asyncio.Task[ShareState | None]] = {}
         self._answers: dict[StateKey, tuple[float, ShareState | None]] = {}
         self._pending: dict[StateKey, ShareState] = {}  # the latest state not yet sent, per share-partition
+        # Writes asked per share-partition (local or remote): a queued remote write older than the
+        # latest is superseded, and one the local store can now take goes there only if it is the latest.
+        self._writes: dict[StateKey, int] = {}
         self._senders: dict[StateKey, asyncio.Task[None]] = {}
         self._state_epochs: dict[StateKey, int] = {}  # known initialized at the coordinator, with this epoch
         self._closed = False
@@ -101,8 +114,10 @@ class SharePersister:
         return self.store.read(key)
 
     def write(self, key: StateKey, state: ShareState) -> bool:
+        self._writes[key] = self._writes.get(key, 0) + 1
         where = self.store.where(key)
         if where is not Where.ELSEWHERE:
+            self._pending.pop(key, None)
             return self.store.write(key, state)
         self._pending[key] = state
         if key not in self._senders and not self._closed:
@@ -121,6 +136,26 @@ class SharePersister:
         if not self._closed:
             asyncio.get_running_loop().create_task(self._delete(key))
 
+    async def summary(self, key: StateKey, timeout_s: float = 5.0) -> tuple[int, int] | None:
+        """(start offset, leader epoch) the share coordinator keeps for ``key`` - ReadShareGroupStateSummary
+        where another broker leads the state's partition; (-1, 0) when there is no state (Kafka's
+        answer for a share-partition never initialized); None when the coordinator did not answer
+        within ``timeout_s`` (it is moving or loading)."""
+        where = self.store.where(key)
+        if where is Where.READY:
+            state = self.store.read(key)
+            return (state.start_offset, state.leader_epoch) if state is not None else (-1, 0)
+        if where is not Where.ELSEWHERE:
+            return (-1, 0) if where is Where.ABSENT else None
+        try:
+            part = await asyncio.wait_for(self._retrying(key, READ_SUMMARY, 0, {"leader_epoch": 0}, "summary"),
+                                          timeout_s)
+        except TimeoutError:
+            return None
+        if part["error_code"] != ErrorCode.NONE:
+            return None
+        return int(part["start_offset"]), int(part["leader_epoch"])
+
     async def close(self) -> None:
         self._closed = True
         for task in [*self._reads.values(), *self._senders.values()]:
@@ -135,6 +170,8 @@ class SharePersister:
     async def _read(self, key: StateKey) -> ShareState | None:
         leader_epoch = self._leader_epoch(key)
         part = await self._retrying(key, READ, 0, {"leader_epoch": leader_epoch}, "read")
+        if part is None:
+            raise Abandoned()  # the state's partition is led here now: the local store answers
         if part["error_code"] != ErrorCode.NONE:
             if part["error_code"] != ErrorCode.INVALID_REQUEST:  # INVALID_REQUEST: never initialized
                 log.warning("could not read the share state of %s %s-%s: %s %s", key[0], key[1], key[2],
@@ -154,9 +191,13 @@ class SharePersister:
 
     async def _send_writes(self, key: StateKey) -> None:
         while (state := self._pending.pop(key, None)) is not None:
+            seq = self._writes.get(key, 0)
             if key not in self._state_epochs:
                 part = await self._retrying(key, INITIALIZE, 0, {
                     "state_epoch": state.state_epoch, "start_offset": state.start_offset}, "initialize")
+                if part is None:
+                    self._write_locally(key, state, seq)
+                    continue
                 if not self._ok(key, part, "initialize"):
                     continue
                 self._state_epochs[key] = state.state_epoch
@@ -165,9 +206,10 @@ class SharePersister:
                 "start_offset": state.start_offset,
                 "state_batches": [{"first_offset": f, "last_offset": la, "delivery_state": s, "delivery_count": c}
                                   for f, la, s, c in state.batches]}, "write",
-                superseded=lambda: key in self._pending)
+                superseded=functools.partial(self._superseded, key, seq))
             if part is None:
-                continue  # a newer state is queued: it replaces this one
+                self._write_locally(key, state, seq)
+                continue
             if part["error_message"] == WRITE_UNINITIALIZED and key in self._state_epochs:
                 # The coordinator has no state (deleted meanwhile): initialize it again.
                 self._state_epochs.pop(key, None)
@@ -175,9 +217,22 @@ class SharePersister:
                 continue
             self._ok(key, part, "write")
 
+    def _superseded(self, key: StateKey, seq: int) -> bool:
+        return self._writes.get(key, 0) != seq
+
+    def _write_locally(self, key: StateKey, state: ShareState, seq: int) -> None:
+        """A queued write the remote coordinator did not take: superseded (nothing to do), or the
+        state's partition is led here now - the local store takes it if it is still the latest."""
+        if self._writes.get(key, 0) == seq and key not in self._pending \
+                and self.store.where(key) is not Where.ELSEWHERE:
+            self.store.write(key, state)
+
     async def _delete(self, key: StateKey) -> None:
         part = await self._retrying(key, DELETE, 0, {}, "delete")
-        self._ok(key, part, "delete")
+        if part is None:
+            self.store.delete(key)  # led here now
+        else:
+            self._ok(key, part, "delete")
 
     def _ok(self, key: StateKey, part: dict[str, Any], what: str) -> bool:
         if part["error_code"] == ErrorCode.NONE:
@@ -189,9 +244,12 @@ class SharePersister:
     async def _retrying(self, key: StateKey, api: int, version: int, fields: dict[str, Any], what: str,
                         superseded: Any = None) -> Any:
         """The partition's answer of ``api``, retried while the coordinator is away or moving;
-        None when ``superseded()`` says a newer request replaces it."""
+        None when ``superseded()`` says a newer request replaces it, or the state's partition is
+        now led here (the local store serves it)."""
         backoff = BACKOFF_S
         while True:
+            if self.store.where(key) is not Where.ELSEWHERE:
+                return None
             try:
                 return await self._send(key, api, version, fields)
             except Retry as exc:

@@ -9,10 +9,13 @@ Versions 0-1 (flexible), as Kafka 4.4.
 never fetched from has start_offset -1 (Kafka's "not initialized"). A group the coordinator does not
 know as a share group answers GROUP_ID_NOT_FOUND; coordinator errors are per group.
 
-The share-partitions live on their leaders (broker/share/): this broker answers from the
-share-partitions it has in memory, so on a cluster a partition led elsewhere, or one not fetched
-since a restart, reads as not initialized (Kafka 4.4 asks its share coordinator,
-ReadShareGroupStateSummary; not served).
+A share-partition this broker leads and has in memory answers from there (its lag counts the
+acknowledged records in flight). Any other asks the share coordinator, as Kafka 4.4 does
+(ReadShareGroupStateSummary through the share persister, broker/share/share_persister.py): its
+start offset and leader epoch; lag -1 (unknown: Odradek's share coordinator does not keep
+Kafka's delivery-complete count); a coordinator that does not answer in time reads as not
+initialized. ``topics`` null names the partitions held here and those of the topics the group last
+subscribed to whose state is initialized.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
     from odradek.broker.replica.replica_manager import ReplicaManager
     from odradek.broker.security.authz import AuthHelper
     from odradek.broker.share.share_partition_manager import SharePartitionManager
+    from odradek.broker.share.share_persister import SharePersister
     from odradek.protocol.messages import (
         DescribeShareGroupOffsetsRequest,
         DescribeShareGroupOffsetsResponse,
@@ -55,10 +59,12 @@ class Services:
     group_coordinator: GroupCoordinator
     replica_manager: ReplicaManager
     share_partitions: SharePartitionManager
+    share_persister: SharePersister
     authz: AuthHelper
 
 
-def handle(services: Services, request: ApiRequest[DescribeShareGroupOffsetsRequest]) -> DescribeShareGroupOffsetsResponse:
+async def handle(services: Services,
+                 request: ApiRequest[DescribeShareGroupOffsetsRequest]) -> DescribeShareGroupOffsetsResponse:
     if not features.share_group_protocol(services.metadata.image.features):
         return error_response(request, ErrorCode.UNSUPPORTED_VERSION)  # share.version 0 (KafkaApis)
     coordinator = coordinator_of(services.group_coordinator)
@@ -79,20 +85,29 @@ def handle(services: Services, request: ApiRequest[DescribeShareGroupOffsetsRequ
         if group_id not in coordinator.share.groups:
             groups.append(_group_error(group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."))
             continue
-        groups.append({"group_id": group_id, "topics": _topics(services, request, group_id, g["topics"]),
+        groups.append({"group_id": group_id, "topics": await _topics(services, request, group_id, g["topics"]),
                        "error_code": ErrorCode.NONE, "error_message": None})
     return {"throttle_time_ms": 0, "groups": groups}
 
 
-def _topics(services: Services, request: ApiRequest[DescribeShareGroupOffsetsRequest], group_id: str,
-            wanted: Sequence[Mapping[str, Any]] | None) -> list[DescribeShareGroupOffsetsResponseTopic]:
+async def _topics(services: Services, request: ApiRequest[DescribeShareGroupOffsetsRequest], group_id: str,
+                  wanted: Sequence[Mapping[str, Any]] | None) -> list[DescribeShareGroupOffsetsResponseTopic]:
     manager = services.share_partitions
     image = services.metadata.image
     if wanted is None:  # every partition the group has a share-partition for
-        held: dict[str, list[int]] = {}
+        held: dict[str, set[int]] = {}
         for g, held_topic, index in manager.partitions:
             if g == group_id:
-                held.setdefault(held_topic, []).append(index)
+                held.setdefault(held_topic, set()).add(index)
+        group = services.group_coordinator.share.groups.get(group_id)
+        for topic_id, count in group.subscribed_metadata if group is not None else ():
+            subscribed = image.topic_by_id(topic_id)
+            if subscribed is None:
+                continue
+            for index in range(count):
+                found = await services.share_persister.summary((group_id, topic_id, index))
+                if found is not None and found[0] >= 0:
+                    held.setdefault(subscribed.name, set()).add(index)
         wanted = [{"topic_name": t, "partitions": sorted(ps)} for t, ps in sorted(held.items())]
     out: list[DescribeShareGroupOffsetsResponseTopic] = []
     for t in wanted:
@@ -114,6 +129,9 @@ def _topics(services: Services, request: ApiRequest[DescribeShareGroupOffsetsReq
                     entry["start_offset"] = sp.start_offset
                     entry["leader_epoch"] = part.leader_epoch
                     entry["lag"] = max(0, part.high_watermark - sp.start_offset - sp.done_in_flight())
+                elif (found := await services.share_persister.summary((group_id, topic.topic_id, index))) is not None \
+                        and found[0] >= 0:
+                    entry["start_offset"], entry["leader_epoch"] = found
             partitions.append(entry)
         out.append({"topic_name": name, "topic_id": topic.topic_id if topic is not None else uuid.UUID(int=0),
                     "partitions": partitions})
