@@ -386,12 +386,12 @@ class SharePartitionManager:
             stored = self._stored_state(key)
             if stored is not None:
                 sp = SharePartition.restore(group_id, topic, partition, stored.start_offset, stored.batches,
-                                            self._delivery_count_limit(group_id), self.config.max_in_flight)
+                                            self._delivery_count_limit(group_id), self._max_record_locks(group_id))
                 self._written[key] = sp.durable_state()
             else:
                 start = self._initial_offset(group_id, part)
                 sp = SharePartition(group_id, topic, partition, start, self._delivery_count_limit(group_id),
-                                    self.config.max_in_flight)
+                                    self._max_record_locks(group_id))
             self.partitions[key] = sp
         if sp.expire_locks(self.clock_ms()):
             self._persist(sp)
@@ -402,13 +402,16 @@ class SharePartitionManager:
 
     # The group's own configs (GROUP resources, odradek.broker.group.group_overrides) over the broker's,
     # read at each use as Kafka's GroupConfigManager is: the lock duration at each acquisition and
-    # acknowledgement, the isolation level at each read, the delivery count limit and the start offset
-    # when a share-partition is created.
+    # acknowledgement, the isolation level at each read, the delivery count limit, the in-flight
+    # record limit and the start offset when a share-partition is created.
     def _lock_duration_ms(self, group_id: str) -> int:
         return group_int(self.metadata, group_id, "share.record.lock.duration.ms", self.config.record_lock_duration_ms)
 
     def _delivery_count_limit(self, group_id: str) -> int:
         return group_int(self.metadata, group_id, "share.delivery.count.limit", self.config.delivery_count_limit)
+
+    def _max_record_locks(self, group_id: str) -> int:
+        return group_int(self.metadata, group_id, "share.partition.max.record.locks", self.config.max_in_flight)
 
     def _isolation(self, group_id: str) -> int:
         level = group_str(self.metadata, group_id, "share.isolation.level", "read_uncommitted")
@@ -508,7 +511,7 @@ class SharePartitionManager:
             raise KafkaApiError(ErrorCode.INVALID_REQUEST,
                                 f"start offset {offset} is outside {part.log_start_offset}-{part.high_watermark}")
         sp = self.partitions[(group_id, topic, partition)] = SharePartition(
-            group_id, topic, partition, offset, self._delivery_count_limit(group_id), self.config.max_in_flight)
+            group_id, topic, partition, offset, self._delivery_count_limit(group_id), self._max_record_locks(group_id))
         self._persist(sp)
         self._wake(sp)
 

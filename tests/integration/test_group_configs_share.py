@@ -144,3 +144,26 @@ def test_the_groups_isolation_level_skips_aborted_transactions(targets, name: st
         plain.stop()
     assert sorted(r.value for r in committed.records) == sorted([f"c{i}" for i in range(5)] + [f"k{i}" for i in range(5)])
     assert sorted(r.value for r in plain.records) == sorted(f"{p}{i}" for p in "cak" for i in range(5))
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_the_groups_max_record_locks_bounds_what_is_in_flight(targets, name: str) -> None:
+    target = targets[name]
+    target.require(*SHARE_GROUP)
+    topic, limited, plain = unique("gm"), unique("sg"), unique("sg")
+    create_topic(target, topic, 1)
+    producer = Producer({"bootstrap.servers": target.bootstrap, "linger.ms": 0})
+    for i in range(300):  # one record per batch: the limit is not overshot by a batch's tail
+        producer.produce(topic, f"m{i}".encode(), partition=0)
+        producer.flush(30)
+    set_group_configs(target, limited, {"share.auto.offset.reset": "earliest", "share.partition.max.record.locks": "100"})
+    set_group_configs(target, plain, {"share.auto.offset.reset": "earliest"})
+    held = start(target, limited, topic, "hold", f"{limited}-h")
+    other = start(target, plain, topic, "hold", f"{plain}-h")
+    try:
+        wait_until(lambda: len(held.records) >= 100 and len(other.records) >= 300, 60, "the records")
+        time.sleep(4)  # nothing more is acquired while the 100 are held
+    finally:
+        held.kill()
+        other.kill()
+    assert (len(held.records), len(other.records)) == (100, 300)
