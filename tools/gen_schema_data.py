@@ -58,8 +58,8 @@ NEWER_APIS = (
 # group-coordinator jar (names starting with one of these; Kafka 4.x types them "coordinator-key" and
 # "coordinator-value", version 0, the record type in apiKey): regenerate with
 #   python tools/gen_schema_data.py --data <kafka@1eb7644349c>/group-coordinator/src/main/resources/common/message \
-#       --newer .cache/jars/kafka/kafka-group-coordinator-4.4.0.jar StreamsGroup > protocol/coordinator_schema_data.py
-NEWER_RECORDS = ("StreamsGroup",)
+#       --newer .cache/jars/kafka/kafka-group-coordinator-4.4.0.jar StreamsGroup,ShareGroup > protocol/coordinator_schema_data.py
+NEWER_RECORDS = ("StreamsGroup", "ShareGroup")
 
 
 def strip_comments(text: str) -> str:

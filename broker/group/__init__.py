@@ -4,6 +4,7 @@ Modules, each with one job:
 
 - ``records``           the __consumer_offsets record formats (keys and values, Kafka's schemas).
 - ``consumer_group_records`` the KIP-848 records.
+- ``share_group_records`` the KIP-932 share-group records (``share_group`` writes and replays them).
 - ``consumer_protocol`` the few bytes of the embedded consumer protocol the broker must read
                         (subscribed topics, for OffsetDelete and offset expiry).
 - ``member``            one member of a classic group.

@@ -117,6 +117,7 @@ class GroupCoordinator:
         shard = GroupShard(partition, self.classic, self.consumer, self.txn_offsets, migrations)
         shard.on_unload = self.share.unload
         shard.streams = self.streams
+        shard.share = self.share
         return shard
 
     def _leader_epoch(self, partition: int) -> int:
@@ -128,6 +129,7 @@ class GroupCoordinator:
         loader-only shard: the groups go to the managers, as at a load)."""
         loader = GroupShard(partition, self.classic, self.consumer)
         loader.streams = self.streams
+        loader.share = self.share
         for key, value in records:
             loader.replay(last_offset, key, value)
         loader.on_loaded()

@@ -29,6 +29,7 @@ from odradek.broker.coordinator.runtime import NO_PRODUCER_ID
 from odradek.broker.group import records as R
 from odradek.broker.group.consumer_group import ConsumerGroupLoader
 from odradek.broker.group.context import OFFSETS_TOPIC
+from odradek.broker.group.share_group import ShareGroupLoader
 from odradek.broker.group.streams_group import StreamsGroupLoader
 from odradek.broker.group.txn_offsets import offsets_to_commit
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from odradek.broker.coordinator.migration import RehashMigrations
     from odradek.broker.group.classic_manager import ClassicGroupManager
     from odradek.broker.group.consumer_group import ConsumerGroupManager
+    from odradek.broker.group.share_group import ShareGroupManager
     from odradek.broker.group.streams_manager import StreamsGroupManager
     from odradek.broker.group.txn_offsets import TxnOffsetManager
 
@@ -61,8 +63,11 @@ class GroupShard:
         self._consumer_loader = ConsumerGroupLoader(partition)
         self.migrations = migrations
         self._filter = None if migrations is None else LoadFilter(partition, migrations.partition_of, R.key_group_id)
-        # What else lives with the partition (the share groups, kept in memory only): told of its unload.
+        # What else lives with the partition (the share groups): told of its unload.
         self.on_unload: Callable[[int], None] | None = None
+        # KIP-932 share groups (set by the coordinator; a loader-only shard may go without).
+        self.share: ShareGroupManager | None = None
+        self._share_loader = ShareGroupLoader(partition)
         # KIP-1071 streams groups (set by the coordinator; a loader-only shard may go without).
         self.streams: StreamsGroupManager | None = None
         self._streams_loader = StreamsGroupLoader(partition)
@@ -77,6 +82,8 @@ class GroupShard:
         if self._consumer_loader.replay(key, value):  # KIP-848 records go to their loader
             return
         if self._streams_loader.replay(key, value):  # and KIP-1071 records to theirs
+            return
+        if self._share_loader.replay(key, value):  # and KIP-932 share-group records to theirs
             return
         try:
             if key is None:
@@ -124,6 +131,9 @@ class GroupShard:
         if self.streams is not None:
             self.streams.install_loaded(self.partition, self._streams_loader.groups, self._offsets)
         self._streams_loader = StreamsGroupLoader(self.partition)
+        if self.share is not None:
+            self.share.install_loaded(self._share_loader.groups)
+        self._share_loader = ShareGroupLoader(self.partition)
         self.classic.install_loaded(self.partition, self._group_values, self._offsets)
         self._group_values, self._offsets = {}, {}
         self._consumer_loader = ConsumerGroupLoader(self.partition)

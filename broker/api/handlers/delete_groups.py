@@ -15,17 +15,21 @@ NON_EMPTY_GROUP while it has members ("The group is not empty."); else the share
 its share-partitions is deleted first (DeleteShareGroupState through the share persister, a
 tombstone in ``__share_group_state``: a group of the same id later starts again at
 share.auto.offset.reset), then the group. Its share-partitions are those of the topics it last
-subscribed to and those this broker holds for it (Kafka keeps the initialized ones in its
-ShareGroupStatePartitionMetadata record; Odradek's share groups live in memory).
+subscribed to (kept in its ShareGroupStatePartitionMetadata record, as Kafka's initialized ones)
+and those this broker holds for it. Then the group's tombstones are written to __consumer_offsets
+(broker/group/share_group.py), so the group stays gone after its coordinator moves.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from odradek.broker.api.request_types import ApiRequest
+from odradek.broker.coordinator.runtime import CoordinatorWriteError
 from odradek.broker.group.coordinator import coordinator_of
+from odradek.broker.group.errors import append_error
 from odradek.broker.security import authz
 from odradek.protocol.errors import ErrorCode, KafkaApiError
 
@@ -64,7 +68,7 @@ async def handle(services: Services, request: ApiRequest[DeleteGroupsRequest]) -
     others = []
     for g in deletable:
         if g in coordinator.share.groups:
-            results[g], messages[g] = _delete_share_group(services, coordinator, g)
+            results[g], messages[g] = await _delete_share_group(services, coordinator, g)
         else:
             others.append(g)
     if others:
@@ -73,9 +77,10 @@ async def handle(services: Services, request: ApiRequest[DeleteGroupsRequest]) -
                                               for g in unique]}
 
 
-def _delete_share_group(services: Services, coordinator: GroupCoordinator, group_id: str) -> tuple[int, str | None]:
+async def _delete_share_group(services: Services, coordinator: GroupCoordinator,
+                              group_id: str) -> tuple[int, str | None]:
     try:
-        coordinator.check_coordinator(group_id)
+        partition = coordinator.ctx.check_coordinator(group_id)
     except KafkaApiError as exc:
         return exc.code, None
     group = coordinator.share.groups[group_id]
@@ -86,8 +91,12 @@ def _delete_share_group(services: Services, coordinator: GroupCoordinator, group
     topics |= {topic for g, topic, _ in services.share_partitions.partitions if g == group_id}
     for topic in sorted(topics):
         services.share_partitions.delete_state(group_id, topic)
-    # Share groups live in the coordinator's memory only (no group records to tombstone).
-    del coordinator.share.groups[group_id]
+    try:
+        await coordinator.runtime.write(partition, functools.partial(coordinator.share.delete_group_op, group_id))
+    except CoordinatorWriteError as exc:
+        return append_error(exc.code), None
+    except KafkaApiError as exc:
+        return exc.code, exc.message or None
     return ErrorCode.NONE, None
 
 

@@ -42,7 +42,8 @@ class Services:
     authz: AuthHelper
 
 
-def handle(services: Services, request: ApiRequest[ShareGroupHeartbeatRequest]) -> ShareGroupHeartbeatResponse:
+async def handle(services: Services,
+                 request: ApiRequest[ShareGroupHeartbeatRequest]) -> ShareGroupHeartbeatResponse:
     if not features.share_group_protocol(services.metadata.image.features):
         return error_response(request, ErrorCode.UNSUPPORTED_VERSION)  # share.version 0 (KafkaApis)
     body = request.body
@@ -56,7 +57,7 @@ def handle(services: Services, request: ApiRequest[ShareGroupHeartbeatRequest]) 
     if coordinator is None:
         return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     try:
-        return coordinator.share.heartbeat(body, request.client_id or "", client_host(request))
+        return await coordinator.share.heartbeat(body, request.client_id or "", client_host(request))
     except KafkaApiError as exc:
         answer = error_response(request, exc.code)
         answer["error_message"] = exc.message
