@@ -756,9 +756,9 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     _d("group.streams.max.warmup.replicas", _I, 20, _at_least(0), _M,
        "Bound of group.streams.num.warmup.replicas (and, in Kafka, of its per-group config)."),
     _d("group.streams.rack.aware.assignment.tags", _LI, [], None, _L,
-       "Client tag keys over which Kafka's assignor spreads standby tasks (checked for duplicates as "
-       "Kafka does; Odradek's assignor places standby tasks without client tags, and answers no "
-       "MISSING_CLIENT_TAGS status)."),
+       "Client tag keys for rack-aware standby placement (checked for duplicates as Kafka does). Kafka "
+       "4.4.0's sticky assignor, like Odradek's, does not read them; a v1 heartbeat of a member "
+       "lacking one of them gets the MISSING_CLIENT_TAGS status."),
     _d("group.streams.topology.description.plugin.class", _ST, None, None, _M,
        "Kafka's StreamsGroupTopologyDescriptionPlugin class (KIP-1331). Unset, as Kafka's default: "
        "StreamsGroupTopologyDescriptionUpdate answers UNSUPPORTED_VERSION and no heartbeat asks for "

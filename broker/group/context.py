@@ -69,6 +69,7 @@ class GroupConfig:
     streams_acceptable_recovery_lag: int = 10_000
     streams_assignors: tuple[str, ...] = ("sticky",)
     streams_assignment_interval_ms: int = 1000
+    streams_rack_aware_assignment_tags: tuple[str, ...] = ()
 
     @classmethod
     def from_broker_config(cls, cfg: BrokerConfig) -> GroupConfig:
@@ -100,6 +101,7 @@ class GroupConfig:
             streams_acceptable_recovery_lag=cfg["group.streams.acceptable.recovery.lag"],
             streams_assignors=tuple(cfg["group.streams.assignors"]),
             streams_assignment_interval_ms=cfg["group.streams.assignment.interval.ms"],
+            streams_rack_aware_assignment_tags=tuple(cfg["group.streams.rack.aware.assignment.tags"] or ()),
         )
 
 

@@ -44,3 +44,14 @@ def group_str(metadata: MetadataView, group_id: str, key: str, default: str) -> 
         return str(parse_value(key, raw))
     except GroupConfigError:
         return default
+
+
+def group_list(metadata: MetadataView, group_id: str, key: str, default: list[str]) -> list[str]:
+    """The group's LIST config ``key`` (ConfigDef's split at commas), else ``default``."""
+    raw = metadata.image.group_configs.get(group_id, {}).get(key)
+    if raw is None:
+        return default
+    try:
+        return [str(item) for item in parse_value(key, raw)]
+    except GroupConfigError:
+        return default

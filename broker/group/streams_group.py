@@ -44,12 +44,13 @@ task moves) returns the assignor's target unchanged; ``task_offsets`` are kept, 
 and rank standby candidates in the assignor. Topology descriptions (KIP-1331): Kafka 4.4 keeps them
 only in a StreamsGroupTopologyDescriptionPlugin, unset by default, and Odradek serves that default
 (streams_topology_descriptions.py): no heartbeat asks for one, StreamsGroupTopologyDescriptionUpdate
-is UNSUPPORTED_VERSION, describe says NOT_STORED.
+is UNSUPPORTED_VERSION, describe says NOT_STORED. Client tags are kept and described; the assignor
+does not read them (Kafka 4.4.0's sticky assignor does not either), and a v1 member lacking a
+configured rack-aware tag key is told MISSING_CLIENT_TAGS (streams_manager.py).
 
 Not implemented (Kafka 4.4 has them): a topology description plugin, source-topic regular
-expressions (INVALID_REQUEST, as Kafka 4.4), rack-aware standby placement (client tags are kept),
-offset expiry of streams groups, per-group configs (resource type 32: ``streams.*`` overrides of
-the ``group.streams.*`` values StreamsGroupManager reads at start-up).
+expressions (INVALID_REQUEST, as Kafka 4.4), offset expiry of streams groups, per-group configs (resource
+type 32: ``streams.*`` overrides of the ``group.streams.*`` values StreamsGroupManager reads at start-up).
 
 Ownership: the handler loop (requests, timer callbacks, partition load/unload). No locks.
 """

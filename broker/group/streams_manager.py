@@ -25,7 +25,7 @@ from odradek.broker.coordinator.runtime import (
 from odradek.broker.group import streams_records as SR
 from odradek.broker.group.context import GroupContext
 from odradek.broker.group.errors import append_error
-from odradek.broker.group.group_overrides import group_int
+from odradek.broker.group.group_overrides import group_int, group_list
 from odradek.broker.group.records import OffsetAndMetadata, offset_commit_key
 from odradek.broker.group.streams_assignor import ASSIGNOR_NAME, AssignmentMember, assign
 from odradek.broker.group.streams_group import (
@@ -46,6 +46,7 @@ from odradek.broker.group.streams_group import (
 )
 from odradek.broker.group.streams_topology import (
     ASSIGNMENT_DELAYED,
+    MISSING_CLIENT_TAGS,
     SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
     ConfiguredTopology,
@@ -120,6 +121,7 @@ class StreamsGroupManager:
         self.task_offset_interval_ms = cfg.streams_task_offset_interval_ms
         self.acceptable_recovery_lag = cfg.streams_acceptable_recovery_lag
         self.assignment_interval_ms = cfg.streams_assignment_interval_ms
+        self.rack_aware_assignment_tags = list(cfg.streams_rack_aware_assignment_tags)
         # group.streams.assignors: the first is the default; sticky is Kafka's only built-in one.
         self.assignor_name = cfg.streams_assignors[0] if cfg.streams_assignors else ASSIGNOR_NAME
         self.groups: dict[str, StreamsGroup] = ctx.streams_groups
@@ -275,6 +277,9 @@ class StreamsGroupManager:
         if validated_epoch != group.validated_topology_epoch:
             bump = True
         configs = {"num.standby.replicas": str(self._standby_replicas(group_id))}
+        tag_keys = self._rack_aware_assignment_tags(group_id)
+        if tag_keys:  # as Kafka's streamsGroupAssignmentConfigs: a change of them is a new group epoch
+            configs["rack.aware.assignment.tags"] = ",".join(tag_keys)
         if configs != group.assignment_configs:
             bump = True
         group_epoch = group.group_epoch
@@ -373,6 +378,16 @@ class StreamsGroupManager:
             statuses.append({"status_code": SHUTDOWN_APPLICATION, "status_detail":
                              f"Streams group member {requester} encountered a fatal error and requested a "
                              "shutdown for the entire application."})
+        # Last, as Kafka: the configured tag keys the member has not sent (its earlier tags count when a
+        # heartbeat sends none). Only to v1+ clients: v0 ones (Kafka < 4.4) throw on a status they
+        # do not know (KAFKA-20744). Kafka 4.4's sticky assignor does not read the tags; the status
+        # only tells the application to set client.tag.<key>.
+        missing = [k for k in tag_keys if k not in {key for key, _ in updated.client_tags}]
+        if version >= 1 and missing:
+            statuses.append({"status_code": MISSING_CLIENT_TAGS, "status_detail":
+                             "Missing required client tags for rack-aware standby assignment: "
+                             f"[{', '.join(missing)}]. Configure them via 'client.tag.<tagKey>' in your "
+                             "Streams config."})
         return HeartbeatResult(response, list(configured.to_create))
 
     def _maybe_update_topology(self, group: StreamsGroup, member_id: str, wire: StreamsGroupHeartbeatRequestTopology | None,
@@ -585,6 +600,10 @@ class StreamsGroupManager:
 
     def _standby_replicas(self, group_id: str) -> int:
         return group_int(self.ctx.metadata, group_id, "streams.num.standby.replicas", self.num_standby_replicas)
+
+    def _rack_aware_assignment_tags(self, group_id: str) -> list[str]:
+        return group_list(self.ctx.metadata, group_id, "streams.rack.aware.assignment.tags",
+                          self.rack_aware_assignment_tags)
 
     def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
         timeout = group_int(self.ctx.metadata, group_id, "streams.session.timeout.ms", self.session_timeout_ms)

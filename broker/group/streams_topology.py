@@ -43,6 +43,7 @@ INCORRECTLY_PARTITIONED_TOPICS = 2
 MISSING_INTERNAL_TOPICS = 3
 SHUTDOWN_APPLICATION = 4
 ASSIGNMENT_DELAYED = 5
+MISSING_CLIENT_TAGS = 6  # StreamsGroupHeartbeat v1 and later only (KAFKA-20744): v0 clients throw on it
 
 
 @dataclass(frozen=True, slots=True)
