@@ -190,7 +190,10 @@ class Broker:
             config["share.coordinator.state.topic.num.partitions"],
             int(config["share.coordinator.state.topic.replication.factor"]),
             int(config["share.coordinator.state.topic.min.isr"]), config["share.coordinator.state.topic.segment.bytes"],
-            config["metadata.store"] == "local")
+            config["metadata.store"] == "local",
+            config["share.coordinator.snapshot.update.records.per.snapshot"],
+            config["share.coordinator.state.topic.prune.interval.ms"],
+            config["share.coordinator.cold.partition.snapshot.interval.ms"])
         await self.share_state.start()
         self.share_coordinator = ShareCoordinator(self.share_state, self.metadata)
         # Where the share-partitions led here read and write their state: here or another broker.

@@ -43,6 +43,8 @@ class InternalTopicReplicas(Protocol):
 
     def on_resign(self, callback: Callable[[str, int], None]) -> None: ...
 
+    async def delete_records(self, topic: str, index: int, offset: int) -> int: ...
+
 
 class ReplicaManagerWriter:
     """PartitionWriter over a replica manager (see odradek.broker.coordinator.runtime.PartitionWriter)."""
@@ -82,6 +84,12 @@ class ReplicaManagerWriter:
 
     def log_start_offset(self, topic: str, partition: int) -> int:
         return self.replicas.log_start_offset(topic, partition)
+
+    async def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """DeleteRecords as the leader (Kafka's PartitionWriter.deleteRecords, the share
+        coordinator's pruning): the log start offset moves to ``offset`` here, and on the
+        followers as they fetch; the new log start offset."""
+        return await self.replicas.delete_records(topic, partition, offset)
 
     def log_end_offset(self, topic: str, partition: int) -> int:
         return self.replicas.log_end_offset(topic, partition)

@@ -11,20 +11,25 @@ partition, COORDINATOR_LOAD_IN_PROGRESS while it loads), then the shard's checks
 
 - initialize: a negative partition or state epoch is INVALID_REQUEST; a state epoch below the
   stored one FENCED_STATE_EPOCH; an unknown topic id or partition UNKNOWN_TOPIC_OR_PARTITION; then a
-  ShareSnapshot with the new start offset and state epoch, no batches (leader epoch -1).
+  ShareSnapshot with the new start offset and state epoch, no batches (leader epoch -1), always.
 - read: a negative partition or leader epoch INVALID_REQUEST; no state ("Read operation on
   uninitialized share partition not allowed.") INVALID_REQUEST; a leader epoch below the stored
-  one FENCED_LEADER_EPOCH; unknown topic. A read with a newer leader epoch writes it (a snapshot).
+  one FENCED_LEADER_EPOCH; unknown topic. A read with a newer leader epoch writes it (an update, or a
+  snapshot when one is due).
 - write: negative partition, leader epoch or state epoch INVALID_REQUEST; no state ("Write
   operation on uninitialized ...") INVALID_REQUEST; an older leader epoch FENCED_LEADER_EPOCH, an
   older state epoch FENCED_STATE_EPOCH; unknown topic. The request's batches replace the offsets
-  they cover in the stored state, batches below the start offset go (start offset -1: unchanged).
+  they cover in the stored state, batches below the start offset go (the start offset never moves
+  back); the stored leader and state epochs stay (Kafka 4.4's writeState: only a read records a
+  leader epoch, only an initialize a state epoch). Written as a ShareUpdate of the request's
+  batches, or a ShareSnapshot of the merged state once
+  ``share.coordinator.snapshot.update.records.per.snapshot`` updates followed the last one.
 - delete: negative partition INVALID_REQUEST, unknown topic; a tombstone where there is state,
   nothing (and no error) where there is none.
 - summary: negative partition INVALID_REQUEST, unknown topic; an unknown share-partition reads as
   start offset -1, leader and state epoch 0 (Kafka's answer), else the stored values.
 
-Odradek writes each change as a whole ShareSnapshot (broker/share/share_state_records.py).
+Records and their choice: broker/share/share_state_store.py's ShareStateShard.state_record.
 
 Owned by the handler loop; no locks.
 """
@@ -41,15 +46,8 @@ from typing import TYPE_CHECKING
 
 from odradek.broker.coordinator.hashing import partition_for
 from odradek.broker.coordinator.runtime import CoordinatorResult
-from odradek.broker.share.share_state_records import (
-    ShareState,
-    StateBatch,
-    StateKey,
-    encode_key,
-    encode_snapshot,
-    merge_update,
-)
-from odradek.broker.share.share_state_store import STATE_TOPIC
+from odradek.broker.share.share_state_records import ShareState, StateBatch, StateKey
+from odradek.broker.share.share_state_store import STATE_TOPIC, delete_result, snapshot_result, state_result
 from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 if TYPE_CHECKING:
@@ -116,7 +114,7 @@ class ShareCoordinator:
                 return _answer(error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             now = self.clock_ms()
             new = ShareState(start_offset, state_epoch, -1, 0 if old is None else old.snapshot_epoch + 1, now, now)
-            return self._put(shard, key, new, Outcome())
+            return snapshot_result(shard, key, new, Outcome())
         return await self._write(key, op)
 
     async def read(self, key: StateKey, leader_epoch: int) -> Outcome:
@@ -137,8 +135,8 @@ class ShareCoordinator:
                 return _answer(answer)
             # The share-partition has a new leader: its epoch is recorded, so the old leader's
             # writes are fenced from now on (Kafka's readStateAndMaybeUpdateLeaderEpoch).
-            new = _copy(old, leader_epoch=leader_epoch, write_timestamp=self.clock_ms())
-            return self._put(shard, key, new, answer)
+            record, new, is_snapshot = shard.state_record(key, leader_epoch, old.start_offset, [], self.clock_ms())
+            return state_result(shard, key, record, new, is_snapshot, answer)
         return await self._write(key, op)
 
     async def write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
@@ -159,11 +157,9 @@ class ShareCoordinator:
                 return _answer(error(ErrorCode.FENCED_STATE_EPOCH))
             if not self._known(key):
                 return _answer(error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-            new = _copy(old, leader_epoch=leader_epoch, state_epoch=state_epoch, write_timestamp=self.clock_ms())
-            merge_update(new, {"start_offset": start_offset, "leader_epoch": leader_epoch,
-                               "state_batches": [{"first_offset": f, "last_offset": la, "delivery_state": s,
-                                                  "delivery_count": c} for f, la, s, c in batches]})
-            return self._put(shard, key, new, Outcome())
+            # The stored leader epoch stays (-1): Kafka 4.4 records it on reads only.
+            record, new, is_snapshot = shard.state_record(key, -1, start_offset, batches, self.clock_ms())
+            return state_result(shard, key, record, new, is_snapshot, Outcome())
         return await self._write(key, op)
 
     async def delete(self, key: StateKey) -> Outcome:
@@ -174,10 +170,7 @@ class ShareCoordinator:
                 return _answer(error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             if key not in shard.states:
                 return _answer(Outcome())  # nothing to delete (Kafka: no record, no error)
-
-            def apply() -> None:
-                shard.states.pop(key, None)
-            return CoordinatorResult(records=[(encode_key(key), None)], response=Outcome(), apply=apply)
+            return delete_result(shard, key, Outcome())
         return await self._write(key, op)
 
     def summary(self, key: StateKey) -> Outcome:
@@ -214,12 +207,6 @@ class ShareCoordinator:
         topic = self.metadata.image.topic_by_id(key[1])
         return topic is not None and key[2] in topic.partitions
 
-    def _put(self, shard: ShareStateShard, key: StateKey, state: ShareState,
-             answer: Outcome) -> CoordinatorResult[Outcome]:
-        def apply() -> None:
-            shard.states[key] = state
-        return CoordinatorResult(records=[encode_snapshot(key, state)], response=answer, apply=apply)
-
     async def _write(self, key: StateKey, op: Callable[[ShareStateShard], CoordinatorResult[Outcome]]) -> Outcome:
         try:
             return await self.store.runtime.write(self._partition(key), op)
@@ -248,13 +235,4 @@ def parse_share_key(key: str) -> StateKey | None:
 
 def _answer(outcome: Outcome) -> CoordinatorResult[Outcome]:
     return CoordinatorResult(records=[], response=outcome)
-
-
-def _copy(state: ShareState, **changes: int) -> ShareState:
-    new = ShareState(state.start_offset, state.state_epoch, state.leader_epoch, state.snapshot_epoch + 1,
-                     state.create_timestamp, state.write_timestamp, list(state.batches))
-    for name, value in changes.items():
-        setattr(new, name, value)
-    return new
-
 

@@ -12,10 +12,12 @@ share-coordinator ``Share*.json`` (protocol/share_coordinator_schema_data.py)::
     type 1  ShareUpdateKey    group_id, topic_id, partition
             ShareUpdateValue  snapshot_epoch, leader_epoch, start_offset (-1: unchanged), state_batches
 
-A snapshot is the whole state of one share-partition; an update carries only the batches that
-changed since the snapshot of the same snapshot epoch. Odradek writes snapshots only (each write is
-the whole in-flight window); it reads both, so a log Kafka's share coordinator wrote replays. A
-null value is a tombstone (the state was deleted).
+A snapshot is the whole state of one share-partition; an update carries only the batches a write
+changed, to be merged into the snapshot of the same snapshot epoch and the updates after it (the
+update's batches replace the offsets they cover; its start offset, -1 for unchanged, prunes what
+lies below it). The share coordinator writes updates and a snapshot every
+``share.coordinator.snapshot.update.records.per.snapshot`` of them (broker/share/share_state_store.py),
+as Kafka's ShareCoordinatorShard. A null value is a tombstone (the state was deleted).
 
 Delivery states in a batch are Kafka's: 0 Available, 2 Acknowledged, 4 Archived (Acquired is never
 written: a record in flight is written Available with the delivery count it was acquired with).
@@ -87,6 +89,19 @@ def encode_snapshot(key: StateKey, state: ShareState) -> tuple[bytes, bytes]:
     return k, v
 
 
+def encode_update(key: StateKey, snapshot_epoch: int, leader_epoch: int, start_offset: int,
+                  batches: list[StateBatch]) -> tuple[bytes, bytes]:
+    group_id, topic_id, partition = key
+    k = _SHORT.pack(UPDATE) + _codec("ShareUpdateKey").encode(
+        {"group_id": group_id, "topic_id": topic_id, "partition": partition})
+    v = _SHORT.pack(0) + _codec("ShareUpdateValue").encode({
+        "snapshot_epoch": snapshot_epoch, "leader_epoch": leader_epoch, "start_offset": start_offset,
+        "delivery_complete_count": -1,
+        "state_batches": [{"first_offset": f, "last_offset": la, "delivery_state": s, "delivery_count": c}
+                          for f, la, s, c in batches]})
+    return k, v
+
+
 def decode(key: bytes | None, value: bytes | None) -> tuple[int, StateKey, dict[str, Any] | None]:
     """(record type, share-partition key, value body or None for a tombstone)."""
     if key is None or len(key) < 2:
@@ -114,26 +129,44 @@ def batches_of(body: dict[str, Any]) -> list[StateBatch]:
 
 def merge_update(state: ShareState, body: dict[str, Any]) -> None:
     """Apply a ShareUpdate to the snapshot it follows (Kafka's ShareCoordinatorShard merge: the
-    update's batches replace the offsets they cover; batches below the start offset go)."""
+    update's batches replace the offsets they cover; batches below the start offset go; a start
+    offset or leader epoch of -1 leaves the state's)."""
     if body["start_offset"] >= 0:
         state.start_offset = body["start_offset"]
-    state.leader_epoch = body["leader_epoch"]
-    updates = batches_of(body)
+    if body["leader_epoch"] >= 0:
+        state.leader_epoch = body["leader_epoch"]
+    state.batches = overlay(state.batches, batches_of(body), state.start_offset)
+
+
+def overlay(base: list[StateBatch], updates: list[StateBatch], start_offset: int) -> list[StateBatch]:
+    """``base`` (sorted, disjoint) with ``updates`` laid over it - an update's offsets take its
+    delivery state and count - and everything below ``start_offset`` cut off. One pass over both:
+    an acknowledgement's update meets a window of thousands of batches on every write."""
+    ups = sorted(updates)
+    # Overlapping updates (never sent by Odradek's share-partitions): the earlier offset's wins.
+    clean: list[StateBatch] = []
+    for f, la, s, c in ups:
+        if clean and f <= clean[-1][1]:
+            f = clean[-1][1] + 1
+            if f > la:
+                continue
+        clean.append((f, la, s, c))
     out: list[StateBatch] = []
-    for f, la, s, c in state.batches:
-        pieces = [(f, la)]
-        for uf, ul, _, _ in updates:
-            nxt = []
-            for pf, pl in pieces:
-                if ul < pf or uf > pl:
-                    nxt.append((pf, pl))
-                    continue
-                if pf < uf:
-                    nxt.append((pf, uf - 1))
-                if pl > ul:
-                    nxt.append((ul + 1, pl))
-            pieces = nxt
-        out.extend((pf, pl, s, c) for pf, pl in pieces)
-    out.extend(updates)
-    out = [(max(f, state.start_offset), la, s, c) for f, la, s, c in sorted(out) if la >= state.start_offset]
-    state.batches = out
+    j = 0
+    for f, la, s, c in base:
+        cur = f
+        while j < len(clean) and clean[j][1] < cur:
+            j += 1
+        k = j
+        while cur <= la:
+            if k >= len(clean) or clean[k][0] > la:
+                out.append((cur, la, s, c))
+                break
+            uf, ul = clean[k][0], clean[k][1]
+            if uf > cur:
+                out.append((cur, uf - 1, s, c))
+            cur = max(cur, ul + 1)
+            k += 1
+    out.extend(clean)
+    out.sort()  # two sorted runs: linear
+    return [(max(f, start_offset), la, s, c) for f, la, s, c in out if la >= start_offset]

@@ -1,0 +1,131 @@
+"""``__share_group_state`` over time (issue 30): the share coordinator writes ShareUpdates and a
+ShareSnapshot every ``share.coordinator.snapshot.update.records.per.snapshot`` updates, and prunes
+the topic itself every ``share.coordinator.state.topic.prune.interval.ms`` below the latest
+snapshot of its share-partitions; a broker killed after the prune rebuilds the same state from
+what is left.
+
+Expected values are Kafka 4.4's: ShareCoordinatorShard.generateShareStateRecord (a snapshot first,
+then updates; a snapshot again once the count of updates since the last one reached the limit),
+ShareCoordinatorOffsetsManager / ShareCoordinatorService.performRecordPruning (DeleteRecords below
+the oldest latest snapshot: with one share-partition, its latest snapshot's offset), and the
+share-partition's rules after a restart (acknowledged records never return, records held when the
+broker died return with the delivery count their last write kept - Kafka writes acknowledgements
+and releases, not acquisitions)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from odradek.protocol.errors import ErrorCode
+from tests.integration.test_share_fetch_wire import (
+    ACCEPT,
+    RELEASE,
+    acquired,
+    fetch_topics,
+    produce,
+    share_fetch,
+)
+from tests.integration.test_share_groups_wire import heartbeat, wait_for_coordinator
+from tests.integration.test_share_state_durable import fetch_until_acquired, start_offset
+from tests.support.java_tools import run_tool
+from tests.support.wire import WireClient, create_topic
+
+pytestmark = pytest.mark.timeout(180)
+
+PER_SNAPSHOT = 4
+OVERRIDES = {
+    "share.coordinator.state.topic.num.partitions": "1",  # every share-partition's state in partition 0
+    "share.coordinator.snapshot.update.records.per.snapshot": str(PER_SNAPSHOT),
+    "share.coordinator.state.topic.prune.interval.ms": "1000",
+    # The log start offset survives a kill -9 only once checkpointed: soon, so the restart loads
+    # from the pruned log.
+    "log.flush.offset.checkpoint.interval.ms": "200",  # (Odradek checkpoints log start offsets with these)
+}
+RECORD = re.compile(r"\| offset: (\d+) .* key: \{\"type\":\"(\d)\"")
+
+
+def earliest(c: WireClient, topic: str = "__share_group_state") -> int:
+    resp = c.request(2, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}]}]})
+    p = resp["topics"][0]["partitions"][0]
+    assert p["error_code"] == ErrorCode.NONE, p
+    return int(p["offset"])
+
+
+def state_records(data_dir) -> list[tuple[int, str]]:
+    """(offset, "S" for a ShareSnapshot or "U" for a ShareUpdate) of every record in
+    __share_group_state-0's first segment, read by Kafka 4.4's own decoder."""
+    segment = data_dir / "logs" / "__share_group_state-0" / f"{0:020d}.log"
+    out = run_tool("kafka-dump-log", ["--files", str(segment), "--print-data-log",
+                                      "--share-group-state-decoder"]).stdout
+    found = [(int(m.group(1)), {"0": "S", "1": "U"}[m.group(2)]) for m in map(RECORD.search, out.splitlines()) if m]
+    assert found, out
+    return found
+
+
+def test_updates_snapshots_prune_and_replay_after_kill_9(broker_factory) -> None:
+    broker = broker_factory(OVERRIDES)
+    with WireClient(broker.host, broker.port) as c:
+        topic_id = create_topic(c, "sq", 1)
+        wait_for_coordinator(c)
+        assert heartbeat(c, subscribed_topic_names=["sq"])["error_code"] == 0
+        deadline = time.monotonic() + 30
+        while start_offset(c) != 0:
+            assert time.monotonic() < deadline, "the share-partition was never initialized"
+            share_fetch(c, max_wait_ms=200, topics=fetch_topics(topic_id, [0]))
+        for _ in range(20):
+            produce(c, "sq", 0, 1)  # 20 one-record batches, 0-19
+        r = share_fetch(c, member_id="m", topics=fetch_topics(topic_id, [0]))
+        assert acquired(r) == {0: [(0, 19, 1)]}, r
+        epoch = 1
+        # Many small acknowledgements, each one write of the share-partition's state.
+        for offset in range(16):
+            r = share_fetch(c, member_id="m", share_session_epoch=epoch,
+                            topics=fetch_topics(topic_id, [0], {0: [(offset, offset, [ACCEPT])]}))
+            assert r["responses"][0]["partitions"][0]["acknowledge_error_code"] == 0, r
+            epoch += 1
+        # 16 released (written: Available, delivered once), and taken again by the same request
+        # (delivery count 2, an acquisition: not written); 16-19 are held when the broker dies.
+        r = share_fetch(c, member_id="m", share_session_epoch=epoch,
+                        topics=fetch_topics(topic_id, [0], {0: [(16, 16, [RELEASE])]}))
+        assert r["responses"][0]["partitions"][0]["acknowledge_error_code"] == 0, r
+        assert acquired(r) == {0: [(16, 16, 2)]}, r
+        assert start_offset(c) == 16
+
+        # Updates, and a snapshot each time PER_SNAPSHOT updates followed the last one.
+        deadline = time.monotonic() + 15
+        while True:
+            written = state_records(broker.data_dir)
+            kinds = "".join(k for _, k in written)
+            if len(kinds) >= 18 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        expected = "S" + ("U" * PER_SNAPSHOT + "S") * ((len(kinds) - 1) // (PER_SNAPSHOT + 1))
+        expected += "U" * (len(kinds) - len(expected))
+        assert kinds == expected, kinds
+        assert kinds.count("S") >= 3, kinds
+
+        # The prune moves the log start offset to the latest snapshot: nothing before it is needed.
+        last_snapshot = max(offset for offset, kind in written if kind == "S")
+        deadline = time.monotonic() + 15
+        while earliest(c) != last_snapshot:
+            assert time.monotonic() < deadline, f"log start {earliest(c)}, the latest snapshot at {last_snapshot}"
+            time.sleep(0.2)
+        time.sleep(1)  # the log start offset checkpointed
+        broker.kill()
+
+    broker = broker_factory(OVERRIDES, data_dir=broker.data_dir)
+    with WireClient(broker.host, broker.port) as c:
+        deadline = time.monotonic() + 30
+        while heartbeat(c, member_id="m2", subscribed_topic_names=["sq"])["error_code"] != 0:
+            assert time.monotonic() < deadline, "the group coordinator never came back"
+            time.sleep(0.1)
+        assert earliest(c) == last_snapshot  # the restart loaded the pruned log
+        produce(c, "sq", 0, 3)  # 20-22
+        # 0-15 never again; 16 with its written delivery count kept (1, so now 2); 17-19, whose
+        # acquisition Kafka never writes, and 20-22 with count 1.
+        assert fetch_until_acquired(c, topic_id, "m2") == {0: [(16, 16, 2), (17, 22, 1)]}
+        assert start_offset(c) == 16
