@@ -652,6 +652,13 @@ class Log:
             if file is None:
                 raise KafkaStorageError(f"segment {seg.base_offset} of {self.dir.name} was closed during the read")
             seg_size = seg.size
+            # A read among the latest batches (a follower's, a caught-up consumer's) needs no
+            # index lookup and no header read: the segment remembers where they lie.
+            tail = seg.tail_slice(start_offset, max_bytes, limit, min_one_batch, seg_size)
+            if tail is not None:
+                if tail[1] == tail[0]:
+                    return EMPTY_SLICE
+                return FetchSlice(file, tail[0], tail[1] - tail[0], tail[2], tail[3])
             try:
                 found = seg.translate_offset(start_offset)
                 if found is None:

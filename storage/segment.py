@@ -39,10 +39,15 @@ Compaction (odradek.storage.cleaner) writes a new segment whose three files carr
 Threading: one writer (the log's append path, serialized per partition). Readers may call
 :meth:`translate_offset`, :meth:`read_header` and friends concurrently: they only read bytes
 below ``size``, which is published after the bytes are written and indexed.
+
+In memory only, the segment remembers where the batches appended since it was opened lie (the
+latest :data:`TAIL_BATCHES` at most, the active segment only): a read among them (:meth:`tail_slice`, a follower's usual
+read just behind the log end) needs no index lookup and no header read.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import random
 from collections.abc import Callable, Iterator, Sequence
@@ -81,6 +86,22 @@ SCAN_CHUNK_SMALL = 4096
 SCAN_CHUNK_LARGE = 65536
 SCAN_SKIP_BATCH = 16384
 
+# The tail (LogSegment.tail_slice) remembers at most this many of the latest batches of the active
+# segment; when full, the older half is dropped. A read further behind than that takes the header
+# walk. A follower is usually a batch or a few behind; 32 entries cost ~6 KiB per partition.
+TAIL_BATCHES = 32
+
+# One tail entry: a batch's base offset, last offset, position and end position.
+TailEntry = tuple[int, int, int, int]
+
+
+def _last_offset(entry: TailEntry) -> int:
+    return entry[1]
+
+
+def _end_position(entry: TailEntry) -> int:
+    return entry[3]
+
 
 def file_stem(base_offset: int) -> str:
     return f"{base_offset:020d}"
@@ -117,6 +138,10 @@ class LogSegment:
         self.next_offset = base_offset  # offset after the last batch in this segment
         self.flushed_size = self.size if not create else 0
         self.deleted = False
+        # The batches appended since the segment was opened or last cut, back to back up to
+        # ``size`` (see tail_slice). Replaced, never changed in place except by appending, so a
+        # reader holding it sees a consistent prefix while the writer goes on.
+        self._tail: list[TailEntry] = []
 
     # -- opening --------------------------------------------------------------------------------
     @classmethod
@@ -201,8 +226,13 @@ class LogSegment:
             except OSError:
                 pass  # the log dir goes offline anyway; recovery truncates the torn tail
             raise
+        tail = self._tail
+        if len(tail) + len(batches) > TAIL_BATCHES:
+            tail = self._tail = tail[-(TAIL_BATCHES // 2):]
         for rel_pos, header in batches:
-            self._index_batch(start + rel_pos, header)
+            position = start + rel_pos
+            self._index_batch(position, header)
+            tail.append((header[0], header[0] + header[6], position, position + header[1] + LOG_OVERHEAD))
         self.size = start + total  # published last: readers never see unindexed bytes
 
     def _index_batch(self, position: int, header: BatchHeader) -> None:
@@ -247,6 +277,7 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        self._tail = []  # reads move to the new active segment; its memory is for those
 
     # -- reading --------------------------------------------------------------------------------
     def read_header(self, position: int) -> BatchHeader:
@@ -284,6 +315,38 @@ class LogSegment:
             position += consumed
             chunk_size = SCAN_CHUNK_SMALL if header.size >= SCAN_SKIP_BATCH else SCAN_CHUNK_LARGE
 
+    def tail_slice(self, offset: int, max_bytes: int, limit: int, min_one_batch: bool,
+                   size: int) -> tuple[int, int, int, int] | None:
+        """Log.read's slice from the batches appended lately, without reading the file: (position,
+        end, first batch's base offset, offset after the slice), or None when ``offset`` lies
+        before them (the caller walks the headers then).
+
+        A follower fetches just behind the log end (what the leader appended since its last
+        fetch), so its read is nearly always here; from the index and the headers it cost a
+        lookup and two preads. ``size`` is the segment size the caller saw: later batches are
+        not taken. Bounds as in Log.read: the batch whose last offset reaches ``offset`` first,
+        whole batches below ``limit`` within ``max_bytes`` (one regardless with
+        ``min_one_batch``).
+        """
+        tail = self._tail
+        n = len(tail)
+        if n == 0 or tail[-1][1] < offset:
+            return None
+        # The first entry whose last offset >= offset; before the tail's first batch only if
+        # that batch holds the offset (else an older batch might).
+        first = bisect.bisect_left(tail, offset, 0, n, key=_last_offset)
+        if first == 0 and tail[0][0] > offset:
+            return None
+        position = tail[first][2]
+        stop = min(bisect.bisect_left(tail, limit, first, n, key=_last_offset),
+                   bisect.bisect_right(tail, min(position + max_bytes, size), first, n, key=_end_position))
+        if stop == first:
+            if not min_one_batch or tail[first][1] >= limit or tail[first][3] > size:
+                return position, position, tail[first][0], tail[first][0]
+            stop = first + 1
+        last = tail[stop - 1]
+        return position, last[3], tail[first][0], last[1] + 1
+
     def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset >= ``offset``; None if past the end."""
         _, pos = self.offset_index.lookup(offset)
@@ -305,6 +368,7 @@ class LogSegment:
         ``keep_txn_index`` (a cleaner's complete swap segment: its index was written with it).
         Returns the number of bytes truncated.
         """
+        self._tail = []
         self.offset_index.reset()
         self.time_index.reset()
         # Rebuilt by the log as it replays producer state over this segment (odradek.storage.log).
@@ -369,6 +433,7 @@ class LogSegment:
         found = self.translate_offset(offset)
         if found is None:
             return 0
+        self._tail = []
         position = found[0]
         removed = self.size - position
         os.ftruncate(self.fd, position)

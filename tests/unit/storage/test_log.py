@@ -9,6 +9,7 @@ from odradek.protocol.batch_header import parse_header
 from odradek.protocol.checksum import crc32c
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import LOG_APPEND_TIME, decode_batch
+from odradek.storage import segment as segment_module
 from odradek.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -889,4 +890,75 @@ def test_reads_end_where_a_walk_over_every_header_ends(tmp_path, sizes, interval
     else:
         assert (s.position, s.size, s.first_offset, s.next_offset) == (
             taken[0][0], sum(h.size for _, h in taken), taken[0][1].base_offset, taken[-1][1].next_offset)
+    log.close()
+
+
+def test_a_read_of_the_latest_batches_reads_nothing_from_the_file(tmp_path, monkeypatch):
+    # Issue 31 item 3: a follower fetches what the leader appended since its last fetch, just
+    # behind the log end; finding that slice cost an index lookup and two preads (the batch
+    # holding the offset, then the walk to the end) per partition per Fetch. The segment knows
+    # where its latest batches lie.
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=64 << 20, index_interval_bytes=4096))
+    sizes = []
+    for i in range(30):
+        raw = batch(2, value_size=1000, tag=i)
+        sizes.append(len(raw))
+        log.append(raw, leader_epoch=0)
+    reads = []
+    real_pread = os.pread
+
+    def counting_pread(fd: int, n: int, offset: int) -> bytes:
+        reads.append(offset)
+        return real_pread(fd, n, offset)
+
+    monkeypatch.setattr(os, "pread", counting_pread)
+    s = log.read(56, 1 << 20)  # the last two batches: what a follower at offset 56 fetches
+    assert (s.first_offset, s.position, s.size, s.next_offset) == (56, sum(sizes[:28]), sum(sizes[28:]), 60)
+    s = log.read(58, 1 << 20, max_offset=59)  # a consumer below an HW inside the last batch
+    assert s.size == 0
+    s = log.read(0, 5 * sizes[0] + 1)  # from the segment's first batch, within a budget
+    assert (s.position, s.size, s.next_offset) == (0, 5 * sizes[0], 10)
+    assert reads == []
+    monkeypatch.undo()
+    assert [values_of(raw)[0][:1] for _, _, raw in read_all(log, 56)] == [bytes([28]), bytes([29])]
+    log.close()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.tuples(st.integers(1, 6), st.sampled_from([1, 300, 2_000, 9_000])), min_size=1,
+                      max_size=30),
+       reopen_after=st.integers(0, 30), tail_batches=st.sampled_from([2, 4, 32]), start=st.integers(0, 200),
+       budget=st.integers(0, 100_000), limit=st.integers(0, 200), min_one=st.booleans())
+def test_reads_among_the_latest_batches_end_where_a_header_walk_ends(tmp_path, monkeypatch, sizes, reopen_after,
+                                                                     tail_batches, start, budget, limit, min_one):
+    # The slice taken from the segment's memory of its latest batches is the one the header walk
+    # finds: from a reopened log (the batches before it are not remembered), after the memory
+    # dropped its older half, from inside a batch, up to a limit inside one, within any budget.
+    monkeypatch.setattr(segment_module, "TAIL_BATCHES", tail_batches)
+    d = tmp_path / f"t-{len(sizes)}-{reopen_after}-{tail_batches}-{start}-{budget}-{limit}-{min_one}"
+    log = open_log(d, small_config(segment_bytes=64 << 20, index_interval_bytes=4096, segment_index_bytes=1 << 20))
+    for i, (n, size) in enumerate(sizes):
+        if i == reopen_after:
+            log.close()
+            log = open_log(d, small_config(segment_bytes=64 << 20, index_interval_bytes=4096,
+                                           segment_index_bytes=1 << 20))
+        log.append(batch(n, value_size=size, tag=i), leader_epoch=0)
+    leo = log.log_end_offset
+    start, limit = min(start, leo), min(limit, leo)
+    seg = log.active_segment
+    s = log.read(start, budget, max_offset=limit, min_one_batch=min_one)
+    expected = []
+    if start < limit:
+        walk = seg.iter_headers(seg.translate_offset(start)[0])
+        for p, h in walk:
+            fits = sum(x.size for _, x in expected) + h.size <= budget or (min_one and not expected)
+            if h.last_offset >= limit or not fits:
+                break
+            expected.append((p, h))
+    if not expected:
+        assert s.size == 0
+    else:
+        assert (s.position, s.size, s.first_offset, s.next_offset) == (
+            expected[0][0], sum(h.size for _, h in expected), expected[0][1].base_offset,
+            expected[-1][1].next_offset)
     log.close()
