@@ -38,12 +38,12 @@ import inspect
 import logging
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.api.handlers import alter_user_scram_credentials, api_versions
 from odradek.broker.api.registry import HandlerSpec
-from odradek.broker.api.request_types import CLOSE_CONNECTION, CloseConnection
+from odradek.broker.api.request_types import CLOSE_CONNECTION, CloseConnection, Later
 from odradek.broker.api.request_version_record import RequestVersionRecord
 from odradek.protocol.codec import codec, is_flexible
 from odradek.protocol.errors import ErrorCode, KafkaApiError
@@ -277,6 +277,8 @@ class Dispatcher:
             self.respond(request, result)
         elif result is CLOSE_CONNECTION:
             self._close_unanswered(request)
+        elif type(result) is Later:
+            result.future.add_done_callback(functools.partial(self._finish_later, request, result.finish))
         elif inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
             self.tasks.add(task)
@@ -365,6 +367,25 @@ class Dispatcher:
                                   request.spec.name, request.api_version, request.correlation_id,
                                   (time.monotonic() - request.received_at) * 1000, result.body)
             self._send(request.conn, request.slot, result.chunks)
+            return
+        self.respond(request, result)
+
+    def _finish_later(self, request: Request, finish: Callable[[Any], Any], future: asyncio.Future[Any]) -> None:
+        """A :class:`Later` answer: its future is done; build the response from its result."""
+        if future.cancelled():
+            self._close(request.conn)
+            return
+        try:
+            result = finish(future.result())
+        except KafkaApiError as exc:
+            self._fail(request, exc)
+            return
+        except Exception:
+            log.exception(CATCH_ALL_LOG, request.spec.name, request.api_version)
+            self._fail(request)
+            return
+        if result is CLOSE_CONNECTION:
+            self._close_unanswered(request)
             return
         self.respond(request, result)
 

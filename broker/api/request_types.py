@@ -20,8 +20,9 @@ the dispatcher's plain attributes and a test's dataclass), except ``body``, see 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, TypeVar
+import asyncio
+from collections.abc import Awaitable, Callable, Generator
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeAlias, TypeVar
 
 if TYPE_CHECKING:
     from odradek.broker.security.principal import KafkaPrincipal
@@ -45,16 +46,41 @@ class CloseConnection:
 
 CLOSE_CONNECTION: Final = CloseConnection()
 
-# What ``handle`` returns: the response body; an awaitable of it for operations that wait
-# (purgatory); None when the request gets no response at all (Produce with acks=0);
-# CLOSE_CONNECTION when the connection must be closed instead of answered.
-HandlerResult: TypeAlias = Body | Awaitable[Body | CloseConnection | None] | CloseConnection | None
-
 RespT = TypeVar("RespT")
+ValueT = TypeVar("ValueT")
+
+
+class Later(Generic[ValueT, RespT]):
+    """An answer that waits for ``future`` (a purgatory's completion) without an asyncio task:
+    once the future is done the dispatcher calls ``finish`` with its result, from the future's done
+    callback (a loop turn of its own, never inside the code that completed it: an append that
+    woke a fetch does not build the fetch's response), and answers what it returns.
+
+    A long-polled Fetch and an acks=all Produce answer this way: a coroutine awaited in a task
+    cost a coroutine, a task and a task step per answer on the replication path (issue 31).
+    It is awaitable too, for the callers that await a handler's answer themselves."""
+
+    __slots__ = ("future", "finish")
+
+    def __init__(self, future: asyncio.Future[ValueT],
+                 finish: Callable[[ValueT], RespT | CloseConnection | None]) -> None:
+        self.future = future
+        self.finish = finish
+
+    def __await__(self) -> Generator[Any, None, RespT | CloseConnection | None]:
+        value = yield from self.future.__await__()
+        return self.finish(value)
+
+
+# What ``handle`` returns: the response body; an awaitable of it (or a :class:`Later`) for
+# operations that wait (purgatory); None when the request gets no response at all (Produce with
+# acks=0); CLOSE_CONNECTION when the connection must be closed instead of answered.
+HandlerResult: TypeAlias = Body | Later[Any, Any] | Awaitable[Body | CloseConnection | None] | CloseConnection | None
+
 # The same for one API, its body typed (protocol/messages.py): ``-> Answer[ProduceResponse]`` for a
 # handler that may answer at once, later, not at all or by closing; a handler that always answers
 # at once returns its response type itself.
-Answer: TypeAlias = RespT | Awaitable[RespT | CloseConnection | None] | CloseConnection | None
+Answer: TypeAlias = RespT | Later[Any, RespT] | Awaitable[RespT | CloseConnection | None] | CloseConnection | None
 
 
 class ClientSession(Protocol):

@@ -51,13 +51,13 @@ request into its call and its result into the response.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.api.handlers.current_leader import FETCH_FROM_VERSION, CurrentLeaders
-from odradek.broker.api.request_types import CLOSE_CONNECTION, Answer, ApiRequest, CloseConnection
+from odradek.broker.api.request_types import CLOSE_CONNECTION, Answer, ApiRequest, CloseConnection, Later
 from odradek.broker.replica.fetch_params import FetchParams, FetchResult, LogReadResult
 from odradek.broker.replica.fetch_session import CachedPartition, FetchContext
 from odradek.broker.runtime.completion import Completion
@@ -206,11 +206,6 @@ def _respond(services: Services, request: ApiRequest[FetchRequest], ctx: FetchCo
     return build_response(services, request, ctx, result, denied)
 
 
-async def _respond_later(services: Services, request: ApiRequest[FetchRequest], ctx: FetchContext, waiting: asyncio.Future[FetchResult],
-                         denied: Sequence[CachedPartition] = ()) -> FetchResponse | CloseConnection:
-    return _respond(services, request, ctx, await waiting, denied)
-
-
 def _authorize(services: Services, request: ApiRequest[FetchRequest], partitions: list[CachedPartition], replica_id: int,
                uses_ids: bool) -> tuple[list[CachedPartition], list[CachedPartition]]:
     """(allowed, denied) partitions (KafkaApis.handleFetchRequest): a follower needs CLUSTER_ACTION on
@@ -267,8 +262,9 @@ def handle(services: Services, request: ApiRequest[FetchRequest]) -> Answer[Fetc
     if done.done:
         return _respond(services, request, ctx, done.value, denied)
     # A long poll: the replica manager's DelayedFetch completes the future; the response is
-    # built here, on this request's own turn, not inside the append that woke it.
-    return _respond_later(services, request, ctx, done.wait(), denied)
+    # built on this request's own turn (the future's done callback), not inside the append that
+    # woke it.
+    return Later(done.wait(), functools.partial(_respond, services, request, ctx, denied=denied))
 
 
 def error_response(request: ApiRequest[FetchRequest], code: int) -> FetchResponse:

@@ -85,7 +85,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from odradek.broker.api.handlers.current_leader import PRODUCE_FROM_VERSION, CurrentLeaders
-from odradek.broker.api.request_types import CLOSE_CONNECTION, Answer, ApiRequest, CloseConnection
+from odradek.broker.api.request_types import CLOSE_CONNECTION, Answer, ApiRequest, CloseConnection, Later
 from odradek.broker.runtime.completion import Completion
 from odradek.broker.security import authz
 from odradek.protocol.batch_header import COMPRESSION_MASK, HEADER_SIZE, TRANSACTIONAL_BIT
@@ -238,8 +238,9 @@ def handle(services: Services, request: ApiRequest[ProduceRequest]) -> Answer[Pr
     services.replica_manager.append_records(entries, acks, body["timeout_ms"], done, check)
     if done.done:
         return _response(services, request, done.value)
-    # acks=-1 waiting for the high watermark: answered on this request's own turn.
-    return _respond_later(services, request, done.wait())
+    # acks=-1 waiting for the high watermark: answered on this request's own turn (the future's
+    # done callback), not inside the follower fetch that moved the high watermark.
+    return Later(done.wait(), functools.partial(_response, services, request))
 
 
 def _name_topics_by_id(services: Services, request: ApiRequest[ProduceRequest]) -> dict[int, KafkaApiError]:
@@ -466,11 +467,6 @@ def _append_verified(services: Services, request: ApiRequest[ProduceRequest], en
 async def _respond_merged(services: Services, request: ApiRequest[ProduceRequest], waiting: asyncio.Future[list[Any]],
                           merged: Callable[[list[Any]], list[Any]]) -> ProduceResponse | CloseConnection | None:
     return _response(services, request, merged(await waiting))
-
-
-async def _respond_later(services: Services, request: ApiRequest[ProduceRequest],
-                         waiting: asyncio.Future[list[Any]]) -> ProduceResponse | CloseConnection | None:
-    return _response(services, request, await waiting)
 
 
 # The per-record-set check handed to the replica manager (a C-level partial, not a wrapper).

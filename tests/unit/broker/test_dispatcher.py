@@ -25,6 +25,7 @@ import pytest
 from odradek.broker.api.dispatcher import LARGE_REQUEST_BYTES, OFF_LOOP_SWITCH_INTERVAL_S, Dispatcher
 from odradek.broker.api.handlers import api_versions
 from odradek.broker.api.registry import HandlerSpec, bind_handlers, spec_from_module
+from odradek.broker.api.request_types import Later
 from odradek.broker.network.reactor import Endpoint, SocketServer, new_event_loop
 from odradek.broker.network.request_channel import RequestChannel
 from odradek.controller.image import MetadataImage
@@ -43,6 +44,8 @@ class Handlers:
         self.loop_thread: threading.Thread | None = None
         self.seen_large: list[int] = []
         self.off_loop: list[tuple[int, bool, float]] = []
+        self.finished: list[tuple[str, bool]] = []
+        self.completing = False
 
     def list_groups(self, request: Any) -> Any:
         (tag,) = request.body.get("states_filter") or ["sync"]
@@ -63,12 +66,30 @@ class Handlers:
             return lost()
         if tag == "none":
             return None
+        if tag.startswith("later:") or tag == "later-not-controller":
+            # A purgatory's answer (Fetch, acks=all Produce): a future completed from elsewhere,
+            # the response built from its value.
+            future = asyncio.get_running_loop().create_future()
+            delay = 0.05 if tag == "later-not-controller" else float(tag.split(":")[1])
+            asyncio.get_running_loop().call_later(delay, self._complete, future, tag)
+
+            def finish(value: str) -> dict:
+                self.finished.append((value, self.completing))
+                if value == "later-not-controller":
+                    raise KafkaApiError(ErrorCode.NOT_CONTROLLER, "lease lost")
+                return response
+            return Later(future, finish)
         if tag.startswith("async:"):
             async def later() -> dict:
                 await asyncio.sleep(float(tag.split(":")[1]))
                 return response
             return later()
         return response
+
+    def _complete(self, future: asyncio.Future[str], tag: str) -> None:
+        self.completing = True  # the answer must not be built inside this call
+        future.set_result(tag)
+        self.completing = False
 
     @staticmethod
     def list_groups_error(request: Any, code: int) -> dict:
@@ -175,6 +196,38 @@ def test_async_handler_result_is_awaited_and_others_keep_flowing(harness: Harnes
         # The other connection is answered while the first handler waits.
         assert fast.request(LIST_GROUPS, 4, list_groups("sync"))["groups"][0]["group_id"] == "sync"
         assert slow.read_response(LIST_GROUPS, 4, corr)["groups"][0]["group_id"] == "async:0.5"
+
+
+def test_a_later_answer_is_built_after_its_future_completes_without_a_task(harness: Harness) -> None:
+    # Issue 31 item 3: a long-polled Fetch and an acks=all Produce answered through a coroutine in
+    # an asyncio task each (three per replication round); a Later answer is its future's done
+    # callback. The answer is built on a turn of its own, never inside the code that completed
+    # the future (the append that woke a fetch), in request order, and a KafkaApiError there
+    # answers its code.
+    created = []
+
+    def counting_factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        created.append(getattr(coro, "__qualname__", repr(coro)))
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    harness.loop.call_soon_threadsafe(harness.loop.set_task_factory, counting_factory)
+    with harness.client() as c:
+        assert c.request(LIST_GROUPS, 4, list_groups("sync"))["error_code"] == 0  # the factory is in place
+        created.clear()
+        sent = []
+        for tag in ("later:0.3", "sync", "later:0.1", "later-not-controller"):
+            corr, data = c.encode_request(LIST_GROUPS, 4, list_groups(tag))
+            c.send_raw(data)
+            sent.append((corr, tag))
+        answers = [c.read_response(LIST_GROUPS, 4, corr) for corr, _ in sent]
+        tasks_for_later = list(created)
+        assert c.request(LIST_GROUPS, 4, list_groups("async:0.05"))["error_code"] == 0
+        assert len(created) == 1  # the counter sees a coroutine's task
+    assert [a["groups"][0]["group_id"] if a["groups"] else a["error_code"] for a in answers] == [
+        "later:0.3", "sync", "later:0.1", ErrorCode.NOT_CONTROLLER]
+    assert sorted(harness.calls.finished) == [("later-not-controller", False), ("later:0.1", False),
+                                              ("later:0.3", False)]
+    assert tasks_for_later == [] and not harness.dispatcher.tasks
 
 
 def test_responses_leave_in_request_order_on_one_connection(harness: Harness) -> None:

@@ -86,7 +86,7 @@ async def test_produce_acks_all_waits_for_the_high_watermark(node: Node) -> None
     part.isr = (1, 2)
     part.update_follower_fetch_state(2, 0)
     later = call(produce, Request(node, produce_body(-1, ("t", 0, batch())), 9))
-    assert inspect.iscoroutine(later) and node.rm.produce_purgatory.delayed == 1
+    assert inspect.isawaitable(later) and node.rm.produce_purgatory.delayed == 1
     part.update_follower_fetch_state(2, 1)
     node.rm.try_complete_delayed_requests(("t", 0))
     assert node.rm.produce_purgatory.delayed == 0
@@ -116,7 +116,7 @@ async def test_fetch_reads_zero_copy_and_long_polls(node: Node, monkeypatch) -> 
     assert isinstance(p["records"], FetchSlice) and p["records"].size == len(raw)
     assert p["aborted_transactions"] is None
     waiting = call(fetch, Request(node, fetch_body(("t", 0, 2), max_wait_ms=500), 12))
-    assert inspect.iscoroutine(waiting) and node.rm.fetch_purgatory.delayed == 1
+    assert inspect.isawaitable(waiting) and node.rm.fetch_purgatory.delayed == 1
     built: list[int] = []
     real_build = fetch.build_response
     monkeypatch.setattr(fetch, "build_response", lambda *a: built.append(1) or real_build(*a))
@@ -157,9 +157,9 @@ async def test_follower_fetch_reads_past_the_high_watermark_and_moves_it(node: N
     part = node.rm.leader_partition("t", 0)
     part.replicas = part.isr = (1, 2)
     waiting_produce = call(produce, Request(node, produce_body(-1, ("t", 0, batch(2))), 9))
-    assert inspect.iscoroutine(waiting_produce) and part.high_watermark == 0
+    assert inspect.isawaitable(waiting_produce) and part.high_watermark == 0
     consumer = call(fetch, Request(node, fetch_body(("t", 0, 0), max_wait_ms=5000), 12))
-    assert inspect.iscoroutine(consumer)  # nothing below the HW yet: a long poll
+    assert inspect.isawaitable(consumer)  # nothing below the HW yet: a long poll
     # v15: the replica id comes in replica_state (KIP-903).
     body = fetch_body(("t", 0, 0))
     body["replica_state"] = {"replica_id": 2, "replica_epoch": -1}
