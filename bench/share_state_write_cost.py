@@ -12,7 +12,7 @@ The share-partition's state is ``--batches`` one-record batches, Available, deli
 store holds the state with nothing acknowledged. The caller's construction of the state is outside
 the measurement. ``--baseline DIR``: another checkout (``git archive`` of the commit measured
 against), measured in its own process, alternated with this one each round. Prints microseconds of
-thread CPU per write: each round's, and the medians.
+thread CPU per write (each round's, and the medians) and the bytes appended per write.
 
 Who may call it: the command line.
 """
@@ -41,9 +41,11 @@ class Writer:
     # A PartitionWriter whose appends are durable at once (one node, memory only).
     def __init__(self):
         self.end = 0
+        self.bytes = 0
     def append(self, topic, partition, records):
         f = asyncio.get_running_loop().create_future()
         self.end += 1
+        self.bytes += len(records)
         f.set_result(self.end - 1)
         return f
     def read(self, topic, partition, offset, max_bytes):
@@ -69,7 +71,8 @@ async def main():
     topic = types.SimpleNamespace(partitions={0: part}, topic_id=uuid.uuid4())
     image = types.SimpleNamespace(topics={STATE_TOPIC: topic}, partition=lambda t, p: part,
                                   live_broker_ids=lambda: [1])
-    store = ShareStateStore(Writer(), types.SimpleNamespace(image=image), None, 1, 1, 1, 1, 1 << 20, True)
+    writer = Writer()
+    store = ShareStateStore(writer, types.SimpleNamespace(image=image), None, 1, 1, 1, 1, 1 << 20, True)
     await store.start()
     while store.runtime.state(0) is None or store.runtime.state(0).value != "active":
         await asyncio.sleep(0.001)
@@ -80,23 +83,27 @@ async def main():
     for n in range(ACKS):
         window[n % BATCHES] = (n % BATCHES, n % BATCHES, 2, 1 + n % 2)
         states.append(ShareState(0, leader_epoch=0, batches=list(window)))
+    before = writer.bytes
     t0 = time.thread_time()
     for s in states:
         assert store.write(key, s)
     cpu = time.thread_time() - t0
+    appended = writer.bytes - before
     assert store.read(key).batches == states[-1].batches
     store.shutdown()
-    print(json.dumps({"us_per_write": cpu / ACKS * 1e6}))
+    print(json.dumps({"us_per_write": cpu / ACKS * 1e6, "bytes_per_write": appended / ACKS}))
 
 
 asyncio.run(main())
 """
 
 
-def measure(repo: Path, batches: int, acks: int) -> float:
+def measure(repo: Path, batches: int, acks: int) -> tuple[float, float]:
+    """(microseconds of thread CPU, bytes appended) per write."""
     out = subprocess.run([sys.executable, "-c", WORKER, str(repo), str(batches), str(acks)],
                          check=True, capture_output=True, text=True, cwd=repo).stdout
-    return float(json.loads(out.strip().splitlines()[-1])["us_per_write"])
+    got = json.loads(out.strip().splitlines()[-1])
+    return float(got["us_per_write"]), float(got["bytes_per_write"])
 
 
 def main() -> None:
@@ -107,14 +114,15 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path)
     args = ap.parse_args()
     targets = {"odradek": REPO} | ({"baseline": args.baseline.resolve()} if args.baseline else {})
-    results: dict[str, list[float]] = {name: [] for name in targets}
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in targets}
     for r in range(args.rounds):
         order = list(targets.items()) if r % 2 == 0 else list(reversed(targets.items()))
         for name, repo in order:
             results[name].append(measure(repo, args.batches, args.acks))
-        print(f"round {r + 1}: " + ", ".join(f"{n} {results[n][-1]:.1f} us" for n in targets), flush=True)
+        print(f"round {r + 1}: " + ", ".join(f"{n} {results[n][-1][0]:.1f} us" for n in targets), flush=True)
     for name, values in results.items():
-        print(f"{name}: median {statistics.median(values):.1f} us thread CPU per write "
+        print(f"{name}: median {statistics.median(v[0] for v in values):.1f} us thread CPU and "
+              f"{statistics.median(v[1] for v in values):,.0f} bytes appended per write "
               f"({args.batches} in-flight batches, {args.acks} writes per round, {args.rounds} rounds)")
 
 
