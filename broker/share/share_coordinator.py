@@ -47,7 +47,13 @@ from typing import TYPE_CHECKING
 from odradek.broker.coordinator.hashing import partition_for
 from odradek.broker.coordinator.runtime import CoordinatorResult
 from odradek.broker.share.share_state_records import ShareState, StateBatch, StateKey
-from odradek.broker.share.share_state_store import STATE_TOPIC, delete_result, snapshot_result, state_result
+from odradek.broker.share.share_state_store import (
+    STATE_TOPIC,
+    delete_result,
+    snapshot_result,
+    state_result,
+    unchanged_dropped,
+)
 from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 if TYPE_CHECKING:
@@ -157,8 +163,11 @@ class ShareCoordinator:
                 return _answer(error(ErrorCode.FENCED_STATE_EPOCH))
             if not self._known(key):
                 return _answer(error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-            # The stored leader epoch stays (-1): Kafka 4.4 records it on reads only.
-            record, new, is_snapshot = shard.state_record(key, -1, start_offset, batches, self.clock_ms())
+            # The stored leader epoch stays (-1): Kafka 4.4 records it on reads only. Batches the
+            # state holds as they are change nothing: the update leaves them out (Odradek's
+            # persister sends the whole in-flight window).
+            record, new, is_snapshot = shard.state_record(key, -1, start_offset, unchanged_dropped(old.batches, batches),
+                                                          self.clock_ms())
             return state_result(shard, key, record, new, is_snapshot, Outcome())
         return await self._write(key, op)
 

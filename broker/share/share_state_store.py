@@ -404,6 +404,17 @@ def changed_batches(old: list[StateBatch], new: list[StateBatch], start_offset: 
     return changed
 
 
+def unchanged_dropped(old: list[StateBatch], batches: list[StateBatch]) -> list[StateBatch]:
+    """A write's ``batches`` without those ``old`` holds as they are: laying them over ``old``
+    gives the same state (an update of disjoint batches replaces only what each covers). Overlapping
+    batches are kept whole: which one wins is the merge's to decide."""
+    ordered = sorted(batches)
+    if any(a[1] >= b[0] for a, b in zip(ordered, ordered[1:], strict=False)):
+        return batches
+    held = set(old)
+    return [b for b in ordered if b not in held]
+
+
 def state_result(shard: ShareStateShard, key: StateKey, record: KeyValue, new: ShareState,
                  is_snapshot: bool, response: Any = None) -> CoordinatorResult[Any]:
     """A write of ``record`` that leaves ``new``; a snapshot's offset is what pruning looks at."""

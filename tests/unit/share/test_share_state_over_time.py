@@ -22,7 +22,7 @@ from odradek.broker.share.share_state_records import (
     encode_snapshot,
     overlay,
 )
-from odradek.broker.share.share_state_store import ShareStateShard, changed_batches
+from odradek.broker.share.share_state_store import ShareStateShard, changed_batches, unchanged_dropped
 
 TOPIC = uuid.UUID("f7d65a35-52b9-4a41-93af-be4f9bb54271")
 A: StateKey = ("sg", TOPIC, 0)
@@ -188,3 +188,15 @@ def _random_batches(rng: random.Random) -> list[StateBatch]:
         out.append((offset, offset + length - 1, rng.choice([0, 2, 4]), rng.randrange(1, 4)))
         offset += length + rng.randrange(0, 4)
     return out
+
+
+def test_a_write_without_the_batches_the_state_holds_leaves_the_same_state() -> None:
+    # What WriteShareGroupState of a whole in-flight window writes: only the batches that differ.
+    assert unchanged_dropped([(0, 4, 2, 1), (5, 9, 0, 1)], [(5, 9, 0, 1), (10, 12, 0, 1)]) == [(10, 12, 0, 1)]
+    assert unchanged_dropped([(0, 4, 2, 1)], [(0, 4, 2, 1), (3, 6, 4, 1)]) == [(0, 4, 2, 1), (3, 6, 4, 1)]  # overlap
+    rng = random.Random(32)
+    for _ in range(500):
+        old = _random_batches(rng)
+        batches = [b for b in old if rng.random() < 0.5] + _random_batches(rng)
+        start = rng.randrange(0, 10)
+        assert overlay(old, unchanged_dropped(old, batches), start) == overlay(old, batches, start), (old, batches)
