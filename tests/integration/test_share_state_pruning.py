@@ -129,3 +129,47 @@ def test_updates_snapshots_prune_and_replay_after_kill_9(broker_factory) -> None
         # acquisition Kafka never writes, and 20-22 with count 1.
         assert fetch_until_acquired(c, topic_id, "m2") == {0: [(16, 16, 2), (17, 22, 1)]}
         assert start_offset(c) == 16
+
+
+def test_an_idle_share_partition_is_snapshotted_again_and_stops_pinning_the_log(broker_factory) -> None:
+    """Kafka 4.4's snapshotColdPartitions: the prune offset is the oldest latest snapshot, so a
+    share-partition nobody writes holds the log back until its cold snapshot; once every one is
+    cold-snapshotted nothing more is written."""
+    from tests.integration.test_share_coordinator_wire import (
+        INITIALIZE,
+        body,
+        one,
+        read,
+        state_of,
+        wait_for_share_coordinator,
+        write,
+    )
+
+    broker = broker_factory({"share.coordinator.state.topic.num.partitions": "1",
+                             "share.coordinator.snapshot.update.records.per.snapshot": "2",
+                             "share.coordinator.state.topic.prune.interval.ms": "500",
+                             "share.coordinator.cold.partition.snapshot.interval.ms": "4000"})
+    with WireClient(broker.host, broker.port) as c:
+        topic_id = create_topic(c, "sq", 2)
+        wait_for_share_coordinator(c, "idle:AAAAAAAAAAAAAAAAAAAAAA:0")
+        # 0: the idle share-partition's snapshot; 1: the busy one's, then U U S U U S at 2-7.
+        assert one(c.request(INITIALIZE, 0, body(topic_id, 0, "idle", state_epoch=0, start_offset=0)))["error_code"] == 0
+        assert one(c.request(INITIALIZE, 0, body(topic_id, 1, state_epoch=0, start_offset=0)))["error_code"] == 0
+        for o in range(6):
+            assert write(c, topic_id, [(o, o, 2, 1)], partition=1)["error_code"] == 0
+        time.sleep(1.5)  # three prune rounds: the idle snapshot at offset 0 holds everything
+        assert earliest(c) == 0
+        # Both are snapshotted again once their last snapshot is 4 s old; the log start follows.
+        deadline = time.monotonic() + 20
+        while earliest(c) < 8:
+            assert time.monotonic() < deadline, f"log start {earliest(c)}"
+            time.sleep(0.2)
+        assert state_of(read(c, topic_id, partition=1)) == (0, 0, [(o, o, 2, 1) for o in range(6)])
+        assert state_of(one(c.request(84, 0, body(topic_id, 0, "idle", leader_epoch=0)))) == (0, 0, [])
+    written = state_records(broker.data_dir)
+    cold = [offset for offset, kind in written if kind == "S" and offset >= 8]
+    assert len(cold) >= 2, written
+    # Every one cold-snapshotted (create != write timestamp): the next rounds write nothing.
+    end = written[-1][0]
+    time.sleep(9)
+    assert state_records(broker.data_dir)[-1][0] == end
