@@ -68,6 +68,8 @@ if TYPE_CHECKING:
     from odradek.broker.security.sasl.authenticator import SaslAuthenticator
 
 log = logging.getLogger(__name__)
+# (st_dev, st_ino) of segment files found cut under a fetch region: each is logged as an error once.
+_REPORTED_TRUNCATIONS: set[tuple[int, int]] = set()
 
 # Kafka itself mutes a channel while one request is being processed; clients pipeline up to
 # max.in.flight.requests.per.connection (5 by default), so a small bound keeps them all flowing.
@@ -458,8 +460,19 @@ class Connection(asyncio.Protocol):
     def _region_truncated(self, region: FetchSlice, position: int) -> None:
         # Kafka's FileRecords.writeTo: "truncated during write"; the channel is closed. The client
         # has the frame length already, so there is no way to finish the response honestly.
-        log.error("segment file (fd %d) ends before its fetch region [%d, +%d): truncated under the broker; "
-                  "closing %s", region.fd, position, region.position + region.size - position, self.peer)
+        # Logged once per file (each retrying client would log again; the read path does the same).
+        try:
+            st = os.fstat(region.fd)
+            key: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except OSError:
+            key = None
+        if key is None or key not in _REPORTED_TRUNCATIONS:
+            if key is not None and len(_REPORTED_TRUNCATIONS) < 10_000:
+                _REPORTED_TRUNCATIONS.add(key)
+            log.error("segment file (fd %d) ends before its fetch region [%d, +%d): truncated under the broker; "
+                      "closing %s", region.fd, position, region.position + region.size - position, self.peer)
+        else:
+            log.debug("closing %s: its fetch region's segment file was truncated under the broker", self.peer)
         self.close()
 
     def close_threadsafe(self, after_flush: bool = False) -> None:

@@ -244,7 +244,10 @@ def test_segment_truncated_under_the_broker_closes_only_that_fetch(broker_factor
         with WireClient(broker.host, broker.port) as c:
             corr, data = c.encode_request(1, FETCH_V, fetch_body("cut", [0], 1 << 20, 1 << 20))
             c.send_raw(data)
-            assert c.is_closed_by_peer(timeout=5)
+            # Closed before a whole response: at the read, or (the latest batches' slice is taken
+            # from memory) part-way through sending it, as Kafka's FileRecords.writeTo fails.
+            c.sock.settimeout(5)
+            assert recv_frame_or_none(c.sock) is None
     text = broker.log_text()
     assert text.count("truncated under the broker") == 1, text
     assert "Traceback" not in text
