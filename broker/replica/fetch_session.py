@@ -19,9 +19,15 @@ start offset (a partition just added has no previous values, so it is always lis
 
 Partitions are keyed by (topic id, partition) from Fetch v13 (KIP-516), by (name, partition)
 before. The cache holds at most ``max.incremental.fetch.session.cache.slots`` sessions; when it is
-full, the least recently used session is evicted (Kafka weighs session size too; LRU is enough
-for one node and is what a client sees as FETCH_SESSION_ID_NOT_FOUND, which it recovers from by
-starting a new session).
+full, a new session takes a slot only as Kafka's FetchSessionCache.tryEvict allows: the least
+recently used session goes if unused for 2 minutes (stale); else a follower's new session evicts
+a consumer's (followers' sessions are privileged), and any new session evicts one older than 2
+minutes with fewer partitions - the evictable session with the least (privileged, size, id) goes,
+and only if the new one's (privileged, size) is greater. Otherwise the new fetch gets no
+session (session id 0) and the others keep theirs, so consumers opening sessions cannot push
+the followers' out. An evicted session's client sees FETCH_SESSION_ID_NOT_FOUND and starts a
+new one. Whether a session may be evicted, and its size, are taken when it was last used (Kafka's
+touch).
 
 Owned by the handler loop; no locks.
 """
@@ -32,6 +38,7 @@ import itertools
 import random
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +97,11 @@ class CachedPartition:
         return changed
 
 
+# Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS: a session unused this long is stale; one
+# created longer ago than this may be evicted by a larger one.
+EVICTION_S = 120.0
+
+
 @dataclass
 class FetchSession:
     session_id: int
@@ -97,6 +109,20 @@ class FetchSession:
     uses_topic_ids: bool
     partitions: OrderedDict[tuple[Any, int], CachedPartition] = field(default_factory=OrderedDict)
     last_used: float = 0.0
+    privileged: bool = False  # a follower's
+    created: float = 0.0
+    # Taken at the last use (Kafka's touch): its size then, and whether it was old enough to be
+    # evicted by any new session (by a follower's: also any consumer's session).
+    size: int = 0
+    old: bool = False
+
+    def touch(self, now: float) -> None:
+        self.last_used = now
+        self.size = len(self.partitions)
+        self.old = now - self.created > EVICTION_S
+
+    def eviction_key(self) -> tuple[bool, int, int]:
+        return self.privileged, self.size, self.session_id
 
 
 @dataclass
@@ -123,10 +149,12 @@ def _cached(topic: FetchRequestFetchTopic, p: FetchRequestFetchPartition) -> Cac
 
 
 class FetchSessionCache:
-    def __init__(self, max_slots: int) -> None:
+    def __init__(self, max_slots: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.max_slots = max_slots
+        # In order of last use (the least recent first).
         self.sessions: OrderedDict[int, FetchSession] = OrderedDict()
         self._ids = itertools.count(random.randint(1, 1 << 20))
+        self._clock = clock
 
     def _new_id(self) -> int:
         while True:
@@ -134,7 +162,26 @@ class FetchSessionCache:
             if sid and sid not in self.sessions:
                 return sid
 
-    def new_context(self, body: FetchRequest, uses_topic_ids: bool) -> FetchContext:
+    def _make_room(self, privileged: bool, size: int, now: float) -> bool:
+        """Kafka's tryEvict: whether a slot was freed for a new session of ``size`` partitions."""
+        lru = next(iter(self.sessions.values()), None)
+        if lru is None:
+            return False
+        if now - lru.last_used > EVICTION_S:
+            del self.sessions[lru.session_id]
+            return True
+        candidates = [s for s in self.sessions.values() if s.old or (privileged and not s.privileged)]
+        if not candidates:
+            return False
+        victim = min(candidates, key=FetchSession.eviction_key)
+        if (privileged, size, 0) < victim.eviction_key():
+            return False
+        del self.sessions[victim.session_id]
+        return True
+
+    def new_context(self, body: FetchRequest, uses_topic_ids: bool, privileged: bool = False) -> FetchContext:
+        """The request's context; ``privileged`` for a follower's fetch (its session outranks
+        consumers' when the cache is full)."""
         session_id = body["session_id"]
         epoch = body["session_epoch"]
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
@@ -143,12 +190,14 @@ class FetchSessionCache:
             partitions = [_cached(t, p) for t in body["topics"] for p in t["partitions"]]
             if epoch == FINAL_EPOCH or self.max_slots <= 0:
                 return FetchContext(0, partitions, incremental=False)
-            session = FetchSession(self._new_id(), 1, uses_topic_ids, last_used=time.monotonic())
+            now = self._clock()
+            if len(self.sessions) >= self.max_slots and not self._make_room(privileged, len(partitions), now):
+                return FetchContext(0, partitions, incremental=False)
+            session = FetchSession(self._new_id(), 1, uses_topic_ids, privileged=privileged, created=now)
             for c in partitions:
                 key = (c.topic_id, c.partition) if uses_topic_ids else (c.topic, c.partition)
                 session.partitions[key] = c
-            if len(self.sessions) >= self.max_slots:
-                self.sessions.popitem(last=False)
+            session.touch(now)
             self.sessions[session.session_id] = session
             # A full response lists every partition; reading goes through the session's entries
             # so what is sent is remembered for the first incremental response.
@@ -160,7 +209,6 @@ class FetchSessionCache:
         if session.epoch != epoch or session.uses_topic_ids != uses_topic_ids:
             return FetchContext(0, [], False, error=ErrorCode.INVALID_FETCH_SESSION_EPOCH)
         self.sessions.move_to_end(session_id)
-        session.last_used = time.monotonic()
         session.epoch = epoch + 1 if epoch < 0x7FFFFFFF else 1
         for t in body["topics"]:
             for p in t["partitions"]:
@@ -173,6 +221,7 @@ class FetchSessionCache:
         for forgotten in body["forgotten_topics_data"]:
             for index in forgotten["partitions"]:
                 session.partitions.pop(partition_key(uses_topic_ids, forgotten, index), None)
+        session.touch(self._clock())
         return FetchContext(session_id, list(session.partitions.values()), True, session)
 
     def remove(self, session_id: int) -> None:

@@ -238,7 +238,7 @@ def handle(services: Services, request: ApiRequest[FetchRequest]) -> Answer[Fetc
         state = body["replica_state"] or {}
         replica_id, replica_epoch = state.get("replica_id", -1), state.get("replica_epoch", -1)
     uses_ids = request.api_version >= 13
-    ctx = services.fetch_sessions.new_context(body, uses_ids)
+    ctx = services.fetch_sessions.new_context(body, uses_ids, privileged=replica_id >= 0)
     if ctx.error != ErrorCode.NONE:
         return {"throttle_time_ms": 0, "error_code": ctx.error, "session_id": 0, "responses": []}
     # Kafka's KafkaApis: fetchMaxBytes = min(request max_bytes, fetch.max.bytes), and

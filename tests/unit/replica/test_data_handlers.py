@@ -177,6 +177,27 @@ async def test_follower_fetch_reads_past_the_high_watermark_and_moves_it(node: N
     assert c["high_watermark"] == 2 and c["records"].size > 0
 
 
+async def test_a_followers_fetch_session_outranks_consumers_when_the_cache_is_full(node: Node) -> None:
+    # Kafka's KafkaApis creates a follower's session as privileged (isFromFollower): with every
+    # slot taken, a consumer's full fetch gets no session and the follower keeps its own; a
+    # follower's full fetch takes a consumer's slot. (Odradek evicted the least recently used.)
+    part = node.rm.leader_partition("t", 0)
+    part.replicas = part.isr = (1, 2)
+    node.fetch_sessions.max_slots = 1
+    body = fetch_body(("t", 0, 0), session_epoch=0)
+    body["replica_state"] = {"replica_id": 2, "replica_epoch": -1}
+    body["topics"][0]["topic_id"] = part.topic_id
+    follower = call(fetch, Request(node, body, 15))["session_id"]
+    assert follower > 0
+    assert call(fetch, Request(node, fetch_body(("t", 0, 0), session_epoch=0), 12))["session_id"] == 0
+    assert list(node.fetch_sessions.sessions) == [follower]
+    node.fetch_sessions.sessions.clear()
+    consumer = call(fetch, Request(node, fetch_body(("t", 0, 0), session_epoch=0), 12))["session_id"]
+    assert consumer > 0
+    again = call(fetch, Request(node, body, 15))["session_id"]
+    assert again > 0 and list(node.fetch_sessions.sessions) == [again]
+
+
 async def test_incremental_fetch_session_lists_only_news(node: Node) -> None:
     full = call(fetch, Request(node, fetch_body(("t", 0, 0), session_epoch=0), 12))
     session = full["session_id"]
