@@ -31,11 +31,20 @@ The start offset of a share-partition the group never read comes from ``share.au
 ``latest`` (Kafka's default: the high watermark when the first ShareFetch reaches it) or
 ``earliest`` (the log start).
 
-The durable part of the state - the SPSO and every in-flight range with its state and delivery
-count - is ``durable_state()``; the manager writes it to ``__share_group_state``
-(broker/share/share_state_store.py) and a restarted leader starts from ``restore``. An Acquired
-range is written Available with the delivery count it was acquired with (Kafka's records hold
-no Acquired state): after a crash it is delivered again with that count plus one.
+The durable part of the state is ``durable_state()``: what Kafka 4.4's share coordinator holds
+after the writes its SharePartition makes, which the manager writes to ``__share_group_state``
+(broker/share/share_state_store.py) and a new leader starts from (``restore``). Kafka writes on
+an acknowledgement, a release (RELEASE, a closed session or connection) and an expired lock - never
+on an acquisition or a renewed lock - and each write carries the SPSO as it stood *before* the
+change it writes (its cached SPSO moves only once the write succeeded). So:
+
+- the written SPSO is ``write_start``, the SPSO before the latest written change; the ranges that
+  change finished (now below the SPSO, ``settled``) are written with it, so that a new leader
+  moves past them as Kafka's does when it initializes;
+- an Acquired range is written as its last release left it: Available with one delivery fewer,
+  and not at all on its first delivery (Kafka never wrote it: after a crash it comes again with
+  delivery count 1). ``restore`` reads offsets missing between stored ranges as such never
+  written ones (Kafka's gap window): Available, delivered 0 times.
 
 Owned by the handler loop; no locks.
 """
@@ -102,6 +111,10 @@ class SharePartition:
         self.delivery_count_limit = delivery_count_limit
         self.max_in_flight = max_in_flight
         self.ranges: list[InFlightRange] = []  # sorted, disjoint
+        # The SPSO the next write carries (Kafka's cached SPSO, which a write moves only after it
+        # succeeded) and the finished ranges from there to ``start_offset``, written with it.
+        self.write_start = start_offset
+        self.settled: list[InFlightRange] = []
 
     @classmethod
     def restore(cls, group_id: str, topic: str, partition: int, start_offset: int,
@@ -114,24 +127,39 @@ class SharePartition:
             first = max(first, start_offset, sp.next_offset)
             if last < first:
                 continue
+            if first > sp.next_offset:  # offsets acquired once and never written: not delivered yet
+                sp.ranges.append(InFlightRange(sp.next_offset, first - 1, RecordState.AVAILABLE, 0))
             kind = RecordState(state) if state in (0, 2, 4) else RecordState.AVAILABLE
             sp.ranges.append(InFlightRange(first, last, kind, count))
             sp.next_offset = last + 1
         sp._merge()
         sp._advance_start()
+        # Kafka's new leader moves its SPSO past the finished ranges without writing; its next
+        # write carries the moved one.
+        sp.write_start, sp.settled = sp.start_offset, []
         return sp
 
     def durable_state(self) -> tuple[int, list[tuple[int, int, int, int]]]:
-        """(SPSO, (first, last, delivery state, delivery count) of each in-flight range), Acquired
-        ranges written Available."""
+        """(written SPSO, (first, last, delivery state, delivery count) of each range as Kafka's
+        writes left it): Acquired ranges as their last release wrote them, never-written ones left out."""
         out: list[tuple[int, int, int, int]] = []
-        for r in self.ranges:
-            state = RecordState.AVAILABLE if r.state is RecordState.ACQUIRED else r.state
-            if out and out[-1][1] + 1 == r.first and out[-1][2] == state and out[-1][3] == r.delivery_count:
-                out[-1] = (out[-1][0], r.last, int(state), r.delivery_count)
+        for r in self.settled + self.ranges:
+            state, count = r.state, r.delivery_count
+            if state is RecordState.ACQUIRED:
+                state, count = RecordState.AVAILABLE, count - 1
+            if state is RecordState.AVAILABLE and count <= 0:
+                continue  # never written: Kafka's share coordinator has a gap here
+            if out and out[-1][1] + 1 == r.first and out[-1][2] == state and out[-1][3] == count:
+                out[-1] = (out[-1][0], r.last, int(state), count)
             else:
-                out.append((r.first, r.last, int(state), r.delivery_count))
-        return self.start_offset, out
+                out.append((r.first, r.last, int(state), count))
+        return self.write_start, out
+
+    def _written_change(self, start_before: int) -> None:
+        """A change Kafka writes happened while the SPSO stood at ``start_before``: the write
+        carries that SPSO, and the ranges the change finishes from there on."""
+        self.write_start = start_before
+        self.settled = [r for r in self.settled if r.last >= start_before]
 
     # ------------------------------------------------------------------------------------------
     # reading
@@ -223,7 +251,9 @@ class SharePartition:
         for first, last, kind in runs:
             if not self._held_by(member_id, first, last, allow_gap=kind is AcknowledgeType.GAP):
                 raise InvalidRecordState(f"offsets {first}-{last} are not acquired by member {member_id}")
+        start_before, written = self.start_offset, False
         for first, last, kind in runs:
+            written = written or kind is not AcknowledgeType.RENEW  # (a renewed lock is not written)
             for r in self._cut(first, last):
                 if r.state is not RecordState.ACQUIRED:
                     continue
@@ -235,6 +265,8 @@ class SharePartition:
                     self._release(r)
                 else:  # RENEW
                     r.deadline_ms = now_ms + lock_ms
+        if written:
+            self._written_change(start_before)
         self._merge()
         self._advance_start()
 
@@ -261,6 +293,7 @@ class SharePartition:
                 released += r.last - r.first + 1
                 self._release(r)
         if released:
+            self._written_change(self.start_offset)
             self._merge()
             self._advance_start()
         return released
@@ -273,6 +306,7 @@ class SharePartition:
                 released += r.last - r.first + 1
                 self._release(r)
         if released:
+            self._written_change(self.start_offset)
             self._merge()
             self._advance_start()
         return released
@@ -303,6 +337,8 @@ class SharePartition:
         self.start_offset = offset
         self.next_offset = max(self.next_offset, offset)
         self._advance_start()
+        # Kafka moves its cached SPSO so without a write; the next write carries it.
+        self.write_start, self.settled = self.start_offset, []
 
     def in_flight_count(self) -> int:
         return self.next_offset - self.start_offset
@@ -319,6 +355,7 @@ class SharePartition:
                 break
             done += 1
         if done:
+            self.settled += self.ranges[:done]
             del self.ranges[:done]
         self.start_offset = self.ranges[0].first if self.ranges else self.next_offset
 

@@ -28,7 +28,8 @@ a new consumer reads. Kafka 4.4's results, required of Odradek (seen on Kafka 4.
   once the reader accepted B and C together.
 
 Each of A, B and C is written as one batch (the producer lingers), so a consumer acquires each whole.
-Odradek's cases are strict xfails until it does as Kafka in the two ways ``ODRADEK_DIFFERS`` names.
+Odradek passes the same checks (it persists share state when and as Kafka 4.4 does:
+broker/share/share_partition.py).
 """
 
 from __future__ import annotations
@@ -56,18 +57,7 @@ STATE_PARTITIONS = int(SETTINGS["share.coordinator.state.topic.num.partitions"])
 SHARE_GROUPS = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"  # bin/kafka-share-groups.sh
 
 
-# What Odradek does otherwise than Kafka 4.4 here (broker code; the case flips to XPASS, and fails as
-# strict, once both are fixed).
-ODRADEK_DIFFERS = (
-    "Odradek differs from Kafka 4.4: (1) it writes an acquisition to __share_group_state, so after the data "
-    "leader's kill the held records come back with delivery count 2 (Kafka: 1); (2) it writes the start offset "
-    "after the acknowledgement moved it, so kafka-share-groups shows B's first offset after the kill and the log "
-    "end at the end (Kafka: A's first offset, then B's)")
-
-
-@pytest.fixture(scope="module", params=[
-    "kafka", pytest.param("odradek", marks=pytest.mark.xfail(strict=True, raises=AssertionError,
-                                                             reason=ODRADEK_DIFFERS))])
+@pytest.fixture(scope="module", params=["kafka", "odradek"])
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterTarget]:
     """One 3-node cluster per target for the module (the cases restart what they kill). A first share
     group makes both brokers create ``__share_group_state``, whose leaders the cases need to know."""

@@ -2,9 +2,11 @@
 SPSO, the acknowledged records and the delivery counts are written to ``__share_group_state`` and
 read back when the restarted leader creates the share-partition again.
 
-Expected values are Kafka 4.4's: acknowledged records are never delivered again, records acquired
-and not acknowledged come back after the restart with their delivery count kept (the next delivery
-is one more), and records never delivered are delivered once, with delivery count 1."""
+Expected values are Kafka 4.4's: acknowledged records are never delivered again; Kafka writes
+acknowledgements, releases and expired locks, not acquisitions, so records acquired once and not
+acknowledged come back after the restart with delivery count 1, as do records never delivered; each
+write carries the SPSO as it stood before the change it writes (DescribeShareGroupOffsets answers
+the stored one), as tests/integration/test_share_groups_ab_cluster.py saw of Kafka 4.4."""
 
 from __future__ import annotations
 
@@ -72,7 +74,7 @@ def test_share_state_survives_kill_9(broker_factory) -> None:
                         topics=fetch_topics(topic_id, [0], {0: [(0, 9, [ACCEPT])]}))
         assert r["responses"][0]["partitions"][0]["acknowledge_error_code"] == 0
         assert acquired(r) == {0: [(10, 19, 1)]}
-        assert start_offset(c) == 10
+        assert start_offset(c) == 0  # the write of 0-9's acceptance carried the SPSO before it
         broker.kill()
     broker = broker_factory(OVERRIDES, data_dir=broker.data_dir)
     with WireClient(broker.host, broker.port) as c:
@@ -80,34 +82,36 @@ def test_share_state_survives_kill_9(broker_factory) -> None:
         while heartbeat(c, member_id="m2", subscribed_topic_names=["sq"])["error_code"] != 0:
             assert time.monotonic() < deadline, "the group coordinator never came back"
             time.sleep(0.1)
-        # 0-9 never again; 10-19 a second time (delivered once before the crash); 20-29 once.
-        assert fetch_until_acquired(c, topic_id, "m2") == {0: [(10, 19, 2), (20, 29, 1)]}
-        assert start_offset(c) == 10
+        # 0-9 never again; 10-19 at delivery count 1 (its acquisition was never written); 20-29 once.
+        assert fetch_until_acquired(c, topic_id, "m2") == {0: [(10, 29, 1)]}
+        assert start_offset(c) == 0  # nothing written since
         r = share_fetch(c, member_id="m2", share_session_epoch=1,
                         topics=fetch_topics(topic_id, [0], {0: [(10, 29, [ACCEPT])]}))
         assert r["responses"][0]["partitions"][0]["acknowledge_error_code"] == 0
         assert acquired(r) == {0: []}
-        assert start_offset(c) == 30
-    # Kafka 4.4's own decoder reads the state topic: ShareSnapshot records of this share-partition,
-    # the last one before the crash holding 10-19 (written Available, delivered once).
+        assert start_offset(c) == 10
+    # Kafka 4.4's own decoder reads the state topic: this share-partition's ShareSnapshot (type 0)
+    # and ShareUpdate (type 1) records, the write before the crash holding 0-9 acknowledged at start
+    # offset 0 (10-19's acquisition unwritten), the last one 10-29 acknowledged at start offset 10.
     assert broker.stop() == 0
     key = f"sg:{kafka_uuid_string(topic_id)}:0"
     segment = broker.data_dir / "logs" / f"__share_group_state-{partition_for(key, 3)}" / f"{0:020d}.log"
     out = run_tool("kafka-dump-log", ["--files", str(segment), "--print-data-log",
                                       "--share-group-state-decoder"]).stdout
-    snapshots = []
+    snapshots, writes = [], []
     for line in out.splitlines():
         if " key: {" in line and " payload: " in line:
             k, payload = (json.loads(part) for part in line.split(" key: ", 1)[1].split(" payload: ", 1))
-            assert k == {"type": "0", "data": {"groupId": "sg", "topicId": kafka_uuid_string(topic_id),
-                                               "partition": 0}}
-            snapshots.append(payload["data"])
+            assert k["type"] in ("0", "1") and k["data"] == {
+                "groupId": "sg", "topicId": kafka_uuid_string(topic_id), "partition": 0}
+            if k["type"] == "0":
+                snapshots.append(payload["data"])
+            writes.append({"startOffset": payload["data"]["startOffset"], "batches": [
+                [b["firstOffset"], b["lastOffset"], b["deliveryState"], b["deliveryCount"]]
+                for b in payload["data"]["stateBatches"]]})
     assert [s["snapshotEpoch"] for s in snapshots] == list(range(len(snapshots)))
-    assert {"startOffset": 10, "batches": [[10, 19, 0, 1]]} in [
-        {"startOffset": s["startOffset"], "batches": [[b["firstOffset"], b["lastOffset"], b["deliveryState"],
-                                                      b["deliveryCount"]] for b in s["stateBatches"]]}
-        for s in snapshots]
-    assert snapshots[-1]["startOffset"] == 30 and snapshots[-1]["stateBatches"] == []
+    assert {"startOffset": 0, "batches": [[0, 9, 2, 1]]} in writes
+    assert writes[-1] == {"startOffset": 10, "batches": [[10, 29, 2, 1]]}
 
 
 def test_deleted_share_group_offsets_stay_deleted_after_kill_9(broker_factory) -> None:
@@ -124,7 +128,7 @@ def test_deleted_share_group_offsets_stay_deleted_after_kill_9(broker_factory) -
         r = share_fetch(c, share_session_epoch=1, topics=fetch_topics(topic_id, [0], {}))
         assert acquired(r) == {0: [(0, 9, 1)]}
         r = share_fetch(c, share_session_epoch=2, topics=fetch_topics(topic_id, [0], {0: [(0, 4, [ACCEPT])]}))
-        assert start_offset(c) == 5
+        assert start_offset(c) == 0  # written with the SPSO before the acceptance
         # The member leaves (5-9 go back); the empty group's offsets are deleted (Kafka writes a
         # tombstone for the share-partition's state).
         assert heartbeat(c, member_epoch=-1)["member_epoch"] == -1

@@ -9,8 +9,9 @@ Versions 0-1 (flexible), as Kafka 4.4.
 never fetched from has start_offset -1 (Kafka's "not initialized"). A group the coordinator does not
 know as a share group answers GROUP_ID_NOT_FOUND; coordinator errors are per group.
 
-A share-partition this broker leads and has in memory answers from there (its lag counts the
-acknowledged records in flight). Any other asks the share coordinator, as Kafka 4.4 does
+A share-partition this broker leads and has in memory answers from there: the start offset its
+last write gave the share coordinator (Kafka's write carries the SPSO from before the change it
+writes, so it trails the SPSO in memory) and its lag counts the acknowledged records in flight. Any other asks the share coordinator, as Kafka 4.4 does
 (ReadShareGroupStateSummary through the share persister, broker/share/share_persister.py): its
 start offset and leader epoch; lag -1 (unknown: Odradek's share coordinator does not keep
 Kafka's delivery-complete count); a coordinator that does not answer in time reads as not
@@ -126,7 +127,7 @@ async def _topics(services: Services, request: ApiRequest[DescribeShareGroupOffs
                 sp = manager.partitions.get((group_id, name, index))
                 part = services.replica_manager.partitions.get((name, index))
                 if sp is not None and part is not None:
-                    entry["start_offset"] = sp.start_offset
+                    entry["start_offset"] = manager.stored_start_offset(sp)
                     entry["leader_epoch"] = part.leader_epoch
                     entry["lag"] = max(0, part.high_watermark - sp.start_offset - sp.done_in_flight())
                 elif (found := await services.share_persister.summary((group_id, topic.topic_id, index))) is not None \

@@ -59,15 +59,57 @@ def test_an_unreadable_record_is_skipped_and_the_rest_loads() -> None:
     assert shard.states[KEY].start_offset == 5
 
 
-def test_acquired_records_are_stored_available_and_come_back_with_one_more_delivery() -> None:
+def test_written_state_is_kafkas_acquisitions_unwritten_and_the_start_before_the_acknowledgement() -> None:
+    # Kafka 4.4's SharePartition writes on acknowledgement with the SPSO it had before (its cached
+    # SPSO moves once the write succeeded), and never writes an acquisition.
     sp = SharePartition("sg", "t", 0, 0, delivery_count_limit=5, max_in_flight=100)
     sp.acquire("m", [(0, 9), (10, 19)], 500, now_ms=0, lock_ms=1000)
+    assert sp.durable_state() == (0, [])
     sp.acknowledge("m", [(0, 4, [1]), (5, 6, [3])], now_ms=1, lock_ms=1000)
+    assert sp.start_offset == 7
     start, batches = sp.durable_state()
-    assert (start, batches) == (7, [(7, 19, int(RecordState.AVAILABLE), 1)])
+    assert (start, batches) == (0, [(0, 4, int(RecordState.ACKNOWLEDGED), 1), (5, 6, int(RecordState.ARCHIVED), 1)])
+    # A new leader moves past what was finished; 7-19 were never written: delivered once more, as new.
     again = SharePartition.restore("sg", "t", 0, start, batches, delivery_count_limit=5, max_in_flight=100)
-    assert (again.start_offset, again.next_offset) == (7, 20)
-    assert again.acquire("n", [(0, 9), (10, 19)], 500, now_ms=0, lock_ms=1000) == [(7, 19, 2)]
+    assert (again.start_offset, again.next_offset) == (7, 7)
+    assert again.durable_state() == (7, [])
+    assert again.acquire("n", [(0, 9), (10, 19)], 500, now_ms=0, lock_ms=1000) == [(7, 19, 1)]
+
+
+def test_a_released_record_is_written_with_its_count_and_a_renewal_writes_nothing() -> None:
+    sp = SharePartition("sg", "t", 0, 0, delivery_count_limit=5, max_in_flight=100)
+    sp.acquire("m", [(0, 9)], 500, now_ms=0, lock_ms=1000)
+    sp.acknowledge("m", [(0, 9, [4])], now_ms=1, lock_ms=1000)  # RENEW
+    assert sp.durable_state() == (0, [])
+    sp.acknowledge("m", [(0, 9, [2])], now_ms=2, lock_ms=1000)  # RELEASE
+    assert sp.durable_state() == (0, [(0, 9, int(RecordState.AVAILABLE), 1)])
+    # Delivered again (count 2 in memory): the store still has the release's count.
+    assert sp.acquire("m", [(0, 9)], 500, now_ms=3, lock_ms=1000) == [(0, 9, 2)]
+    assert sp.durable_state() == (0, [(0, 9, int(RecordState.AVAILABLE), 1)])
+    # The lock expires: written Available, delivered twice.
+    assert sp.expire_locks(5000) == 10
+    assert sp.durable_state() == (0, [(0, 9, int(RecordState.AVAILABLE), 2)])
+    again = SharePartition.restore("sg", "t", 0, *sp.durable_state(), delivery_count_limit=5, max_in_flight=100)
+    assert again.acquire("n", [(0, 9)], 500, now_ms=0, lock_ms=1000) == [(0, 9, 3)]
+
+
+def test_each_write_carries_the_start_offset_the_previous_one_left() -> None:
+    sp = SharePartition("sg", "t", 0, 2, delivery_count_limit=5, max_in_flight=100)
+    sp.acquire("a", [(2, 11)], 500, now_ms=0, lock_ms=1000)
+    sp.acknowledge("a", [(2, 11, [1])], now_ms=1, lock_ms=1000)
+    assert sp.durable_state() == (2, [(2, 11, int(RecordState.ACKNOWLEDGED), 1)])
+    sp.acquire("b", [(12, 21), (22, 31)], 500, now_ms=2, lock_ms=1000)
+    sp.acknowledge("b", [(12, 31, [1])], now_ms=3, lock_ms=1000)
+    assert sp.durable_state() == (12, [(12, 31, int(RecordState.ACKNOWLEDGED), 1)])
+    assert sp.start_offset == 32
+
+
+def test_restore_reads_offsets_missing_between_stored_ranges_as_never_delivered() -> None:
+    # 10-14 acquired once and never written; 15-19 released after one delivery.
+    again = SharePartition.restore("sg", "t", 0, 10, [(15, 19, 0, 1)], 5, 100)
+    assert (again.start_offset, again.next_offset) == (10, 20)
+    assert again.acquire("m", [(10, 19), (20, 24)], 500, now_ms=0, lock_ms=1000) == [
+        (10, 14, 1), (15, 19, 2), (20, 24, 1)]
 
 
 def test_restore_keeps_acknowledged_and_archived_offsets_done() -> None:
