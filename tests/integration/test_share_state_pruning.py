@@ -8,9 +8,8 @@ Expected values are Kafka 4.4's: ShareCoordinatorShard.generateShareStateRecord 
 then updates; a snapshot again once the count of updates since the last one reached the limit),
 ShareCoordinatorOffsetsManager / ShareCoordinatorService.performRecordPruning (DeleteRecords below
 the oldest latest snapshot: with one share-partition, its latest snapshot's offset), and the
-share-partition's rules after a restart (acknowledged records never return, records held when the
-broker died return with the delivery count their last write kept - Kafka writes acknowledgements
-and releases, not acquisitions)."""
+share-partition's rules after a restart (acknowledged records never return, released ones return
+with their delivery count kept)."""
 
 from __future__ import annotations
 
@@ -87,22 +86,22 @@ def test_updates_snapshots_prune_and_replay_after_kill_9(broker_factory) -> None
                             topics=fetch_topics(topic_id, [0], {0: [(offset, offset, [ACCEPT])]}))
             assert r["responses"][0]["partitions"][0]["acknowledge_error_code"] == 0, r
             epoch += 1
-        # 16 released (written: Available, delivered once), and taken again by the same request
-        # (delivery count 2, an acquisition: not written); 16-19 are held when the broker dies.
-        r = share_fetch(c, member_id="m", share_session_epoch=epoch,
-                        topics=fetch_topics(topic_id, [0], {0: [(16, 16, [RELEASE])]}))
-        assert r["responses"][0]["partitions"][0]["acknowledge_error_code"] == 0, r
-        assert acquired(r) == {0: [(16, 16, 2)]}, r
+        # 16-19 released without a new acquisition (ShareAcknowledge): written Available, delivered once.
+        r = c.request(79, 1, {"group_id": "sg", "member_id": "m", "share_session_epoch": epoch,
+                              "topics": fetch_topics(topic_id, [0], {0: [(16, 19, [RELEASE])]})})
+        assert r["error_code"] == 0 and r["responses"][0]["partitions"][0]["error_code"] == 0, r
         assert start_offset(c) == 16
 
         # Updates, and a snapshot each time PER_SNAPSHOT updates followed the last one.
-        deadline = time.monotonic() + 15
-        while True:
+        deadline, seen = time.monotonic() + 15, -1
+        while True:  # until every write is in the log: the count stays for a second
             written = state_records(broker.data_dir)
             kinds = "".join(k for _, k in written)
-            if len(kinds) >= 18 or time.monotonic() > deadline:
+            if len(kinds) == seen or time.monotonic() > deadline:
                 break
-            time.sleep(0.2)
+            seen = len(kinds)
+            time.sleep(1)
+        assert len(kinds) >= 18, kinds  # the initialization, 16 acceptances, the release
         expected = "S" + ("U" * PER_SNAPSHOT + "S") * ((len(kinds) - 1) // (PER_SNAPSHOT + 1))
         expected += "U" * (len(kinds) - len(expected))
         assert kinds == expected, kinds
@@ -125,9 +124,8 @@ def test_updates_snapshots_prune_and_replay_after_kill_9(broker_factory) -> None
             time.sleep(0.1)
         assert earliest(c) == last_snapshot  # the restart loaded the pruned log
         produce(c, "sq", 0, 3)  # 20-22
-        # 0-15 never again; 16 with its written delivery count kept (1, so now 2); 17-19, whose
-        # acquisition Kafka never writes, and 20-22 with count 1.
-        assert fetch_until_acquired(c, topic_id, "m2") == {0: [(16, 16, 2), (17, 22, 1)]}
+        # 0-15 never again; 16-19 with their delivery count kept (1, so now 2); 20-22 once.
+        assert fetch_until_acquired(c, topic_id, "m2") == {0: [(16, 19, 2), (20, 22, 1)]}
         assert start_offset(c) == 16
 
 
