@@ -23,12 +23,10 @@ Locks expire lazily, before each request touches a share-partition, and on a tim
 waits on it (nobody else can acquire in between, so nobody can tell the difference). A member's
 connection closing releases its records when the socket server reports it (``on_disconnect``).
 
-Durable state: with a ``ShareStateStore`` every change Kafka 4.4 writes (an acknowledgement, a
-release, an expired lock - not an acquisition, a renewed lock or a log start offset passing the
-SPSO) writes the share-partition's durable state (``SharePartition.durable_state``: the SPSO as it
-stood before that change, as Kafka's write carries it) to ``__share_group_state``, and a
-share-partition created here (after a restart or a leader change) starts from the state stored
-there. While the state's partition loads here a
+Durable state: with a ``ShareStateStore`` every change Kafka persists (an acquisition, an
+acknowledgement, a release, an expired lock, a moved SPSO) writes the share-partition's durable
+state to ``__share_group_state``, and a share-partition created here (after a restart or a
+leader change) starts from the state stored there. While the state's partition loads here a
 ShareFetch acquires nothing (it waits, as Kafka's share-partition does while it initializes).
 Before ``__share_group_state`` exists no state is stored anywhere: the share-partition starts at
 once and is written from its first change after the topic is loaded.
@@ -50,7 +48,12 @@ from odradek.broker.group.group_overrides import group_int, group_str
 from odradek.broker.runtime.purgatory import DelayedOperation, DelayedOperationPurgatory
 from odradek.broker.share.delayed_share_fetch import DelayedShareFetch
 from odradek.broker.share.share_metrics import ShareMetrics
-from odradek.broker.share.share_partition import InvalidAcknowledgement, InvalidRecordState, SharePartition
+from odradek.broker.share.share_partition import (
+    InvalidAcknowledgement,
+    InvalidRecordState,
+    RecordState,
+    SharePartition,
+)
 from odradek.broker.share.share_persister import SharePersister
 from odradek.broker.share.share_session import ShareSession, ShareSessionCache
 from odradek.broker.share.share_state_records import ShareState
@@ -146,9 +149,6 @@ class SharePartitionManager:
         # Share-partitions changed since the last write: written once at the end of the loop turn,
         # so a ShareFetch that acknowledges and acquires appends one snapshot, not two.
         self._dirty: dict[SharePartitionId, SharePartition] = {}
-        # The SPSO the share coordinator holds per share-partition (restored or last written): a
-        # write carries the SPSO before its change, so this trails the one in memory.
-        self._stored_start: dict[SharePartitionId, int] = {}
         self.replica_manager = replica_manager
         self.metadata = metadata
         self.clock_ms = clock_ms
@@ -165,7 +165,27 @@ class SharePartitionManager:
         session, old = self.sessions.open(group_id, member_id, conn)
         if old is not None:
             self._release_session(old)
+        self._drop_idle(group_id, session)
         return session
+
+    def _drop_idle(self, group_id: str, session: ShareSession) -> None:
+        """A member opens a session: the group's share-partitions that nobody else reads, that hold
+        nothing acquired and whose state is all written are dropped, to be read again from the
+        share coordinator on first use. Their state may have been replaced there meanwhile: an
+        AlterShareGroupOffsets of the empty group, served by its group coordinator on another
+        broker, initializes it anew (with the next state epoch) - as Kafka's leaders drop an
+        empty group's share-partitions and read them again."""
+        if any(s.group_id == group_id and s is not session for s in self.sessions.sessions.values()):
+            return
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            sp = self.partitions[key]
+            state_key = self._state_key(key)
+            if (key in self._dirty or any(r.state is RecordState.ACQUIRED for r in sp.ranges)
+                    or self._written.get(key) != sp.durable_state()
+                    or state_key is None or (isinstance(self.store, SharePersister) and not self.store.idle(state_key))):
+                continue
+            del self.partitions[key]
+            self._written.pop(key, None)
 
     def continue_session(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
         self.release_closed_sessions()
@@ -357,9 +377,8 @@ class SharePartitionManager:
         sp = self._share_partition(session.group_id, topic, result.partition)
         part = self.replica_manager.leader_partition(topic, result.partition)
         if sp.start_offset < part.log_start_offset:
-            # Retention deleted records the group had not read. Kafka moves the SPSO without a
-            # write; the next write carries it.
-            sp.reset_start(part.log_start_offset)
+            sp.reset_start(part.log_start_offset)  # retention deleted records the group had not read
+            self._persist(sp)
         offset = sp.fetch_offset()
         isolation = self._isolation(session.group_id)
         if offset is None or offset >= part.fetch_bound(isolation):
@@ -372,11 +391,11 @@ class SharePartitionManager:
                               self.clock_ms(), self._lock_duration_ms(session.group_id), strict)
         if acquired and isolation == READ_COMMITTED:
             acquired = self._archive_aborted(sp, session.member_id, part, offset, piece, acquired)
-        if isolation == READ_COMMITTED:
-            self._persist(sp)  # aborted records archived (nothing, unless the read met an aborted transaction)
         if not acquired:
+            if isolation == READ_COMMITTED:
+                self._persist(sp)  # aborted records archived
             return
-        # (An acquisition is not written: Kafka's share-partition persists none.)
+        self._persist(sp)
         # Send the batches from the first to the last holding an acquired offset, no more.
         first, last = acquired[0][0], acquired[-1][1]
         inside = [b for b in batches if b[3] >= first and b[2] <= last]
@@ -394,9 +413,7 @@ class SharePartitionManager:
                 sp = SharePartition.restore(group_id, topic, partition, stored.start_offset, stored.batches,
                                             self._delivery_count_limit(group_id), self._max_record_locks(group_id))
                 self._written[key] = sp.durable_state()
-                self._stored_start[key] = stored.start_offset
             else:
-                self._stored_start.pop(key, None)
                 start = self._initial_offset(group_id, part)
                 sp = SharePartition(group_id, topic, partition, start, self._delivery_count_limit(group_id),
                                     self._max_record_locks(group_id))
@@ -500,7 +517,6 @@ class SharePartitionManager:
         if self.store.write(state_key, ShareState(durable[0], leader_epoch=part.leader_epoch if part else 0,
                                                   create_timestamp=now, write_timestamp=now, batches=durable[1])):
             self._written[key] = durable
-            self._stored_start[key] = durable[0]
 
     # ------------------------------------------------------------------------------------------
     # leadership
@@ -510,7 +526,6 @@ class SharePartitionManager:
         for key in [k for k in self.partitions if k[1] == topic and k[2] == partition]:
             del self.partitions[key]
             self._written.pop(key, None)
-            self._stored_start.pop(key, None)
 
     def alter_start_offset(self, group_id: str, topic: str, partition: int, offset: int) -> None:
         """AlterShareGroupOffsets on an empty group: the share-partition starts over at ``offset``
@@ -522,7 +537,6 @@ class SharePartitionManager:
                                 f"start offset {offset} is outside {part.log_start_offset}-{part.high_watermark}")
         sp = self.partitions[(group_id, topic, partition)] = SharePartition(
             group_id, topic, partition, offset, self._delivery_count_limit(group_id), self._max_record_locks(group_id))
-        self._stored_start.pop((group_id, topic, partition), None)
         self._persist(sp)
         self._wake(sp)
 
@@ -532,7 +546,6 @@ class SharePartitionManager:
         for key in [k for k in self.partitions if k[0] == group_id and k[1] == topic]:
             del self.partitions[key]
             self._written.pop(key, None)
-            self._stored_start.pop(key, None)
         image = self.metadata.image.topics.get(topic)
         if self.store is not None and image is not None:
             for partition in image.partitions:
@@ -542,12 +555,6 @@ class SharePartitionManager:
         """The SPSO of a share-partition this broker has (None: the group never read it here)."""
         sp = self.partitions.get((group_id, topic, partition))
         return None if sp is None else sp.start_offset
-
-    def stored_start_offset(self, sp: SharePartition) -> int:
-        """The SPSO the share coordinator holds for ``sp`` (what Kafka's DescribeShareGroupOffsets
-        answers, from ReadShareGroupStateSummary): the one its last write carried, or the one it
-        was restored from - behind ``sp.start_offset`` until a write catches up."""
-        return self._stored_start.get((sp.group_id, sp.topic, sp.partition), sp.write_start)
 
 
 def _aborted_ranges(piece: FetchSlice, aborted: list[Any]) -> list[tuple[int, int]]:

@@ -156,6 +156,33 @@ class SharePersister:
             return None
         return int(part["start_offset"]), int(part["leader_epoch"])
 
+    def idle(self, key: StateKey) -> bool:
+        """No write or delete of ``key`` waits to be sent to another broker's share coordinator
+        (so what the coordinator holds is all the share-partition's leader wrote)."""
+        return key not in self._pending and key not in self._senders
+
+    async def reinitialize(self, key: StateKey, start_offset: int, timeout_s: float = 10.0) -> tuple[int, str | None]:
+        """AlterShareGroupOffsets at the group coordinator, for a state whose partition another
+        broker leads (Kafka's GroupCoordinatorService.alterShareGroupOffsets, then the persister's
+        initializeState): the share coordinator's state of ``key`` starts over at ``start_offset``
+        with the next state epoch. (error code, message); COORDINATOR_NOT_AVAILABLE when the share
+        coordinator did not answer within ``timeout_s``."""
+        async def run() -> tuple[int, str | None]:
+            summary = await self._retrying(key, READ_SUMMARY, 0, {"leader_epoch": 0}, "summary")
+            if summary is None:
+                return ErrorCode.NOT_COORDINATOR, None  # the state's partition moved here meanwhile
+            # A share-partition never initialized answers an error: its first state epoch is then 0.
+            epoch = summary["state_epoch"] + 1 if summary["error_code"] == ErrorCode.NONE else 0
+            part = await self._retrying(key, INITIALIZE, 0, {"state_epoch": epoch, "start_offset": start_offset},
+                                        "initialize")
+            if part is None:
+                return ErrorCode.NOT_COORDINATOR, None
+            return part["error_code"], part["error_message"]
+        try:
+            return await asyncio.wait_for(run(), timeout_s)
+        except TimeoutError:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+
     async def close(self) -> None:
         self._closed = True
         for task in [*self._reads.values(), *self._senders.values()]:

@@ -13,6 +13,10 @@ share-group records of ``__consumer_offsets`` (broker/group/share_group.py, Kafk
 
 The group ids are picked so that the coordinator is not the data partition's leader (the
 share-partition's state stays where it is; what is tested is the group coordinator's).
+
+The second test resets an empty group's offsets with Kafka 4.4's ``kafka-share-groups`` at a
+coordinator that does not lead the data partition (AlterShareGroupOffsets initializes the share
+state anew at the share coordinator; the leader reads it again when a member comes back).
 """
 
 from __future__ import annotations
@@ -167,3 +171,44 @@ def test_a_share_group_outlives_its_coordinator(cluster) -> None:  # type: ignor
         run_case(cluster)
     except AssertionError as e:
         raise AssertionError(f"{e}\n{cluster.logs()[-12000:]}") from None
+
+
+def test_reset_offsets_at_a_coordinator_that_does_not_lead_the_partition(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Kafka 4.4's ``kafka-share-groups --reset-offsets --to-earliest --execute`` sends
+    AlterShareGroupOffsets to the group's coordinator; here that broker does not lead the data
+    partition. It initializes the share state anew at the share coordinator (the next state epoch),
+    and a new consumer of the group reads every record again from the start, each as new (before,
+    the coordinator answered NOT_LEADER_OR_FOLLOWER and the tool failed)."""
+    try:
+        _reset_case(cluster)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{cluster.logs()[-12000:]}") from None
+
+
+def _reset_case(c) -> None:  # type: ignore[no-untyped-def]
+    wait_until(lambda: len(c.live_ids()) == 3, 60, "three brokers")
+    topic = create_rf3_topic(c, "sg-reset")
+    data_leader = c.partition_state(topic, 0)[0]
+    group = next(g for i in range(500) if (g := f"sgr-{i}") and coordinator(c, g) is not None
+                 and coordinator(c, g)[0] not in (-1, data_leader) and coordinator(c, g)[1] == 0)  # type: ignore[index]
+    with ShareConsumer(c.bootstrap, group, topic, "explicit", "accept", "first") as first:
+        first.wait_subscribed()
+        wait_initialized(c, [first], topic, 1)
+        produce(c, topic, [f"a{i}" for i in range(10)])
+        wait_until(lambda: len(real(first)) >= 10, 60, "the a records")
+        first.stop()
+    end = real(first)[-1].offset + 1
+    wait_until(lambda: share_group_describe(c, group)["group_state"] == "Empty", 60, "the group to be empty")
+    live = c.brokers[c.live_ids()[0]]
+    out = run_tool(SHARE_GROUPS, ["--bootstrap-server", f"{live.host}:{live.port}", "--reset-offsets", "--group",
+                                  group, "--topic", topic, "--to-earliest", "--execute"], check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = [line.split() for line in out.stdout.splitlines() if line.split()[:1] == [group]]
+    assert [(r[1], r[2], r[3]) for r in rows] == [(topic, "0", "0")], out.stdout
+    assert describe_offsets(c, group, topic) == (0, 0)
+    with ShareConsumer(c.bootstrap, group, topic, "explicit", "accept", "again") as again:
+        again.wait_subscribed()
+        wait_until(lambda: len(again.records) >= end, 60, "every record again")
+        again.stop()
+    assert [r.offset for r in again.records] == list(range(end)), again.records
+    assert {r.delivery_count for r in again.records} == {1}

@@ -7,9 +7,12 @@ offset, which must lie between the log start and the high watermark (INVALID_REQ
 READ on the group (GROUP_AUTHORIZATION_FAILED) and on each topic (TOPIC_AUTHORIZATION_FAILED).
 
 The share-partitions live on their leaders (broker/share/): this broker sets those it leads (and
-writes their new state to ``__share_group_state`` where it leads the state's partition too) and
-answers NOT_LEADER_OR_FOLLOWER for the others (Kafka 4.4 sends the share coordinator
-InitializeShareGroupState; APIs 83-87 are not served).
+writes their new state to ``__share_group_state`` through the share persister). For the others it
+does what Kafka 4.4's group coordinator does: the share coordinator's state of the share-partition
+is initialized anew at the new start offset with the next state epoch - InitializeShareGroupState
+through the share persister where another broker leads the state's partition, the local share
+coordinator where this one does. The partition's leader drops its idle copy of the share-partition
+when a member next opens a session and reads the new state (SharePartitionManager._drop_idle).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING
 from odradek.broker.api.request_types import ApiRequest
 from odradek.broker.group.coordinator import coordinator_of
 from odradek.broker.security import authz
+from odradek.broker.share.share_state_store import Where
 from odradek.controller import features
 from odradek.protocol.errors import ErrorCode, KafkaApiError
 
@@ -28,7 +32,10 @@ if TYPE_CHECKING:
     from odradek.broker.group.coordinator import GroupCoordinator
     from odradek.broker.metadata.broker_metadata import BrokerMetadata
     from odradek.broker.security.authz import AuthHelper
+    from odradek.broker.share.share_coordinator import ShareCoordinator
     from odradek.broker.share.share_partition_manager import SharePartitionManager
+    from odradek.broker.share.share_persister import SharePersister
+    from odradek.controller.image import TopicImage
     from odradek.protocol.messages import (
         AlterShareGroupOffsetsRequest,
         AlterShareGroupOffsetsResponse,
@@ -48,10 +55,13 @@ class Services:
     metadata: BrokerMetadata
     group_coordinator: GroupCoordinator
     share_partitions: SharePartitionManager
+    share_persister: SharePersister
+    share_coordinator: ShareCoordinator
     authz: AuthHelper
 
 
-def handle(services: Services, request: ApiRequest[AlterShareGroupOffsetsRequest]) -> AlterShareGroupOffsetsResponse:
+async def handle(services: Services,
+                 request: ApiRequest[AlterShareGroupOffsetsRequest]) -> AlterShareGroupOffsetsResponse:
     if not features.share_group_protocol(services.metadata.image.features):
         return error_response(request, ErrorCode.UNSUPPORTED_VERSION)  # share.version 0 (KafkaApis)
     body = request.body
@@ -80,10 +90,30 @@ def handle(services: Services, request: ApiRequest[AlterShareGroupOffsetsRequest
                                                                  p["start_offset"])
                 except KafkaApiError as exc:
                     entry["error_code"], entry["error_message"] = exc.code, exc.message
+                if entry["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER:  # another broker leads it
+                    entry["error_code"], entry["error_message"] = await _initialize_elsewhere(
+                        services, group_id, topic, p["partition_index"], p["start_offset"])
             partitions.append(entry)
         responses.append({"topic_name": name, "topic_id": topic.topic_id if topic is not None else uuid.UUID(int=0),
                           "partitions": partitions})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}
+
+
+async def _initialize_elsewhere(services: Services, group_id: str, topic: TopicImage, partition: int,
+                                start_offset: int) -> tuple[int, str | None]:
+    """A partition another broker leads: its share state starts over at ``start_offset`` with the
+    next state epoch, at the share coordinator of the state's partition."""
+    key = (group_id, topic.topic_id, partition)
+    persister = services.share_persister
+    where = persister.store.where(key)
+    if where is Where.WAIT:
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None
+    if where is Where.ELSEWHERE:
+        return await persister.reinitialize(key, start_offset)
+    state = persister.store.read(key) if where is Where.READY else None
+    epoch = state.state_epoch + 1 if state is not None else 0
+    outcome = await services.share_coordinator.initialize(key, epoch, start_offset)
+    return outcome.error_code, outcome.error_message
 
 
 def check_empty_share_group(coordinator: GroupCoordinator, group_id: str) -> tuple[int, str | None]:
