@@ -23,10 +23,12 @@ Locks expire lazily, before each request touches a share-partition, and on a tim
 waits on it (nobody else can acquire in between, so nobody can tell the difference). A member's
 connection closing releases its records when the socket server reports it (``on_disconnect``).
 
-Durable state: with a ``ShareStateStore`` every change Kafka persists (an acquisition, an
-acknowledgement, a release, an expired lock, a moved SPSO) writes the share-partition's durable
-state to ``__share_group_state``, and a share-partition created here (after a restart or a
-leader change) starts from the state stored there. While the state's partition loads here a
+Durable state: with a ``ShareStateStore`` every change Kafka 4.4 writes (an acknowledgement, a
+release, an expired lock - not an acquisition, a renewed lock or a log start offset passing the
+SPSO) writes the share-partition's durable state (``SharePartition.durable_state``: the SPSO as it
+stood before that change, as Kafka's write carries it) to ``__share_group_state``, and a
+share-partition created here (after a restart or a leader change) starts from the state stored
+there. While the state's partition loads here a
 ShareFetch acquires nothing (it waits, as Kafka's share-partition does while it initializes).
 Before ``__share_group_state`` exists no state is stored anywhere: the share-partition starts at
 once and is written from its first change after the topic is loaded.
@@ -149,6 +151,9 @@ class SharePartitionManager:
         # Share-partitions changed since the last write: written once at the end of the loop turn,
         # so a ShareFetch that acknowledges and acquires appends one snapshot, not two.
         self._dirty: dict[SharePartitionId, SharePartition] = {}
+        # The SPSO the share coordinator holds per share-partition (restored or last written): a
+        # write carries the SPSO before its change, so this trails the one in memory.
+        self._stored_start: dict[SharePartitionId, int] = {}
         self.replica_manager = replica_manager
         self.metadata = metadata
         self.clock_ms = clock_ms
@@ -186,6 +191,7 @@ class SharePartitionManager:
                 continue
             del self.partitions[key]
             self._written.pop(key, None)
+            self._stored_start.pop(key, None)
 
     def continue_session(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
         self.release_closed_sessions()
@@ -377,8 +383,9 @@ class SharePartitionManager:
         sp = self._share_partition(session.group_id, topic, result.partition)
         part = self.replica_manager.leader_partition(topic, result.partition)
         if sp.start_offset < part.log_start_offset:
-            sp.reset_start(part.log_start_offset)  # retention deleted records the group had not read
-            self._persist(sp)
+            # Retention deleted records the group had not read. Kafka moves the SPSO without a
+            # write; the next write carries it.
+            sp.reset_start(part.log_start_offset)
         offset = sp.fetch_offset()
         isolation = self._isolation(session.group_id)
         if offset is None or offset >= part.fetch_bound(isolation):
@@ -391,11 +398,11 @@ class SharePartitionManager:
                               self.clock_ms(), self._lock_duration_ms(session.group_id), strict)
         if acquired and isolation == READ_COMMITTED:
             acquired = self._archive_aborted(sp, session.member_id, part, offset, piece, acquired)
+        if isolation == READ_COMMITTED:
+            self._persist(sp)  # aborted records archived (nothing, unless the read met an aborted transaction)
         if not acquired:
-            if isolation == READ_COMMITTED:
-                self._persist(sp)  # aborted records archived
             return
-        self._persist(sp)
+        # (An acquisition is not written: Kafka's share-partition persists none.)
         # Send the batches from the first to the last holding an acquired offset, no more.
         first, last = acquired[0][0], acquired[-1][1]
         inside = [b for b in batches if b[3] >= first and b[2] <= last]
@@ -413,7 +420,9 @@ class SharePartitionManager:
                 sp = SharePartition.restore(group_id, topic, partition, stored.start_offset, stored.batches,
                                             self._delivery_count_limit(group_id), self._max_record_locks(group_id))
                 self._written[key] = sp.durable_state()
+                self._stored_start[key] = stored.start_offset
             else:
+                self._stored_start.pop(key, None)
                 start = self._initial_offset(group_id, part)
                 sp = SharePartition(group_id, topic, partition, start, self._delivery_count_limit(group_id),
                                     self._max_record_locks(group_id))
@@ -517,6 +526,7 @@ class SharePartitionManager:
         if self.store.write(state_key, ShareState(durable[0], leader_epoch=part.leader_epoch if part else 0,
                                                   create_timestamp=now, write_timestamp=now, batches=durable[1])):
             self._written[key] = durable
+            self._stored_start[key] = durable[0]
 
     # ------------------------------------------------------------------------------------------
     # leadership
@@ -526,6 +536,7 @@ class SharePartitionManager:
         for key in [k for k in self.partitions if k[1] == topic and k[2] == partition]:
             del self.partitions[key]
             self._written.pop(key, None)
+            self._stored_start.pop(key, None)
 
     def alter_start_offset(self, group_id: str, topic: str, partition: int, offset: int) -> None:
         """AlterShareGroupOffsets on an empty group: the share-partition starts over at ``offset``
@@ -537,6 +548,7 @@ class SharePartitionManager:
                                 f"start offset {offset} is outside {part.log_start_offset}-{part.high_watermark}")
         sp = self.partitions[(group_id, topic, partition)] = SharePartition(
             group_id, topic, partition, offset, self._delivery_count_limit(group_id), self._max_record_locks(group_id))
+        self._stored_start.pop((group_id, topic, partition), None)
         self._persist(sp)
         self._wake(sp)
 
@@ -546,6 +558,7 @@ class SharePartitionManager:
         for key in [k for k in self.partitions if k[0] == group_id and k[1] == topic]:
             del self.partitions[key]
             self._written.pop(key, None)
+            self._stored_start.pop(key, None)
         image = self.metadata.image.topics.get(topic)
         if self.store is not None and image is not None:
             for partition in image.partitions:
@@ -555,6 +568,12 @@ class SharePartitionManager:
         """The SPSO of a share-partition this broker has (None: the group never read it here)."""
         sp = self.partitions.get((group_id, topic, partition))
         return None if sp is None else sp.start_offset
+
+    def stored_start_offset(self, sp: SharePartition) -> int:
+        """The SPSO the share coordinator holds for ``sp`` (what Kafka's DescribeShareGroupOffsets
+        answers, from ReadShareGroupStateSummary): the one its last write carried, or the one it
+        was restored from - behind ``sp.start_offset`` until a write catches up."""
+        return self._stored_start.get((sp.group_id, sp.topic, sp.partition), sp.write_start)
 
 
 def _aborted_ranges(piece: FetchSlice, aborted: list[Any]) -> list[tuple[int, int]]:
