@@ -272,7 +272,8 @@ class StreamsGroup:
     def __init__(self, group_id: str, partition: int) -> None:
         self.group_id = group_id
         self.partition = partition
-        self.group_epoch = 0
+        # Kafka 4.4's StreamsGroup starts at group epoch 1: its first member's heartbeat writes epoch 2.
+        self.group_epoch = 1
         self.metadata_hash = 0
         self.validated_topology_epoch = -1
         self.assignment_configs: dict[str, str] = {}
