@@ -49,8 +49,8 @@ does not read them (Kafka 4.4.0's sticky assignor does not either), and a v1 mem
 configured rack-aware tag key is told MISSING_CLIENT_TAGS (streams_manager.py).
 
 Not implemented (Kafka 4.4 has them): a topology description plugin, source-topic regular
-expressions (INVALID_REQUEST, as Kafka 4.4), offset expiry of streams groups, per-group configs (resource
-type 32: ``streams.*`` overrides of the ``group.streams.*`` values StreamsGroupManager reads at start-up).
+expressions (INVALID_REQUEST, as Kafka 4.4), offset expiry of streams groups. Per-group configs
+(resource type 32, ``streams.*``) are read at each use through group_overrides.py.
 
 Ownership: the handler loop (requests, timer callbacks, partition load/unload). No locks.
 """
