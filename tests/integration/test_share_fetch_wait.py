@@ -20,7 +20,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
-from tests.integration.test_share_fetch_wire import RELEASE, acquired, fetch_topics, produce, share_fetch
+from tests.integration.test_share_fetch_wire import (
+    RELEASE,
+    acquired,
+    fetch_topics,
+    open_share_partition,
+    produce,
+    share_fetch,
+)
 from tests.integration.test_share_groups_wire import wait_for_coordinator
 from tests.support.wire import WireClient, create_topic
 
@@ -49,7 +56,7 @@ def test_waiting_share_fetch_answers_when_records_are_produced(broker) -> None:
             ThreadPoolExecutor(1) as pool:
         topic_id = create_topic(c, "sw", 1)
         wait_for_coordinator(c)
-        assert acquired(share_fetch(c, topics=fetch_topics(topic_id, [0]))) == {0: []}  # starts at "latest"
+        assert acquired(open_share_partition(c, topic_id)) == {0: []}  # starts at "latest"
         latencies = []
         epoch = 1
         for i in range(ROUNDS):
@@ -71,7 +78,7 @@ def test_share_fetch_waits_max_wait_ms_when_nothing_comes(broker) -> None:
     with WireClient(broker.host, broker.port) as c:
         topic_id = create_topic(c, "sn", 1)
         wait_for_coordinator(c)
-        share_fetch(c, topics=fetch_topics(topic_id, [0]))
+        open_share_partition(c, topic_id)
         start = time.monotonic()
         r = share_fetch(c, share_session_epoch=1, max_wait_ms=700)
         waited = time.monotonic() - start
@@ -84,7 +91,7 @@ def test_min_bytes_holds_the_answer_until_enough_is_there(broker) -> None:
             ThreadPoolExecutor(1) as pool:
         topic_id = create_topic(c, "sm", 1)
         wait_for_coordinator(c)
-        share_fetch(c, topics=fetch_topics(topic_id, [0]))
+        open_share_partition(c, topic_id)
         produce(p, "sm", 0, 1)  # one small batch: far below min_bytes
         waiting = _park(pool, c, share_session_epoch=1, max_wait_ms=20_000, min_bytes=2000)
         produce(p, "sm", 0, 1)
@@ -101,7 +108,7 @@ def test_min_bytes_not_reached_answers_what_there_is_at_max_wait(broker) -> None
     with WireClient(broker.host, broker.port) as c, WireClient(broker.host, broker.port) as p:
         topic_id = create_topic(c, "sx", 1)
         wait_for_coordinator(c)
-        share_fetch(c, topics=fetch_topics(topic_id, [0]))
+        open_share_partition(c, topic_id)
         produce(p, "sx", 0, 3)
         start = time.monotonic()
         r = share_fetch(c, share_session_epoch=1, max_wait_ms=600, min_bytes=1 << 20)
@@ -115,7 +122,7 @@ def test_released_records_wake_a_waiting_fetch(broker_factory) -> None:
             WireClient(broker.host, broker.port) as p, ThreadPoolExecutor(1) as pool:
         topic_id = create_topic(a, "sr", 1)
         wait_for_coordinator(a)
-        share_fetch(a, member_id="a", topics=fetch_topics(topic_id, [0]))
+        open_share_partition(a, topic_id, member_id="a")
         share_fetch(b, member_id="b", topics=fetch_topics(topic_id, [0]))
         produce(p, "sr", 0, 4)
         holder, holder_epoch = a, 1
@@ -146,7 +153,7 @@ def test_a_closed_connection_wakes_a_waiting_fetch(broker) -> None:
             ThreadPoolExecutor(1) as pool:
         topic_id = create_topic(c, "sd", 1)
         wait_for_coordinator(c)
-        share_fetch(c, topics=fetch_topics(topic_id, [0]))
+        open_share_partition(c, topic_id)
         produce(p, "sd", 0, 5)
         holder = WireClient(broker.host, broker.port)
         assert acquired(share_fetch(holder, member_id="h", topics=fetch_topics(topic_id, [0]))) == {0: [(0, 4, 1)]}
@@ -165,7 +172,7 @@ def test_an_expired_lock_wakes_a_waiting_fetch(broker_factory) -> None:
             WireClient(broker.host, broker.port) as p, ThreadPoolExecutor(1) as pool:
         topic_id = create_topic(c, "se", 1)
         wait_for_coordinator(c)
-        share_fetch(c, topics=fetch_topics(topic_id, [0]))
+        open_share_partition(c, topic_id)
         produce(p, "se", 0, 5)
         r = share_fetch(holder, member_id="h", topics=fetch_topics(topic_id, [0]))
         locked = time.monotonic()

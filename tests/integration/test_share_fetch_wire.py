@@ -13,7 +13,9 @@ import uuid
 
 import pytest
 
+from odradek.broker.share.share_state_store import kafka_uuid_string
 from odradek.protocol.errors import ErrorCode
+from tests.integration.test_share_coordinator_wire import summary, wait_for_share_coordinator
 from tests.integration.test_share_groups_wire import heartbeat, wait_for_coordinator
 from tests.support.bad_batches import records, wrap
 from tests.support.wire import WireClient, create_topic
@@ -40,6 +42,23 @@ def fetch_topics(topic_id: uuid.UUID, partitions: list[int], acks: dict[int, lis
                                      for f, la, t in acks.get(p, [])]} for p in partitions]}]
 
 
+def open_share_partition(c: WireClient, topic_id: uuid.UUID, version: int = 1, **fields) -> dict:
+    """The first ShareFetch of a share-partition, once its state can be read: the share-partition
+    starts at "latest" when it is initialized, and __share_group_state is created and loaded on
+    first use, asynchronously (as Kafka's share coordinator). A fetch that finds the state still
+    loading acquires nothing and initializes nothing, so a record produced after it would lie below
+    the start the next fetch picks. Waits for the share coordinator to answer for partition 0, as
+    a client's second poll would find it."""
+    key = f"{fields.get('group_id', 'sg')}:{kafka_uuid_string(topic_id)}:0"
+    wait_for_share_coordinator(c, key)
+    deadline = time.monotonic() + 30
+    while summary(c, topic_id)["error_code"] in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR,
+                                                   ErrorCode.COORDINATOR_NOT_AVAILABLE):
+        assert time.monotonic() < deadline, "the share state never loaded"
+        time.sleep(0.05)
+    return share_fetch(c, version, topics=fetch_topics(topic_id, [0]), **fields)
+
+
 def acquired(r: dict) -> dict[int, list[tuple[int, int, int]]]:
     assert r["error_code"] == 0, r
     return {p["partition_index"]: [(a["first_offset"], a["last_offset"], a["delivery_count"])
@@ -64,7 +83,7 @@ def test_share_fetch_acquires_acknowledges_and_redelivers(broker_factory) -> Non
             {"topic_name": "sf", "partitions": [0]}]}]})["groups"][0]
         assert offsets["topics"][0]["partitions"][0]["start_offset"] == -1  # not initialized yet
         # The first fetch initializes the share-partition at the high watermark ("latest").
-        r = share_fetch(c, topics=fetch_topics(topic_id, [0]))
+        r = open_share_partition(c, topic_id)
         assert acquired(r) == {0: []} and r["acquisition_lock_timeout_ms"] == 30000
         produce(c, "sf", 0, 10)
         r = share_fetch(c, share_session_epoch=1)
@@ -106,7 +125,7 @@ def test_closed_connection_and_closed_session_release_at_once(broker) -> None:
     with WireClient(broker.host, broker.port) as c:
         topic_id = create_topic(c, "sc", 1)
         wait_for_coordinator(c)
-        share_fetch(c, topics=fetch_topics(topic_id, [0]))
+        open_share_partition(c, topic_id)
         produce(c, "sc", 0, 5)
         with WireClient(broker.host, broker.port) as holder:
             assert acquired(share_fetch(holder, member_id="h", topics=fetch_topics(topic_id, [0]))) == \
@@ -127,7 +146,7 @@ def test_share_fetch_v2_record_limit_and_renew(broker_factory) -> None:
     with WireClient(broker.host, broker.port) as c:
         topic_id = create_topic(c, "sv", 1)
         wait_for_coordinator(c)
-        share_fetch(c, 2, topics=fetch_topics(topic_id, [0]))
+        open_share_partition(c, topic_id, 2)
         produce(c, "sv", 0, 10)
         # record_limit (1): at most max_records, cutting the batch.
         r = share_fetch(c, 2, share_session_epoch=1, max_records=4, share_acquire_mode=1)
@@ -151,7 +170,7 @@ def test_alter_and_delete_share_group_offsets_of_an_empty_group(broker) -> None:
         topic_id = create_topic(c, "so", 1)
         wait_for_coordinator(c)
         assert heartbeat(c, subscribed_topic_names=["so"])["error_code"] == 0
-        share_fetch(c, topics=fetch_topics(topic_id, [0]))
+        open_share_partition(c, topic_id)
         produce(c, "so", 0, 6)
         assert acquired(share_fetch(c, share_session_epoch=1)) == {0: [(0, 5, 1)]}
         alter = {"group_id": "sg", "topics": [{"topic_name": "so", "partitions": [
