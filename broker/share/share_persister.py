@@ -177,6 +177,8 @@ class SharePersister:
                                         "initialize")
             if part is None:
                 return ErrorCode.NOT_COORDINATOR, None
+            if part["error_code"] == ErrorCode.NONE:
+                self._state_epochs[key] = epoch  # (a share-partition led here writes with it from now on)
             return part["error_code"], part["error_message"]
         try:
             return await asyncio.wait_for(run(), timeout_s)

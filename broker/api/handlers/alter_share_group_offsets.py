@@ -8,7 +8,7 @@ READ on the group (GROUP_AUTHORIZATION_FAILED) and on each topic (TOPIC_AUTHORIZ
 
 The share-partitions live on their leaders (broker/share/): this broker sets those it leads (and
 writes their new state to ``__share_group_state`` through the share persister). For the others it
-does what Kafka 4.4's group coordinator does: the share coordinator's state of the share-partition
+(and for those it leads too) does what Kafka 4.4's group coordinator does: the share coordinator's state of the share-partition
 is initialized anew at the new start offset with the next state epoch - InitializeShareGroupState
 through the share persister where another broker leads the state's partition, the local share
 coordinator where this one does. The partition's leader drops its idle copy of the share-partition
@@ -90,8 +90,10 @@ async def handle(services: Services,
                                                                  p["start_offset"])
                 except KafkaApiError as exc:
                     entry["error_code"], entry["error_message"] = exc.code, exc.message
-                if entry["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER:  # another broker leads it
-                    entry["error_code"], entry["error_message"] = await _initialize_elsewhere(
+                if entry["error_code"] in (ErrorCode.NONE, ErrorCode.NOT_LEADER_OR_FOLLOWER):
+                    # Led here or not, the stored state starts over too (a write would only
+                    # update it: the old batches' acknowledgements would stay).
+                    entry["error_code"], entry["error_message"] = await _initialize_state(
                         services, group_id, topic, p["partition_index"], p["start_offset"])
             partitions.append(entry)
         responses.append({"topic_name": name, "topic_id": topic.topic_id if topic is not None else uuid.UUID(int=0),
@@ -99,15 +101,17 @@ async def handle(services: Services,
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}
 
 
-async def _initialize_elsewhere(services: Services, group_id: str, topic: TopicImage, partition: int,
+async def _initialize_state(services: Services, group_id: str, topic: TopicImage, partition: int,
                                 start_offset: int) -> tuple[int, str | None]:
-    """A partition another broker leads: its share state starts over at ``start_offset`` with the
-    next state epoch, at the share coordinator of the state's partition."""
+    """The share state starts over at ``start_offset`` with the next state epoch, at the share
+    coordinator of the state's partition (here or on another broker)."""
     key = (group_id, topic.topic_id, partition)
     persister = services.share_persister
     where = persister.store.where(key)
     if where is Where.WAIT:
         return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None
+    if where is Where.ABSENT:
+        return ErrorCode.NONE, None  # no __share_group_state yet: no state is stored anywhere
     if where is Where.ELSEWHERE:
         return await persister.reinitialize(key, start_offset)
     state = persister.store.read(key) if where is Where.READY else None
