@@ -94,7 +94,8 @@ async def handle(services: Services,
                     # Led here or not, the stored state starts over too (a write would only
                     # update it: the old batches' acknowledgements would stay).
                     entry["error_code"], entry["error_message"] = await _initialize_state(
-                        services, group_id, topic, p["partition_index"], p["start_offset"])
+                        services, group_id, topic, p["partition_index"], p["start_offset"],
+                        led_here=entry["error_code"] == ErrorCode.NONE)
             partitions.append(entry)
         responses.append({"topic_name": name, "topic_id": topic.topic_id if topic is not None else uuid.UUID(int=0),
                           "partitions": partitions})
@@ -102,19 +103,20 @@ async def handle(services: Services,
 
 
 async def _initialize_state(services: Services, group_id: str, topic: TopicImage, partition: int,
-                                start_offset: int) -> tuple[int, str | None]:
+                                start_offset: int, led_here: bool) -> tuple[int, str | None]:
     """The share state starts over at ``start_offset`` with the next state epoch, at the share
     coordinator of the state's partition (here or on another broker)."""
     key = (group_id, topic.topic_id, partition)
     persister = services.share_persister
     where = persister.store.where(key)
     if where is Where.WAIT:
-        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None
+        # (Led here: the share-partition, reset in memory, writes its state once the partition loads.)
+        return (ErrorCode.NONE if led_here else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), None
     if where is Where.ABSENT:
         return ErrorCode.NONE, None  # no __share_group_state yet: no state is stored anywhere
     if where is Where.ELSEWHERE:
         return await persister.reinitialize(key, start_offset)
-    state = persister.store.read(key) if where is Where.READY else None
+    state = persister.store.read(key)  # (READY: the state's partition is led and loaded here)
     epoch = state.state_epoch + 1 if state is not None else 0
     outcome = await services.share_coordinator.initialize(key, epoch, start_offset)
     return outcome.error_code, outcome.error_message
