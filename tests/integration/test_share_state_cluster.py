@@ -21,9 +21,9 @@ no acquisition: the new leader knows of no delivery), 2 after the ``state`` kill
 leader released them when the holder died) - each record of C exactly once with count 1;
 DescribeShareGroupOffsets from the group's coordinator (whichever broker that is) shows B's first
 offset once the reader accepted all (Kafka writes the start offset as it stood before the
-acknowledgement it writes). (Not right after the kill, as the A/B test
-checks on Kafka: Odradek's share groups live in the group coordinator's memory, so a killed group
-coordinator's successor knows the group only once a member heartbeats again.)
+acknowledgement it writes). The describe right after the kill, against Kafka too, is
+test_share_groups_ab_cluster.py's; a killed group coordinator's successor knows the group from
+its records on __consumer_offsets (test_share_group_coordinator_kill.py).
 """
 
 from __future__ import annotations
