@@ -5,6 +5,8 @@ Modules, each with one job:
 - ``records``           the __consumer_offsets record formats (keys and values, Kafka's schemas).
 - ``consumer_group_records`` the KIP-848 records.
 - ``share_group_records`` the KIP-932 share-group records (``share_group`` writes and replays them).
+- ``streams_records``   the KIP-1071 streams-group records.
+- ``group_record_framing`` the key/value framing those two families share.
 - ``consumer_protocol`` the few bytes of the embedded consumer protocol the broker must read
                         (subscribed topics, for OffsetDelete and offset expiry).
 - ``member``            one member of a classic group.

@@ -29,14 +29,11 @@ Pure functions; any thread.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.protocol.codec import MessageCodec
-from odradek.protocol.coordinator_schema_data import MESSAGES
-from odradek.protocol.primitives import DecodeError
+from odradek.broker.group.group_record_framing import GroupRecordFraming
 
 GROUP_METADATA = 17
 MEMBER_METADATA = 19
@@ -56,9 +53,6 @@ _NAMES: dict[int, str] = {
 KEY_TYPES = frozenset(_NAMES)
 _PER_MEMBER = frozenset({MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT})
 
-_SHORT = struct.Struct(">h")
-_codecs: dict[str, MessageCodec] = {}
-
 Tasks = dict[str, frozenset[int]]
 
 
@@ -66,11 +60,7 @@ class CorruptStreamsGroupRecord(ValueError):
     """A streams-group key or value that does not parse."""
 
 
-def _codec(name: str) -> MessageCodec:
-    c = _codecs.get(name)
-    if c is None:
-        c = _codecs[name] = MessageCodec(name, 0, MESSAGES)
-    return c
+_FRAMING = GroupRecordFraming("streams-group", _NAMES, _PER_MEMBER, CorruptStreamsGroupRecord)
 
 
 @dataclass(slots=True)
@@ -83,39 +73,15 @@ class StreamsRecord:
     value: dict[str, Any] | None = None
 
     def encode(self) -> tuple[bytes, bytes | None]:
-        body: dict[str, Any] = {"group_id": self.group_id}
-        if self.kind in _PER_MEMBER:
-            body["member_id"] = self.member_id
-        key = _SHORT.pack(self.kind) + _codec(_NAMES[self.kind] + "Key").encode(body)
-        if self.value is None:
-            return key, None
-        return key, _SHORT.pack(0) + _codec(_NAMES[self.kind] + "Value").encode(self.value)
+        return _FRAMING.encode(self.kind, self.group_id, self.member_id, self.value)
 
 
 def is_streams_group_key(key: bytes | None) -> bool:
-    return key is not None and len(key) >= 2 and _SHORT.unpack_from(key, 0)[0] in KEY_TYPES
+    return _FRAMING.is_key(key)
 
 
 def decode(key: bytes | None, value: bytes | None) -> StreamsRecord:
-    if key is None or len(key) < 2:
-        raise CorruptStreamsGroupRecord("key shorter than its type")
-    (kind,) = _SHORT.unpack_from(key, 0)
-    if kind not in KEY_TYPES:
-        raise CorruptStreamsGroupRecord(f"key type {kind} is not a streams-group record")
-    try:
-        k, _ = _codec(_NAMES[kind] + "Key").decode(key, 2)
-        body = None
-        if value is not None:
-            if len(value) < 2:
-                raise CorruptStreamsGroupRecord("value shorter than its version")
-            (version,) = _SHORT.unpack_from(value, 0)
-            if version < 0:
-                raise CorruptStreamsGroupRecord(f"{_NAMES[kind]}Value has no version {version}")
-            # A newer value version only adds tagged fields: read it as version 0 (Kafka's rule).
-            body, _ = _codec(_NAMES[kind] + "Value").decode(value, 2)
-    except DecodeError as exc:
-        raise CorruptStreamsGroupRecord(str(exc)) from None
-    return StreamsRecord(kind, k["group_id"], k.get("member_id"), body)
+    return StreamsRecord(*_FRAMING.decode(key, value))
 
 
 # -- builders (Kafka's StreamsCoordinatorRecordHelpers) -------------------------------------------
