@@ -5,17 +5,16 @@ share coordinator wherever that is (broker/share/share_persister.py, APIs 83-87 
 The steps and the observable checks are those of the A/B test against a 3-node Kafka 4.4
 (tests/integration/test_share_groups_ab_cluster.py), which Kafka 4.4 passes: on an RF=3 topic a
 consumer accepts some records (A) and leaves; a second acquires the next ones (B) and holds them,
-unacknowledged; more records (C) are written and delivered to nobody. Then, with the group picked
-so that the data partition and the group's ``__share_group_state`` partition have different
-leaders, a node is killed with SIGKILL:
+unacknowledged. Then, with the group picked so that the data partition and the group's
+``__share_group_state`` partition have different leaders, a node is killed with SIGKILL:
 
 - ``data``: the leader of the topic's partition. The new leader must start from the state the
   share coordinator (another broker) keeps - before this, that state lived in the old leader's
-  memory only, and the new leader started at the log end: B and C were never delivered.
+  memory only, and the new leader started at the log end: B was never delivered.
 - ``state``: the leader of the ``__share_group_state`` partition. The data leader lives on and
   must write its later changes (the holder's release) to the new share coordinator.
 
-The holder is then killed too, and a new consumer reads: the accepted records never come back,
+The holder is then killed too, more records (C) are written, and a new consumer reads: the accepted records never come back,
 each held record comes back once - with delivery count 1 after the ``data`` kill (Kafka 4.4 writes
 no acquisition: the new leader knows of no delivery), 2 after the ``state`` kill (the live data
 leader released them when the holder died) - each record of C exactly once with count 1;
@@ -155,15 +154,18 @@ def run_case(c, kill: str) -> None:  # type: ignore[no-untyped-def]
         holder.wait_subscribed()
         produce(c, topic, held_batch)
         wait_until(lambda: real(holder) != [], 60, "the holder's records")
-        time.sleep(2)
-        held = real(holder)
-        produce(c, topic, never_delivered)
         time.sleep(2)  # whatever is written of the acquisition (nothing, as Kafka) is written before the kill
+        held = real(holder)
         assert held and held[0].offset == first_held and {r.delivery_count for r in held} == {1}, held
         c.kill(victim)
         wait_until(lambda: c.partition_state(led_topic, led_partition)[0] not in (-1, victim), 60,
                    f"a new leader of {led_topic}-{led_partition}")
         holder.kill()
+    # C is written only once the holder is gone: a live share consumer keeps a ShareFetch parked at
+    # the broker (Kafka's client prefetches), so records written while it lived could be acquired by
+    # it and come back at delivery count 2 - the client's timing, not the state's survival (it failed
+    # so 1 run in 4 after ShareFetch waits moved to the purgatory).
+    produce(c, topic, never_delivered)
 
     rest = [v for v in held_batch + never_delivered if v not in {r.value for r in held}]
     expected = len(held) + len(rest)
