@@ -18,7 +18,8 @@ a new consumer reads. Kafka 4.4's results, required of Odradek (seen on Kafka 4.
 
 - the accepted records never come back; each record of C comes exactly once, delivery count 1;
 - each held record comes back exactly once: with delivery count 1 after the ``data`` kill (Kafka
-  persists acknowledgements and releases, not acquisitions: the new leader knows of no delivery),
+  persists acknowledgements and releases, not acquisitions: the new leader knows of no delivery) -
+  or 2, all of B alike, where the holder's client re-acquired B at the new leader before it died;
   with delivery count 2 after the ``state`` kill (the data leader lives and released them when the
   holder died);
 - ``kafka-share-groups --describe --offsets`` shows the start offset the share coordinator holds.
@@ -190,10 +191,14 @@ def run_case(target: ClusterTarget, kill: str) -> None:
     got: dict[str, list[int]] = collections.defaultdict(list)
     for r in reader.records:
         got[r.value].append(r.delivery_count)
-    redelivery = {"data": 1, "state": 2}[kill]
-    if dict(got) != {**{v: [redelivery] for v in held_batch}, **{v: [1] for v in never_delivered}}:
-        problems.append(f"expected B at delivery count {redelivery} and C at 1, each once; the reader got "
-                        f"(offset:value x delivery count) {describe(reader.records)}")
+    # After the data kill the holder's client, alive until killed, may re-send its parked ShareFetch to
+    # the new leader and acquire B there (count 1) before it dies, so B comes back at 2: Kafka 4.4 did
+    # so once in the fresh-clone CI at c967761. Either way all of B comes back once, at one count.
+    redeliveries = {"data": [1, 2], "state": [2]}[kill]
+    if not any(dict(got) == {**{v: [n] for v in held_batch}, **{v: [1] for v in never_delivered}}
+               for n in redeliveries):
+        problems.append(f"expected B at one delivery count of {redeliveries} and C at 1, each once; the reader "
+                        f"got (offset:value x delivery count) {describe(reader.records)}")
     elif [r.offset for r in reader.records] != list(range(first_held, first_held + expected)):
         problems.append(f"not in offset order: {describe(reader.records)}")
     # B and C accepted in one acknowledgement: the start offset before it, B's first.

@@ -7,11 +7,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from bench.many_core import CLIENT_BOUND_BELOW_CORES, markdown, split_cores
+from bench.many_core import CLIENT_BOUND_BELOW_CORES, markdown, precise_cpu_seconds, split_cores
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,6 +33,15 @@ def test_the_report_says_figures_are_client_bound_below_eight_cores() -> None:
     text = markdown(report)
     assert "**Client-bound**" in text and "| odradek-1 | 1.0 |" in text and "| kafka-1 | failed: boom |" in text
     assert "Client-bound" not in markdown({**report, "client_bound": False})
+
+
+def test_broker_cpu_is_counted_below_a_clock_tick() -> None:
+    """A tiny run's broker spends a few ms: /proc/PID/stat's 10 ms ticks read that as 0 (CI did once)."""
+    before = precise_cpu_seconds(os.getpid())
+    spin_from = time.thread_time()
+    while time.thread_time() - spin_from < 0.003:
+        pass
+    assert precise_cpu_seconds(os.getpid()) - before >= 0.003
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores: one for the broker, one for clients")
