@@ -73,6 +73,7 @@ from odradek.broker.security.authz import AuthHelper, build_authorizer, load_acl
 from odradek.broker.security.sasl import inter_broker
 from odradek.broker.security.sasl.settings import inter_broker_sasl, listener_settings
 from odradek.broker.security.sasl.setup import sasl_authenticators
+from odradek.broker.share.partition_end_offsets import PartitionEndOffsets
 from odradek.broker.share.share_coordinator import ShareCoordinator
 from odradek.broker.share.share_partition_manager import ShareConfig, SharePartitionManager
 from odradek.broker.share.share_persister import SharePersister
@@ -102,6 +103,7 @@ class Broker:
     fetch_sessions: FetchSessionCache
     share_coordinator: ShareCoordinator
     share_persister: SharePersister
+    partition_end_offsets: PartitionEndOffsets
     producer_ids: ProducerIdSource
 
     def __init__(self, config: BrokerConfig) -> None:
@@ -198,6 +200,8 @@ class Broker:
         self.share_coordinator = ShareCoordinator(self.share_state, self.metadata)
         # Where the share-partitions led here read and write their state: here or another broker.
         self.share_persister = SharePersister(self.share_state, self.metadata)
+        # The partitions' latest offsets for share-group lag, wherever they are led.
+        self.partition_end_offsets = PartitionEndOffsets(rm, self.metadata, self.node_id)
         self.share_partitions = SharePartitionManager(ShareConfig.from_broker_config(config), rm, self.metadata,
                                                       store=self.share_persister)
         rm.on_resign(self.share_partitions.on_resign)
@@ -330,7 +334,7 @@ class Broker:
             controller_client=self.controller_client, replica_manager=self.replica_manager,
             fetch_sessions=self.fetch_sessions, group_coordinator=self.group_coordinator,
             share_partitions=self.share_partitions, share_coordinator=self.share_coordinator,
-            share_persister=self.share_persister,
+            share_persister=self.share_persister, partition_end_offsets=self.partition_end_offsets,
             txn_coordinator=self.txn_coordinator, producer_ids=self.producer_ids,
             client_metrics=self.client_metrics, io_pool=self.io_pool, authz=AuthHelper(self.authorizer),
             metrics=self.metrics, client_telemetry=self.client_telemetry)
@@ -544,6 +548,7 @@ class Broker:
         if self.share_state is not None:
             await step("stopping the share-state store", self.share_state.shutdown)
             await step("stopping the share persister", self.share_persister.close)
+            await step("stopping the partition end offsets client", self.partition_end_offsets.close)
         if self.metrics is not None:
             await step("stopping metrics", self.metrics.shutdown)
         if self.fault_admin is not None:

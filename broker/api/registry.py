@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from odradek.broker.replica.replica_manager import ReplicaManager
     from odradek.broker.runtime.metrics import BrokerMetrics
     from odradek.broker.security.authz import AuthHelper
+    from odradek.broker.share.partition_end_offsets import PartitionEndOffsets
     from odradek.broker.share.share_coordinator import ShareCoordinator
     from odradek.broker.share.share_partition_manager import SharePartitionManager
     from odradek.broker.share.share_persister import SharePersister
@@ -156,6 +157,8 @@ class Collaborators:
     share_coordinator: ShareCoordinator
     # Where the share-partitions led here read and write their state (broker/share/share_persister.py).
     share_persister: SharePersister
+    # The partitions' latest offsets for share-group lag (broker/share/partition_end_offsets.py).
+    partition_end_offsets: PartitionEndOffsets
     txn_coordinator: TransactionCoordinator
     producer_ids: ProducerIdSource
     client_metrics: ClientMetricsManager

@@ -15,6 +15,8 @@
                                83-87) on the state partitions this broker leads
 - ``share_persister``          ``SharePersister``: where a share-partition leader reads and writes
                                its state (the local store, or the coordinator on another broker)
+- ``partition_end_offsets``    ``PartitionEndOffsets``: a partition's latest offset wherever it is
+                               led, for the share-group lag DescribeShareGroupOffsets answers
 
 Membership and assignment live on the group coordinator (broker/group/share_group.py).
 """

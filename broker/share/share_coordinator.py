@@ -119,7 +119,10 @@ class ShareCoordinator:
             if not self._known(key):
                 return _answer(error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             now = self.clock_ms()
-            new = ShareState(start_offset, state_epoch, -1, 0 if old is None else old.snapshot_epoch + 1, now, now)
+            # Kafka's ShareGroupOffset.fromRequest: leader epoch 0, nothing delivered yet (a
+            # delivery-complete count of 0; -1, unknown, for the start offset -1, not yet known).
+            new = ShareState(start_offset, state_epoch, 0, 0 if old is None else old.snapshot_epoch + 1, now, now,
+                             delivery_complete_count=-1 if start_offset == -1 else 0)
             return snapshot_result(shard, key, new, Outcome())
         return await self._write(key, op)
 
@@ -146,7 +149,7 @@ class ShareCoordinator:
         return await self._write(key, op)
 
     async def write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
-                    batches: list[StateBatch]) -> Outcome:
+                    batches: list[StateBatch], delivery_complete_count: int = -1) -> Outcome:
         def op(shard: ShareStateShard) -> CoordinatorResult[Outcome]:
             if key[2] < 0:
                 return _answer(error(ErrorCode.INVALID_REQUEST, NEGATIVE_PARTITION_ID))
@@ -167,7 +170,8 @@ class ShareCoordinator:
             # state holds as they are change nothing: the update leaves them out (Odradek's
             # persister sends the whole in-flight window).
             record, new, is_snapshot = shard.state_record(key, -1, start_offset, unchanged_dropped(old.batches, batches),
-                                                          self.clock_ms())
+                                                          self.clock_ms(),
+                                                          delivery_complete_count=delivery_complete_count)
             return state_result(shard, key, record, new, is_snapshot, Outcome())
         return await self._write(key, op)
 

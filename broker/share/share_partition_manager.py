@@ -58,7 +58,7 @@ from odradek.broker.share.share_partition import (
 )
 from odradek.broker.share.share_persister import SharePersister
 from odradek.broker.share.share_session import ShareSession, ShareSessionCache
-from odradek.broker.share.share_state_records import ShareState
+from odradek.broker.share.share_state_records import ShareState, delivery_complete_count
 from odradek.broker.share.share_state_store import ShareStateStore, Where
 from odradek.controller.group_configs import duration_ms
 from odradek.protocol.batch_header import HEADER_SIZE, parse_header
@@ -524,7 +524,8 @@ class SharePartitionManager:
         part = self.metadata.image.partition(sp.topic, sp.partition)
         now = self.clock_ms()
         if self.store.write(state_key, ShareState(durable[0], leader_epoch=part.leader_epoch if part else 0,
-                                                  create_timestamp=now, write_timestamp=now, batches=durable[1])):
+                                                  create_timestamp=now, write_timestamp=now, batches=durable[1],
+                                                  delivery_complete_count=delivery_complete_count(*durable))):
             self._written[key] = durable
             self._stored_start[key] = durable[0]
 

@@ -16,10 +16,10 @@ partition's leader in the metadata image - the node FindCoordinator key type 2 w
 - ``write`` queues the state and answers True; one sender per share-partition sends the latest
   queued state, in order: InitializeShareGroupState first when the coordinator has none (Kafka's
   group coordinator initializes; here the first leader does, with state epoch 0), then
-  WriteShareGroupState (the whole in-flight window from the start offset, so a later write
-  supersedes an earlier one that was never sent).
+  WriteShareGroupState v1 (the whole in-flight window from the start offset and its
+  delivery-complete count, so a later write supersedes an earlier one that was never sent).
 - ``delete`` sends DeleteShareGroupState.
-- ``summary`` (DescribeShareGroupOffsets) asks ReadShareGroupStateSummary and waits for the answer.
+- ``summary`` (DescribeShareGroupOffsets) asks ReadShareGroupStateSummary v1 and waits for the answer.
 
 NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, an unreachable node or
 no leader are retried with the metadata of the time after a backoff (Kafka's persister: 100 ms
@@ -41,7 +41,7 @@ import asyncio
 import functools
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from odradek.broker.network.inter_broker_client import NodeClient, NodeUnavailableError
 from odradek.broker.share.share_coordinator import WRITE_UNINITIALIZED
@@ -62,6 +62,17 @@ MAX_BACKOFF_S = 5.0
 # A read's answer not taken within this long is read again (the share-partition it was for may
 # have gone and come back meanwhile: the state could have moved on).
 READ_ANSWER_TTL_S = 5.0
+
+
+class StateSummary(NamedTuple):
+    """A share-partition's state as ReadShareGroupStateSummary v1 gives it."""
+
+    start_offset: int  # -1: never initialized
+    leader_epoch: int
+    delivery_complete_count: int  # -1: unknown
+
+
+NO_STATE = StateSummary(-1, 0, -1)
 
 
 class Retry(Exception):
@@ -136,25 +147,26 @@ class SharePersister:
         if not self._closed:
             asyncio.get_running_loop().create_task(self._delete(key))
 
-    async def summary(self, key: StateKey, timeout_s: float = 5.0) -> tuple[int, int] | None:
-        """(start offset, leader epoch) the share coordinator keeps for ``key`` - ReadShareGroupStateSummary
-        where another broker leads the state's partition; (-1, 0) when there is no state (Kafka's
-        answer for a share-partition never initialized); None when the coordinator did not answer
-        within ``timeout_s`` (it is moving or loading)."""
+    async def summary(self, key: StateKey, timeout_s: float = 5.0) -> StateSummary | None:
+        """What the share coordinator keeps for ``key`` - ReadShareGroupStateSummary v1 where another
+        broker leads the state's partition; start offset -1 when there is no state (Kafka's answer for
+        a share-partition never initialized); None when the coordinator did not answer within
+        ``timeout_s`` (it is moving or loading)."""
         where = self.store.where(key)
         if where is Where.READY:
             state = self.store.read(key)
-            return (state.start_offset, state.leader_epoch) if state is not None else (-1, 0)
+            return (StateSummary(state.start_offset, state.leader_epoch, state.delivery_complete_count)
+                    if state is not None else NO_STATE)
         if where is not Where.ELSEWHERE:
-            return (-1, 0) if where is Where.ABSENT else None
+            return NO_STATE if where is Where.ABSENT else None
         try:
-            part = await asyncio.wait_for(self._retrying(key, READ_SUMMARY, 0, {"leader_epoch": 0}, "summary"),
+            part = await asyncio.wait_for(self._retrying(key, READ_SUMMARY, 1, {"leader_epoch": 0}, "summary"),
                                           timeout_s)
         except TimeoutError:
             return None
-        if part["error_code"] != ErrorCode.NONE:
+        if part is None or part["error_code"] != ErrorCode.NONE:
             return None
-        return int(part["start_offset"]), int(part["leader_epoch"])
+        return StateSummary(int(part["start_offset"]), int(part["leader_epoch"]), int(part["delivery_complete_count"]))
 
     def idle(self, key: StateKey) -> bool:
         """No write or delete of ``key`` waits to be sent to another broker's share coordinator
@@ -230,9 +242,9 @@ class SharePersister:
                 if not self._ok(key, part, "initialize"):
                     continue
                 self._state_epochs[key] = state.state_epoch
-            part = await self._retrying(key, WRITE, 0, {
+            part = await self._retrying(key, WRITE, 1, {
                 "state_epoch": self._state_epochs.get(key, 0), "leader_epoch": state.leader_epoch,
-                "start_offset": state.start_offset,
+                "start_offset": state.start_offset, "delivery_complete_count": state.delivery_complete_count,
                 "state_batches": [{"first_offset": f, "last_offset": la, "delivery_state": s, "delivery_count": c}
                                   for f, la, s, c in state.batches]}, "write",
                 superseded=functools.partial(self._superseded, key, seq))

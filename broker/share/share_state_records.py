@@ -10,7 +10,13 @@ share-coordinator ``Share*.json`` (protocol/share_coordinator_schema_data.py)::
                                state_batches [first_offset, last_offset, delivery_state, delivery_count],
                                tagged: delivery_complete_count (-1: unknown)
     type 1  ShareUpdateKey    group_id, topic_id, partition
-            ShareUpdateValue  snapshot_epoch, leader_epoch, start_offset (-1: unchanged), state_batches
+            ShareUpdateValue  snapshot_epoch, leader_epoch, start_offset (-1: unchanged), state_batches,
+                               tagged: delivery_complete_count
+
+``delivery_complete_count`` (KIP-1226) is how many offsets from the start offset on are
+Acknowledged or Archived, as the share-partition's leader counted them when it wrote; the group
+coordinator's lag is the partition's latest offset less the start offset and this count. An update
+replaces the state's count with its own (Kafka's ShareCoordinatorShard.merge).
 
 A snapshot is the whole state of one share-partition; an update carries only the batches a write
 changed, to be merged into the snapshot of the same snapshot epoch and the updates after it (the
@@ -69,6 +75,14 @@ class ShareState:
     create_timestamp: int = 0
     write_timestamp: int = 0
     batches: list[StateBatch] = field(default_factory=list)
+    delivery_complete_count: int = -1  # -1: unknown (a state from before KIP-1226, or never initialized)
+
+
+def delivery_complete_count(start_offset: int, batches: list[StateBatch]) -> int:
+    """Offsets at or above ``start_offset`` that ``batches`` hold Acknowledged (2) or Archived (4):
+    what Kafka's SharePartition counts in its deliveryCompleteCount and writes with that start offset."""
+    return sum(last - max(first, start_offset) + 1 for first, last, state, _ in batches
+               if state in (2, 4) and last >= start_offset)
 
 
 def encode_key(key: StateKey) -> bytes:
@@ -82,7 +96,7 @@ def encode_snapshot(key: StateKey, state: ShareState) -> tuple[bytes, bytes]:
     v = _SHORT.pack(0) + _codec("ShareSnapshotValue").encode({
         "snapshot_epoch": state.snapshot_epoch, "state_epoch": state.state_epoch,
         "leader_epoch": state.leader_epoch, "start_offset": state.start_offset,
-        "delivery_complete_count": -1, "create_timestamp": state.create_timestamp,
+        "delivery_complete_count": state.delivery_complete_count, "create_timestamp": state.create_timestamp,
         "write_timestamp": state.write_timestamp,
         "state_batches": [{"first_offset": f, "last_offset": la, "delivery_state": s, "delivery_count": c}
                           for f, la, s, c in state.batches]})
@@ -90,13 +104,13 @@ def encode_snapshot(key: StateKey, state: ShareState) -> tuple[bytes, bytes]:
 
 
 def encode_update(key: StateKey, snapshot_epoch: int, leader_epoch: int, start_offset: int,
-                  batches: list[StateBatch]) -> tuple[bytes, bytes]:
+                  batches: list[StateBatch], delivery_complete_count: int = -1) -> tuple[bytes, bytes]:
     group_id, topic_id, partition = key
     k = _SHORT.pack(UPDATE) + _codec("ShareUpdateKey").encode(
         {"group_id": group_id, "topic_id": topic_id, "partition": partition})
     v = _SHORT.pack(0) + _codec("ShareUpdateValue").encode({
         "snapshot_epoch": snapshot_epoch, "leader_epoch": leader_epoch, "start_offset": start_offset,
-        "delivery_complete_count": -1,
+        "delivery_complete_count": delivery_complete_count,
         "state_batches": [{"first_offset": f, "last_offset": la, "delivery_state": s, "delivery_count": c}
                           for f, la, s, c in batches]})
     return k, v
@@ -130,7 +144,9 @@ def batches_of(body: dict[str, Any]) -> list[StateBatch]:
 def merge_update(state: ShareState, body: dict[str, Any]) -> None:
     """Apply a ShareUpdate to the snapshot it follows (Kafka's ShareCoordinatorShard merge: the
     update's batches replace the offsets they cover; batches below the start offset go; a start
-    offset or leader epoch of -1 leaves the state's)."""
+    offset or leader epoch of -1 leaves the state's; the update's delivery-complete count is the state's
+    from now on)."""
+    state.delivery_complete_count = body["delivery_complete_count"]
     if body["start_offset"] >= 0:
         state.start_offset = body["start_offset"]
     if body["leader_epoch"] >= 0:

@@ -120,7 +120,8 @@ class ShareStateShard:
         elif kind == SNAPSHOT:
             self.applied_snapshot(k, ShareState(body["start_offset"], body["state_epoch"], body["leader_epoch"],
                                                 body["snapshot_epoch"], body["create_timestamp"],
-                                                body["write_timestamp"], batches_of(body)), offset)
+                                                body["write_timestamp"], batches_of(body),
+                                                body["delivery_complete_count"]), offset)
         elif (state := self.states.get(k)) is not None:
             merge_update(state, body)  # an update without a snapshot before it has nothing to amend
             self.update_counts[k] = self.update_counts.get(k, 0) + 1
@@ -158,25 +159,32 @@ class ShareStateShard:
     # -- records for a write (Kafka's generateShareStateRecord) --------------------------------
 
     def state_record(self, key: StateKey, leader_epoch: int, start_offset: int, batches: list[StateBatch],
-                     now: int, force_snapshot: bool = False,
-                     merged: list[StateBatch] | None = None) -> tuple[KeyValue, ShareState, bool]:
+                     now: int, force_snapshot: bool = False, merged: list[StateBatch] | None = None,
+                     delivery_complete_count: int | None = None) -> tuple[KeyValue, ShareState, bool]:
         """The record of a write of ``batches`` to the stored state of ``key`` (which exists),
         the state it leaves and whether it is a snapshot: a ShareUpdate with the write's batches,
         or, once ``updates_per_snapshot`` updates followed the last snapshot, a ShareSnapshot
         of the merged state. The start offset never moves back; leader epoch -1 keeps it.
-        ``merged``: the state's batches after the write when the caller knows them already."""
+        ``merged``: the state's batches after the write when the caller knows them already.
+        ``delivery_complete_count``: the writer's (None keeps the state's), taken as Kafka's
+        generateShareStateRecord takes it: as written for a start offset past the state's, the larger
+        of the two for the same start offset, the state's for an older one (or -1, unchanged)."""
         cur = self.states[key]
         start = max(start_offset, cur.start_offset)
         epoch = leader_epoch if leader_epoch != -1 else cur.leader_epoch
+        complete = cur.delivery_complete_count
+        if delivery_complete_count is not None and start_offset >= cur.start_offset:
+            complete = (delivery_complete_count if start_offset > cur.start_offset
+                        else max(delivery_complete_count, complete))
         if force_snapshot or self.update_counts.get(key, 0) >= self.updates_per_snapshot:
             whole = list(merged) if merged is not None else overlay([] if force_snapshot else cur.batches,
                                                                     batches, start)
-            new = ShareState(start, cur.state_epoch, epoch, cur.snapshot_epoch + 1, now, now, whole)
+            new = ShareState(start, cur.state_epoch, epoch, cur.snapshot_epoch + 1, now, now, whole, complete)
             return encode_snapshot(key, new), new, True
         changed = overlay([], batches, start)
         new = ShareState(start, cur.state_epoch, epoch, cur.snapshot_epoch, cur.create_timestamp, cur.write_timestamp,
-                         list(merged) if merged is not None else overlay(cur.batches, changed, start))
-        return encode_update(key, cur.snapshot_epoch, epoch, start, changed), new, False
+                         list(merged) if merged is not None else overlay(cur.batches, changed, start), complete)
+        return encode_update(key, cur.snapshot_epoch, epoch, start, changed, complete), new, False
 
     def cold_snapshots(self, now: int, interval_ms: int) -> list[tuple[StateKey, ShareState]]:
         """Kafka's snapshotColdPartitions: a new snapshot of every share-partition whose last one
@@ -185,7 +193,7 @@ class ShareStateShard:
         if all(s.create_timestamp != s.write_timestamp for s in self.states.values()):
             return []
         return [(k, ShareState(s.start_offset, s.state_epoch, s.leader_epoch, s.snapshot_epoch + 1,
-                               s.create_timestamp, now, list(s.batches)))
+                               s.create_timestamp, now, list(s.batches), s.delivery_complete_count))
                 for k, s in self.states.items() if now - s.write_timestamp >= interval_ms]
 
     def replay_end_transaction_marker(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
@@ -286,18 +294,20 @@ class ShareStateStore:
             old = shard.states.get(key)
             if old is None:
                 new = ShareState(state.start_offset, state.state_epoch, state.leader_epoch, 0, now, now,
-                                 list(state.batches))
+                                 list(state.batches), state.delivery_complete_count)
                 return snapshot_result(shard, key, new)
             start = max(state.start_offset, old.start_offset)
             changed = changed_batches(old.batches, state.batches, start) if start == state.start_offset else None
             if changed is None:
                 # No update of the changed batches rebuilds this state (a range left the window
                 # above the start offset): the whole state, as a snapshot.
-                record, new, is_snapshot = shard.state_record(key, state.leader_epoch, state.start_offset,
-                                                              state.batches, now, force_snapshot=True)
+                record, new, is_snapshot = shard.state_record(
+                    key, state.leader_epoch, state.start_offset, state.batches, now, force_snapshot=True,
+                    delivery_complete_count=state.delivery_complete_count)
             else:
                 record, new, is_snapshot = shard.state_record(key, state.leader_epoch, start, changed, now,
-                                                              merged=state.batches)
+                                                              merged=state.batches,
+                                                              delivery_complete_count=state.delivery_complete_count)
             return state_result(shard, key, record, new, is_snapshot)
 
         self.runtime.schedule_write(p, op, f"write the share state of {key[0]} {key[1]}-{key[2]}")

@@ -42,10 +42,10 @@ def read(c: WireClient, topic_id: uuid.UUID, leader_epoch: int = 0, **kw: object
 
 
 def write(c: WireClient, topic_id: uuid.UUID, batches: list[tuple[int, int, int, int]], start_offset: int = -1,
-          state_epoch: int = 0, leader_epoch: int = 0, **kw: object) -> dict:
+          state_epoch: int = 0, leader_epoch: int = 0, delivery_complete_count: int = -1, **kw: object) -> dict:
     return one(c.request(WRITE, 1, body(
         topic_id, state_epoch=state_epoch, leader_epoch=leader_epoch, start_offset=start_offset,
-        delivery_complete_count=-1,
+        delivery_complete_count=delivery_complete_count,
         state_batches=[{"first_offset": f, "last_offset": la, "delivery_state": s, "delivery_count": n}
                        for f, la, s, n in batches], **kw)))
 
@@ -93,6 +93,54 @@ def test_find_coordinator_share_key(broker_factory) -> None:
         # The group key is unaffected.
         assert c.request(FIND_COORDINATOR, 6, {"key_type": 0, "coordinator_keys": ["sg"]})["coordinators"][0][
             "error_code"] in (0, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+
+def test_delivery_complete_count_kept_as_kafka_keeps_it(broker_factory) -> None:
+    """KIP-1226's count, by Kafka 4.4's rules (ShareGroupOffset.fromRequest and
+    ShareCoordinatorShard.generateShareStateRecord, read off its jar): initialize sets 0 (and
+    leader epoch 0); a write's count is taken for a start offset past the stored one, the larger of
+    the two for the same one, and ignored for an older one (-1 included); v0 writes carry -1. The
+    count survives kill -9 (replayed from the updates and snapshots)."""
+    broker = broker_factory({**OVERRIDES, "share.coordinator.snapshot.update.records.per.snapshot": "2"})
+    with WireClient(broker.host, broker.port) as c:
+        topic_id = create_topic(c, "sq", 1)
+        wait_for_share_coordinator(c, f"sg:{kafka_uuid_string(topic_id)}:0")
+
+        def count() -> tuple[int, int, int]:
+            r = summary(c, topic_id)
+            assert r["error_code"] == 0, r
+            return r["start_offset"], r["leader_epoch"], r["delivery_complete_count"]
+
+        assert initialize(c, topic_id, 0, 0)["error_code"] == 0
+        assert count() == (0, 0, 0)
+        steps = [  # (start offset, count written, what the summary shows after it)
+            (0, 4, (0, 0, 4)),     # same start: max(4, 0)
+            (0, 2, (0, 0, 4)),     # same start: max(2, 4)
+            (-1, 9, (0, 0, 4)),    # older start (unchanged): the stored count
+            (3, 1, (3, 0, 1)),     # newer start: as written
+            (3, -1, (3, 0, 1)),    # same start, unknown: max(-1, 1)
+        ]
+        for start, written, shown in steps:
+            assert write(c, topic_id, [(0, 5, 2, 1)], start_offset=start,
+                         delivery_complete_count=written)["error_code"] == 0
+            assert count() == shown, (start, written)
+        r = one(c.request(WRITE, 0, body(topic_id, state_epoch=0, leader_epoch=0, start_offset=6,
+                                         state_batches=[])))  # v0: no count, -1
+        assert r["error_code"] == 0, r
+        assert count() == (6, 0, -1)
+        assert write(c, topic_id, [], start_offset=8, delivery_complete_count=2)["error_code"] == 0
+        before = count()
+        assert before == (8, 0, 2)
+        broker.kill()
+    broker = broker_factory(OVERRIDES, data_dir=broker.data_dir)
+    with WireClient(broker.host, broker.port) as c:
+        deadline = time.monotonic() + 30
+        while (r := summary(c, topic_id))["error_code"] in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                                            ErrorCode.NOT_COORDINATOR):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert (r["start_offset"], r["leader_epoch"], r["delivery_complete_count"]) == before, r
+        broker.kill()
 
 
 def test_share_state_apis_and_their_errors(broker_factory) -> None:
@@ -168,8 +216,9 @@ def test_share_state_apis_and_their_errors(broker_factory) -> None:
         assert write(c, topic_id, [(5, 9, 0, 1)], state_epoch=1, leader_epoch=3)["error_code"] == \
             ErrorCode.FENCED_LEADER_EPOCH
         r = summary(c, topic_id)
+        # (The count: initialize's 0; these writes carry -1, unknown, which never lowers it.)
         assert (r["error_code"], r["start_offset"], r["state_epoch"], r["leader_epoch"],
-                r["delivery_complete_count"]) == (0, 5, 1, 4, -1), r
+                r["delivery_complete_count"]) == (0, 5, 1, 4, 0), r
         # v0 of Write and ReadSummary (no delivery_complete_count): the same answers.
         r = one(c.request(WRITE, 0, body(topic_id, state_epoch=1, leader_epoch=4, start_offset=-1, state_batches=[])))
         assert r["error_code"] == 0, r

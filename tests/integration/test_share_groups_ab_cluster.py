@@ -22,7 +22,10 @@ a new consumer reads. Kafka 4.4's results, required of Odradek (seen on Kafka 4.
   or 2, all of B alike, where the holder's client re-acquired B at the new leader before it died;
   with delivery count 2 after the ``state`` kill (the data leader lives and released them when the
   holder died);
-- ``kafka-share-groups --describe --offsets`` shows the start offset the share coordinator holds.
+- ``kafka-share-groups --describe --offsets`` shows the start offset the share coordinator holds
+  and the lag it gives (the partition's latest offset less that start offset and the
+  delivery-complete count written with it): B's size after the kill, 0 at the end. The group's
+  coordinator is not the data leader, so both come over the network on either broker.
   Kafka writes a share-partition's start offset as it stood before the acknowledgement it writes,
   so with each batch acknowledged in one go the tool shows the first offset of the last batch
   acknowledged: A's first offset after the kill (B is held, not acknowledged), B's first offset
@@ -92,10 +95,10 @@ def produce(target: ClusterTarget, topic: str, values: list[str]) -> None:
     assert producer.flush(60) == 0, f"{target.name}: records of {values[0]}.. not acknowledged"
 
 
-def start_offsets(target: ClusterTarget, group: str) -> tuple[list[tuple[str, int, int]] | None, str]:
-    """(topic, partition, start offset) rows of ``kafka-share-groups --describe --offsets``, None while
-    the tool fails (the group's coordinator or share coordinator is moving) or shows a "-"; and what
-    it printed."""
+def start_offsets(target: ClusterTarget, group: str) -> tuple[list[tuple[str, int, int, str]] | None, str]:
+    """(topic, partition, start offset, lag) rows of ``kafka-share-groups --describe --offsets``, None
+    while the tool fails (the group's coordinator or share coordinator is moving) or shows a "-" for
+    the start offset; and what it printed."""
     p = run_tool(SHARE_GROUPS, ["--bootstrap-server", target.bootstrap, "--describe", "--group", group, "--offsets"],
                  check=False, timeout=90)
     rows = [line.split() for line in p.stdout.splitlines() if line.strip()]
@@ -103,20 +106,22 @@ def start_offsets(target: ClusterTarget, group: str) -> tuple[list[tuple[str, in
     printed = f"exit {p.returncode}: {p.stdout.strip()} {p.stderr.strip()[-600:]}"
     if p.returncode != 0 or not rows or any(not r[3].isdigit() for r in rows):
         return None, printed
-    return [(r[1], int(r[2]), int(r[3])) for r in rows], printed
+    return [(r[1], int(r[2]), int(r[3]), r[4] if len(r) > 4 else "") for r in rows], printed
 
 
-def start_offset_shown(target: ClusterTarget, group: str, topic: str, expected: int, timeout: float = 60) -> str | None:
-    """None once the tool shows ``expected`` as the partition's start offset; else, after ``timeout``,
-    what is wrong (the case goes on, so that one run reports every difference)."""
+def start_offset_shown(target: ClusterTarget, group: str, topic: str, expected: int, lag: int,
+                       timeout: float = 60) -> str | None:
+    """None once the tool shows ``expected`` as the partition's start offset and ``lag`` as its lag;
+    else, after ``timeout``, what is wrong (the case goes on, so that one run reports every
+    difference)."""
     seen: list[str] = []
 
     def shows() -> bool:
         offsets, printed = start_offsets(target, group)
         seen.append(printed)
-        return offsets == [(topic, 0, expected)]
+        return offsets == [(topic, 0, expected, str(lag))]
     try:
-        wait_until(shows, timeout, f"start offset {expected} in kafka-share-groups", interval=1)
+        wait_until(shows, timeout, f"start offset {expected}, lag {lag} in kafka-share-groups", interval=1)
     except AssertionError as e:
         return f"{e}; the tool printed last: {seen[-1]}"
     return None
@@ -131,11 +136,13 @@ def run_case(target: ClusterTarget, kill: str) -> None:
     topic = create_rf3_topic(target, unique("sq"))
     data_leader = target.leader(topic, 0)
     # A group whose state lives on another node than the data: each case kills only what it names.
+    # Its group coordinator is not the data leader either, so the tool's start offsets and lag come
+    # from the share coordinator's summary and the leader's latest offset over the network.
     for _ in range(100):
         group = unique("sg")
         state_p = state_partition(group, target, topic)
         state_leader = target.leader(STATE_TOPIC, state_p)
-        if state_leader != data_leader:
+        if state_leader != data_leader and group_coordinator(target, group) != data_leader:
             break
     else:
         raise AssertionError(f"{target.name}: every group's state is led by the data leader {data_leader}")
@@ -171,8 +178,10 @@ def run_case(target: ClusterTarget, kill: str) -> None:
         target.kill(victim)
         new_leader = target.wait_leader_elsewhere(led_topic, led_partition, victim)
         where += f"; new leader {new_leader}"
-        # The start offset as it stood before the last acknowledgement written: A's first offset.
-        problems = [p for p in [start_offset_shown(target, group, topic, first_accepted)] if p]
+        # The start offset as it stood before the last acknowledgement written: A's first offset. The
+        # lag (Kafka 4.4: the latest offset less that start offset and the Acknowledged/Archived
+        # offsets written with it, KIP-1226): B, held, not yet delivered to completion.
+        problems = [p for p in [start_offset_shown(target, group, topic, first_accepted, len(held_batch))] if p]
         holder.kill()
     # C is written once the holder is gone: the client keeps a ShareFetch parked at the broker after
     # the application stopped polling, so C written while it lived could be prefetched (acquired) by
@@ -201,8 +210,8 @@ def run_case(target: ClusterTarget, kill: str) -> None:
                         f"got (offset:value x delivery count) {describe(reader.records)}")
     elif [r.offset for r in reader.records] != list(range(first_held, first_held + expected)):
         problems.append(f"not in offset order: {describe(reader.records)}")
-    # B and C accepted in one acknowledgement: the start offset before it, B's first.
-    problems += [p for p in [start_offset_shown(target, group, topic, first_held)] if p]
+    # B and C accepted in one acknowledgement: the start offset before it, B's first; no lag.
+    problems += [p for p in [start_offset_shown(target, group, topic, first_held, 0)] if p]
     assert not problems, f"{target.name} ({where}):\n" + "\n".join(problems)
     target.restart(victim)
     target.wait_in_sync()

@@ -36,9 +36,15 @@ OVERRIDES = {"share.coordinator.state.topic.num.partitions": "3"}
 
 
 def start_offset(c: WireClient) -> int:
-    offsets = c.request(DESCRIBE_OFFSETS, 0, {"groups": [{"group_id": "sg", "topics": [
+    return described(c)[0]
+
+
+def described(c: WireClient) -> tuple[int, int]:
+    """(start offset, lag) DescribeShareGroupOffsets v1 answers for sq-0."""
+    offsets = c.request(DESCRIBE_OFFSETS, 1, {"groups": [{"group_id": "sg", "topics": [
         {"topic_name": "sq", "partitions": [0]}]}]})["groups"][0]
-    return offsets["topics"][0]["partitions"][0]["start_offset"]
+    p = offsets["topics"][0]["partitions"][0]
+    return p["start_offset"], p["lag"]
 
 
 def fetch_until_acquired(c: WireClient, topic_id: uuid.UUID, member: str) -> dict[int, list[tuple[int, int, int]]]:
@@ -82,6 +88,13 @@ def test_share_state_survives_kill_9(broker_factory) -> None:
         while heartbeat(c, member_id="m2", subscribed_topic_names=["sq"])["error_code"] != 0:
             assert time.monotonic() < deadline, "the group coordinator never came back"
             time.sleep(0.1)
+        # Before any fetch the share-partition is not in memory: the answer is the share
+        # coordinator's (Kafka's only way): start offset 0 and 0-9 complete, written with it, so the
+        # lag is 30 - 0 - 10 (KIP-1226's delivery-complete count).
+        deadline = time.monotonic() + 30
+        while (shown := described(c)) != (0, 20):
+            assert time.monotonic() < deadline, shown
+            time.sleep(0.1)
         # 0-9 never again; 10-19 at delivery count 1 (its acquisition was never written); 20-29 once.
         assert fetch_until_acquired(c, topic_id, "m2") == {0: [(10, 29, 1)]}
         assert start_offset(c) == 0  # nothing written since
@@ -89,7 +102,7 @@ def test_share_state_survives_kill_9(broker_factory) -> None:
                         topics=fetch_topics(topic_id, [0], {0: [(10, 29, [ACCEPT])]}))
         assert r["responses"][0]["partitions"][0]["acknowledge_error_code"] == 0
         assert acquired(r) == {0: []}
-        assert start_offset(c) == 10
+        assert described(c) == (10, 0)
     # Kafka 4.4's own decoder reads the state topic: this share-partition's ShareSnapshot (type 0)
     # and ShareUpdate (type 1) records, the write before the crash holding 0-9 acknowledged at start
     # offset 0 (10-19's acquisition unwritten), the last one 10-29 acknowledged at start offset 10.
@@ -108,10 +121,10 @@ def test_share_state_survives_kill_9(broker_factory) -> None:
                 snapshots.append(payload["data"])
             writes.append({"startOffset": payload["data"]["startOffset"], "batches": [
                 [b["firstOffset"], b["lastOffset"], b["deliveryState"], b["deliveryCount"]]
-                for b in payload["data"]["stateBatches"]]})
+                for b in payload["data"]["stateBatches"]], "complete": payload["data"].get("deliveryCompleteCount")})
     assert [s["snapshotEpoch"] for s in snapshots] == list(range(len(snapshots)))
-    assert {"startOffset": 0, "batches": [[0, 9, 2, 1]]} in writes
-    assert writes[-1] == {"startOffset": 10, "batches": [[10, 29, 2, 1]]}
+    assert {"startOffset": 0, "batches": [[0, 9, 2, 1]], "complete": 10} in writes
+    assert writes[-1] == {"startOffset": 10, "batches": [[10, 29, 2, 1]], "complete": 20}
 
 
 def test_deleted_share_group_offsets_stay_deleted_after_kill_9(broker_factory) -> None:

@@ -11,12 +11,16 @@ know as a share group answers GROUP_ID_NOT_FOUND; coordinator errors are per gro
 
 A share-partition this broker leads and has in memory answers from there: the start offset its
 last write gave the share coordinator (Kafka's write carries the SPSO from before the change it
-writes, so it trails the SPSO in memory) and its lag counts the acknowledged records in flight. Any other asks the share coordinator, as Kafka 4.4 does
-(ReadShareGroupStateSummary through the share persister, broker/share/share_persister.py): its
-start offset and leader epoch; lag -1 (unknown: Odradek's share coordinator does not keep
-Kafka's delivery-complete count); a coordinator that does not answer in time reads as not
-initialized. ``topics`` null names the partitions held here and those of the topics the group last
-subscribed to whose state is initialized.
+writes, so it trails the SPSO in memory) and its lag counts the acknowledged records in flight.
+Any other asks the share coordinator, as Kafka 4.4 does (ReadShareGroupStateSummary v1 through the
+share persister, broker/share/share_persister.py): its start offset, leader epoch and
+delivery-complete count, and the lag is Kafka's computeShareGroupLagAndBuildResponse: the
+partition's latest offset (its leader's high watermark, broker/share/partition_end_offsets.py)
+less the start offset and that count; -1 where the count is unknown; the partition's error when
+its leader does not answer. A coordinator that does not answer in time reads as not initialized.
+(Both ways give the same lag: the start offset written trails the one in memory by finished
+offsets only, which the written count includes.) ``topics`` null names the partitions held here
+and those of the topics the group last subscribed to whose state is initialized.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ if TYPE_CHECKING:
     from odradek.broker.metadata.broker_metadata import BrokerMetadata
     from odradek.broker.replica.replica_manager import ReplicaManager
     from odradek.broker.security.authz import AuthHelper
+    from odradek.broker.share.partition_end_offsets import PartitionEndOffsets
     from odradek.broker.share.share_partition_manager import SharePartitionManager
     from odradek.broker.share.share_persister import SharePersister
     from odradek.protocol.messages import (
@@ -46,6 +51,11 @@ if TYPE_CHECKING:
         DescribeShareGroupOffsetsResponsePartition,
         DescribeShareGroupOffsetsResponseTopic,
     )
+
+# Kafka's Errors.NOT_LEADER_OR_FOLLOWER.message(), which it answers where the end offset is not to be had.
+NOT_LEADER_MESSAGE = ("For requests intended only for the leader, this error indicates that the broker is not the "
+                      "current leader. For requests intended for any replica, this error indicates that the broker "
+                      "is not a replica of the topic partition.")
 
 API_KEY = 90
 NAME = "DescribeShareGroupOffsets"
@@ -61,6 +71,7 @@ class Services:
     replica_manager: ReplicaManager
     share_partitions: SharePartitionManager
     share_persister: SharePersister
+    partition_end_offsets: PartitionEndOffsets
     authz: AuthHelper
 
 
@@ -107,7 +118,7 @@ async def _topics(services: Services, request: ApiRequest[DescribeShareGroupOffs
                 continue
             for index in range(count):
                 found = await services.share_persister.summary((group_id, topic_id, index))
-                if found is not None and found[0] >= 0:
+                if found is not None and found.start_offset >= 0:
                     held.setdefault(subscribed.name, set()).add(index)
         wanted = [{"topic_name": t, "partitions": sorted(ps)} for t, ps in sorted(held.items())]
     out: list[DescribeShareGroupOffsetsResponseTopic] = []
@@ -131,8 +142,15 @@ async def _topics(services: Services, request: ApiRequest[DescribeShareGroupOffs
                     entry["leader_epoch"] = part.leader_epoch
                     entry["lag"] = max(0, part.high_watermark - sp.start_offset - sp.done_in_flight())
                 elif (found := await services.share_persister.summary((group_id, topic.topic_id, index))) is not None \
-                        and found[0] >= 0:
-                    entry["start_offset"], entry["leader_epoch"] = found
+                        and found.start_offset >= 0:
+                    entry["start_offset"], entry["leader_epoch"] = found.start_offset, found.leader_epoch
+                    if found.delivery_complete_count >= 0:
+                        latest = await services.partition_end_offsets.latest(name, index)
+                        if latest is None:
+                            entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                            entry["error_message"] = NOT_LEADER_MESSAGE
+                        else:
+                            entry["lag"] = latest - found.start_offset - found.delivery_complete_count
             partitions.append(entry)
         out.append({"topic_name": name, "topic_id": topic.topic_id if topic is not None else uuid.UUID(int=0),
                     "partitions": partitions})

@@ -2,12 +2,13 @@
 share coordinator (KIP-932; what DescribeShareGroupOffsets answers from).
 
 Versions 0-1 (flexible), as Kafka 4.4.
-- v1: delivery_complete_count (KIP-1226): -1, unknown (Odradek does not keep it).
+- v1: delivery_complete_count (KIP-1226): the Acknowledged and Archived offsets from the start
+  offset on, as the share-partition's leader last wrote them (-1: unknown).
 
 CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED for every partition otherwise); the
 errors are the share coordinator's (broker/share/share_coordinator.py): NOT_COORDINATOR,
 COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION.
-A share-partition with no state reads as start offset -1, epochs 0, as Kafka's.
+A share-partition with no state reads as start offset -1, epochs 0, count -1, as Kafka's.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ async def handle(services: Services,
                 "state_epoch": state.state_epoch if state is not None else 0,
                 "leader_epoch": state.leader_epoch if state is not None else 0,
                 "start_offset": state.start_offset if state is not None else -1,
-                "delivery_complete_count": -1}
+                "delivery_complete_count": state.delivery_complete_count if state is not None else -1}
 
     return {"results": [{"topic_id": t, "partitions": ps} for t, ps in await each_partition(body, run, entry)]}
 

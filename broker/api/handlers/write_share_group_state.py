@@ -3,7 +3,8 @@ in-flight batches that changed) to the share-partition's share coordinator (KIP-
 broker/share/share_persister.py sends it).
 
 Versions 0-1 (flexible), as Kafka 4.4.
-- v1: delivery_complete_count (KIP-1226; not kept: Odradek's snapshots write -1, unknown).
+- v1: delivery_complete_count (KIP-1226): the Acknowledged and Archived offsets from the start
+  offset on, which the share coordinator keeps for the group's lag (v0: -1, unknown).
 
 CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED for every partition otherwise); the
 checks and errors are the share coordinator's (broker/share/share_coordinator.py): NOT_COORDINATOR,
@@ -60,7 +61,8 @@ async def handle(services: Services,
     def run(key: StateKey, p: Mapping[str, Any]) -> Any:
         return services.share_coordinator.write(
             key, p["state_epoch"], p["leader_epoch"], p["start_offset"],
-            [(b["first_offset"], b["last_offset"], b["delivery_state"], b["delivery_count"]) for b in p["state_batches"]])
+            [(b["first_offset"], b["last_offset"], b["delivery_state"], b["delivery_count"]) for b in p["state_batches"]],
+            p.get("delivery_complete_count", -1))
 
     def entry(p: Mapping[str, Any], o: Outcome) -> WriteShareGroupStateResponsePartitionResult:
         return {"partition": p["partition"], "error_code": o.error_code, "error_message": o.error_message}
