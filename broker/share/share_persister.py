@@ -12,7 +12,9 @@ partition's leader in the metadata image - the node FindCoordinator key type 2 w
   coordinator records: the old leader's writes are fenced from then on) and answers WAIT until it
   is back, then READY; ``read`` hands over its state once (None: the share-partition was never
   initialized, INVALID_REQUEST from the coordinator). So a share-partition acquires nothing
-  before its state is read, as Kafka's SharePartition.maybeInitialize.
+  before its state is read, as Kafka's SharePartition.maybeInitialize. A read the coordinator
+  refuses (FENCED_LEADER_EPOCH: a newer leader read it) makes ``read`` raise Kafka's error for
+  the share-partition's fetches (NOT_LEADER_OR_FOLLOWER), for a few seconds, then it is read again.
 - ``write`` queues the state and answers True; one sender per share-partition sends the latest
   queued state, in order: InitializeShareGroupState first when the coordinator has none (Kafka's
   group coordinator initializes; here the first leader does, with state epoch 0), then
@@ -25,8 +27,8 @@ NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, an unr
 no leader are retried with the metadata of the time after a backoff (Kafka's persister: 100 ms
 doubling to 5 s; it gives up after a few tries, Odradek keeps trying while the state is wanted:
 a share-partition must not start from nothing because its coordinator was moving). Other errors
-are final: a read's makes the share-partition start as never initialized, a write's is logged
-(FENCED_LEADER_EPOCH: a newer leader owns the share-partition).
+are final: a read's is the fetches' error (above), a write's is logged (FENCED_LEADER_EPOCH: a
+newer leader owns the share-partition).
 
 When the state's partition comes to this broker while a remote operation retries, it stops: a
 queued write goes to the local store if no write came after it (else it is simply superseded), a
@@ -47,7 +49,7 @@ from odradek.broker.network.inter_broker_client import NodeClient, NodeUnavailab
 from odradek.broker.share.share_coordinator import WRITE_UNINITIALIZED
 from odradek.broker.share.share_state_records import ShareState, StateKey
 from odradek.broker.share.share_state_store import STATE_TOPIC, ShareStateStore, Where
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 if TYPE_CHECKING:
     from odradek.broker.metadata.broker_metadata import BrokerMetadata
@@ -75,6 +77,25 @@ class StateSummary(NamedTuple):
 NO_STATE = StateSummary(-1, 0, -1)
 
 
+class ReadRefused(NamedTuple):
+    """A ReadShareGroupState the share coordinator refused, as the share-partition's fetches
+    answer it (Kafka's SharePartition.fetchPersisterError)."""
+
+    code: ErrorCode
+    message: str | None
+
+
+# Kafka's SharePartition.fetchPersisterError: what a refused read makes of the share-partition's
+# fetches. A leader fenced by a newer leader's epoch answers NOT_LEADER_OR_FOLLOWER (the client looks
+# for the leader again) - never a fresh start, which would skip or redeliver what the state holds.
+READ_REFUSALS = {
+    ErrorCode.FENCED_LEADER_EPOCH: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.FENCED_STATE_EPOCH: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.GROUP_ID_NOT_FOUND: ErrorCode.GROUP_ID_NOT_FOUND,
+}
+
+
 class Retry(Exception):
     """The coordinator could not be reached or answered a retriable error."""
 
@@ -90,8 +111,8 @@ class SharePersister:
         self.node_id = store.node_id
         self.timeout_s = timeout_s
         self._clients: dict[int, NodeClient] = {}
-        self._reads: dict[StateKey, asyncio.Task[ShareState | None]] = {}
-        self._answers: dict[StateKey, tuple[float, ShareState | None]] = {}
+        self._reads: dict[StateKey, asyncio.Task[ShareState | ReadRefused | None]] = {}
+        self._answers: dict[StateKey, tuple[float, ShareState | ReadRefused | None]] = {}
         self._pending: dict[StateKey, ShareState] = {}  # the latest state not yet sent, per share-partition
         # Writes asked per share-partition (local or remote): a queued remote write older than the
         # latest is superseded, and one the local store can now take goes there only if it is the latest.
@@ -119,8 +140,14 @@ class SharePersister:
         return Where.WAIT
 
     def read(self, key: StateKey) -> ShareState | None:
-        answer = self._answers.pop(key, None)
+        """The state a finished read brought (once), None for a share-partition never initialized;
+        KafkaApiError for a read the coordinator refused - answered to every fetch until the answer
+        is READ_ANSWER_TTL_S old, then read again."""
+        answer = self._answers.get(key)
         if answer is not None:
+            if isinstance(answer[1], ReadRefused):
+                raise KafkaApiError(answer[1].code, answer[1].message)
+            del self._answers[key]
             return answer[1]
         return self.store.read(key)
 
@@ -208,23 +235,25 @@ class SharePersister:
     # ------------------------------------------------------------------------------------------
     # the remote operations
 
-    async def _read(self, key: StateKey) -> ShareState | None:
+    async def _read(self, key: StateKey) -> ShareState | ReadRefused | None:
         leader_epoch = self._leader_epoch(key)
         part = await self._retrying(key, READ, 0, {"leader_epoch": leader_epoch}, "read")
         if part is None:
             raise Abandoned()  # the state's partition is led here now: the local store answers
         if part["error_code"] != ErrorCode.NONE:
-            if part["error_code"] != ErrorCode.INVALID_REQUEST:  # INVALID_REQUEST: never initialized
-                log.warning("could not read the share state of %s %s-%s: %s %s", key[0], key[1], key[2],
-                            ErrorCode(part["error_code"]).name, part["error_message"])
             self._state_epochs.pop(key, None)
-            return None
+            if part["error_code"] == ErrorCode.INVALID_REQUEST:
+                return None  # never initialized: this leader initializes it
+            log.warning("could not read the share state of %s %s-%s at leader epoch %s: %s %s", key[0], key[1],
+                        key[2], leader_epoch, ErrorCode(part["error_code"]).name, part["error_message"])
+            code = READ_REFUSALS.get(part["error_code"], ErrorCode.UNKNOWN_SERVER_ERROR)
+            return ReadRefused(code, part["error_message"])  # (Kafka keeps the coordinator's message)
         self._state_epochs[key] = part["state_epoch"]
         return ShareState(part["start_offset"], part["state_epoch"], leader_epoch,
                           batches=[(b["first_offset"], b["last_offset"], b["delivery_state"], b["delivery_count"])
                                    for b in part["state_batches"]])
 
-    def _read_done(self, key: StateKey, task: asyncio.Task[ShareState | None]) -> None:
+    def _read_done(self, key: StateKey, task: asyncio.Task[ShareState | ReadRefused | None]) -> None:
         if self._reads.get(key) is task:
             del self._reads[key]
         if not task.cancelled() and task.exception() is None:

@@ -40,6 +40,7 @@ from odradek.broker.coordinator.hashing import partition_for
 from odradek.broker.share.share_state_store import kafka_uuid_string
 from tests.integration.test_share_groups_java import real, wait_initialized
 from tests.support.share_consumer import Delivery, ShareConsumer
+from tests.support.wire import WireClient
 from tools.kafka_dist import ToolchainUnavailable
 
 pytestmark = pytest.mark.timeout(600)
@@ -200,3 +201,79 @@ def test_share_state_survives_a_leader_kill(cluster, kill: str) -> None:  # type
                 cluster.start(node, timeout=60)
         wait_until(lambda: all(len(cluster.partition_state(STATE_TOPIC, p)[2]) == 3
                                for p in range(STATE_PARTITIONS)), 90, "__share_group_state in sync again")
+
+
+NOT_LEADER_OR_FOLLOWER = 6
+SHARE_FETCH = 78
+
+
+def test_a_fenced_state_read_is_refused_not_started_fresh(cluster) -> None:  # type: ignore[no-untyped-def]
+    """The share coordinator holds a newer leader epoch than the data partition's leader reads with
+    (as when another broker has since led the partition and read the state): the read is refused
+    with FENCED_LEADER_EPOCH, and the share-partition answers its fetches NOT_LEADER_OR_FOLLOWER, as
+    Kafka 4.4's SharePartition.fetchPersisterError maps it. Before, Odradek took the refusal for a
+    share-partition never initialized and started afresh at the log end: the records below it, which
+    the state says are still to be delivered, would never have been."""
+    c = cluster
+    topic = create_rf3_topic(c, "sq-fenced")
+    tid = topic_id(c, topic)
+    data_leader = c.partition_state(topic, 0)[0]
+    for _ in range(100):
+        group = f"sg-fenced-{next(_groups)}"
+        state_p = partition_for(f"{group}:{kafka_uuid_string(tid)}:0", STATE_PARTITIONS)
+        state_leader = c.partition_state(STATE_TOPIC, state_p)[0]
+        if state_leader != data_leader:
+            break
+    else:
+        raise AssertionError(f"every group's state is led by the data leader {data_leader}")
+
+    def state_api(api: str, fields: dict[str, object]) -> dict:  # type: ignore[type-arg]
+        r = c.request(state_leader, api, 0, {"group_id": group, "topics": [
+            {"topic_id": tid, "partitions": [{"partition": 0, **fields}]}]})
+        return r["results"][0]["partitions"][0]  # type: ignore[no-any-return]
+
+    produce(c, topic, [f"r{i}" for i in range(5)])  # offsets 0-4, to be delivered from start offset 0
+    assert state_api("InitializeShareGroupState", {"state_epoch": 0, "start_offset": 0})["error_code"] == 0
+    assert state_api("ReadShareGroupState", {"leader_epoch": 1000})["error_code"] == 0  # epoch 1000 recorded
+
+    found = c.request(data_leader, "FindCoordinator", 4, {"key_type": 0, "coordinator_keys": [group]})
+    coordinator = found["coordinators"][0]["node_id"]
+    member = "fenced-member-0000000001"
+    joined = c.request(coordinator, "ShareGroupHeartbeat", 1, {
+        "group_id": group, "member_id": member, "member_epoch": 0, "rack_id": None,
+        "subscribed_topic_names": [topic]})
+    assert joined["error_code"] == 0, joined
+
+    epoch = 0
+    seen: list[tuple[int, list[tuple[int, int]]]] = []
+    leader = c.brokers[data_leader]
+    conn = WireClient(leader.host, leader.port)  # one connection: a share session closes with its own
+
+    def fetch() -> tuple[int, list[tuple[int, int]]] | None:
+        nonlocal epoch
+        r = conn.request(SHARE_FETCH, 1, {
+            "group_id": group, "member_id": member, "share_session_epoch": epoch, "max_wait_ms": 500,
+            "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500,
+            "topics": [{"topic_id": tid, "partitions": [
+                {"partition_index": 0, "partition_max_bytes": 0, "acknowledgement_batches": []}]}],
+            "forgotten_topics_data": []})
+        assert r["error_code"] == 0, r
+        epoch += 1
+        for t in r["responses"]:
+            for p in t["partitions"]:
+                if p["partition_index"] == 0:
+                    outcome = (p["error_code"], [(a["first_offset"], a["last_offset"]) for a in p["acquired_records"]])
+                    seen.append(outcome)
+                    return outcome
+        return None
+
+    with conn:
+        fetch()  # opens the session: the share-partition's state is read meanwhile
+        produce(c, topic, [f"s{i}" for i in range(5)])  # offsets 5-9: what a fresh start would acquire
+        deadline = time.monotonic() + 30
+        while (outcome := fetch()) is None or outcome == (0, []):
+            assert time.monotonic() < deadline, f"no error within 30 s; the fetches saw {seen}"
+    assert outcome == (NOT_LEADER_OR_FOLLOWER, []), seen
+    # The fenced leader wrote nothing: the state is as initialized.
+    r = state_api("ReadShareGroupState", {"leader_epoch": 1000})
+    assert (r["error_code"], r["start_offset"], r["state_batches"]) == (0, 0, []), r
