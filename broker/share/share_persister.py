@@ -46,7 +46,7 @@ import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from odradek.broker.network.inter_broker_client import NodeClient, NodeUnavailableError
-from odradek.broker.share.share_coordinator import WRITE_UNINITIALIZED
+from odradek.broker.share.share_coordinator import MESSAGES, WRITE_UNINITIALIZED
 from odradek.broker.share.share_state_records import ShareState, StateKey
 from odradek.broker.share.share_state_store import STATE_TOPIC, ShareStateStore, Where
 from odradek.protocol.errors import ErrorCode, KafkaApiError
@@ -149,7 +149,20 @@ class SharePersister:
                 raise KafkaApiError(answer[1].code, answer[1].message)
             del self._answers[key]
             return answer[1]
-        return self.store.read(key)
+        state = self.store.read(key)
+        if state is not None:
+            # Read here, with no request: the share coordinator's own checks (Kafka's
+            # readStateAndMaybeUpdateLeaderEpoch): a newer leader's epoch fences this one, an older
+            # one is replaced by this leader's.
+            leader_epoch = self._leader_epoch(key)
+            if state.leader_epoch > leader_epoch:
+                log.warning("could not read the share state of %s %s-%s at leader epoch %s: it holds leader "
+                            "epoch %s (FENCED_LEADER_EPOCH)", key[0], key[1], key[2], leader_epoch,
+                            state.leader_epoch)
+                raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, MESSAGES[ErrorCode.FENCED_LEADER_EPOCH])
+            if state.leader_epoch < leader_epoch:
+                self.store.record_leader_epoch(key, leader_epoch)
+        return state
 
     def write(self, key: StateKey, state: ShareState) -> bool:
         self._writes[key] = self._writes.get(key, 0) + 1

@@ -284,7 +284,10 @@ class ShareStateStore:
         """Write ``state`` (the share-partition's whole state, leader epoch included): a ShareUpdate
         of the batches that changed, or a snapshot when one is due (durable before the shard shows
         it; failures are logged: the share-partition goes on in memory, as a write timeout leaves
-        Kafka's). False when the state's partition is not served here (yet): nothing was written."""
+        Kafka's). A write from a leader older than the one whose epoch the state holds is refused
+        and logged (Kafka's share coordinator: FENCED_LEADER_EPOCH), so a leader that has not yet
+        heard it lost the partition cannot undo its successor's writes. False when the state's
+        partition is not served here (yet): nothing was written."""
         p = self.state_partition(key)
         if p is None or self.runtime.state(p) is not PartitionState.ACTIVE:
             return False
@@ -292,6 +295,11 @@ class ShareStateStore:
         def op(shard: ShareStateShard) -> CoordinatorResult[None]:
             now = self.clock_ms()
             old = shard.states.get(key)
+            if old is not None and old.leader_epoch > state.leader_epoch:
+                log.warning("refused a write of the share state of %s %s-%s at leader epoch %s: the state "
+                            "holds leader epoch %s (FENCED_LEADER_EPOCH)", key[0], key[1], key[2],
+                            state.leader_epoch, old.leader_epoch)
+                return CoordinatorResult(records=[], response=None)
             if old is None:
                 new = ShareState(state.start_offset, state.state_epoch, state.leader_epoch, 0, now, now,
                                  list(state.batches), state.delivery_complete_count)
@@ -312,6 +320,24 @@ class ShareStateStore:
 
         self.runtime.schedule_write(p, op, f"write the share state of {key[0]} {key[1]}-{key[2]}")
         return True
+
+    def record_leader_epoch(self, key: StateKey, leader_epoch: int) -> None:
+        """A share-partition leader at ``leader_epoch`` read the state: a newer epoch than the one
+        it holds is recorded, so older leaders' writes are fenced from now on (Kafka's
+        readStateAndMaybeUpdateLeaderEpoch, for a read that needs no request: the state's partition
+        is led here)."""
+        p = self.state_partition(key)
+        if p is None or self.runtime.state(p) is not PartitionState.ACTIVE:
+            return
+
+        def op(shard: ShareStateShard) -> CoordinatorResult[None]:
+            cur = shard.states.get(key)
+            if cur is None or cur.leader_epoch >= leader_epoch:
+                return CoordinatorResult(records=[], response=None)
+            record, new, is_snapshot = shard.state_record(key, leader_epoch, cur.start_offset, [], self.clock_ms())
+            return state_result(shard, key, record, new, is_snapshot)
+
+        self.runtime.schedule_write(p, op, f"record leader epoch {leader_epoch} of {key[0]} {key[1]}-{key[2]}")
 
     def delete(self, key: StateKey) -> None:
         """Drop the stored state (a tombstone, as Kafka's DeleteShareGroupState writes): the next

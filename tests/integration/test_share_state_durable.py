@@ -33,6 +33,7 @@ from tests.support.wire import WireClient, create_topic
 pytestmark = pytest.mark.timeout(120)
 
 OVERRIDES = {"share.coordinator.state.topic.num.partitions": "3"}
+NOT_LEADER_OR_FOLLOWER = 6
 
 
 def start_offset(c: WireClient) -> int:
@@ -163,3 +164,60 @@ def test_deleted_share_group_offsets_stay_deleted_after_kill_9(broker_factory) -
         assert start_offset(c) == 10
         produce(c, "sq", 0, 3)
         assert fetch_until_acquired(c, topic_id, "m2") == {0: [(10, 12, 1)]}
+
+
+def test_a_newer_leader_epoch_fences_the_leader_here(broker_factory) -> None:
+    """The share-partition's state lives on this broker too, so its leader reads and writes it with
+    no request - and the share coordinator's checks still hold, as they do for Kafka 4.4's leader,
+    which sends its requests even then: once the state holds a newer leader epoch (a newer leader
+    read it; here a ReadShareGroupState at epoch 1000), this leader's writes change nothing and
+    its next read of the state answers its fetches NOT_LEADER_OR_FOLLOWER (Kafka's
+    SharePartition.fetchPersisterError for FENCED_LEADER_EPOCH). Before, the write went through and
+    set the state's leader epoch back to this leader's, and the read ignored the epoch."""
+    broker = broker_factory(OVERRIDES)
+    with WireClient(broker.host, broker.port) as c:
+        topic_id = create_topic(c, "sq", 1)
+        wait_for_coordinator(c)
+        assert heartbeat(c, subscribed_topic_names=["sq"])["error_code"] == 0
+        deadline = time.monotonic() + 30
+        while start_offset(c) != 0:
+            assert time.monotonic() < deadline, "the share-partition was never initialized"
+            share_fetch(c, max_wait_ms=200, topics=fetch_topics(topic_id, [0]))
+        produce(c, "sq", 0, 10)
+        r = share_fetch(c, share_session_epoch=1, topics=fetch_topics(topic_id, [0], {}))
+        assert acquired(r) == {0: [(0, 9, 1)]}
+
+        def state() -> dict:  # type: ignore[type-arg]
+            r = c.request(84, 0, {"group_id": "sg", "topics": [
+                {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 1000}]}]})
+            return r["results"][0]["partitions"][0]  # type: ignore[no-any-return]
+        before = state()  # records leader epoch 1000
+        assert before["error_code"] == 0, before
+        # This leader (epoch 0) accepts 0-4: its write of that is refused by the state.
+        share_fetch(c, share_session_epoch=2, topics=fetch_topics(topic_id, [0], {0: [(0, 4, [ACCEPT])]}))
+        time.sleep(1)  # (the write, or its refusal, happens after the response)
+        after = state()
+        assert (after["start_offset"], after["state_batches"]) == (before["start_offset"], before["state_batches"]), \
+            (before, after)
+        summary = c.request(87, 1, {"group_id": "sg", "topics": [
+            {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 0}]}]})
+        assert summary["results"][0]["partitions"][0]["leader_epoch"] == 1000, summary
+        broker.kill()
+    broker = broker_factory(OVERRIDES, data_dir=broker.data_dir)
+    with WireClient(broker.host, broker.port) as c:
+        deadline = time.monotonic() + 30
+        while heartbeat(c, member_id="m2", subscribed_topic_names=["sq"])["error_code"] != 0:
+            assert time.monotonic() < deadline, "the group coordinator never came back"
+            time.sleep(0.1)
+        # The restarted leader reads the state again: fenced.
+        seen = []
+        while True:
+            r = share_fetch(c, member_id="m2", max_wait_ms=200, topics=fetch_topics(topic_id, [0]))
+            assert r["error_code"] == 0, r
+            part = r["responses"][0]["partitions"][0]
+            seen.append((part["error_code"], len(part["acquired_records"])))
+            if seen[-1] != (0, 0):
+                break
+            assert time.monotonic() < deadline, seen
+        assert seen[-1] == (NOT_LEADER_OR_FOLLOWER, 0), seen
+        assert part["error_message"] == "The leader epoch in the request is older than the epoch on the broker."
