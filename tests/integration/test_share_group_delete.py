@@ -11,10 +11,16 @@ import time
 import pytest
 
 from odradek.protocol.errors import ErrorCode
-from tests.integration.test_share_fetch_wire import ACCEPT, acquired, fetch_topics, produce, share_fetch
-from tests.integration.test_share_groups_wire import describe, heartbeat, wait_for_coordinator
-from tests.integration.test_share_state_durable import OVERRIDES, fetch_until_acquired, start_offset
-from tests.support.wire import WireClient, create_topic
+from tests.integration.test_share_fetch_wire import ACCEPT, fetch_topics, produce, share_fetch
+from tests.integration.test_share_groups_wire import describe, heartbeat
+from tests.integration.test_share_state_durable import (
+    OVERRIDES,
+    fetch_until_acquired,
+    share_partition_started,
+    start_offset,
+    ten_records_acquired,
+)
+from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,16 +48,8 @@ def stored_start_offset(c: WireClient, topic_id) -> int:  # type: ignore[no-unty
 def test_delete_share_group_deletes_its_state(broker_factory) -> None:
     broker = broker_factory(OVERRIDES)
     with WireClient(broker.host, broker.port) as c:
-        topic_id = create_topic(c, "sq", 1)
-        wait_for_coordinator(c)
-        assert heartbeat(c, subscribed_topic_names=["sq"])["error_code"] == 0
-        deadline = time.monotonic() + 30
-        while start_offset(c) != 0:
-            assert time.monotonic() < deadline, "the share-partition was never initialized"
-            share_fetch(c, max_wait_ms=200, topics=fetch_topics(topic_id, [0]))
-        produce(c, "sq", 0, 10)
-        r = share_fetch(c, share_session_epoch=1, topics=fetch_topics(topic_id, [0], {}))
-        assert acquired(r) == {0: [(0, 9, 1)]}
+        topic_id = share_partition_started(c)
+        ten_records_acquired(c, topic_id)
         share_fetch(c, share_session_epoch=2, topics=fetch_topics(topic_id, [0], {0: [(0, 4, [ACCEPT])]}))
         # The write of 0-4's acceptance carried the start offset before it (Kafka 4.4's rule).
         assert start_offset(c) == 0

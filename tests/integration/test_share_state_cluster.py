@@ -125,17 +125,22 @@ def describe(records: list[Delivery]) -> str:
     return " ".join(f"{r.offset}:{r.value}x{r.delivery_count}" for r in records)
 
 
-def run_case(c, kill: str) -> None:  # type: ignore[no-untyped-def]
-    topic = create_rf3_topic(c, f"sq-{kill}")
-    data_leader = c.partition_state(topic, 0)[0]
+def group_with_state_elsewhere(c, topic: str, data_leader: int, prefix: str) -> tuple[str, int, int]:  # type: ignore[no-untyped-def]
+    """(group, its __share_group_state partition for ``topic``-0, that partition's leader): a group
+    whose share state another broker than ``data_leader`` keeps."""
     for _ in range(100):
-        group = f"sg-{kill}-{next(_groups)}"
+        group = f"{prefix}-{next(_groups)}"
         state_p = partition_for(f"{group}:{kafka_uuid_string(topic_id(c, topic))}:0", STATE_PARTITIONS)
         state_leader = c.partition_state(STATE_TOPIC, state_p)[0]
         if state_leader != data_leader:
-            break
-    else:
-        raise AssertionError(f"every group's state is led by the data leader {data_leader}")
+            return group, state_p, state_leader
+    raise AssertionError(f"every group's state is led by the data leader {data_leader}")
+
+
+def run_case(c, kill: str) -> None:  # type: ignore[no-untyped-def]
+    topic = create_rf3_topic(c, f"sq-{kill}")
+    data_leader = c.partition_state(topic, 0)[0]
+    group, state_p, state_leader = group_with_state_elsewhere(c, topic, data_leader, f"sg-{kill}")
     victim, (led_topic, led_partition) = {"data": (data_leader, (topic, 0)),
                                           "state": (state_leader, (STATE_TOPIC, state_p))}[kill]
 
@@ -218,14 +223,7 @@ def test_a_fenced_state_read_is_refused_not_started_fresh(cluster) -> None:  # t
     topic = create_rf3_topic(c, "sq-fenced")
     tid = topic_id(c, topic)
     data_leader = c.partition_state(topic, 0)[0]
-    for _ in range(100):
-        group = f"sg-fenced-{next(_groups)}"
-        state_p = partition_for(f"{group}:{kafka_uuid_string(tid)}:0", STATE_PARTITIONS)
-        state_leader = c.partition_state(STATE_TOPIC, state_p)[0]
-        if state_leader != data_leader:
-            break
-    else:
-        raise AssertionError(f"every group's state is led by the data leader {data_leader}")
+    group, _, state_leader = group_with_state_elsewhere(c, topic, data_leader, "sg-fenced")
 
     def state_api(api: str, fields: dict[str, object]) -> dict:  # type: ignore[type-arg]
         r = c.request(state_leader, api, 0, {"group_id": group, "topics": [

@@ -48,6 +48,37 @@ def described(c: WireClient) -> tuple[int, int]:
     return p["start_offset"], p["lag"]
 
 
+def share_partition_started(c: WireClient) -> uuid.UUID:
+    """Topic ``sq`` (one partition) and member ``m`` of share group ``sg`` subscribed to it, its
+    share-partition initialized at the high watermark (0) by the first fetches, once its partition
+    of __share_group_state is created and loaded; the topic's id."""
+    topic_id = create_topic(c, "sq", 1)
+    wait_for_coordinator(c)
+    assert heartbeat(c, subscribed_topic_names=["sq"])["error_code"] == 0
+    deadline = time.monotonic() + 30
+    while start_offset(c) != 0:
+        assert time.monotonic() < deadline, "the share-partition was never initialized"
+        share_fetch(c, max_wait_ms=200, topics=fetch_topics(topic_id, [0]))
+    return topic_id
+
+
+def ten_records_acquired(c: WireClient, topic_id: uuid.UUID) -> None:
+    """Records 0-9 produced as one batch and acquired by ``m``'s share session, whose next epoch is 2."""
+    produce(c, "sq", 0, 10)
+    r = share_fetch(c, share_session_epoch=1, topics=fetch_topics(topic_id, [0], {}))
+    assert acquired(r) == {0: [(0, 9, 1)]}
+
+
+def rejoined(c: WireClient) -> float:
+    """After a restart: member ``m2`` joins ``sg`` (subscribed to ``sq``) once the group coordinator
+    is back; the deadline, 30 s from the start, for what the caller waits for next."""
+    deadline = time.monotonic() + 30
+    while heartbeat(c, member_id="m2", subscribed_topic_names=["sq"])["error_code"] != 0:
+        assert time.monotonic() < deadline, "the group coordinator never came back"
+        time.sleep(0.1)
+    return deadline
+
+
 def fetch_until_acquired(c: WireClient, topic_id: uuid.UUID, member: str) -> dict[int, list[tuple[int, int, int]]]:
     """Open a share session and fetch until something is acquired (the share-partition waits while
     its stored state loads)."""
@@ -62,15 +93,7 @@ def fetch_until_acquired(c: WireClient, topic_id: uuid.UUID, member: str) -> dic
 def test_share_state_survives_kill_9(broker_factory) -> None:
     broker = broker_factory(OVERRIDES)
     with WireClient(broker.host, broker.port) as c:
-        topic_id = create_topic(c, "sq", 1)
-        wait_for_coordinator(c)
-        assert heartbeat(c, subscribed_topic_names=["sq"])["error_code"] == 0
-        # The first fetches initialize the share-partition at the high watermark (0), once its
-        # state partition of __share_group_state is created and loaded.
-        deadline = time.monotonic() + 30
-        while start_offset(c) != 0:
-            assert time.monotonic() < deadline, "the share-partition was never initialized"
-            share_fetch(c, max_wait_ms=200, topics=fetch_topics(topic_id, [0]))
+        topic_id = share_partition_started(c)
         for _ in range(3):
             produce(c, "sq", 0, 10)  # batches 0-9, 10-19, 20-29
         # A new session that takes one batch at a time.
@@ -85,10 +108,7 @@ def test_share_state_survives_kill_9(broker_factory) -> None:
         broker.kill()
     broker = broker_factory(OVERRIDES, data_dir=broker.data_dir)
     with WireClient(broker.host, broker.port) as c:
-        deadline = time.monotonic() + 30
-        while heartbeat(c, member_id="m2", subscribed_topic_names=["sq"])["error_code"] != 0:
-            assert time.monotonic() < deadline, "the group coordinator never came back"
-            time.sleep(0.1)
+        rejoined(c)
         # Before any fetch the share-partition is not in memory: the answer is the share
         # coordinator's (Kafka's only way): start offset 0 and 0-9 complete, written with it, so the
         # lag is 30 - 0 - 10 (KIP-1226's delivery-complete count).
@@ -131,16 +151,8 @@ def test_share_state_survives_kill_9(broker_factory) -> None:
 def test_deleted_share_group_offsets_stay_deleted_after_kill_9(broker_factory) -> None:
     broker = broker_factory(OVERRIDES)
     with WireClient(broker.host, broker.port) as c:
-        topic_id = create_topic(c, "sq", 1)
-        wait_for_coordinator(c)
-        assert heartbeat(c, subscribed_topic_names=["sq"])["error_code"] == 0
-        deadline = time.monotonic() + 30
-        while start_offset(c) != 0:
-            assert time.monotonic() < deadline, "the share-partition was never initialized"
-            share_fetch(c, max_wait_ms=200, topics=fetch_topics(topic_id, [0]))
-        produce(c, "sq", 0, 10)
-        r = share_fetch(c, share_session_epoch=1, topics=fetch_topics(topic_id, [0], {}))
-        assert acquired(r) == {0: [(0, 9, 1)]}
+        topic_id = share_partition_started(c)
+        ten_records_acquired(c, topic_id)
         r = share_fetch(c, share_session_epoch=2, topics=fetch_topics(topic_id, [0], {0: [(0, 4, [ACCEPT])]}))
         assert start_offset(c) == 0  # written with the SPSO before the acceptance
         # The member leaves (5-9 go back); the empty group's offsets are deleted (Kafka writes a
@@ -152,10 +164,7 @@ def test_deleted_share_group_offsets_stay_deleted_after_kill_9(broker_factory) -
         broker.kill()
     broker = broker_factory(OVERRIDES, data_dir=broker.data_dir)
     with WireClient(broker.host, broker.port) as c:
-        deadline = time.monotonic() + 30
-        while heartbeat(c, member_id="m2", subscribed_topic_names=["sq"])["error_code"] != 0:
-            assert time.monotonic() < deadline, "the group coordinator never came back"
-            time.sleep(0.1)
+        deadline = rejoined(c)
         # No state: the share-partition starts again at share.auto.offset.reset (latest: 10).
         while start_offset(c) == -1:
             assert time.monotonic() < deadline, "the share-partition was never initialized"
@@ -176,16 +185,8 @@ def test_a_newer_leader_epoch_fences_the_leader_here(broker_factory) -> None:
     set the state's leader epoch back to this leader's, and the read ignored the epoch."""
     broker = broker_factory(OVERRIDES)
     with WireClient(broker.host, broker.port) as c:
-        topic_id = create_topic(c, "sq", 1)
-        wait_for_coordinator(c)
-        assert heartbeat(c, subscribed_topic_names=["sq"])["error_code"] == 0
-        deadline = time.monotonic() + 30
-        while start_offset(c) != 0:
-            assert time.monotonic() < deadline, "the share-partition was never initialized"
-            share_fetch(c, max_wait_ms=200, topics=fetch_topics(topic_id, [0]))
-        produce(c, "sq", 0, 10)
-        r = share_fetch(c, share_session_epoch=1, topics=fetch_topics(topic_id, [0], {}))
-        assert acquired(r) == {0: [(0, 9, 1)]}
+        topic_id = share_partition_started(c)
+        ten_records_acquired(c, topic_id)
 
         def state() -> dict:  # type: ignore[type-arg]
             r = c.request(84, 0, {"group_id": "sg", "topics": [
@@ -205,10 +206,7 @@ def test_a_newer_leader_epoch_fences_the_leader_here(broker_factory) -> None:
         broker.kill()
     broker = broker_factory(OVERRIDES, data_dir=broker.data_dir)
     with WireClient(broker.host, broker.port) as c:
-        deadline = time.monotonic() + 30
-        while heartbeat(c, member_id="m2", subscribed_topic_names=["sq"])["error_code"] != 0:
-            assert time.monotonic() < deadline, "the group coordinator never came back"
-            time.sleep(0.1)
+        deadline = rejoined(c)
         # The restarted leader reads the state again: fenced.
         seen = []
         while True:

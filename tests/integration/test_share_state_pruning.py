@@ -27,8 +27,12 @@ from tests.integration.test_share_fetch_wire import (
     produce,
     share_fetch,
 )
-from tests.integration.test_share_groups_wire import heartbeat, wait_for_coordinator
-from tests.integration.test_share_state_durable import fetch_until_acquired, start_offset
+from tests.integration.test_share_state_durable import (
+    fetch_until_acquired,
+    rejoined,
+    share_partition_started,
+    start_offset,
+)
 from tests.support.java_tools import run_tool
 from tests.support.wire import WireClient, create_topic
 
@@ -68,13 +72,7 @@ def state_records(data_dir) -> list[tuple[int, str]]:
 def test_updates_snapshots_prune_and_replay_after_kill_9(broker_factory) -> None:
     broker = broker_factory(OVERRIDES)
     with WireClient(broker.host, broker.port) as c:
-        topic_id = create_topic(c, "sq", 1)
-        wait_for_coordinator(c)
-        assert heartbeat(c, subscribed_topic_names=["sq"])["error_code"] == 0
-        deadline = time.monotonic() + 30
-        while start_offset(c) != 0:
-            assert time.monotonic() < deadline, "the share-partition was never initialized"
-            share_fetch(c, max_wait_ms=200, topics=fetch_topics(topic_id, [0]))
+        topic_id = share_partition_started(c)
         for _ in range(20):
             produce(c, "sq", 0, 1)  # 20 one-record batches, 0-19
         r = share_fetch(c, member_id="m", topics=fetch_topics(topic_id, [0]))
@@ -118,10 +116,7 @@ def test_updates_snapshots_prune_and_replay_after_kill_9(broker_factory) -> None
 
     broker = broker_factory(OVERRIDES, data_dir=broker.data_dir)
     with WireClient(broker.host, broker.port) as c:
-        deadline = time.monotonic() + 30
-        while heartbeat(c, member_id="m2", subscribed_topic_names=["sq"])["error_code"] != 0:
-            assert time.monotonic() < deadline, "the group coordinator never came back"
-            time.sleep(0.1)
+        rejoined(c)
         assert earliest(c) == last_snapshot  # the restart loaded the pruned log
         produce(c, "sq", 0, 3)  # 20-22
         # 0-15 never again; 16-19 with their delivery count kept (1, so now 2); 20-22 once.
