@@ -176,9 +176,13 @@ class OffsetManager:
 
     async def delete_offsets(self, group_id: str,
                              partitions: list[tuple[str, int]]) -> tuple[ErrorCode, list[ErrorCode]]:
-        """OffsetDelete (KIP-496): only offsets of topics the group does not consume."""
+        """OffsetDelete (KIP-496): only offsets of topics the group does not consume. An empty
+        group id is INVALID_GROUP_ID once the coordinator is active (Kafka's
+        GroupCoordinatorService.deleteOffsets checks it before looking the group up)."""
         errors: list[ErrorCode] = []
         try:
+            if self.ctx.runtime.active and not group_id:
+                return ErrorCode.INVALID_GROUP_ID, []
             partition = self.ctx.check_coordinator(group_id)
             await self.ctx.runtime.write(partition, lambda shard: self._delete_op(group_id, partitions, errors))
         except CoordinatorWriteError as exc:

@@ -484,7 +484,11 @@ class TransactionCoordinator:
                              partitions: dict[str, list[int]], client_transaction_version: int = 0) -> ErrorCode:
         """AddPartitionsToTxn: ``client_transaction_version`` is 2 when a partition leader adds them
         for a transactions-v2 producer (AddPartitionsToTxn v4+ not verify_only), 0 for a client's
-        AddPartitionsToTxn v0-3 and AddOffsetsToTxn, as Kafka's KafkaApis passes it."""
+        AddPartitionsToTxn v0-3 and AddOffsetsToTxn, as Kafka's KafkaApis passes it. An empty
+        transactional id is INVALID_REQUEST before anything else (Kafka's
+        handleAddPartitionsToTransaction)."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
         return await self._write_for_code(transactional_id, functools.partial(
             self._add_op, transactional_id, producer_id, producer_epoch, partitions, client_transaction_version))
 
@@ -520,7 +524,10 @@ class TransactionCoordinator:
 
     async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
                               commit: bool, client_transaction_version: int = 0) -> EndResult:
-        """EndTxn; ``client_transaction_version`` 2 for EndTxn v5 (transactions v2), else 0."""
+        """EndTxn; ``client_transaction_version`` 2 for EndTxn v5 (transactions v2), else 0. An
+        empty transactional id is INVALID_REQUEST before anything else (Kafka's handleEndTransaction)."""
+        if not transactional_id:
+            return EndResult(ErrorCode.INVALID_REQUEST)
         try:
             partition = self._partition(transactional_id)
             new_pid = -1

@@ -33,15 +33,8 @@ BODIES: dict[int, dict[str, Any]] = {
 
 # api key -> why Odradek answers the minimal request otherwise than Kafka 4.4 (found by this sweep).
 DIFFERENCES = {
-    14: "SyncGroup v5 with an empty group id and no protocol: Kafka 4.4 answers INCONSISTENT_GROUP_PROTOCOL "
-        "(23), Odradek INVALID_GROUP_ID (24)",
     24: "AddPartitionsToTxn v4-5 (the broker-to-broker batch form) with no transactions: Kafka 4.4 never "
         "answers, Odradek answers CLUSTER_AUTHORIZATION_FAILED (31)",
-    25: "AddOffsetsToTxn with an empty transactional id: Kafka 4.4 answers INVALID_REQUEST (42), Odradek "
-        "NOT_COORDINATOR (16)",
-    26: "EndTxn with an empty transactional id: Kafka 4.4 answers INVALID_REQUEST (42), Odradek NOT_COORDINATOR (16)",
-    47: "OffsetDelete with an empty group id: Kafka 4.4 answers INVALID_GROUP_ID (24), Odradek "
-        "GROUP_ID_NOT_FOUND (69)",
 }
 
 

@@ -5,8 +5,8 @@ Versions 0-5.
 - v2: same as v1.
 - v3: group_instance_id (KIP-345).
 - v4: flexible.
-- v5: protocol_type and protocol_name in request (checked: INCONSISTENT_GROUP_PROTOCOL) and
-  response (KIP-559).
+- v5: protocol_type and protocol_name in request (checked: INCONSISTENT_GROUP_PROTOCOL, null
+  ones before authorization, as KafkaApis) and response (KIP-559).
 
 A member's SyncGroup in CompletingRebalance waits until the leader's assignment is stored.
 """
@@ -40,9 +40,13 @@ class Services:
 
 
 async def handle(services: Services, request: ApiRequest[SyncGroupRequest]) -> SyncGroupResponse:
-    if not services.authz.allowed(request, authz.READ, authz.GROUP, request.body["group_id"]):
-        raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     body = request.body
+    if request.api_version >= 5 and (body["protocol_type"] is None or body["protocol_name"] is None):
+        # Mandatory from v5 (Kafka's SyncGroupRequest.areMandatoryProtocolTypeAndNamePresent,
+        # which KafkaApis checks first, before authorization).
+        return error_response(request, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+    if not services.authz.allowed(request, authz.READ, authz.GROUP, body["group_id"]):
+        raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coordinator = coordinator_of(services.group_coordinator)
     if coordinator is None:
         return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
