@@ -23,8 +23,6 @@ reads it), Odradek alone: tests/integration/test_client_telemetry_wire.py.
 from __future__ import annotations
 
 import gzip
-import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -35,11 +33,11 @@ import pytest
 
 from odradek.broker.launcher.cluster_launcher import free_port
 from tests.support.broker_process import BrokerProcess
-from tests.support.real_kafka import TARGETS, require_toolchain
+from tests.support.config_requests import alter_configs, describe_configs
+from tests.support.real_kafka import TARGETS, fresh_kafka_and_odradek
 from tests.support.wire import WireClient
-from tools.kafka_dist import KafkaServer
 
-API_VERSIONS, DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 18, 32, 33, 44
+API_VERSIONS, ALTER_CONFIGS = 18, 33
 GET_SUBSCRIPTIONS, PUSH, LIST_CONFIG_RESOURCES = 71, 72, 74
 CM = 16
 SET, DELETE, APPEND = 0, 1, 2
@@ -49,22 +47,10 @@ MAX_BYTES = "2000"
 
 @pytest.fixture(scope="module")
 def targets() -> Iterator[dict[str, tuple[str, int]]]:
-    require_toolchain()
-    kafka_dir = Path(tempfile.mkdtemp(prefix="odradek-telemetry-kafka-"))
-    odradek_dir = Path(tempfile.mkdtemp(prefix="odradek-telemetry-"))
-    kafka = KafkaServer(kafka_dir, heap="512m", overrides={"telemetry.max.bytes": MAX_BYTES})
-    odradek = BrokerProcess(odradek_dir, overrides={"telemetry.max.bytes": MAX_BYTES,
-                                                    "odradek.metrics.port": str(free_port("127.0.0.1")),
-                                                    "odradek.metrics.host": "127.0.0.1"})
-    try:
-        kafka.start()
-        odradek.start()
-        yield {"kafka": (kafka.host, kafka.port), "odradek": (odradek.host, odradek.port)}
-    finally:
-        odradek.kill()
-        kafka.kill()
-        shutil.rmtree(kafka_dir, ignore_errors=True)
-        shutil.rmtree(odradek_dir, ignore_errors=True)
+    with fresh_kafka_and_odradek("odradek-telemetry", {"telemetry.max.bytes": MAX_BYTES},
+                                 {"telemetry.max.bytes": MAX_BYTES, "odradek.metrics.host": "127.0.0.1",
+                                  "odradek.metrics.port": str(free_port("127.0.0.1"))}) as both:
+        yield both
 
 
 def same_on_both(targets: dict[str, tuple[str, int]], scenario: Any) -> Any:
@@ -74,16 +60,11 @@ def same_on_both(targets: dict[str, tuple[str, int]], scenario: Any) -> Any:
 
 
 def alter(c: WireClient, name: str, ops: list[tuple[str, int, str | None]], validate_only: bool = False) -> tuple:
-    r = c.request(INCREMENTAL_ALTER_CONFIGS, 1, {"validate_only": validate_only, "resources": [
-        {"resource_type": CM, "resource_name": name,
-         "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in ops]}]})["responses"][0]
-    return r["error_code"], r["error_message"]
+    return alter_configs(c, CM, name, ops, validate_only)
 
 
 def describe(c: WireClient, name: str, version: int = 4, keys: list[str] | None = None) -> dict:
-    return c.request(DESCRIBE_CONFIGS, version, {"resources": [{"resource_type": CM, "resource_name": name,
-                                                                "configuration_keys": keys}],
-                                                 "include_synonyms": True, "include_documentation": True})
+    return describe_configs(c, CM, name, version, keys)
 
 
 def test_subscriptions_are_validated_stored_described_and_listed_as_by_kafka(targets) -> None:

@@ -16,23 +16,19 @@ Compared, in order:
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.broker_process import BrokerProcess
-from tests.support.real_kafka import TARGETS, require_toolchain
+from tests.support.config_requests import alter_configs, describe_configs
+from tests.support.real_kafka import TARGETS, fresh_kafka_and_odradek
 from tests.support.wire import WireClient
-from tools.kafka_dist import KafkaServer
 
-DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, LIST_CONFIG_RESOURCES = 32, 33, 44, 74
+ALTER_CONFIGS, LIST_CONFIG_RESOURCES = 33, 74
 GROUP = 32
 SET, DELETE, APPEND = 0, 1, 2
 LOCK = "share.record.lock.duration.ms"
@@ -40,20 +36,8 @@ LOCK = "share.record.lock.duration.ms"
 
 @pytest.fixture(scope="module")
 def targets() -> Iterator[dict[str, tuple[str, int]]]:
-    require_toolchain()
-    kafka_dir = Path(tempfile.mkdtemp(prefix="odradek-groupcfg-kafka-"))
-    odradek_dir = Path(tempfile.mkdtemp(prefix="odradek-groupcfg-"))
-    kafka = KafkaServer(kafka_dir, heap="512m")
-    odradek = BrokerProcess(odradek_dir)
-    try:
-        kafka.start()
-        odradek.start()
-        yield {"kafka": (kafka.host, kafka.port), "odradek": (odradek.host, odradek.port)}
-    finally:
-        odradek.kill()
-        kafka.kill()
-        shutil.rmtree(kafka_dir, ignore_errors=True)
-        shutil.rmtree(odradek_dir, ignore_errors=True)
+    with fresh_kafka_and_odradek("odradek-groupcfg") as both:
+        yield both
 
 
 def same_on_both(targets: dict[str, tuple[str, int]], scenario: Any) -> Any:
@@ -65,16 +49,11 @@ def same_on_both(targets: dict[str, tuple[str, int]], scenario: Any) -> Any:
 
 
 def alter(c: WireClient, name: str, ops: list[tuple[str, int, str | None]], validate_only: bool = False) -> tuple:
-    r = c.request(INCREMENTAL_ALTER_CONFIGS, 1, {"validate_only": validate_only, "resources": [
-        {"resource_type": GROUP, "resource_name": name,
-         "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in ops]}]})["responses"][0]
-    return r["error_code"], r["error_message"]
+    return alter_configs(c, GROUP, name, ops, validate_only)
 
 
 def describe(c: WireClient, name: str, version: int = 4, keys: list[str] | None = None) -> dict:
-    return c.request(DESCRIBE_CONFIGS, version, {"resources": [{"resource_type": GROUP, "resource_name": name,
-                                                                "configuration_keys": keys}],
-                                                 "include_synonyms": True, "include_documentation": True})
+    return describe_configs(c, GROUP, name, version, keys)
 
 
 def overrides(c: WireClient, name: str) -> list[tuple[str, str]]:

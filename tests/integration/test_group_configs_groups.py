@@ -19,14 +19,19 @@ from typing import Any
 
 import pytest
 
+from tests.support.config_requests import set_group_configs
 from tests.support.real_kafka import TARGETS, Target, create_topic, kafka_and_odradek, unique
-from tests.support.streams_wire import StreamsMember, converge, describe, word_count_topology
+from tests.support.streams_wire import (
+    StreamsMember,
+    converge,
+    ready_coordinator,
+    word_count_app,
+)
 from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.timeout(180)
 
 ASSIGNMENT_DELAYED = 5  # Kafka's StreamsGroupHeartbeatResponse.Status
-GROUP_ID_NOT_FOUND = 69
 RETRIABLE = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 
 
@@ -34,13 +39,6 @@ RETRIABLE = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILA
 def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Target]]:
     with kafka_and_odradek(tmp_path_factory) as both:
         yield both
-
-
-def set_group_configs(c: WireClient, group: str, configs: dict[str, str]) -> None:
-    r = c.request(44, 1, {"validate_only": False, "resources": [{
-        "resource_type": 32, "resource_name": group,
-        "configs": [{"name": k, "config_operation": 0, "value": v} for k, v in configs.items()]}]})
-    assert (r["responses"][0]["error_code"], r["responses"][0]["error_message"]) == (0, None)
 
 
 def find_coordinator(c: WireClient, group: str) -> None:
@@ -92,17 +90,11 @@ def test_consumer_and_share_groups_get_their_heartbeat_interval(targets, name: s
 def test_streams_group_interval_delay_and_standby_replicas(targets, name: str) -> None:
     target = targets[name]
     app = unique("gs")
-    source = f"{app}-words"
-    create_topic(target, source, 2)
-    topology = word_count_topology(app, source)
+    source, topology = word_count_app(target, app, 2)
     with WireClient(target.host, target.port) as c:
         set_group_configs(c, app, {"streams.heartbeat.interval.ms": "6000", "streams.initial.rebalance.delay.ms": "0",
                                    "streams.num.standby.replicas": "1"})
-        find_coordinator(c, app)
-        deadline = time.monotonic() + 30
-        while describe(c, app)["error_code"] != GROUP_ID_NOT_FOUND:  # the coordinator has loaded
-            assert time.monotonic() < deadline, "the group coordinator never loaded"
-            time.sleep(0.2)
+        ready_coordinator(c, app)
         a = StreamsMember(c, app, topology)
         first = a.join()
         assert first["heartbeat_interval_ms"] == 6000

@@ -11,52 +11,26 @@ a group without the config; neither heartbeats again. After 6 s the first group 
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.support.broker_process import BrokerProcess
-from tests.support.real_kafka import TARGETS, require_toolchain, unique
+from tests.integration.test_group_configs_groups import until_served
+from tests.support.real_kafka import TARGETS, fresh_kafka_and_odradek, unique
 from tests.support.wire import WireClient, create_topic
-from tools.kafka_dist import KafkaServer
 
 pytestmark = pytest.mark.timeout(240)
 
 LOWERED = {"group.consumer.min.session.timeout.ms": "1000", "group.consumer.min.heartbeat.interval.ms": "500",
            "group.share.min.session.timeout.ms": "1000", "group.share.min.heartbeat.interval.ms": "500"}
-RETRIABLE = {14, 15, 16}
 
 
 @pytest.fixture(scope="module")
 def targets() -> Iterator[dict[str, tuple[str, int]]]:
-    require_toolchain()
-    kafka_dir = Path(tempfile.mkdtemp(prefix="odradek-groupsession-kafka-"))
-    odradek_dir = Path(tempfile.mkdtemp(prefix="odradek-groupsession-"))
-    kafka = KafkaServer(kafka_dir, heap="512m", overrides=LOWERED)
-    odradek = BrokerProcess(odradek_dir, overrides={**LOWERED, "group.initial.rebalance.delay.ms": "0"})
-    try:
-        kafka.start()
-        odradek.start()
-        yield {"kafka": (kafka.host, kafka.port), "odradek": (odradek.host, odradek.port)}
-    finally:
-        odradek.kill()
-        kafka.kill()
-        shutil.rmtree(kafka_dir, ignore_errors=True)
-        shutil.rmtree(odradek_dir, ignore_errors=True)
-
-
-def served(c: WireClient, send: Any) -> dict[str, Any]:
-    deadline = time.monotonic() + 30
-    while True:
-        r = send()
-        if r["error_code"] not in RETRIABLE or time.monotonic() > deadline:
-            return r
-        time.sleep(0.2)
+    with fresh_kafka_and_odradek("odradek-groupsession", LOWERED,
+                                 {**LOWERED, "group.initial.rebalance.delay.ms": "0"}) as both:
+        yield both
 
 
 def members(c: WireClient, api: int, group: str) -> list[str]:
@@ -82,13 +56,13 @@ def test_the_groups_session_timeout_removes_a_silent_member(targets, name: str) 
                 assert time.monotonic() < deadline
                 time.sleep(0.2)
         for group in (short_consumer, plain_consumer):
-            r = served(c, lambda group=group: c.request(68, 1, {
+            r = until_served(lambda group=group: c.request(68, 1, {
                 "group_id": group, "member_id": unique("m"), "member_epoch": 0, "instance_id": None, "rack_id": None,
                 "rebalance_timeout_ms": 30000, "subscribed_topic_names": [topic], "subscribed_topic_regex": None,
                 "server_assignor": None, "topic_partitions": []}))
             assert r["error_code"] == 0, r
         for group in (short_share, plain_share):
-            r = served(c, lambda group=group: c.request(76, 1, {
+            r = until_served(lambda group=group: c.request(76, 1, {
                 "group_id": group, "member_id": unique("m"), "member_epoch": 0, "rack_id": None,
                 "subscribed_topic_names": [topic]}))
             assert r["error_code"] == 0, r

@@ -19,13 +19,12 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.java_tools import run_tool
-from tests.support.real_kafka import Target, create_topic, kafka_and_odradek
+from tests.support.real_kafka import Target, comparison_fixtures, create_topic
 from tests.support.streams_wire import describe
 from tests.support.wire import WireClient
 from tools.kafka_dist import JARS, REPO, classpath, java_command
@@ -37,18 +36,8 @@ PER_KEY = 60  # input records per key and phase
 PARTITIONS = 4
 
 
-@pytest.fixture(scope="module")
-def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Target]]:
-    with kafka_and_odradek(tmp_path_factory) as t:
-        yield t
-
-
-@pytest.fixture(params=["kafka", "odradek"])
-def target(request: pytest.FixtureRequest, targets: dict[str, Target]) -> Target:
-    t = targets[request.param]
-    t.require("StreamsGroupHeartbeat", "StreamsGroupDescribe", "FindCoordinator", "OffsetCommit", "OffsetFetch",
-              "InitProducerId", "TxnOffsetCommit", "EndTxn")
-    return t
+targets, target = comparison_fixtures("StreamsGroupHeartbeat", "StreamsGroupDescribe", "FindCoordinator",
+                                      "OffsetCommit", "OffsetFetch", "InitProducerId", "TxnOffsetCommit", "EndTxn")
 
 
 # The application's source, run with Java's single-file launcher on the driver's dependencies: the

@@ -19,15 +19,24 @@ from typing import Any
 
 import pytest
 
+from tests.support.config_requests import set_group_configs
 from tests.support.real_kafka import TARGETS, Target, create_topic, kafka_and_odradek, unique
-from tests.support.streams_wire import StreamsMember, converge, describe, heartbeat, rows, word_count_topology
+from tests.support.streams_wire import (
+    StreamsMember,
+    converge,
+    describe,
+    heartbeat,
+    ready_coordinator,
+    rows,
+    word_count_app,
+    word_count_topology,
+)
 from tests.support.wire import WireClient
 from tests.support.wire import create_topic as wire_create_topic
 
 pytestmark = pytest.mark.timeout(180)
 
 MISSING_CLIENT_TAGS = 6
-GROUP_ID_NOT_FOUND = 69
 
 
 def missing(keys: str) -> tuple[int, str]:
@@ -55,22 +64,6 @@ def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Targ
         yield both
 
 
-def set_group_configs(c: WireClient, group: str, configs: dict[str, str]) -> None:
-    r = c.request(44, 1, {"validate_only": False, "resources": [{
-        "resource_type": 32, "resource_name": group,
-        "configs": [{"name": k, "config_operation": 0, "value": v} for k, v in configs.items()]}]})
-    assert (r["responses"][0]["error_code"], r["responses"][0]["error_message"]) == (0, None)
-
-
-def ready_coordinator(c: WireClient, group: str) -> None:
-    """FindCoordinator until it answers, then describe until the coordinator has loaded."""
-    deadline = time.monotonic() + 30
-    while c.request(10, 1, {"key": group, "key_type": 0})["error_code"] != 0 or \
-            describe(c, group)["error_code"] != GROUP_ID_NOT_FOUND:
-        assert time.monotonic() < deadline, "the group coordinator never became available"
-        time.sleep(0.2)
-
-
 def stateful_topology(app: str, source: str) -> dict[str, Any]:
     """One subtopology reading ``source`` with a store (its changelog): every task is stateful."""
     return {"epoch": 0, "subtopologies": [
@@ -96,9 +89,7 @@ class TaggedMember(StreamsMember):
 def test_missing_client_tags_status_appears_and_clears_as_kafkas(targets, name: str) -> None:
     target = targets[name]
     app, plain = unique("ct"), unique("ct")
-    source = f"{app}-words"
-    create_topic(target, source, 2)
-    topology = word_count_topology(app, source)
+    source, topology = word_count_app(target, app, 2)
     with WireClient(target.host, target.port) as c:
         set_group_configs(c, app, {"streams.initial.rebalance.delay.ms": "0",
                                    "streams.rack.aware.assignment.tags": "zone, cluster"})

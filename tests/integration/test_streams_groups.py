@@ -11,19 +11,20 @@ count the topology implies (the input's 4) and the configs the topology names.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from odradek.protocol.errors import ErrorCode
-from tests.support.real_kafka import Target, create_topic, kafka_and_odradek
+from tests.support.real_kafka import Target, comparison_fixtures
 from tests.support.streams_wire import (
     StreamsMember,
     converge,
     describe,
     heartbeat,
+    ready_coordinator,
     tasks_of,
     topology_description_update,
+    word_count_app,
     word_count_description,
     word_count_topology,
 )
@@ -37,27 +38,7 @@ ALL = {"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}}
 NO_TASKS: dict = {"active_tasks": [], "standby_tasks": [], "warmup_tasks": []}
 
 
-@pytest.fixture(scope="module")
-def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Target]]:
-    with kafka_and_odradek(tmp_path_factory) as t:
-        yield t
-
-
-@pytest.fixture(params=["kafka", "odradek"])
-def target(request: pytest.FixtureRequest, targets: dict[str, Target]) -> Target:
-    t = targets[request.param]
-    t.require("StreamsGroupHeartbeat", "StreamsGroupDescribe")
-    return t
-
-
-def wait_for_coordinator(c: WireClient, group: str) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if c.request(10, 1, {"key": group, "key_type": 0})["error_code"] == 0 and \
-                describe(c, group)["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:
-            return
-        time.sleep(0.2)
-    raise AssertionError("the group coordinator never became available")
+targets, target = comparison_fixtures("StreamsGroupHeartbeat", "StreamsGroupDescribe")
 
 
 def topic_partitions(c: WireClient, topic: str) -> int | None:
@@ -77,11 +58,9 @@ def topic_config(c: WireClient, topic: str, key: str) -> str | None:
 
 def test_word_count_group_creates_its_topics_and_rebalances(target: Target) -> None:
     app = "wordcount"  # fixed: Kafka lists the missing topics in its HashMap's order, which the names decide
-    source = f"{app}-words"
-    create_topic(target, source, 4)
-    topology = word_count_topology(app, source)
+    source, topology = word_count_app(target, app, 4)
     with WireClient(target.host, target.port) as c:
-        wait_for_coordinator(c, app)
+        ready_coordinator(c, app)
         a = StreamsMember(c, app, topology)
         r = a.join()
         # The first member: the broker answers the intervals, the initial rebalance delay and the
@@ -137,11 +116,9 @@ def test_word_count_group_creates_its_topics_and_rebalances(target: Target) -> N
 
 def test_bad_heartbeats_answer_kafkas_errors_and_change_nothing(target: Target) -> None:
     app = "badbeats"
-    source = f"{app}-words"
-    create_topic(target, source, 2)
-    topology = word_count_topology(app, source)
+    source, topology = word_count_app(target, app, 2)
     with WireClient(target.host, target.port) as c:
-        wait_for_coordinator(c, app)
+        ready_coordinator(c, app)
         a = StreamsMember(c, app, topology, version=0)
         a.join()
         converge([a], 4)
@@ -218,7 +195,7 @@ def test_bad_heartbeats_answer_kafkas_errors_and_change_nothing(target: Target) 
         assert a.active == {"0": {0, 1}, "1": {0, 1}}
         # A topology whose source topic does not exist: the group is not ready and says why.
         app2 = f"{app}-missing"
-        wait_for_coordinator(c, app2)
+        ready_coordinator(c, app2)
         m = StreamsMember(c, app2, word_count_topology(app2, f"{app2}-nowhere"))
         r = m.join()
         assert (MISSING_SOURCE_TOPICS, f"Source topics {app2}-nowhere are missing.") in \
@@ -234,11 +211,9 @@ def test_a_static_member_leaves_and_its_instance_id_takes_its_tasks_back(target:
     """KIP-1071's static membership (Kafka 4.4): epoch -2 keeps the member and its tasks; a new member
     id joining with the instance id replaces it and gets its tasks at once; the old id is fenced."""
     app = "staticapp"
-    source = f"{app}-words"
-    create_topic(target, source, 2)
-    topology = word_count_topology(app, source)
+    source, topology = word_count_app(target, app, 2)
     with WireClient(target.host, target.port) as c:
-        wait_for_coordinator(c, app)
+        ready_coordinator(c, app)
         first = StreamsMember(c, app, topology, instance_id="instance-1")
         first.join()
         converge([first], 4)
@@ -283,7 +258,7 @@ def test_group_survives_a_broker_restart(broker_factory, tmp_path) -> None:
     broker = broker_factory(FAST, tmp_path / "b")
     with WireClient(broker.host, broker.port) as c:
         wire_create_topic(c, "words", 4)
-        wait_for_coordinator(c, "app")
+        ready_coordinator(c, "app")
         topology = word_count_topology("app", "words")
         a, b = StreamsMember(c, "app", topology), StreamsMember(c, "app", topology)
         a.join()
@@ -322,7 +297,7 @@ def test_standby_replicas_go_to_the_other_process(broker_factory) -> None:
     broker = broker_factory({**FAST, "group.streams.num.standby.replicas": "1"})
     with WireClient(broker.host, broker.port) as c:
         wire_create_topic(c, "words", 4)
-        wait_for_coordinator(c, "app")
+        ready_coordinator(c, "app")
         topology = word_count_topology("app", "words")
         a, b = StreamsMember(c, "app", topology), StreamsMember(c, "app", topology)
         a.join()
@@ -341,7 +316,7 @@ def test_streams_version_zero_turns_the_protocol_off(broker_factory) -> None:
     broker = broker_factory(FAST)
     with WireClient(broker.host, broker.port) as c:
         wire_create_topic(c, "words", 2)
-        wait_for_coordinator(c, "app")
+        ready_coordinator(c, "app")
 
         def set_level(level: int) -> None:
             r = c.request(57, 1, {"timeout_ms": 30000, "feature_updates": [

@@ -9,41 +9,30 @@ runs of spaces by one, and its exit code must be the same on both.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Producer
 
+from tests.support.config_requests import set_group_configs
 from tests.support.java_tools import run_tool
 from tests.support.real_kafka import TARGETS, Target, create_topic, kafka_and_odradek, unique
-from tests.support.streams_wire import StreamsMember, converge, describe, word_count_topology
+from tests.support.streams_wire import (
+    StreamsMember,
+    converge,
+    describe,
+    ready_coordinator,
+    word_count_topology,
+)
 from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.timeout(300)
-
-GROUP_ID_NOT_FOUND = 69
 
 
 @pytest.fixture(scope="module")
 def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Target]]:
     with kafka_and_odradek(tmp_path_factory) as both:
         yield both
-
-
-def ready_coordinator(c: WireClient, group: str) -> None:
-    deadline = time.monotonic() + 30
-    while c.request(10, 1, {"key": group, "key_type": 0})["error_code"] != 0 or \
-            describe(c, group)["error_code"] != GROUP_ID_NOT_FOUND:
-        assert time.monotonic() < deadline, "the group coordinator never became available"
-        time.sleep(0.2)
-
-
-def set_group_configs(c: WireClient, group: str, configs: dict[str, str]) -> None:
-    r = c.request(44, 1, {"validate_only": False, "resources": [{
-        "resource_type": 32, "resource_name": group,
-        "configs": [{"name": k, "config_operation": 0, "value": v} for k, v in configs.items()]}]})
-    assert (r["responses"][0]["error_code"], r["responses"][0]["error_message"]) == (0, None)
 
 
 def topic_exists(c: WireClient, topic: str) -> bool:

@@ -13,13 +13,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.real_kafka import TARGETS, Target, create_topic, kafka_and_odradek, unique
-from tests.support.streams_wire import StreamsMember, converge, describe, word_count_topology
+from tests.support.config_requests import set_group_configs
+from tests.support.real_kafka import TARGETS, Target, kafka_and_odradek, unique
+from tests.support.streams_wire import (
+    StreamsMember,
+    converge,
+    describe,
+    ready_coordinator,
+    word_count_app,
+)
 from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.timeout(300)
 
-GROUP_ID_NOT_FOUND = 69
 SESSION_TIMEOUT_S = 45  # group.streams.session.timeout.ms's default on both brokers
 
 
@@ -27,21 +33,6 @@ SESSION_TIMEOUT_S = 45  # group.streams.session.timeout.ms's default on both bro
 def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Target]]:
     with kafka_and_odradek(tmp_path_factory) as both:
         yield both
-
-
-def ready_coordinator(c: WireClient, group: str) -> None:
-    deadline = time.monotonic() + 30
-    while c.request(10, 1, {"key": group, "key_type": 0})["error_code"] != 0 or \
-            describe(c, group)["error_code"] != GROUP_ID_NOT_FOUND:
-        assert time.monotonic() < deadline, "the group coordinator never became available"
-        time.sleep(0.2)
-
-
-def set_group_configs(c: WireClient, group: str, configs: dict[str, str]) -> None:
-    r = c.request(44, 1, {"validate_only": False, "resources": [{
-        "resource_type": 32, "resource_name": group,
-        "configs": [{"name": k, "config_operation": 0, "value": v} for k, v in configs.items()]}]})
-    assert (r["responses"][0]["error_code"], r["responses"][0]["error_message"]) == (0, None)
 
 
 def members(c: WireClient, group: str) -> list[tuple[str, int]]:
@@ -52,9 +43,7 @@ def members(c: WireClient, group: str) -> list[tuple[str, int]]:
 def test_a_static_members_temporary_leave_moves_no_task_until_its_session_expires(targets, name: str) -> None:
     target = targets[name]
     app = unique("st")
-    source = f"{app}-words"
-    create_topic(target, source, 2)
-    topology = word_count_topology(app, source)
+    source, topology = word_count_app(target, app, 2)
     with WireClient(target.host, target.port) as c:
         set_group_configs(c, app, {"streams.initial.rebalance.delay.ms": "0"})
         ready_coordinator(c, app)

@@ -12,20 +12,21 @@ num.warmup.replicas 2 and acceptable.recovery.lag 10000.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from odradek.protocol.errors import ErrorCode
 from tests.support.java_tools import run_tool
-from tests.support.real_kafka import Target, create_topic, kafka_and_odradek, unique
+from tests.support.real_kafka import Target, comparison_fixtures, create_topic, unique
 from tests.support.streams_wire import (
     StreamsMember,
     converge,
     describe,
     heartbeat,
+    ready_coordinator,
     rows,
     topology_description_update,
+    word_count_app,
     word_count_description,
     word_count_topology,
 )
@@ -38,27 +39,8 @@ NOT_REQUESTED, NOT_STORED = 0, 1
 ASSIGNMENT_DELAYED = 5
 
 
-@pytest.fixture(scope="module")
-def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Target]]:
-    with kafka_and_odradek(tmp_path_factory) as t:
-        yield t
-
-
-@pytest.fixture(params=["kafka", "odradek"])
-def target(request: pytest.FixtureRequest, targets: dict[str, Target]) -> Target:
-    t = targets[request.param]
-    t.require("StreamsGroupHeartbeat", "StreamsGroupDescribe", "StreamsGroupTopologyDescriptionUpdate")
-    return t
-
-
-def wait_for_coordinator(c: WireClient, group: str) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if c.request(10, 1, {"key": group, "key_type": 0})["error_code"] == 0 and \
-                describe(c, group)["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:
-            return
-        time.sleep(0.2)
-    raise AssertionError("the group coordinator never became available")
+targets, target = comparison_fixtures("StreamsGroupHeartbeat", "StreamsGroupDescribe",
+                                      "StreamsGroupTopologyDescriptionUpdate")
 
 
 def test_no_heartbeat_asks_for_a_description_and_a_push_is_unsupported(target: Target) -> None:
@@ -67,11 +49,9 @@ def test_no_heartbeat_asks_for_a_description_and_a_push_is_unsupported(target: T
     unknown group: the plugin gate comes before any lookup), and describe says NOT_STORED when asked,
     NOT_REQUESTED when not, with no description; the group is unchanged by the pushes."""
     app = unique("tdesc")
-    source = f"{app}-words"
-    create_topic(target, source, 2)
-    topology = word_count_topology(app, source)
+    source, topology = word_count_app(target, app, 2)
     with WireClient(target.host, target.port) as c:
-        wait_for_coordinator(c, app)
+        ready_coordinator(c, app)
         a = StreamsMember(c, app, topology)
         answers = [a.join()]
         deadline = time.monotonic() + 30
@@ -105,11 +85,9 @@ def test_a_second_assignment_within_the_interval_waits_for_it(target: Target) ->
     is told ASSIGNMENT_DELAYED ("... the configured assignment interval.") and gets no task, the group
     stays Assigning; a heartbeat after the interval computes the new target."""
     app = unique("interval")
-    source = f"{app}-words"
-    create_topic(target, source, 4)
-    topology = word_count_topology(app, source)
+    source, topology = word_count_app(target, app, 4)
     with WireClient(target.host, target.port) as c:
-        wait_for_coordinator(c, app)
+        ready_coordinator(c, app)
         a, b, d = (StreamsMember(c, app, topology) for _ in range(3))
         a.join()
         converge([a], 8)
@@ -134,11 +112,9 @@ def test_no_warm_up_task_even_for_a_member_without_state(target: Target) -> None
     has caught up on far beyond acceptable.recovery.lag, is handed that task as active at once, with
     no warm-up task anywhere, in the heartbeat answers and in describe."""
     app = unique("warmup")
-    source = f"{app}-words"
-    create_topic(target, source, 2)
-    topology = word_count_topology(app, source)
+    source, topology = word_count_app(target, app, 2)
     with WireClient(target.host, target.port) as c:
-        wait_for_coordinator(c, app)
+        ready_coordinator(c, app)
         a = StreamsMember(c, app, topology)
         a.join()
         converge([a], 4)
@@ -165,7 +141,7 @@ def test_kafka_streams_groups_tool_finds_no_stored_topology(target: Target) -> N
     source = f"{app}-words"
     create_topic(target, source, 2)
     with WireClient(target.host, target.port) as c:
-        wait_for_coordinator(c, app)
+        ready_coordinator(c, app)
         a = StreamsMember(c, app, word_count_topology(app, source))
         a.join()
         converge([a], 4)

@@ -23,11 +23,11 @@ import atexit
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -164,6 +164,48 @@ def kafka_and_odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
     with open_target("kafka", tmp_path_factory.mktemp("kafka")) as kafka, \
             open_target("odradek", tmp_path_factory.mktemp("odradek")) as odradek:
         yield {"kafka": kafka, "odradek": odradek}
+
+
+def comparison_fixtures(*apis: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The fixtures of a module whose every test runs against both targets: ``targets`` (as
+    ``kafka_and_odradek``, module-scoped) and ``target``, each target in turn, failing on Odradek
+    unless it advertises ``apis``. In the module: ``targets, target = comparison_fixtures("Api", ...)``."""
+
+    @pytest.fixture(scope="module", name="targets")
+    def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Target]]:
+        with kafka_and_odradek(tmp_path_factory) as both:
+            yield both
+
+    @pytest.fixture(params=TARGETS, name="target")
+    def target(request: pytest.FixtureRequest, targets: dict[str, Target]) -> Target:
+        t = targets[request.param]
+        t.require(*apis)
+        return t
+
+    return targets, target
+
+
+@contextmanager
+def fresh_kafka_and_odradek(prefix: str, kafka_overrides: dict[str, str] | None = None,
+                            odradek_overrides: dict[str, str] | None = None
+                            ) -> Iterator[dict[str, tuple[str, int]]]:
+    """A Kafka 4.4 and an Odradek of their own, by name as (host, port), for comparison tests whose
+    broker configs differ from the shared Kafka's: started with the given configs, killed and their
+    directories (``<prefix>-kafka-*``, ``<prefix>-*``) removed after."""
+    require_toolchain()
+    kafka_dir = Path(tempfile.mkdtemp(prefix=f"{prefix}-kafka-"))
+    odradek_dir = Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
+    kafka = KafkaServer(kafka_dir, heap="512m", overrides=kafka_overrides)
+    odradek = BrokerProcess(odradek_dir, overrides=odradek_overrides)
+    try:
+        kafka.start()
+        odradek.start()
+        yield {"kafka": (kafka.host, kafka.port), "odradek": (odradek.host, odradek.port)}
+    finally:
+        odradek.kill()
+        kafka.kill()
+        shutil.rmtree(kafka_dir, ignore_errors=True)
+        shutil.rmtree(odradek_dir, ignore_errors=True)
 
 
 def create_topic(target: Target, topic: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:

@@ -14,9 +14,11 @@ import time
 import uuid
 from typing import Any
 
+from tests.support.real_kafka import Target, create_topic
 from tests.support.wire import WireClient
 
 HEARTBEAT, DESCRIBE, TOPOLOGY_DESCRIPTION_UPDATE = 88, 89, 93
+GROUP_ID_NOT_FOUND = 69
 
 Tasks = dict[str, set[int]]
 
@@ -83,6 +85,24 @@ def describe(c: WireClient, group: str, version: int = 1, include_topology_descr
     body: dict[str, Any] = {"group_ids": [group], "include_authorized_operations": False,
                             "include_topology_description": include_topology_description}
     return c.request(DESCRIBE, version, body)["groups"][0]
+
+
+def word_count_app(target: Target, app: str, partitions: int) -> tuple[str, dict[str, Any]]:
+    """A word count's input topic, ``<app>-words`` with ``partitions``, created on ``target``; returns
+    its name and the topology the app's members send."""
+    source = f"{app}-words"
+    create_topic(target, source, partitions)
+    return source, word_count_topology(app, source)
+
+
+def ready_coordinator(c: WireClient, group: str) -> None:
+    """FindCoordinator until it answers (the first one creates __consumer_offsets), then describe until
+    the coordinator has loaded (GROUP_ID_NOT_FOUND for the group not yet made, not a retriable error)."""
+    deadline = time.monotonic() + 30
+    while c.request(10, 1, {"key": group, "key_type": 0})["error_code"] != 0 or \
+            describe(c, group)["error_code"] != GROUP_ID_NOT_FOUND:
+        assert time.monotonic() < deadline, "the group coordinator never became available"
+        time.sleep(0.2)
 
 
 def rows(tasks: Tasks) -> list[dict[str, Any]]:
