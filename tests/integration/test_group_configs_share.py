@@ -15,14 +15,15 @@ Each group gets its configs before its first member joins (IncrementalAlterConfi
 
 from __future__ import annotations
 
-import collections
 import time
 from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Producer
 
-from tests.support.real_kafka import TARGETS, Target, create_topic, kafka_and_odradek, unique
+from tests.integration.test_share_groups_java import delivery_counts, produce, share_topic, wait_until
+from tests.support.config_requests import set_group_configs as set_configs
+from tests.support.real_kafka import TARGETS, Target, kafka_and_odradek, unique
 from tests.support.share_consumer import ShareConsumer
 from tests.support.wire import WireClient
 
@@ -40,28 +41,8 @@ def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Targ
 
 
 def set_group_configs(target: Target, group: str, configs: dict[str, str]) -> None:
-    host, port = target.bootstrap.rsplit(":", 1)
-    with WireClient(host, int(port)) as c:
-        r = c.request(44, 1, {"validate_only": False, "resources": [{
-            "resource_type": 32, "resource_name": group,
-            "configs": [{"name": k, "config_operation": 0, "value": v} for k, v in configs.items()]}]})
-    assert (r["responses"][0]["error_code"], r["responses"][0]["error_message"]) == (0, None)
-
-
-def produce(target: Target, topic: str, values: list[str]) -> None:
-    producer = Producer({"bootstrap.servers": target.bootstrap, "linger.ms": 0})
-    for v in values:
-        producer.produce(topic, v.encode(), partition=0)
-    producer.flush(30)
-
-
-def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    with WireClient(target.host, target.port) as c:
+        set_configs(c, group, configs)
 
 
 def start(target: Target, group: str, topic: str, action: str, name: str) -> ShareConsumer:
@@ -73,11 +54,9 @@ def start(target: Target, group: str, topic: str, action: str, name: str) -> Sha
 @pytest.mark.parametrize("name", TARGETS)
 def test_the_groups_lock_duration_and_earliest_reset(targets, name: str) -> None:
     target = targets[name]
-    target.require(*SHARE_GROUP)
-    topic, group = unique("gl"), unique("sg")
-    create_topic(target, topic, 1)
+    topic, group = share_topic(target, SHARE_GROUP, "gl", 1), unique("sg")
     values = [f"l{i}" for i in range(10)]
-    produce(target, topic, values)  # before the group's first fetch: only earliest delivers them
+    produce(target, topic, values, 1)  # before the group's first fetch: only earliest delivers them
     set_group_configs(target, group, {"share.auto.offset.reset": "earliest",
                                       "share.record.lock.duration.ms": str(GROUP_LOCK_S * 1000)})
     holder = start(target, group, topic, "hold", f"{group}-holder")
@@ -99,11 +78,9 @@ def test_the_groups_lock_duration_and_earliest_reset(targets, name: str) -> None
 @pytest.mark.parametrize("name", TARGETS)
 def test_the_groups_delivery_count_limit_archives_a_record(targets, name: str) -> None:
     target = targets[name]
-    target.require(*SHARE_GROUP)
-    topic, group = unique("gd"), unique("sg")
-    create_topic(target, topic, 1)
+    topic, group = share_topic(target, SHARE_GROUP, "gd", 1), unique("sg")
     values = [f"d{i}" for i in range(3)]
-    produce(target, topic, values)
+    produce(target, topic, values, 1)
     set_group_configs(target, group, {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "2"})
     consumer = start(target, group, topic, "release", f"{group}-c")
     try:
@@ -111,18 +88,14 @@ def test_the_groups_delivery_count_limit_archives_a_record(targets, name: str) -
         time.sleep(3)  # archived: no third delivery
     finally:
         consumer.stop()
-    seen = collections.defaultdict(list)
-    for r in consumer.records:
-        seen[r.value].append(r.delivery_count)
-    assert seen == {v: [1, 2] for v in values}
+    assert delivery_counts(consumer.records) == {v: [1, 2] for v in values}
 
 
 @pytest.mark.parametrize("name", TARGETS)
 def test_the_groups_isolation_level_skips_aborted_transactions(targets, name: str) -> None:
     target = targets[name]
-    target.require(*SHARE_GROUP)
-    topic, committed_group, plain_group = unique("gi"), unique("sg"), unique("sg")
-    create_topic(target, topic, 1)
+    topic = share_topic(target, SHARE_GROUP, "gi", 1)
+    committed_group, plain_group = unique("sg"), unique("sg")
     producer = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": unique("tx"), "linger.ms": 0})
     producer.init_transactions(30)
     for prefix, commit in (("c", True), ("a", False), ("k", True)):
@@ -149,9 +122,7 @@ def test_the_groups_isolation_level_skips_aborted_transactions(targets, name: st
 @pytest.mark.parametrize("name", TARGETS)
 def test_the_groups_max_record_locks_bounds_what_is_in_flight(targets, name: str) -> None:
     target = targets[name]
-    target.require(*SHARE_GROUP)
-    topic, limited, plain = unique("gm"), unique("sg"), unique("sg")
-    create_topic(target, topic, 1)
+    topic, limited, plain = share_topic(target, SHARE_GROUP, "gm", 1), unique("sg"), unique("sg")
     producer = Producer({"bootstrap.servers": target.bootstrap, "linger.ms": 0})
     for i in range(300):  # one record per batch: the limit is not overshot by a batch's tail
         producer.produce(topic, f"m{i}".encode(), partition=0)

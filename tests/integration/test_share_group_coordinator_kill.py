@@ -28,7 +28,9 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_share_groups_java import real, wait_initialized
-from tests.integration.test_share_state_cluster import OVERRIDES, create_rf3_topic, produce, wait_until
+from tests.integration.test_share_state_cluster import OVERRIDES, create_rf3_topic, produce
+from tests.support.cluster import cluster_or_skip
+from tests.support.cluster import wait_through_faults as wait_until
 from tests.support.java_tools import run_tool
 from tests.support.share_consumer import ShareConsumer
 from tools.kafka_dist import ToolchainUnavailable
@@ -41,15 +43,9 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # type: ignore[type-arg]
-    from odradek.testing.cluster import ClusterProcesses, NoEtcdError, etcd_binary
-
-    try:
-        binary = etcd_binary()
-    except NoEtcdError as exc:
-        pytest.skip(f"needs etcd: {exc}")
     # Three __consumer_offsets partitions: groups coordinated by different brokers to pick from.
-    with ClusterProcesses(Path(tmp_path_factory.mktemp("sg-coordinator")), 3, etcd=binary,
-                          overrides={**OVERRIDES, "offsets.topic.num.partitions": "3"}) as c:
+    with cluster_or_skip(Path(tmp_path_factory.mktemp("sg-coordinator")), 3,
+                         {**OVERRIDES, "offsets.topic.num.partitions": "3"}) as c:
         yield c
 
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol
 
 import pytest
 from confluent_kafka import Producer
 
 from tests.support.real_kafka import TARGETS, Target, create_topic, kafka_and_odradek, unique
-from tests.support.share_consumer import ShareConsumer
+from tests.support.share_consumer import Delivery, ShareConsumer
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -41,7 +42,15 @@ def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Targ
         yield both
 
 
-def wait_initialized(target: Target, consumers: list[ShareConsumer], topic: str, partitions: int,
+class Delivers(Protocol):
+    """A share consumer as these helpers see it: the Java one (tests/support/share_consumer.py) or
+    librdkafka's (test_share_groups_rdkafka.py)."""
+
+    records: list[Delivery]
+    errors: list[str]
+
+
+def wait_initialized(target: Target, consumers: Sequence[Delivers], topic: str, partitions: int,
                      timeout: float = 90) -> None:
     """Write probes to every partition until each has delivered one to some consumer: from then on
     every share-partition has a start offset, and every record written is delivered."""
@@ -57,11 +66,34 @@ def wait_initialized(target: Target, consumers: list[ShareConsumer], topic: str,
             n += 1
         producer.flush(30)
         time.sleep(0.5)
-    raise AssertionError(f"{target.name}: no probe delivered from some partition of {topic}")
+    raise AssertionError(f"{target.name}: no probe delivered from some partition of {topic}: "
+                         f"{[c.errors for c in consumers]}")
 
 
-def real(consumer: ShareConsumer) -> list:
+def real(consumer: Delivers) -> list[Delivery]:
     return [r for r in consumer.records if not r.value.startswith("probe")]
+
+
+def delivery_counts(records: Iterable[Delivery]) -> dict[str, list[int]]:
+    """Each value's delivery counts, in the order delivered."""
+    seen: dict[str, list[int]] = collections.defaultdict(list)
+    for r in records:
+        seen[r.value].append(r.delivery_count)
+    return seen
+
+
+def assert_each_once_at_first_delivery(got: list[Delivery], values: list[str]) -> None:
+    """Every value delivered, none twice, none redelivered (rejected ones included: never again)."""
+    assert sorted(r.value for r in got) == sorted(values)
+    assert {r.delivery_count for r in got} == {1}
+
+
+def share_topic(target: Target, apis: Sequence[str], prefix: str, partitions: int) -> str:
+    """A test's first steps: fail (Odradek) unless the target advertises ``apis``, then a new topic."""
+    target.require(*apis)
+    topic = unique(prefix)
+    create_topic(target, topic, partitions)
+    return topic
 
 
 def produce(target: Target, topic: str, values: list[str], partitions: int, rounds: int = 1) -> None:
@@ -101,9 +133,7 @@ def stop_all(consumers: list[ShareConsumer]) -> None:
 @pytest.mark.parametrize("name", TARGETS)
 def test_three_consumers_on_two_partitions_accept_each_record_once(targets, name: str, mode: str) -> None:
     target = targets[name]
-    target.require(*SHARE_GROUP)
-    topic, group = unique("sq"), unique("sg")
-    create_topic(target, topic, 2)
+    topic, group = share_topic(target, SHARE_GROUP, "sq", 2), unique("sg")
     values = [f"v{i}" for i in range(300)]
     consumers = start(target, group, topic, 3, mode, "accept")
     try:
@@ -113,18 +143,15 @@ def test_three_consumers_on_two_partitions_accept_each_record_once(targets, name
         time.sleep(2)  # nothing more may arrive: each record once
     finally:
         stop_all(consumers)
-    got = [r for c in consumers for r in real(c)]
-    assert sorted(r.value for r in got) == sorted(values)  # every record, none twice
-    assert {r.delivery_count for r in got} == {1}
+    # every record, none twice
+    assert_each_once_at_first_delivery([r for c in consumers for r in real(c)], values)
     assert sum(1 for c in consumers if real(c)) >= 2, [len(real(c)) for c in consumers]
 
 
 @pytest.mark.parametrize("name", TARGETS)
 def test_released_records_come_back_with_a_higher_delivery_count(targets, name: str) -> None:
     target = targets[name]
-    target.require(*SHARE_GROUP)
-    topic, group = unique("sr"), unique("sg")
-    create_topic(target, topic, 1)
+    topic, group = share_topic(target, SHARE_GROUP, "sr", 1), unique("sg")
     values = [f"r{i}" for i in range(20)]
     (consumer,) = start(target, group, topic, 1, "explicit", "release-first")
     try:
@@ -134,18 +161,13 @@ def test_released_records_come_back_with_a_higher_delivery_count(targets, name: 
         time.sleep(2)
     finally:
         consumer.stop()
-    seen = collections.defaultdict(list)
-    for r in real(consumer):
-        seen[r.value].append(r.delivery_count)
-    assert seen == {v: [1, 2] for v in values}
+    assert delivery_counts(real(consumer)) == {v: [1, 2] for v in values}
 
 
 @pytest.mark.parametrize("name", TARGETS)
 def test_killed_consumer_records_come_back_at_once(targets, name: str) -> None:
     target = targets[name]
-    target.require(*SHARE_GROUP)
-    topic, group = unique("sk"), unique("sg")
-    create_topic(target, topic, 1)
+    topic, group = share_topic(target, SHARE_GROUP, "sk", 1), unique("sg")
     values = [f"k{i}" for i in range(10)]
     (holder,) = start(target, group, topic, 1, "explicit", "hold")
     try:
@@ -171,9 +193,7 @@ def test_killed_consumer_records_come_back_at_once(targets, name: str) -> None:
 @pytest.mark.parametrize("name", TARGETS)
 def test_live_holder_records_come_back_when_the_lock_expires(targets, name: str) -> None:
     target = targets[name]
-    target.require(*SHARE_GROUP)
-    topic, group = unique("sl"), unique("sg")
-    create_topic(target, topic, 1)
+    topic, group = share_topic(target, SHARE_GROUP, "sl", 1), unique("sg")
     values = [f"l{i}" for i in range(10)]
     (holder,) = start(target, group, topic, 1, "explicit", "hold")
     try:
@@ -195,9 +215,7 @@ def test_live_holder_records_come_back_when_the_lock_expires(targets, name: str)
 @pytest.mark.parametrize("name", TARGETS)
 def test_rejected_records_never_come_back(targets, name: str) -> None:
     target = targets[name]
-    target.require(*SHARE_GROUP)
-    topic, group = unique("sj"), unique("sg")
-    create_topic(target, topic, 1)
+    topic, group = share_topic(target, SHARE_GROUP, "sj", 1), unique("sg")
     values = [f"j{i}" for i in range(20)]
     consumers = start(target, group, topic, 2, "explicit", "reject-odd")
     try:
@@ -207,17 +225,14 @@ def test_rejected_records_never_come_back(targets, name: str) -> None:
         time.sleep(4)
     finally:
         stop_all(consumers)
-    got = [r for c in consumers for r in real(c)]
-    assert sorted(r.value for r in got) == sorted(values)  # odd ones rejected once, never again
-    assert {r.delivery_count for r in got} == {1}
+    # odd ones rejected once, never again
+    assert_each_once_at_first_delivery([r for c in consumers for r in real(c)], values)
 
 
 @pytest.mark.parametrize("name", TARGETS)
 def test_delivery_count_limit_archives_a_record(targets, name: str) -> None:
     target = targets[name]
-    target.require(*SHARE_GROUP)
-    topic, group = unique("sd"), unique("sg")
-    create_topic(target, topic, 1)
+    topic, group = share_topic(target, SHARE_GROUP, "sd", 1), unique("sg")
     values = [f"d{i}" for i in range(3)]
     (consumer,) = start(target, group, topic, 1, "explicit", "release")
     try:
@@ -227,7 +242,4 @@ def test_delivery_count_limit_archives_a_record(targets, name: str) -> None:
         time.sleep(3)  # archived: no sixth delivery
     finally:
         consumer.stop()
-    seen = collections.defaultdict(list)
-    for r in real(consumer):
-        seen[r.value].append(r.delivery_count)
-    assert seen == {v: list(range(1, DELIVERY_LIMIT + 1)) for v in values}
+    assert delivery_counts(real(consumer)) == {v: list(range(1, DELIVERY_LIMIT + 1)) for v in values}

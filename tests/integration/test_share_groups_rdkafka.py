@@ -18,28 +18,29 @@ to some consumer, and only then its records (as the Java test does).
 
 from __future__ import annotations
 
-import collections
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
 
 import pytest
-from confluent_kafka import AcknowledgeType, Producer
+from confluent_kafka import AcknowledgeType
 from confluent_kafka import ShareConsumer as RdkafkaShareConsumer
 
-from tests.support.real_kafka import TARGETS, Target, create_topic, kafka_and_odradek, unique
+from tests.integration.test_share_groups_java import (
+    assert_each_once_at_first_delivery,
+    delivery_counts,
+    produce,
+    real,
+    share_topic,
+    wait_initialized,
+    wait_until,
+)
+from tests.support.real_kafka import TARGETS, Target, kafka_and_odradek, unique
+from tests.support.share_consumer import Delivery
 
 pytestmark = pytest.mark.timeout(180)
 
 SHARE_GROUP = ("ShareGroupHeartbeat", "ShareFetch", "ShareAcknowledge")
-
-
-class Delivery(NamedTuple):
-    partition: int
-    offset: int
-    delivery_count: int
-    value: str
 
 
 # What an explicit-mode consumer answers for a real (non-probe) record: (value, delivery count) -> type.
@@ -97,7 +98,7 @@ class Member:
             consumer.close()
 
     def real(self) -> list[Delivery]:
-        return [r for r in self.records if not r.value.startswith("probe")]
+        return real(self)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -111,42 +112,6 @@ def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Targ
         yield both
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def wait_initialized(target: Target, members: list[Member], topic: str, partitions: int,
-                     timeout: float = 60) -> None:
-    """Write probes to every partition until each has delivered one to some member: from then on
-    every share-partition has a start offset, and every record written is delivered."""
-    producer = Producer({"bootstrap.servers": target.bootstrap, "linger.ms": 0})
-    deadline = time.monotonic() + timeout
-    n = 0
-    while time.monotonic() < deadline:
-        delivered = {r.partition for m in members for r in m.records if r.value.startswith("probe")}
-        if len(delivered) == partitions:
-            return
-        for p in set(range(partitions)) - delivered:
-            producer.produce(topic, f"probe{n}".encode(), partition=p)
-            n += 1
-        producer.flush(30)
-        time.sleep(0.5)
-    raise AssertionError(f"{target.name}: no probe delivered from some partition of {topic}: "
-                         f"{[m.errors for m in members]}")
-
-
-def produce(target: Target, topic: str, values: list[str], partitions: int) -> None:
-    producer = Producer({"bootstrap.servers": target.bootstrap, "linger.ms": 5})
-    for i, v in enumerate(values):
-        producer.produce(topic, v.encode(), partition=i % partitions)
-    producer.flush(30)
-
-
 def run_members(target: Target, topic: str, partitions: int, n: int, mode: str, action: Action,
                 values: list[str], expected_deliveries: int) -> list[Member]:
     """Start ``n`` members of a new group, initialize, write ``values``, wait for
@@ -154,7 +119,7 @@ def run_members(target: Target, topic: str, partitions: int, n: int, mode: str, 
     group = unique("rsg")
     members = [Member(target.bootstrap, group, topic, mode, action) for _ in range(n)]
     try:
-        wait_initialized(target, members, topic, partitions)
+        wait_initialized(target, members, topic, partitions, timeout=60)
         produce(target, topic, values, partitions)
         wait_until(lambda: sum(len(m.real()) for m in members) >= expected_deliveries, 60,
                    f"{expected_deliveries} deliveries")
@@ -169,14 +134,11 @@ def run_members(target: Target, topic: str, partitions: int, n: int, mode: str, 
 @pytest.mark.parametrize("name", TARGETS)
 def test_two_consumers_on_two_partitions_accept_each_record_once(targets, name: str) -> None:
     target = targets[name]
-    target.require(*SHARE_GROUP)
-    topic = unique("rsq")
-    create_topic(target, topic, 2)
+    topic = share_topic(target, SHARE_GROUP, "rsq", 2)
     values = [f"v{i}" for i in range(200)]
     members = run_members(target, topic, 2, 2, "implicit", accept, values, len(values))
-    got = [r for m in members for r in m.real()]
-    assert sorted(r.value for r in got) == sorted(values)  # every record, none twice
-    assert {r.delivery_count for r in got} == {1}
+    # every record, none twice
+    assert_each_once_at_first_delivery([r for m in members for r in m.real()], values)
     # Kafka's share assignor gives each of two members one of the two partitions.
     assert all(m.real() for m in members), [len(m.real()) for m in members]
 
@@ -184,25 +146,17 @@ def test_two_consumers_on_two_partitions_accept_each_record_once(targets, name: 
 @pytest.mark.parametrize("name", TARGETS)
 def test_released_records_come_back_with_a_higher_delivery_count(targets, name: str) -> None:
     target = targets[name]
-    target.require(*SHARE_GROUP)
-    topic = unique("rsr")
-    create_topic(target, topic, 1)
+    topic = share_topic(target, SHARE_GROUP, "rsr", 1)
     values = [f"r{i}" for i in range(20)]
     (member,) = run_members(target, topic, 1, 1, "explicit", release_first, values, 2 * len(values))
-    seen = collections.defaultdict(list)
-    for r in member.real():
-        seen[r.value].append(r.delivery_count)
-    assert seen == {v: [1, 2] for v in values}
+    assert delivery_counts(member.real()) == {v: [1, 2] for v in values}
 
 
 @pytest.mark.parametrize("name", TARGETS)
 def test_rejected_records_never_come_back(targets, name: str) -> None:
     target = targets[name]
-    target.require(*SHARE_GROUP)
-    topic = unique("rsj")
-    create_topic(target, topic, 1)
+    topic = share_topic(target, SHARE_GROUP, "rsj", 1)
     values = [f"j{i}" for i in range(20)]
     members = run_members(target, topic, 1, 2, "explicit", reject_odd, values, len(values))
-    got = [r for m in members for r in m.real()]
-    assert sorted(r.value for r in got) == sorted(values)  # odd ones rejected once, never again
-    assert {r.delivery_count for r in got} == {1}
+    # odd ones rejected once, never again
+    assert_each_once_at_first_delivery([r for m in members for r in m.real()], values)

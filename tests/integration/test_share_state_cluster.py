@@ -39,6 +39,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.broker.coordinator.hashing import partition_for
 from odradek.broker.share.share_state_store import kafka_uuid_string
 from tests.integration.test_share_groups_java import real, wait_initialized
+from tests.support.cluster import cluster_or_skip
+from tests.support.cluster import wait_through_faults as wait_until
 from tests.support.share_consumer import Delivery, ShareConsumer
 from tests.support.wire import WireClient
 from tools.kafka_dist import ToolchainUnavailable
@@ -53,28 +55,9 @@ OVERRIDES = {"share.coordinator.state.topic.num.partitions": str(STATE_PARTITION
 _groups = iter(range(1_000_000))
 
 
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.2) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except (OSError, KeyError):
-            pass
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # type: ignore[type-arg]
-    from odradek.testing.cluster import ClusterProcesses, NoEtcdError, etcd_binary
-
-    try:
-        binary = etcd_binary()
-    except NoEtcdError as exc:
-        pytest.skip(f"needs etcd: {exc}")
-    with ClusterProcesses(Path(tmp_path_factory.mktemp("share-cluster")), 3, etcd=binary,
-                          overrides=OVERRIDES) as c:
+    with cluster_or_skip(Path(tmp_path_factory.mktemp("share-cluster")), 3, OVERRIDES) as c:
         # A first share group makes the brokers create __share_group_state.
         topic = create_rf3_topic(c, "warmup")
         try:

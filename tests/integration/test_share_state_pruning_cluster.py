@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from odradek.protocol.errors import ErrorCode
+from tests.support.cluster import cluster_or_skip
+from tests.support.cluster import wait_through_faults as wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -32,27 +34,9 @@ OVERRIDES = {"share.coordinator.state.topic.num.partitions": "1",
 RETRIABLE = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE}
 
 
-def wait_until(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except (OSError, KeyError):
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator:  # type: ignore[type-arg]
-    from odradek.testing.cluster import ClusterProcesses, NoEtcdError, etcd_binary
-
-    try:
-        binary = etcd_binary()
-    except NoEtcdError as exc:
-        pytest.skip(f"needs etcd: {exc}")
-    with ClusterProcesses(tmp_path, 3, etcd=binary, overrides=OVERRIDES) as c:
+    with cluster_or_skip(tmp_path, 3, OVERRIDES) as c:
         yield c
 
 
