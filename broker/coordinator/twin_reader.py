@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from odradek.broker.network.inter_broker_client import NodeClient
+from odradek.broker.network.inter_broker_client import NodeClients
 from odradek.protocol.errors import ErrorCode, KafkaApiError
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class TwinReader:
         self.metadata = metadata
         self.node_id = node_id
         self.max_bytes = max_bytes
-        self._clients: dict[int, NodeClient] = {}
+        self._clients = NodeClients(f"broker-{node_id}-coordinator-rehash")
         self.last_source: dict[tuple[str, int], int] = {}  # (topic, partition) -> the broker last read from
 
     async def read(self, topic: str, partition: int, offset: int) -> tuple[bytes, int]:
@@ -56,11 +56,7 @@ class TwinReader:
         reg = self.metadata.image.brokers.get(leader)
         if reg is None:
             raise KafkaApiError(ErrorCode.LEADER_NOT_AVAILABLE, f"broker {leader} is not registered")
-        client = self._clients.get(leader)
-        if client is None or (client.host, client.port) != (reg.host, reg.port):
-            if client is not None:
-                await client.close()
-            client = self._clients[leader] = NodeClient(reg.host, reg.port, f"broker-{self.node_id}-coordinator-rehash")
+        client = self._clients.get(leader, reg.host, reg.port)
         body = {"cluster_id": None, "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": self.max_bytes,
                 "isolation_level": 0, "session_id": 0, "session_epoch": -1,
                 "topics": [{"topic": topic, "partitions": [{
@@ -79,6 +75,4 @@ class TwinReader:
         return bytes(data["records"] or b""), start
 
     async def close(self) -> None:
-        for client in self._clients.values():
-            await client.close()
-        self._clients.clear()
+        await self._clients.close()

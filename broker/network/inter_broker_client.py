@@ -7,7 +7,8 @@ except ApiVersions) + the body. Requests are pipelined on one connection and mat
 correlation id, as Kafka's NetworkClient does; a broker answers a connection's requests in order.
 
 ``NodeClient`` keeps one connection to one node (host, port), opened on the first request and
-again after a failure. A request fails with ``NodeUnavailableError`` when the node cannot be
+again after a failure; ``NodeClients`` keeps one per broker node for a component that talks to
+several (made anew, the old one closed, when a node's address changes). A request fails with ``NodeUnavailableError`` when the node cannot be
 reached, the connection breaks while it waits, or no answer comes within ``timeout_s``; the caller
 decides whether to retry (the controller may have moved, a leader may be gone). Response bodies are
 plain dicts; a ``records`` field is a memoryview into the response frame.
@@ -222,4 +223,32 @@ class NodeClient:
                 await writer.wait_closed()
 
 
-__all__ = ["API_VERSIONS_KEY", "NodeClient", "NodeUnavailableError", "api_name"]
+class NodeClients:
+    """One ``NodeClient`` per broker node id, all with the same client id. The caller looks the
+    node's address up (in its metadata image); a node whose address changed gets a new client and
+    the old one is closed (its waiting requests fail with NodeUnavailableError, as on a lost
+    connection)."""
+
+    def __init__(self, client_id: str) -> None:
+        self.client_id = client_id
+        self._clients: dict[int, NodeClient] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def get(self, node: int, host: str, port: int) -> NodeClient:
+        client = self._clients.get(node)
+        if client is not None and (client.host, client.port) == (host, port):
+            return client
+        if client is not None:
+            task = asyncio.get_running_loop().create_task(client.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+        client = self._clients[node] = NodeClient(host, port, self.client_id)
+        return client
+
+    async def close(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.close()
+
+
+__all__ = ["API_VERSIONS_KEY", "NodeClient", "NodeClients", "NodeUnavailableError", "api_name"]

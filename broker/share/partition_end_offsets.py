@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from odradek.broker.network.inter_broker_client import NodeClient, NodeUnavailableError
+from odradek.broker.network.inter_broker_client import NodeClient, NodeClients, NodeUnavailableError
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ class PartitionEndOffsets:
         self.replica_manager = replica_manager
         self.metadata = metadata
         self.node_id = node_id
-        self._clients: dict[int, NodeClient] = {}
+        self._clients = NodeClients(f"broker-{node_id}-partition-end-offsets")
 
     async def latest(self, topic: str, partition: int, timeout_s: float = 5.0) -> int | None:
         """The partition's high watermark; None when its leader is unknown, does not answer within
@@ -62,12 +62,7 @@ class PartitionEndOffsets:
         reg = self.metadata.image.brokers.get(node)
         if reg is None or reg.fenced:
             return None
-        client = self._clients.get(node)
-        if client is None or (client.host, client.port) != (reg.host, reg.port):
-            client = self._clients[node] = NodeClient(reg.host, reg.port, f"broker-{self.node_id}-partition-end-offsets")
-        return client
+        return self._clients.get(node, reg.host, reg.port)
 
     async def close(self) -> None:
-        for client in self._clients.values():
-            await client.close()
-        self._clients.clear()
+        await self._clients.close()

@@ -45,7 +45,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from odradek.broker.network.inter_broker_client import NodeClient, NodeUnavailableError
+from odradek.broker.network.inter_broker_client import NodeClient, NodeClients, NodeUnavailableError
 from odradek.broker.share.share_coordinator import MESSAGES, WRITE_UNINITIALIZED
 from odradek.broker.share.share_state_records import ShareState, StateKey
 from odradek.broker.share.share_state_store import STATE_TOPIC, ShareStateStore, Where
@@ -110,7 +110,7 @@ class SharePersister:
         self.metadata = metadata
         self.node_id = store.node_id
         self.timeout_s = timeout_s
-        self._clients: dict[int, NodeClient] = {}
+        self._clients = NodeClients(f"broker-{self.node_id}-share-persister")
         self._reads: dict[StateKey, asyncio.Task[ShareState | ReadRefused | None]] = {}
         self._answers: dict[StateKey, tuple[float, ShareState | ReadRefused | None]] = {}
         self._pending: dict[StateKey, ShareState] = {}  # the latest state not yet sent, per share-partition
@@ -241,9 +241,7 @@ class SharePersister:
         self._closed = True
         for task in [*self._reads.values(), *self._senders.values()]:
             task.cancel()
-        for client in self._clients.values():
-            await client.close()
-        self._clients.clear()
+        await self._clients.close()
 
     # ------------------------------------------------------------------------------------------
     # the remote operations
@@ -369,11 +367,7 @@ class SharePersister:
         reg = image.brokers.get(state.leader)
         if reg is None or reg.fenced:
             return None
-        client = self._clients.get(state.leader)
-        if client is None or (client.host, client.port) != (reg.host, reg.port):
-            client = self._clients[state.leader] = NodeClient(reg.host, reg.port,
-                                                              f"broker-{self.node_id}-share-persister")
-        return client
+        return self._clients.get(state.leader, reg.host, reg.port)
 
     def _leader_epoch(self, key: StateKey) -> int:
         topic = self.metadata.image.topic_by_id(key[1])

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from odradek.broker.network.inter_broker_client import NodeClient, NodeUnavailableError
+from odradek.broker.network.inter_broker_client import NodeClient, NodeClients, NodeUnavailableError
 from odradek.broker.runtime.completion import Completion
 from odradek.protocol.errors import ErrorCode, KafkaApiError
 
@@ -67,12 +67,10 @@ class MarkerWriter:
         self.metadata = metadata
         self.node_id = node_id
         self.timeout_ms = timeout_ms
-        self._clients: dict[int, NodeClient] = {}
+        self._clients = NodeClients(f"broker-{node_id}-txn-marker-sender")
 
     async def close(self) -> None:
-        for client in self._clients.values():
-            await client.close()
-        self._clients.clear()
+        await self._clients.close()
 
     async def write(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
                     partitions: set[TopicPartition], wanted: Callable[[], bool], transaction_version: int = 0) -> None:
@@ -153,7 +151,4 @@ class MarkerWriter:
         reg = self.metadata.image.brokers.get(node)
         if reg is None:
             return None
-        client = self._clients.get(node)
-        if client is None or (client.host, client.port) != (reg.host, reg.port):
-            client = self._clients[node] = NodeClient(reg.host, reg.port, f"broker-{self.node_id}-txn-marker-sender")
-        return client
+        return self._clients.get(node, reg.host, reg.port)
