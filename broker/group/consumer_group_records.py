@@ -133,7 +133,7 @@ def decode(key: bytes | None, value: bytes | None) -> CgRecord:
 
 # -- builders (Kafka's GroupCoordinatorRecordHelpers) -------------------------------------------
 
-def _topic_partitions(assignment: Assignment) -> list[dict[str, Any]]:
+def topic_partitions(assignment: Assignment) -> list[dict[str, Any]]:
     return [{"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(assignment.items()) if ps]
 
 
@@ -179,7 +179,7 @@ def member_metadata_tombstone(group_id: str, member_id: str) -> CgRecord:
 
 def target_assignment_record(group_id: str, member_id: str, assignment: Assignment) -> CgRecord:
     return CgRecord(TARGET_ASSIGNMENT_MEMBER, group_id, member_id,
-                    {"topic_partitions": _topic_partitions(assignment)})
+                    {"topic_partitions": topic_partitions(assignment)})
 
 
 def target_assignment_tombstone(group_id: str, member_id: str) -> CgRecord:
@@ -196,8 +196,8 @@ def current_assignment_record(group_id: str, member: Any) -> CgRecord:
         "member_epoch": member.member_epoch,
         "previous_member_epoch": member.previous_member_epoch,
         "state": member.state,
-        "assigned_partitions": _topic_partitions(member.assigned_partitions),
-        "partitions_pending_revocation": _topic_partitions(member.partitions_pending_revocation),
+        "assigned_partitions": topic_partitions(member.assigned_partitions),
+        "partitions_pending_revocation": topic_partitions(member.partitions_pending_revocation),
     })
 
 

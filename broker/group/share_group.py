@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.broker.coordinator.runtime import CoordinatorResult, CoordinatorWriteError
 from odradek.broker.group import share_assignor
 from odradek.broker.group import share_group_records as SGR
+from odradek.broker.group.consumer_group_records import assignment_from
 from odradek.broker.group.context import GroupContext
 from odradek.broker.group.errors import append_error
 from odradek.broker.group.group_overrides import group_int
@@ -404,7 +405,7 @@ def replay_into(groups: dict[str, ShareGroup], rec: SGR.ShareRecord) -> None:
             member.rack_id, member.client_id, member.client_host = v["rack_id"], v["client_id"], v["client_host"]
             member.subscribed_topic_names = frozenset(v["subscribed_topic_names"])
         elif rec.kind == SGR.TARGET_ASSIGNMENT_MEMBER:
-            member.assignment = SGR.assignment_from(v["topic_partitions"])
+            member.assignment = assignment_from(v["topic_partitions"])
         elif rec.kind == SGR.CURRENT_MEMBER_ASSIGNMENT:
             member.member_epoch, member.previous_member_epoch = v["member_epoch"], v["previous_member_epoch"]
 

@@ -30,6 +30,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+# The (topic id, partitions) rows of an assignment are the consumer-group records' (Kafka's
+# TopicPartitions struct, the same in both).
+from odradek.broker.group.consumer_group_records import topic_partitions
 from odradek.broker.group.group_record_framing import GroupRecordFraming
 
 MEMBER_METADATA = 10
@@ -84,18 +87,6 @@ def decode(key: bytes | None, value: bytes | None) -> ShareRecord:
 
 
 # -- builders (Kafka's GroupCoordinatorRecordHelpers.newShareGroup*) ------------------------------
-
-def topic_partitions(assignment: Assignment) -> list[dict[str, Any]]:
-    return [{"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(assignment.items()) if ps]
-
-
-def assignment_from(rows: list[dict[str, Any]] | None) -> Assignment:
-    out: dict[uuid.UUID, frozenset[int]] = {}
-    for row in rows or ():
-        if row["partitions"]:
-            out[row["topic_id"]] = out.get(row["topic_id"], frozenset()) | frozenset(row["partitions"])
-    return out
-
 
 def member_metadata_record(group_id: str, member: Any) -> ShareRecord:
     """``member``: a share_group.ShareGroupMember."""

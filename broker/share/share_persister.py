@@ -159,7 +159,7 @@ class SharePersister:
                 log.warning("could not read the share state of %s %s-%s at leader epoch %s: it holds leader "
                             "epoch %s (FENCED_LEADER_EPOCH)", key[0], key[1], key[2], leader_epoch,
                             state.leader_epoch)
-                raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, MESSAGES[ErrorCode.FENCED_LEADER_EPOCH])
+                raise KafkaApiError(READ_REFUSALS[ErrorCode.FENCED_LEADER_EPOCH], MESSAGES[ErrorCode.FENCED_LEADER_EPOCH])
             if state.leader_epoch < leader_epoch:
                 self.store.record_leader_epoch(key, leader_epoch)
         return state
