@@ -58,6 +58,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+from odradek.broker.runtime.reported_once import ReportedOnce
 from odradek.broker.security.principal import ANONYMOUS, KafkaPrincipal
 from odradek.broker.security.tls_connection import AUTH_FAILURES, TLS_WRITE_HIGH, PrincipalBuilder
 from odradek.protocol import primitives as P
@@ -69,7 +70,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 # (st_dev, st_ino) of segment files found cut under a fetch region: each is logged as an error once.
-_REPORTED_TRUNCATIONS: set[tuple[int, int]] = set()
+_REPORTED_TRUNCATIONS = ReportedOnce()
 
 # Kafka itself mutes a channel while one request is being processed; clients pipeline up to
 # max.in.flight.requests.per.connection (5 by default), so a small bound keeps them all flowing.
@@ -466,9 +467,7 @@ class Connection(asyncio.Protocol):
             key: tuple[int, int] | None = (st.st_dev, st.st_ino)
         except OSError:
             key = None
-        if key is None or key not in _REPORTED_TRUNCATIONS:
-            if key is not None and len(_REPORTED_TRUNCATIONS) < 10_000:
-                _REPORTED_TRUNCATIONS.add(key)
+        if key is None or _REPORTED_TRUNCATIONS.first(key):
             log.error("segment file (fd %d) ends before its fetch region [%d, +%d): truncated under the broker; "
                       "closing %s", region.fd, position, region.position + region.size - position, self.peer)
         else:

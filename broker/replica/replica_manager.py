@@ -69,6 +69,7 @@ from odradek.broker.replica.producer_turns import ProducerTurns
 from odradek.broker.replica.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.broker.replica.replica_selector import replica_selector
 from odradek.broker.runtime.purgatory import DelayedOperation, DelayedOperationPurgatory
+from odradek.broker.runtime.reported_once import ReportedOnce
 from odradek.broker.runtime.timing_wheel import Timer
 from odradek.controller.image import MetadataDelta, MetadataImage
 from odradek.protocol.errors import ErrorCode, KafkaApiError
@@ -123,7 +124,7 @@ class ReplicaManager:
         self._unsubscribe: Callable[[], None] | None = None
         self.node_id: int = config.node_id
         self._zero_copy: bool = config["odradek.fetch.sendfile"]
-        self._reported_truncations: set[str] = set()
+        self._reported_truncations = ReportedOnce()  # segment paths
         # (topic, partition, producer id, commit) after a marker lands: the group coordinator
         # completes TxnOffsetCommit's pending offsets on __consumer_offsets (Kafka's
         # onTransactionCompleted, called from WriteTxnMarkers).
@@ -674,11 +675,9 @@ class ReplicaManager:
     def _report_truncated(self, exc: SegmentTruncatedError) -> None:
         """One error per truncated segment file (each retrying consumer would otherwise log again);
         later fetches of it close their connections quietly."""
-        if exc.path in self._reported_truncations:
+        if not self._reported_truncations.first(exc.path):
             log.debug("closing a fetch connection: %s", exc)
             return
-        if len(self._reported_truncations) < 10_000:
-            self._reported_truncations.add(exc.path)
         log.error("%s; closing the fetching connection (Kafka: truncated during read)", exc)
 
     # -- offsets, deletion ------------------------------------------------------------------
