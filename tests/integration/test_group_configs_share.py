@@ -70,9 +70,16 @@ def test_the_groups_lock_duration_and_earliest_reset(targets, name: str) -> None
     finally:
         holder.kill()
     assert sorted(r.value for r in holder.records) == sorted(values)
-    assert GROUP_LOCK_S - 2 <= waited < BROKER_LOCK_S - 3, waited  # the group's lock, not the broker's
     assert sorted(r.value for r in taker.records) == sorted(values)
-    assert {r.delivery_count for r in taker.records} == {2}
+    counts = {r.delivery_count for r in taker.records}
+    assert counts in ({2}, {3}), counts
+    # The holder's client keeps a ShareFetch parked after its application stopped polling, so at the
+    # first expiry it may re-acquire the records itself (count 2, unseen) for another lock; the taker
+    # then gets them at the second expiry, count 3 (either broker: the same race as the A/B cluster
+    # test's). Either way each expiry came after the group's lock, well before the broker's would.
+    expiries = counts.pop() - 1
+    assert expiries * GROUP_LOCK_S - 2 <= waited < expiries * GROUP_LOCK_S + (BROKER_LOCK_S - GROUP_LOCK_S) - 3, \
+        (waited, expiries)  # the group's lock, not the broker's
 
 
 @pytest.mark.parametrize("name", TARGETS)
