@@ -13,6 +13,7 @@ import org.apache.kafka.streams.kstream.Produced;
 
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 
 /**
  * A Kafka Streams exactly_once_v2 application for the tests (its own process, so a test can SIGKILL it):
@@ -66,9 +67,15 @@ public final class StreamsEos {
 
         KafkaStreams streams = new KafkaStreams(builder.build(), p);
         CountDownLatch closed = new CountDownLatch(1);
+        // KafkaStreams calls the listener after it released its state lock, so close() can return (and
+        // the JVM exit) before "state NOT_RUNNING" is printed; the shutdown hook waits for the line.
+        CountDownLatch notRunningPrinted = new CountDownLatch(1);
         streams.setStateListener((now, before) -> {
             System.out.println("state " + now);
             System.out.flush();
+            if (now == KafkaStreams.State.NOT_RUNNING) {
+                notRunningPrinted.countDown();
+            }
         });
         streams.setUncaughtExceptionHandler(e -> {
             System.out.println("uncaught " + e);
@@ -78,6 +85,11 @@ public final class StreamsEos {
         });
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             streams.close();
+            try {
+                notRunningPrinted.await(10, TimeUnit.SECONDS);  // not reached after an ERROR state
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
             closed.countDown();
         }));
         streams.start();
