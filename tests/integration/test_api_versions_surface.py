@@ -230,9 +230,15 @@ def _partition(c: Any, node: int, topic: str) -> dict:
     return md["topics"][0]["partitions"][0]
 
 
+def _produce(c: Any, node: int, topic: str, acks: int) -> int:
+    reply = c.request(node, "Produce", 9, {"transactional_id": None, "acks": acks, "timeout_ms": 10000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": wrap(records(1), 1)}]}]}, timeout=15)
+    return int(reply["responses"][0]["partition_responses"][0]["error_code"])
+
+
 def test_cluster_leaders_send_it_over_the_inter_broker_listener(tmp_path: Path) -> None:
     """Three brokers, clients on EXTERNAL: the leader (not the controller) shrinks the ISR when its
-    follower stops (SIGSTOP past replica.lag.time.max.ms) and expands it when it is back, each by an
+    follower stops (SIGSTOP) and lags past replica.lag.time.max.ms, and expands it when it is back, each by an
     AlterPartition to the controller's node. The controller's Metadata shows each change."""
     c = cluster_or_skip(tmp_path, 3, {"controller.lease.ttl.ms": "30000", "replica.lag.time.max.ms": "2000"})
     externals = {n: free_port() for n in c.node_ids}
@@ -253,8 +259,13 @@ def test_cluster_leaders_send_it_over_the_inter_broker_listener(tmp_path: Path) 
         assert reply["topics"][0]["error_code"] == 0, reply
         assert c.wait_until(lambda: _partition(c, controller, "isr-wire")["isr_nodes"] == [leader, follower], 30), \
             c.logs()
+        # Kafka's rule (Replica.isCaughtUp): a follower at the leader's log end is never out of sync,
+        # however long it has been silent. So the follower first fetches a record (acks=all), then a
+        # record it cannot fetch is appended while it is stopped: from then on it lags.
+        assert _produce(c, leader, "isr-wire", -1) == 0
         c.pause(follower)
         try:
+            assert _produce(c, leader, "isr-wire", 1) == 0
             assert c.wait_until(lambda: _partition(c, controller, "isr-wire")["isr_nodes"] == [leader], 20), \
                 (_partition(c, controller, "isr-wire"), c.logs())
         finally:
