@@ -48,6 +48,7 @@ from odradek.broker.coordinator.hashing import partition_for
 from odradek.broker.coordinator.runtime import CoordinatorResult
 from odradek.broker.share.share_state_records import ShareState, StateBatch, StateKey
 from odradek.broker.share.share_state_store import (
+    FENCED_LEADER_EPOCH_MESSAGE,
     STATE_TOPIC,
     delete_result,
     snapshot_result,
@@ -68,7 +69,7 @@ WRITE_UNINITIALIZED = "Write operation on uninitialized share partition not allo
 READ_UNINITIALIZED = "Read operation on uninitialized share partition not allowed."
 MESSAGES = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
-    ErrorCode.FENCED_LEADER_EPOCH: "The leader epoch in the request is older than the epoch on the broker.",
+    ErrorCode.FENCED_LEADER_EPOCH: FENCED_LEADER_EPOCH_MESSAGE,
     ErrorCode.FENCED_STATE_EPOCH: "The coordinator rejected the request because the state epoch did not match.",
     ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",

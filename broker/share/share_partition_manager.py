@@ -33,12 +33,22 @@ ShareFetch acquires nothing (it waits, as Kafka's share-partition does while it 
 Before ``__share_group_state`` exists no state is stored anywhere: the share-partition starts at
 once and is written from its first change after the topic is loaded.
 
+An acknowledgement is answered once the write carrying it is durable (``acknowledged``), as Kafka's
+SharePartition answers after its persister's write: a client told NONE will not see the records
+again after a crash. A write the share coordinator refuses answers Kafka's error for it
+(SharePartition.fetchPersisterError: a newer leader's epoch is NOT_LEADER_OR_FOLLOWER); one not
+durable within ``ACK_WRITE_TIMEOUT_S`` answers UNKNOWN_SERVER_ERROR (Kafka's persister gives up
+after its retries). Kafka also rolls the share-partition's in-memory change back then; Odradek keeps
+it, and a later write carries it. An acknowledgement that wrote nothing (the state partition not
+served here yet, or no durable change such as a renewed lock) is answered at once.
+
 Owned by the handler loop; no locks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 import uuid
@@ -56,7 +66,7 @@ from odradek.broker.share.share_partition import (
     RecordState,
     SharePartition,
 )
-from odradek.broker.share.share_persister import SharePersister
+from odradek.broker.share.share_persister import READ_REFUSALS, SharePersister
 from odradek.broker.share.share_session import ShareSession, ShareSessionCache
 from odradek.broker.share.share_state_records import ShareState, delivery_complete_count
 from odradek.broker.share.share_state_store import ShareStateStore, Where
@@ -73,6 +83,9 @@ if TYPE_CHECKING:
 # While a share-partition's stored state loads (rare: the first fetch after a restart or a
 # leadership move), a waiting fetch looks again this often: the store reports no load's end.
 LOADING_RECHECK_S = 0.05
+# An acknowledgement whose write is not durable by then is answered UNKNOWN_SERVER_ERROR: well
+# inside the clients' request.timeout.ms (30 s by default), so the answer reaches them.
+ACK_WRITE_TIMEOUT_S = 15.0
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
@@ -139,6 +152,18 @@ class ShareFetchRequestState:
     loading: bool = False  # a share-partition's state was loading at the last look
 
 
+def _settle(waiter: asyncio.Future[None], written: asyncio.Future[None]) -> None:
+    """``waiter`` answers as ``written`` did."""
+    if waiter.done():
+        return
+    if written.cancelled():
+        waiter.set_exception(KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "the share state write was cancelled"))
+    elif (exc := written.exception()) is not None:
+        waiter.set_exception(exc)
+    else:
+        waiter.set_result(None)
+
+
 class SharePartitionManager:
     def __init__(self, config: ShareConfig, replica_manager: ReplicaManager, metadata: BrokerMetadata,
                  clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
@@ -154,6 +179,10 @@ class SharePartitionManager:
         # The SPSO the share coordinator holds per share-partition (restored or last written): a
         # write carries the SPSO before its change, so this trails the one in memory.
         self._stored_start: dict[SharePartitionId, int] = {}
+        # The latest write per share-partition, until it is durable; and the acknowledgements
+        # waiting for the write of the coming flush (``acknowledged``).
+        self._last_write: dict[SharePartitionId, asyncio.Future[None]] = {}
+        self._flush_waiters: dict[SharePartitionId, asyncio.Future[None]] = {}
         self.replica_manager = replica_manager
         self.metadata = metadata
         self.clock_ms = clock_ms
@@ -245,6 +274,38 @@ class SharePartitionManager:
             return ErrorCode.INVALID_REQUEST, str(exc)
         except KafkaApiError as exc:
             return exc.code, exc.message
+        return ErrorCode.NONE, None
+
+    def durability(self, group_id: str, topic: str, partition: int) -> asyncio.Future[None] | None:
+        """What an acknowledgement applied in this loop turn waits for before it is answered: the
+        write of the share-partition's coming flush (or the one still in flight, when the flush has
+        nothing new to write); None when nothing is to be written."""
+        if self.store is None:
+            return None
+        key = (group_id, topic, partition)
+        if key in self._dirty:
+            waiter = self._flush_waiters.get(key)
+            if waiter is None:
+                waiter = self._flush_waiters[key] = asyncio.get_running_loop().create_future()
+            return waiter
+        last = self._last_write.get(key)
+        return last if last is not None and not last.done() else None
+
+    async def acknowledged(self, durable: asyncio.Future[None] | None, deadline: float) -> tuple[int, str | None]:
+        """The answer to an acknowledgement once ``durable`` (from ``durability``) is settled, by
+        ``deadline`` (time.monotonic())."""
+        if durable is None:
+            return ErrorCode.NONE, None
+        try:
+            await asyncio.wait_for(asyncio.shield(durable), max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            return (ErrorCode.UNKNOWN_SERVER_ERROR,
+                    f"the share state was not written within {ACK_WRITE_TIMEOUT_S:.0f} s")
+        except KafkaApiError as exc:
+            if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:  # (_flush: the share-partition left)
+                return exc.code, exc.message
+            # Kafka's SharePartition.fetchPersisterError, with the coordinator's message.
+            return READ_REFUSALS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR), exc.message
         return ErrorCode.NONE, None
 
     # ------------------------------------------------------------------------------------------
@@ -511,23 +572,51 @@ class SharePartitionManager:
 
     def _flush(self) -> None:
         dirty, self._dirty = self._dirty, {}
+        waiters, self._flush_waiters = self._flush_waiters, {}
         for key, sp in dirty.items():
+            written: asyncio.Future[None] | None = None
             if self.partitions.get(key) is sp:  # (not resigned or deleted meanwhile)
-                self._write(key, sp)
+                written = self._write(key, sp)
+                if written is None and (last := self._last_write.get(key)) is not None and not last.done():
+                    written = last  # nothing new to write: the write in flight carries the change
+            elif (waiter := waiters.get(key)) is not None:
+                waiter.set_exception(KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                                   "the share-partition left this broker before its state was written"))
+                continue
+            if (waiter := waiters.get(key)) is not None:
+                if written is None:
+                    waiter.set_result(None)
+                else:
+                    written.add_done_callback(functools.partial(_settle, waiter))
 
-    def _write(self, key: SharePartitionId, sp: SharePartition) -> None:
+    def _write(self, key: SharePartitionId, sp: SharePartition) -> asyncio.Future[None] | None:
+        """Write the share-partition's durable state if it changed since the last write; the
+        write's future (None: nothing was written)."""
         assert self.store is not None
         state_key = self._state_key(key)
         durable = sp.durable_state()
         if state_key is None or self._written.get(key) == durable:
-            return
+            return None
         part = self.metadata.image.partition(sp.topic, sp.partition)
         now = self.clock_ms()
-        if self.store.write(state_key, ShareState(durable[0], leader_epoch=part.leader_epoch if part else 0,
-                                                  create_timestamp=now, write_timestamp=now, batches=durable[1],
-                                                  delivery_complete_count=delivery_complete_count(*durable))):
-            self._written[key] = durable
-            self._stored_start[key] = durable[0]
+        written = self.store.write(state_key, ShareState(
+            durable[0], leader_epoch=part.leader_epoch if part else 0, create_timestamp=now, write_timestamp=now,
+            batches=durable[1], delivery_complete_count=delivery_complete_count(*durable)))
+        if written is None:
+            return None
+        self._written[key] = durable
+        self._stored_start[key] = durable[0]
+        self._last_write[key] = written
+        written.add_done_callback(functools.partial(self._write_done, key, durable))
+        return written
+
+    def _write_done(self, key: SharePartitionId, durable: tuple[int, list[tuple[int, int, int, int]]],
+                    written: asyncio.Future[None]) -> None:
+        if self._last_write.get(key) is written:
+            del self._last_write[key]
+        if (written.cancelled() or written.exception() is not None) and self._written.get(key) == durable:
+            # Not durable: the next change writes the whole state again.
+            self._written.pop(key, None)
 
     # ------------------------------------------------------------------------------------------
     # leadership

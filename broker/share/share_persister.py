@@ -15,9 +15,10 @@ partition's leader in the metadata image - the node FindCoordinator key type 2 w
   before its state is read, as Kafka's SharePartition.maybeInitialize. A read the coordinator
   refuses (FENCED_LEADER_EPOCH: a newer leader read it) makes ``read`` raise Kafka's error for
   the share-partition's fetches (NOT_LEADER_OR_FOLLOWER), for a few seconds, then it is read again.
-- ``write`` queues the state and answers True; one sender per share-partition sends the latest
-  queued state, in order: InitializeShareGroupState first when the coordinator has none (Kafka's
-  group coordinator initializes; here the first leader does, with state epoch 0), then
+- ``write`` queues the state and answers a future, settled when the coordinator took this state or
+  a later one (or refused it); one sender per share-partition sends the latest queued state, in
+  order: InitializeShareGroupState first when the coordinator has none (Kafka's group coordinator
+  initializes; here the first leader does, with state epoch 0), then
   WriteShareGroupState v1 (the whole in-flight window from the start offset and its
   delivery-complete count, so a later write supersedes an earlier one that was never sent).
 - ``delete`` sends DeleteShareGroupState.
@@ -27,8 +28,8 @@ NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, an unr
 no leader are retried with the metadata of the time after a backoff (Kafka's persister: 100 ms
 doubling to 5 s; it gives up after a few tries, Odradek keeps trying while the state is wanted:
 a share-partition must not start from nothing because its coordinator was moving). Other errors
-are final: a read's is the fetches' error (above), a write's is logged (FENCED_LEADER_EPOCH: a
-newer leader owns the share-partition).
+are final: a read's is the fetches' error (above), a write's is logged and is its future's
+(FENCED_LEADER_EPOCH: a newer leader owns the share-partition).
 
 When the state's partition comes to this broker while a remote operation retries, it stops: a
 queued write goes to the local store if no write came after it (else it is simply superseded), a
@@ -96,6 +97,12 @@ READ_REFUSALS = {
 }
 
 
+def _retrieved(future: asyncio.Future[None]) -> None:
+    """A write's refusal is logged where it happens; nobody need await its future."""
+    if not future.cancelled():
+        future.exception()
+
+
 class Retry(Exception):
     """The coordinator could not be reached or answered a retriable error."""
 
@@ -119,6 +126,8 @@ class SharePersister:
         self._writes: dict[StateKey, int] = {}
         self._senders: dict[StateKey, asyncio.Task[None]] = {}
         self._state_epochs: dict[StateKey, int] = {}  # known initialized at the coordinator, with this epoch
+        # The remote writes not yet answered, oldest first: (write number, its future).
+        self._waiters: dict[StateKey, list[tuple[int, asyncio.Future[None]]]] = {}
         self._closed = False
 
     # ------------------------------------------------------------------------------------------
@@ -164,21 +173,34 @@ class SharePersister:
                 self.store.record_leader_epoch(key, leader_epoch)
         return state
 
-    def write(self, key: StateKey, state: ShareState) -> bool:
-        self._writes[key] = self._writes.get(key, 0) + 1
+    def write(self, key: StateKey, state: ShareState) -> asyncio.Future[None] | None:
+        """Write ``state``; the future answers once the share coordinator holds it (or a later
+        write), or its refusal as a KafkaApiError. None when nothing was written (the state's
+        partition is loading here)."""
+        seq = self._writes[key] = self._writes.get(key, 0) + 1
         where = self.store.where(key)
         if where is not Where.ELSEWHERE:
             self._pending.pop(key, None)
-            return self.store.write(key, state)
+            written = self.store.write(key, state)
+            if written is not None:
+                self._settle_when(key, seq, written)  # (earlier remote writes it supersedes)
+            return written
         self._pending[key] = state
-        if key not in self._senders and not self._closed:
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiter.add_done_callback(_retrieved)
+        self._waiters.setdefault(key, []).append((seq, waiter))
+        if self._closed:
+            self._settle(key, seq, KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the broker is shutting down"))
+        elif key not in self._senders:
             task = asyncio.get_running_loop().create_task(self._send_writes(key))
             self._senders[key] = task
             task.add_done_callback(lambda _t: self._senders.pop(key, None))
-        return True
+        return waiter
 
     def delete(self, key: StateKey) -> None:
         self._pending.pop(key, None)
+        self._settle(key, self._writes.get(key, 0), KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                                  "the share-partition's state was deleted"))
         self._answers.pop(key, None)
         if self.store.where(key) is not Where.ELSEWHERE:
             self.store.delete(key)
@@ -241,6 +263,9 @@ class SharePersister:
         self._closed = True
         for task in [*self._reads.values(), *self._senders.values()]:
             task.cancel()
+        for key in list(self._waiters):
+            self._settle(key, self._writes.get(key, 0),
+                         KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the broker is shutting down"))
         await self._clients.close()
 
     # ------------------------------------------------------------------------------------------
@@ -280,6 +305,7 @@ class SharePersister:
                     self._write_locally(key, state, seq)
                     continue
                 if not self._ok(key, part, "initialize"):
+                    self._settle(key, seq, KafkaApiError(part["error_code"], part["error_message"]))
                     continue
                 self._state_epochs[key] = state.state_epoch
             part = await self._retrying(key, WRITE, 1, {
@@ -296,7 +322,10 @@ class SharePersister:
                 self._state_epochs.pop(key, None)
                 self._pending.setdefault(key, state)
                 continue
-            self._ok(key, part, "write")
+            if self._ok(key, part, "write"):
+                self._settle(key, seq, None)
+            else:
+                self._settle(key, seq, KafkaApiError(part["error_code"], part["error_message"]))
 
     def _superseded(self, key: StateKey, seq: int) -> bool:
         return self._writes.get(key, 0) != seq
@@ -306,7 +335,41 @@ class SharePersister:
         state's partition is led here now - the local store takes it if it is still the latest."""
         if self._writes.get(key, 0) == seq and key not in self._pending \
                 and self.store.where(key) is not Where.ELSEWHERE:
-            self.store.write(key, state)
+            written = self.store.write(key, state)
+            if written is None:
+                self._settle(key, seq, KafkaApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                                     "the share state's partition is loading here"))
+            else:
+                self._settle_when(key, seq, written)
+
+    def _settle(self, key: StateKey, seq: int, error: KafkaApiError | None) -> None:
+        """The writes of ``key`` up to ``seq`` are done: durable (``error`` None) or refused."""
+        waiters = self._waiters.get(key)
+        if not waiters:
+            return
+        done = [w for s, w in waiters if s <= seq]
+        left = [(s, w) for s, w in waiters if s > seq]
+        if left:
+            self._waiters[key] = left
+        else:
+            del self._waiters[key]
+        for waiter in done:
+            if not waiter.done():
+                if error is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(error)
+
+    def _settle_when(self, key: StateKey, seq: int, written: asyncio.Future[None]) -> None:
+        """The writes of ``key`` up to ``seq`` answer as the local store's ``written`` does."""
+        def done(f: asyncio.Future[None]) -> None:
+            exc = None if f.cancelled() else f.exception()
+            error = exc if isinstance(exc, KafkaApiError) else None
+            if f.cancelled() or (exc is not None and error is None):
+                error = KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc) if exc else "cancelled")
+            self._settle(key, seq, error)
+        if key in self._waiters:
+            written.add_done_callback(done)
 
     async def _delete(self, key: StateKey) -> None:
         part = await self._retrying(key, DELETE, 0, {}, "delete")

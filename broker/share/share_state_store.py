@@ -36,6 +36,7 @@ import asyncio
 import base64
 import bisect
 import enum
+import functools
 import logging
 import time
 import uuid
@@ -78,6 +79,16 @@ DEFAULT_PRUNE_INTERVAL_MS = 300_000
 DEFAULT_COLD_SNAPSHOT_INTERVAL_MS = 300_000
 
 log = logging.getLogger(__name__)
+
+# The share coordinator's message for a write or read from an older leader (Kafka's
+# FencedLeaderEpochException, as its share coordinator answers it).
+FENCED_LEADER_EPOCH_MESSAGE = "The leader epoch in the request is older than the epoch on the broker."
+
+
+def _log_failure(what: str, written: asyncio.Future[None]) -> None:
+    if not written.cancelled() and (exc := written.exception()) is not None \
+            and not (isinstance(exc, KafkaApiError) and exc.code == ErrorCode.FENCED_LEADER_EPOCH):
+        log.warning("could not %s: %s", what, exc)  # (a fenced write was logged when it was refused)
 
 
 class Where(enum.Enum):
@@ -280,17 +291,17 @@ class ShareStateStore:
         assert p is not None
         return self.runtime.shard(p).states.get(key)
 
-    def write(self, key: StateKey, state: ShareState) -> bool:
+    def write(self, key: StateKey, state: ShareState) -> asyncio.Future[None] | None:
         """Write ``state`` (the share-partition's whole state, leader epoch included): a ShareUpdate
-        of the batches that changed, or a snapshot when one is due (durable before the shard shows
-        it; failures are logged: the share-partition goes on in memory, as a write timeout leaves
-        Kafka's). A write from a leader older than the one whose epoch the state holds is refused
-        and logged (Kafka's share coordinator: FENCED_LEADER_EPOCH), so a leader that has not yet
-        heard it lost the partition cannot undo its successor's writes. False when the state's
-        partition is not served here (yet): nothing was written."""
+        of the batches that changed, or a snapshot when one is due. The future answers once the
+        record is durable and the shard shows it, or the error (logged too). A write from a leader
+        older than the one whose epoch the state holds is refused with FENCED_LEADER_EPOCH (Kafka's
+        share coordinator), so a leader that has not yet heard it lost the partition cannot undo
+        its successor's writes. None when the state's partition is not served here (yet): nothing
+        was written."""
         p = self.state_partition(key)
         if p is None or self.runtime.state(p) is not PartitionState.ACTIVE:
-            return False
+            return None
 
         def op(shard: ShareStateShard) -> CoordinatorResult[None]:
             now = self.clock_ms()
@@ -299,7 +310,7 @@ class ShareStateStore:
                 log.warning("refused a write of the share state of %s %s-%s at leader epoch %s: the state "
                             "holds leader epoch %s (FENCED_LEADER_EPOCH)", key[0], key[1], key[2],
                             state.leader_epoch, old.leader_epoch)
-                return CoordinatorResult(records=[], response=None)
+                raise KafkaApiError(ErrorCode.FENCED_LEADER_EPOCH, FENCED_LEADER_EPOCH_MESSAGE)
             if old is None:
                 new = ShareState(state.start_offset, state.state_epoch, state.leader_epoch, 0, now, now,
                                  list(state.batches), state.delivery_complete_count)
@@ -318,8 +329,10 @@ class ShareStateStore:
                                                               delivery_complete_count=state.delivery_complete_count)
             return state_result(shard, key, record, new, is_snapshot)
 
-        self.runtime.schedule_write(p, op, f"write the share state of {key[0]} {key[1]}-{key[2]}")
-        return True
+        what = f"write the share state of {key[0]} {key[1]}-{key[2]}"
+        written = self.runtime.write(p, op)
+        written.add_done_callback(functools.partial(_log_failure, what))
+        return written
 
     def record_leader_epoch(self, key: StateKey, leader_epoch: int) -> None:
         """A share-partition leader at ``leader_epoch`` read the state: a newer epoch than the one

@@ -28,6 +28,7 @@ its records on __consumer_offsets (test_share_group_coordinator_kill.py).
 from __future__ import annotations
 
 import collections
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -192,7 +193,85 @@ def test_share_state_survives_a_leader_kill(cluster, kill: str) -> None:  # type
 
 
 NOT_LEADER_OR_FOLLOWER = 6
-SHARE_FETCH = 78
+SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
+ACCEPT = 1
+
+
+def join(c, group: str, member: str, topic: str) -> None:  # type: ignore[no-untyped-def]
+    """``member`` joins share group ``group``, subscribed to ``topic``, at the group's coordinator."""
+    found = c.request(c.live_ids()[0], "FindCoordinator", 4, {"key_type": 0, "coordinator_keys": [group]})
+    joined = c.request(found["coordinators"][0]["node_id"], "ShareGroupHeartbeat", 1, {
+        "group_id": group, "member_id": member, "member_epoch": 0, "rack_id": None,
+        "subscribed_topic_names": [topic]})
+    assert joined["error_code"] == 0, joined
+
+
+def test_an_acknowledgement_is_answered_once_the_share_coordinator_holds_it(cluster) -> None:  # type: ignore[no-untyped-def]
+    """The share-partition's state is kept by another broker's share coordinator, and that broker is
+    stopped (SIGSTOP, well inside its 10 s lease): a ShareAcknowledge to the data leader is not
+    answered until the coordinator is back and has taken the write - as Kafka 4.4's SharePartition
+    answers after its persister's write - and then the state holds the acceptance. Before, the
+    answer came at once (NONE), with the write still to be sent: a crash in between redelivered
+    records the client was told were accepted."""
+    c = cluster
+    topic = create_rf3_topic(c, "sq-durable-ack")
+    tid = topic_id(c, topic)
+    data_leader = c.partition_state(topic, 0)[0]
+    group, _, state_leader = group_with_state_elsewhere(c, topic, data_leader, "sg-durable-ack")
+    member = "durable-member-0000000001"
+    join(c, group, member, topic)
+    leader = c.brokers[data_leader]
+    conn = WireClient(leader.host, leader.port, timeout=30)  # one connection: the share session's
+    epoch = 0
+
+    def request(api: int, fields: dict[str, object]) -> dict:  # type: ignore[type-arg]
+        nonlocal epoch
+        r = conn.request(api, 1, {"group_id": group, "member_id": member, "share_session_epoch": epoch, **fields})
+        assert r["error_code"] == 0, r
+        epoch += 1
+        return r  # type: ignore[no-any-return]
+
+    def fetched() -> list[tuple[int, int]]:
+        r = request(SHARE_FETCH, {
+            "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500,
+            "topics": [{"topic_id": tid, "partitions": [
+                {"partition_index": 0, "partition_max_bytes": 0, "acknowledgement_batches": []}]}],
+            "forgotten_topics_data": []})
+        return [(a["first_offset"], a["last_offset"]) for t in r["responses"] for p in t["partitions"]
+                for a in p["acquired_records"]]
+
+    def summary() -> tuple[int, int]:
+        r = c.request(state_leader, "ReadShareGroupStateSummary", 1, {"group_id": group, "topics": [
+            {"topic_id": tid, "partitions": [{"partition": 0, "leader_epoch": 0}]}]})
+        part = r["results"][0]["partitions"][0]
+        assert part["error_code"] == 0, r
+        return part["start_offset"], part["delivery_complete_count"]
+
+    answered: list[dict] = []  # type: ignore[type-arg]
+    with conn:
+        assert fetched() == []  # opens the session; the share-partition's state is read meanwhile
+        wait_until(lambda: summary()[0] == 0, 30, "the share-partition initialized at offset 0")
+        produce(c, topic, [f"d{i}" for i in range(5)])
+        got: list[tuple[int, int]] = []
+        wait_until(lambda: bool(got.extend(fetched()) or got), 30, "records 0-4 acquired")
+        assert got == [(0, 4)], got
+        c.pause(state_leader)
+        try:
+            ack = threading.Thread(target=lambda: answered.append(request(SHARE_ACKNOWLEDGE, {"topics": [
+                {"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                    {"first_offset": 0, "last_offset": 4, "acknowledge_types": [ACCEPT]}]}]}]})))
+            ack.start()
+            ack.join(2.0)
+            assert answered == [], f"answered while the share coordinator was stopped: {answered}"
+        finally:
+            c.resume(state_leader)
+        ack.join(20)
+        assert len(answered) == 1, "no answer within 20 s of the share coordinator's return"
+    part = answered[0]["responses"][0]["partitions"][0]
+    assert (part["error_code"], part["error_message"]) == (0, None), answered
+    # The state holds the acceptance: Kafka's write carries the start offset as it stood (0) and
+    # the 5 acknowledged records above it (KIP-1226's delivery-complete count).
+    assert summary() == (0, 5)
 
 
 def test_a_fenced_state_read_is_refused_not_started_fresh(cluster) -> None:  # type: ignore[no-untyped-def]
@@ -217,13 +296,8 @@ def test_a_fenced_state_read_is_refused_not_started_fresh(cluster) -> None:  # t
     assert state_api("InitializeShareGroupState", {"state_epoch": 0, "start_offset": 0})["error_code"] == 0
     assert state_api("ReadShareGroupState", {"leader_epoch": 1000})["error_code"] == 0  # epoch 1000 recorded
 
-    found = c.request(data_leader, "FindCoordinator", 4, {"key_type": 0, "coordinator_keys": [group]})
-    coordinator = found["coordinators"][0]["node_id"]
     member = "fenced-member-0000000001"
-    joined = c.request(coordinator, "ShareGroupHeartbeat", 1, {
-        "group_id": group, "member_id": member, "member_epoch": 0, "rack_id": None,
-        "subscribed_topic_names": [topic]})
-    assert joined["error_code"] == 0, joined
+    join(c, group, member, topic)
 
     epoch = 0
     seen: list[tuple[int, list[tuple[int, int]]]] = []

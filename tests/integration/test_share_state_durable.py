@@ -181,8 +181,9 @@ def test_a_newer_leader_epoch_fences_the_leader_here(broker_factory) -> None:
     which sends its requests even then: once the state holds a newer leader epoch (a newer leader
     read it; here a ReadShareGroupState at epoch 1000), this leader's writes change nothing and
     its next read of the state answers its fetches NOT_LEADER_OR_FOLLOWER (Kafka's
-    SharePartition.fetchPersisterError for FENCED_LEADER_EPOCH). Before, the write went through and
-    set the state's leader epoch back to this leader's, and the read ignored the epoch."""
+    SharePartition.fetchPersisterError for FENCED_LEADER_EPOCH), as the refused write answers the
+    acknowledgement it carried. Before, the write went through and set the state's leader epoch back
+    to this leader's, and the read ignored the epoch."""
     broker = broker_factory(OVERRIDES)
     with WireClient(broker.host, broker.port) as c:
         topic_id = share_partition_started(c)
@@ -194,9 +195,15 @@ def test_a_newer_leader_epoch_fences_the_leader_here(broker_factory) -> None:
             return r["results"][0]["partitions"][0]  # type: ignore[no-any-return]
         before = state()  # records leader epoch 1000
         assert before["error_code"] == 0, before
-        # This leader (epoch 0) accepts 0-4: its write of that is refused by the state.
-        share_fetch(c, share_session_epoch=2, topics=fetch_topics(topic_id, [0], {0: [(0, 4, [ACCEPT])]}))
-        time.sleep(1)  # (the write, or its refusal, happens after the response)
+        # This leader (epoch 0) accepts 0-4: its write of that is refused by the state, and the
+        # acknowledgement is answered after the write, with Kafka's error for the refusal
+        # (fetchPersisterError: FENCED_LEADER_EPOCH is NOT_LEADER_OR_FOLLOWER, the coordinator's
+        # message kept). Before, it was answered NONE at once and the acceptance was lost.
+        r = share_fetch(c, share_session_epoch=2, max_wait_ms=0,
+                        topics=fetch_topics(topic_id, [0], {0: [(0, 4, [ACCEPT])]}))
+        part = r["responses"][0]["partitions"][0]
+        assert (part["acknowledge_error_code"], part["acknowledge_error_message"]) == (
+            NOT_LEADER_OR_FOLLOWER, "The leader epoch in the request is older than the epoch on the broker."), r
         after = state()
         assert (after["start_offset"], after["state_batches"]) == (before["start_offset"], before["state_batches"]), \
             (before, after)

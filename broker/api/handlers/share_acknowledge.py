@@ -7,7 +7,8 @@ Versions 1-2 (flexible), as Kafka 4.4 (v0 was Kafka 4.0's early access).
 Acknowledge types per offset range (one type for the range, or one per offset): 1 ACCEPT, 2 RELEASE
 (delivered again, or archived past ``group.share.delivery.count.limit``), 3 REJECT (never delivered
 again), 0 a gap (no record there), 4 RENEW (v2). A range the member does not hold answers
-INVALID_RECORD_STATE for its partition and nothing of that partition is applied.
+INVALID_RECORD_STATE for its partition and nothing of that partition is applied. The answer waits
+until the acknowledgements' state write is durable (broker/share/share_partition_manager.py).
 
 The share session must be open: epoch 0 is INVALID_SHARE_SESSION_EPOCH (a session is opened by a
 ShareFetch), -1 closes it after these acknowledgements and releases what the member still holds.
@@ -17,6 +18,7 @@ the cluster's share.version is 0.
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -25,6 +27,7 @@ from odradek.broker.api.handlers import share_fetch
 from odradek.broker.api.handlers.current_leader import CurrentLeaders
 from odradek.broker.api.request_types import ApiRequest
 from odradek.broker.security import authz
+from odradek.broker.share.share_partition_manager import ACK_WRITE_TIMEOUT_S
 from odradek.broker.share.share_session import FINAL_EPOCH, INITIAL_EPOCH
 from odradek.controller import features
 from odradek.protocol.errors import ErrorCode, KafkaApiError
@@ -56,7 +59,7 @@ class Services:
     authz: AuthHelper
 
 
-def handle(services: Services, request: ApiRequest[ShareAcknowledgeRequest]) -> ShareAcknowledgeResponse:
+async def handle(services: Services, request: ApiRequest[ShareAcknowledgeRequest]) -> ShareAcknowledgeResponse:
     if not features.share_group_protocol(services.metadata.image.features):
         return error_response(request, ErrorCode.UNSUPPORTED_VERSION)  # share.version 0 (KafkaApis)
     body = request.body
@@ -76,14 +79,22 @@ def handle(services: Services, request: ApiRequest[ShareAcknowledgeRequest]) -> 
     fetch_services = share_fetch.Services(services.metadata, services.replica_manager, manager, services.authz)
     results, topics = share_fetch.resolve_partitions(fetch_services, request, session, body["topics"])
     acked = []
+    durable = []
     for t in body["topics"]:
         for p in t["partitions"]:
             result = results[(t["topic_id"], p["partition_index"])]
             if result.error_code == ErrorCode.NONE and p["acknowledgement_batches"]:
+                name = topics[result.topic_id]
                 result.error_code, result.error_message = manager.acknowledge(
-                    session, topics[result.topic_id], result.partition,
+                    session, name, result.partition,
                     [(b["first_offset"], b["last_offset"], b["acknowledge_types"]) for b in p["acknowledgement_batches"]])
                 acked.append(result)
+                if result.error_code == ErrorCode.NONE:
+                    durable.append((result, manager.durability(group_id, name, result.partition)))
+    # Answered once the acknowledgements are durable (SharePartitionManager.acknowledged).
+    deadline = time.monotonic() + ACK_WRITE_TIMEOUT_S
+    for result, written in durable:
+        result.error_code, result.error_message = await manager.acknowledged(written, deadline)
     if acked:
         manager.metrics.share_acknowledgement({topics[r.topic_id] for r in acked},
                                               {topics[r.topic_id] for r in acked if r.error_code})

@@ -11,8 +11,8 @@ The share session (broker/share/share_session.py) names the partitions: epoch 0 
 acknowledgements allowed: INVALID_REQUEST), -1 closes it after its acknowledgements (nothing is
 fetched; what the member still holds is released), others continue it (SHARE_SESSION_NOT_FOUND,
 INVALID_SHARE_SESSION_EPOCH). Each partition's acknowledgements are applied first
-(acknowledge_error_code: INVALID_RECORD_STATE for records the member does not hold), then every
-partition of the session is read (broker/share/share_partition_manager.py): ``records`` are the
+(acknowledge_error_code: INVALID_RECORD_STATE for records the member does not hold; the answer
+waits until their state write is durable, as the read does), then every partition of the session is read (broker/share/share_partition_manager.py): ``records`` are the
 log's batches as they are in the file, ``acquired_records`` the offset ranges this member may
 deliver, with their delivery counts. A partition answers when it has records, an error or an
 acknowledgement outcome, or when the request named it.
@@ -25,6 +25,7 @@ the cluster's share.version is 0 the request answers UNSUPPORTED_VERSION (Kafka'
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.broker.api.handlers.current_leader import CurrentLeaders
 from odradek.broker.api.request_types import ApiRequest
 from odradek.broker.security import authz
-from odradek.broker.share.share_partition_manager import PartitionResult
+from odradek.broker.share.share_partition_manager import ACK_WRITE_TIMEOUT_S, PartitionResult
 from odradek.broker.share.share_session import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 from odradek.controller import features
 from odradek.protocol.errors import ErrorCode, KafkaApiError
@@ -95,16 +96,18 @@ async def handle(services: Services, request: ApiRequest[ShareFetchRequest]) -> 
     acks_of = {(t["topic_id"], p["partition_index"]): p["acknowledgement_batches"]
                for t in body["topics"] for p in t["partitions"]}
     acked: list[PartitionResult] = []
+    durable = []
     for result in results.values():
         batches = acks_of.get((result.topic_id, result.partition))
         if batches and result.error_code == ErrorCode.NONE:
+            name = topics[result.topic_id]
             result.acknowledge_error_code, result.acknowledge_error_message = manager.acknowledge(
-                session, topics[result.topic_id], result.partition,
+                session, name, result.partition,
                 [(b["first_offset"], b["last_offset"], b["acknowledge_types"]) for b in batches])
             acked.append(result)
-    if acked:
-        manager.metrics.share_acknowledgement({topics[r.topic_id] for r in acked},
-                                              {topics[r.topic_id] for r in acked if r.acknowledge_error_code})
+            if result.acknowledge_error_code == ErrorCode.NONE:
+                durable.append((result, manager.durability(group_id, name, result.partition)))
+    ack_deadline = time.monotonic() + ACK_WRITE_TIMEOUT_S
     if epoch == FINAL_EPOCH:
         manager.close_session(session)
     else:
@@ -122,6 +125,13 @@ async def handle(services: Services, request: ApiRequest[ShareFetchRequest]) -> 
             read = [r for r in wanted if r.topic_id in topics]
             manager.metrics.share_fetch({topics[r.topic_id] for r in read},
                                         {topics[r.topic_id] for r in read if r.error_code})
+    # The acknowledgements are answered once durable; their writes went on while the fetch waited.
+    for result, written in durable:
+        result.acknowledge_error_code, result.acknowledge_error_message = await manager.acknowledged(
+            written, ack_deadline)
+    if acked:
+        manager.metrics.share_acknowledgement({topics[r.topic_id] for r in acked},
+                                              {topics[r.topic_id] for r in acked if r.acknowledge_error_code})
     named = set(acks_of)
     leaders = CurrentLeaders(services.replica_manager, services.metadata, request.listener)
     by_topic: dict[uuid.UUID, list[ShareFetchResponsePartitionData]] = {}
