@@ -221,7 +221,10 @@ def test_no_record_consumed_twice_across_rebalances(broker_factory) -> None:
         for m in live:
             m.poll(timeout=0.1)
     got = [(p, o) for m in members for p, o in m.consumed]
-    assert len(got) == total and len(set(got)) == total, (len(got), len(set(got)))
+    # On a failure: which records came twice, and to whom (m.consumed is in delivery order).
+    twice = sorted({r for r in got if got.count(r) > 1})[:20]
+    assert len(got) == total and len(set(got)) == total, (len(got), len(set(got)), {
+        m.name: [(r, m.consumed.index(r)) for r in twice if r in m.consumed] for m in members})
     for m in live:
         m.consumer.close()
 
