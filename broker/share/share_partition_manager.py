@@ -66,7 +66,7 @@ from odradek.broker.share.share_partition import (
     RecordState,
     SharePartition,
 )
-from odradek.broker.share.share_persister import READ_REFUSALS, SharePersister
+from odradek.broker.share.share_persister import READ_REFUSALS, SharePersister, write_outcome
 from odradek.broker.share.share_session import ShareSession, ShareSessionCache
 from odradek.broker.share.share_state_records import ShareState, delivery_complete_count
 from odradek.broker.share.share_state_store import ShareStateStore, Where
@@ -154,14 +154,11 @@ class ShareFetchRequestState:
 
 def _settle(waiter: asyncio.Future[None], written: asyncio.Future[None]) -> None:
     """``waiter`` answers as ``written`` did."""
-    if waiter.done():
-        return
-    if written.cancelled():
-        waiter.set_exception(KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "the share state write was cancelled"))
-    elif (exc := written.exception()) is not None:
-        waiter.set_exception(exc)
-    else:
-        waiter.set_result(None)
+    if not waiter.done():
+        if (error := write_outcome(written)) is None:
+            waiter.set_result(None)
+        else:
+            waiter.set_exception(error)
 
 
 class SharePartitionManager:
@@ -288,6 +285,10 @@ class SharePartitionManager:
             if waiter is None:
                 waiter = self._flush_waiters[key] = asyncio.get_running_loop().create_future()
             return waiter
+        return self._in_flight(key)
+
+    def _in_flight(self, key: SharePartitionId) -> asyncio.Future[None] | None:
+        """The share-partition's latest write, while it is not yet durable."""
         last = self._last_write.get(key)
         return last if last is not None and not last.done() else None
 
@@ -574,16 +575,15 @@ class SharePartitionManager:
         dirty, self._dirty = self._dirty, {}
         waiters, self._flush_waiters = self._flush_waiters, {}
         for key, sp in dirty.items():
-            written: asyncio.Future[None] | None = None
-            if self.partitions.get(key) is sp:  # (not resigned or deleted meanwhile)
-                written = self._write(key, sp)
-                if written is None and (last := self._last_write.get(key)) is not None and not last.done():
-                    written = last  # nothing new to write: the write in flight carries the change
-            elif (waiter := waiters.get(key)) is not None:
-                waiter.set_exception(KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                                   "the share-partition left this broker before its state was written"))
+            waiter = waiters.get(key)
+            if self.partitions.get(key) is not sp:  # resigned or deleted meanwhile
+                if waiter is not None:
+                    waiter.set_exception(KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                                       "the share-partition left this broker before its state was written"))
                 continue
-            if (waiter := waiters.get(key)) is not None:
+            # Nothing new to write: the write in flight, if any, carries the change.
+            written = self._write(key, sp) or self._in_flight(key)
+            if waiter is not None:
                 if written is None:
                     waiter.set_result(None)
                 else:

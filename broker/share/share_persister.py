@@ -103,6 +103,17 @@ def _retrieved(future: asyncio.Future[None]) -> None:
         future.exception()
 
 
+def write_outcome(written: asyncio.Future[None]) -> KafkaApiError | None:
+    """A finished write's outcome: None when durable, else its refusal - a cancelled write or an
+    error other than a KafkaApiError as UNKNOWN_SERVER_ERROR."""
+    if written.cancelled():
+        return KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "the share state write was cancelled")
+    exc = written.exception()
+    if exc is None or isinstance(exc, KafkaApiError):
+        return exc
+    return KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
+
+
 class Retry(Exception):
     """The coordinator could not be reached or answered a retriable error."""
 
@@ -181,10 +192,7 @@ class SharePersister:
         where = self.store.where(key)
         if where is not Where.ELSEWHERE:
             self._pending.pop(key, None)
-            written = self.store.write(key, state)
-            if written is not None:
-                self._settle_when(key, seq, written)  # (earlier remote writes it supersedes)
-            return written
+            return self._write_here(key, seq, state)  # (settling the earlier remote writes it supersedes)
         self._pending[key] = state
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         waiter.add_done_callback(_retrieved)
@@ -335,12 +343,18 @@ class SharePersister:
         state's partition is led here now - the local store takes it if it is still the latest."""
         if self._writes.get(key, 0) == seq and key not in self._pending \
                 and self.store.where(key) is not Where.ELSEWHERE:
-            written = self.store.write(key, state)
-            if written is None:
-                self._settle(key, seq, KafkaApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                                                     "the share state's partition is loading here"))
-            else:
-                self._settle_when(key, seq, written)
+            self._write_here(key, seq, state)
+
+    def _write_here(self, key: StateKey, seq: int, state: ShareState) -> asyncio.Future[None] | None:
+        """Write number ``seq`` to the local store; the writes of ``key`` up to it answer as it
+        does (COORDINATOR_LOAD_IN_PROGRESS when the store could not take it: None)."""
+        written = self.store.write(key, state)
+        if written is None:
+            self._settle(key, seq, KafkaApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                                 "the share state's partition is loading here"))
+        elif key in self._waiters:
+            written.add_done_callback(lambda f: self._settle(key, seq, write_outcome(f)))
+        return written
 
     def _settle(self, key: StateKey, seq: int, error: KafkaApiError | None) -> None:
         """The writes of ``key`` up to ``seq`` are done: durable (``error`` None) or refused."""
@@ -359,17 +373,6 @@ class SharePersister:
                     waiter.set_result(None)
                 else:
                     waiter.set_exception(error)
-
-    def _settle_when(self, key: StateKey, seq: int, written: asyncio.Future[None]) -> None:
-        """The writes of ``key`` up to ``seq`` answer as the local store's ``written`` does."""
-        def done(f: asyncio.Future[None]) -> None:
-            exc = None if f.cancelled() else f.exception()
-            error = exc if isinstance(exc, KafkaApiError) else None
-            if f.cancelled() or (exc is not None and error is None):
-                error = KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc) if exc else "cancelled")
-            self._settle(key, seq, error)
-        if key in self._waiters:
-            written.add_done_callback(done)
 
     async def _delete(self, key: StateKey) -> None:
         part = await self._retrying(key, DELETE, 0, {}, "delete")
