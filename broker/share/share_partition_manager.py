@@ -193,9 +193,9 @@ class SharePartitionManager:
 
     def open_session(self, group_id: str, member_id: str, conn: Any) -> ShareSession:
         self.release_closed_sessions()
-        session, old = self.sessions.open(group_id, member_id, conn)
-        if old is not None:
-            self._release_session(old)
+        # A session the member had is replaced, not closed: what it holds stays its own, to
+        # acknowledge on the new one (Kafka's newContext drops the old session and releases nothing).
+        session = self.sessions.open(group_id, member_id, conn)
         self._drop_idle(group_id, session)
         return session
 
@@ -229,12 +229,11 @@ class SharePartitionManager:
         self._release_session(session)
 
     def forget(self, session: ShareSession, topic: str, partition: int) -> None:
-        """A partition the member no longer fetches from here: its records go back."""
-        if session.partitions.pop((topic, partition), None) is not None:
-            sp = self.partitions.get((session.group_id, topic, partition))
-            if sp is not None and sp.release_member(session.member_id):
-                self._persist(sp)
-                self._wake(sp)
+        """A partition the member no longer fetches from here. What it holds there stays its own
+        until it acknowledges it, its session closes or the locks expire, as in Kafka: a client
+        forgets a partition the assignment moved away and still acknowledges the records it
+        already handed out - released here, they would be delivered twice."""
+        session.partitions.pop((topic, partition), None)
 
     def on_disconnect(self) -> None:
         """A client connection closed (the socket server's disconnect listener): a member's records

@@ -3,8 +3,8 @@ share group fetches from this broker, so that each ShareFetch need only name wha
 
 Keyed by (group id, member id). The epochs, as Kafka's ShareRequestMetadata:
 
-- 0 opens a session (a new one replaces the member's old one, whose records are released); it may
-  carry no acknowledgements;
+- 0 opens a session (a new one replaces the member's old one; the records the member holds stay
+  its own, as in Kafka); it may carry no acknowledgements;
 - -1 closes it after the acknowledgements it carries: the member's records still acquired on its
   partitions are released at once;
 - any other epoch must be the session's next one (INVALID_SHARE_SESSION_EPOCH otherwise), and a
@@ -50,8 +50,9 @@ class ShareSessionCache:
         self.max_sessions = max_sessions
         self.sessions: dict[SessionKey, ShareSession] = {}
 
-    def open(self, group_id: str, member_id: str, conn: Any) -> tuple[ShareSession, ShareSession | None]:
-        """A new session for the member; the old one it replaces (its records are to be released)."""
+    def open(self, group_id: str, member_id: str, conn: Any) -> ShareSession:
+        """A new session for the member, in place of the one it had (whose connection closing
+        later then ends nothing)."""
         key = (group_id, member_id)
         old = self.sessions.pop(key, None)
         if len(self.sessions) >= self.max_sessions:
@@ -60,7 +61,7 @@ class ShareSessionCache:
             raise KafkaApiError(ErrorCode.SHARE_SESSION_LIMIT_REACHED,
                                 "The limit of share sessions has been reached.")
         session = self.sessions[key] = ShareSession(group_id, member_id, conn)
-        return session, old
+        return session
 
     def get(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
         """The open session a request with ``epoch`` (not 0) continues or closes."""

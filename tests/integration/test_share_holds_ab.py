@@ -1,0 +1,123 @@
+"""What keeps a share group member's records acquired, as raw requests to Kafka 4.4 and to Odradek
+(the A/B harness, tests/support/real_kafka.py) with the same answers required.
+
+Kafka's broker releases a member's acquired records when its share session is closed (epoch -1),
+when the connection of its session closes, and when their acquisition locks expire - and at no
+other time (SharePartitionManager.releaseSession, ShareSessionCache's disconnect listener). In
+particular not when a ShareFetch forgets the partition (a client does that when the assignment
+moves the partition to another member: it still acknowledges what it already handed to the
+application), nor when the member opens a new session (epoch 0) in place of its old one. Releasing
+then hands records the member has already delivered to a second member: duplicates.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.integration.test_share_groups_java import SHARE_GROUP
+from tests.support.config_requests import set_group_configs
+from tests.support.real_kafka import TARGETS, Target, create_topic, kafka_and_odradek, unique
+from tests.support.wire import WireClient
+
+pytestmark = pytest.mark.timeout(180)
+
+SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACK = 76, 78, 79
+ACCEPT = 1
+NONE = 0
+RETRIABLE = (14, 15, 16)  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+
+
+@pytest.fixture(scope="module")
+def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Target]]:
+    with kafka_and_odradek(tmp_path_factory) as both:
+        yield both
+
+
+def topic_id(c: WireClient, topic: str) -> uuid.UUID:
+    r = c.request(3, 12, {"topics": [{"topic_id": None, "name": topic}], "allow_auto_topic_creation": False,
+                          "include_topic_authorized_operations": False})
+    return r["topics"][0]["topic_id"]
+
+
+def produce_values(target: Target, topic: str, values: list[str]) -> None:
+    producer = Producer({"bootstrap.servers": target.bootstrap, "linger.ms": 0})
+    for v in values:
+        producer.produce(topic, v.encode(), partition=0)
+    assert producer.flush(30) == 0
+
+
+def share_fetch(c: WireClient, group: str, member: str, epoch: int, tid: uuid.UUID | None,
+                forget: bool = False, max_wait_ms: int = 0) -> dict:
+    topics = [] if tid is None or forget else [
+        {"topic_id": tid, "partitions": [{"partition_index": 0, "partition_max_bytes": 0,
+                                          "acknowledgement_batches": []}]}]
+    forgotten = [{"topic_id": tid, "partitions": [0]}] if forget else []
+    return c.request(SHARE_FETCH, 1, {
+        "group_id": group, "member_id": member, "share_session_epoch": epoch, "max_wait_ms": max_wait_ms,
+        "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500,
+        "topics": topics, "forgotten_topics_data": forgotten})
+
+
+def acquired(r: dict) -> list[tuple[int, int, int]]:
+    assert r["error_code"] == NONE, r
+    return [(a["first_offset"], a["last_offset"], a["delivery_count"])
+            for t in r["responses"] for p in t["partitions"] for a in p["acquired_records"]]
+
+
+def acknowledge(c: WireClient, group: str, member: str, epoch: int, tid: uuid.UUID, first: int, last: int) -> int:
+    r = c.request(SHARE_ACK, 1, {"group_id": group, "member_id": member, "share_session_epoch": epoch, "topics": [
+        {"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+            {"first_offset": first, "last_offset": last, "acknowledge_types": [ACCEPT]}]}]}]})
+    assert r["error_code"] == NONE, r
+    return r["responses"][0]["partitions"][0]["error_code"]
+
+
+def join(c: WireClient, group: str, topic: str) -> str:
+    """A member of the share group (ShareGroupHeartbeat), once its coordinator answers."""
+    member = uuid.uuid4().hex[:22]
+    deadline = time.monotonic() + 60
+    while True:
+        r = c.request(SHARE_GROUP_HEARTBEAT, 1, {"group_id": group, "member_id": member, "member_epoch": 0,
+                                                 "rack_id": None, "subscribed_topic_names": [topic]})
+        if r["error_code"] == NONE:
+            return member
+        assert r["error_code"] in RETRIABLE and time.monotonic() < deadline, r
+        c.request(10, 1, {"key": group, "key_type": 0})
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_forgetting_the_partition_or_reopening_the_session_keeps_the_records_acquired(
+        targets: dict[str, Target], name: str) -> None:
+    target = targets[name]
+    target.require(*SHARE_GROUP)
+    topic, group = unique("hold"), unique("sg")
+    create_topic(target, topic, 1)
+    with WireClient(target.host, target.port) as c:
+        set_group_configs(c, group, {"share.auto.offset.reset": "earliest"})
+        tid = topic_id(c, topic)
+    produce_values(target, topic, [f"h{i}" for i in range(5)])
+    with WireClient(target.host, target.port) as holder, WireClient(target.host, target.port) as other:
+        member, second = join(holder, group, topic), join(other, group, topic)
+        # The holder acquires the five records (its first fetches may find the state still loading).
+        deadline = time.monotonic() + 60
+        epoch = 0
+        while not (got := acquired(share_fetch(holder, group, member, epoch, tid, max_wait_ms=500))):
+            assert time.monotonic() < deadline, "the holder never acquired the records"
+            epoch += 1
+        assert got == [(0, 4, 1)]
+        epoch += 1
+        # It forgets the partition: the records stay its own.
+        assert share_fetch(holder, group, member, epoch, tid, forget=True)["error_code"] == NONE
+        assert acquired(share_fetch(other, group, second, 0, tid, max_wait_ms=1000)) == []
+        # It opens a new session in place of the old one: still its own.
+        assert share_fetch(holder, group, member, 0, None)["error_code"] == NONE
+        assert acquired(share_fetch(other, group, second, 1, tid, max_wait_ms=1000)) == []
+        # So its acknowledgement of what it was handed is taken, and nothing is delivered twice.
+        assert acknowledge(holder, group, member, 1, tid, 0, 4) == NONE
+        assert acquired(share_fetch(other, group, second, 2, tid, max_wait_ms=1000)) == []
