@@ -24,6 +24,7 @@ whose broker log names each refusal; Odradek's broker there has a client listene
 from __future__ import annotations
 
 import struct
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ import pytest
 
 from odradek.broker.api.handlers import produce
 from odradek.broker.launcher.cluster_launcher import free_port
+from odradek.protocol.errors import ErrorCode
 from tests.support.bad_batches import records, wrap
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import cluster_or_skip
@@ -262,7 +264,13 @@ def test_cluster_leaders_send_it_over_the_inter_broker_listener(tmp_path: Path) 
         # Kafka's rule (Replica.isCaughtUp): a follower at the leader's log end is never out of sync,
         # however long it has been silent. So the follower first fetches a record (acks=all), then a
         # record it cannot fetch is appended while it is stopped: from then on it lags.
-        assert _produce(c, leader, "isr-wire", -1) == 0
+        # The leader takes the partition up from its own watch of the metadata, after the controller
+        # shows it: until then the answer is NOT_LEADER_OR_FOLLOWER, which a client retries.
+        deadline = time.monotonic() + 30
+        while (code := _produce(c, leader, "isr-wire", -1)) == ErrorCode.NOT_LEADER_OR_FOLLOWER \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert code == 0, c.logs()
         c.pause(follower)
         try:
             assert _produce(c, leader, "isr-wire", 1) == 0
