@@ -159,8 +159,8 @@ def test_members_joining_while_records_flow_get_no_record_twice(targets, name: s
     handed out yet it releases itself, so they may come back with a higher count: each value once,
     whatever its count."""
     target = targets[name]
-    topic, group = share_topic(target, SHARE_GROUP, "sj", 2), unique("sg")
-    values = [f"j{i}" for i in range(450)]
+    topic, group = share_topic(target, SHARE_GROUP, "sm", 2), unique("sg")
+    values = [f"m{i}" for i in range(450)]
     consumers = start(target, group, topic, 1, "implicit", "accept")
     try:
         wait_initialized(target, consumers, topic, 2)
