@@ -126,6 +126,14 @@ def wait_until(predicate, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def wait_held(holder: ShareConsumer, values: list[str]) -> None:
+    """Until a "hold" consumer has every one of ``values``; on a timeout, what it got and its log."""
+    try:
+        wait_until(lambda: len(real(holder)) == len(values), 60, "the holder's records")
+    except AssertionError as e:
+        raise AssertionError(f"{e}: it got {real(holder)}; its stderr: {holder.stderr()}") from None
+
+
 def stop_all(consumers: list[ShareConsumer]) -> None:
     for c in consumers:
         c.stop()
@@ -202,7 +210,7 @@ def test_killed_consumer_records_come_back_at_once(targets, name: str) -> None:
     try:
         wait_initialized(target, [holder], topic, 1)
         produce(target, topic, values, 1)
-        wait_until(lambda: len(real(holder)) == len(values), 60, "the holder's records")
+        wait_held(holder, values)
         (taker,) = start(target, group, topic, 1, "explicit", "accept")
         time.sleep(3)
         assert real(taker) == []  # locked to the live holder
@@ -228,7 +236,7 @@ def test_live_holder_records_come_back_when_the_lock_expires(targets, name: str)
     try:
         wait_initialized(target, [holder], topic, 1)
         produce(target, topic, values, 1)
-        wait_until(lambda: len(real(holder)) == len(values), 60, "the holder's records")
+        wait_held(holder, values)
         acquired_at = time.monotonic()
         (taker,) = start(target, group, topic, 1, "explicit", "accept")
         wait_until(lambda: len(real(taker)) >= len(values), LOCK_MS / 1000 + 30, "the expired lock's records")
