@@ -17,9 +17,8 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Producer
 
-from tests.integration.test_share_groups_java import SHARE_GROUP
+from tests.integration.test_share_groups_java import SHARE_GROUP, produce
 from tests.support.config_requests import set_group_configs
 from tests.support.real_kafka import TARGETS, Target, create_topic, kafka_and_odradek, unique
 from tests.support.wire import WireClient
@@ -42,13 +41,6 @@ def topic_id(c: WireClient, topic: str) -> uuid.UUID:
     r = c.request(3, 12, {"topics": [{"topic_id": None, "name": topic}], "allow_auto_topic_creation": False,
                           "include_topic_authorized_operations": False})
     return r["topics"][0]["topic_id"]
-
-
-def produce_values(target: Target, topic: str, values: list[str]) -> None:
-    producer = Producer({"bootstrap.servers": target.bootstrap, "linger.ms": 0})
-    for v in values:
-        producer.produce(topic, v.encode(), partition=0)
-    assert producer.flush(30) == 0
 
 
 def share_fetch(c: WireClient, group: str, member: str, epoch: int, tid: uuid.UUID | None,
@@ -101,7 +93,7 @@ def test_forgetting_the_partition_or_reopening_the_session_keeps_the_records_acq
     with WireClient(target.host, target.port) as c:
         set_group_configs(c, group, {"share.auto.offset.reset": "earliest"})
         tid = topic_id(c, topic)
-    produce_values(target, topic, [f"h{i}" for i in range(5)])
+    produce(target, topic, [f"h{i}" for i in range(5)], 1)
     with WireClient(target.host, target.port) as holder, WireClient(target.host, target.port) as other:
         member, second = join(holder, group, topic), join(other, group, topic)
         # The holder acquires the five records (its first fetches may find the state still loading).
