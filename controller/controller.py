@@ -106,7 +106,7 @@ from odradek.controller.scram_credentials import ScramAlterResult, ScramUpsertio
 from odradek.controller.topic_configs import warn_keys_without_effect
 from odradek.protocol.acl_types import AclBinding, AclBindingFilter
 from odradek.protocol.errors import ErrorCode, KafkaApiError
-from odradek.storage.clock import now_ms
+from odradek.storage.clock import monotonic_ms
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,10 @@ class Controller:
         leader_imbalance_per_broker_percentage: int = 10,
         snapshot_max_new_record_bytes: int = DEFAULT_SNAPSHOT_MAX_NEW_RECORD_BYTES,
         snapshot_max_interval_ms: int = DEFAULT_SNAPSHOT_MAX_INTERVAL_MS,
-        clock: Callable[[], int] = now_ms,
+        # Times the lease and the snapshot interval, both durations: monotonic, so that a step of the
+        # system clock neither expires the lease (a single node then refused metadata changes until
+        # restarted) nor stretches it.
+        clock: Callable[[], int] = monotonic_ms,
         replica_placer: StripedReplicaPlacer | None = None,
     ) -> None:
         if default_num_partitions <= 0 or default_replication_factor <= 0:

@@ -30,7 +30,11 @@ thread, broker/metadata/embedded_controller.py: a renewal must not queue behind 
 call at a time, so the event loop never blocks on the fsync. ``LeaseFile`` on-disk format: a JSON
 file (by default ``<metadata dir>/controller.lease``)::
 
-    {"epoch": <int>, "holder_id": <int, -1 when free>, "expires_at_ms": <int>}
+    {"epoch": <int>, "holder_id": <int, -1 when free>, "expires_at_ms": <int>, "ttl_ms": <int>}
+
+``expires_at_ms`` is in the holder's clock, which the controller makes a monotonic one (a step of
+the system clock must not expire a lease); only the holder's renewals compare it, and a new holder
+takes over by the lock, not by it.
 
 written by write-temp + fsync + rename + fsync(dir), so after a crash the file holds either the old
 or the new state, never a mix; the epoch therefore never goes backwards across restarts. Mutual

@@ -38,7 +38,7 @@ Differences from Kafka, and why:
   instead of cascading through overflow levels after an idle period; rule 6 still holds because
   every bucket that expired at or before ``now_ms`` has just been flushed.
 
-Time is an integer millisecond count from an injectable clock (default: ``time.monotonic_ns``),
+Time is an integer millisecond count from an injectable clock (default: ``storage.clock.monotonic_ms``),
 so unit tests drive the timer deterministically with ``advance_clock(now_ms)``.
 
 Callers: the event loop that owns the Timer only. Not thread-safe.
@@ -50,8 +50,9 @@ import asyncio
 import heapq
 import itertools
 import logging
-import time
 from collections.abc import Callable, Iterator
+
+from odradek.storage.clock import monotonic_ms
 
 __all__ = [
     "AsyncReaper",
@@ -69,11 +70,6 @@ log = logging.getLogger(__name__)
 # Kafka's SystemTimer defaults (tickMs=1, wheelSize=20).
 DEFAULT_TICK_MS = 1
 DEFAULT_WHEEL_SIZE = 20
-
-
-def monotonic_ms() -> int:
-    """The default clock: a monotonic millisecond count (same source as asyncio's loop.time())."""
-    return time.monotonic_ns() // 1_000_000
 
 
 class TimerTask:
