@@ -164,7 +164,8 @@ def _settle(waiter: asyncio.Future[None], written: asyncio.Future[None]) -> None
 class SharePartitionManager:
     def __init__(self, config: ShareConfig, replica_manager: ReplicaManager, metadata: BrokerMetadata,
                  clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-                 store: ShareStateStore | SharePersister | None = None) -> None:
+                 store: ShareStateStore | SharePersister | None = None,
+                 lock_clock_ms: Callable[[], int] = lambda: time.monotonic_ns() // 1_000_000) -> None:
         self.config = config
         self.store = store
         # What was last written per stored share-partition: a change that Kafka does not persist
@@ -182,7 +183,12 @@ class SharePartitionManager:
         self._flush_waiters: dict[SharePartitionId, asyncio.Future[None]] = {}
         self.replica_manager = replica_manager
         self.metadata = metadata
+        # Two clocks, as Kafka's: the wall clock for what is a date (the state's timestamps,
+        # share.auto.offset.reset=by_duration), and a monotonic one for acquisition locks (Kafka's
+        # SharePartition times them with Time.hiResClockMs), so that a step of the system clock
+        # neither expires a live member's records at once nor keeps them locked for the step.
         self.clock_ms = clock_ms
+        self.lock_clock_ms = lock_clock_ms
         self.sessions = ShareSessionCache(config.max_sessions)
         self.partitions: dict[SharePartitionId, SharePartition] = {}
         # Kafka's share metrics (broker/share/share_metrics.py), served when /metrics is on.
@@ -260,7 +266,7 @@ class SharePartitionManager:
         """Apply one partition's acknowledgement batches; (error code, message) of the outcome."""
         try:
             sp = self._share_partition(session.group_id, topic, partition)
-            sp.acknowledge(session.member_id, acks, self.clock_ms(), self._lock_duration_ms(session.group_id))
+            sp.acknowledge(session.member_id, acks, self.lock_clock_ms(), self._lock_duration_ms(session.group_id))
             self.metrics.records_acknowledged(acks)
             self._persist(sp)
             self._wake(sp)  # released records, or room in the in-flight window
@@ -386,7 +392,7 @@ class SharePartitionManager:
             deadline = sp.next_deadline() if sp is not None else None
             if deadline is not None:
                 deadlines.append(deadline)
-        delay_s = (min(deadlines) - self.clock_ms()) / 1000 if deadlines else None
+        delay_s = (min(deadlines) - self.lock_clock_ms()) / 1000 if deadlines else None
         if state.loading:
             delay_s = LOADING_RECHECK_S if delay_s is None else min(delay_s, LOADING_RECHECK_S)
         if delay_s is not None:
@@ -396,7 +402,7 @@ class SharePartitionManager:
         if op.is_completed:
             return
         state = op.state
-        now = self.clock_ms()
+        now = self.lock_clock_ms()
         for result in state.wanted:
             sp = self.partitions.get((state.session.group_id, state.topics.get(result.topic_id, ""), result.partition))
             if sp is not None and sp.expire_locks(now):
@@ -456,7 +462,7 @@ class SharePartitionManager:
             return
         batches = _batch_headers(piece)
         acquired = sp.acquire(session.member_id, ((base, last) for _, _, base, last in batches), max_records,
-                              self.clock_ms(), self._lock_duration_ms(session.group_id), strict)
+                              self.lock_clock_ms(), self._lock_duration_ms(session.group_id), strict)
         if acquired and isolation == READ_COMMITTED:
             acquired = self._archive_aborted(sp, session.member_id, part, offset, piece, acquired)
         if isolation == READ_COMMITTED:
@@ -488,7 +494,7 @@ class SharePartitionManager:
                 sp = SharePartition(group_id, topic, partition, start, self._delivery_count_limit(group_id),
                                     self._max_record_locks(group_id))
             self.partitions[key] = sp
-        if sp.expire_locks(self.clock_ms()):
+        if sp.expire_locks(self.lock_clock_ms()):
             self._persist(sp)
             self._wake(sp)
         elif key not in self._written:
@@ -524,7 +530,7 @@ class SharePartitionManager:
         dropped = [(max(f, a), min(t, b)) for a, b in ranges for f, t, _ in acquired if max(f, a) <= min(t, b)]
         if not dropped:
             return acquired
-        sp.acknowledge(member_id, [(f, t, [0]) for f, t in dropped], self.clock_ms(), 0)  # 0: GAP, archived
+        sp.acknowledge(member_id, [(f, t, [0]) for f, t in dropped], self.lock_clock_ms(), 0)  # 0: GAP, archived
         kept: list[tuple[int, int, int]] = []
         for first, last, count in acquired:
             pieces = [(first, last)]

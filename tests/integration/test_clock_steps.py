@@ -1,0 +1,165 @@
+"""A step of the system clock changes nothing that a duration times, as in Kafka.
+
+NTP correcting a drift, a VM resumed, an operator's ``date -s``: the wall clock jumps. Kafka times
+its durations on a monotonic clock (Time.hiResClockMs, from System.nanoTime) and stamps data with
+the wall clock. So after a step:
+
+- the controller keeps its lease and takes metadata changes (Kafka's single-node controller does
+  not lose leadership to a clock step; Odradek's local lease was timed on the wall clock, and a
+  step forward past its TTL made the broker refuse every metadata change until restarted);
+- a share group member keeps its acquired records for the lock duration, no more and no less
+  (Kafka's SharePartition times acquisition locks on the monotonic clock).
+
+The broker here is a real Odradek process whose wall clock (``time.time``, ``time.time_ns``) the
+test steps: a ``sitecustomize`` module on its PYTHONPATH adds the seconds written in a file to it.
+Its monotonic clock is left alone. A topic with LogAppendTime shows that the broker's wall clock did
+step (its records are stamped with it), so no test here can pass because the step never happened.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.integration.test_share_groups_java import produce
+from tests.integration.test_share_holds_ab import NONE, acknowledge, acquired, join, share_fetch, topic_id
+from tests.support.broker_process import BrokerProcess
+from tests.support.config_requests import set_group_configs
+from tests.support.real_kafka import Target, create_topic, unique
+from tests.support.wire import WireClient
+
+pytestmark = pytest.mark.timeout(180)
+
+HOUR_S = 3600.0
+STEPPED_CLOCK = """
+    import os, threading, time
+
+    _step_file = os.environ.get("ODRADEK_TEST_WALL_CLOCK_STEP_FILE")
+    if _step_file:
+        _real_time, _real_time_ns, _step = time.time, time.time_ns, [0.0]
+
+        def _read_step() -> None:
+            while True:
+                try:
+                    with open(_step_file) as f:
+                        _step[0] = float(f.read() or 0)
+                except (OSError, ValueError):
+                    pass
+                time.sleep(0.02)
+
+        time.time = lambda: _real_time() + _step[0]
+        time.time_ns = lambda: _real_time_ns() + int(_step[0] * 1e9)
+        threading.Thread(target=_read_step, name="stepped-wall-clock", daemon=True).start()
+"""
+
+
+class SteppedBroker:
+    def __init__(self, broker: BrokerProcess, step_file: Path) -> None:
+        self.broker, self.step_file = broker, step_file
+        self.target = Target("odradek", broker.host, broker.port, broker)
+
+    def step_to(self, seconds: float) -> None:
+        """Set the broker's wall clock ``seconds`` from the real one; return once its records
+        are stamped with the stepped clock."""
+        self.step_file.write_text(str(seconds))
+        deadline = time.monotonic() + 10
+        while abs(self.broker_time() - (time.time() + seconds)) > 60:
+            assert time.monotonic() < deadline, "the broker's wall clock did not step"
+            time.sleep(0.05)
+
+    def broker_time(self) -> float:
+        """The broker's wall clock, read off a record it stamps (LogAppendTime)."""
+        stamps: list[int] = []
+        producer = Producer({"bootstrap.servers": self.target.bootstrap})
+        producer.produce("clock", b"t", on_delivery=lambda err, msg: stamps.append(msg.timestamp()[1]))
+        assert producer.flush(30) == 0 and stamps, "the clock record was not delivered"
+        return stamps[0] / 1000
+
+
+@pytest.fixture(scope="module")
+def stepped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SteppedBroker]:
+    base = tmp_path_factory.mktemp("stepped-clock")
+    (base / "site").mkdir()
+    (base / "site" / "sitecustomize.py").write_text(textwrap.dedent(STEPPED_CLOCK))
+    step_file = base / "step"
+    step_file.write_text("0")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PYTHONPATH", str(base / "site"), prepend=os.pathsep)
+    mp.setenv("ODRADEK_TEST_WALL_CLOCK_STEP_FILE", str(step_file))
+    # Locks as short as 1 s may be set per group (Kafka's floor for the broker setting).
+    broker = BrokerProcess(base / "broker", overrides={"group.share.min.record.lock.duration.ms": "1000"})
+    try:
+        broker.start()
+    finally:
+        mp.undo()
+    try:
+        s = SteppedBroker(broker, step_file)
+        create_topic(s.target, "clock", 1, {"message.timestamp.type": "LogAppendTime"})
+        yield s
+    finally:
+        broker.kill()
+
+
+def held_records(stepped: SteppedBroker, lock_ms: int) -> tuple[WireClient, WireClient, str, str, str, Any, int]:
+    """A topic of five records, and a share group in which a holder has acquired them all: the two
+    members' connections, the group, their member ids, the topic id and the holder's next epoch."""
+    target = stepped.target
+    topic, group = unique("clock-held"), unique("sg")
+    create_topic(target, topic, 1)
+    produce(target, topic, [f"c{i}" for i in range(5)], 1)
+    holder, other = WireClient(target.host, target.port), WireClient(target.host, target.port)
+    set_group_configs(holder, group, {"share.auto.offset.reset": "earliest",
+                                      "share.record.lock.duration.ms": str(lock_ms)})
+    tid = topic_id(holder, topic)
+    member, second = join(holder, group, topic), join(other, group, topic)
+    deadline = time.monotonic() + 60
+    epoch = 0
+    while not (got := acquired(share_fetch(holder, group, member, epoch, tid, max_wait_ms=500))):
+        assert time.monotonic() < deadline, "the holder never acquired the records"
+        epoch += 1
+    assert got == [(0, 4, 1)]
+    return holder, other, group, member, second, tid, epoch + 1
+
+
+def test_a_clock_step_forward_leaves_the_controller_taking_metadata_changes(stepped: SteppedBroker) -> None:
+    stepped.step_to(0)
+    create_topic(stepped.target, unique("before-step"), 1)
+    stepped.step_to(HOUR_S)
+    # An hour on by the wall clock, a moment by the lease's: the controller still holds it.
+    create_topic(stepped.target, unique("after-step"), 1)
+    stepped.step_to(0)
+    create_topic(stepped.target, unique("after-step-back"), 1)
+
+
+def test_a_clock_step_forward_does_not_expire_a_live_members_locks(stepped: SteppedBroker) -> None:
+    stepped.step_to(0)
+    holder, other, group, member, second, tid, epoch = held_records(stepped, 30_000)
+    with holder, other:
+        stepped.step_to(HOUR_S)
+        # An hour later by the wall clock, a second or so by the lock's: still the holder's.
+        assert acquired(share_fetch(other, group, second, 0, tid, max_wait_ms=1000)) == []
+        assert acknowledge(holder, group, member, epoch, tid, 0, 4) == NONE
+        assert acquired(share_fetch(other, group, second, 1, tid, max_wait_ms=1000)) == []
+
+
+def test_a_clock_step_back_does_not_keep_records_locked(stepped: SteppedBroker) -> None:
+    stepped.step_to(HOUR_S)
+    holder, other, group, member, second, tid, _ = held_records(stepped, 2_000)
+    with holder, other:
+        acquired_at = time.monotonic()
+        stepped.step_to(0)
+        # An hour back by the wall clock: the records still come back when the 2 s lock expires.
+        deadline = time.monotonic() + 30
+        epoch = 0
+        while not (got := acquired(share_fetch(other, group, second, epoch, tid, max_wait_ms=1000))):
+            assert time.monotonic() < deadline, "the records never came back after the clock stepped back"
+            epoch += 1
+        assert got == [(0, 4, 2)]
+        assert time.monotonic() - acquired_at >= 1.5, "the records came back before their lock expired"
