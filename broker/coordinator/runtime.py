@@ -66,6 +66,7 @@ from odradek.protocol.records import (
     iter_batches,
     parse_control_type,
 )
+from odradek.storage.clock import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +166,7 @@ class CoordinatorRuntime(Generic[S]):
 
     def __init__(self, topic: str, writer: PartitionWriter, shard_factory: Callable[[int], S], *,
                  compression: int = 0, load_buffer_size: int = 5 * 1024 * 1024,
-                 time_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                 time_ms: Callable[[], int] = now_ms,
                  load_summary: Callable[[], str] | None = None, write_timeout_ms: int | None = None) -> None:
         """``write_timeout_ms``: how long a caller of ``write`` waits (None: until the write is
         durable or fails)."""

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.replica.partition import Partition
 from odradek.protocol.errors import ErrorCode
+from odradek.storage.clock import now_ms
 
 if TYPE_CHECKING:
     from odradek.controller.image import MetadataImage
@@ -42,10 +42,6 @@ ISR_CHANGE_MAX_BACKOFF_S = 5.0
 # Answers that say "no controller could decide": sent again (the others are final, see IsrManager._send).
 ISR_CHANGE_RETRIABLE = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT,
                                   ErrorCode.STALE_CONTROLLER_EPOCH})
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def error_name(code: int) -> str:

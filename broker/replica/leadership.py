@@ -31,6 +31,7 @@ from odradek.broker.replica.append_lane import AppendLane
 from odradek.broker.replica.high_watermark_checkpoint import read_high_watermarks
 from odradek.broker.replica.partition import Partition
 from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.clock import now_ms
 from odradek.storage.errors import KafkaStorageError
 from odradek.storage.log_config import LogConfig
 from odradek.storage.partition_metadata import topic_id_to_str
@@ -51,10 +52,6 @@ HostedSnapshot = tuple[str, str, LogConfig, list[int]]
 # A topic whose local logs could not be made is retried (on the next request for one of its
 # partitions) at most this often: a transient EMFILE passes, an offline dir fails fast again.
 LOG_CREATION_RETRY_S = 1.0
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class PartitionLeadership:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.broker.replica.high_watermark_checkpoint import HighWatermarkWriter
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
+from odradek.storage.clock import now_ms
 
 if TYPE_CHECKING:
     from odradek.broker.config.broker_config import BrokerConfig
@@ -29,10 +29,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class PeriodicTasks:

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Callable, Hashable
 from concurrent.futures import Executor
@@ -74,6 +73,7 @@ from odradek.broker.runtime.timing_wheel import Timer
 from odradek.controller.image import MetadataDelta, MetadataImage
 from odradek.protocol.errors import ErrorCode, KafkaApiError
 from odradek.storage.cleaner import LogCleaner
+from odradek.storage.clock import now_ms
 from odradek.storage.errors import KafkaStorageError, SegmentTruncatedError
 from odradek.storage.log_manager import LogManager
 from odradek.storage.results import EMPTY_SLICE, AppendInfo
@@ -98,10 +98,6 @@ class MetadataView(Protocol):
     def metadata_dir(self) -> Path | None: ...
 
     def subscribe(self, callback: Callable[[MetadataDelta], None]) -> Callable[[], None]: ...
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class ReplicaManager:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,6 +55,7 @@ from odradek.broker.share.share_state_store import (
     unchanged_dropped,
 )
 from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.clock import now_ms
 
 if TYPE_CHECKING:
     from odradek.broker.metadata.broker_metadata import BrokerMetadata
@@ -100,7 +100,7 @@ def error(code: int, message: str | None = None) -> Outcome:
 
 class ShareCoordinator:
     def __init__(self, store: ShareStateStore, metadata: BrokerMetadata,
-                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+                 clock_ms: Callable[[], int] = now_ms) -> None:
         self.store = store
         self.metadata = metadata
         self.clock_ms = clock_ms

@@ -73,6 +73,7 @@ from odradek.broker.share.share_state_store import ShareStateStore, Where
 from odradek.controller.group_configs import duration_ms
 from odradek.protocol.batch_header import HEADER_SIZE, parse_header
 from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.clock import monotonic_ms, now_ms
 from odradek.storage.results import FetchSlice
 
 if TYPE_CHECKING:
@@ -163,9 +164,9 @@ def _settle(waiter: asyncio.Future[None], written: asyncio.Future[None]) -> None
 
 class SharePartitionManager:
     def __init__(self, config: ShareConfig, replica_manager: ReplicaManager, metadata: BrokerMetadata,
-                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                 clock_ms: Callable[[], int] = now_ms,
                  store: ShareStateStore | SharePersister | None = None,
-                 lock_clock_ms: Callable[[], int] = lambda: time.monotonic_ns() // 1_000_000) -> None:
+                 lock_clock_ms: Callable[[], int] = monotonic_ms) -> None:
         self.config = config
         self.store = store
         # What was last written per stored share-partition: a change that Kafka does not persist

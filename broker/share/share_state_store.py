@@ -38,7 +38,6 @@ import bisect
 import enum
 import functools
 import logging
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -67,6 +66,7 @@ from odradek.broker.share.share_state_records import (
     overlay,
 )
 from odradek.protocol.errors import ErrorCode, KafkaApiError
+from odradek.storage.clock import now_ms
 
 if TYPE_CHECKING:
     from odradek.broker.metadata.broker_metadata import BrokerMetadata
@@ -229,7 +229,7 @@ class ShareStateStore:
                  local_store: bool, updates_per_snapshot: int = DEFAULT_UPDATES_PER_SNAPSHOT,
                  prune_interval_ms: int = DEFAULT_PRUNE_INTERVAL_MS,
                  cold_snapshot_interval_ms: int = DEFAULT_COLD_SNAPSHOT_INTERVAL_MS,
-                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+                 clock_ms: Callable[[], int] = now_ms) -> None:
         self.writer = writer
         self.metadata = metadata
         self.controller_client = controller_client
