@@ -35,6 +35,17 @@ def group_int(metadata: MetadataView, group_id: str, key: str, default: int) -> 
         return default
 
 
+def group_bool(metadata: MetadataView, group_id: str, key: str, default: bool) -> bool:
+    """The group's BOOLEAN config ``key``, else ``default``."""
+    raw = metadata.image.group_configs.get(group_id, {}).get(key)
+    if raw is None:
+        return default
+    try:
+        return bool(parse_value(key, raw))
+    except GroupConfigError:
+        return default
+
+
 def group_str(metadata: MetadataView, group_id: str, key: str, default: str) -> str:
     """The group's STRING config ``key`` (trimmed, as Kafka parses it), else ``default``."""
     raw = metadata.image.group_configs.get(group_id, {}).get(key)

@@ -21,7 +21,10 @@ acknowledgement splits it). A fetch acquires whole log batches: the new offsets 
   Available again (RELEASE, the lock expiring, the member's connection or share session closing),
   except that a record released after its ``delivery count limit``-th delivery is Archived:
   it is never delivered again.
-- RENEW (ShareAcknowledge/ShareFetch v2, KIP-1222) keeps the records Acquired and restarts the lock.
+- RENEW (ShareAcknowledge/ShareFetch v2, KIP-1222) keeps the records Acquired and restarts the lock;
+  where the group config ``share.renew.acknowledge.enable`` is false, it is refused as Kafka's
+  SharePartition refuses it (INVALID_RECORD_STATE, "Renewing acquisition locks is not enabled for
+  the group.").
 
 Only the member holding a record may acknowledge it (INVALID_RECORD_STATE otherwise, and nothing of
 that partition's acknowledgement is applied). The SPSO moves past every leading range that is done.
@@ -231,9 +234,9 @@ class SharePartition:
     # acknowledging
 
     def acknowledge(self, member_id: str, batches: list[tuple[int, int, list[int]]], now_ms: int,
-                    lock_ms: int) -> None:
+                    lock_ms: int, renew_enabled: bool = True) -> None:
         """Apply a member's acknowledgement batches ((first, last, types): one type for the whole
-        range or one per offset), all or none."""
+        range or one per offset), all or none; RENEW only where ``renew_enabled``."""
         runs: list[tuple[int, int, AcknowledgeType]] = []
         for first, last, types in batches:
             if last < first or first < 0:
@@ -251,6 +254,8 @@ class SharePartition:
         for first, last, kind in runs:
             if not self._held_by(member_id, first, last, allow_gap=kind is AcknowledgeType.GAP):
                 raise InvalidRecordState(f"offsets {first}-{last} are not acquired by member {member_id}")
+            if kind is AcknowledgeType.RENEW and not renew_enabled:  # (Kafka checks it after the holder)
+                raise InvalidRecordState("Renewing acquisition locks is not enabled for the group.")
         start_before, written = self.start_offset, False
         for first, last, kind in runs:
             written = written or kind is not AcknowledgeType.RENEW  # (a renewed lock is not written)

@@ -56,7 +56,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from odradek.broker.group.group_overrides import group_int, group_str
+from odradek.broker.group.group_overrides import group_bool, group_int, group_str
 from odradek.broker.runtime.purgatory import DelayedOperation, DelayedOperationPurgatory
 from odradek.broker.share.delayed_share_fetch import DelayedShareFetch
 from odradek.broker.share.share_metrics import ShareMetrics
@@ -267,7 +267,8 @@ class SharePartitionManager:
         """Apply one partition's acknowledgement batches; (error code, message) of the outcome."""
         try:
             sp = self._share_partition(session.group_id, topic, partition)
-            sp.acknowledge(session.member_id, acks, self.lock_clock_ms(), self._lock_duration_ms(session.group_id))
+            sp.acknowledge(session.member_id, acks, self.lock_clock_ms(), self._lock_duration_ms(session.group_id),
+                           group_bool(self.metadata, session.group_id, "share.renew.acknowledge.enable", True))
             self.metrics.records_acknowledged(acks)
             self._persist(sp)
             self._wake(sp)  # released records, or room in the in-flight window

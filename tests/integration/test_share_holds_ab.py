@@ -8,6 +8,9 @@ particular not when a ShareFetch forgets the partition (a client does that when 
 moves the partition to another member: it still acknowledges what it already handed to the
 application), nor when the member opens a new session (epoch 0) in place of its old one. Releasing
 then hands records the member has already delivered to a second member: duplicates.
+
+A RENEW the group does not allow (share.renew.acknowledge.enable=false) is refused and leaves the
+records as they were.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ from tests.support.wire import WireClient
 pytestmark = pytest.mark.timeout(180)
 
 SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACK = 76, 78, 79
-ACCEPT = 1
-NONE = 0
+ACCEPT, RENEW = 1, 4
+NONE, INVALID_RECORD_STATE = 0, 121
 RETRIABLE = (14, 15, 16)  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 
 
@@ -69,6 +72,28 @@ def acknowledge(c: WireClient, group: str, member: str, epoch: int, tid: uuid.UU
     return r["responses"][0]["partitions"][0]["error_code"]
 
 
+def acquire_all(holder: WireClient, group: str, member: str, tid: uuid.UUID) -> int:
+    """The member acquires the topic's five records, all in its first delivery (its first fetches
+    may find the state still loading); its session's next epoch."""
+    deadline = time.monotonic() + 60
+    epoch = 0
+    while not (got := acquired(share_fetch(holder, group, member, epoch, tid, max_wait_ms=500))):
+        assert time.monotonic() < deadline, "the holder never acquired the records"
+        epoch += 1
+    assert got == [(0, 4, 1)]
+    return epoch + 1
+
+
+def renew(c: WireClient, group: str, member: str, epoch: int, tid: uuid.UUID, first: int, last: int) -> dict:
+    """ShareAcknowledge v2 renewing the locks of first..last (KIP-1222): the partition's answer."""
+    r = c.request(SHARE_ACK, 2, {"group_id": group, "member_id": member, "share_session_epoch": epoch,
+                                 "is_renew_ack": True, "topics": [
+        {"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+            {"first_offset": first, "last_offset": last, "acknowledge_types": [RENEW]}]}]}]})
+    assert r["error_code"] == NONE, r
+    return r["responses"][0]["partitions"][0]
+
+
 def join(c: WireClient, group: str, topic: str) -> str:
     """A member of the share group (ShareGroupHeartbeat), once its coordinator answers."""
     member = uuid.uuid4().hex[:22]
@@ -96,14 +121,7 @@ def test_forgetting_the_partition_or_reopening_the_session_keeps_the_records_acq
     produce(target, topic, [f"h{i}" for i in range(5)], 1)
     with WireClient(target.host, target.port) as holder, WireClient(target.host, target.port) as other:
         member, second = join(holder, group, topic), join(other, group, topic)
-        # The holder acquires the five records (its first fetches may find the state still loading).
-        deadline = time.monotonic() + 60
-        epoch = 0
-        while not (got := acquired(share_fetch(holder, group, member, epoch, tid, max_wait_ms=500))):
-            assert time.monotonic() < deadline, "the holder never acquired the records"
-            epoch += 1
-        assert got == [(0, 4, 1)]
-        epoch += 1
+        epoch = acquire_all(holder, group, member, tid)
         # It forgets the partition: the records stay its own.
         assert share_fetch(holder, group, member, epoch, tid, forget=True)["error_code"] == NONE
         assert acquired(share_fetch(other, group, second, 0, tid, max_wait_ms=1000)) == []
@@ -113,3 +131,33 @@ def test_forgetting_the_partition_or_reopening_the_session_keeps_the_records_acq
         # So its acknowledgement of what it was handed is taken, and nothing is delivered twice.
         assert acknowledge(holder, group, member, 1, tid, 0, 4) == NONE
         assert acquired(share_fetch(other, group, second, 2, tid, max_wait_ms=1000)) == []
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_renew_is_refused_where_the_group_config_disables_it(targets: dict[str, Target], name: str) -> None:
+    """share.renew.acknowledge.enable=false: Kafka's SharePartition answers a RENEW from the holder
+    INVALID_RECORD_STATE with "Renewing acquisition locks is not enabled for the group." and applies
+    nothing of that acknowledgement. A group without the config renews (its default is true)."""
+    target = targets[name]
+    target.require(*SHARE_GROUP)
+    topic, refusing, renewing = unique("renew"), unique("sg-no-renew"), unique("sg-renew")
+    create_topic(target, topic, 1)
+    with WireClient(target.host, target.port) as c:
+        set_group_configs(c, refusing, {"share.auto.offset.reset": "earliest", "share.renew.acknowledge.enable": "false"})
+        set_group_configs(c, renewing, {"share.auto.offset.reset": "earliest"})
+        tid = topic_id(c, topic)
+    produce(target, topic, [f"r{i}" for i in range(5)], 1)
+    with WireClient(target.host, target.port) as holder, WireClient(target.host, target.port) as other:
+        member, second = join(holder, refusing, topic), join(other, refusing, topic)
+        epoch = acquire_all(holder, refusing, member, tid)
+        answer = renew(holder, refusing, member, epoch, tid, 0, 4)
+        assert (answer["error_code"], answer["error_message"]) == (
+            INVALID_RECORD_STATE, "Renewing acquisition locks is not enabled for the group."), answer
+        # The records are still the holder's, as they were: another member gets none, its ACCEPT is taken.
+        assert acquired(share_fetch(other, refusing, second, 0, tid, max_wait_ms=1000)) == []
+        assert acknowledge(holder, refusing, member, epoch + 1, tid, 0, 4) == NONE
+        assert acquired(share_fetch(other, refusing, second, 1, tid, max_wait_ms=1000)) == []
+
+        member = join(holder, renewing, topic)
+        epoch = acquire_all(holder, renewing, member, tid)
+        assert renew(holder, renewing, member, epoch, tid, 0, 4)["error_code"] == NONE

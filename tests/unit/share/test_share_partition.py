@@ -79,6 +79,15 @@ def test_locks_expire_and_renew_extends_them() -> None:
     assert sp.acquire("n", [(0, 1), (2, 3)], 500, 2000, LOCK) == [(0, 3, 2)]
 
 
+def test_renew_refused_where_disabled_applies_nothing() -> None:
+    sp = fresh()
+    sp.acquire("m", [(0, 1), (2, 3)], 500, 0, LOCK)
+    with pytest.raises(InvalidRecordState, match="Renewing acquisition locks is not enabled for the group."):
+        sp.acknowledge("m", [(0, 1, [ACCEPT]), (2, 3, [RENEW])], 600, LOCK, renew_enabled=False)
+    assert states(sp) == [(0, 3, RecordState.ACQUIRED, 1, "m")]  # not even the ACCEPT before it
+    assert sp.expire_locks(1000) == 4  # no lock was renewed
+
+
 def test_release_member_gives_back_only_its_records() -> None:
     sp = fresh()
     sp.acquire("a", [(0, 4)], 500, 0, LOCK)
