@@ -8,7 +8,8 @@ the wall clock. So after a step:
   not lose leadership to a clock step; Odradek's local lease was timed on the wall clock, and a
   step forward past its TTL made the broker refuse every metadata change until restarted);
 - a share group member keeps its acquired records for the lock duration, no more and no less
-  (Kafka's SharePartition times acquisition locks on the monotonic clock).
+  (Kafka's SharePartition times acquisition locks on the monotonic clock);
+- a consumer group member heartbeating on time is not fenced (session timeouts are timers).
 
 The broker here is a real Odradek process whose wall clock (``time.time``, ``time.time_ns``) the
 test steps: a ``sitecustomize`` module on its PYTHONPATH adds the seconds written in a file to it.
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
 from tests.integration.test_share_groups_java import produce
 from tests.integration.test_share_holds_ab import NONE, acknowledge, acquired, join, share_fetch, topic_id
@@ -163,3 +164,37 @@ def test_a_clock_step_back_does_not_keep_records_locked(stepped: SteppedBroker) 
             epoch += 1
         assert got == [(0, 4, 2)]
         assert time.monotonic() - acquired_at >= 1.5, "the records came back before their lock expired"
+
+
+def group_epochs(stepped: SteppedBroker, group: str) -> tuple[int, list[tuple[str, int]]]:
+    """ConsumerGroupDescribe: the group epoch and each member's (id, epoch)."""
+    with WireClient(stepped.target.host, stepped.target.port) as c:
+        g = c.request(69, 0, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+    assert g["error_code"] == NONE, g
+    return g["group_epoch"], sorted((m["member_id"], m["member_epoch"]) for m in g["members"])
+
+
+def test_a_clock_step_forward_keeps_a_consumer_group_member(stepped: SteppedBroker) -> None:
+    """Group session timeouts run on the monotonic timing wheel (Kafka's CoordinatorTimer): a member
+    heartbeating on time keeps its assignment across the step, and the group is not rebalanced (a
+    member fenced by an expired session rejoins at epoch 0, which bumps the group epoch)."""
+    stepped.step_to(0)
+    topic, group = unique("clock-group"), unique("cg")
+    create_topic(stepped.target, topic, 2)
+    consumer = Consumer({"bootstrap.servers": stepped.target.bootstrap, "group.id": group,
+                         "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while len(consumer.assignment()) < 2:
+            assert time.monotonic() < deadline, "the member never got both partitions"
+            consumer.poll(0.2)
+        before = group_epochs(stepped, group)
+        stepped.step_to(HOUR_S)
+        until = time.monotonic() + 12  # two heartbeat intervals (5 s) past the step
+        while time.monotonic() < until:
+            consumer.poll(0.2)
+        assert group_epochs(stepped, group) == before
+        assert len(consumer.assignment()) == 2
+    finally:
+        consumer.close()
