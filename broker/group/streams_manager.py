@@ -470,9 +470,11 @@ class StreamsGroupManager:
 
     def _may_assign(self, group: StreamsGroup) -> bool:
         """Kafka's canComputeNextTargetAssignment: never assigned (timestamp 0), no interval, or the
-        interval since the last target is over. (A per-group streams.assignment.interval.ms, Kafka's
-        group config, would be looked up here.)"""
-        last, interval = group.assignment_timestamp_ms, self.assignment_interval_ms
+        interval since the last target is over. The interval is the group's
+        streams.assignment.interval.ms, else the broker's (Kafka's streamsGroupAssignmentIntervalMs)."""
+        last = group.assignment_timestamp_ms
+        interval = group_int(self.ctx.metadata, group.group_id, "streams.assignment.interval.ms",
+                             self.assignment_interval_ms)
         return last == 0 or interval == 0 or self.ctx.time_ms() >= last + interval
 
     def _target_for(self, group: StreamsGroup, member_id: str, replaced: StreamsGroupMember | None) -> Target:

@@ -2,7 +2,8 @@
 Odradek with the same answers required (the A/B harness): topology descriptions (KIP-1331:
 StreamsGroupTopologyDescriptionUpdate, API 93; StreamsGroupHeartbeat v1's
 TopologyDescriptionRequired; StreamsGroupDescribe v1's TopologyDescriptionStatus), the assignment
-interval (group.streams.assignment.interval.ms) and warm-up tasks.
+interval (group.streams.assignment.interval.ms, or the group's own streams.assignment.interval.ms) and
+warm-up tasks.
 
 Both brokers run with Kafka's defaults: no topology description plugin (Kafka keeps descriptions only
 in one, see broker/group/streams_topology_descriptions.py), an assignment interval of 1 s,
@@ -16,6 +17,7 @@ import time
 import pytest
 
 from odradek.protocol.errors import ErrorCode
+from tests.support.config_requests import set_group_configs
 from tests.support.java_tools import run_tool
 from tests.support.real_kafka import Target, comparison_fixtures, create_topic, unique
 from tests.support.streams_wire import (
@@ -104,6 +106,27 @@ def test_a_second_assignment_within_the_interval_waits_for_it(target: Target) ->
         time.sleep(1.2)
         converge([a, b, d], 8)
         assert all(m.active for m in (a, b, d))
+
+
+def test_the_groups_own_assignment_interval_counts(target: Target) -> None:
+    """The group config streams.assignment.interval.ms overrides the broker's 1 s (Kafka's
+    streamsGroupAssignmentIntervalMs reads the group's config first): at 0 a member joining right
+    after a target assignment is assigned at once; at 10 s one joining 1.2 s after it still waits."""
+    delayed = (ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval.")
+    for interval, pause, expect_delay in (("0", 0.0, False), ("10000", 1.2, True)):
+        app = unique("own-interval")
+        source, topology = word_count_app(target, app, 4)
+        with WireClient(target.host, target.port) as c:
+            set_group_configs(c, app, {"streams.assignment.interval.ms": interval})
+            ready_coordinator(c, app)
+            a, b = (StreamsMember(c, app, topology) for _ in range(2))
+            a.join()
+            converge([a], 8)
+            time.sleep(pause)
+            r = b.join()
+            statuses = [(s["status_code"], s["status_detail"]) for s in r["status"]]
+            assert (delayed in statuses) == expect_delay, (interval, statuses)
+            assert describe(c, app)["group_state"] == ("Assigning" if expect_delay else "Reconciling"), interval
 
 
 def test_no_warm_up_task_even_for_a_member_without_state(target: Target) -> None:
