@@ -11,7 +11,7 @@ Pure reads of the image; the handler loop.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.controller.group_configs import GroupConfigError, parse_value
 
@@ -24,45 +24,36 @@ class MetadataView(Protocol):
     def image(self) -> MetadataImage: ...
 
 
-def group_int(metadata: MetadataView, group_id: str, key: str, default: int) -> int:
-    """The group's INT (or LONG) config ``key``, else ``default``."""
+def _group_value(metadata: MetadataView, group_id: str, key: str) -> Any:
+    """The group's parsed value of ``key``; None when it has none or it no longer parses."""
     raw = metadata.image.group_configs.get(group_id, {}).get(key)
     if raw is None:
-        return default
+        return None
     try:
-        return int(parse_value(key, raw))
+        return parse_value(key, raw)
     except GroupConfigError:
-        return default
+        return None
+
+
+def group_int(metadata: MetadataView, group_id: str, key: str, default: int) -> int:
+    """The group's INT (or LONG) config ``key``, else ``default``."""
+    value = _group_value(metadata, group_id, key)
+    return default if value is None else int(value)
 
 
 def group_bool(metadata: MetadataView, group_id: str, key: str, default: bool) -> bool:
     """The group's BOOLEAN config ``key``, else ``default``."""
-    raw = metadata.image.group_configs.get(group_id, {}).get(key)
-    if raw is None:
-        return default
-    try:
-        return bool(parse_value(key, raw))
-    except GroupConfigError:
-        return default
+    value = _group_value(metadata, group_id, key)
+    return default if value is None else bool(value)
 
 
 def group_str(metadata: MetadataView, group_id: str, key: str, default: str) -> str:
     """The group's STRING config ``key`` (trimmed, as Kafka parses it), else ``default``."""
-    raw = metadata.image.group_configs.get(group_id, {}).get(key)
-    if raw is None:
-        return default
-    try:
-        return str(parse_value(key, raw))
-    except GroupConfigError:
-        return default
+    value = _group_value(metadata, group_id, key)
+    return default if value is None else str(value)
 
 
 def group_list(metadata: MetadataView, group_id: str, key: str, default: list[str]) -> list[str]:
     """The group's LIST config ``key`` (ConfigDef's split at commas), else ``default``."""
-    raw = metadata.image.group_configs.get(group_id, {}).get(key)
-    if raw is None:
-        return default
-    try:
-        return [str(item) for item in parse_value(key, raw)]
-    except GroupConfigError:
-        return default
+    value = _group_value(metadata, group_id, key)
+    return default if value is None else [str(item) for item in value]

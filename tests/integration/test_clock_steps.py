@@ -30,7 +30,15 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from tests.integration.test_share_groups_java import produce
-from tests.integration.test_share_holds_ab import NONE, acknowledge, acquired, join, share_fetch, topic_id
+from tests.integration.test_share_holds_ab import (
+    NONE,
+    acknowledge,
+    acquire_all,
+    acquired,
+    join,
+    share_fetch,
+    topic_id,
+)
 from tests.support.broker_process import BrokerProcess
 from tests.support.config_requests import set_group_configs
 from tests.support.real_kafka import Target, create_topic, unique
@@ -120,13 +128,7 @@ def held_records(stepped: SteppedBroker, lock_ms: int) -> tuple[WireClient, Wire
                                       "share.record.lock.duration.ms": str(lock_ms)})
     tid = topic_id(holder, topic)
     member, second = join(holder, group, topic), join(other, group, topic)
-    deadline = time.monotonic() + 60
-    epoch = 0
-    while not (got := acquired(share_fetch(holder, group, member, epoch, tid, max_wait_ms=500))):
-        assert time.monotonic() < deadline, "the holder never acquired the records"
-        epoch += 1
-    assert got == [(0, 4, 1)]
-    return holder, other, group, member, second, tid, epoch + 1
+    return holder, other, group, member, second, tid, acquire_all(holder, group, member, tid)
 
 
 def test_a_clock_step_forward_leaves_the_controller_taking_metadata_changes(stepped: SteppedBroker) -> None:
