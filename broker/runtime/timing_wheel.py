@@ -62,7 +62,6 @@ __all__ = [
     "TimerTaskEntry",
     "TimerTaskList",
     "TimingWheel",
-    "monotonic_ms",
 ]
 
 log = logging.getLogger(__name__)

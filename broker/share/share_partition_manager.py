@@ -268,7 +268,7 @@ class SharePartitionManager:
         try:
             sp = self._share_partition(session.group_id, topic, partition)
             sp.acknowledge(session.member_id, acks, self.lock_clock_ms(), self._lock_duration_ms(session.group_id),
-                           group_bool(self.metadata, session.group_id, "share.renew.acknowledge.enable", True))
+                           self._renew_enabled(session.group_id))
             self.metrics.records_acknowledged(acks)
             self._persist(sp)
             self._wake(sp)  # released records, or room in the in-flight window
@@ -505,10 +505,16 @@ class SharePartitionManager:
 
     # The group's own configs (GROUP resources, odradek.broker.group.group_overrides) over the broker's,
     # read at each use as Kafka's GroupConfigManager is: the lock duration at each acquisition and
-    # acknowledgement, the isolation level at each read, the delivery count limit, the in-flight
-    # record limit and the start offset when a share-partition is created.
+    # acknowledgement, whether RENEW is allowed at each acknowledgement, the isolation level at each
+    # read, the delivery count limit, the in-flight record limit and the start offset when a
+    # share-partition is created.
     def _lock_duration_ms(self, group_id: str) -> int:
         return group_int(self.metadata, group_id, "share.record.lock.duration.ms", self.config.record_lock_duration_ms)
+
+    def _renew_enabled(self, group_id: str) -> bool:
+        """share.renew.acknowledge.enable: a group config only, true by default (Kafka's
+        ShareGroupConfigProvider.isRenewAcknowledgeEnabled)."""
+        return group_bool(self.metadata, group_id, "share.renew.acknowledge.enable", True)
 
     def _delivery_count_limit(self, group_id: str) -> int:
         return group_int(self.metadata, group_id, "share.delivery.count.limit", self.config.delivery_count_limit)
