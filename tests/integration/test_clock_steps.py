@@ -24,23 +24,12 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from tests.integration.test_share_groups_java import produce
-from tests.integration.test_share_holds_ab import (
-    NONE,
-    acknowledge,
-    acquire_all,
-    acquired,
-    join,
-    share_fetch,
-    topic_id,
-)
+from tests.integration.test_share_holds_ab import NONE, acknowledge, acquired, five_held, share_fetch
 from tests.support.broker_process import BrokerProcess
-from tests.support.config_requests import set_group_configs
 from tests.support.real_kafka import Target, create_topic, unique
 from tests.support.wire import WireClient
 
@@ -116,21 +105,6 @@ def stepped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SteppedBroker]
         broker.kill()
 
 
-def held_records(stepped: SteppedBroker, lock_ms: int) -> tuple[WireClient, WireClient, str, str, str, Any, int]:
-    """A topic of five records, and a share group in which a holder has acquired them all: the two
-    members' connections, the group, their member ids, the topic id and the holder's next epoch."""
-    target = stepped.target
-    topic, group = unique("clock-held"), unique("sg")
-    create_topic(target, topic, 1)
-    produce(target, topic, [f"c{i}" for i in range(5)], 1)
-    holder, other = WireClient(target.host, target.port), WireClient(target.host, target.port)
-    set_group_configs(holder, group, {"share.auto.offset.reset": "earliest",
-                                      "share.record.lock.duration.ms": str(lock_ms)})
-    tid = topic_id(holder, topic)
-    member, second = join(holder, group, topic), join(other, group, topic)
-    return holder, other, group, member, second, tid, acquire_all(holder, group, member, tid)
-
-
 def test_a_clock_step_forward_leaves_the_controller_taking_metadata_changes(stepped: SteppedBroker) -> None:
     stepped.step_to(0)
     create_topic(stepped.target, unique("before-step"), 1)
@@ -143,25 +117,23 @@ def test_a_clock_step_forward_leaves_the_controller_taking_metadata_changes(step
 
 def test_a_clock_step_forward_does_not_expire_a_live_members_locks(stepped: SteppedBroker) -> None:
     stepped.step_to(0)
-    holder, other, group, member, second, tid, epoch = held_records(stepped, 30_000)
-    with holder, other:
+    with five_held(stepped.target, "clock-held", {"share.record.lock.duration.ms": "30000"}) as h:
         stepped.step_to(HOUR_S)
         # An hour later by the wall clock, a second or so by the lock's: still the holder's.
-        assert acquired(share_fetch(other, group, second, 0, tid, max_wait_ms=1000)) == []
-        assert acknowledge(holder, group, member, epoch, tid, 0, 4) == NONE
-        assert acquired(share_fetch(other, group, second, 1, tid, max_wait_ms=1000)) == []
+        assert acquired(share_fetch(h.other, h.group, h.second, 0, h.tid, max_wait_ms=1000)) == []
+        assert acknowledge(h.holder, h.group, h.member, h.epoch, h.tid, 0, 4) == NONE
+        assert acquired(share_fetch(h.other, h.group, h.second, 1, h.tid, max_wait_ms=1000)) == []
 
 
 def test_a_clock_step_back_does_not_keep_records_locked(stepped: SteppedBroker) -> None:
     stepped.step_to(HOUR_S)
-    holder, other, group, member, second, tid, _ = held_records(stepped, 2_000)
-    with holder, other:
+    with five_held(stepped.target, "clock-held", {"share.record.lock.duration.ms": "2000"}) as h:
         acquired_at = time.monotonic()
         stepped.step_to(0)
         # An hour back by the wall clock: the records still come back when the 2 s lock expires.
         deadline = time.monotonic() + 30
         epoch = 0
-        while not (got := acquired(share_fetch(other, group, second, epoch, tid, max_wait_ms=1000))):
+        while not (got := acquired(share_fetch(h.other, h.group, h.second, epoch, h.tid, max_wait_ms=1000))):
             assert time.monotonic() < deadline, "the records never came back after the clock stepped back"
             epoch += 1
         assert got == [(0, 4, 2)]

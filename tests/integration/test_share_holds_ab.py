@@ -18,6 +18,8 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import pytest
 
@@ -108,22 +110,44 @@ def join(c: WireClient, group: str, topic: str) -> str:
         time.sleep(0.2)
 
 
+@dataclass
+class Held:
+    """Five records of a one-partition topic, all acquired by ``member`` (on ``holder``) in its
+    first delivery; ``second`` (on ``other``) is a member of the same share group."""
+
+    holder: WireClient
+    other: WireClient
+    group: str
+    member: str
+    second: str
+    tid: uuid.UUID
+    epoch: int  # the holder's session's next epoch
+
+
+@contextmanager
+def five_held(target: Target, prefix: str, configs: dict[str, str] | None = None) -> Iterator[Held]:
+    """A new topic and share group (``configs`` beside share.auto.offset.reset=earliest), its five
+    records held by one of two members; both connections close on exit."""
+    topic, group = unique(prefix), unique("sg")
+    create_topic(target, topic, 1)
+    with WireClient(target.host, target.port) as c:
+        set_group_configs(c, group, {"share.auto.offset.reset": "earliest", **(configs or {})})
+        tid = topic_id(c, topic)
+    produce(target, topic, [f"{prefix}{i}" for i in range(5)], 1)
+    with WireClient(target.host, target.port) as holder, WireClient(target.host, target.port) as other:
+        member, second = join(holder, group, topic), join(other, group, topic)
+        yield Held(holder, other, group, member, second, tid, acquire_all(holder, group, member, tid))
+
+
 @pytest.mark.parametrize("name", TARGETS)
 def test_forgetting_the_partition_or_reopening_the_session_keeps_the_records_acquired(
         targets: dict[str, Target], name: str) -> None:
     target = targets[name]
     target.require(*SHARE_GROUP)
-    topic, group = unique("hold"), unique("sg")
-    create_topic(target, topic, 1)
-    with WireClient(target.host, target.port) as c:
-        set_group_configs(c, group, {"share.auto.offset.reset": "earliest"})
-        tid = topic_id(c, topic)
-    produce(target, topic, [f"h{i}" for i in range(5)], 1)
-    with WireClient(target.host, target.port) as holder, WireClient(target.host, target.port) as other:
-        member, second = join(holder, group, topic), join(other, group, topic)
-        epoch = acquire_all(holder, group, member, tid)
+    with five_held(target, "hold") as h:
+        holder, other, group, member, second, tid = h.holder, h.other, h.group, h.member, h.second, h.tid
         # It forgets the partition: the records stay its own.
-        assert share_fetch(holder, group, member, epoch, tid, forget=True)["error_code"] == NONE
+        assert share_fetch(holder, group, member, h.epoch, tid, forget=True)["error_code"] == NONE
         assert acquired(share_fetch(other, group, second, 0, tid, max_wait_ms=1000)) == []
         # It opens a new session in place of the old one: still its own.
         assert share_fetch(holder, group, member, 0, None)["error_code"] == NONE
@@ -132,7 +156,6 @@ def test_forgetting_the_partition_or_reopening_the_session_keeps_the_records_acq
         assert acknowledge(holder, group, member, 1, tid, 0, 4) == NONE
         assert acquired(share_fetch(other, group, second, 2, tid, max_wait_ms=1000)) == []
 
-
 @pytest.mark.parametrize("name", TARGETS)
 def test_renew_is_refused_where_the_group_config_disables_it(targets: dict[str, Target], name: str) -> None:
     """share.renew.acknowledge.enable=false: Kafka's SharePartition answers a RENEW from the holder
@@ -140,24 +163,13 @@ def test_renew_is_refused_where_the_group_config_disables_it(targets: dict[str, 
     nothing of that acknowledgement. A group without the config renews (its default is true)."""
     target = targets[name]
     target.require(*SHARE_GROUP)
-    topic, refusing, renewing = unique("renew"), unique("sg-no-renew"), unique("sg-renew")
-    create_topic(target, topic, 1)
-    with WireClient(target.host, target.port) as c:
-        set_group_configs(c, refusing, {"share.auto.offset.reset": "earliest", "share.renew.acknowledge.enable": "false"})
-        set_group_configs(c, renewing, {"share.auto.offset.reset": "earliest"})
-        tid = topic_id(c, topic)
-    produce(target, topic, [f"r{i}" for i in range(5)], 1)
-    with WireClient(target.host, target.port) as holder, WireClient(target.host, target.port) as other:
-        member, second = join(holder, refusing, topic), join(other, refusing, topic)
-        epoch = acquire_all(holder, refusing, member, tid)
-        answer = renew(holder, refusing, member, epoch, tid, 0, 4)
+    with five_held(target, "renew", {"share.renew.acknowledge.enable": "false"}) as h:
+        answer = renew(h.holder, h.group, h.member, h.epoch, h.tid, 0, 4)
         assert (answer["error_code"], answer["error_message"]) == (
             INVALID_RECORD_STATE, "Renewing acquisition locks is not enabled for the group."), answer
         # The records are still the holder's, as they were: another member gets none, its ACCEPT is taken.
-        assert acquired(share_fetch(other, refusing, second, 0, tid, max_wait_ms=1000)) == []
-        assert acknowledge(holder, refusing, member, epoch + 1, tid, 0, 4) == NONE
-        assert acquired(share_fetch(other, refusing, second, 1, tid, max_wait_ms=1000)) == []
-
-        member = join(holder, renewing, topic)
-        epoch = acquire_all(holder, renewing, member, tid)
-        assert renew(holder, renewing, member, epoch, tid, 0, 4)["error_code"] == NONE
+        assert acquired(share_fetch(h.other, h.group, h.second, 0, h.tid, max_wait_ms=1000)) == []
+        assert acknowledge(h.holder, h.group, h.member, h.epoch + 1, h.tid, 0, 4) == NONE
+        assert acquired(share_fetch(h.other, h.group, h.second, 1, h.tid, max_wait_ms=1000)) == []
+    with five_held(target, "renewed") as h:
+        assert renew(h.holder, h.group, h.member, h.epoch, h.tid, 0, 4)["error_code"] == NONE
